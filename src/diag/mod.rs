@@ -1,0 +1,280 @@
+//! Diagnostics as data: every front end, lowering and check pass pushes
+//! [`Diagnostic`]s; rendering (miette for people, JSON for tools) is separate
+//! and lives in [`render`].
+
+pub mod render;
+
+use crate::source::Span;
+use serde::Serialize;
+
+/// Every diagnostic code flowc has shipped. A code keeps its name and meaning
+/// forever; a retired code stays here so it is never reused. This enum is the
+/// registry the README's code table is checked against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Code {
+    // Errors.
+    Syntax,
+    UnknownKey,
+    DuplicateKey,
+    DuplicateId,
+    InvalidId,
+    UnknownType,
+    InvalidSchema,
+    UnknownTarget,
+    CrossFlowStep,
+    UnreachableBranch,
+    UnreachableStep,
+    UnknownField,
+    UnknownFunction,
+    WrongArity,
+    TypeMismatch,
+    UnknownTool,
+    InvalidTool,
+    WrongArguments,
+    AutoCycle,
+    InvalidStep,
+    InvalidDirective,
+    InvalidDuration,
+    DuplicateDefault,
+    ReplyWithAbort,
+    MissingEntry,
+    // Warnings.
+    MaybeUnset,
+    DroppedField,
+    UncollectedRequired,
+    ShadowedStep,
+    UnroutedFlow,
+}
+
+impl Code {
+    pub const ALL: &'static [Code] = &[
+        Code::Syntax,
+        Code::UnknownKey,
+        Code::DuplicateKey,
+        Code::DuplicateId,
+        Code::InvalidId,
+        Code::UnknownType,
+        Code::InvalidSchema,
+        Code::UnknownTarget,
+        Code::CrossFlowStep,
+        Code::UnreachableBranch,
+        Code::UnreachableStep,
+        Code::UnknownField,
+        Code::UnknownFunction,
+        Code::WrongArity,
+        Code::TypeMismatch,
+        Code::UnknownTool,
+        Code::InvalidTool,
+        Code::WrongArguments,
+        Code::AutoCycle,
+        Code::InvalidStep,
+        Code::InvalidDirective,
+        Code::InvalidDuration,
+        Code::DuplicateDefault,
+        Code::ReplyWithAbort,
+        Code::MissingEntry,
+        Code::MaybeUnset,
+        Code::DroppedField,
+        Code::UncollectedRequired,
+        Code::ShadowedStep,
+        Code::UnroutedFlow,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::Syntax => "syntax",
+            Code::UnknownKey => "unknown_key",
+            Code::DuplicateKey => "duplicate_key",
+            Code::DuplicateId => "duplicate_id",
+            Code::InvalidId => "invalid_id",
+            Code::UnknownType => "unknown_type",
+            Code::InvalidSchema => "invalid_schema",
+            Code::UnknownTarget => "unknown_target",
+            Code::CrossFlowStep => "cross_flow_step",
+            Code::UnreachableBranch => "unreachable_branch",
+            Code::UnreachableStep => "unreachable_step",
+            Code::UnknownField => "unknown_field",
+            Code::UnknownFunction => "unknown_function",
+            Code::WrongArity => "wrong_arity",
+            Code::TypeMismatch => "type_mismatch",
+            Code::UnknownTool => "unknown_tool",
+            Code::InvalidTool => "invalid_tool",
+            Code::WrongArguments => "wrong_arguments",
+            Code::AutoCycle => "auto_cycle",
+            Code::InvalidStep => "invalid_step",
+            Code::InvalidDirective => "invalid_directive",
+            Code::InvalidDuration => "invalid_duration",
+            Code::DuplicateDefault => "duplicate_default",
+            Code::ReplyWithAbort => "reply_with_abort",
+            Code::MissingEntry => "missing_entry",
+            Code::MaybeUnset => "maybe_unset",
+            Code::DroppedField => "dropped_field",
+            Code::UncollectedRequired => "uncollected_required",
+            Code::ShadowedStep => "shadowed_step",
+            Code::UnroutedFlow => "unrouted_flow",
+        }
+    }
+
+    pub fn default_severity(self) -> Severity {
+        match self {
+            Code::MaybeUnset
+            | Code::DroppedField
+            | Code::UncollectedRequired
+            | Code::ShadowedStep
+            | Code::UnroutedFlow => Severity::Warning,
+            _ => Severity::Error,
+        }
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+/// A span with what it is, in the diagnostic's terms ("this step is never
+/// reached"). The first label of a diagnostic is its primary one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Label {
+    pub span: Span,
+    pub text: String,
+}
+
+/// One problem found in a program: what is wrong (`message`, lower case, no
+/// final period), where (`labels`, primary first) and what to do (`help`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Diagnostic {
+    pub code: Code,
+    pub severity: Severity,
+    pub message: String,
+    pub labels: Vec<Label>,
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    pub fn new(code: Code, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            code,
+            severity: code.default_severity(),
+            message: message.into(),
+            labels: Vec::new(),
+            help: None,
+        }
+    }
+
+    /// The primary label: the exact span the diagnostic is about.
+    pub fn at(mut self, span: Span, text: impl Into<String>) -> Diagnostic {
+        self.labels.insert(
+            0,
+            Label {
+                span,
+                text: text.into(),
+            },
+        );
+        self
+    }
+
+    /// A secondary label ("flow `billing` is declared here").
+    pub fn with_label(mut self, span: Span, text: impl Into<String>) -> Diagnostic {
+        self.labels.push(Label {
+            span,
+            text: text.into(),
+        });
+        self
+    }
+
+    pub fn with_help(mut self, help: impl Into<String>) -> Diagnostic {
+        self.help = Some(help.into());
+        self
+    }
+
+    /// The span the diagnostic is about (its first label), if it has one.
+    pub fn primary_span(&self) -> Option<Span> {
+        self.labels.first().map(|label| label.span)
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+/// Sorts diagnostics by position, then code, so output is stable whatever
+/// order the passes ran in, and drops exact duplicates (two passes that
+/// reach the same fact through different routes).
+pub fn sort_diagnostics(diagnostics: &mut Vec<Diagnostic>) {
+    diagnostics.sort_by(|left, right| {
+        let left_span = left.primary_span().unwrap_or_default();
+        let right_span = right.primary_span().unwrap_or_default();
+        (left_span.start, left_span.end, left.code, &left.message).cmp(&(
+            right_span.start,
+            right_span.end,
+            right.code,
+            &right.message,
+        ))
+    });
+    diagnostics.dedup();
+}
+
+/// Edit distance, for did-you-mean suggestions.
+pub fn edit_distance(left: &str, right: &str) -> usize {
+    let right_chars: Vec<char> = right.chars().collect();
+    let mut previous: Vec<usize> = (0..=right_chars.len()).collect();
+    let mut current = vec![0; right_chars.len() + 1];
+    for (i, left_char) in left.chars().enumerate() {
+        current[0] = i + 1;
+        for (j, right_char) in right_chars.iter().enumerate() {
+            let substitution = previous[j] + usize::from(left_char != *right_char);
+            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        std::mem::swap(&mut previous, &mut current);
+    }
+    previous[right_chars.len()]
+}
+
+/// The candidate closest to `name`, if it is close enough to be a likely
+/// misspelling (a third of the name's length, at least one edit).
+pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let budget = (name.chars().count() / 3).max(1);
+    candidates
+        .into_iter()
+        .filter(|candidate| *candidate != name)
+        .map(|candidate| (edit_distance(name, candidate), candidate))
+        .filter(|(distance, _)| *distance <= budget)
+        .min_by_key(|(distance, candidate)| (*distance, *candidate))
+        .map(|(_, candidate)| candidate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_round_trips_through_its_name() {
+        let names: std::collections::BTreeSet<&str> = Code::ALL.iter().map(|code| code.as_str()).collect();
+        assert_eq!(names.len(), Code::ALL.len());
+    }
+
+    #[test]
+    fn did_you_mean_finds_close_names_only() {
+        assert_eq!(did_you_mean("bokking", ["booking", "support"]), Some("booking"));
+        assert_eq!(did_you_mean("xyz", ["booking", "support"]), None);
+    }
+}

@@ -1,0 +1,12 @@
+//! flowc: a compiler, checker and interpreter for LLM-driven conversations
+//! and workflows written as code.
+//!
+//! The pipeline, as the modules show it: [`syntax`] reads `.flow` and YAML
+//! into one AST, [`ir`] lowers it into a resolved, typed IR, [`check`] proves
+//! it sound, [`graph`] draws it, and the runtime executes it. [`diag`] holds
+//! the diagnostics every stage reports; [`cli`] is the only module that
+//! touches files and the terminal.
+
+pub mod diag;
+pub mod source;
+pub mod syntax;

@@ -1,0 +1,173 @@
+//! Source files and byte spans: the coordinates every diagnostic, AST node and
+//! IR node is expressed in.
+
+use serde::Serialize;
+
+/// A half-open byte range `[start, end)` into one source file.
+///
+/// `u32` keeps AST and IR nodes small; a program over 4 GiB is refused before
+/// parsing (see [`SourceFile::new`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct Span {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    pub const fn new(start: u32, end: u32) -> Span {
+        Span { start, end }
+    }
+
+    pub fn from_range(range: std::ops::Range<usize>) -> Span {
+        Span::new(clamp_u32(range.start), clamp_u32(range.end))
+    }
+
+    pub fn len(self) -> u32 {
+        self.end.saturating_sub(self.start)
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// The smallest span covering both.
+    pub fn to(self, other: Span) -> Span {
+        Span::new(self.start.min(other.start), self.end.max(other.end))
+    }
+
+    pub fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+}
+
+fn clamp_u32(value: usize) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+/// A value with the span it was read from.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Spanned<T> {
+    pub value: T,
+    pub span: Span,
+}
+
+impl<T> Spanned<T> {
+    pub fn new(value: T, span: Span) -> Spanned<T> {
+        Spanned { value, span }
+    }
+}
+
+/// The largest program flowc accepts, so that every offset fits a [`Span`].
+pub const MAX_SOURCE_LEN: usize = u32::MAX as usize - 1;
+
+/// One program's text with its display name and a line index for
+/// turning byte offsets into 1-based line and column numbers.
+#[derive(Clone, Debug)]
+pub struct SourceFile {
+    pub name: String,
+    pub text: String,
+    line_starts: Vec<u32>,
+}
+
+/// A 1-based line and column (the column counts characters, as rustc does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LineCol {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl SourceFile {
+    pub fn new(name: impl Into<String>, text: impl Into<String>) -> SourceFile {
+        let text = text.into();
+        let mut line_starts = vec![0u32];
+        line_starts.extend(
+            text.bytes()
+                .enumerate()
+                .filter(|(_, byte)| *byte == b'\n')
+                .map(|(index, _)| clamp_u32(index + 1)),
+        );
+        SourceFile {
+            name: name.into(),
+            text,
+            line_starts,
+        }
+    }
+
+    pub fn kind(&self) -> SourceKind {
+        SourceKind::from_path(&self.name)
+    }
+
+    /// Line and column of a byte offset; offsets past the end clamp to it.
+    pub fn line_col(&self, offset: u32) -> LineCol {
+        let offset = offset.min(clamp_u32(self.text.len()));
+        let line_index = match self.line_starts.binary_search(&offset) {
+            Ok(index) => index,
+            Err(index) => index.saturating_sub(1),
+        };
+        let line_start = self.line_starts.get(line_index).copied().unwrap_or(0) as usize;
+        let mut end = offset as usize;
+        while end > line_start && !self.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let column = self
+            .text
+            .get(line_start..end)
+            .map_or(0, |prefix| prefix.chars().count());
+        LineCol {
+            line: line_index + 1,
+            column: column + 1,
+        }
+    }
+
+    /// The source text of a span, or "" when the span does not fall on
+    /// character boundaries.
+    pub fn slice(&self, span: Span) -> &str {
+        self.text.get(span.range()).unwrap_or("")
+    }
+}
+
+/// Which front end reads a file, decided by its extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceKind {
+    Flow,
+    Yaml,
+}
+
+impl SourceKind {
+    pub fn from_path(path: &str) -> SourceKind {
+        let lower = path.to_ascii_lowercase();
+        if lower.ends_with(".yaml") || lower.ends_with(".yml") {
+            SourceKind::Yaml
+        } else {
+            SourceKind::Flow
+        }
+    }
+
+    /// Whether a path names a program flowc reads when walking a directory.
+    pub fn is_program_path(path: &std::path::Path) -> bool {
+        matches!(
+            path.extension().and_then(|ext| ext.to_str()),
+            Some("flow" | "yaml" | "yml")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_col_is_one_based_and_counts_characters() {
+        let file = SourceFile::new("a.flow", "ab\nçd\n");
+        assert_eq!(file.line_col(0), LineCol { line: 1, column: 1 });
+        assert_eq!(file.line_col(3), LineCol { line: 2, column: 1 });
+        // `ç` is two bytes: the `d` after it is the second character.
+        assert_eq!(file.line_col(5), LineCol { line: 2, column: 2 });
+        assert_eq!(file.line_col(99), LineCol { line: 3, column: 1 });
+    }
+
+    #[test]
+    fn span_to_covers_both() {
+        assert_eq!(Span::new(4, 6).to(Span::new(1, 2)), Span::new(1, 6));
+    }
+}

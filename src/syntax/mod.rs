@@ -1,0 +1,36 @@
+//! The front ends: `.flow` (pest) and YAML (saphyr events) into one
+//! [`ast::Program`], with every name, value and expression carrying its span.
+//! Neither stops at the first problem: each returns the program it could
+//! read together with every diagnostic it found.
+
+pub mod ast;
+pub mod expr;
+pub mod flow;
+pub mod grammar;
+pub mod yaml;
+
+use crate::diag::{Code, Diagnostic};
+use crate::source::{SourceFile, SourceKind, Span};
+
+/// Reads one program with the front end its file name selects.
+pub fn parse(file: &SourceFile) -> (ast::Program, Vec<Diagnostic>) {
+    if is_blank(file) {
+        let diagnostic = Diagnostic::new(Code::Syntax, "the file holds no program")
+            .at(Span::new(0, 0), "empty, or only comments and white space")
+            .with_help("a program declares at least one flow; see flows/booking.flow for an example");
+        return (ast::Program::default(), vec![diagnostic]);
+    }
+    match file.kind() {
+        SourceKind::Flow => flow::parse(file),
+        SourceKind::Yaml => yaml::parse(file),
+    }
+}
+
+/// Whether a file has nothing but white space and `#` comments (both
+/// syntaxes use `#` for comments).
+fn is_blank(file: &SourceFile) -> bool {
+    file.text
+        .lines()
+        .map(str::trim)
+        .all(|line| line.is_empty() || line.starts_with('#') || line == "---" || line == "...")
+}
