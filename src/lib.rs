@@ -2,11 +2,13 @@
 //! and workflows written as code.
 //!
 //! The pipeline, as the modules show it: [`syntax`] reads `.flow` and YAML
-//! into one AST, [`ir`] lowers it into a resolved, typed IR, [`check`] proves
-//! it sound, [`graph`] draws it, and the runtime executes it. [`diag`] holds
-//! the diagnostics every stage reports; [`cli`] is the only module that
-//! touches files and the terminal.
+//! into one AST, [`ir`] lowers it into a resolved, typed IR (with [`expr`]
+//! typing every expression), [`check`] proves it sound, [`graph`] draws it,
+//! and the runtime executes it. [`diag`] holds the diagnostics every stage
+//! reports; [`cli`] is the only module that touches files and the terminal.
 
 pub mod diag;
+pub mod expr;
+pub mod ir;
 pub mod source;
 pub mod syntax;

@@ -1,0 +1,195 @@
+//! The expression language after resolution: every name is a field, a
+//! context key, a local (loop variable or tool param) or an environment
+//! variable, and every node carries its static [`Type`]. [`typeck`] builds it
+//! from the AST; the runtime evaluates it.
+
+pub mod typeck;
+
+use crate::ir::{ContextId, FieldId};
+use crate::source::Span;
+use crate::syntax::ast::{BinaryOp, UnaryOp};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// The static type of an expression.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Type {
+    Null,
+    Bool,
+    Int,
+    Float,
+    String,
+    Date,
+    DateTime,
+    Enum(Arc<[String]>),
+    List(Arc<Type>),
+    Object(Arc<[(String, Type)]>),
+    /// The type of an expression that already has an error: compatible with
+    /// everything, so one mistake is reported once.
+    Unknown,
+}
+
+impl Type {
+    pub fn is_numeric(&self) -> bool {
+        matches!(self, Type::Int | Type::Float)
+    }
+
+    pub fn is_unknown(&self) -> bool {
+        matches!(self, Type::Unknown)
+    }
+
+    /// How the type is written in diagnostics.
+    pub fn describe(&self) -> String {
+        match self {
+            Type::Null => "null".into(),
+            Type::Bool => "bool".into(),
+            Type::Int => "int".into(),
+            Type::Float => "float".into(),
+            Type::String => "string".into(),
+            Type::Date => "date".into(),
+            Type::DateTime => "datetime".into(),
+            Type::Enum(values) => format!("enum({})", values.join(", ")),
+            Type::List(items) => format!("list({})", items.describe()),
+            Type::Object(fields) => format!(
+                "object {{ {} }}",
+                fields
+                    .iter()
+                    .map(|(name, ty)| format!("{name}: {}", ty.describe()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Type::Unknown => "unknown".into(),
+        }
+    }
+}
+
+/// A resolved, typed expression.
+#[derive(Clone, Debug, Serialize)]
+pub struct Expr {
+    #[serde(flatten)]
+    pub kind: ExprKind,
+    #[serde(rename = "type")]
+    pub ty: Type,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ExprKind {
+    Literal { value: serde_json::Value },
+    List { items: Vec<Expr> },
+    Field { field: FieldId },
+    Context { key: ContextId },
+    /// A loop variable or tool param: `slot` indexes the frame the runtime
+    /// keeps for the enclosing `for_each` nest or tool call.
+    Local { slot: u32, name: String },
+    /// `env.NAME`, allowed only in http headers.
+    Env { name: String },
+    Member { object: Box<Expr>, member: String },
+    Unary { op: UnaryOp, operand: Box<Expr> },
+    Binary { op: BinaryOp, left: Box<Expr>, right: Box<Expr> },
+    IsSet { operand: Box<Expr>, negated: bool },
+    Call { function: Function, args: Vec<Expr> },
+    /// An expression whose error was reported; it is never evaluated
+    /// because a program with errors does not run.
+    Error,
+}
+
+/// The built-in functions of the expression language.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Function {
+    Len,
+    Lower,
+    Upper,
+    Contains,
+    Today,
+    Now,
+}
+
+impl Function {
+    pub const ALL: &'static [Function] = &[
+        Function::Len,
+        Function::Lower,
+        Function::Upper,
+        Function::Contains,
+        Function::Today,
+        Function::Now,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Function::Len => "len",
+            Function::Lower => "lower",
+            Function::Upper => "upper",
+            Function::Contains => "contains",
+            Function::Today => "today",
+            Function::Now => "now",
+        }
+    }
+
+    pub fn arity(self) -> usize {
+        match self {
+            Function::Len | Function::Lower | Function::Upper => 1,
+            Function::Contains => 2,
+            Function::Today | Function::Now => 0,
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Function> {
+        Function::ALL.iter().copied().find(|function| function.name() == name)
+    }
+}
+
+/// A template after resolution.
+#[derive(Clone, Debug, Serialize)]
+pub struct Template {
+    pub parts: Vec<TemplatePart>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TemplatePart {
+    Text(String),
+    Expr(Expr),
+}
+
+impl Template {
+    /// The template's text when it has no interpolation.
+    pub fn as_literal(&self) -> Option<&str> {
+        match self.parts.as_slice() {
+            [] => Some(""),
+            [TemplatePart::Text(text)] => Some(text),
+            _ => None,
+        }
+    }
+}
+
+impl Expr {
+    /// Every sub-expression, this one first (pre-order).
+    pub fn walk(&self, visit: &mut dyn FnMut(&Expr)) {
+        visit(self);
+        match &self.kind {
+            ExprKind::List { items } | ExprKind::Call { args: items, .. } => {
+                for item in items {
+                    item.walk(visit);
+                }
+            }
+            ExprKind::Member { object: operand, .. }
+            | ExprKind::Unary { operand, .. }
+            | ExprKind::IsSet { operand, .. } => operand.walk(visit),
+            ExprKind::Binary { left, right, .. } => {
+                left.walk(visit);
+                right.walk(visit);
+            }
+            ExprKind::Literal { .. }
+            | ExprKind::Field { .. }
+            | ExprKind::Context { .. }
+            | ExprKind::Local { .. }
+            | ExprKind::Env { .. }
+            | ExprKind::Error => {}
+        }
+    }
+}

@@ -1,0 +1,883 @@
+//! Resolution and type checking of expressions: AST expressions become typed
+//! [`Expr`]s against a [`Scope`] (schema fields, context, locals, env).
+//! Every problem is reported (`unknown_field`, `unknown_function`,
+//! `wrong_arity`, `type_mismatch`) and replaced by an [`ExprKind::Error`] of
+//! [`Type::Unknown`], so a single mistake is reported once.
+
+use super::{Expr, ExprKind, Function, Template, TemplatePart, Type};
+use crate::diag::{Code, Diagnostic, did_you_mean};
+use crate::ir::{ContextId, FieldId};
+use crate::source::Span;
+use crate::syntax::ast::{self, BinaryOp, UnaryOp};
+use std::collections::HashMap;
+
+/// The names a program declares, with their types.
+#[derive(Debug, Default)]
+pub struct Symbols {
+    pub fields: HashMap<String, (FieldId, Type)>,
+    pub context: HashMap<String, (ContextId, Type)>,
+}
+
+/// What a name in an expression can refer to at one place in a program.
+#[derive(Clone, Copy)]
+pub struct Scope<'a> {
+    pub symbols: &'a Symbols,
+    /// False in tool templates, which see only the tool's params.
+    pub fields_visible: bool,
+    /// Loop variables (or tool params); a local's slot is its index.
+    pub locals: &'a [(String, Type)],
+    /// `env.NAME` is allowed only in http headers.
+    pub env_allowed: bool,
+}
+
+pub struct Checker<'a> {
+    pub scope: Scope<'a>,
+    pub diagnostics: &'a mut Vec<Diagnostic>,
+}
+
+impl Checker<'_> {
+    pub fn template(&mut self, template: &ast::Template) -> Template {
+        let parts = template
+            .parts
+            .iter()
+            .map(|part| match part {
+                ast::TemplatePart::Text(text) => TemplatePart::Text(text.clone()),
+                ast::TemplatePart::Expr(expr) => TemplatePart::Expr(self.expr(expr)),
+            })
+            .collect();
+        Template {
+            parts,
+            span: template.span,
+        }
+    }
+
+    /// An expression that must be a bool (`if`, `skip_if`, `where`).
+    pub fn condition(&mut self, expr: &ast::Expr) -> Expr {
+        let typed = self.expr(expr);
+        if !matches!(typed.ty, Type::Bool | Type::Unknown | Type::Null) {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::TypeMismatch,
+                    format!("a condition must be a bool, found {}", typed.ty.describe()),
+                )
+                .at(typed.span, format!("this is {}", typed.ty.describe()))
+                .with_help("compare it with a value, e.g. `x == 1` or `x is set`"),
+            );
+        }
+        typed
+    }
+
+    /// An expression whose value is written to a place of type `target`.
+    pub fn value_for(&mut self, expr: &ast::Expr, target: &Type, what: &str) -> Expr {
+        let typed = self.expr(expr);
+        if let Some(problem) = assignability(&typed, target) {
+            self.diagnostics.push(
+                Diagnostic::new(Code::TypeMismatch, format!("{what} expects {}, {problem}", target.describe()))
+                    .at(typed.span, format!("this is {}", typed.ty.describe()))
+                    .with_help(format!("give a value of type {}", target.describe())),
+            );
+        }
+        typed
+    }
+
+    pub fn expr(&mut self, expr: &ast::Expr) -> Expr {
+        let span = expr.span;
+        match &expr.kind {
+            ast::ExprKind::Null => literal(serde_json::Value::Null, Type::Null, span),
+            ast::ExprKind::Bool { value } => literal((*value).into(), Type::Bool, span),
+            ast::ExprKind::Int { value } => literal((*value).into(), Type::Int, span),
+            ast::ExprKind::Float { value } => match serde_json::Number::from_f64(*value) {
+                Some(number) => literal(serde_json::Value::Number(number), Type::Float, span),
+                None => self.error(Diagnostic::new(Code::Syntax, "this number is not finite").at(span, "here")),
+            },
+            ast::ExprKind::String { value } => literal(value.clone().into(), Type::String, span),
+            ast::ExprKind::List { items } => self.list(items, span),
+            ast::ExprKind::Path { segments } => self.path(segments, span),
+            ast::ExprKind::Unary { op, operand } => self.unary(*op, operand, span),
+            ast::ExprKind::Binary { op, left, right } => self.binary(*op, left, right, span),
+            ast::ExprKind::IsSet { operand, negated } => {
+                let operand = self.expr(operand);
+                Expr {
+                    kind: ExprKind::IsSet {
+                        operand: Box::new(operand),
+                        negated: *negated,
+                    },
+                    ty: Type::Bool,
+                    span,
+                }
+            }
+            ast::ExprKind::Call { function, args } => self.call(function, args, span),
+            ast::ExprKind::Error => Expr {
+                kind: ExprKind::Error,
+                ty: Type::Unknown,
+                span,
+            },
+        }
+    }
+
+    fn error(&mut self, diagnostic: Diagnostic) -> Expr {
+        let span = diagnostic.primary_span().unwrap_or_default();
+        self.diagnostics.push(diagnostic);
+        Expr {
+            kind: ExprKind::Error,
+            ty: Type::Unknown,
+            span,
+        }
+    }
+
+    fn list(&mut self, items: &[ast::Expr], span: Span) -> Expr {
+        let typed: Vec<Expr> = items.iter().map(|item| self.expr(item)).collect();
+        let mut element = Type::Unknown;
+        for item in &typed {
+            if item.ty.is_unknown() || item.ty == Type::Null {
+                continue;
+            }
+            match join(&element, &item.ty) {
+                Some(joined) => element = joined,
+                None => {
+                    self.diagnostics.push(
+                        Diagnostic::new(
+                            Code::TypeMismatch,
+                            format!(
+                                "a list mixes {} and {}",
+                                element.describe(),
+                                item.ty.describe()
+                            ),
+                        )
+                        .at(item.span, format!("this is {}", item.ty.describe()))
+                        .with_help("every item of a list has the same type"),
+                    );
+                    break;
+                }
+            }
+        }
+        Expr {
+            kind: ExprKind::List { items: typed },
+            ty: Type::List(element.into()),
+            span,
+        }
+    }
+
+    fn path(&mut self, segments: &[ast::Name], span: Span) -> Expr {
+        let Some((head, rest)) = segments.split_first() else {
+            return Expr {
+                kind: ExprKind::Error,
+                ty: Type::Unknown,
+                span,
+            };
+        };
+        let name = head.value.as_str();
+        let (base, rest) = if let Some(slot) = self.scope.locals.iter().rposition(|(local, _)| local == name) {
+            let ty = self.scope.locals.get(slot).map_or(Type::Unknown, |(_, ty)| ty.clone());
+            let expr = Expr {
+                kind: ExprKind::Local {
+                    slot: u32::try_from(slot).unwrap_or(u32::MAX),
+                    name: name.to_string(),
+                },
+                ty,
+                span: head.span,
+            };
+            (expr, rest)
+        } else if name == "context" {
+            let Some((key, rest)) = rest.split_first() else {
+                return self.error(
+                    Diagnostic::new(Code::UnknownField, "`context` needs a key")
+                        .at(head.span, "context of what?")
+                        .with_help("write `context.KEY` with a key declared under `context`"),
+                );
+            };
+            match self.scope.symbols.context.get(&key.value) {
+                Some((id, ty)) => (
+                    Expr {
+                        kind: ExprKind::Context { key: *id },
+                        ty: ty.clone(),
+                        span: head.span.to(key.span),
+                    },
+                    rest,
+                ),
+                None => {
+                    let suggestion = did_you_mean(&key.value, self.scope.symbols.context.keys().map(String::as_str));
+                    let help = match suggestion {
+                        Some(close) => format!("did you mean `context.{close}`?"),
+                        None => "declare it under `context`".to_string(),
+                    };
+                    return self.error(
+                        Diagnostic::new(Code::UnknownField, format!("unknown context key `{}`", key.value))
+                            .at(key.span, "not declared under `context`")
+                            .with_help(help),
+                    );
+                }
+            }
+        } else if name == "env" {
+            let Some((variable, rest)) = rest.split_first() else {
+                return self.error(
+                    Diagnostic::new(Code::UnknownField, "`env` needs a variable name")
+                        .at(head.span, "env of what?")
+                        .with_help("write `env.NAME`"),
+                );
+            };
+            if !self.scope.env_allowed {
+                return self.error(
+                    Diagnostic::new(
+                        Code::UnknownField,
+                        format!("`env.{}` is only available in http headers", variable.value),
+                    )
+                    .at(head.span.to(variable.span), "environment variables cannot be read here")
+                    .with_help("pass secrets in an http tool's `headers`; keep them out of prompts and data"),
+                );
+            }
+            (
+                Expr {
+                    kind: ExprKind::Env {
+                        name: variable.value.clone(),
+                    },
+                    ty: Type::String,
+                    span: head.span.to(variable.span),
+                },
+                rest,
+            )
+        } else if let Some((id, ty)) = self
+            .scope
+            .symbols
+            .fields
+            .get(name)
+            .filter(|_| self.scope.fields_visible)
+        {
+            (
+                Expr {
+                    kind: ExprKind::Field { field: *id },
+                    ty: ty.clone(),
+                    span: head.span,
+                },
+                rest,
+            )
+        } else {
+            return self.error(self.unknown_name(head));
+        };
+        let mut expr = base;
+        for member in rest {
+            expr = self.member(expr, member);
+        }
+        expr
+    }
+
+    fn unknown_name(&self, name: &ast::Name) -> Diagnostic {
+        let mut candidates: Vec<&str> = self.scope.locals.iter().map(|(local, _)| local.as_str()).collect();
+        if self.scope.fields_visible {
+            candidates.extend(self.scope.symbols.fields.keys().map(String::as_str));
+        }
+        let help = match did_you_mean(&name.value, candidates) {
+            Some(close) => format!("did you mean `{close}`?"),
+            None if self.scope.fields_visible => "declare it in `schema`, or use `context.KEY` for context".to_string(),
+            None => "a tool template sees only the tool's params (and `env.NAME` in headers)".to_string(),
+        };
+        Diagnostic::new(Code::UnknownField, format!("unknown field `{}`", name.value))
+            .at(name.span, "no field, context key or variable has this name")
+            .with_help(help)
+    }
+
+    fn member(&mut self, object: Expr, member: &ast::Name) -> Expr {
+        let span = object.span.to(member.span);
+        let ty = match &object.ty {
+            Type::Unknown => Type::Unknown,
+            Type::Object(fields) => match fields.iter().find(|(name, _)| *name == member.value) {
+                Some((_, ty)) => ty.clone(),
+                None => {
+                    let help = match did_you_mean(&member.value, fields.iter().map(|(name, _)| name.as_str())) {
+                        Some(close) => format!("did you mean `{close}`?"),
+                        None => format!("the object has {}", describe_members(fields)),
+                    };
+                    return self.error(
+                        Diagnostic::new(Code::UnknownField, format!("unknown field `{}`", member.value))
+                            .at(member.span, format!("not a field of {}", object.ty.describe()))
+                            .with_help(help),
+                    );
+                }
+            },
+            other => {
+                return self.error(
+                    Diagnostic::new(
+                        Code::TypeMismatch,
+                        format!("`.{}` on a value of type {}", member.value, other.describe()),
+                    )
+                    .at(member.span, "only objects have fields")
+                    .with_help("fields can be read from object values only"),
+                );
+            }
+        };
+        Expr {
+            kind: ExprKind::Member {
+                object: Box::new(object),
+                member: member.value.clone(),
+            },
+            ty,
+            span,
+        }
+    }
+
+    fn unary(&mut self, op: UnaryOp, operand: &ast::Expr, span: Span) -> Expr {
+        let operand = self.expr(operand);
+        let ty = match op {
+            UnaryOp::Not => {
+                self.expect_bool(&operand, "`not`");
+                Type::Bool
+            }
+            UnaryOp::Neg => {
+                if !(operand.ty.is_numeric() || operand.ty.is_unknown() || operand.ty == Type::Null) {
+                    self.mismatch(&operand, "`-` needs a number");
+                }
+                operand.ty.clone()
+            }
+        };
+        Expr {
+            kind: ExprKind::Unary {
+                op,
+                operand: Box::new(operand),
+            },
+            ty,
+            span,
+        }
+    }
+
+    fn binary(&mut self, op: BinaryOp, left: &ast::Expr, right: &ast::Expr, span: Span) -> Expr {
+        let left = self.expr(left);
+        let right = self.expr(right);
+        let ty = match op {
+            BinaryOp::And | BinaryOp::Or => {
+                self.expect_bool(&left, op.as_str());
+                self.expect_bool(&right, op.as_str());
+                Type::Bool
+            }
+            BinaryOp::Eq | BinaryOp::Ne => {
+                self.expect_comparable(&left, &right, op);
+                Type::Bool
+            }
+            BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => {
+                self.expect_ordered(&left, &right, op);
+                Type::Bool
+            }
+            BinaryOp::In | BinaryOp::NotIn => {
+                self.expect_membership(&left, &right, op);
+                Type::Bool
+            }
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => {
+                self.arithmetic(&left, &right, op)
+            }
+        };
+        Expr {
+            kind: ExprKind::Binary {
+                op,
+                left: Box::new(left),
+                right: Box::new(right),
+            },
+            ty,
+            span,
+        }
+    }
+
+    fn expect_bool(&mut self, operand: &Expr, what: &str) {
+        if !matches!(operand.ty, Type::Bool | Type::Unknown | Type::Null) {
+            self.mismatch(operand, &format!("{what} needs a bool"));
+        }
+    }
+
+    fn mismatch(&mut self, operand: &Expr, message: &str) {
+        self.diagnostics.push(
+            Diagnostic::new(
+                Code::TypeMismatch,
+                format!("{message}, found {}", operand.ty.describe()),
+            )
+            .at(operand.span, format!("this is {}", operand.ty.describe()))
+            .with_help("check the operand's type in the schema"),
+        );
+    }
+
+    fn expect_comparable(&mut self, left: &Expr, right: &Expr, op: BinaryOp) {
+        if let Some(problem) = comparability(left, right).or_else(|| comparability(right, left)) {
+            self.diagnostics.push(problem.into_diagnostic(left, right, op));
+        }
+    }
+
+    fn expect_ordered(&mut self, left: &Expr, right: &Expr, op: BinaryOp) {
+        for operand in [left, right] {
+            if matches!(operand.ty, Type::Bool | Type::List(_) | Type::Object(_) | Type::Enum(_)) {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        Code::TypeMismatch,
+                        format!("`{}` on a value of type {}", op.as_str(), operand.ty.describe()),
+                    )
+                    .at(operand.span, format!("{} values have no order", operand.ty.describe()))
+                    .with_help("order compares numbers, dates, datetimes and strings"),
+                );
+                return;
+            }
+        }
+        self.expect_comparable(left, right, op);
+    }
+
+    fn expect_membership(&mut self, left: &Expr, right: &Expr, op: BinaryOp) {
+        match &right.ty {
+            Type::List(element) => {
+                let element_probe = Expr {
+                    kind: ExprKind::Error,
+                    ty: (**element).clone(),
+                    span: right.span,
+                };
+                if let ExprKind::List { items } = &right.kind {
+                    for item in items {
+                        self.expect_comparable(left, item, op);
+                    }
+                } else {
+                    self.expect_comparable(left, &element_probe, op);
+                }
+            }
+            Type::String => {
+                if !matches!(left.ty, Type::String | Type::Enum(_) | Type::Unknown | Type::Null) {
+                    self.mismatch(left, &format!("`{}` a string needs a string", op.as_str()));
+                }
+            }
+            Type::Unknown | Type::Null => {}
+            other => {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        Code::TypeMismatch,
+                        format!("`{}` needs a list on its right, found {}", op.as_str(), other.describe()),
+                    )
+                    .at(right.span, format!("this is {}", other.describe()))
+                    .with_help("write a list, e.g. `plan in [\"pro\", \"enterprise\"]`"),
+                );
+            }
+        }
+    }
+
+    fn arithmetic(&mut self, left: &Expr, right: &Expr, op: BinaryOp) -> Type {
+        match (&left.ty, &right.ty) {
+            (Type::Unknown | Type::Null, other) | (other, Type::Unknown | Type::Null) => match other {
+                Type::Int | Type::Float | Type::String => other.clone(),
+                _ => Type::Unknown,
+            },
+            (Type::Int, Type::Int) => Type::Int,
+            (Type::Int | Type::Float, Type::Int | Type::Float) => Type::Float,
+            (Type::String | Type::Enum(_), Type::String | Type::Enum(_)) if op == BinaryOp::Add => Type::String,
+            (left_ty, right_ty) => {
+                let culprit = if left_ty.is_numeric() { right } else { left };
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        Code::TypeMismatch,
+                        format!(
+                            "`{}` between {} and {}",
+                            op.as_str(),
+                            left_ty.describe(),
+                            right_ty.describe()
+                        ),
+                    )
+                    .at(culprit.span, format!("this is {}", culprit.ty.describe()))
+                    .with_help(if op == BinaryOp::Add {
+                        "`+` adds numbers or joins strings"
+                    } else {
+                        "arithmetic works on numbers"
+                    }),
+                );
+                Type::Unknown
+            }
+        }
+    }
+
+    fn call(&mut self, function: &ast::Name, args: &[ast::Expr], span: Span) -> Expr {
+        let typed_args: Vec<Expr> = args.iter().map(|arg| self.expr(arg)).collect();
+        let Some(known) = Function::from_name(&function.value) else {
+            let help = match did_you_mean(&function.value, Function::ALL.iter().map(|known| known.name())) {
+                Some(close) => format!("did you mean `{close}`?"),
+                None => "the functions are len, lower, upper, contains, today and now".to_string(),
+            };
+            return self.error(
+                Diagnostic::new(Code::UnknownFunction, format!("unknown function `{}`", function.value))
+                    .at(function.span, "no function has this name")
+                    .with_help(help),
+            );
+        };
+        if typed_args.len() != known.arity() {
+            let plural = if known.arity() == 1 { "" } else { "s" };
+            return self.error(
+                Diagnostic::new(
+                    Code::WrongArity,
+                    format!(
+                        "`{}` takes {} argument{plural}, found {}",
+                        known.name(),
+                        known.arity(),
+                        typed_args.len()
+                    ),
+                )
+                .at(span, format!("called with {}", typed_args.len()))
+                .with_help(signature(known)),
+            );
+        }
+        let ty = match known {
+            Function::Len => {
+                self.expect_args(&typed_args, known, |ty| {
+                    matches!(ty, Type::List(_) | Type::String | Type::Object(_))
+                });
+                Type::Int
+            }
+            Function::Lower | Function::Upper => {
+                self.expect_args(&typed_args, known, |ty| matches!(ty, Type::String | Type::Enum(_)));
+                Type::String
+            }
+            Function::Contains => {
+                if let Some(haystack) = typed_args.first() {
+                    match &haystack.ty {
+                        Type::String | Type::Enum(_) => {
+                            self.expect_args(typed_args.get(1..).unwrap_or_default(), known, |ty| {
+                                matches!(ty, Type::String | Type::Enum(_))
+                            });
+                        }
+                        Type::List(_) | Type::Unknown | Type::Null => {}
+                        _ => self.mismatch(haystack, "`contains` needs a string or a list"),
+                    }
+                }
+                Type::Bool
+            }
+            Function::Today => Type::Date,
+            Function::Now => Type::DateTime,
+        };
+        Expr {
+            kind: ExprKind::Call {
+                function: known,
+                args: typed_args,
+            },
+            ty,
+            span,
+        }
+    }
+
+    fn expect_args(&mut self, args: &[Expr], function: Function, accepts: impl Fn(&Type) -> bool) {
+        for arg in args {
+            if !(accepts(&arg.ty) || arg.ty.is_unknown() || arg.ty == Type::Null) {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        Code::TypeMismatch,
+                        format!("`{}` cannot take {}", function.name(), arg.ty.describe()),
+                    )
+                    .at(arg.span, format!("this is {}", arg.ty.describe()))
+                    .with_help(signature(function)),
+                );
+            }
+        }
+    }
+}
+
+fn signature(function: Function) -> &'static str {
+    match function {
+        Function::Len => "len(list or string) -> int",
+        Function::Lower => "lower(string) -> string",
+        Function::Upper => "upper(string) -> string",
+        Function::Contains => "contains(string, part) -> bool, or contains(list, item) -> bool",
+        Function::Today => "today() -> date",
+        Function::Now => "now() -> datetime",
+    }
+}
+
+fn describe_members(fields: &[(String, Type)]) -> String {
+    let names: Vec<String> = fields.iter().map(|(name, _)| format!("`{name}`")).collect();
+    if names.is_empty() {
+        "no fields".to_string()
+    } else {
+        format!("fields {}", names.join(", "))
+    }
+}
+
+fn literal(value: serde_json::Value, ty: Type, span: Span) -> Expr {
+    Expr {
+        kind: ExprKind::Literal { value },
+        ty,
+        span,
+    }
+}
+
+/// The common type of two list items, if any.
+fn join(left: &Type, right: &Type) -> Option<Type> {
+    match (left, right) {
+        (Type::Unknown, other) | (other, Type::Unknown) => Some(other.clone()),
+        (Type::Int, Type::Float) | (Type::Float, Type::Int) => Some(Type::Float),
+        (left, right) if left == right => Some(left.clone()),
+        _ => None,
+    }
+}
+
+/// The literal string of an expression, if it is one.
+fn string_literal(expr: &Expr) -> Option<&str> {
+    match &expr.kind {
+        ExprKind::Literal {
+            value: serde_json::Value::String(text),
+        } => Some(text),
+        _ => None,
+    }
+}
+
+enum Incomparable {
+    NotAValue { value: String, values: Vec<String> },
+    NotADate { value: String, date_time: bool },
+    Types,
+}
+
+impl Incomparable {
+    fn into_diagnostic(self, left: &Expr, right: &Expr, op: BinaryOp) -> Diagnostic {
+        match self {
+            Incomparable::NotAValue { value, values } => {
+                let culprit = if string_literal(right).is_some_and(|text| text == value) {
+                    right
+                } else {
+                    left
+                };
+                let help = match did_you_mean(&value, values.iter().map(String::as_str)) {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None => format!("the values are {}", values.join(", ")),
+                };
+                Diagnostic::new(
+                    Code::TypeMismatch,
+                    format!("`{value}` is not a value of enum({})", values.join(", ")),
+                )
+                .at(culprit.span, "not one of the enum's values")
+                .with_help(help)
+            }
+            Incomparable::NotADate { value, date_time } => {
+                let culprit = if string_literal(right).is_some_and(|text| text == value) {
+                    right
+                } else {
+                    left
+                };
+                let (kind, example) = if date_time {
+                    ("datetime", "2026-12-04T09:30:00Z")
+                } else {
+                    ("date", "2026-12-04")
+                };
+                Diagnostic::new(Code::TypeMismatch, format!("`{value}` is not a {kind}"))
+                    .at(culprit.span, format!("compared with a {kind}"))
+                    .with_help(format!("write it in ISO 8601, e.g. \"{example}\""))
+            }
+            Incomparable::Types => Diagnostic::new(
+                Code::TypeMismatch,
+                format!(
+                    "`{}` between {} and {}",
+                    op.as_str(),
+                    left.ty.describe(),
+                    right.ty.describe()
+                ),
+            )
+            .at(right.span, format!("this is {}", right.ty.describe()))
+            .with_help(format!("both sides must have the same type; the left is {}", left.ty.describe())),
+        }
+    }
+}
+
+/// Whether `left` (a typed place) can be compared with `right`.
+fn comparability(left: &Expr, right: &Expr) -> Option<Incomparable> {
+    match (&left.ty, &right.ty) {
+        (Type::Unknown | Type::Null, _) | (_, Type::Unknown | Type::Null) => None,
+        (Type::Enum(values), Type::String) => {
+            let literal = string_literal(right)?;
+            (!values.iter().any(|value| value == literal)).then(|| Incomparable::NotAValue {
+                value: literal.to_string(),
+                values: values.to_vec(),
+            })
+        }
+        (Type::Date, Type::String) => {
+            let literal = string_literal(right)?;
+            (!is_iso_date(literal)).then(|| Incomparable::NotADate {
+                value: literal.to_string(),
+                date_time: false,
+            })
+        }
+        (Type::DateTime, Type::String) => {
+            let literal = string_literal(right)?;
+            (!is_iso_datetime(literal)).then(|| Incomparable::NotADate {
+                value: literal.to_string(),
+                date_time: true,
+            })
+        }
+        (Type::String, Type::Enum(_) | Type::Date | Type::DateTime) => None,
+        (Type::Enum(left_values), Type::Enum(right_values)) => {
+            let shared = left_values.iter().any(|value| right_values.contains(value));
+            (!shared).then_some(Incomparable::Types)
+        }
+        (Type::Int | Type::Float, Type::Int | Type::Float) => None,
+        (Type::Date, Type::DateTime) | (Type::DateTime, Type::Date) => None,
+        (Type::List(left_items), Type::List(right_items)) => {
+            let left_probe = probe(left_items, left.span);
+            let right_probe = probe(right_items, right.span);
+            comparability(&left_probe, &right_probe)
+        }
+        (left_ty, right_ty) if left_ty == right_ty => None,
+        (Type::Object(_), Type::Object(_)) => None,
+        _ => Some(Incomparable::Types),
+    }
+}
+
+fn probe(ty: &Type, span: Span) -> Expr {
+    Expr {
+        kind: ExprKind::Error,
+        ty: ty.clone(),
+        span,
+    }
+}
+
+/// Why a value of `value`'s type cannot be stored in a place of `target`
+/// type, if it cannot.
+pub fn assignability(value: &Expr, target: &Type) -> Option<String> {
+    let found = || format!("found {}", value.ty.describe());
+    match (target, &value.ty) {
+        (_, Type::Unknown | Type::Null) | (Type::Unknown, _) => None,
+        (Type::Float, Type::Int) => None,
+        (Type::Enum(values), Type::String) => match string_literal(value) {
+            Some(literal) if !values.iter().any(|allowed| allowed == literal) => {
+                Some(format!("found `{literal}`, which is not one of its values"))
+            }
+            _ => None,
+        },
+        (Type::Enum(values), Type::Enum(given)) => {
+            (!given.iter().all(|value| values.contains(value))).then(found)
+        }
+        (Type::String, Type::Enum(_)) => None,
+        (Type::Date, Type::String) => match string_literal(value) {
+            Some(literal) if !is_iso_date(literal) => Some(format!("found `{literal}`, which is not an ISO date")),
+            _ => None,
+        },
+        (Type::DateTime, Type::String) => match string_literal(value) {
+            Some(literal) if !is_iso_datetime(literal) => {
+                Some(format!("found `{literal}`, which is not an ISO datetime"))
+            }
+            _ => None,
+        },
+        (Type::DateTime, Type::Date) => None,
+        (Type::List(target_items), Type::List(value_items)) => {
+            let item_probe = probe(value_items, value.span);
+            assignability(&item_probe, target_items).map(|_| found())
+        }
+        (Type::Object(target_fields), Type::Object(value_fields)) => {
+            let compatible = value_fields.iter().all(|(name, ty)| {
+                target_fields
+                    .iter()
+                    .find(|(target_name, _)| target_name == name)
+                    .is_some_and(|(_, target_ty)| assignability(&probe(ty, value.span), target_ty).is_none())
+            });
+            (!compatible).then(found)
+        }
+        (target, given) if target == given => None,
+        _ => Some(found()),
+    }
+}
+
+pub fn is_iso_date(text: &str) -> bool {
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").is_ok()
+}
+
+pub fn is_iso_datetime(text: &str) -> bool {
+    chrono::DateTime::parse_from_rfc3339(text).is_ok()
+        || chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S").is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syntax::expr::{SpanMap, parse_expr};
+
+    fn symbols() -> Symbols {
+        let mut symbols = Symbols::default();
+        let fields = [
+            ("guests", Type::Int),
+            ("hotel", Type::String),
+            ("confirmed", Type::Bool),
+            ("date", Type::Date),
+            ("plan", Type::Enum(vec!["free".to_string(), "pro".to_string()].into())),
+            (
+                "contacts",
+                Type::List(Type::Object(vec![("email".to_string(), Type::String)].into()).into()),
+            ),
+        ];
+        for (index, (name, ty)) in fields.into_iter().enumerate() {
+            symbols
+                .fields
+                .insert(name.to_string(), (FieldId(u32::try_from(index).unwrap_or(0)), ty));
+        }
+        symbols
+            .context
+            .insert("tier".to_string(), (ContextId(0), Type::Enum(vec!["basic".to_string(), "gold".to_string()].into())));
+        symbols
+    }
+
+    /// Type-checks `text` and returns its type and the codes reported.
+    fn check(text: &str) -> (Type, Vec<String>) {
+        let symbols = symbols();
+        let mut diagnostics = Vec::new();
+        let ast = parse_expr(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
+        let locals = [("c".to_string(), Type::Object(vec![("email".to_string(), Type::String)].into()))];
+        let mut checker = Checker {
+            scope: Scope {
+                symbols: &symbols,
+                fields_visible: true,
+                locals: &locals,
+                env_allowed: false,
+            },
+            diagnostics: &mut diagnostics,
+        };
+        let typed = checker.expr(&ast);
+        let codes = diagnostics.iter().map(|diagnostic| diagnostic.code.as_str().to_string()).collect();
+        (typed.ty, codes)
+    }
+
+    #[test]
+    fn well_typed_expressions_have_no_diagnostics() {
+        for text in [
+            "guests > 2 and confirmed == true",
+            "plan in [\"free\", \"pro\"]",
+            "context.tier == \"gold\"",
+            "date >= today()",
+            "date == \"2026-12-04\"",
+            "len(contacts) > 0 and c.email is set",
+            "lower(hotel) == \"ritz\" or contains(hotel, \"Grand\")",
+            "guests + 1.5 > 3",
+            "hotel + \"!\" != \"\"",
+        ] {
+            let (ty, codes) = check(text);
+            assert_eq!((ty, codes), (Type::Bool, Vec::<String>::new()), "{text}");
+        }
+    }
+
+    #[test]
+    fn int_compared_with_string_is_a_mismatch() {
+        assert_eq!(check("guests == \"two\"").1, vec!["type_mismatch"]);
+    }
+
+    #[test]
+    fn enum_literal_must_be_declared() {
+        assert_eq!(check("plan == \"gold\"").1, vec!["type_mismatch"]);
+        assert_eq!(check("plan in [\"pro\", \"gold\"]").1, vec!["type_mismatch"]);
+        assert_eq!(check("context.tier == \"platinum\"").1, vec!["type_mismatch"]);
+    }
+
+    #[test]
+    fn ordering_a_bool_is_a_mismatch() {
+        assert_eq!(check("confirmed < true").1, vec!["type_mismatch"]);
+    }
+
+    #[test]
+    fn unknown_names_and_functions() {
+        assert_eq!(check("gests > 1").1, vec!["unknown_field"]);
+        assert_eq!(check("context.tear == 1").1, vec!["unknown_field"]);
+        assert_eq!(check("c.mail is set").1, vec!["unknown_field"]);
+        assert_eq!(check("lenght(hotel) > 1").1, vec!["unknown_function"]);
+        assert_eq!(check("len(hotel, 2) > 1").1, vec!["wrong_arity"]);
+        assert_eq!(check("env.TOKEN == \"x\"").1, vec!["unknown_field"]);
+    }
+
+    #[test]
+    fn one_mistake_is_reported_once() {
+        assert_eq!(check("gests > 1 and gests < 3 + gests").1.len(), 3);
+        assert_eq!(check("(gests + 1) * 2 > 3").1, vec!["unknown_field"]);
+    }
+
+    #[test]
+    fn invalid_dates_are_mismatches() {
+        assert_eq!(check("date == \"tomorrow\"").1, vec!["type_mismatch"]);
+    }
+}

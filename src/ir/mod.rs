@@ -1,0 +1,482 @@
+//! The resolved, typed IR: what the checker proves, the graph draws and the
+//! runtime executes. Flows, steps, fields, context keys, tools and signals
+//! are referred to by typed indices, never by strings, so a target that does
+//! not exist cannot be represented. Expressions carry their types.
+//!
+//! [`lower`] builds it from the AST. Spans are kept on every node that a
+//! diagnostic may point at; `flowc compile` leaves them out unless asked.
+
+pub mod lower;
+
+use crate::expr::{Expr, Template, Type};
+use crate::source::Span;
+use serde::Serialize;
+
+macro_rules! index_type {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(pub u32);
+
+        impl $name {
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+
+            pub fn from_index(index: usize) -> $name {
+                $name(u32::try_from(index).unwrap_or(u32::MAX))
+            }
+        }
+    };
+}
+
+index_type!(
+    /// A schema field: an index into [`Program::fields`].
+    FieldId
+);
+index_type!(
+    /// A context key: an index into [`Program::context`].
+    ContextId
+);
+index_type!(
+    /// A tool: an index into [`Program::tools`].
+    ToolId
+);
+index_type!(
+    /// A signal: an index into [`Program::signals`].
+    SignalId
+);
+index_type!(
+    /// A flow: an index into [`Program::flows`].
+    FlowId
+);
+index_type!(
+    /// A step: an index into its flow's [`Flow::steps`].
+    StepId
+);
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Program {
+    pub agent: Agent,
+    pub fields: Vec<Field>,
+    pub context: Vec<Field>,
+    pub tools: Vec<Tool>,
+    pub signals: Vec<Signal>,
+    pub flows: Vec<Flow>,
+    pub default_flow: Option<FlowId>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Agent {
+    pub name: Option<String>,
+    pub identity: Option<Template>,
+    pub rules: Vec<Template>,
+    pub limits: Limits,
+}
+
+/// Continuation limits of one conversation turn (LANGUAGE.md `agent.limits`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Limits {
+    pub max_auto_steps: u32,
+    pub max_tool_rounds: u32,
+    pub max_turn_tokens: Option<u64>,
+    pub turn_timeout_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_auto_steps: 10,
+            max_tool_rounds: 5,
+            max_turn_tokens: None,
+            turn_timeout_ms: 60_000,
+        }
+    }
+}
+
+/// A declared value: a schema field, context key, tool param, tool return
+/// field or object member.
+#[derive(Clone, Debug, Serialize)]
+pub struct Field {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: ValueType,
+    pub span: Span,
+}
+
+/// A declared type with its constraints, as the schema states it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ValueType {
+    pub kind: TypeKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TypeKind {
+    String,
+    Int,
+    Float,
+    Bool,
+    Date,
+    #[serde(rename = "datetime")]
+    DateTime,
+    Enum { values: Vec<String> },
+    List { items: Box<ValueType> },
+    Object { fields: Vec<Field> },
+    /// A type whose declaration had an error.
+    Unknown,
+}
+
+impl ValueType {
+    /// The static type expressions see.
+    pub fn to_type(&self) -> Type {
+        match &self.kind {
+            TypeKind::String => Type::String,
+            TypeKind::Int => Type::Int,
+            TypeKind::Float => Type::Float,
+            TypeKind::Bool => Type::Bool,
+            TypeKind::Date => Type::Date,
+            TypeKind::DateTime => Type::DateTime,
+            TypeKind::Enum { values } => Type::Enum(values.clone().into()),
+            TypeKind::List { items } => Type::List(items.to_type().into()),
+            TypeKind::Object { fields } => Type::Object(
+                fields
+                    .iter()
+                    .map(|field| (field.name.clone(), field.ty.to_type()))
+                    .collect::<Vec<_>>()
+                    .into(),
+            ),
+            TypeKind::Unknown => Type::Unknown,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Tool {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub params: Vec<Field>,
+    /// `None` when the tool declares no `returns` (its result cannot be saved).
+    pub returns: Option<Vec<Field>>,
+    /// `None` when the declaration had no valid implementation (reported).
+    pub implementation: Option<ToolImpl>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ToolImpl {
+    Http {
+        method: HttpMethod,
+        url: Template,
+        headers: Vec<(String, Template)>,
+        /// `None`: the arguments are sent as a JSON object.
+        body: Option<Body>,
+        timeout_ms: u64,
+    },
+    Exec {
+        command: Vec<String>,
+        timeout_ms: u64,
+    },
+    Builtin {
+        builtin: Builtin,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum HttpMethod {
+    Get,
+    Post,
+    Put,
+    Patch,
+    Delete,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Builtin {
+    Now,
+    Uuid,
+    Echo,
+}
+
+/// A JSON request body whose strings are templates over the tool's params.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Body {
+    Null,
+    Bool(bool),
+    Number(serde_json::Number),
+    String(Template),
+    List(Vec<Body>),
+    Object(Vec<(String, Body)>),
+}
+
+/// Default timeout of a tool call without `timeout`.
+pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 30_000;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Signal {
+    pub name: String,
+    pub when: Vec<String>,
+    pub guard: Vec<Expr>,
+    pub phase: Phase,
+    pub behavior: Behavior,
+    pub extract: Vec<FieldId>,
+    pub then: Option<Directive>,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Pre,
+    Post,
+    Both,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Behavior {
+    Always,
+    Once,
+    Cooldown { cooldown_ms: u64 },
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Flow {
+    pub name: String,
+    pub title: Option<String>,
+    /// AI routing conditions; any may match.
+    pub when: Vec<String>,
+    /// Code guards; all must hold.
+    pub guard: Vec<Expr>,
+    pub default: bool,
+    /// All steps are `auto`: a workflow, run without a user.
+    pub workflow: bool,
+    pub requires: Vec<FieldId>,
+    pub optional: Vec<FieldId>,
+    pub rules: Vec<Template>,
+    pub on_enter: Vec<Action>,
+    pub on_complete: Vec<Action>,
+    pub complete_next: Option<FlowId>,
+    pub steps: Vec<Step>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Step {
+    pub name: String,
+    pub auto: bool,
+    pub prompt: Option<Template>,
+    pub say: Option<Template>,
+    pub collect: Vec<FieldId>,
+    pub requires: Vec<FieldId>,
+    pub skip_if: Option<Expr>,
+    /// AI conditions for entering the step as a successor; all must hold.
+    pub when: Vec<String>,
+    /// Code conditions for the same; all must hold.
+    pub guard: Vec<Expr>,
+    pub branches: Vec<Branch>,
+    pub next: Option<Next>,
+    pub actions: Vec<Action>,
+    pub on_enter: Vec<Action>,
+    pub prepare: Vec<Action>,
+    pub finalize: Vec<Action>,
+    pub tools: Vec<ToolId>,
+    pub max_asks: u32,
+    pub on_no_answer: Option<Directive>,
+    pub on_error: OnError,
+    pub wait_ms: Option<u64>,
+    pub span: Span,
+}
+
+/// Default number of asks before `on_no_answer` applies.
+pub const DEFAULT_MAX_ASKS: u32 = 3;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Next {
+    Step(StepId),
+    /// `next: end`: complete the flow.
+    End,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Branch {
+    pub guard: Vec<Expr>,
+    pub when: Vec<String>,
+    pub then: Then,
+    pub label: Option<String>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Then {
+    /// A step of the same flow.
+    Step(StepId),
+    Directive(Directive),
+}
+
+/// A resolved directive: at most one position field, writes, augmentation.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Directive {
+    pub position: Option<Position>,
+    pub reply: Option<Template>,
+    pub set: Vec<Write>,
+    pub set_context: Vec<ContextWrite>,
+    pub append_prompt: Vec<Template>,
+    pub inject_tools: Vec<ToolId>,
+    pub halt: bool,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Position {
+    Goto { flow: FlowId, data: Vec<Write> },
+    GotoStep { flow: FlowId, step: StepId },
+    Complete { next: Option<FlowId> },
+    Abort { reason: Option<Template> },
+    Reset,
+}
+
+impl Position {
+    /// Merge precedence: `abort > complete > goto/goto_step > reset`.
+    pub fn precedence(&self) -> u8 {
+        match self {
+            Position::Abort { .. } => 3,
+            Position::Complete { .. } => 2,
+            Position::Goto { .. } | Position::GotoStep { .. } => 1,
+            Position::Reset => 0,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Write {
+    pub field: FieldId,
+    pub value: Expr,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ContextWrite {
+    pub key: ContextId,
+    pub value: Expr,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Action {
+    #[serde(flatten)]
+    pub kind: ActionKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum ActionKind {
+    Set(Write),
+    Call(Call),
+    Emit(Directive),
+    Say { text: Template },
+    ForEach(ForEach),
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Call {
+    pub tool: ToolId,
+    /// One argument per param of the tool, in the tool's param order.
+    pub args: Vec<Expr>,
+    pub save: Option<FieldId>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ForEach {
+    pub items: Expr,
+    pub binding: String,
+    /// The local slot the binding occupies.
+    pub slot: u32,
+    pub filter: Option<Expr>,
+    pub actions: Vec<Action>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum OnError {
+    Stop,
+    Continue,
+    Retry { times: u32, backoff_ms: u64 },
+}
+
+impl Program {
+    pub fn flow(&self, id: FlowId) -> Option<&Flow> {
+        self.flows.get(id.index())
+    }
+
+    pub fn field(&self, id: FieldId) -> Option<&Field> {
+        self.fields.get(id.index())
+    }
+
+    pub fn tool(&self, id: ToolId) -> Option<&Tool> {
+        self.tools.get(id.index())
+    }
+
+    pub fn flow_by_name(&self, name: &str) -> Option<FlowId> {
+        self.flows.iter().position(|flow| flow.name == name).map(FlowId::from_index)
+    }
+
+    pub fn field_by_name(&self, name: &str) -> Option<FieldId> {
+        self.fields.iter().position(|field| field.name == name).map(FieldId::from_index)
+    }
+}
+
+impl Flow {
+    pub fn step(&self, id: StepId) -> Option<&Step> {
+        self.steps.get(id.index())
+    }
+
+    pub fn step_by_name(&self, name: &str) -> Option<StepId> {
+        self.steps.iter().position(|step| step.name == name).map(StepId::from_index)
+    }
+}
+
+/// The IR as JSON: stable key order (declaration order), spans only when
+/// asked for.
+pub fn to_json(program: &Program, with_spans: bool) -> serde_json::Value {
+    let mut value = serde_json::to_value(program).unwrap_or(serde_json::Value::Null);
+    if !with_spans {
+        strip_spans(&mut value);
+    }
+    value
+}
+
+fn strip_spans(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            map.shift_remove("span");
+            for child in map.values_mut() {
+                strip_spans(child);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                strip_spans(item);
+            }
+        }
+        _ => {}
+    }
+}
