@@ -7,8 +7,11 @@
 //! and the runtime executes it. [`diag`] holds the diagnostics every stage
 //! reports; [`cli`] is the only module that touches files and the terminal.
 
+pub mod check;
+pub mod cli;
 pub mod diag;
 pub mod expr;
 pub mod ir;
+pub mod pipeline;
 pub mod source;
 pub mod syntax;

@@ -464,7 +464,8 @@ pub fn to_json(program: &Program, with_spans: bool) -> serde_json::Value {
     value
 }
 
-fn strip_spans(value: &mut serde_json::Value) {
+/// Removes every `span` key, recursively.
+pub fn strip_spans(value: &mut serde_json::Value) {
     match value {
         serde_json::Value::Object(map) => {
             map.shift_remove("span");

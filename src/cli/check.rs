@@ -1,0 +1,71 @@
+//! `flowc check PATH...`: every problem of every program in one run, as
+//! rustc-style reports or (`--format json`) one JSON array on stdout.
+
+use super::load::{expand_paths, load_file};
+use super::report::{Tally, print_diagnostics, stderr_style};
+use super::{Outcome, print_stdout};
+use crate::diag::render::to_json;
+use crate::pipeline::compile;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Program files, or directories to search for .flow, .yaml and .yml files
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// Fail (exit 1) on warnings too
+    #[arg(long)]
+    pub deny_warnings: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Human,
+    Json,
+}
+
+pub fn run(args: &CheckArgs) -> Outcome {
+    let files = match expand_paths(&args.paths) {
+        Ok(files) => files,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Outcome::Error;
+        }
+    };
+    let style = stderr_style();
+    let mut outcome = Outcome::Success;
+    let mut tally = Tally::default();
+    let mut json = Vec::new();
+    for path in &files {
+        let loaded = match load_file(path) {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                eprintln!("error: {error}");
+                outcome = outcome.worst(Outcome::Error);
+                continue;
+            }
+        };
+        let diagnostics = match loaded.encoding_error {
+            Some(encoding_error) => vec![encoding_error],
+            None => compile(&loaded.file).diagnostics,
+        };
+        tally.add(&diagnostics);
+        match args.format {
+            Format::Human => print_diagnostics(&loaded.file, &diagnostics, style),
+            Format::Json => json.extend(diagnostics.iter().map(|diagnostic| to_json(&loaded.file, diagnostic))),
+        }
+    }
+    if args.format == Format::Json {
+        let mut text = serde_json::to_string_pretty(&json).unwrap_or_else(|_| "[]".to_string());
+        text.push('\n');
+        outcome = outcome.worst(print_stdout(&text));
+    }
+    eprintln!("{}", tally.summary());
+    if tally.errors > 0 || (args.deny_warnings && tally.warnings > 0) {
+        outcome = outcome.worst(Outcome::Failure);
+    }
+    outcome
+}

@@ -1,0 +1,61 @@
+//! `flowc compile FILE`: the IR (or AST) of one program as JSON on stdout,
+//! or its diagnostics on stderr and exit 1 when it has errors.
+
+use super::load::load_file;
+use super::report::{print_diagnostics, stderr_style};
+use super::{Outcome, print_stdout};
+use crate::pipeline::compile;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct CompileArgs {
+    /// The program (.flow, .yaml or .yml)
+    pub file: PathBuf,
+    /// What to print
+    #[arg(long, value_enum, default_value_t = Emit::Json)]
+    pub emit: Emit,
+    /// Include source spans (byte offsets) in the output
+    #[arg(long)]
+    pub spans: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Emit {
+    /// The resolved, typed IR
+    Json,
+    /// The syntax tree as parsed, before resolution
+    Ast,
+}
+
+pub fn run(args: &CompileArgs) -> Outcome {
+    let loaded = match load_file(&args.file) {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Outcome::Error;
+        }
+    };
+    let style = stderr_style();
+    if let Some(encoding_error) = loaded.encoding_error {
+        print_diagnostics(&loaded.file, &[encoding_error], style);
+        return Outcome::Failure;
+    }
+    let compilation = compile(&loaded.file);
+    print_diagnostics(&loaded.file, &compilation.diagnostics, style);
+    if compilation.has_errors() {
+        return Outcome::Failure;
+    }
+    let json = match args.emit {
+        Emit::Json => crate::ir::to_json(&compilation.ir, args.spans),
+        Emit::Ast => {
+            let mut value = serde_json::to_value(&compilation.ast).unwrap_or(serde_json::Value::Null);
+            if !args.spans {
+                crate::ir::strip_spans(&mut value);
+            }
+            value
+        }
+    };
+    let mut text = serde_json::to_string_pretty(&json).unwrap_or_default();
+    text.push('\n');
+    print_stdout(&text)
+}

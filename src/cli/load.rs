@@ -1,0 +1,114 @@
+//! Reading programs from disk: files, directories walked for `.flow`,
+//! `.yaml` and `.yml`, and the errors that are the user's environment's
+//! rather than the program's (unreadable, missing, no programs: exit 2).
+
+use crate::diag::{Code, Diagnostic};
+use crate::source::{MAX_SOURCE_LEN, SourceFile, SourceKind, Span};
+use std::path::{Path, PathBuf};
+
+/// A usage or I/O failure: reported on stderr, exit 2.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read `{path}`: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("`{path}` holds no program (no .flow, .yaml or .yml file)")]
+    NoPrograms { path: String },
+    #[error("`{path}` is larger than the 4 GiB flowc reads")]
+    TooLarge { path: String },
+}
+
+/// A program as read: its text, and a `syntax` diagnostic when the bytes
+/// were not UTF-8 (the text is then a lossy copy, for display only).
+pub struct Loaded {
+    pub file: SourceFile,
+    pub encoding_error: Option<Diagnostic>,
+}
+
+pub fn display_path(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    text.strip_prefix("./").unwrap_or(&text).to_string()
+}
+
+/// Reads one program file.
+pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
+    let name = display_path(path);
+    let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
+        path: name.clone(),
+        source,
+    })?;
+    if bytes.len() > MAX_SOURCE_LEN {
+        return Err(LoadError::TooLarge { path: name });
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(Loaded {
+            file: SourceFile::new(name, text),
+            encoding_error: None,
+        }),
+        Err(error) => {
+            let offset = error.utf8_error().valid_up_to();
+            let text = String::from_utf8_lossy(error.as_bytes()).into_owned();
+            let file = SourceFile::new(name, text);
+            let at = u32::try_from(offset).unwrap_or(u32::MAX);
+            let diagnostic = Diagnostic::new(Code::Syntax, "the file is not valid UTF-8")
+                .at(Span::new(at, at.saturating_add(1)), format!("invalid byte at offset {offset}"))
+                .with_help("save the file as UTF-8");
+            Ok(Loaded {
+                file,
+                encoding_error: Some(diagnostic),
+            })
+        }
+    }
+}
+
+/// Expands files and directories into the program files they name, in a
+/// stable (sorted) order. A directory contributes every program below it;
+/// naming a file always includes it, whatever its extension.
+pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
+    let mut files = Vec::new();
+    for path in paths {
+        let metadata = std::fs::metadata(path).map_err(|source| LoadError::Io {
+            path: display_path(path),
+            source,
+        })?;
+        if metadata.is_dir() {
+            let before = files.len();
+            walk(path, &mut files)?;
+            if files.len() == before {
+                return Err(LoadError::NoPrograms {
+                    path: display_path(path),
+                });
+            }
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
+}
+
+fn walk(directory: &Path, files: &mut Vec<PathBuf>) -> Result<(), LoadError> {
+    let io_error = |source| LoadError::Io {
+        path: display_path(directory),
+        source,
+    };
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(directory)
+        .map_err(io_error)?
+        .map(|entry| entry.map(|entry| entry.path()))
+        .collect::<Result<_, _>>()
+        .map_err(io_error)?;
+    entries.sort();
+    for entry in entries {
+        let hidden = entry
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.starts_with('.') || name == "node_modules" || name == "target");
+        if hidden {
+            continue;
+        }
+        if entry.is_dir() {
+            walk(&entry, files)?;
+        } else if SourceKind::is_program_path(&entry) {
+            files.push(entry);
+        }
+    }
+    Ok(())
+}

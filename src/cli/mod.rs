@@ -1,0 +1,115 @@
+//! The command line: one module per subcommand, each turning its clap
+//! arguments into work on the library. This is the only module that touches
+//! files, the terminal and exit codes.
+
+pub mod check;
+pub mod compile;
+pub mod load;
+pub mod report;
+
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "flowc",
+    version,
+    about = "Compile, check, draw and run LLM-driven conversations and workflows written as code"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check programs for errors and warnings
+    Check(check::CheckArgs),
+    /// Print the compiled IR (or AST) of a program as JSON
+    Compile(compile::CompileArgs),
+}
+
+/// How a command ended, as the process exit code documents it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// 0: nothing wrong.
+    Success,
+    /// 1: the program has errors (or warnings under `--deny-warnings`), or a run failed.
+    Failure,
+    /// 2: usage or I/O error.
+    Error,
+}
+
+impl Outcome {
+    pub fn exit_code(self) -> ExitCode {
+        match self {
+            Outcome::Success => ExitCode::SUCCESS,
+            Outcome::Failure => ExitCode::from(1),
+            Outcome::Error => ExitCode::from(2),
+        }
+    }
+
+    /// The more severe of two outcomes (2 wins over 1 over 0).
+    pub fn worst(self, other: Outcome) -> Outcome {
+        let rank = |outcome: Outcome| match outcome {
+            Outcome::Success => 0,
+            Outcome::Failure => 1,
+            Outcome::Error => 2,
+        };
+        if rank(other) > rank(self) { other } else { self }
+    }
+}
+
+pub fn main() -> ExitCode {
+    install_panic_hook();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return match error.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+                _ => Outcome::Error.exit_code(),
+            };
+        }
+    };
+    let outcome = match cli.command {
+        Command::Check(args) => check::run(&args),
+        Command::Compile(args) => compile::run(&args),
+    };
+    outcome.exit_code()
+}
+
+/// A crash is flowc's bug, never the user's: say so, and ask for a report.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info
+            .location()
+            .map(|location| format!(" at {}:{}", location.file(), location.line()))
+            .unwrap_or_default();
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(ToString::to_string)
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown cause".to_string());
+        eprintln!(
+            "error: flowc crashed{location}: {message}\n\
+             This is a bug in flowc, not in your program. Please report it with the input that caused it."
+        );
+    }));
+}
+
+/// Writes a result to stdout. A closed pipe (`flowc compile x | head`) is
+/// not an error: the reader has what it wanted.
+pub fn print_stdout(text: &str) -> Outcome {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Ok(()) => Outcome::Success,
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Outcome::Success,
+        Err(error) => {
+            eprintln!("error: cannot write the output: {error}");
+            Outcome::Error
+        }
+    }
+}
