@@ -12,6 +12,8 @@ pub mod cli;
 pub mod diag;
 pub mod expr;
 pub mod ir;
+pub mod llm;
 pub mod pipeline;
+pub mod runtime;
 pub mod source;
 pub mod syntax;
