@@ -16,4 +16,5 @@ pub mod llm;
 pub mod pipeline;
 pub mod runtime;
 pub mod source;
+pub mod store;
 pub mod syntax;

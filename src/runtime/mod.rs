@@ -9,3 +9,4 @@ pub mod events;
 pub mod session;
 pub mod tools;
 pub mod validate;
+pub mod workflow;
