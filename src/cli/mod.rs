@@ -6,6 +6,7 @@ pub mod check;
 pub mod compile;
 pub mod load;
 pub mod report;
+pub mod run;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
@@ -28,6 +29,8 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Print the compiled IR (or AST) of a program as JSON
     Compile(compile::CompileArgs),
+    /// Hold a conversation with a program, or run a workflow
+    Run(run::RunArgs),
 }
 
 /// How a command ended, as the process exit code documents it.
@@ -76,6 +79,7 @@ pub fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Check(args) => check::run(&args),
         Command::Compile(args) => compile::run(&args),
+        Command::Run(args) => run::run(&args),
     };
     outcome.exit_code()
 }
