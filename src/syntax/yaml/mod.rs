@@ -21,3 +21,6 @@ pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
     };
     (program, diagnostics)
 }
+
+#[cfg(test)]
+mod tests;

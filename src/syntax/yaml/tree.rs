@@ -24,7 +24,11 @@ pub const MAX_DEPTH: usize = 128;
 
 /// How many nodes aliases may add once expanded, over the whole file. A
 /// "billion laughs" document reaches this within a few lines and is refused.
+/// A long scalar counts as one node per [`BYTES_PER_NODE`] bytes, so an
+/// alias to a large text cannot multiply memory either.
 pub const MAX_ALIAS_EXPANSION: u64 = 100_000;
+
+const BYTES_PER_NODE: usize = 64;
 
 /// An index into [`Tree`]'s nodes.
 pub type NodeId = u32;
@@ -121,7 +125,9 @@ impl<'input> Tree<'input> {
 
     fn run(&self, range: ChildRange) -> &[NodeId] {
         let start = range.start as usize;
-        self.children.get(start..start + range.len as usize).unwrap_or(&[])
+        self.children
+            .get(start..start + range.len as usize)
+            .unwrap_or(&[])
     }
 
     /// The items of a sequence (empty for any other node).
@@ -276,8 +282,9 @@ impl<'input> Reader<'input> {
                         return Err(second_document(start, span));
                     }
                     let tagged_string = self.check_tag(tag.as_deref(), span, diagnostics);
+                    let weight = scalar_weight(&value);
                     let id = self.push_scalar(value, style, span, tagged_string);
-                    self.complete(id, anchor, 1, 0, &mut root);
+                    self.complete(id, anchor, weight, 0, &mut root);
                 }
                 Event::SequenceStart(anchor, ref tag) | Event::MappingStart(anchor, ref tag) => {
                     if let Some(start) = second_document_start {
@@ -302,7 +309,12 @@ impl<'input> Reader<'input> {
         })
     }
 
-    fn open_collection(&mut self, is_mapping: bool, anchor: usize, span: Span) -> Result<(), ReadError> {
+    fn open_collection(
+        &mut self,
+        is_mapping: bool,
+        anchor: usize,
+        span: Span,
+    ) -> Result<(), ReadError> {
         if self.open.len() >= MAX_DEPTH {
             return Err(too_deep(span));
         }
@@ -315,7 +327,7 @@ impl<'input> Reader<'input> {
             is_flow: self
                 .text
                 .get(span.range())
-                .is_some_and(|source| source.ends_with(['[', '{'])),
+                .is_some_and(|source| source.trim_end().ends_with(['[', '{'])),
             anchor,
             first_pending: self.pending.len(),
             expanded_size: 1,
@@ -338,8 +350,9 @@ impl<'input> Reader<'input> {
             start: first_child,
             len: child_count,
         };
+        // saphyr's span for a closing bracket may run on over the spaces after it.
         let end = if collection.is_flow {
-            end_span.end
+            end_span.start.saturating_add(1).min(end_span.end)
         } else {
             collection.end
         };
@@ -363,7 +376,14 @@ impl<'input> Reader<'input> {
 
     /// Records a finished node: under its anchor, and as a child of the
     /// innermost open collection (or as the root).
-    fn complete(&mut self, id: NodeId, anchor: usize, expanded_size: u64, height: usize, root: &mut Option<NodeId>) {
+    fn complete(
+        &mut self,
+        id: NodeId,
+        anchor: usize,
+        expanded_size: u64,
+        height: usize,
+        root: &mut Option<NodeId>,
+    ) {
         if anchor > 0 {
             self.set_anchor(
                 anchor,
@@ -378,7 +398,14 @@ impl<'input> Reader<'input> {
         self.add_child(id, expanded_size, height, end, root);
     }
 
-    fn add_child(&mut self, id: NodeId, expanded_size: u64, height: usize, end: u32, root: &mut Option<NodeId>) {
+    fn add_child(
+        &mut self,
+        id: NodeId,
+        expanded_size: u64,
+        height: usize,
+        end: u32,
+        root: &mut Option<NodeId>,
+    ) {
         match self.open.last_mut() {
             Some(parent) => {
                 self.pending.push(id);
@@ -394,7 +421,12 @@ impl<'input> Reader<'input> {
         self.nodes.get(id as usize).map_or(0, |node| node.span.end)
     }
 
-    fn alias(&mut self, anchor: usize, span: Span, root: &mut Option<NodeId>) -> Result<(), ReadError> {
+    fn alias(
+        &mut self,
+        anchor: usize,
+        span: Span,
+        root: &mut Option<NodeId>,
+    ) -> Result<(), ReadError> {
         let Some(target) = self.anchors.get(anchor).copied().flatten() else {
             return Err(refused(
                 Diagnostic::new(Code::Syntax, "an alias refers to the node that contains it")
@@ -418,7 +450,13 @@ impl<'input> Reader<'input> {
         }
         // The alias's span is where it is used; the shared node keeps the
         // anchor's span, which is where its content is written.
-        self.add_child(target.id, target.expanded_size, target.height, span.end, root);
+        self.add_child(
+            target.id,
+            target.expanded_size,
+            target.height,
+            span.end,
+            root,
+        );
         Ok(())
     }
 
@@ -437,7 +475,13 @@ impl<'input> Reader<'input> {
         id
     }
 
-    fn push_scalar(&mut self, value: Cow<'input, str>, style: ScalarStyle, span: Span, tagged_string: bool) -> NodeId {
+    fn push_scalar(
+        &mut self,
+        value: Cow<'input, str>,
+        style: ScalarStyle,
+        span: Span,
+        tagged_string: bool,
+    ) -> NodeId {
         let verbatim = verbatim_span(self.text, &value, style, span);
         // The span starts at the scalar itself, not at an anchor or tag before it.
         let span = match (verbatim, style) {
@@ -447,7 +491,12 @@ impl<'input> Reader<'input> {
             }
             _ => span,
         };
-        if self.has_tab && self.text.get(span.range()).is_some_and(|source| source.contains('\n')) {
+        if self.has_tab
+            && self
+                .text
+                .get(span.range())
+                .is_some_and(|source| source.contains('\n'))
+        {
             self.multiline_scalars.push(span);
         }
         self.push_node(Node {
@@ -485,7 +534,11 @@ impl<'input> Reader<'input> {
     /// of a multi-line scalar. When the YAML reader failed, only a tab up to
     /// the line after the failure counts, as its likely cause. Returns
     /// whether a tab was reported.
-    fn report_tab_indentation(&self, failure: Option<&ReadError>, diagnostics: &mut Vec<Diagnostic>) -> bool {
+    fn report_tab_indentation(
+        &self,
+        failure: Option<&ReadError>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> bool {
         if !self.has_tab {
             return false;
         }
@@ -496,11 +549,11 @@ impl<'input> Reader<'input> {
             }
             Some(ReadError::Refused(_)) | None => None,
         };
+        // Tabs and multi-line scalars both come in file order: one merge pass.
+        let mut scalars = self.multiline_scalars.iter().peekable();
         let tab = leading_tabs(self.text).find(|tab| {
-            let in_scalar = self
-                .multiline_scalars
-                .iter()
-                .any(|scalar| scalar.start <= *tab && *tab < scalar.end);
+            while scalars.next_if(|scalar| scalar.end <= *tab).is_some() {}
+            let in_scalar = scalars.peek().is_some_and(|scalar| scalar.start <= *tab);
             let before_failure = failure_line_end.is_none_or(|line_end| (*tab as usize) < line_end);
             !in_scalar && before_failure
         });
@@ -516,15 +569,28 @@ impl<'input> Reader<'input> {
     }
 
     fn scan_error_diagnostic(&self, error: &ScanError) -> Diagnostic {
-        let start = self.offsets.byte_offset(error.marker().index());
+        let mut start = self.offsets.byte_offset(error.marker().index());
+        // saphyr reports a misplaced tab at the character after it.
+        let after_tab =
+            start > 0 && self.text.get(start as usize - 1..start as usize) == Some("\t");
+        if after_tab {
+            start -= 1;
+        }
         let end = next_char_end(self.text, start);
         let span = Span::new(start, end);
         let at_tab = self.text.get(span.range()) == Some("\t");
+        // saphyr scans ahead of the events it has produced, so on deep
+        // `[[[[` its own nesting limit can trip before ours.
+        if error.info() == "recursion limit exceeded" {
+            return too_deep_diagnostic(span);
+        }
         if error.info().contains("unknown anchor") {
             let name = alias_name_at(self.text, start as usize);
             return Diagnostic::new(Code::Syntax, format!("unknown anchor `{name}`"))
                 .at(span, "no anchor of this name comes before")
-                .with_help(format!("define the anchor first (`&{name}`), then refer to it (`*{name}`)"));
+                .with_help(format!(
+                    "define the anchor first (`&{name}`), then refer to it (`*{name}`)"
+                ));
         }
         let help = if at_tab {
             "YAML separates values with spaces: replace this tab with a space"
@@ -537,16 +603,29 @@ impl<'input> Reader<'input> {
     }
 }
 
+/// What a scalar counts for in the alias expansion budget.
+fn scalar_weight(value: &str) -> u64 {
+    u64::try_from(1 + value.len() / BYTES_PER_NODE).unwrap_or(u64::MAX)
+}
+
 fn refused(diagnostic: Diagnostic) -> ReadError {
     ReadError::Refused(Box::new(diagnostic))
 }
 
 fn too_deep(span: Span) -> ReadError {
-    refused(
-        Diagnostic::new(Code::Syntax, format!("YAML nesting is deeper than {MAX_DEPTH} levels"))
-            .at(Span::new(span.start, span.start.saturating_add(1)), "too deep here")
-            .with_help("a program never needs this much nesting; flatten the structure"),
+    refused(too_deep_diagnostic(span))
+}
+
+fn too_deep_diagnostic(span: Span) -> Diagnostic {
+    Diagnostic::new(
+        Code::Syntax,
+        format!("YAML nesting is deeper than {MAX_DEPTH} levels"),
     )
+    .at(
+        Span::new(span.start, span.start.saturating_add(1)),
+        "too deep here",
+    )
+    .with_help("a program never needs this much nesting; flatten the structure")
 }
 
 fn second_document(document_start: Span, first_node: Span) -> ReadError {
@@ -577,7 +656,11 @@ fn verbatim_span(text: &str, value: &str, style: ScalarStyle, span: Span) -> Opt
         return None;
     }
     if style != ScalarStyle::Plain {
-        let quote = if style == ScalarStyle::SingleQuoted { "'" } else { "\"" };
+        let quote = if style == ScalarStyle::SingleQuoted {
+            "'"
+        } else {
+            "\""
+        };
         let opening = value_start.checked_sub(1)?;
         if text.get(opening..value_start)? != quote || text.get(value_end..end)? != quote {
             return None;
@@ -615,7 +698,10 @@ fn end_of_next_line(text: &str, offset: usize) -> usize {
 
 fn next_char_end(text: &str, offset: u32) -> u32 {
     let start = offset as usize;
-    let width = text.get(start..).and_then(|rest| rest.chars().next()).map_or(0, char::len_utf8);
+    let width = text
+        .get(start..)
+        .and_then(|rest| rest.chars().next())
+        .map_or(0, char::len_utf8);
     u32::try_from(start + width).unwrap_or(offset)
 }
 
@@ -691,14 +777,19 @@ pub fn resolve_plain(value: &str) -> Resolved<'_> {
     };
     // Most scalars are words; only these first characters can start a
     // null, a boolean or a number.
-    if !matches!(first, b'0'..=b'9' | b'+' | b'-' | b'.' | b'~' | b'n' | b'N' | b't' | b'T' | b'f' | b'F') {
+    if !matches!(
+        first,
+        b'0'..=b'9' | b'+' | b'-' | b'.' | b'~' | b'n' | b'N' | b't' | b'T' | b'f' | b'F'
+    ) {
         return Resolved::Str(value);
     }
     match value {
         "~" | "null" | "Null" | "NULL" => return Resolved::Null,
         "true" | "True" | "TRUE" => return Resolved::Bool(true),
         "false" | "False" | "FALSE" => return Resolved::Bool(false),
-        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => return Resolved::Float(f64::INFINITY),
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => {
+            return Resolved::Float(f64::INFINITY);
+        }
         "-.inf" | "-.Inf" | "-.INF" => return Resolved::Float(f64::NEG_INFINITY),
         ".nan" | ".NaN" | ".NAN" => return Resolved::Float(f64::NAN),
         _ => {}
@@ -718,8 +809,12 @@ fn resolve_int(value: &str) -> Option<Resolved<'_>> {
     let radix_digits = |prefix: &str, radix: u32| {
         value
             .strip_prefix(prefix)
-            .filter(|digits| !digits.is_empty() && digits.chars().all(|digit| digit.is_digit(radix)))
-            .map(|digits| i64::from_str_radix(digits, radix).map_or(Resolved::BigInt, Resolved::Int))
+            .filter(|digits| {
+                !digits.is_empty() && digits.chars().all(|digit| digit.is_digit(radix))
+            })
+            .map(|digits| {
+                i64::from_str_radix(digits, radix).map_or(Resolved::BigInt, Resolved::Int)
+            })
     };
     if let Some(resolved) = radix_digits("0x", 16).or_else(|| radix_digits("0o", 8)) {
         return Some(resolved);
@@ -735,7 +830,13 @@ fn resolve_int(value: &str) -> Option<Resolved<'_>> {
 fn is_core_float(value: &str) -> bool {
     let bytes = value.as_bytes();
     let mut index = usize::from(matches!(bytes.first(), Some(b'-' | b'+')));
-    let count_digits = |from: usize| bytes.iter().skip(from).take_while(|byte| byte.is_ascii_digit()).count();
+    let count_digits = |from: usize| {
+        bytes
+            .iter()
+            .skip(from)
+            .take_while(|byte| byte.is_ascii_digit())
+            .count()
+    };
     let integer_digits = count_digits(index);
     index += integer_digits;
     let mut fraction_digits = 0;
@@ -759,4 +860,199 @@ fn is_core_float(value: &str) -> bool {
         index += exponent_digits;
     }
     index == bytes.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_ok(text: &str) -> Tree<'_> {
+        let mut diagnostics = Vec::new();
+        let tree = read(text, &mut diagnostics);
+        assert!(diagnostics.is_empty(), "{diagnostics:#?}");
+        tree.expect("a tree")
+    }
+
+    fn read_error(text: &str) -> Diagnostic {
+        let mut diagnostics = Vec::new();
+        assert!(read(text, &mut diagnostics).is_none());
+        assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+        diagnostics.remove(0)
+    }
+
+    #[test]
+    fn plain_scalars_resolve_by_the_core_schema() {
+        let cases = [
+            ("", Resolved::Null),
+            ("~", Resolved::Null),
+            ("null", Resolved::Null),
+            ("NULL", Resolved::Null),
+            ("true", Resolved::Bool(true)),
+            ("False", Resolved::Bool(false)),
+            ("42", Resolved::Int(42)),
+            ("-7", Resolved::Int(-7)),
+            ("+7", Resolved::Int(7)),
+            ("0x1F", Resolved::Int(31)),
+            ("0o17", Resolved::Int(15)),
+            ("99999999999999999999", Resolved::BigInt),
+            ("1.5", Resolved::Float(1.5)),
+            ("-.5", Resolved::Float(-0.5)),
+            ("1e3", Resolved::Float(1000.0)),
+            ("1.", Resolved::Float(1.0)),
+            ("-.inf", Resolved::Float(f64::NEG_INFINITY)),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(resolve_plain(text), expected, "{text:?}");
+        }
+        for text in [
+            "yes",
+            "no",
+            "on",
+            "60s",
+            "1:30",
+            "0x",
+            "0xG",
+            "1e",
+            ".",
+            "-",
+            "nulls",
+            "2024-01-05",
+            "1_000",
+        ] {
+            assert_eq!(resolve_plain(text), Resolved::Str(text), "{text:?}");
+        }
+        assert!(matches!(resolve_plain(".nan"), Resolved::Float(value) if value.is_nan()));
+    }
+
+    #[test]
+    fn quoted_and_tagged_scalars_are_strings() {
+        let tree = read_ok("[\"true\", '42', !!str null, 42]");
+        let kinds: Vec<Resolved<'_>> = tree
+            .items(tree.root())
+            .iter()
+            .map(|item| match &tree.node(*item).kind {
+                NodeKind::Scalar(scalar) => scalar.resolve(),
+                _ => panic!("a scalar"),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                Resolved::Str("true"),
+                Resolved::Str("42"),
+                Resolved::Str("null"),
+                Resolved::Int(42)
+            ]
+        );
+    }
+
+    #[test]
+    fn scalar_spans_cover_quotes_and_verbatim_spans_the_value() {
+        let text = "a: \"x y\"\nb: &anchor plain\nc: 'it''s'\nd: |\n  block\n";
+        let tree = read_ok(text);
+        let values: Vec<(Span, Option<Span>)> = tree
+            .entries(tree.root())
+            .map(|(_, value)| match &tree.node(value).kind {
+                NodeKind::Scalar(scalar) => (tree.node(value).span, scalar.verbatim),
+                _ => panic!("a scalar"),
+            })
+            .collect();
+        assert_eq!(values[0], (Span::new(3, 8), Some(Span::new(4, 7))));
+        // The anchor is not part of the value's span.
+        assert_eq!(values[1], (Span::new(20, 25), Some(Span::new(20, 25))));
+        // `''` is an escape: the value is not a copy of the source.
+        assert_eq!(values[2].1, None);
+        assert_eq!(values[3].1, None);
+    }
+
+    #[test]
+    fn collections_keep_every_entry_in_order() {
+        let text = "k: 1\nk: 2\nlist: [a, {b: c}]\n";
+        let tree = read_ok(text);
+        let keys: Vec<&str> = tree
+            .entries(tree.root())
+            .map(|(key, _)| match &tree.node(key).kind {
+                NodeKind::Scalar(scalar) => &*scalar.value,
+                _ => panic!("a scalar key"),
+            })
+            .collect();
+        assert_eq!(keys, ["k", "k", "list"]);
+        let (_, list) = tree.entries(tree.root()).nth(2).expect("list entry");
+        assert_eq!(tree.node(list).span, Span::new(16, 27));
+        assert_eq!(tree.items(list).len(), 2);
+        assert_eq!(tree.node(tree.root()).span, Span::new(0, 27));
+    }
+
+    #[test]
+    fn character_indices_become_byte_offsets() {
+        let text = "é: ü\n".repeat(40) + "last: ok\n";
+        let tree = read_ok(&text);
+        let (key, value) = tree.entries(tree.root()).last().expect("an entry");
+        assert_eq!(
+            tree.node(key).span.range(),
+            text.find("last")
+                .map(|start| start..start + 4)
+                .expect("last")
+        );
+        assert_eq!(&text[tree.node(value).span.range()], "ok");
+    }
+
+    #[test]
+    fn an_alias_to_a_long_text_counts_its_length() {
+        let long = "x".repeat(100_000);
+        let aliases = vec!["*a"; 100].join(", ");
+        let text = format!("a: &a {long}\nb: [{aliases}]\n");
+        let diagnostic = read_error(&text);
+        assert_eq!(
+            diagnostic.message,
+            "aliases expand to more than 100000 nodes"
+        );
+    }
+
+    #[test]
+    fn aliases_share_their_anchor_node() {
+        let tree = read_ok("a: &x [1, 2]\nb: *x\n");
+        let values: Vec<NodeId> = tree.entries(tree.root()).map(|(_, value)| value).collect();
+        assert_eq!(values[0], values[1]);
+    }
+
+    #[test]
+    fn alias_depth_counts_toward_the_limit() {
+        let deep = format!("{}1{}", "[".repeat(100), "]".repeat(100));
+        let text = format!(
+            "a: &deep {deep}\nb: {}*deep{}\n",
+            "[".repeat(40),
+            "]".repeat(40)
+        );
+        assert_eq!(
+            read_error(&text).message,
+            "YAML nesting is deeper than 128 levels"
+        );
+    }
+
+    #[test]
+    fn a_tab_after_a_colon_is_explained() {
+        let diagnostic = read_error("a:\t1\n");
+        assert_eq!(
+            diagnostic.help.as_deref(),
+            Some("YAML separates values with spaces: replace this tab with a space")
+        );
+        assert_eq!(diagnostic.primary_span(), Some(Span::new(2, 3)));
+    }
+
+    #[test]
+    fn a_tab_indented_continuation_line_is_the_cause() {
+        let text = "a:\n  b: 1\n\tc: 2\n";
+        let diagnostic = read_error(text);
+        assert_eq!(
+            diagnostic.message,
+            "YAML indentation must use spaces, not tabs"
+        );
+        assert_eq!(diagnostic.primary_span(), Some(Span::new(10, 11)));
+    }
+
+    #[test]
+    fn tab_lines_of_comments_are_not_indentation() {
+        read_ok("a: 1\n\t# a comment\nb: 2\n");
+    }
 }

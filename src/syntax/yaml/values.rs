@@ -116,7 +116,8 @@ impl<'tree, 'input> Values<'tree, 'input> {
 
     /// A key with no value (`steps:`), or a `null`/`~`.
     pub fn is_nothing(&self, id: NodeId) -> bool {
-        self.scalar(id).is_some_and(|scalar| scalar.resolve() == Resolved::Null)
+        self.scalar(id)
+            .is_some_and(|scalar| scalar.resolve() == Resolved::Null)
     }
 
     /// The span of a scalar's value without its quotes, anchor or tag, when
@@ -131,7 +132,9 @@ impl<'tree, 'input> Values<'tree, 'input> {
     /// is a verbatim copy of its source; otherwise every span is the scalar.
     pub fn span_map(&self, id: NodeId) -> SpanMap {
         match self.scalar(id).and_then(|scalar| scalar.verbatim) {
-            Some(verbatim) => SpanMap::Exact { base: verbatim.start },
+            Some(verbatim) => SpanMap::Exact {
+                base: verbatim.start,
+            },
             None => SpanMap::Whole(self.span(id)),
         }
     }
@@ -157,9 +160,11 @@ impl<'tree, 'input> Values<'tree, 'input> {
         let found = self.describe(entry.value);
         let message = format!("expected {expected} for `{}`, found {found}", entry.key);
         let diagnostic = if found == "nothing" {
-            Diagnostic::new(Code::Syntax, message).at(entry.key_span, format!("`{}` has no value", entry.key))
+            Diagnostic::new(Code::Syntax, message)
+                .at(entry.key_span, format!("`{}` has no value", entry.key))
         } else {
-            Diagnostic::new(Code::Syntax, message).at(self.span(entry.value), format!("this is {found}"))
+            Diagnostic::new(Code::Syntax, message)
+                .at(self.span(entry.value), format!("this is {found}"))
         };
         self.diagnostics.push(diagnostic.with_help(help));
     }
@@ -193,7 +198,12 @@ impl<'tree, 'input> Values<'tree, 'input> {
 
     /// Like [`Values::keyed`] for a value known to be a mapping, or nothing
     /// (read as an empty mapping).
-    pub fn keyed_mapping(&mut self, mapping: NodeId, allowed: &'static [&'static str], what: &str) -> Keyed<'tree> {
+    pub fn keyed_mapping(
+        &mut self,
+        mapping: NodeId,
+        allowed: &'static [&'static str],
+        what: &str,
+    ) -> Keyed<'tree> {
         debug_assert!(allowed.len() <= MAX_KEYS);
         let mut keyed = Keyed {
             allowed,
@@ -242,10 +252,13 @@ impl<'tree, 'input> Values<'tree, 'input> {
 
     pub fn repeated_key(&mut self, key: &str, key_span: Span, first_span: Span, what: &str) {
         self.diagnostics.push(
-            Diagnostic::new(Code::DuplicateKey, format!("key `{key}` appears twice in {what}"))
-                .at(key_span, "used again here")
-                .with_label(first_span, "first used here")
-                .with_help("keep one of them: a YAML mapping's keys must be unique"),
+            Diagnostic::new(
+                Code::DuplicateKey,
+                format!("key `{key}` appears twice in {what}"),
+            )
+            .at(key_span, "used again here")
+            .with_label(first_span, "first used here")
+            .with_help("keep one of them: a YAML mapping's keys must be unique"),
         );
     }
 
@@ -258,9 +271,12 @@ impl<'tree, 'input> Values<'tree, 'input> {
             None => {
                 let found = self.describe(key_id);
                 self.diagnostics.push(
-                    Diagnostic::new(Code::Syntax, format!("expected a name as a mapping key, found {found}"))
-                        .at(self.span(key_id), format!("this key is {found}"))
-                        .with_help("keys are plain names; quote the key if it is meant as text"),
+                    Diagnostic::new(
+                        Code::Syntax,
+                        format!("expected a name as a mapping key, found {found}"),
+                    )
+                    .at(self.span(key_id), format!("this key is {found}"))
+                    .with_help("keys are plain names; quote the key if it is meant as text"),
                 );
                 None
             }
@@ -321,11 +337,16 @@ impl<'tree, 'input> Values<'tree, 'input> {
     /// as written, so `title: 2024` is the text "2024".
     pub fn text(&mut self, entry: Entry<'_>, expected: &str) -> Option<Text> {
         match self.scalar(entry.value) {
-            Some(scalar) if scalar.resolve() != Resolved::Null => {
-                Some(Spanned::new(scalar.value.to_string(), self.span(entry.value)))
-            }
+            Some(scalar) if scalar.resolve() != Resolved::Null => Some(Spanned::new(
+                scalar.value.to_string(),
+                self.span(entry.value),
+            )),
             _ => {
-                self.wrong_shape(entry, expected, "write a text; quote it if it contains `: ` or ` #`");
+                self.wrong_shape(
+                    entry,
+                    expected,
+                    "write a text; quote it if it contains `: ` or ` #`",
+                );
                 None
             }
         }
@@ -433,6 +454,9 @@ impl<'tree, 'input> Values<'tree, 'input> {
         let kind = match scalar.resolve() {
             Resolved::Str(text) => {
                 let map = self.span_map(entry.value);
+                if let Some(path) = simple_path(text, map) {
+                    return path;
+                }
                 return parse_expr(text, map, self.diagnostics);
             }
             Resolved::Null => ExprKind::Null,
@@ -469,7 +493,10 @@ impl<'tree, 'input> Values<'tree, 'input> {
             return Vec::new();
         }
         if !self.is_mapping(entry.value) {
-            let help = format!("write one `name: expression` per line under `{}`", entry.key);
+            let help = format!(
+                "write one `name: expression` per line under `{}`",
+                entry.key
+            );
             self.wrong_shape(entry, "a mapping of names to expressions", help);
             return Vec::new();
         }
@@ -484,7 +511,11 @@ impl<'tree, 'input> Values<'tree, 'input> {
                 self.repeated_key(key, key_span, first_span, what);
                 continue;
             }
-            let value = self.expr(Entry { key, key_span, value });
+            let value = self.expr(Entry {
+                key,
+                key_span,
+                value,
+            });
             assignments.push(Assignment {
                 name: Spanned::new(key.to_string(), key_span),
                 value,
@@ -537,12 +568,22 @@ impl<'tree, 'input> Values<'tree, 'input> {
     /// A duration as written (`30s`). A bare number is kept as its text so
     /// lowering can say the unit is missing.
     pub fn duration(&mut self, entry: Entry<'_>) -> Option<Text> {
-        match self.scalar(entry.value).map(|scalar| (scalar, scalar.resolve())) {
-            Some((scalar, Resolved::Str(_) | Resolved::Int(_) | Resolved::BigInt | Resolved::Float(_))) => {
-                Some(Spanned::new(scalar.value.to_string(), self.span(entry.value)))
-            }
+        match self
+            .scalar(entry.value)
+            .map(|scalar| (scalar, scalar.resolve()))
+        {
+            Some((
+                scalar,
+                Resolved::Str(_) | Resolved::Int(_) | Resolved::BigInt | Resolved::Float(_),
+            )) => Some(Spanned::new(
+                scalar.value.to_string(),
+                self.span(entry.value),
+            )),
             _ => {
-                let help = format!("write a number and a unit, e.g. `{}: 30s` (s, m, h or d)", entry.key);
+                let help = format!(
+                    "write a number and a unit, e.g. `{}: 30s` (s, m, h or d)",
+                    entry.key
+                );
                 self.wrong_shape(entry, "a duration", help);
                 None
             }
@@ -558,6 +599,42 @@ impl<'tree, 'input> Values<'tree, 'input> {
     }
 }
 
+/// `email`, `item.email`: the most common expression (call arguments, `set`
+/// values, `in`) read without the expression parser, which dominates the
+/// cost of reading a large program otherwise. It yields exactly what
+/// [`parse_expr`] does: a path whose span is the whole text. Texts the
+/// grammar reads differently are left to it: a first segment that is a
+/// literal or `not` (`true.x` and `not` are errors there).
+fn simple_path(text: &str, map: SpanMap) -> Option<Expr> {
+    let is_ident = |segment: &str| {
+        let mut bytes = segment.bytes();
+        bytes
+            .next()
+            .is_some_and(|first| first.is_ascii_alphabetic() || first == b'_')
+            && bytes.all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
+    };
+    let mut segments = Vec::new();
+    let mut offset = 0usize;
+    for segment in text.split('.') {
+        if !is_ident(segment) {
+            return None;
+        }
+        segments.push(Spanned::new(
+            segment.to_string(),
+            map.span(offset, offset + segment.len()),
+        ));
+        offset += segment.len() + 1;
+    }
+    let first = segments.first()?;
+    if matches!(first.value.as_str(), "true" | "false" | "null" | "not") {
+        return None;
+    }
+    Some(Expr {
+        kind: ExprKind::Path { segments },
+        span: map.span(0, text.len()),
+    })
+}
+
 /// "`id`, `prompt` or `say`".
 pub fn key_list(keys: &[&str]) -> String {
     match keys {
@@ -567,5 +644,59 @@ pub fn key_list(keys: &[&str]) -> String {
             let init: Vec<String> = init.iter().map(|key| format!("`{key}`")).collect();
             format!("{} or `{last}`", init.join(", "))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simple_paths_read_as_the_expression_parser_reads_them() {
+        let map = SpanMap::Exact { base: 7 };
+        let texts = [
+            "email",
+            "item.email",
+            "_x",
+            "a1.b2.c3",
+            "and",
+            "in",
+            "set",
+            "is",
+            "nothing",
+            "true",
+            "null",
+            "not",
+            "true.x",
+            "not.x",
+            "x.",
+            ".x",
+            "a..b",
+            "a-b",
+            "é",
+            "1a",
+            "",
+        ];
+        for text in texts {
+            let Some(fast) = simple_path(text, map) else {
+                continue;
+            };
+            let mut diagnostics = Vec::new();
+            let parsed = parse_expr(text, map, &mut diagnostics);
+            assert!(diagnostics.is_empty(), "{text:?}: {diagnostics:?}");
+            let as_json = |expr: &Expr| serde_json::to_string(expr).unwrap_or_default();
+            assert_eq!(as_json(&fast), as_json(&parsed), "{text:?}");
+        }
+        for text in [
+            "true", "null", "not", "true.x", "x.", "a..b", "a-b", "é", "",
+        ] {
+            assert!(simple_path(text, map).is_none(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn key_lists_read_as_prose() {
+        assert_eq!(key_list(&["a"]), "`a`");
+        assert_eq!(key_list(&["a", "b", "c"]), "`a`, `b` or `c`");
     }
 }
