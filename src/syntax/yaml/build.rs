@@ -557,7 +557,11 @@ impl<'tree> Builder<'tree, '_> {
             Some(Resolved::Float(value)) => {
                 BodyValue::Number(Spanned::new(Number::Float(value), span))
             }
-            Some(Resolved::Str(_) | Resolved::BigInt) => match self.values.template(entry) {
+            Some(Resolved::BigInt) => {
+                self.values.integer_too_large(span);
+                BodyValue::Null(span)
+            }
+            Some(Resolved::Str(_)) => match self.values.template(entry) {
                 Some(template) => BodyValue::String(template),
                 None => BodyValue::Null(span),
             },

@@ -168,6 +168,124 @@ flows:
         say: No problem, nothing was booked.
 "#;
 
+/// Every key of the language at least once.
+const EVERY_KEY: &str = r#"agent:
+  name: Helpdesk
+  identity: "You help {{ context.tier }} customers."
+  rules: Be brief.
+  limits: { max_auto_steps: 5, max_tool_rounds: 3, max_turn_tokens: 20000, turn_timeout: 30s }
+schema:
+  email: { type: string, description: Account email, pattern: "^[^@]+@[^@]+$", examples: [a@b.c] }
+  plan: { type: enum, values: [free, pro] }
+  count: { type: int, min: 0, max: 99 }
+  contacts: { type: list, items: { type: object, fields: { name: string, email: string } } }
+  ok: bool
+context:
+  tier: { type: enum, values: [basic, gold] }
+tools:
+  lookup:
+    description: Find a customer.
+    params: { email: string }
+    returns: { name: string }
+    http:
+      method: GET
+      url: "https://example.com/customers?email={{email}}"
+      headers: { Accept: application/json }
+      body: [1, 2.5, true, null, "{{email}}", { nested: x }]
+      timeout: 5s
+  clock:
+    builtin: now
+  script:
+    params: {}
+    exec: { command: [./run.sh], timeout: 1m }
+signals:
+  human:
+    when: [the user wants a person, the user is angry]
+    if: context.tier == "gold"
+    phase: both
+    behavior: once
+    cooldown: 10m
+    extract: [email]
+    then: { goto: { flow: handoff, data: { ok: false } } }
+flows:
+  main:
+    title: Main
+    when: the user needs help
+    if: [context.tier is set]
+    default: true
+    requires: email
+    optional: [plan]
+    rules: [Stay polite.]
+    on_enter: [{ say: Welcome. }]
+    on_complete:
+      - emit: { append_prompt: [Thank the user.], inject_tools: [clock], halt: false }
+    complete: { next: handoff }
+    steps:
+      - id: ask
+        prompt: What is your email?
+        collect: [email]
+        requires: []
+        skip_if: email is set
+        when: the user has an account
+        if: count < 3
+        max_asks: 2
+        on_no_answer: { abort: "no email", reply: Bye. }
+        tools: [lookup]
+        on_enter: [{ set: { count: count + 1 } }]
+        prepare: [{ emit: { append_prompt: Ask once. } }]
+        finalize: [{ emit: { set_context: { tier: '"basic"' } } }]
+        branches:
+          - if: [ok == true, count > 1]
+            when: [the user agrees]
+            then: { goto_step: { flow: handoff, step: connect } }
+            label: agreed
+          - then: work
+      - id: work
+        auto: true
+        on_error: { retry: 2, backoff: 1s }
+        wait: 1h
+        do:
+          - call: { tool: lookup, args: { email: email }, save: contacts }
+          - for_each: { in: contacts, as: c, where: c.email is set, do: [{ say: "Hi {{c.name}}" }] }
+          - emit: { complete: { next: handoff }, reset: true, goto: main, goto_step: ask }
+        next: end
+  handoff:
+    steps:
+      - id: connect
+        say: Connecting you now.
+"#;
+
+#[test]
+fn every_key_reads_clean() {
+    let program = parse_clean(EVERY_KEY);
+    assert_eq!(program.tools.len(), 3);
+    assert_eq!(program.flows.len(), 2);
+    let main = &program.flows[0];
+    assert_eq!(main.on_enter.len(), 1);
+    assert_eq!(main.on_complete.len(), 1);
+    let ask = &main.steps[0];
+    assert_eq!(ask.max_asks.as_ref().map(|max| max.value), Some(2));
+    assert!(
+        ask.on_no_answer
+            .as_ref()
+            .is_some_and(|directive| directive.abort.is_some() && directive.reply.is_some())
+    );
+    assert_eq!(
+        (ask.on_enter.len(), ask.prepare.len(), ask.finalize.len()),
+        (1, 1, 1)
+    );
+    let work = &main.steps[1];
+    assert_eq!(
+        work.wait.as_ref().map(|wait| wait.value.as_str()),
+        Some("1h")
+    );
+    assert_eq!(work.actions.len(), 3);
+    let ActionKind::Emit(emitted) = &work.actions[2].kind else {
+        panic!()
+    };
+    assert!(emitted.complete.is_some() && emitted.goto.is_some() && emitted.goto_step.is_some());
+}
+
 #[test]
 fn booking_example_reads_into_the_expected_ast() {
     let program = parse_clean(BOOKING);
@@ -981,6 +1099,32 @@ fn ten_thousand_nested_lists_are_refused() {
 }
 
 #[test]
+fn nesting_just_under_the_limit_builds() {
+    let body = format!("{}1{}", "[".repeat(120), "]".repeat(120));
+    let tools = format!("tools:\n  t:\n    http: {{ method: POST, url: u, body: {body} }}\n");
+    parse_clean(&tools);
+
+    let mut for_each = String::from("{ say: hi }");
+    for _ in 0..40 {
+        for_each = format!("{{ for_each: {{ in: xs, as: x, do: [{for_each}] }} }}");
+    }
+    parse_clean(&one_step(&format!("        do: [{for_each}]\n")));
+
+    let mut ty = String::from("string");
+    for _ in 0..60 {
+        ty = format!("{{ type: list, items: {ty} }}");
+    }
+    parse_clean(&format!("schema:\n  deep: {ty}\n"));
+
+    // Expression lists stop at the expression depth limit, as in strings.
+    let list = format!("{}1{}", "[".repeat(100), "]".repeat(100));
+    let diagnostic = only_diagnostic(&one_step(&format!(
+        "        do: [{{ set: {{ x: {list} }} }}]\n"
+    )));
+    assert_eq!(diagnostic.message, "nesting is too deep");
+}
+
+#[test]
 fn a_second_document_is_refused() {
     let text = "flows: {}\n---\nflows: {}\n";
     let diagnostic = only_diagnostic(text);
@@ -1050,6 +1194,17 @@ fn a_program_must_be_a_mapping() {
 }
 
 #[test]
+fn merge_keys_are_explained() {
+    let text = "flows:\n  f:\n    steps:\n      - id: s\n        <<: {}\n";
+    let diagnostic = only_diagnostic(text);
+    assert_eq!(diagnostic.code, Code::UnknownKey);
+    assert_eq!(
+        diagnostic.help.as_deref(),
+        Some("YAML merge keys (`<<`) are not supported: write the keys out")
+    );
+}
+
+#[test]
 fn empty_sections_and_bodies_are_empty() {
     let program = parse_clean("agent:\nschema:\ntools:\n  t:\nflows:\n  f:\n");
     assert!(program.agent.is_some());
@@ -1059,7 +1214,7 @@ fn empty_sections_and_bodies_are_empty() {
 }
 
 mod properties {
-    use super::{BOOKING, parse};
+    use super::{BOOKING, EVERY_KEY, parse};
     use proptest::prelude::*;
 
     /// Checks the front end returned, with every label inside the text.
@@ -1144,7 +1299,7 @@ mod properties {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
 
         #[test]
         fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
@@ -1162,8 +1317,11 @@ mod properties {
         }
 
         #[test]
-        fn mutated_programs_never_panic(mutations in proptest::collection::vec(mutation(), 1..8)) {
-            let mut text = BOOKING.to_string();
+        fn mutated_programs_never_panic(
+            base in prop_oneof![Just(BOOKING), Just(EVERY_KEY)],
+            mutations in proptest::collection::vec(mutation(), 1..8),
+        ) {
+            let mut text = base.to_string();
             for mutation in &mutations {
                 apply(&mut text, mutation);
             }

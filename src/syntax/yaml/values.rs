@@ -240,6 +240,10 @@ impl<'tree, 'input> Values<'tree, 'input> {
 
     pub fn unknown_key(&mut self, key: &str, key_span: Span, allowed: &[&str], what: &str) {
         let help = match did_you_mean(key, allowed.iter().copied()) {
+            // YAML 1.2 has no merge key; flowc reads `<<` as any other key.
+            _ if key == "<<" => {
+                String::from("YAML merge keys (`<<`) are not supported: write the keys out")
+            }
             Some(suggestion) => format!("did you mean `{suggestion}`?"),
             None => format!("{what} takes {}", key_list(allowed)),
         };
@@ -590,7 +594,7 @@ impl<'tree, 'input> Values<'tree, 'input> {
         }
     }
 
-    fn integer_too_large(&mut self, span: Span) {
+    pub fn integer_too_large(&mut self, span: Span) {
         self.diagnostics.push(
             Diagnostic::new(Code::Syntax, "integer literal is too large")
                 .at(span, "does not fit in 64 bits")
