@@ -222,12 +222,7 @@ impl<'tree> Builder<'tree, '_> {
         if self.values.is_nothing(entry.value) {
             return Some(self.values.keyed_mapping(entry.value, allowed, what));
         }
-        self.values.keyed(
-            entry,
-            allowed,
-            what,
-            &format!("a mapping of the keys of {what}"),
-        )
+        self.values.keyed(entry, allowed, what, "a mapping")
     }
 
     // ------------------------------------------------------------ agent

@@ -1028,6 +1028,17 @@ fn spans_are_bytes_after_non_ascii_text() {
 }
 
 #[test]
+fn a_byte_order_mark_is_skipped_and_spans_stay_bytes() {
+    let text = "\u{feff}flows:\n  f:\n    steps: [{ id: s, if: ok }]\n";
+    let program = parse_clean(text);
+    assert_eq!(program.flows[0].name.span, key_span(text, "f:", 0));
+    assert_eq!(
+        program.flows[0].steps[0].guard[0].span,
+        span_of(text, "ok", 0)
+    );
+}
+
+#[test]
 fn aliases_are_expanded() {
     let text = "schema:\n  a: &money { type: float, min: 0 }\n  b: *money\n";
     let program = parse_clean(text);

@@ -595,7 +595,7 @@ impl<'input> Reader<'input> {
         let help = if at_tab {
             "YAML separates values with spaces: replace this tab with a space"
         } else {
-            "check the indentation and the `:` and `-` around here; quote a value that contains `: `, ` #` or starts with `{`, `[`, `*`, `&`, `!`, `|`, `>` or `%`"
+            "check the indentation and the `:` and `-` here; quote a value that contains `: ` or ` #`, or starts with `{`, `[`, `*`, `&`, `!`, `|` or `>`"
         };
         Diagnostic::new(Code::Syntax, format!("invalid YAML: {}", error.info()))
             .at(span, "the YAML reader stopped here")

@@ -300,7 +300,7 @@ impl<'tree, 'input> Values<'tree, 'input> {
         if let Some(Resolved::Str(text)) = self.scalar(entry.value).map(Scalar::resolve) {
             return Some(Spanned::new(text.to_string(), self.value_span(entry.value)));
         }
-        let help = format!("write a name, e.g. `{}: booking`", entry.key);
+        let help = format!("write {expected} after `{}:`", entry.key);
         self.wrong_shape(entry, expected, help);
         None
     }
