@@ -139,7 +139,6 @@ impl Num {
     fn as_f64(self) -> f64 {
         match self {
             // Precision loss above 2^53 is the price of mixing ints with floats.
-            #[allow(clippy::cast_precision_loss)]
             Num::Int(value) => value as f64,
             Num::Float(value) => value,
         }
