@@ -18,6 +18,9 @@ pub trait IdSource: Send + Sync {
     fn next_id(&self) -> String;
 }
 
+/// The clock and id source a run uses.
+pub type ClockAndIds = (Arc<dyn Clock>, Arc<dyn IdSource>);
+
 /// Why the environment does not describe a clock.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ClockError {
@@ -123,7 +126,9 @@ impl IdSource for SeededIds {
     fn next_id(&self) -> String {
         // Each id takes two splitmix64 steps; reserving both at once keeps
         // the sequence deterministic per id even across threads.
-        let start = self.state.fetch_add(SPLITMIX_GAMMA.wrapping_mul(2), Ordering::Relaxed);
+        let start = self
+            .state
+            .fetch_add(SPLITMIX_GAMMA.wrapping_mul(2), Ordering::Relaxed);
         let mut state = start;
         format_uuid_v4(random_bytes(&mut state))
     }
@@ -176,7 +181,7 @@ fn format_uuid_v4(mut bytes: [u8; 16]) -> String {
 /// The clock and id source the environment asks for: `FLOWC_NOW` freezes
 /// the clock (a bad value is an error to report), `FLOWC_SEED` seeds the
 /// ids. Unset or empty variables mean the real clock and random ids.
-pub fn from_env() -> Result<(Arc<dyn Clock>, Arc<dyn IdSource>), ClockError> {
+pub fn from_env() -> Result<ClockAndIds, ClockError> {
     let read = |name: &str| {
         std::env::var(name)
             .ok()
@@ -186,10 +191,7 @@ pub fn from_env() -> Result<(Arc<dyn Clock>, Arc<dyn IdSource>), ClockError> {
 }
 
 /// [`from_env`] without the environment, for tests and embedders.
-pub fn from_values(
-    now: Option<&str>,
-    seed: Option<&str>,
-) -> Result<(Arc<dyn Clock>, Arc<dyn IdSource>), ClockError> {
+pub fn from_values(now: Option<&str>, seed: Option<&str>) -> Result<ClockAndIds, ClockError> {
     let clock: Arc<dyn Clock> = match now {
         Some(text) => Arc::new(FixedClock::parse(text)?),
         None => Arc::new(SystemClock),

@@ -86,8 +86,7 @@ fn int(value: &Value, ty: &ValueType) -> Result<Value, String> {
         if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&float) {
             return Err(format!("`{number}` is too large for an int"));
         }
-        let whole = float as i64;
-        whole
+        float as i64
     };
     bounds(whole as f64, &whole.to_string(), ty)?;
     Ok(Value::from(whole))
