@@ -111,7 +111,7 @@ fn spawn(program: &str, args: &[String], base_dir: &Path) -> std::io::Result<Chi
     let mut command = Command::new(resolve(program, base_dir));
     command
         .args(args)
-        .current_dir(base_dir)
+        .current_dir(working_dir(base_dir))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -124,14 +124,27 @@ fn spawn(program: &str, args: &[String], base_dir: &Path) -> std::io::Result<Chi
 }
 
 /// Which program to start: how `Command` resolves a relative path with a
-/// changed working directory is platform-specific, so it is made explicit.
+/// changed working directory is platform-specific, so a path with a
+/// separator is made absolute against the program's directory (itself made
+/// absolute: the child changes directory before it starts the program).
 fn resolve(program: &str, base_dir: &Path) -> PathBuf {
     let path = Path::new(program);
     let has_separator = path.components().count() > 1;
     if path.is_relative() && has_separator {
-        base_dir.join(path)
+        let base =
+            std::path::absolute(working_dir(base_dir)).unwrap_or_else(|_| base_dir.to_path_buf());
+        base.join(path)
     } else {
         path.to_path_buf()
+    }
+}
+
+/// An empty directory (a program read from stdin) means the current one.
+fn working_dir(base_dir: &Path) -> &Path {
+    if base_dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        base_dir
     }
 }
 
@@ -543,6 +556,55 @@ mod tests {
             .and_then(Value::as_str)
             .map(str::len);
         assert_eq!(length, Some(1_048_576), "{:?}", result.map(|_| ()));
+    }
+
+    #[test]
+    fn relative_programs_resolve_against_an_absolute_program_directory() {
+        let resolved = super::resolve("./tools/x.sh", Path::new("flows"));
+        assert!(resolved.is_absolute(), "{}", resolved.display());
+        assert!(
+            resolved.ends_with("flows/tools/x.sh"),
+            "{}",
+            resolved.display()
+        );
+        assert_eq!(
+            super::resolve("python3", Path::new("flows")),
+            PathBuf::from("python3")
+        );
+        let from_cwd = super::resolve("tools/x.py", Path::new(""));
+        assert!(
+            from_cwd.is_absolute() && from_cwd.ends_with("tools/x.py"),
+            "{}",
+            from_cwd.display()
+        );
+    }
+
+    #[test]
+    fn the_shipped_booking_tool_answers_with_a_booking_id() {
+        let flows = Path::new(env!("CARGO_MANIFEST_DIR")).join("flows");
+        let tool = tool(
+            "book_hotel",
+            &[
+                ("hotel", TypeKind::String),
+                ("date", TypeKind::Date),
+                ("guests", TypeKind::Int),
+            ],
+            Some(&[("booking_id", TypeKind::String)]),
+            Some(ToolImpl::Exec {
+                command: vec!["python3".to_string(), "tools/book_hotel.py".to_string()],
+                timeout_ms: 10_000,
+            }),
+        );
+        let call_args = args(json!({"hotel": "Grand Hotel", "date": "2026-12-04", "guests": 2}));
+        let first = ToolRegistry::default().call(&tool, &call_args, &env(flows.clone()));
+        let second = ToolRegistry::default().call(&tool, &call_args, &env(flows));
+        let id = first
+            .as_ref()
+            .ok()
+            .and_then(|result| result.get("booking_id"))
+            .and_then(Value::as_str);
+        assert!(id.is_some_and(|id| id.starts_with("GH-")), "{first:?}");
+        assert_eq!(first, second);
     }
 
     #[test]
