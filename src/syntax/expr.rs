@@ -499,16 +499,22 @@ fn describe_rule(grammar_rule: Rule) -> String {
     }
     let described = match grammar_rule {
         Rule::EOI => "end of input",
-        Rule::name | Rule::ident | Rule::path | Rule::names => "a name",
+        Rule::program => "`agent`, `schema`, `context`, `tool`, `signal` or `flow`",
+        Rule::name | Rule::names => "a name",
+        // Everything an operand may start with: listing them one by one
+        // ("`bool lit`, `list`, `neg op`, …") tells a reader less.
         Rule::expr | Rule::or_expr | Rule::and_expr | Rule::not_expr | Rule::cmp_expr | Rule::add_expr
-        | Rule::mul_expr | Rule::unary | Rule::exprs => "an expression",
-        Rule::string | Rule::text | Rule::texts | Rule::quoted => "a quoted string",
-        Rule::int_lit | Rule::float_lit | Rule::number => "a number",
+        | Rule::mul_expr | Rule::unary | Rule::exprs | Rule::ident | Rule::path | Rule::call | Rule::list
+        | Rule::quoted | Rule::int_lit | Rule::float_lit | Rule::bool_lit | Rule::null_lit | Rule::neg_op => {
+            "an expression"
+        }
+        Rule::string | Rule::text | Rule::texts => "a quoted string",
+        Rule::dq_text | Rule::sq_text | Rule::plain_dq | Rule::plain_sq | Rule::escape => "the closing quote",
+        Rule::number => "a number",
         Rule::duration => "a duration (`30s`, `10m`, `2h`, `1d`)",
-        Rule::or_op | Rule::and_op => "`and`/`or`",
+        Rule::limit_key => "a limit (`max_auto_steps`, `max_tool_rounds`, `max_turn_tokens`, `turn_timeout`)",
+        Rule::or_op | Rule::and_op | Rule::cmp_op | Rule::add_op | Rule::mul_op => "an operator",
         Rule::not_op => "`not`",
-        Rule::cmp_op => "a comparison",
-        Rule::add_op | Rule::mul_op => "an operator",
         Rule::is_set | Rule::is_not_set => "`is set`",
         Rule::interp => "`{{`",
         Rule::directive => "a directive",
