@@ -228,6 +228,9 @@ pub struct Branch {
 }
 
 /// Where a branch, signal or `on_no_answer` sends the conversation.
+// A `Then` is built once per branch and read by lowering; boxing the
+// directive would only add indirection for both front ends.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Then {
