@@ -1297,13 +1297,24 @@ impl Walker<'_> {
         }
         let kind = match pair.as_rule() {
             Rule::say => ActionKind::Say(self.template_value(pair)?),
-            Rule::set_action => ActionKind::Set(vec![self.assignment(Self::value(pair)?)?]),
+            Rule::set_action => ActionKind::Set(self.assignments(pair)),
             Rule::emit_action => ActionKind::Emit(self.directive(Self::value(pair)?)),
             Rule::call_action => ActionKind::Call(self.call(pair)?),
             Rule::for_each => ActionKind::ForEach(self.for_each(pair, depth)?),
             _ => return None,
         };
         Some(Action { kind, span })
+    }
+
+    /// The `field = expr` children of a `set` or `set_context`.
+    fn assignments(&mut self, pair: Pair<'_, Rule>) -> Vec<Assignment> {
+        let mut assignments = Vec::new();
+        for inner in pair.into_inner() {
+            if inner.as_rule() == Rule::assignment {
+                assignments.extend(self.assignment(inner));
+            }
+        }
+        assignments
     }
 
     fn assignment(&mut self, pair: Pair<'_, Rule>) -> Option<Assignment> {
@@ -1429,20 +1440,22 @@ impl Walker<'_> {
                     directive.reply = self.template_value(clause);
                 }
                 Rule::set_clause => {
-                    if let Some(assignment) =
-                        Self::value(clause).and_then(|value| self.assignment(value))
-                    {
-                        directive.set.push(assignment);
-                    }
+                    let assignments = self.assignments(clause);
+                    directive.set.extend(assignments);
                 }
                 Rule::set_context => {
-                    if let Some(assignment) =
-                        Self::value(clause).and_then(|value| self.assignment(value))
+                    let assignments = self.assignments(clause);
+                    directive.set_context.extend(assignments);
+                }
+                Rule::append_prompt => {
+                    for prompt in clause
+                        .into_inner()
+                        .filter(|inner| inner.as_rule() == Rule::string)
                     {
-                        directive.set_context.push(assignment);
+                        let template = self.template(prompt);
+                        directive.append_prompt.push(template);
                     }
                 }
-                Rule::append_prompt => directive.append_prompt.extend(self.template_value(clause)),
                 Rule::inject_tools => directive.inject_tools.extend(self.names(clause)),
                 _ => {}
             }
@@ -2613,6 +2626,28 @@ flow booking "Book a hotel room" {
     }
 
     #[test]
+    fn one_set_may_assign_several_fields() {
+        let source = in_step("set a = 1, b = a + 1");
+        let program = check(&source);
+        let [
+            Action {
+                kind: ActionKind::Set(assignments),
+                span,
+            },
+        ] = only_step(&program).actions.as_slice()
+        else {
+            panic!("one set action")
+        };
+        let fields: Vec<&str> = assignments
+            .iter()
+            .map(|assignment| assignment.name.value.as_str())
+            .collect();
+        assert_eq!(fields, ["a", "b"]);
+        assert_eq!(slice(&source, *span), "set a = 1, b = a + 1");
+        assert_eq!(slice(&source, assignments[1].value.span), "a + 1");
+    }
+
+    #[test]
     fn auto_is_absent_unless_written() {
         let source = "flow f { auto step a { set x = 1 } step b { } }";
         let program = check(source);
@@ -2757,10 +2792,10 @@ flow booking "Book a hotel room" {
                 reset
                 reply "Done {{name}}"
                 set a = 1
-                set b = a
+                set b = a, c = b
                 set_context tier = "gold"
                 append_prompt "Be brief."
-                append_prompt "Be kind."
+                append_prompt "Be kind.", "Be {{ mood }}."
                 inject_tools lookup, book
                 halt
             }"#,
@@ -2802,10 +2837,10 @@ flow booking "Book a hotel room" {
                     .map(|set| set.name.clone())
                     .collect::<Vec<_>>()
             ),
-            ["a", "b"]
+            ["a", "b", "c"]
         );
         assert_eq!(directive.set_context.len(), 1);
-        assert_eq!(directive.append_prompt.len(), 2);
+        assert_eq!(directive.append_prompt.len(), 3);
         assert_eq!(names(&directive.inject_tools), ["lookup", "book"]);
         assert!(
             slice(&source, directive.span).starts_with('{')
