@@ -1726,6 +1726,108 @@ flow booking "Book a hotel room" {
         );
     }
 
+    /// The `.flow` twin of the YAML front end's every-key fixture: with spans
+    /// set aside, both read into the same AST (checked against that front
+    /// end; YAML's `halt: false` has no `.flow` spelling and was left out).
+    const EVERY_KEY: &str = r#"agent Helpdesk {
+  identity "You help {{ context.tier }} customers."
+  rule "Be brief."
+  limits { max_auto_steps 5 max_tool_rounds 3 max_turn_tokens 20000 turn_timeout 30s }
+}
+schema {
+  email: string "Account email" pattern "^[^@]+@[^@]+$" examples "a@b.c"
+  plan: enum(free, pro)
+  count: int 0..99
+  contacts: list(object { name: string, email: string })
+  ok: bool
+}
+context {
+  tier: enum(basic, gold)
+}
+tool lookup(email: string) -> { name: string } {
+  description "Find a customer."
+  http GET "https://example.com/customers?email={{email}}"
+  header Accept "application/json"
+  body [1, 2.5, true, null, "{{email}}", { nested: "x" }]
+  timeout 5s
+}
+tool clock { builtin now }
+tool script() { exec "./run.sh" timeout 1m }
+signal human {
+  when "the user wants a person", "the user is angry"
+  if context.tier == "gold"
+  phase both
+  behavior once 10m
+  extract email
+  then goto handoff with { ok: false }
+}
+flow main "Main" {
+  when "the user needs help"
+  if context.tier is set
+  default
+  requires email
+  optional plan
+  rule "Stay polite."
+  on_enter { say "Welcome." }
+  on_complete { emit { append_prompt "Thank the user." inject_tools clock } }
+  complete next handoff
+  step ask {
+    prompt "What is your email?"
+    collect email
+    skip_if email is set
+    when "the user has an account"
+    if count < 3
+    max_asks 2
+    on_no_answer { abort "no email" reply "Bye." }
+    tools lookup
+    on_enter { set count = count + 1 }
+    prepare { emit append_prompt "Ask once." }
+    finalize { emit set_context tier = "basic" }
+    branch {
+      if ok == true, count > 1 when "the user agrees" -> goto_step handoff.connect "agreed"
+      -> work
+    }
+  }
+  auto step work {
+    on_error retry 2 backoff 1s
+    wait 1h
+    call lookup(email) -> contacts
+    for c in contacts where c.email is set { say "Hi {{c.name}}" }
+    emit { complete next handoff reset goto main goto_step ask }
+    next end
+  }
+}
+flow handoff {
+  step connect { say "Connecting you now." }
+}
+"#;
+
+    #[test]
+    fn every_key_reads_clean() {
+        let program = check(EVERY_KEY);
+        assert_eq!(program.tools.len(), 3);
+        assert_eq!(program.flows.len(), 2);
+        let main = &program.flows[0];
+        assert_eq!((main.on_enter.len(), main.on_complete.len()), (1, 1));
+        let ask = &main.steps[0];
+        assert_eq!(ask.max_asks.as_ref().map(|max| max.value), Some(2));
+        assert!(
+            ask.on_no_answer.as_ref().is_some_and(|directive| directive.abort.is_some() && directive.reply.is_some())
+        );
+        assert_eq!((ask.on_enter.len(), ask.prepare.len(), ask.finalize.len()), (1, 1, 1));
+        let work = &main.steps[1];
+        assert_eq!(work.wait.as_ref().map(|wait| wait.value.as_str()), Some("1h"));
+        assert_eq!(work.actions.len(), 3);
+        let ActionKind::Emit(emitted) = &work.actions[2].kind else { panic!("emit") };
+        assert!(emitted.complete.is_some() && emitted.goto.is_some() && emitted.goto_step.is_some());
+        assert!(emitted.reset.as_ref().is_some_and(|reset| reset.value));
+        let signal = &program.signals[0];
+        assert_eq!(
+            (signal.behavior.as_ref().map(|b| b.value.as_str()), signal.cooldown.as_ref().map(|c| c.value.as_str())),
+            (Some("once"), Some("10m"))
+        );
+    }
+
     // ------------------------------------------------------------ agent, schema, context
 
     #[test]
