@@ -210,7 +210,7 @@ fn select_flow(program: &Program, name: Option<&str>) -> Result<Option<FlowId>, 
     })
 }
 
-pub fn build_provider(name: &str) -> Result<Box<dyn Provider>, RunError> {
+fn build_provider(name: &str) -> Result<Box<dyn Provider>, RunError> {
     match name {
         "offline" => Ok(Box::new(crate::llm::offline::Offline::new())),
         other => Err(RunError::Usage(format!(

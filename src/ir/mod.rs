@@ -108,6 +108,7 @@ pub struct Field {
 /// A declared type with its constraints, as the schema states it.
 #[derive(Clone, Debug, Serialize)]
 pub struct ValueType {
+    #[serde(flatten)]
     pub kind: TypeKind,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
