@@ -70,6 +70,7 @@
 //! The provider is deterministic: no randomness and no clock (relative
 //! dates resolve against the request's `today`).
 
+mod cache;
 mod dates;
 mod extract;
 mod numbers;
@@ -78,14 +79,15 @@ mod routing;
 mod text;
 
 use super::{Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding, Usage};
+use cache::Cache;
 use chrono::NaiveDate;
-use patterns::Patterns;
 use std::collections::BTreeMap;
 
-/// The offline provider. It keeps only a cache of compiled field patterns.
+/// The offline provider. Its only state is a cache of the program's texts,
+/// analysed once ([`cache`]): answers never depend on earlier calls.
 #[derive(Default)]
 pub struct Offline {
-    patterns: Patterns,
+    cache: Cache,
 }
 
 impl Offline {
@@ -103,7 +105,7 @@ impl Provider for Offline {
     }
 
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
-        Ok(understand(request, &mut self.patterns))
+        Ok(understand(request, &mut self.cache))
     }
 
     /// Never calls a tool: `tools` is left untouched.
@@ -121,15 +123,18 @@ impl Provider for Offline {
     }
 }
 
-fn understand(request: &UnderstandRequest, patterns: &mut Patterns) -> Understanding {
+fn understand(request: &UnderstandRequest, cache: &mut Cache) -> Understanding {
     let tokens = text::tokenize(&request.message);
     let message_terms = text::terms_of(&tokens);
     let today = request.today.trim().get(..10).and_then(|day| NaiveDate::parse_from_str(day, "%Y-%m-%d").ok());
 
-    let flow = routing::route(&request.flows, &message_terms);
-    let mut fields = extract::extract(&request.message, &tokens, &request.fields, today, patterns);
-    let answer_all = |questions: &[super::Question]| -> BTreeMap<String, bool> {
-        questions.iter().map(|question| (question.id.clone(), routing::answer(question, &message_terms))).collect()
+    let flow = routing::route(&request.flows, &message_terms, cache);
+    let mut fields = extract::extract(&request.message, &tokens, &request.fields, today, cache);
+    let mut answer_all = |questions: &[super::Question]| -> BTreeMap<String, bool> {
+        questions
+            .iter()
+            .map(|question| (question.id.clone(), routing::answer(question, &message_terms, cache)))
+            .collect()
     };
     let conditions = answer_all(&request.conditions);
     let signals = answer_all(&request.signals);

@@ -84,7 +84,11 @@ pub(crate) fn tokenize(text: &str) -> Vec<Token> {
             Kind::Symbol
         };
         let raw = text.get(start..end).unwrap_or_default();
-        let lower = raw.chars().map(|c| if is_apostrophe(c) { '\'' } else { c }).collect::<String>().to_lowercase();
+        let lower = if raw.is_ascii() {
+            raw.to_ascii_lowercase()
+        } else {
+            raw.chars().map(|c| if is_apostrophe(c) { '\'' } else { c }).collect::<String>().to_lowercase()
+        };
         tokens.push(Token { kind, lower, start, end });
     }
     tokens
