@@ -452,6 +452,9 @@ mod tests {
         assert_eq!(check(&fields, "guests: 4"), pairs(&[("guests", json!(4))]));
         assert_eq!(check(&fields, "a 2-person room"), pairs(&[("guests", json!(2))]));
         assert_eq!(check(&fields, "2 adults"), pairs(&[("guests", json!(2))]));
+        assert_eq!(check(&fields, "2 more guests"), pairs(&[("guests", json!(2))]));
+        let fields = [int("num_guests", None, None), int("nights", None, None)];
+        assert_eq!(check(&fields, "3 nights, 2 people"), pairs(&[("num_guests", json!(2)), ("nights", json!(3))]));
     }
 
     #[test]

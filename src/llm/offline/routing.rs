@@ -105,6 +105,12 @@ mod tests {
     }
 
     #[test]
+    fn negated_words_do_not_route() {
+        assert_eq!(check("I don't want to book a hotel, I want a refund").as_deref(), Some("billing"));
+        assert_eq!(check("I don't want to book anything"), None);
+    }
+
+    #[test]
     fn nothing_shared_is_no_flow() {
         assert_eq!(check("hello"), None);
         assert_eq!(check("2026-12-04"), None);
@@ -145,6 +151,8 @@ mod tests {
         assert!(yes(&change, "can I pick a different day"));
         assert!(!yes(&change, "no"));
         assert!(!yes(&change, "yes"));
+        assert!(!yes(&change, "I don't want to change the date"));
+        assert!(yes(&change, "no, I'd rather change the date"));
         let human = question(&["the user asks for a human agent or a real person"]);
         assert!(yes(&human, "let me talk to someone"));
         assert!(!yes(&human, "ann@example.com"));
@@ -153,6 +161,10 @@ mod tests {
         assert!(!yes(&urgent, "a technical problem"));
         let upset = question(&["the user is angry or upset"]);
         assert!(yes(&upset, "I'm furious"));
+        let frustrated = question(&["the user is frustrated or says it still does not work"]);
+        assert!(yes(&frustrated, "it still doesn't work"));
+        assert!(yes(&frustrated, "this is so frustrating"));
+        assert!(!yes(&frustrated, "it works now, thanks"));
     }
 
     #[test]
