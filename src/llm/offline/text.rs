@@ -3,8 +3,9 @@
 //! A message is cut into [`Token`]s (words, digit runs and single symbols,
 //! each with its byte span, so extraction can tell what is adjacent and can
 //! slice the original text). Routing and yes/no questions compare *terms*:
-//! content words, lowercased, stemmed by [`stem`] and folded onto a
-//! canonical word by a small synonym table ([`terms`]).
+//! content words, lowercased, stemmed by [`stem`], folded onto a canonical
+//! word by a small synonym table, and marked `!` when a negation governs
+//! them ([`terms_of`]).
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
