@@ -17,10 +17,10 @@
 //! `string` field the current step asks for alone takes the whole answer
 //! ([`whole_answer`]). `list` and `object` fields are never extracted.
 
+use super::cache::Cache;
 use super::dates::{self, Value as DateValue};
 use super::numbers;
-use super::patterns::Patterns;
-use super::text::{Kind, Token, stem, word_sequence};
+use super::text::{Kind, Token, stem};
 use crate::llm::FieldSpec;
 use chrono::NaiveDate;
 use serde_json::Value;
@@ -69,6 +69,11 @@ const NO: &[&[&str]] = &[
     &["wrong"],
 ];
 
+/// Whether a yes/no phrase may start with `word` (a fast filter).
+fn starts_yes_no(word: &str) -> bool {
+    word.ends_with("n't") || YES.iter().chain(NO).any(|phrase| phrase.first() == Some(&word))
+}
+
 /// The yes/no answer in `tokens`: `None` when there is neither, or both
 /// (`not sure`, `no, go ahead`). A message that is just `y` or `n` counts.
 pub(crate) fn yes_no(tokens: &[Token]) -> Option<bool> {
@@ -82,6 +87,9 @@ pub(crate) fn yes_no(tokens: &[Token]) -> Option<bool> {
     let mut no = false;
     for start in 0..words.len() {
         let rest = words.get(start..).unwrap_or_default();
+        if !rest.first().is_some_and(|word| starts_yes_no(word)) {
+            continue;
+        }
         yes |= YES.iter().any(|phrase| rest.starts_with(phrase));
         no |= NO.iter().any(|phrase| rest.starts_with(phrase)) || rest.first().is_some_and(|w| w.ends_with("n't"));
     }
@@ -94,17 +102,21 @@ pub(crate) fn yes_no(tokens: &[Token]) -> Option<bool> {
 
 /// The alphanumeric tokens of a message, for phrase matching.
 struct Words<'a> {
-    /// (token index, lowercase text, stem)
+    /// (token index, lowercase text, stem); stems are computed only when
+    /// some field compares stems (enums).
     words: Vec<(usize, &'a str, String)>,
 }
 
 impl<'a> Words<'a> {
-    fn new(tokens: &'a [Token]) -> Self {
+    fn new(tokens: &'a [Token], with_stems: bool) -> Self {
         let words = tokens
             .iter()
             .enumerate()
             .filter(|(_, token)| token.is_alphanumeric())
-            .map(|(index, token)| (index, token.lower.as_str(), stem(&token.lower)))
+            .map(|(index, token)| {
+                let stemmed = if with_stems { stem(&token.lower) } else { String::new() };
+                (index, token.lower.as_str(), stemmed)
+            })
             .collect();
         Words { words }
     }
@@ -142,13 +154,13 @@ pub(crate) fn extract(
     tokens: &[Token],
     fields: &[FieldSpec],
     today: Option<NaiveDate>,
-    patterns: &mut Patterns,
+    cache: &mut Cache,
 ) -> BTreeMap<String, Value> {
     let mut consumed = vec![false; tokens.len()];
     let mut values = BTreeMap::new();
 
     for field in fields.iter().filter(|field| field.kind == "string") {
-        let Some(pattern) = field.pattern.as_deref().and_then(|source| patterns.get(source)) else {
+        let Some(pattern) = field.pattern.as_deref().and_then(|source| cache.patterns.get(source)) else {
             continue;
         };
         let Some(found) = pattern.find(message, !field.asked) else {
@@ -166,26 +178,26 @@ pub(crate) fn extract(
     }
     assign_dates(fields, &mentions, &mut values);
 
-    let words = Words::new(tokens);
+    let words = Words::new(tokens, fields.iter().any(|field| field.kind == "enum"));
     for field in fields.iter().filter(|field| field.kind == "string") {
         if values.contains_key(&field.name) {
             continue;
         }
-        if let Some((example, first, last)) = find_example(field, &words, &consumed, patterns) {
+        if let Some((example, first, last)) = find_example(field, &words, &consumed, cache) {
             consume(&mut consumed, first, last);
             values.insert(field.name.clone(), Value::String(example));
         }
     }
 
     for field in fields.iter().filter(|field| field.kind == "enum") {
-        if let Some((value, first, last)) = find_enum(field, &words, &consumed) {
+        if let Some((value, first, last)) = find_enum(field, &words, &consumed, cache) {
             consume(&mut consumed, first, last);
             values.insert(field.name.clone(), Value::String(value));
         }
     }
 
-    if let Some(answer) = yes_no(tokens) {
-        let bools: Vec<&FieldSpec> = fields.iter().filter(|field| field.kind == "bool").collect();
+    let bools: Vec<&FieldSpec> = fields.iter().filter(|field| field.kind == "bool").collect();
+    if let Some(answer) = if bools.is_empty() { None } else { yes_no(tokens) } {
         let any_asked = fields.iter().any(|field| field.asked);
         for field in &bools {
             if field.asked || (!any_asked && bools.len() == 1) {
@@ -197,7 +209,10 @@ pub(crate) fn extract(
     let numeric: Vec<&FieldSpec> = fields.iter().filter(|field| numbers::is_numeric(field)).collect();
     if !numeric.is_empty() {
         let candidates = numbers::candidates(tokens, &consumed);
-        values.extend(numbers::assign(&numeric, &candidates));
+        if !candidates.is_empty() {
+            let units: Vec<_> = numeric.iter().map(|field| cache.units(field, numbers::units)).collect();
+            values.extend(numbers::assign(&numeric, &units, &candidates));
+        }
     }
     values
 }
@@ -244,18 +259,17 @@ fn find_example(
     field: &FieldSpec,
     words: &Words,
     consumed: &[bool],
-    patterns: &mut Patterns,
+    cache: &mut Cache,
 ) -> Option<(String, usize, usize)> {
-    let mut examples: Vec<(&String, Vec<String>)> =
-        field.examples.iter().map(|example| (example, word_sequence(example))).collect();
+    let mut examples: Vec<_> = field.examples.iter().map(|example| (example, cache.phrase(example))).collect();
     // Longest first, so `Ritz Paris` wins over `Ritz`; the sort is stable.
-    examples.sort_by_key(|(example, words)| std::cmp::Reverse((words.len(), example.len())));
-    for (example, example_words) in examples {
-        let Some((first, last)) = words.find(&example_words, false, consumed) else {
+    examples.sort_by_key(|(example, phrase)| std::cmp::Reverse((phrase.words.len(), example.len())));
+    for (example, phrase) in examples {
+        let Some((first, last)) = words.find(&phrase.words, false, consumed) else {
             continue;
         };
         let valid = match field.pattern.as_deref() {
-            Some(source) => patterns.get(source).is_some_and(|pattern| pattern.find(example, false).is_some()),
+            Some(source) => cache.patterns.get(source).is_some_and(|pattern| pattern.find(example, false).is_some()),
             None => true,
         };
         if valid {
@@ -265,11 +279,10 @@ fn find_example(
     None
 }
 
-fn find_enum(field: &FieldSpec, words: &Words, consumed: &[bool]) -> Option<(String, usize, usize)> {
+fn find_enum(field: &FieldSpec, words: &Words, consumed: &[bool], cache: &mut Cache) -> Option<(String, usize, usize)> {
     let mut best: Option<(&String, usize, usize)> = None;
     for value in &field.values {
-        let stems: Vec<String> = word_sequence(value).iter().map(|word| stem(word)).collect();
-        let Some((first, last)) = words.find(&stems, true, consumed) else {
+        let Some((first, last)) = words.find(&cache.phrase(value).stems, true, consumed) else {
             continue;
         };
         let earlier = best
@@ -416,7 +429,7 @@ mod tests {
     fn check(fields: &[FieldSpec], message: &str) -> Value {
         let tokens = tokenize(message);
         let today = NaiveDate::from_ymd_opt(2026, 1, 5);
-        let values = extract(message, &tokens, fields, today, &mut Patterns::default());
+        let values = extract(message, &tokens, fields, today, &mut Cache::default());
         Value::Object(values.into_iter().collect())
     }
 

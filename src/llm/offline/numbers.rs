@@ -23,6 +23,7 @@
 use super::text::{Kind, Token, adjacent, is_stop_word, stem, term};
 use crate::llm::FieldSpec;
 use serde_json::Value;
+use std::sync::{Arc, LazyLock};
 
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Candidate {
@@ -255,9 +256,12 @@ const UNIT_GROUPS: &[&[&str]] = &[
     &["age", "year", "yr", "old"],
 ];
 
+static UNIT_GROUP_STEMS: LazyLock<Vec<Vec<String>>> =
+    LazyLock::new(|| UNIT_GROUPS.iter().map(|group| group.iter().map(|word| stem(word)).collect()).collect());
+
 /// A field's unit stems, each with a strength: 2 for its name's words, 1
 /// for its description's and the unit table's.
-fn units(field: &FieldSpec) -> Vec<(String, u8)> {
+pub(crate) fn units(field: &FieldSpec) -> Vec<(String, u8)> {
     fn add(units: &mut Vec<(String, u8)>, unit: String, strength: u8) {
         match units.iter_mut().find(|(known, _)| *known == unit) {
             Some(entry) => entry.1 = entry.1.max(strength),
@@ -275,11 +279,10 @@ fn units(field: &FieldSpec) -> Vec<(String, u8)> {
         }
     }
     let own: Vec<String> = units.iter().map(|(unit, _)| unit.clone()).collect();
-    for group in UNIT_GROUPS {
-        let stems: Vec<String> = group.iter().map(|word| stem(word)).collect();
-        if stems.iter().any(|member| own.contains(member)) {
-            for member in stems {
-                add(&mut units, member, 1);
+    for group in UNIT_GROUP_STEMS.iter() {
+        if group.iter().any(|member| own.contains(member)) {
+            for member in group {
+                add(&mut units, member.clone(), 1);
             }
         }
     }
@@ -301,9 +304,13 @@ pub(crate) fn is_numeric(field: &FieldSpec) -> bool {
     matches!(field.kind.as_str(), "int" | "float")
 }
 
-/// Fills numeric `fields` from `candidates`; returns (field name, value).
-pub(crate) fn assign(fields: &[&FieldSpec], candidates: &[Candidate]) -> Vec<(String, Value)> {
-    let units: Vec<Vec<(String, u8)>> = fields.iter().map(|field| units(field)).collect();
+/// Fills numeric `fields` from `candidates`, given each field's [`units`];
+/// returns (field name, value).
+pub(crate) fn assign(
+    fields: &[&FieldSpec],
+    units: &[Arc<[(String, u8)]>],
+    candidates: &[Candidate],
+) -> Vec<(String, Value)> {
     let mut taken: Vec<Option<usize>> = vec![None; fields.len()];
     let mut used = vec![false; candidates.len()];
     let mut tied = vec![false; candidates.len()];
@@ -408,7 +415,8 @@ mod tests {
         let tokens = tokenize(text);
         let found = candidates(&tokens, &vec![false; tokens.len()]);
         let fields: Vec<&FieldSpec> = fields.iter().collect();
-        assign(&fields, &found)
+        let units: Vec<Arc<[(String, u8)]>> = fields.iter().map(|field| units(field).into()).collect();
+        assign(&fields, &units, &found)
     }
 
     fn pairs(expected: &[(&str, Value)]) -> Vec<(String, Value)> {
@@ -444,6 +452,9 @@ mod tests {
         assert_eq!(check(&fields, "guests: 4"), pairs(&[("guests", json!(4))]));
         assert_eq!(check(&fields, "a 2-person room"), pairs(&[("guests", json!(2))]));
         assert_eq!(check(&fields, "2 adults"), pairs(&[("guests", json!(2))]));
+        assert_eq!(check(&fields, "2 more guests"), pairs(&[("guests", json!(2))]));
+        let fields = [int("num_guests", None, None), int("nights", None, None)];
+        assert_eq!(check(&fields, "3 nights, 2 people"), pairs(&[("num_guests", json!(2)), ("nights", json!(3))]));
     }
 
     #[test]

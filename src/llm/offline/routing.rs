@@ -13,32 +13,31 @@
 //! - A question (an AI condition or a signal) is yes when a term of the
 //!   message is a term of any of its `when` texts.
 
-use super::text::terms;
+use super::cache::Cache;
 use crate::llm::{FlowChoice, Question};
+use std::sync::Arc;
 
 /// The flow the message is about, if any.
-pub(crate) fn route(flows: &[FlowChoice], message_terms: &[String]) -> Option<String> {
-    let vocabularies: Vec<(&FlowChoice, Vec<String>)> = flows
+pub(crate) fn route(flows: &[FlowChoice], message_terms: &[String], cache: &mut Cache) -> Option<String> {
+    if message_terms.is_empty() {
+        return None;
+    }
+    // Each candidate's vocabulary, as the term lists of its texts.
+    let vocabularies: Vec<(&FlowChoice, Vec<Arc<[String]>>)> = flows
         .iter()
         .filter(|flow| !flow.when.is_empty())
         .map(|flow| {
             let texts = flow.when.iter().chain(&flow.title).chain(&flow.examples);
-            let mut vocabulary: Vec<String> = texts.flat_map(|text| terms(text)).collect();
-            vocabulary.sort();
-            vocabulary.dedup();
-            (flow, vocabulary)
+            (flow, texts.map(|text| cache.terms(text)).collect())
         })
         .collect();
-    let holders =
-        |term: &String| vocabularies.iter().filter(|(_, vocabulary)| vocabulary.binary_search(term).is_ok()).count();
+    let holds = |lists: &[Arc<[String]>], term: &String| lists.iter().any(|list| list.contains(term));
+    let holders = |term: &String| vocabularies.iter().filter(|(_, lists)| holds(lists, term)).count();
 
     let mut best: Option<(&FlowChoice, f64)> = None;
-    for (flow, vocabulary) in &vocabularies {
-        let score: f64 = message_terms
-            .iter()
-            .filter(|term| vocabulary.binary_search(term).is_ok())
-            .map(|term| 1.0 / holders(term).max(1) as f64)
-            .sum();
+    for (flow, lists) in &vocabularies {
+        let score: f64 =
+            message_terms.iter().filter(|term| holds(lists, term)).map(|term| 1.0 / holders(term).max(1) as f64).sum();
         // The epsilon keeps equal sums of fractions equal.
         let better = score > 0.0 && best.is_none_or(|(_, best_score)| score > best_score + 1e-9);
         if better {
@@ -49,12 +48,14 @@ pub(crate) fn route(flows: &[FlowChoice], message_terms: &[String]) -> Option<St
 }
 
 /// Whether the message says what one of the question's `when`s describes.
-pub(crate) fn answer(question: &Question, message_terms: &[String]) -> bool {
-    question.when.iter().any(|when| terms(when).iter().any(|term| message_terms.contains(term)))
+pub(crate) fn answer(question: &Question, message_terms: &[String], cache: &mut Cache) -> bool {
+    !message_terms.is_empty()
+        && question.when.iter().any(|when| cache.terms(when).iter().any(|term| message_terms.contains(term)))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::text::terms;
     use super::*;
 
     fn flow(name: &str, title: Option<&str>, when: &[&str], examples: &[&str]) -> FlowChoice {
@@ -86,7 +87,7 @@ mod tests {
     }
 
     fn check(message: &str) -> Option<String> {
-        route(&flows(), &terms(message))
+        route(&flows(), &terms(message), &mut Cache::default())
     }
 
     #[test]
@@ -104,11 +105,17 @@ mod tests {
     }
 
     #[test]
+    fn negated_words_do_not_route() {
+        assert_eq!(check("I don't want to book a hotel, I want a refund").as_deref(), Some("billing"));
+        assert_eq!(check("I don't want to book anything"), None);
+    }
+
+    #[test]
     fn nothing_shared_is_no_flow() {
         assert_eq!(check("hello"), None);
         assert_eq!(check("2026-12-04"), None);
         assert_eq!(check("yes"), None);
-        assert_eq!(route(&[], &terms("book a room")), None);
+        assert_eq!(route(&[], &terms("book a room"), &mut Cache::default()), None);
     }
 
     #[test]
@@ -120,13 +127,17 @@ mod tests {
     fn rarer_words_weigh_more() {
         let flows = [flow("a", None, &["hotel bill"], &[]), flow("b", None, &["hotel room"], &[])];
         // `hotel` is in both (1/2 each), `room` only in b.
-        assert_eq!(route(&flows, &terms("hotel room")).as_deref(), Some("b"));
+        assert_eq!(route(&flows, &terms("hotel room"), &mut Cache::default()).as_deref(), Some("b"));
     }
 
     #[test]
     fn ties_go_to_the_first_declared() {
         let flows = [flow("a", None, &["hotel"], &[]), flow("b", None, &["hotel"], &[])];
-        assert_eq!(route(&flows, &terms("hotel")).as_deref(), Some("a"));
+        assert_eq!(route(&flows, &terms("hotel"), &mut Cache::default()).as_deref(), Some("a"));
+    }
+
+    fn yes(question: &Question, message: &str) -> bool {
+        answer(question, &terms(message), &mut Cache::default())
     }
 
     fn question(when: &[&str]) -> Question {
@@ -136,24 +147,30 @@ mod tests {
     #[test]
     fn questions_by_keyword_and_synonym() {
         let change = question(&["the user wants to change the date"]);
-        assert!(answer(&change, &terms("actually, can we change the date?")));
-        assert!(answer(&change, &terms("can I pick a different day")));
-        assert!(!answer(&change, &terms("no")));
-        assert!(!answer(&change, &terms("yes")));
+        assert!(yes(&change, "actually, can we change the date?"));
+        assert!(yes(&change, "can I pick a different day"));
+        assert!(!yes(&change, "no"));
+        assert!(!yes(&change, "yes"));
+        assert!(!yes(&change, "I don't want to change the date"));
+        assert!(yes(&change, "no, I'd rather change the date"));
         let human = question(&["the user asks for a human agent or a real person"]);
-        assert!(answer(&human, &terms("let me talk to someone")));
-        assert!(!answer(&human, &terms("ann@example.com")));
+        assert!(yes(&human, "let me talk to someone"));
+        assert!(!yes(&human, "ann@example.com"));
         let urgent = question(&["the service is down or the problem is urgent"]);
-        assert!(answer(&urgent, &terms("we have an outage")));
-        assert!(!answer(&urgent, &terms("a technical problem")));
+        assert!(yes(&urgent, "we have an outage"));
+        assert!(!yes(&urgent, "a technical problem"));
         let upset = question(&["the user is angry or upset"]);
-        assert!(answer(&upset, &terms("I'm furious")));
+        assert!(yes(&upset, "I'm furious"));
+        let frustrated = question(&["the user is frustrated or says it still does not work"]);
+        assert!(yes(&frustrated, "it still doesn't work"));
+        assert!(yes(&frustrated, "this is so frustrating"));
+        assert!(!yes(&frustrated, "it works now, thanks"));
     }
 
     #[test]
     fn any_when_of_a_question_is_enough() {
         let either = question(&["the user wants a refund", "the user mentions an invoice"]);
-        assert!(answer(&either, &terms("where is my invoice")));
-        assert!(!answer(&question(&[]), &terms("anything")));
+        assert!(yes(&either, "where is my invoice"));
+        assert!(!yes(&question(&[]), "anything"));
     }
 }

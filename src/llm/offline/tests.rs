@@ -395,3 +395,128 @@ fn reply_never_uses_tools_even_when_offered() {
     assert_eq!(result.map(|response| response.text).ok().as_deref(), Some("Which hotel?"));
     assert_eq!(streamed, "Which hotel?");
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Pieces that exercise the rules' edges, glued in any order.
+    const PIECES: &[&str] = &[
+        "2026-12-04",
+        "2026-02-30",
+        "2",
+        "-",
+        ",",
+        ".",
+        ":",
+        "'",
+        "\u{2019}",
+        "guests",
+        "people",
+        "yes",
+        "no",
+        "not",
+        "ORD-1234",
+        "ORD",
+        "1234",
+        "Grand",
+        "Hotel",
+        "grand hotel",
+        "tomorrow",
+        "friday",
+        "December",
+        "4th",
+        "of",
+        "ann@example.com",
+        "@",
+        "twenty",
+        "one",
+        "a couple",
+        "10",
+        "30",
+        "pm",
+        "T",
+        "Z",
+        "+",
+        "é",
+        "İ",
+        "billing",
+        "change",
+        "date",
+        "please",
+        "?",
+        "don't",
+        "1,200",
+        "2.5",
+        "99999999999999999999",
+        "the",
+        "Ritz Paris",
+    ];
+
+    fn message() -> impl Strategy<Value = String> {
+        let glued =
+            prop::collection::vec((prop::sample::select(PIECES), prop::sample::select(&["", " ", ", "][..])), 0..12)
+                .prop_map(|parts| parts.into_iter().map(|(piece, separator)| format!("{piece}{separator}")).collect());
+        prop_oneof![glued, "\\PC{0,60}"]
+    }
+
+    fn all_fields() -> Vec<FieldSpec> {
+        let mut fields = booking_fields(Some("confirmed"));
+        fields.extend(support_fields());
+        let mut at = field("at", "datetime");
+        at.asked = false;
+        fields.push(at);
+        fields
+    }
+
+    fn check_invariants(message: &str, today: &str, asked: usize) -> Result<(), TestCaseError> {
+        let mut fields = all_fields();
+        for (index, field) in fields.iter_mut().enumerate() {
+            field.asked = index == asked;
+        }
+        let request = UnderstandRequest {
+            message: message.into(),
+            active_flow: Some("booking".into()),
+            flows: vec![booking_flow(), billing_flow()],
+            fields: fields.clone(),
+            conditions: vec![change_date()],
+            today: today.into(),
+            ..Default::default()
+        };
+        let understanding = Offline::new().understand(&request);
+        prop_assert!(understanding.is_ok());
+        let understanding = understanding.unwrap_or_default();
+        prop_assert_eq!(understanding.conditions.len(), 1);
+        let lower = message.to_lowercase();
+        for (name, value) in &understanding.fields {
+            let spec = fields.iter().find(|field| &field.name == name);
+            prop_assert!(spec.is_some(), "unknown field {}", name);
+            let Some(spec) = spec else { continue };
+            match (spec.kind.as_str(), value) {
+                ("string" | "enum", Value::String(text)) => {
+                    let declared = spec.examples.contains(text) || spec.values.contains(text);
+                    prop_assert!(declared || lower.contains(&text.to_lowercase()), "{} = {:?} invented", name, text);
+                    prop_assert!(!text.is_empty());
+                }
+                ("int", Value::Number(number)) => {
+                    let number = number.as_f64().unwrap_or(f64::NAN);
+                    prop_assert!(spec.min.is_none_or(|min| number >= min) && spec.max.is_none_or(|max| number <= max));
+                }
+                ("date", Value::String(text)) => {
+                    prop_assert!(NaiveDate::parse_from_str(text, "%Y-%m-%d").is_ok(), "{}", text);
+                }
+                ("datetime", Value::String(text)) => prop_assert!(text.len() >= 19, "{}", text),
+                ("bool", Value::Bool(_)) => {}
+                (kind, value) => prop_assert!(false, "{} of type {} got {:?}", name, kind, value),
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_and_never_invents(message in message(), today in prop_oneof![Just("2026-01-05".to_string()), "\\PC{0,12}"], asked in 0usize..12) {
+            check_invariants(&message, &today, asked)?;
+        }
+    }
+}

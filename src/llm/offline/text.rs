@@ -3,8 +3,9 @@
 //! A message is cut into [`Token`]s (words, digit runs and single symbols,
 //! each with its byte span, so extraction can tell what is adjacent and can
 //! slice the original text). Routing and yes/no questions compare *terms*:
-//! content words, lowercased, stemmed by [`stem`] and folded onto a
-//! canonical word by a small synonym table ([`terms`]).
+//! content words, lowercased, stemmed by [`stem`], folded onto a canonical
+//! word by a small synonym table, and marked `!` when a negation governs
+//! them ([`terms_of`]).
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -84,7 +85,11 @@ pub(crate) fn tokenize(text: &str) -> Vec<Token> {
             Kind::Symbol
         };
         let raw = text.get(start..end).unwrap_or_default();
-        let lower = raw.chars().map(|c| if is_apostrophe(c) { '\'' } else { c }).collect::<String>().to_lowercase();
+        let lower = if raw.is_ascii() {
+            raw.to_ascii_lowercase()
+        } else {
+            raw.chars().map(|c| if is_apostrophe(c) { '\'' } else { c }).collect::<String>().to_lowercase()
+        };
         tokens.push(Token { kind, lower, start, end });
     }
     tokens
@@ -379,14 +384,50 @@ pub(crate) fn term(word: &str) -> Option<String> {
     Some(CANONICAL.get(&stemmed).cloned().unwrap_or(stemmed))
 }
 
-/// The distinct terms of some tokens, in order of first appearance.
-/// Digits never count: a number says nothing about a topic.
+/// Words that negate the rest of their clause. `no` does too, except as
+/// the first word of a clause, where it answers a question ("no, I want to
+/// change the date", "No I want to change the date").
+fn negates(word: &str, clause_start: bool) -> bool {
+    matches!(word, "not" | "never" | "cannot" | "dont" | "nor" | "without")
+        || word.ends_with("n't")
+        || (!clause_start && matches!(word, "no"))
+}
+
+/// Where a clause ends: sentence punctuation, or `but`.
+fn ends_clause(token: &Token) -> bool {
+    match token.kind {
+        Kind::Symbol => matches!(token.lower.as_str(), "," | "." | ";" | ":" | "!" | "?"),
+        Kind::Word => matches!(token.lower.as_str(), "but" | "however" | "though"),
+        Kind::Number => false,
+    }
+}
+
+/// The distinct terms of some tokens, in order of first appearance. A term
+/// after a negation in the same clause is marked `!` (`it does not work` →
+/// `!work`), so it only matches a negated term: "it works" is not "it does
+/// not work". Digits never count: a number says nothing about a topic.
 pub(crate) fn terms_of(tokens: &[Token]) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
-    for token in tokens.iter().filter(|token| token.kind == Kind::Word) {
-        match term(&token.lower) {
-            Some(term) if !found.contains(&term) => found.push(term),
-            _ => {}
+    let mut negated = false;
+    let mut clause_start = true;
+    for token in tokens {
+        if ends_clause(token) {
+            negated = false;
+            clause_start = true;
+            continue;
+        }
+        if token.kind != Kind::Word {
+            continue;
+        }
+        let starts_clause = std::mem::replace(&mut clause_start, false);
+        if negates(&token.lower, starts_clause) {
+            negated = true;
+            continue;
+        }
+        let Some(term) = term(&token.lower) else { continue };
+        let term = if negated { format!("!{term}") } else { term };
+        if !found.contains(&term) {
+            found.push(term);
         }
     }
     found
@@ -481,6 +522,18 @@ mod tests {
     }
 
     #[test]
+    fn negation_marks_the_rest_of_its_clause() {
+        assert_eq!(terms("it still does not work"), vec!["!work"]);
+        assert_eq!(terms("it doesn't work, the printer"), vec!["!work", "printer"]);
+        assert_eq!(terms("I don't want to change the date"), vec!["!chang", "!dat"]);
+        assert_eq!(terms("not the date but the hotel"), vec!["!dat", "hotel"]);
+        assert_eq!(terms("no refund needed"), vec!["refund"]);
+        assert_eq!(terms("I want no refund"), vec!["!refund"]);
+        assert_eq!(terms("No I want to change the date"), vec!["chang", "dat"]);
+        assert_eq!(terms("no, change the date"), vec!["chang", "dat"]);
+    }
+
+    #[test]
     fn terms_drop_stop_words_and_fold_synonyms() {
         assert_eq!(terms("Hi, I'd like to book a hotel room"), vec!["book", "hotel", "room"]);
         assert_eq!(terms("the user wants to change the date"), vec!["chang", "dat"]);
@@ -488,6 +541,7 @@ mod tests {
         assert_eq!(terms("I want to talk to a real person"), vec!["talk", "real", "human"]);
         assert_eq!(terms("the hotel's 2 rooms"), vec!["hotel", "room"]);
         assert!(terms("no").is_empty());
+        assert!(terms("not really, no").is_empty());
         assert!(terms("2026-12-04").is_empty());
     }
 }
