@@ -11,6 +11,7 @@ pub mod check;
 pub mod cli;
 pub mod diag;
 pub mod expr;
+pub mod graph;
 pub mod ir;
 pub mod pipeline;
 pub mod source;

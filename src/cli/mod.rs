@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod compile;
+pub mod graph;
 pub mod load;
 pub mod report;
 
@@ -28,6 +29,8 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Print the compiled IR (or AST) of a program as JSON
     Compile(compile::CompileArgs),
+    /// Draw a program's flows as a Mermaid or Graphviz graph
+    Graph(graph::GraphArgs),
 }
 
 /// How a command ended, as the process exit code documents it.
@@ -76,6 +79,7 @@ pub fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Check(args) => check::run(&args),
         Command::Compile(args) => compile::run(&args),
+        Command::Graph(args) => graph::run(&args),
     };
     outcome.exit_code()
 }
