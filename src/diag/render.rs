@@ -72,17 +72,22 @@ impl miette::Diagnostic for Report<'_> {
 
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
         let text_len = self.source.inner().len();
-        let labels = self.diagnostic.labels.iter().enumerate().map(move |(index, label)| {
-            let start = (label.span.start as usize).min(text_len);
-            let end = (label.span.end as usize).clamp(start, text_len);
-            let span = SourceSpan::from(start..end);
-            let text = (!label.text.is_empty()).then(|| label.text.clone());
-            if index == 0 {
-                LabeledSpan::new_primary_with_span(text, span)
-            } else {
-                LabeledSpan::new_with_span(text, span)
-            }
-        });
+        let labels = self
+            .diagnostic
+            .labels
+            .iter()
+            .enumerate()
+            .map(move |(index, label)| {
+                let start = (label.span.start as usize).min(text_len);
+                let end = (label.span.end as usize).clamp(start, text_len);
+                let span = SourceSpan::from(start..end);
+                let text = (!label.text.is_empty()).then(|| label.text.clone());
+                if index == 0 {
+                    LabeledSpan::new_primary_with_span(text, span)
+                } else {
+                    LabeledSpan::new_with_span(text, span)
+                }
+            });
         Some(Box::new(labels))
     }
 }
@@ -166,6 +171,9 @@ mod tests {
         let file = SourceFile::new("a.flow", "x\nabc\n");
         let diagnostic = Diagnostic::new(Code::Syntax, "bad").at(Span::new(3, 5), "here");
         let json = to_json(&file, &diagnostic);
-        assert_eq!((json.line, json.column, json.end_line, json.end_column), (2, 2, 2, 4));
+        assert_eq!(
+            (json.line, json.column, json.end_line, json.end_column),
+            (2, 2, 2, 4)
+        );
     }
 }

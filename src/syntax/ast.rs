@@ -228,6 +228,9 @@ pub struct Branch {
 }
 
 /// Where a branch, signal or `on_no_answer` sends the conversation.
+// A `Then` lives inside a branch or signal declaration, built once per
+// program; boxing the directive would cost more code than the bytes it saves.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Then {
@@ -372,20 +375,45 @@ pub struct Expr {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExprKind {
     Null,
-    Bool { value: bool },
-    Int { value: i64 },
-    Float { value: f64 },
-    String { value: String },
-    List { items: Vec<Expr> },
+    Bool {
+        value: bool,
+    },
+    Int {
+        value: i64,
+    },
+    Float {
+        value: f64,
+    },
+    String {
+        value: String,
+    },
+    List {
+        items: Vec<Expr>,
+    },
     /// `guests`, `context.tier`, `item.email`, `env.TOKEN`: the first
     /// segment is resolved by lowering (field, `context`, loop variable,
     /// tool param, `env`).
-    Path { segments: Vec<Name> },
-    Unary { op: UnaryOp, operand: Box<Expr> },
-    Binary { op: BinaryOp, left: Box<Expr>, right: Box<Expr> },
+    Path {
+        segments: Vec<Name>,
+    },
+    Unary {
+        op: UnaryOp,
+        operand: Box<Expr>,
+    },
+    Binary {
+        op: BinaryOp,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
     /// `x is set` / `x is not set`.
-    IsSet { operand: Box<Expr>, negated: bool },
-    Call { function: Name, args: Vec<Expr> },
+    IsSet {
+        operand: Box<Expr>,
+        negated: bool,
+    },
+    Call {
+        function: Name,
+        args: Vec<Expr>,
+    },
     /// An expression that could not be parsed; its diagnostic was already
     /// reported and later passes must not report it again.
     Error,

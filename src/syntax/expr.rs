@@ -117,7 +117,9 @@ impl ExprBuilder<'_> {
                 Some(inner) => self.expr(inner, depth),
                 None => Expr::error(span),
             },
-            Rule::or_expr | Rule::and_expr | Rule::add_expr | Rule::mul_expr => self.left_fold(pair, depth),
+            Rule::or_expr | Rule::and_expr | Rule::add_expr | Rule::mul_expr => {
+                self.left_fold(pair, depth)
+            }
             Rule::not_expr => {
                 let mut nots = 0usize;
                 let mut operand = None;
@@ -157,20 +159,22 @@ impl ExprBuilder<'_> {
                 expr
             }
             Rule::cmp_expr => self.comparison(pair, depth),
-            Rule::int_lit => match pair.as_str().parse::<i64>() {
-                Ok(value) => Expr {
-                    kind: ExprKind::Int { value },
-                    span,
-                },
-                Err(_) => {
-                    self.diagnostics.push(
+            Rule::int_lit => {
+                match pair.as_str().parse::<i64>() {
+                    Ok(value) => Expr {
+                        kind: ExprKind::Int { value },
+                        span,
+                    },
+                    Err(_) => {
+                        self.diagnostics.push(
                         Diagnostic::new(Code::Syntax, "integer literal is too large")
                             .at(span, "does not fit in 64 bits")
                             .with_help("integers range from -9223372036854775808 to 9223372036854775807"),
                     );
-                    Expr::error(span)
+                        Expr::error(span)
+                    }
                 }
-            },
+            }
             Rule::float_lit => Expr {
                 kind: ExprKind::Float {
                     value: pair.as_str().parse::<f64>().unwrap_or(f64::NAN),
@@ -194,7 +198,10 @@ impl ExprBuilder<'_> {
                 span,
             },
             Rule::list => {
-                let items = pair.into_inner().map(|item| self.expr(item, depth + 1)).collect();
+                let items = pair
+                    .into_inner()
+                    .map(|item| self.expr(item, depth + 1))
+                    .collect();
                 Expr {
                     kind: ExprKind::List { items },
                     span,
@@ -212,7 +219,10 @@ impl ExprBuilder<'_> {
                 }
             }
             Rule::path => {
-                let segments = pair.into_inner().map(|segment| self.name(&segment)).collect();
+                let segments = pair
+                    .into_inner()
+                    .map(|segment| self.name(&segment))
+                    .collect();
                 Expr {
                     kind: ExprKind::Path { segments },
                     span,
@@ -283,7 +293,11 @@ impl ExprBuilder<'_> {
                 let (Some(op_pair), Some(right_pair)) = (parts.next(), parts.next()) else {
                     return Expr::error(span);
                 };
-                let op_text: String = op_pair.as_str().split_whitespace().collect::<Vec<_>>().join(" ");
+                let op_text: String = op_pair
+                    .as_str()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 let op = match op_text.as_str() {
                     "==" => BinaryOp::Eq,
                     "!=" => BinaryOp::Ne,
@@ -325,7 +339,9 @@ impl ExprBuilder<'_> {
                     parts.push(TemplatePart::Expr(expr));
                 }
                 Rule::escape => push_text(&mut parts, unescape(inner.as_str())),
-                Rule::dq_text | Rule::sq_text | Rule::bare_text => push_text(&mut parts, inner.as_str()),
+                Rule::dq_text | Rule::sq_text | Rule::bare_text => {
+                    push_text(&mut parts, inner.as_str())
+                }
                 _ => {}
             }
         }
@@ -348,7 +364,10 @@ fn negate(expr: Expr, span: Span) -> Expr {
         ExprKind::Float { value } => ExprKind::Float { value: -value },
         other => ExprKind::Unary {
             op: UnaryOp::Neg,
-            operand: Box::new(Expr { kind: other, span: expr.span }),
+            operand: Box::new(Expr {
+                kind: other,
+                span: expr.span,
+            }),
         },
     };
     Expr { kind, span }
@@ -447,7 +466,10 @@ pub fn syntax_error(
     let found = text
         .get(offset..found_end)
         .filter(|found| !found.is_empty())
-        .map_or_else(|| "end of input".to_string(), |found| format!("`{}`", found.escape_debug()));
+        .map_or_else(
+            || "end of input".to_string(),
+            |found| format!("`{}`", found.escape_debug()),
+        );
     let expected = match &error.variant {
         pest::error::ErrorVariant::ParsingError { positives, .. } => describe_rules(positives),
         pest::error::ErrorVariant::CustomError { message } => message.clone(),
@@ -459,7 +481,9 @@ pub fn syntax_error(
     };
     Diagnostic::new(Code::Syntax, message)
         .at(span, "unexpected here")
-        .with_help(format!("see the language reference (docs/language.md) for the forms of {what}"))
+        .with_help(format!(
+            "see the language reference (docs/language.md) for the forms of {what}"
+        ))
 }
 
 fn next_char_end(text: &str, offset: usize) -> usize {
@@ -499,16 +523,40 @@ fn describe_rule(grammar_rule: Rule) -> String {
     }
     let described = match grammar_rule {
         Rule::EOI => "end of input",
-        Rule::name | Rule::ident | Rule::path | Rule::names => "a name",
-        Rule::expr | Rule::or_expr | Rule::and_expr | Rule::not_expr | Rule::cmp_expr | Rule::add_expr
-        | Rule::mul_expr | Rule::unary | Rule::exprs => "an expression",
-        Rule::string | Rule::text | Rule::texts | Rule::quoted => "a quoted string",
-        Rule::int_lit | Rule::float_lit | Rule::number => "a number",
+        Rule::program => "`agent`, `schema`, `context`, `tool`, `signal` or `flow`",
+        Rule::name | Rule::names => "a name",
+        // Everything an operand may start with: listing them one by one
+        // ("`bool lit`, `list`, `neg op`, …") tells a reader less.
+        Rule::expr
+        | Rule::or_expr
+        | Rule::and_expr
+        | Rule::not_expr
+        | Rule::cmp_expr
+        | Rule::add_expr
+        | Rule::mul_expr
+        | Rule::unary
+        | Rule::exprs
+        | Rule::ident
+        | Rule::path
+        | Rule::call
+        | Rule::list
+        | Rule::quoted
+        | Rule::int_lit
+        | Rule::float_lit
+        | Rule::bool_lit
+        | Rule::null_lit
+        | Rule::neg_op => "an expression",
+        Rule::string | Rule::text | Rule::texts => "a quoted string",
+        Rule::dq_text | Rule::sq_text | Rule::plain_dq | Rule::plain_sq | Rule::escape => {
+            "the closing quote"
+        }
+        Rule::number => "a number",
         Rule::duration => "a duration (`30s`, `10m`, `2h`, `1d`)",
-        Rule::or_op | Rule::and_op => "`and`/`or`",
+        Rule::limit_key => {
+            "a limit (`max_auto_steps`, `max_tool_rounds`, `max_turn_tokens`, `turn_timeout`)"
+        }
+        Rule::or_op | Rule::and_op | Rule::cmp_op | Rule::add_op | Rule::mul_op => "an operator",
         Rule::not_op => "`not`",
-        Rule::cmp_op => "a comparison",
-        Rule::add_op | Rule::mul_op => "an operator",
         Rule::is_set | Rule::is_not_set => "`is set`",
         Rule::interp => "`{{`",
         Rule::directive => "a directive",
@@ -543,12 +591,29 @@ mod tests {
             ExprKind::Int { value } => value.to_string(),
             ExprKind::Float { value } => format!("{value:?}"),
             ExprKind::String { value } => format!("{value:?}"),
-            ExprKind::List { items } => format!("[{}]", items.iter().map(shape).collect::<Vec<_>>().join(", ")),
-            ExprKind::Path { segments } => segments.iter().map(|s| s.value.as_str()).collect::<Vec<_>>().join("."),
+            ExprKind::List { items } => format!(
+                "[{}]",
+                items.iter().map(shape).collect::<Vec<_>>().join(", ")
+            ),
+            ExprKind::Path { segments } => segments
+                .iter()
+                .map(|s| s.value.as_str())
+                .collect::<Vec<_>>()
+                .join("."),
             ExprKind::Unary { op, operand } => format!("({op:?} {})", shape(operand)),
-            ExprKind::Binary { op, left, right } => format!("({} {} {})", shape(left), op.as_str(), shape(right)),
-            ExprKind::IsSet { operand, negated } => format!("({} is{} set)", shape(operand), if *negated { " not" } else { "" }),
-            ExprKind::Call { function, args } => format!("{}({})", function.value, args.iter().map(shape).collect::<Vec<_>>().join(", ")),
+            ExprKind::Binary { op, left, right } => {
+                format!("({} {} {})", shape(left), op.as_str(), shape(right))
+            }
+            ExprKind::IsSet { operand, negated } => format!(
+                "({} is{} set)",
+                shape(operand),
+                if *negated { " not" } else { "" }
+            ),
+            ExprKind::Call { function, args } => format!(
+                "{}({})",
+                function.value,
+                args.iter().map(shape).collect::<Vec<_>>().join(", ")
+            ),
             ExprKind::Error => "<error>".into(),
         }
     }
@@ -562,16 +627,27 @@ mod tests {
 
     #[test]
     fn membership_and_is_set() {
-        assert_eq!(shape(&parse("plan not in [\"pro\", 'x']").0), "(plan not in [\"pro\", \"x\"])");
-        assert_eq!(shape(&parse("context.tier is not set").0), "(context.tier is not set)");
-        assert_eq!(shape(&parse("len(contacts) >= -2").0), "(len(contacts) >= -2)");
+        assert_eq!(
+            shape(&parse("plan not in [\"pro\", 'x']").0),
+            "(plan not in [\"pro\", \"x\"])"
+        );
+        assert_eq!(
+            shape(&parse("context.tier is not set").0),
+            "(context.tier is not set)"
+        );
+        assert_eq!(
+            shape(&parse("len(contacts) >= -2").0),
+            "(len(contacts) >= -2)"
+        );
     }
 
     #[test]
     fn spans_are_file_offsets() {
         let (expr, _) = parse("guests == 2");
         assert_eq!(expr.span, Span::new(10, 21));
-        let ExprKind::Binary { right, .. } = expr.kind else { panic!("not binary") };
+        let ExprKind::Binary { right, .. } = expr.kind else {
+            panic!("not binary")
+        };
         assert_eq!(right.span, Span::new(20, 21));
     }
 
@@ -581,7 +657,11 @@ mod tests {
         assert!(matches!(expr.kind, ExprKind::Error));
         assert_eq!(diagnostics.len(), 1);
         assert_eq!(diagnostics[0].primary_span(), Some(Span::new(20, 21)));
-        assert!(diagnostics[0].message.starts_with("expected"), "{}", diagnostics[0].message);
+        assert!(
+            diagnostics[0].message.starts_with("expected"),
+            "{}",
+            diagnostics[0].message
+        );
     }
 
     #[test]
@@ -598,10 +678,16 @@ mod tests {
     #[test]
     fn templates_split_text_and_interpolations() {
         let mut diagnostics = Vec::new();
-        let template = parse_template("Book {{ hotel }} on {{date}}?", SpanMap::Exact { base: 0 }, &mut diagnostics);
+        let template = parse_template(
+            "Book {{ hotel }} on {{date}}?",
+            SpanMap::Exact { base: 0 },
+            &mut diagnostics,
+        );
         assert!(diagnostics.is_empty());
         assert_eq!(template.parts.len(), 5);
-        let TemplatePart::Expr(expr) = &template.parts[1] else { panic!("not expr") };
+        let TemplatePart::Expr(expr) = &template.parts[1] else {
+            panic!("not expr")
+        };
         assert_eq!(expr.span, Span::new(8, 13));
     }
 
