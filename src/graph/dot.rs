@@ -46,7 +46,7 @@ fn appearance(kind: NodeKind) -> (&'static str, &'static str, &'static str) {
         NodeKind::Say => ("box", "rounded", "#f5f5ff"),
         NodeKind::Auto => ("component", "", "#f3f3f3"),
         NodeKind::Wait => ("hexagon", "", "#fff8e0"),
-        NodeKind::Complete => ("doublecircle", "", "#e6f6e6"),
+        NodeKind::Complete => ("oval", "", "#e6f6e6"),
         NodeKind::Abort => ("octagon", "", "#fde8e8"),
         NodeKind::Signal => ("cds", "", "#fff3d6"),
         NodeKind::FlowStub => ("folder", "", "#fafafa"),
@@ -67,6 +67,10 @@ fn node_text(node: &Node) -> String {
     }
     let mut class = node.kind.class().to_string();
     let mut attributes = format!("label=\"{label}\", shape={shape}, fillcolor=\"{fill}\"");
+    if node.kind == NodeKind::Complete {
+        // A double outline marks the end, as a final state is drawn.
+        attributes.push_str(", peripheries=2");
+    }
     if node.kind == NodeKind::Entry {
         attributes.push_str(", fontcolor=\"#ffffff\", width=0.6, fixedsize=true");
     }

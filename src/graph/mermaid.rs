@@ -104,8 +104,9 @@ fn class_style(class: &str) -> &'static str {
 }
 
 fn write_classes(graph: &Graph, out: &mut String) {
-    // Grouped by class, in first-use order of the kinds' declaration, so
-    // the output is stable.
+    // One `class` line per class, classes sorted by name and ids in node
+    // order, so the output is stable; `unreachable` comes last so its
+    // style wins over the kind's.
     let mut by_class: BTreeMap<(u8, &str), Vec<&str>> = BTreeMap::new();
     for node in &graph.nodes {
         by_class
