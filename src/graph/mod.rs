@@ -369,7 +369,7 @@ impl<'a> Builder<'a> {
         }
 
         if needs_input(step) {
-            let asks = format!("no answer after {} asks", step.max_asks);
+            let asks = format!("no answer ×{}", step.max_asks);
             let targets = match &step.on_no_answer {
                 Some(directive) => {
                     self.directive_targets(flow_id, flow, step_id, directive, EdgeKind::NoAnswer)
@@ -1231,16 +1231,16 @@ mod tests {
 message -> start0: when "the user wants to book a hotel room"
 start0 -> ask_hotel
 ask_hotel -> ask_date
-ask_hotel -> abort0: no answer after 3 asks → abort
+ask_hotel -> abort0: no answer ×3 → abort
 ask_date -> ask_guests: unless guests is set
 ask_date -> confirm: skip ask_guests
-ask_date -> abort0: no answer after 3 asks → abort
+ask_date -> abort0: no answer ×3 → abort
 ask_guests -> confirm
-ask_guests -> abort0: no answer after 3 asks → abort
+ask_guests -> abort0: no answer ×3 → abort
 confirm -> book: confirmed == true
 confirm -> ask_date: change date → goto_step ask_date
 confirm -> cancelled: else
-confirm -> abort0: no answer after 3 asks → abort
+confirm -> abort0: no answer ×3 → abort
 book -> complete0: next end
 cancelled -> complete0
 "#,
@@ -1267,7 +1267,7 @@ cancelled -> complete0
 start0 -> choose
 choose -> abort0: confirmed == true and "the user is sure" → abort
 choose -> last: no branch matched → next
-choose -> start0: no answer after 2 asks → reset
+choose -> start0: no answer ×2 → reset
 skipped -> last
 last -> complete0
 "#,
@@ -1316,7 +1316,7 @@ guarded -> complete0
 start0 -> first
 first -> last: else
 first -> orphan: confirmed == true (dashed)
-first -> abort0: no answer after 3 asks → abort
+first -> abort0: no answer ×3 → abort
 orphan -> last (dashed)
 last -> complete0
 "#,
@@ -1377,7 +1377,7 @@ last -> complete0
 message -> start0: default
 start0 -> pick
 pick -> complete0
-pick -> abort0: no answer after 3 asks → abort
+pick -> abort0: no answer ×3 → abort
 pick -> start1: do emit → goto survey (cross)
 start1 -> rate
 start1 -> complete1: on_enter emit → complete
