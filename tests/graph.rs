@@ -7,6 +7,7 @@
 //! `CI=true` a missing parser fails the test, so CI cannot pass without
 //! checking; elsewhere the test prints a note and skips.
 
+use flowc::check::reachability::Reachability;
 use flowc::cli::graph::{Format, render};
 use flowc::cli::load::load_file;
 use flowc::expr::{Expr, ExprKind, Template, TemplatePart, Type};
@@ -201,6 +202,23 @@ fn pictures(format: Format) -> Vec<(String, String)> {
         "hostile (built)".to_string(),
         render(&hostile, None, format),
     ));
+    // Dead code as the checker would find it, so dashed nodes, dotted
+    // edges and their classes go through the real parsers too.
+    let dead = Reachability {
+        unreachable_steps: [(FlowId(0), StepId(1)), (FlowId(1), StepId(4))]
+            .into_iter()
+            .collect(),
+        unreachable_branches: [(FlowId(0), StepId(0), 1), (FlowId(2), StepId(4), 0)]
+            .into_iter()
+            .collect(),
+    };
+    let graph = flowc::graph::build(&hostile, &dead, None);
+    let text = match format {
+        Format::Mermaid => flowc::graph::mermaid::render(&graph),
+        Format::Dot => flowc::graph::dot::render(&graph),
+    };
+    assert!(text.contains("unreachable"), "{text}");
+    pictures.push(("hostile (built), with dead code".to_string(), text));
     for flow in 0..hostile.flows.len() {
         let only = Some(FlowId::from_index(flow));
         pictures.push((
@@ -472,7 +490,6 @@ fn hostile_program() -> Program {
     let fields: Vec<Field> = HOSTILE.iter().map(|name| hostile_field(name)).collect();
     let mut flows = Vec::new();
     for (flow_index, flow_name) in HOSTILE.iter().enumerate().take(4) {
-        let flow_id = FlowId::from_index(flow_index);
         let other = FlowId::from_index((flow_index + 1) % 4);
         let mut steps: Vec<Step> = Vec::new();
         for (step_index, step_name) in HOSTILE.iter().enumerate() {

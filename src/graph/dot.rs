@@ -139,4 +139,34 @@ mod tests {
         assert_eq!(escape("a\nb\r"), "a\\nb ");
         assert_eq!(escape("<end> {x} é"), "<end> {x} é");
     }
+
+    #[test]
+    fn unreachable_nodes_and_edges_are_dashed_with_a_class() {
+        use super::super::{Node, NodeId};
+        let graph = Graph {
+            clusters: Vec::new(),
+            nodes: vec![Node {
+                id: NodeId("f0_s1".to_string()),
+                kind: NodeKind::Say,
+                flow: None,
+                lines: vec!["said".to_string(), "say".to_string()],
+                unreachable: true,
+            }],
+            edges: vec![Edge {
+                from: NodeId("f0_s0".to_string()),
+                to: NodeId("f0_s1".to_string()),
+                kind: EdgeKind::Linear,
+                label: None,
+                unreachable: true,
+                cross_flow: false,
+            }],
+        };
+        let text = render(&graph);
+        assert!(text.contains("label=\"said\\nsay\""), "{text}");
+        assert!(
+            text.contains("style=\"filled,rounded,dashed\", class=\"say unreachable\""),
+            "{text}"
+        );
+        assert!(text.contains("f0_s0 -> f0_s1 [style=dashed, color=\"#999999\", fontcolor=\"#999999\", class=\"unreachable\"];"), "{text}");
+    }
 }

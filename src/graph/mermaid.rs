@@ -174,4 +174,58 @@ mod tests {
         assert_eq!(escape("one\ntwo\tthree"), "one<br>two three");
         assert_eq!(escape("end é 🚀 [x]"), "end é 🚀 [x]");
     }
+
+    fn two_step_graph(unreachable: bool) -> Graph {
+        use super::super::{Cluster, Node, NodeId};
+        use crate::ir::FlowId;
+        let node = |id: &str, kind, unreachable| Node {
+            id: NodeId(id.to_string()),
+            kind,
+            flow: Some(FlowId(0)),
+            lines: vec![id.to_string()],
+            unreachable,
+        };
+        Graph {
+            clusters: vec![Cluster {
+                flow: FlowId(0),
+                id: "f0".to_string(),
+                title: "end".to_string(),
+            }],
+            nodes: vec![
+                node("f0_s0", NodeKind::Ask, false),
+                node("f0_s1", NodeKind::Say, unreachable),
+            ],
+            edges: vec![Edge {
+                from: NodeId("f0_s0".to_string()),
+                to: NodeId("f0_s1".to_string()),
+                kind: EdgeKind::Branch,
+                label: Some("x | y".to_string()),
+                unreachable,
+                cross_flow: false,
+            }],
+        }
+    }
+
+    #[test]
+    fn unreachable_nodes_and_edges_are_dashed_with_a_class() {
+        let text = render(&two_step_graph(true));
+        assert!(
+            text.contains("  f0_s0 -.->|\"x #124; y\"| f0_s1\n"),
+            "{text}"
+        );
+        assert!(text.contains("  class f0_s1 unreachable\n"), "{text}");
+        assert!(
+            text.contains("  linkStyle 0 stroke:#999,color:#999\n"),
+            "{text}"
+        );
+        let live = render(&two_step_graph(false));
+        assert!(
+            live.contains("  f0_s0 -->|\"x #124; y\"| f0_s1\n"),
+            "{live}"
+        );
+        assert!(
+            !live.contains("unreachable") && !live.contains("linkStyle"),
+            "{live}"
+        );
+    }
 }
