@@ -33,7 +33,16 @@ apt_install() {
     as_root apt-get update
     apt_updated=1
   fi
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"
+  # Stale lists can name versions the mirror no longer has: refresh them
+  # once and try again.
+  if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"; then
+    if [ "$apt_updated" -eq 1 ]; then
+      return 1
+    fi
+    as_root apt-get update
+    apt_updated=1
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"
+  fi
 }
 
 if ! command -v dot >/dev/null 2>&1; then
