@@ -140,6 +140,27 @@ mod tests {
         assert_eq!(escape("<end> {x} é"), "<end> {x} é");
     }
 
+    proptest::proptest! {
+        /// Whatever the text, every `"` in the escaped form is escaped and
+        /// no line break is left, so the DOT string cannot end early.
+        #[test]
+        fn escaped_text_stays_inside_its_quotes(text in "\\PC*|[\"\\\\\n\r a-z]*") {
+            let escaped = escape(&text);
+            proptest::prop_assert!(!escaped.contains('\n') && !escaped.contains('\r'));
+            let mut characters = escaped.chars();
+            while let Some(character) = characters.next() {
+                match character {
+                    '\\' => {
+                        let next = characters.next();
+                        proptest::prop_assert!(matches!(next, Some('"' | '\\' | 'n')), "{escaped:?}");
+                    }
+                    '"' => proptest::prop_assert!(false, "bare quote in {escaped:?}"),
+                    _ => {}
+                }
+            }
+        }
+    }
+
     #[test]
     fn unreachable_nodes_and_edges_are_dashed_with_a_class() {
         use super::super::{Node, NodeId};

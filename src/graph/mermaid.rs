@@ -175,6 +175,42 @@ mod tests {
         assert_eq!(escape("end é 🚀 [x]"), "end é 🚀 [x]");
     }
 
+    /// The escaped text without its `<br>`s and entities; `None` when a
+    /// `#` does not start a well-formed entity (`#quot;` or `#` digits `;`).
+    fn literal_characters(escaped: &str) -> Option<String> {
+        let mut literal = String::new();
+        let mut rest = escaped.replace("<br>", "");
+        while let Some(hash) = rest.find('#') {
+            literal.push_str(rest.get(..hash)?);
+            let after = rest.get(hash + 1..)?;
+            let (entity, tail) = after.split_once(';')?;
+            let well_formed = entity == "quot"
+                || (!entity.is_empty() && entity.chars().all(|c| c.is_ascii_digit()));
+            if !well_formed {
+                return None;
+            }
+            rest = tail.to_string();
+        }
+        literal.push_str(&rest);
+        Some(literal)
+    }
+
+    proptest::proptest! {
+        /// Whatever the text, the escaped form holds no character that
+        /// could end the quoted string or the line, or mean something to
+        /// Mermaid, and every `#` starts an entity.
+        #[test]
+        fn escaped_text_stays_inside_its_quotes(text in "\\PC*|[\"#&<>|;:`$\\\\\n\r\t a-z]*") {
+            let escaped = escape(&text);
+            let literal = literal_characters(&escaped);
+            proptest::prop_assert!(literal.is_some(), "stray # in {escaped:?}");
+            let literal = literal.unwrap_or_default();
+            for forbidden in ['"', '\n', '\r', '|', ';', ':', '`', '<', '>', '&', '\\', '$'] {
+                proptest::prop_assert!(!literal.contains(forbidden), "{forbidden:?} in {escaped:?}");
+            }
+        }
+    }
+
     fn two_step_graph(unreachable: bool) -> Graph {
         use super::super::{Cluster, Node, NodeId};
         use crate::ir::FlowId;
