@@ -202,6 +202,12 @@ fn pictures(format: Format) -> Vec<(String, String)> {
         "hostile (built)".to_string(),
         render(&hostile, None, format),
     ));
+    let empty = Program {
+        flows: Vec::new(),
+        signals: Vec::new(),
+        ..hostile_program()
+    };
+    pictures.push(("no flows (built)".to_string(), render(&empty, None, format)));
     // Dead code as the checker would find it, so dashed nodes, dotted
     // edges and their classes go through the real parsers too.
     let dead = Reachability {
