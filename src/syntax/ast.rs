@@ -228,6 +228,9 @@ pub struct Branch {
 }
 
 /// Where a branch, signal or `on_no_answer` sends the conversation.
+// A `Then` lives inside a branch or signal declaration, built once per
+// program; boxing the directive would cost more code than the bytes it saves.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Then {
