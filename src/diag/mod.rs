@@ -174,33 +174,18 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn new(code: Code, message: impl Into<String>) -> Diagnostic {
-        Diagnostic {
-            code,
-            severity: code.default_severity(),
-            message: message.into(),
-            labels: Vec::new(),
-            help: None,
-        }
+        Diagnostic { code, severity: code.default_severity(), message: message.into(), labels: Vec::new(), help: None }
     }
 
     /// The primary label: the exact span the diagnostic is about.
     pub fn at(mut self, span: Span, text: impl Into<String>) -> Diagnostic {
-        self.labels.insert(
-            0,
-            Label {
-                span,
-                text: text.into(),
-            },
-        );
+        self.labels.insert(0, Label { span, text: text.into() });
         self
     }
 
     /// A secondary label ("flow `billing` is declared here").
     pub fn with_label(mut self, span: Span, text: impl Into<String>) -> Diagnostic {
-        self.labels.push(Label {
-            span,
-            text: text.into(),
-        });
+        self.labels.push(Label { span, text: text.into() });
         self
     }
 

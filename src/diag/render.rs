@@ -16,10 +16,7 @@ pub struct Style {
 
 impl Style {
     /// Plain and fixed-width: what tests and pipes get.
-    pub const PLAIN: Style = Style {
-        color: false,
-        width: 100,
-    };
+    pub const PLAIN: Style = Style { color: false, width: 100 };
 }
 
 /// miette's view of one of our diagnostics.
@@ -56,18 +53,11 @@ impl miette::Diagnostic for Report<'_> {
     }
 
     fn help<'b>(&'b self) -> Option<Box<dyn std::fmt::Display + 'b>> {
-        self.diagnostic
-            .help
-            .as_ref()
-            .map(|help| Box::new(help) as Box<dyn std::fmt::Display>)
+        self.diagnostic.help.as_ref().map(|help| Box::new(help) as Box<dyn std::fmt::Display>)
     }
 
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
-        if self.diagnostic.labels.is_empty() {
-            None
-        } else {
-            Some(&self.source)
-        }
+        if self.diagnostic.labels.is_empty() { None } else { Some(&self.source) }
     }
 
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
@@ -89,14 +79,8 @@ impl miette::Diagnostic for Report<'_> {
 
 /// The rustc-style rendering of one diagnostic.
 pub fn render_human(file: &SourceFile, diagnostic: &Diagnostic, style: Style) -> String {
-    let theme = if style.color {
-        GraphicalTheme::unicode()
-    } else {
-        GraphicalTheme::unicode_nocolor()
-    };
-    let handler = GraphicalReportHandler::new_themed(theme)
-        .with_width(style.width)
-        .with_links(false);
+    let theme = if style.color { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
+    let handler = GraphicalReportHandler::new_themed(theme).with_width(style.width).with_links(false);
     let report = Report {
         diagnostic,
         source: NamedSource::new(file.name.clone(), file.text.clone()),

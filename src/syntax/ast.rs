@@ -334,11 +334,7 @@ pub struct ForEach {
 pub enum OnError {
     Stop(Span),
     Continue(Span),
-    Retry {
-        times: Spanned<i64>,
-        backoff: Option<Text>,
-        span: Span,
-    },
+    Retry { times: Spanned<i64>, backoff: Option<Text>, span: Span },
 }
 
 /// `{{ expr }}` interpolations within text.
@@ -358,10 +354,7 @@ pub enum TemplatePart {
 impl Template {
     /// A template with no interpolation.
     pub fn literal(text: impl Into<String>, span: Span) -> Template {
-        Template {
-            parts: vec![TemplatePart::Text(text.into())],
-            span,
-        }
+        Template { parts: vec![TemplatePart::Text(text.into())], span }
     }
 }
 
@@ -375,20 +368,45 @@ pub struct Expr {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExprKind {
     Null,
-    Bool { value: bool },
-    Int { value: i64 },
-    Float { value: f64 },
-    String { value: String },
-    List { items: Vec<Expr> },
+    Bool {
+        value: bool,
+    },
+    Int {
+        value: i64,
+    },
+    Float {
+        value: f64,
+    },
+    String {
+        value: String,
+    },
+    List {
+        items: Vec<Expr>,
+    },
     /// `guests`, `context.tier`, `item.email`, `env.TOKEN`: the first
     /// segment is resolved by lowering (field, `context`, loop variable,
     /// tool param, `env`).
-    Path { segments: Vec<Name> },
-    Unary { op: UnaryOp, operand: Box<Expr> },
-    Binary { op: BinaryOp, left: Box<Expr>, right: Box<Expr> },
+    Path {
+        segments: Vec<Name>,
+    },
+    Unary {
+        op: UnaryOp,
+        operand: Box<Expr>,
+    },
+    Binary {
+        op: BinaryOp,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
     /// `x is set` / `x is not set`.
-    IsSet { operand: Box<Expr>, negated: bool },
-    Call { function: Name, args: Vec<Expr> },
+    IsSet {
+        operand: Box<Expr>,
+        negated: bool,
+    },
+    Call {
+        function: Name,
+        args: Vec<Expr>,
+    },
     /// An expression that could not be parsed; its diagnostic was already
     /// reported and later passes must not report it again.
     Error,
@@ -445,9 +463,6 @@ impl BinaryOp {
 
 impl Expr {
     pub fn error(span: Span) -> Expr {
-        Expr {
-            kind: ExprKind::Error,
-            span,
-        }
+        Expr { kind: ExprKind::Error, span }
     }
 }

@@ -130,13 +130,7 @@ impl ExprBuilder<'_> {
                 }
                 let mut expr = operand.unwrap_or_else(|| Expr::error(span));
                 for _ in 0..nots {
-                    expr = Expr {
-                        kind: ExprKind::Unary {
-                            op: UnaryOp::Not,
-                            operand: Box::new(expr),
-                        },
-                        span,
-                    };
+                    expr = Expr { kind: ExprKind::Unary { op: UnaryOp::Not, operand: Box::new(expr) }, span };
                 }
                 expr
             }
@@ -158,10 +152,7 @@ impl ExprBuilder<'_> {
             }
             Rule::cmp_expr => self.comparison(pair, depth),
             Rule::int_lit => match pair.as_str().parse::<i64>() {
-                Ok(value) => Expr {
-                    kind: ExprKind::Int { value },
-                    span,
-                },
+                Ok(value) => Expr { kind: ExprKind::Int { value }, span },
                 Err(_) => {
                     self.diagnostics.push(
                         Diagnostic::new(Code::Syntax, "integer literal is too large")
@@ -171,34 +162,15 @@ impl ExprBuilder<'_> {
                     Expr::error(span)
                 }
             },
-            Rule::float_lit => Expr {
-                kind: ExprKind::Float {
-                    value: pair.as_str().parse::<f64>().unwrap_or(f64::NAN),
-                },
-                span,
-            },
-            Rule::bool_lit => Expr {
-                kind: ExprKind::Bool {
-                    value: pair.as_str() == "true",
-                },
-                span,
-            },
-            Rule::null_lit => Expr {
-                kind: ExprKind::Null,
-                span,
-            },
-            Rule::quoted => Expr {
-                kind: ExprKind::String {
-                    value: unescape_text(pair),
-                },
-                span,
-            },
+            Rule::float_lit => {
+                Expr { kind: ExprKind::Float { value: pair.as_str().parse::<f64>().unwrap_or(f64::NAN) }, span }
+            }
+            Rule::bool_lit => Expr { kind: ExprKind::Bool { value: pair.as_str() == "true" }, span },
+            Rule::null_lit => Expr { kind: ExprKind::Null, span },
+            Rule::quoted => Expr { kind: ExprKind::String { value: unescape_text(pair) }, span },
             Rule::list => {
                 let items = pair.into_inner().map(|item| self.expr(item, depth + 1)).collect();
-                Expr {
-                    kind: ExprKind::List { items },
-                    span,
-                }
+                Expr { kind: ExprKind::List { items }, span }
             }
             Rule::call => {
                 let mut inner = pair.into_inner();
@@ -206,17 +178,11 @@ impl ExprBuilder<'_> {
                     return Expr::error(span);
                 };
                 let args = inner.map(|arg| self.expr(arg, depth + 1)).collect();
-                Expr {
-                    kind: ExprKind::Call { function, args },
-                    span,
-                }
+                Expr { kind: ExprKind::Call { function, args }, span }
             }
             Rule::path => {
                 let segments = pair.into_inner().map(|segment| self.name(&segment)).collect();
-                Expr {
-                    kind: ExprKind::Path { segments },
-                    span,
-                }
+                Expr { kind: ExprKind::Path { segments }, span }
             }
             _ => Expr::error(span),
         }
@@ -248,14 +214,7 @@ impl ExprBuilder<'_> {
             };
             let right = self.expr(right_pair, depth + chain);
             let joined = left.span.to(right.span);
-            left = Expr {
-                kind: ExprKind::Binary {
-                    op,
-                    left: Box::new(left),
-                    right: Box::new(right),
-                },
-                span: joined,
-            };
+            left = Expr { kind: ExprKind::Binary { op, left: Box::new(left), right: Box::new(right) }, span: joined };
         }
         left
     }
@@ -272,10 +231,7 @@ impl ExprBuilder<'_> {
         };
         match tail.as_rule() {
             Rule::is_set | Rule::is_not_set => Expr {
-                kind: ExprKind::IsSet {
-                    negated: tail.as_rule() == Rule::is_not_set,
-                    operand: Box::new(left),
-                },
+                kind: ExprKind::IsSet { negated: tail.as_rule() == Rule::is_not_set, operand: Box::new(left) },
                 span,
             },
             _ => {
@@ -295,14 +251,7 @@ impl ExprBuilder<'_> {
                     _ => BinaryOp::NotIn,
                 };
                 let right = self.expr(right_pair, depth + 1);
-                Expr {
-                    kind: ExprKind::Binary {
-                        op,
-                        left: Box::new(left),
-                        right: Box::new(right),
-                    },
-                    span,
-                }
+                Expr { kind: ExprKind::Binary { op, left: Box::new(left), right: Box::new(right) }, span }
             }
         }
     }
@@ -346,10 +295,7 @@ fn negate(expr: Expr, span: Span) -> Expr {
     let kind = match expr.kind {
         ExprKind::Int { value } if value != i64::MIN => ExprKind::Int { value: -value },
         ExprKind::Float { value } => ExprKind::Float { value: -value },
-        other => ExprKind::Unary {
-            op: UnaryOp::Neg,
-            operand: Box::new(Expr { kind: other, span: expr.span }),
-        },
+        other => ExprKind::Unary { op: UnaryOp::Neg, operand: Box::new(Expr { kind: other, span: expr.span }) },
     };
     Expr { kind, span }
 }
@@ -432,12 +378,7 @@ fn too_deep_diagnostic(span: Span) -> Diagnostic {
 }
 
 /// A pest failure as a `syntax` diagnostic: where, and what was expected there.
-pub fn syntax_error(
-    error: &pest::error::Error<Rule>,
-    text: &str,
-    map: SpanMap,
-    what: &str,
-) -> Diagnostic {
+pub fn syntax_error(error: &pest::error::Error<Rule>, text: &str, map: SpanMap, what: &str) -> Diagnostic {
     let offset = match error.location {
         pest::error::InputLocation::Pos(offset) => offset,
         pest::error::InputLocation::Span((start, _)) => start,
@@ -463,9 +404,7 @@ pub fn syntax_error(
 }
 
 fn next_char_end(text: &str, offset: usize) -> usize {
-    text.get(offset..)
-        .and_then(|rest| rest.chars().next())
-        .map_or(offset, |first| offset + first.len_utf8())
+    text.get(offset..).and_then(|rest| rest.chars().next()).map_or(offset, |first| offset + first.len_utf8())
 }
 
 /// "a name, `}` or `step`" from the rules pest would have accepted.
@@ -499,16 +438,36 @@ fn describe_rule(grammar_rule: Rule) -> String {
     }
     let described = match grammar_rule {
         Rule::EOI => "end of input",
-        Rule::name | Rule::ident | Rule::path | Rule::names => "a name",
-        Rule::expr | Rule::or_expr | Rule::and_expr | Rule::not_expr | Rule::cmp_expr | Rule::add_expr
-        | Rule::mul_expr | Rule::unary | Rule::exprs => "an expression",
-        Rule::string | Rule::text | Rule::texts | Rule::quoted => "a quoted string",
-        Rule::int_lit | Rule::float_lit | Rule::number => "a number",
+        Rule::program => "`agent`, `schema`, `context`, `tool`, `signal` or `flow`",
+        Rule::name | Rule::names => "a name",
+        // Everything an operand may start with: listing them one by one
+        // ("`bool lit`, `list`, `neg op`, …") tells a reader less.
+        Rule::expr
+        | Rule::or_expr
+        | Rule::and_expr
+        | Rule::not_expr
+        | Rule::cmp_expr
+        | Rule::add_expr
+        | Rule::mul_expr
+        | Rule::unary
+        | Rule::exprs
+        | Rule::ident
+        | Rule::path
+        | Rule::call
+        | Rule::list
+        | Rule::quoted
+        | Rule::int_lit
+        | Rule::float_lit
+        | Rule::bool_lit
+        | Rule::null_lit
+        | Rule::neg_op => "an expression",
+        Rule::string | Rule::text | Rule::texts => "a quoted string",
+        Rule::dq_text | Rule::sq_text | Rule::plain_dq | Rule::plain_sq | Rule::escape => "the closing quote",
+        Rule::number => "a number",
         Rule::duration => "a duration (`30s`, `10m`, `2h`, `1d`)",
-        Rule::or_op | Rule::and_op => "`and`/`or`",
+        Rule::limit_key => "a limit (`max_auto_steps`, `max_tool_rounds`, `max_turn_tokens`, `turn_timeout`)",
+        Rule::or_op | Rule::and_op | Rule::cmp_op | Rule::add_op | Rule::mul_op => "an operator",
         Rule::not_op => "`not`",
-        Rule::cmp_op => "a comparison",
-        Rule::add_op | Rule::mul_op => "an operator",
         Rule::is_set | Rule::is_not_set => "`is set`",
         Rule::interp => "`{{`",
         Rule::directive => "a directive",
@@ -547,8 +506,12 @@ mod tests {
             ExprKind::Path { segments } => segments.iter().map(|s| s.value.as_str()).collect::<Vec<_>>().join("."),
             ExprKind::Unary { op, operand } => format!("({op:?} {})", shape(operand)),
             ExprKind::Binary { op, left, right } => format!("({} {} {})", shape(left), op.as_str(), shape(right)),
-            ExprKind::IsSet { operand, negated } => format!("({} is{} set)", shape(operand), if *negated { " not" } else { "" }),
-            ExprKind::Call { function, args } => format!("{}({})", function.value, args.iter().map(shape).collect::<Vec<_>>().join(", ")),
+            ExprKind::IsSet { operand, negated } => {
+                format!("({} is{} set)", shape(operand), if *negated { " not" } else { "" })
+            }
+            ExprKind::Call { function, args } => {
+                format!("{}({})", function.value, args.iter().map(shape).collect::<Vec<_>>().join(", "))
+            }
             ExprKind::Error => "<error>".into(),
         }
     }
