@@ -113,6 +113,9 @@ fn check_flow(
 
 fn unset_in_step(flow: &Flow, name: &str, step_name: &str, span: Span, path: Option<&[u32]>) -> Diagnostic {
     let message = match path {
+        Some([_]) => format!(
+            "`{name}` may be unset when the step `{step_name}` reads it: the flow starts at `{step_name}`"
+        ),
         Some(path) => format!(
             "`{name}` may be unset when the step `{step_name}` reads it: nothing sets it on the path {}",
             describe_path(flow, path)
@@ -202,9 +205,14 @@ pub(crate) struct StepSummary {
     /// Fields set once the step has run (its `requires`, `collect`, the
     /// facts of its own conditions, its actions' writes).
     pub gens: Vec<FieldId>,
+    /// Fields the step may write null to (`set x = null`) and does not set
+    /// again after: unset once it has run, whatever they were before.
+    pub kills: Vec<FieldId>,
     /// Per branch entry, what its edge adds: the facts of its `if`, the
     /// writes of its directive.
     pub branch_gens: Vec<Vec<FieldId>>,
+    /// Per branch entry, the fields its directive writes null to.
+    pub branch_kills: Vec<Vec<FieldId>>,
     /// Reads that nothing earlier in the step covers, the first per field.
     pub reads: Vec<(FieldId, Span)>,
 }
@@ -280,12 +288,15 @@ fn summarize_step(step: &crate::ir::Step) -> StepSummary {
         walker.template(say);
     }
     let gens = walker.known_fields();
+    let kills = walker.killed_fields();
     let mut branch_gens = Vec::with_capacity(step.branches.len());
+    let mut branch_kills = Vec::with_capacity(step.branches.len());
     for branch in &step.branches {
         for guard in &branch.guard {
             walker.expr(guard);
         }
         let mut edge = Vec::new();
+        let mut edge_kills = Vec::new();
         for guard in &branch.guard {
             facts(guard, true, &mut edge);
         }
@@ -296,13 +307,22 @@ fn summarize_step(step: &crate::ir::Step) -> StepSummary {
             }
             walker.directive(directive);
             walker.restore(mark);
-            edge.extend(directive.set.iter().map(|write| write.field));
+            for write in &directive.set {
+                if is_null(&write.value) {
+                    edge_kills.push(write.field);
+                } else {
+                    edge.push(write.field);
+                }
+            }
         }
         branch_gens.push(edge);
+        branch_kills.push(edge_kills);
     }
     StepSummary {
         gens,
+        kills,
         branch_gens,
+        branch_kills,
         reads: walker.reads,
     }
 }
@@ -314,6 +334,8 @@ fn summarize_step(step: &crate::ir::Step) -> StepSummary {
 struct Walker {
     known: HashMap<FieldId, u32>,
     log: Vec<FieldId>,
+    /// Fields written null somewhere (even inside a `for_each`: it may run).
+    killed: HashSet<FieldId>,
     reported: HashSet<FieldId>,
     reads: Vec<(FieldId, Span)>,
 }
@@ -326,6 +348,28 @@ impl Walker {
     fn set(&mut self, field: FieldId) {
         *self.known.entry(field).or_insert(0) += 1;
         self.log.push(field);
+    }
+
+    /// A write of null: the field is unset after it, and stays so when a
+    /// scope around the write is left (the write may have happened).
+    fn kill(&mut self, field: FieldId) {
+        self.known.remove(&field);
+        self.killed.insert(field);
+    }
+
+    /// A write: of null, a kill; of anything else, a set.
+    fn write(&mut self, field: FieldId, value: &Expr) {
+        if is_null(value) {
+            self.kill(field);
+        } else {
+            self.set(field);
+        }
+    }
+
+    fn killed_fields(&self) -> Vec<FieldId> {
+        let mut fields: Vec<FieldId> = self.killed.iter().copied().filter(|field| !self.known.contains_key(field)).collect();
+        fields.sort_unstable();
+        fields
     }
 
     fn mark(&self) -> usize {
@@ -471,7 +515,7 @@ impl Walker {
             match &action.kind {
                 ActionKind::Set(write) => {
                     self.expr(&write.value);
-                    self.set(write.field);
+                    self.write(write.field, &write.value);
                 }
                 ActionKind::Call(call) => {
                     for arg in &call.args {
@@ -484,7 +528,7 @@ impl Walker {
                 ActionKind::Emit(directive) => {
                     self.directive(directive);
                     for write in &directive.set {
-                        self.set(write.field);
+                        self.write(write.field, &write.value);
                     }
                 }
                 ActionKind::Say { text } => self.template(text),
@@ -603,37 +647,44 @@ impl<'a> Dataflow<'a> {
                     .fold(0u64, |mask, bit| mask | (1u64 << bit))
             };
             let init = mask_of(&self.summary.entry_gens);
-            let gens: Vec<u64> = self.summary.steps.iter().map(|step| mask_of(&step.gens)).collect();
-            let branch_gens: Vec<Vec<u64>> = self
-                .summary
-                .steps
-                .iter()
-                .map(|step| step.branch_gens.iter().map(|list| mask_of(list)).collect())
-                .collect();
-            let states = self.solve(init, &gens, &branch_gens);
+            let masks = Masks {
+                gens: self.summary.steps.iter().map(|step| mask_of(&step.gens)).collect(),
+                kills: self.summary.steps.iter().map(|step| mask_of(&step.kills)).collect(),
+                branch_gens: self
+                    .summary
+                    .steps
+                    .iter()
+                    .map(|step| step.branch_gens.iter().map(|list| mask_of(list)).collect())
+                    .collect(),
+                branch_kills: self
+                    .summary
+                    .steps
+                    .iter()
+                    .map(|step| step.branch_kills.iter().map(|list| mask_of(list)).collect())
+                    .collect(),
+            };
+            let states = self.solve(init, &masks);
             visit(&Chunk {
                 dataflow: self,
                 bits,
                 states,
-                gens,
-                branch_gens,
+                masks,
             });
         }
     }
 
-    fn carried(states: &[u64], gens: &[u64], branch_gens: &[Vec<u64>], source: u32, carry: Carry) -> u64 {
+    fn carried(states: &[u64], masks: &Masks, source: u32, carry: Carry) -> u64 {
         let source = source as usize;
         let arrival = states.get(source).copied().unwrap_or(u64::MAX);
-        let ran = arrival | gens.get(source).copied().unwrap_or(0);
+        let ran = masks.ran(source, arrival);
         match carry {
             Carry::Skipped => arrival,
             Carry::Ran => ran,
             Carry::Branch(entry) => {
-                ran | branch_gens
-                    .get(source)
-                    .and_then(|entries| entries.get(entry))
-                    .copied()
-                    .unwrap_or(0)
+                let entry_mask = |lists: &[Vec<u64>]| {
+                    lists.get(source).and_then(|entries| entries.get(entry)).copied().unwrap_or(0)
+                };
+                (ran & !entry_mask(&masks.branch_kills)) | entry_mask(&masks.branch_gens)
             }
         }
     }
@@ -641,7 +692,7 @@ impl<'a> Dataflow<'a> {
     /// The greatest fixpoint: every reached node starts at "all set" and
     /// only loses bits, so each node changes at most 64 times and the
     /// worklist (kept in reverse post-order) does linear work per bit.
-    fn solve(&self, init: u64, gens: &[u64], branch_gens: &[Vec<u64>]) -> Vec<u64> {
+    fn solve(&self, init: u64, masks: &Masks) -> Vec<u64> {
         let nodes = self.rank.len();
         let mut states = vec![u64::MAX; nodes];
         if let Some(entry) = states.first_mut() {
@@ -669,7 +720,7 @@ impl<'a> Dataflow<'a> {
                 if self.rank.get(*source as usize).is_none_or(|rank| *rank == NONE) {
                     continue;
                 }
-                state &= Self::carried(&states, gens, branch_gens, *source, *carry);
+                state &= Self::carried(&states, masks, *source, *carry);
             }
             let Some(slot) = states.get_mut(node) else {
                 continue;
@@ -731,13 +782,29 @@ fn reverse_post_order(successors: &[Vec<(u32, Carry)>]) -> Vec<u32> {
     post_order
 }
 
+/// What each step does to the bits of one chunk.
+struct Masks {
+    gens: Vec<u64>,
+    kills: Vec<u64>,
+    branch_gens: Vec<Vec<u64>>,
+    branch_kills: Vec<Vec<u64>>,
+}
+
+impl Masks {
+    /// The state after `step` ran, from the state it was entered with.
+    fn ran(&self, step: usize, arrival: u64) -> u64 {
+        let kills = self.kills.get(step).copied().unwrap_or(0);
+        let gens = self.gens.get(step).copied().unwrap_or(0);
+        (arrival & !kills) | gens
+    }
+}
+
 /// The solution for up to 64 tracked fields.
 pub(crate) struct Chunk<'a> {
     dataflow: &'a Dataflow<'a>,
     bits: HashMap<FieldId, u32>,
     states: Vec<u64>,
-    gens: Vec<u64>,
-    branch_gens: Vec<Vec<u64>>,
+    masks: Masks,
 }
 
 impl Chunk<'_> {
@@ -764,7 +831,7 @@ impl Chunk<'_> {
         if !self.reached(step) {
             return None;
         }
-        let state = self.states.get(step)? | self.gens.get(step).copied().unwrap_or(0);
+        let state = self.masks.ran(step, *self.states.get(step)?);
         Some(state & (1u64 << bit) != 0)
     }
 
@@ -793,8 +860,7 @@ impl Chunk<'_> {
                     continue;
                 }
                 // The edge must carry the field unset.
-                let carries_unset =
-                    Dataflow::carried(&self.states, &self.gens, &self.branch_gens, node, *carry) & bit == 0;
+                let carries_unset = Dataflow::carried(&self.states, &self.masks, node, *carry) & bit == 0;
                 if carries_unset {
                     if let Some(parent) = parents.get_mut(target_index) {
                         *parent = node;

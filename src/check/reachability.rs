@@ -455,6 +455,14 @@ fn dead_branch_diagnostic(program: &Program, dead: &DeadBranch) -> Option<Diagno
     let step = program.flow(dead.flow)?.step(dead.step)?;
     let branch = step.branches.get(dead.entry)?;
     let ordinal = |entry: usize| format!("entry {}", entry + 1);
+    let entry_list = |entries: &[usize]| -> String {
+        let numbers: Vec<String> = entries.iter().map(|entry| (entry + 1).to_string()).collect();
+        match numbers.as_slice() {
+            [only] => format!("entry {only} covers"),
+            [init @ .., last] => format!("entries {} and {last} cover", init.join(", ")),
+            [] => "earlier entries cover".to_string(),
+        }
+    };
     let diagnostic = match &dead.reason {
         DeadReason::AfterUnconditional(first) => Diagnostic::new(
             Code::UnreachableBranch,
@@ -483,11 +491,11 @@ fn dead_branch_diagnostic(program: &Program, dead: &DeadBranch) -> Option<Diagno
         .with_help("fix the condition, or remove the entry"),
         DeadReason::Covered { field, entries } => {
             let name = program.field(*field).map_or("?", |field| field.name.as_str());
-            let listed = entries.iter().map(|entry| ordinal(*entry)).collect::<Vec<_>>().join(", ");
+            let listed = entry_list(entries);
             let mut diagnostic = Diagnostic::new(
                 Code::UnreachableBranch,
                 format!(
-                    "this branch entry of `{}` is never evaluated: {listed} cover every value of `{name}`",
+                    "this branch entry of `{}` is never evaluated: {listed} every value of `{name}`",
                     step.name
                 ),
             )
