@@ -80,17 +80,9 @@ impl SourceFile {
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> SourceFile {
         let text = text.into();
         let mut line_starts = vec![0u32];
-        line_starts.extend(
-            text.bytes()
-                .enumerate()
-                .filter(|(_, byte)| *byte == b'\n')
-                .map(|(index, _)| clamp_u32(index + 1)),
-        );
-        SourceFile {
-            name: name.into(),
-            text,
-            line_starts,
-        }
+        line_starts
+            .extend(text.bytes().enumerate().filter(|(_, byte)| *byte == b'\n').map(|(index, _)| clamp_u32(index + 1)));
+        SourceFile { name: name.into(), text, line_starts }
     }
 
     pub fn kind(&self) -> SourceKind {
@@ -109,14 +101,8 @@ impl SourceFile {
         while end > line_start && !self.text.is_char_boundary(end) {
             end -= 1;
         }
-        let column = self
-            .text
-            .get(line_start..end)
-            .map_or(0, |prefix| prefix.chars().count());
-        LineCol {
-            line: line_index + 1,
-            column: column + 1,
-        }
+        let column = self.text.get(line_start..end).map_or(0, |prefix| prefix.chars().count());
+        LineCol { line: line_index + 1, column: column + 1 }
     }
 
     /// The source text of a span, or "" when the span does not fall on
@@ -136,19 +122,12 @@ pub enum SourceKind {
 impl SourceKind {
     pub fn from_path(path: &str) -> SourceKind {
         let lower = path.to_ascii_lowercase();
-        if lower.ends_with(".yaml") || lower.ends_with(".yml") {
-            SourceKind::Yaml
-        } else {
-            SourceKind::Flow
-        }
+        if lower.ends_with(".yaml") || lower.ends_with(".yml") { SourceKind::Yaml } else { SourceKind::Flow }
     }
 
     /// Whether a path names a program flowc reads when walking a directory.
     pub fn is_program_path(path: &std::path::Path) -> bool {
-        matches!(
-            path.extension().and_then(|ext| ext.to_str()),
-            Some("flow" | "yaml" | "yml")
-        )
+        matches!(path.extension().and_then(|ext| ext.to_str()), Some("flow" | "yaml" | "yml"))
     }
 }
 

@@ -174,33 +174,18 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn new(code: Code, message: impl Into<String>) -> Diagnostic {
-        Diagnostic {
-            code,
-            severity: code.default_severity(),
-            message: message.into(),
-            labels: Vec::new(),
-            help: None,
-        }
+        Diagnostic { code, severity: code.default_severity(), message: message.into(), labels: Vec::new(), help: None }
     }
 
     /// The primary label: the exact span the diagnostic is about.
     pub fn at(mut self, span: Span, text: impl Into<String>) -> Diagnostic {
-        self.labels.insert(
-            0,
-            Label {
-                span,
-                text: text.into(),
-            },
-        );
+        self.labels.insert(0, Label { span, text: text.into() });
         self
     }
 
     /// A secondary label ("flow `billing` is declared here").
     pub fn with_label(mut self, span: Span, text: impl Into<String>) -> Diagnostic {
-        self.labels.push(Label {
-            span,
-            text: text.into(),
-        });
+        self.labels.push(Label { span, text: text.into() });
         self
     }
 
@@ -254,10 +239,7 @@ pub fn edit_distance(left: &str, right: &str) -> usize {
 
 /// The candidate closest to `name`, if it is close enough to be a likely
 /// misspelling (a third of the name's length, at least one edit).
-pub fn did_you_mean<'a>(
-    name: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
+pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let budget = (name.chars().count() / 3).max(1);
     candidates
         .into_iter()
@@ -274,17 +256,13 @@ mod tests {
 
     #[test]
     fn every_code_round_trips_through_its_name() {
-        let names: std::collections::BTreeSet<&str> =
-            Code::ALL.iter().map(|code| code.as_str()).collect();
+        let names: std::collections::BTreeSet<&str> = Code::ALL.iter().map(|code| code.as_str()).collect();
         assert_eq!(names.len(), Code::ALL.len());
     }
 
     #[test]
     fn did_you_mean_finds_close_names_only() {
-        assert_eq!(
-            did_you_mean("bokking", ["booking", "support"]),
-            Some("booking")
-        );
+        assert_eq!(did_you_mean("bokking", ["booking", "support"]), Some("booking"));
         assert_eq!(did_you_mean("xyz", ["booking", "support"]), None);
     }
 }

@@ -16,10 +16,7 @@ pub struct Style {
 
 impl Style {
     /// Plain and fixed-width: what tests and pipes get.
-    pub const PLAIN: Style = Style {
-        color: false,
-        width: 100,
-    };
+    pub const PLAIN: Style = Style { color: false, width: 100 };
 }
 
 /// miette's view of one of our diagnostics.
@@ -56,52 +53,34 @@ impl miette::Diagnostic for Report<'_> {
     }
 
     fn help<'b>(&'b self) -> Option<Box<dyn std::fmt::Display + 'b>> {
-        self.diagnostic
-            .help
-            .as_ref()
-            .map(|help| Box::new(help) as Box<dyn std::fmt::Display>)
+        self.diagnostic.help.as_ref().map(|help| Box::new(help) as Box<dyn std::fmt::Display>)
     }
 
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
-        if self.diagnostic.labels.is_empty() {
-            None
-        } else {
-            Some(&self.source)
-        }
+        if self.diagnostic.labels.is_empty() { None } else { Some(&self.source) }
     }
 
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
         let text_len = self.source.inner().len();
-        let labels = self
-            .diagnostic
-            .labels
-            .iter()
-            .enumerate()
-            .map(move |(index, label)| {
-                let start = (label.span.start as usize).min(text_len);
-                let end = (label.span.end as usize).clamp(start, text_len);
-                let span = SourceSpan::from(start..end);
-                let text = (!label.text.is_empty()).then(|| label.text.clone());
-                if index == 0 {
-                    LabeledSpan::new_primary_with_span(text, span)
-                } else {
-                    LabeledSpan::new_with_span(text, span)
-                }
-            });
+        let labels = self.diagnostic.labels.iter().enumerate().map(move |(index, label)| {
+            let start = (label.span.start as usize).min(text_len);
+            let end = (label.span.end as usize).clamp(start, text_len);
+            let span = SourceSpan::from(start..end);
+            let text = (!label.text.is_empty()).then(|| label.text.clone());
+            if index == 0 {
+                LabeledSpan::new_primary_with_span(text, span)
+            } else {
+                LabeledSpan::new_with_span(text, span)
+            }
+        });
         Some(Box::new(labels))
     }
 }
 
 /// The rustc-style rendering of one diagnostic.
 pub fn render_human(file: &SourceFile, diagnostic: &Diagnostic, style: Style) -> String {
-    let theme = if style.color {
-        GraphicalTheme::unicode()
-    } else {
-        GraphicalTheme::unicode_nocolor()
-    };
-    let handler = GraphicalReportHandler::new_themed(theme)
-        .with_width(style.width)
-        .with_links(false);
+    let theme = if style.color { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
+    let handler = GraphicalReportHandler::new_themed(theme).with_width(style.width).with_links(false);
     let report = Report {
         diagnostic,
         source: NamedSource::new(file.name.clone(), file.text.clone()),
@@ -171,9 +150,6 @@ mod tests {
         let file = SourceFile::new("a.flow", "x\nabc\n");
         let diagnostic = Diagnostic::new(Code::Syntax, "bad").at(Span::new(3, 5), "here");
         let json = to_json(&file, &diagnostic);
-        assert_eq!(
-            (json.line, json.column, json.end_line, json.end_column),
-            (2, 2, 2, 4)
-        );
+        assert_eq!((json.line, json.column, json.end_line, json.end_column), (2, 2, 2, 4));
     }
 }

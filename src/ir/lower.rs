@@ -41,6 +41,8 @@ struct Lowerer {
     /// Every step name, with the flows that have a step of that name.
     step_owners: HashMap<String, Vec<FlowId>>,
     flow_names: Vec<String>,
+    /// Per flow, whether lowering dropped part of it (see [`Flow::incomplete`]).
+    incomplete: Vec<bool>,
 }
 
 struct ToolSignature {
@@ -141,6 +143,7 @@ impl Lowerer {
                 }
             }
             self.steps.push(steps);
+            self.incomplete.push(step_decls.len() != flow.steps.len());
             flow_steps.push(step_decls);
         }
         let mut default_flow: Option<(FlowId, Span)> = None;
@@ -168,6 +171,11 @@ impl Lowerer {
         let signal_decls = self.unique(&program.signals, |signal| &signal.name, IdKind::Signal);
         let signals = signal_decls.iter().map(|signal| self.signal(signal)).collect();
         let agent = self.agent(program.agent.as_ref());
+        // A `goto_step` lowered after a flow (in a later flow or a signal)
+        // can still mark it, so the flags are copied once everything is lowered.
+        for (flow, incomplete) in flows.iter_mut().zip(&self.incomplete) {
+            flow.incomplete = *incomplete;
+        }
         Program {
             agent,
             fields,
@@ -849,6 +857,7 @@ impl Lowerer {
             complete_next,
             steps,
             span: flow.name.span,
+            incomplete: false,
         }
     }
 
@@ -870,6 +879,13 @@ impl Lowerer {
         None
     }
 
+    /// Records that an edge or a step of `flow` was dropped.
+    fn mark_incomplete(&mut self, flow: FlowId) {
+        if let Some(flag) = self.incomplete.get_mut(flow.index()) {
+            *flag = true;
+        }
+    }
+
     fn step_in(&self, flow: FlowId, name: &str) -> Option<StepId> {
         self.steps.get(flow.index()).and_then(|steps| steps.get(name)).copied()
     }
@@ -879,6 +895,13 @@ impl Lowerer {
         let span = step.id.as_ref().map_or(step.span, |id| id.span);
         let auto = step.auto.as_ref().is_some_and(|auto| auto.value);
         let collect = self.fields(&step.collect);
+        let requires = self.fields(&step.requires);
+        // A step whose `collect` or `requires` lost a name may look like it
+        // never waits for input; cycle and reachability checks must not
+        // draw conclusions from that.
+        if collect.len() != step.collect.len() || requires.len() != step.requires.len() {
+            self.mark_incomplete(scope.flow);
+        }
         if auto && let Some(first) = step.collect.first() {
             self.diagnostics.push(
                 Diagnostic::new(Code::InvalidStep, format!("the auto step `{name}` collects `{}`", first.value))
@@ -942,7 +965,7 @@ impl Lowerer {
             prompt: step.prompt.as_ref().map(|prompt| self.template(prompt, &[])),
             say: step.say.as_ref().map(|say| self.template(say, &[])),
             collect,
-            requires: self.fields(&step.requires),
+            requires,
             skip_if: step.skip_if.as_ref().map(|expr| self.condition(expr, &[])),
             when: step.when.iter().map(|text| text.value.clone()).collect(),
             guard: step.guard.iter().map(|expr| self.condition(expr, &[])).collect(),
@@ -966,7 +989,11 @@ impl Lowerer {
 
     fn branch(&mut self, entry: &ast::Branch, scope: FlowScope) -> Option<Branch> {
         let guard = entry.guard.iter().map(|expr| self.condition(expr, &[])).collect();
-        let then = match entry.then.as_ref()? {
+        let Some(then) = entry.then.as_ref() else {
+            self.mark_incomplete(scope.flow);
+            return None;
+        };
+        let then = match then {
             ast::Then::Target(name) => self.then_target(name, scope)?,
             ast::Then::Directive(directive) => Then::Directive(self.directive(directive, Some(scope), &[])),
         };
@@ -1008,6 +1035,7 @@ impl Lowerer {
     /// An unresolved `then`/`next`: a step of another flow is
     /// `cross_flow_step`, anything else `unknown_target` with a suggestion.
     fn report_step_target(&mut self, name: &ast::Name, scope: FlowScope, flows_allowed: bool) {
+        self.mark_incomplete(scope.flow);
         if let Some(owner) = self.step_owners.get(&name.value).and_then(|owners| owners.first()) {
             let flow_name = self.flow_names.get(owner.index()).cloned().unwrap_or_default();
             self.diagnostics.push(
@@ -1078,6 +1106,10 @@ impl Lowerer {
             positions.push(("reset", reset.span, Some(Position::Reset)));
         }
         if let [(first_key, first_span, _), (second_key, second_span, _), ..] = positions.as_slice() {
+            // Only the first position is kept: the others' edges are lost.
+            if let Some(scope) = scope {
+                self.mark_incomplete(scope.flow);
+            }
             self.diagnostics.push(
                 Diagnostic::new(
                     Code::InvalidDirective,
@@ -1177,6 +1209,7 @@ impl Lowerer {
         match self.step_in(flow, &step_name.value) {
             Some(step) => Some(Position::GotoStep { flow, step }),
             None => {
+                self.mark_incomplete(flow);
                 let flow_name = self.flow_names.get(flow.index()).cloned().unwrap_or_default();
                 let candidates: Vec<&str> = self
                     .steps

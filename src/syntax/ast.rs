@@ -334,11 +334,7 @@ pub struct ForEach {
 pub enum OnError {
     Stop(Span),
     Continue(Span),
-    Retry {
-        times: Spanned<i64>,
-        backoff: Option<Text>,
-        span: Span,
-    },
+    Retry { times: Spanned<i64>, backoff: Option<Text>, span: Span },
 }
 
 /// `{{ expr }}` interpolations within text.
@@ -358,10 +354,7 @@ pub enum TemplatePart {
 impl Template {
     /// A template with no interpolation.
     pub fn literal(text: impl Into<String>, span: Span) -> Template {
-        Template {
-            parts: vec![TemplatePart::Text(text.into())],
-            span,
-        }
+        Template { parts: vec![TemplatePart::Text(text.into())], span }
     }
 }
 
@@ -470,9 +463,6 @@ impl BinaryOp {
 
 impl Expr {
     pub fn error(span: Span) -> Expr {
-        Expr {
-            kind: ExprKind::Error,
-            span,
-        }
+        Expr { kind: ExprKind::Error, span }
     }
 }

@@ -117,9 +117,7 @@ impl ExprBuilder<'_> {
                 Some(inner) => self.expr(inner, depth),
                 None => Expr::error(span),
             },
-            Rule::or_expr | Rule::and_expr | Rule::add_expr | Rule::mul_expr => {
-                self.left_fold(pair, depth)
-            }
+            Rule::or_expr | Rule::and_expr | Rule::add_expr | Rule::mul_expr => self.left_fold(pair, depth),
             Rule::not_expr => {
                 let mut nots = 0usize;
                 let mut operand = None;
@@ -132,13 +130,7 @@ impl ExprBuilder<'_> {
                 }
                 let mut expr = operand.unwrap_or_else(|| Expr::error(span));
                 for _ in 0..nots {
-                    expr = Expr {
-                        kind: ExprKind::Unary {
-                            op: UnaryOp::Not,
-                            operand: Box::new(expr),
-                        },
-                        span,
-                    };
+                    expr = Expr { kind: ExprKind::Unary { op: UnaryOp::Not, operand: Box::new(expr) }, span };
                 }
                 expr
             }
@@ -159,53 +151,26 @@ impl ExprBuilder<'_> {
                 expr
             }
             Rule::cmp_expr => self.comparison(pair, depth),
-            Rule::int_lit => {
-                match pair.as_str().parse::<i64>() {
-                    Ok(value) => Expr {
-                        kind: ExprKind::Int { value },
-                        span,
-                    },
-                    Err(_) => {
-                        self.diagnostics.push(
+            Rule::int_lit => match pair.as_str().parse::<i64>() {
+                Ok(value) => Expr { kind: ExprKind::Int { value }, span },
+                Err(_) => {
+                    self.diagnostics.push(
                         Diagnostic::new(Code::Syntax, "integer literal is too large")
                             .at(span, "does not fit in 64 bits")
                             .with_help("integers range from -9223372036854775808 to 9223372036854775807"),
                     );
-                        Expr::error(span)
-                    }
+                    Expr::error(span)
                 }
+            },
+            Rule::float_lit => {
+                Expr { kind: ExprKind::Float { value: pair.as_str().parse::<f64>().unwrap_or(f64::NAN) }, span }
             }
-            Rule::float_lit => Expr {
-                kind: ExprKind::Float {
-                    value: pair.as_str().parse::<f64>().unwrap_or(f64::NAN),
-                },
-                span,
-            },
-            Rule::bool_lit => Expr {
-                kind: ExprKind::Bool {
-                    value: pair.as_str() == "true",
-                },
-                span,
-            },
-            Rule::null_lit => Expr {
-                kind: ExprKind::Null,
-                span,
-            },
-            Rule::quoted => Expr {
-                kind: ExprKind::String {
-                    value: unescape_text(pair),
-                },
-                span,
-            },
+            Rule::bool_lit => Expr { kind: ExprKind::Bool { value: pair.as_str() == "true" }, span },
+            Rule::null_lit => Expr { kind: ExprKind::Null, span },
+            Rule::quoted => Expr { kind: ExprKind::String { value: unescape_text(pair) }, span },
             Rule::list => {
-                let items = pair
-                    .into_inner()
-                    .map(|item| self.expr(item, depth + 1))
-                    .collect();
-                Expr {
-                    kind: ExprKind::List { items },
-                    span,
-                }
+                let items = pair.into_inner().map(|item| self.expr(item, depth + 1)).collect();
+                Expr { kind: ExprKind::List { items }, span }
             }
             Rule::call => {
                 let mut inner = pair.into_inner();
@@ -213,20 +178,11 @@ impl ExprBuilder<'_> {
                     return Expr::error(span);
                 };
                 let args = inner.map(|arg| self.expr(arg, depth + 1)).collect();
-                Expr {
-                    kind: ExprKind::Call { function, args },
-                    span,
-                }
+                Expr { kind: ExprKind::Call { function, args }, span }
             }
             Rule::path => {
-                let segments = pair
-                    .into_inner()
-                    .map(|segment| self.name(&segment))
-                    .collect();
-                Expr {
-                    kind: ExprKind::Path { segments },
-                    span,
-                }
+                let segments = pair.into_inner().map(|segment| self.name(&segment)).collect();
+                Expr { kind: ExprKind::Path { segments }, span }
             }
             _ => Expr::error(span),
         }
@@ -258,14 +214,7 @@ impl ExprBuilder<'_> {
             };
             let right = self.expr(right_pair, depth + chain);
             let joined = left.span.to(right.span);
-            left = Expr {
-                kind: ExprKind::Binary {
-                    op,
-                    left: Box::new(left),
-                    right: Box::new(right),
-                },
-                span: joined,
-            };
+            left = Expr { kind: ExprKind::Binary { op, left: Box::new(left), right: Box::new(right) }, span: joined };
         }
         left
     }
@@ -282,10 +231,7 @@ impl ExprBuilder<'_> {
         };
         match tail.as_rule() {
             Rule::is_set | Rule::is_not_set => Expr {
-                kind: ExprKind::IsSet {
-                    negated: tail.as_rule() == Rule::is_not_set,
-                    operand: Box::new(left),
-                },
+                kind: ExprKind::IsSet { negated: tail.as_rule() == Rule::is_not_set, operand: Box::new(left) },
                 span,
             },
             _ => {
@@ -293,11 +239,7 @@ impl ExprBuilder<'_> {
                 let (Some(op_pair), Some(right_pair)) = (parts.next(), parts.next()) else {
                     return Expr::error(span);
                 };
-                let op_text: String = op_pair
-                    .as_str()
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ");
+                let op_text: String = op_pair.as_str().split_whitespace().collect::<Vec<_>>().join(" ");
                 let op = match op_text.as_str() {
                     "==" => BinaryOp::Eq,
                     "!=" => BinaryOp::Ne,
@@ -309,14 +251,7 @@ impl ExprBuilder<'_> {
                     _ => BinaryOp::NotIn,
                 };
                 let right = self.expr(right_pair, depth + 1);
-                Expr {
-                    kind: ExprKind::Binary {
-                        op,
-                        left: Box::new(left),
-                        right: Box::new(right),
-                    },
-                    span,
-                }
+                Expr { kind: ExprKind::Binary { op, left: Box::new(left), right: Box::new(right) }, span }
             }
         }
     }
@@ -339,9 +274,7 @@ impl ExprBuilder<'_> {
                     parts.push(TemplatePart::Expr(expr));
                 }
                 Rule::escape => push_text(&mut parts, unescape(inner.as_str())),
-                Rule::dq_text | Rule::sq_text | Rule::bare_text => {
-                    push_text(&mut parts, inner.as_str())
-                }
+                Rule::dq_text | Rule::sq_text | Rule::bare_text => push_text(&mut parts, inner.as_str()),
                 _ => {}
             }
         }
@@ -362,13 +295,7 @@ fn negate(expr: Expr, span: Span) -> Expr {
     let kind = match expr.kind {
         ExprKind::Int { value } if value != i64::MIN => ExprKind::Int { value: -value },
         ExprKind::Float { value } => ExprKind::Float { value: -value },
-        other => ExprKind::Unary {
-            op: UnaryOp::Neg,
-            operand: Box::new(Expr {
-                kind: other,
-                span: expr.span,
-            }),
-        },
+        other => ExprKind::Unary { op: UnaryOp::Neg, operand: Box::new(Expr { kind: other, span: expr.span }) },
     };
     Expr { kind, span }
 }
@@ -451,12 +378,7 @@ fn too_deep_diagnostic(span: Span) -> Diagnostic {
 }
 
 /// A pest failure as a `syntax` diagnostic: where, and what was expected there.
-pub fn syntax_error(
-    error: &pest::error::Error<Rule>,
-    text: &str,
-    map: SpanMap,
-    what: &str,
-) -> Diagnostic {
+pub fn syntax_error(error: &pest::error::Error<Rule>, text: &str, map: SpanMap, what: &str) -> Diagnostic {
     let offset = match error.location {
         pest::error::InputLocation::Pos(offset) => offset,
         pest::error::InputLocation::Span((start, _)) => start,
@@ -466,10 +388,7 @@ pub fn syntax_error(
     let found = text
         .get(offset..found_end)
         .filter(|found| !found.is_empty())
-        .map_or_else(
-            || "end of input".to_string(),
-            |found| format!("`{}`", found.escape_debug()),
-        );
+        .map_or_else(|| "end of input".to_string(), |found| format!("`{}`", found.escape_debug()));
     let expected = match &error.variant {
         pest::error::ErrorVariant::ParsingError { positives, .. } => describe_rules(positives),
         pest::error::ErrorVariant::CustomError { message } => message.clone(),
@@ -481,15 +400,11 @@ pub fn syntax_error(
     };
     Diagnostic::new(Code::Syntax, message)
         .at(span, "unexpected here")
-        .with_help(format!(
-            "see the language reference (docs/language.md) for the forms of {what}"
-        ))
+        .with_help(format!("see the language reference (docs/language.md) for the forms of {what}"))
 }
 
 fn next_char_end(text: &str, offset: usize) -> usize {
-    text.get(offset..)
-        .and_then(|rest| rest.chars().next())
-        .map_or(offset, |first| offset + first.len_utf8())
+    text.get(offset..).and_then(|rest| rest.chars().next()).map_or(offset, |first| offset + first.len_utf8())
 }
 
 /// "a name, `}` or `step`" from the rules pest would have accepted.
@@ -547,14 +462,10 @@ fn describe_rule(grammar_rule: Rule) -> String {
         | Rule::null_lit
         | Rule::neg_op => "an expression",
         Rule::string | Rule::text | Rule::texts => "a quoted string",
-        Rule::dq_text | Rule::sq_text | Rule::plain_dq | Rule::plain_sq | Rule::escape => {
-            "the closing quote"
-        }
+        Rule::dq_text | Rule::sq_text | Rule::plain_dq | Rule::plain_sq | Rule::escape => "the closing quote",
         Rule::number => "a number",
         Rule::duration => "a duration (`30s`, `10m`, `2h`, `1d`)",
-        Rule::limit_key => {
-            "a limit (`max_auto_steps`, `max_tool_rounds`, `max_turn_tokens`, `turn_timeout`)"
-        }
+        Rule::limit_key => "a limit (`max_auto_steps`, `max_tool_rounds`, `max_turn_tokens`, `turn_timeout`)",
         Rule::or_op | Rule::and_op | Rule::cmp_op | Rule::add_op | Rule::mul_op => "an operator",
         Rule::not_op => "`not`",
         Rule::is_set | Rule::is_not_set => "`is set`",
@@ -591,29 +502,16 @@ mod tests {
             ExprKind::Int { value } => value.to_string(),
             ExprKind::Float { value } => format!("{value:?}"),
             ExprKind::String { value } => format!("{value:?}"),
-            ExprKind::List { items } => format!(
-                "[{}]",
-                items.iter().map(shape).collect::<Vec<_>>().join(", ")
-            ),
-            ExprKind::Path { segments } => segments
-                .iter()
-                .map(|s| s.value.as_str())
-                .collect::<Vec<_>>()
-                .join("."),
+            ExprKind::List { items } => format!("[{}]", items.iter().map(shape).collect::<Vec<_>>().join(", ")),
+            ExprKind::Path { segments } => segments.iter().map(|s| s.value.as_str()).collect::<Vec<_>>().join("."),
             ExprKind::Unary { op, operand } => format!("({op:?} {})", shape(operand)),
-            ExprKind::Binary { op, left, right } => {
-                format!("({} {} {})", shape(left), op.as_str(), shape(right))
+            ExprKind::Binary { op, left, right } => format!("({} {} {})", shape(left), op.as_str(), shape(right)),
+            ExprKind::IsSet { operand, negated } => {
+                format!("({} is{} set)", shape(operand), if *negated { " not" } else { "" })
             }
-            ExprKind::IsSet { operand, negated } => format!(
-                "({} is{} set)",
-                shape(operand),
-                if *negated { " not" } else { "" }
-            ),
-            ExprKind::Call { function, args } => format!(
-                "{}({})",
-                function.value,
-                args.iter().map(shape).collect::<Vec<_>>().join(", ")
-            ),
+            ExprKind::Call { function, args } => {
+                format!("{}({})", function.value, args.iter().map(shape).collect::<Vec<_>>().join(", "))
+            }
             ExprKind::Error => "<error>".into(),
         }
     }
@@ -627,27 +525,16 @@ mod tests {
 
     #[test]
     fn membership_and_is_set() {
-        assert_eq!(
-            shape(&parse("plan not in [\"pro\", 'x']").0),
-            "(plan not in [\"pro\", \"x\"])"
-        );
-        assert_eq!(
-            shape(&parse("context.tier is not set").0),
-            "(context.tier is not set)"
-        );
-        assert_eq!(
-            shape(&parse("len(contacts) >= -2").0),
-            "(len(contacts) >= -2)"
-        );
+        assert_eq!(shape(&parse("plan not in [\"pro\", 'x']").0), "(plan not in [\"pro\", \"x\"])");
+        assert_eq!(shape(&parse("context.tier is not set").0), "(context.tier is not set)");
+        assert_eq!(shape(&parse("len(contacts) >= -2").0), "(len(contacts) >= -2)");
     }
 
     #[test]
     fn spans_are_file_offsets() {
         let (expr, _) = parse("guests == 2");
         assert_eq!(expr.span, Span::new(10, 21));
-        let ExprKind::Binary { right, .. } = expr.kind else {
-            panic!("not binary")
-        };
+        let ExprKind::Binary { right, .. } = expr.kind else { panic!("not binary") };
         assert_eq!(right.span, Span::new(20, 21));
     }
 
@@ -657,11 +544,7 @@ mod tests {
         assert!(matches!(expr.kind, ExprKind::Error));
         assert_eq!(diagnostics.len(), 1);
         assert_eq!(diagnostics[0].primary_span(), Some(Span::new(20, 21)));
-        assert!(
-            diagnostics[0].message.starts_with("expected"),
-            "{}",
-            diagnostics[0].message
-        );
+        assert!(diagnostics[0].message.starts_with("expected"), "{}", diagnostics[0].message);
     }
 
     #[test]
@@ -678,16 +561,10 @@ mod tests {
     #[test]
     fn templates_split_text_and_interpolations() {
         let mut diagnostics = Vec::new();
-        let template = parse_template(
-            "Book {{ hotel }} on {{date}}?",
-            SpanMap::Exact { base: 0 },
-            &mut diagnostics,
-        );
+        let template = parse_template("Book {{ hotel }} on {{date}}?", SpanMap::Exact { base: 0 }, &mut diagnostics);
         assert!(diagnostics.is_empty());
         assert_eq!(template.parts.len(), 5);
-        let TemplatePart::Expr(expr) = &template.parts[1] else {
-            panic!("not expr")
-        };
+        let TemplatePart::Expr(expr) = &template.parts[1] else { panic!("not expr") };
         assert_eq!(expr.span, Span::new(8, 13));
     }
 

@@ -12,10 +12,9 @@
 //! yields an empty AST and that one diagnostic.
 
 use super::ast::{
-    Abort, Action, ActionKind, Agent, Assignment, BodyValue, Branch, Call, Complete, Directive,
-    ExecSpec, Expr, ExprKind, FieldDecl, FlowDecl, ForEach, Goto, GotoStep, HttpSpec, Limits, Name,
-    Number, OnError, Program, SignalDecl, StepDecl, Template, TemplatePart, Text, Then, ToolDecl,
-    ToolImpl, TypeExpr,
+    Abort, Action, ActionKind, Agent, Assignment, BodyValue, Branch, Call, Complete, Directive, ExecSpec, Expr,
+    ExprKind, FieldDecl, FlowDecl, ForEach, Goto, GotoStep, HttpSpec, Limits, Name, Number, OnError, Program,
+    SignalDecl, StepDecl, Template, TemplatePart, Text, Then, ToolDecl, ToolImpl, TypeExpr,
 };
 use super::expr::{self, ExprBuilder, MAX_EXPR_DEPTH, SpanMap};
 use super::grammar::{FlowParser, Rule};
@@ -36,15 +35,8 @@ pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
     }
     match FlowParser::parse(Rule::program, text) {
         Ok(mut pairs) => {
-            let mut walker = Walker {
-                text,
-                map,
-                diagnostics: Vec::new(),
-            };
-            let program = pairs
-                .next()
-                .map(|program_pair| walker.program(program_pair))
-                .unwrap_or_default();
+            let mut walker = Walker { text, map, diagnostics: Vec::new() };
+            let program = pairs.next().map(|program_pair| walker.program(program_pair)).unwrap_or_default();
             (program, walker.diagnostics)
         }
         Err(error) => (Program::default(), vec![parse_failure(&error, text, map)]),
@@ -65,18 +57,12 @@ fn parse_failure(error: &pest::error::Error<Rule>, text: &str, map: SpanMap) -> 
     }
     let detailed = detailed_failure(text);
     let (offset, mut diagnostic) = match &detailed {
-        Some(detailed) => (
-            error_offset(detailed),
-            expr::syntax_error(detailed, text, map, "a program"),
-        ),
+        Some(detailed) => (error_offset(detailed), expr::syntax_error(detailed, text, map, "a program")),
         None => (offset, expr::syntax_error(error, text, map, "a program")),
     };
-    for (shown, said) in [
-        ("` `", "a space"),
-        ("`\\t`", "a tab"),
-        ("`\\n`", "the end of the line"),
-        ("`\\r`", "the end of the line"),
-    ] {
+    for (shown, said) in
+        [("` `", "a space"), ("`\\t`", "a tab"), ("`\\n`", "the end of the line"), ("`\\r`", "the end of the line")]
+    {
         if let Some(expected) = diagnostic.message.strip_suffix(&format!("found {shown}")) {
             diagnostic.message = format!("{expected}found {said}");
         }
@@ -84,8 +70,7 @@ fn parse_failure(error: &pest::error::Error<Rule>, text: &str, map: SpanMap) -> 
     let first_char_end = next_char_end(text, offset);
     let word_end = word_end(text, offset);
     if word_end > first_char_end
-        && let (Some(first_char), Some(word)) =
-            (text.get(offset..first_char_end), text.get(offset..word_end))
+        && let (Some(first_char), Some(word)) = (text.get(offset..first_char_end), text.get(offset..word_end))
     {
         let short = format!("found `{}`", first_char.escape_debug());
         if let Some(expected) = diagnostic.message.strip_suffix(&short) {
@@ -117,9 +102,7 @@ static ERROR_DETAIL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// point inside an earlier string when what is missing is punctuation.
 fn detailed_failure(text: &str) -> Option<pest::error::Error<Rule>> {
     let failure = {
-        let _lock = ERROR_DETAIL
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _lock = ERROR_DETAIL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         pest::set_error_detail(true);
         let result = FlowParser::parse(Rule::program, text);
         pest::set_error_detail(false);
@@ -127,22 +110,12 @@ fn detailed_failure(text: &str) -> Option<pest::error::Error<Rule>> {
     };
     // pest does not export the types of its attempts; their text is enough.
     let attempts = failure.parse_attempts()?;
-    let tokens: Vec<String> = attempts
-        .expected_tokens()
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    let deepest: Vec<Rule> = attempts
-        .call_stacks()
-        .iter()
-        .filter_map(|stack| stack.deepest.get_rule().copied())
-        .collect();
+    let tokens: Vec<String> = attempts.expected_tokens().iter().map(ToString::to_string).collect();
+    let deepest: Vec<Rule> =
+        attempts.call_stacks().iter().filter_map(|stack| stack.deepest.get_rule().copied()).collect();
     let message = describe_expected(&tokens, &deepest)?;
     let position = pest::Position::new(text, attempts.max_position)?;
-    Some(pest::error::Error::new_from_pos(
-        pest::error::ErrorVariant::CustomError { message },
-        position,
-    ))
+    Some(pest::error::Error::new_from_pos(pest::error::ErrorVariant::CustomError { message }, position))
 }
 
 /// Keywords that start a clause of each construct, for naming the construct
@@ -172,19 +145,8 @@ const STEP_CLAUSES: &[&str] = &[
     "emit",
     "for",
 ];
-const FLOW_CLAUSES: &[&str] = &[
-    "when",
-    "if",
-    "default",
-    "requires",
-    "optional",
-    "rule",
-    "on_enter",
-    "on_complete",
-    "complete",
-    "auto",
-    "step",
-];
+const FLOW_CLAUSES: &[&str] =
+    &["when", "if", "default", "requires", "optional", "rule", "on_enter", "on_complete", "complete", "auto", "step"];
 const ACTIONS: &[&str] = &["set", "call", "emit", "for", "say"];
 const DIRECTIVE_CLAUSES: &[&str] = &[
     "goto",
@@ -200,12 +162,8 @@ const DIRECTIVE_CLAUSES: &[&str] = &[
     "halt",
     "{",
 ];
-const EXPRESSION_STARTS: &[&str] = &[
-    "\"", "'", "(", "[", "-", "_", "true", "false", "null", "not",
-];
-const OPERATORS: &[&str] = &[
-    "+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "and", "or", "in", "not", "is",
-];
+const EXPRESSION_STARTS: &[&str] = &["\"", "'", "(", "[", "-", "_", "true", "false", "null", "not"];
+const OPERATORS: &[&str] = &["+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "and", "or", "in", "not", "is"];
 
 /// "a step clause (`prompt`, …) or `}`" from the tokens pest expected.
 ///
@@ -222,9 +180,7 @@ fn describe_expected(tokens: &[String], deepest: &[Rule]) -> Option<String> {
             " " | "\t" | "\r" | "\n" => inside_token = false,
             "#" | "BUILTIN_RULE" => {}
             "_" => letters = true,
-            _ if is_range && token.starts_with(|first: char| first.is_ascii_digit()) => {
-                digits = true
-            }
+            _ if is_range && token.starts_with(|first: char| first.is_ascii_digit()) => digits = true,
             _ if is_range => letters = true,
             _ => literals.push(token.clone()),
         }
@@ -242,10 +198,7 @@ fn describe_expected(tokens: &[String], deepest: &[Rule]) -> Option<String> {
     }
     let has = |literals: &[String], token: &str| literals.iter().any(|literal| literal == token);
     let mut parts: Vec<String> = Vec::new();
-    let take = |literals: &mut Vec<String>,
-                group: &[&str],
-                description: String,
-                parts: &mut Vec<String>| {
+    let take = |literals: &mut Vec<String>, group: &[&str], description: String, parts: &mut Vec<String>| {
         literals.retain(|literal| !group.contains(&literal.as_str()));
         parts.push(description);
     };
@@ -256,36 +209,19 @@ fn describe_expected(tokens: &[String], deepest: &[Rule]) -> Option<String> {
         } else {
             "a directive clause (`goto`, `goto_step`, `complete`, `abort`, `reset`, `reply`, `set`, …)"
         };
-        take(
-            &mut literals,
-            DIRECTIVE_CLAUSES,
-            description.to_string(),
-            &mut parts,
-        );
+        take(&mut literals, DIRECTIVE_CLAUSES, description.to_string(), &mut parts);
     }
     if has(&literals, "agent") && has(&literals, "schema") {
         let description = "`agent`, `schema`, `context`, `tool`, `signal` or `flow`".to_string();
         take(&mut literals, PROGRAM_ITEMS, description, &mut parts);
     }
     if has(&literals, "prompt") && has(&literals, "collect") {
-        let description =
-            "a step clause (`prompt`, `say`, `collect`, `requires`, `next`, `branch`, `do`, …)";
-        take(
-            &mut literals,
-            STEP_CLAUSES,
-            description.to_string(),
-            &mut parts,
-        );
+        let description = "a step clause (`prompt`, `say`, `collect`, `requires`, `next`, `branch`, `do`, …)";
+        take(&mut literals, STEP_CLAUSES, description.to_string(), &mut parts);
     }
     if has(&literals, "on_complete") && has(&literals, "step") {
-        let description =
-            "a `step` or a flow clause (`when`, `if`, `requires`, `rule`, `on_enter`, …)";
-        take(
-            &mut literals,
-            FLOW_CLAUSES,
-            description.to_string(),
-            &mut parts,
-        );
+        let description = "a `step` or a flow clause (`when`, `if`, `requires`, `rule`, `on_enter`, …)";
+        take(&mut literals, FLOW_CLAUSES, description.to_string(), &mut parts);
     }
     if has(&literals, "call") && has(&literals, "emit") {
         let description = "an action (`set`, `call`, `emit`, `for`, `say`)";
@@ -293,31 +229,17 @@ fn describe_expected(tokens: &[String], deepest: &[Rule]) -> Option<String> {
     }
     if has(&literals, "enum") && has(&literals, "object") {
         letters = false;
-        let description = "a type (`string`, `int`, `float`, `bool`, `date`, `datetime`, `enum(…)`, `list(…)`, `object {…}`)";
-        take(
-            &mut literals,
-            &["enum", "list", "object"],
-            description.to_string(),
-            &mut parts,
-        );
+        let description =
+            "a type (`string`, `int`, `float`, `bool`, `date`, `datetime`, `enum(…)`, `list(…)`, `object {…}`)";
+        take(&mut literals, &["enum", "list", "object"], description.to_string(), &mut parts);
     }
     if has(&literals, "null") && has(&literals, "true") {
         letters = false;
         digits = false;
-        take(
-            &mut literals,
-            EXPRESSION_STARTS,
-            "an expression".to_string(),
-            &mut parts,
-        );
+        take(&mut literals, EXPRESSION_STARTS, "an expression".to_string(), &mut parts);
     }
     if has(&literals, "==") || has(&literals, "+") {
-        take(
-            &mut literals,
-            OPERATORS,
-            "an operator".to_string(),
-            &mut parts,
-        );
+        take(&mut literals, OPERATORS, "an operator".to_string(), &mut parts);
     }
     let quotes = has(&literals, "\"") || has(&literals, "'");
     if quotes && inside_token {
@@ -325,12 +247,7 @@ fn describe_expected(tokens: &[String], deepest: &[Rule]) -> Option<String> {
         return Some("the closing quote of the string".to_string());
     }
     if quotes {
-        take(
-            &mut literals,
-            &["\"", "'"],
-            "a quoted string".to_string(),
-            &mut parts,
-        );
+        take(&mut literals, &["\"", "'"], "a quoted string".to_string(), &mut parts);
     }
     if letters {
         parts.push("a name".to_string());
@@ -352,16 +269,13 @@ fn describe_expected(tokens: &[String], deepest: &[Rule]) -> Option<String> {
 /// The end of the identifier-like word starting at `offset` (or `offset`).
 fn word_end(text: &str, offset: usize) -> usize {
     let rest = text.get(offset..).unwrap_or("");
-    let length = rest
-        .find(|character: char| !(character.is_ascii_alphanumeric() || character == '_'))
-        .unwrap_or(rest.len());
+    let length =
+        rest.find(|character: char| !(character.is_ascii_alphanumeric() || character == '_')).unwrap_or(rest.len());
     offset + length
 }
 
 fn next_char_end(text: &str, offset: usize) -> usize {
-    text.get(offset..)
-        .and_then(|rest| rest.chars().next())
-        .map_or(offset, |first| offset + first.len_utf8())
+    text.get(offset..).and_then(|rest| rest.chars().next()).map_or(offset, |first| offset + first.len_utf8())
 }
 
 fn too_deep_diagnostic(span: Span) -> Diagnostic {
@@ -456,28 +370,18 @@ impl Walker<'_> {
     /// A `name` or a `text`, for places that accept either (enum values,
     /// header names, JSON keys).
     fn name_or_text(&self, pair: Pair<'_, Rule>) -> Name {
-        if pair.as_rule() == Rule::text {
-            self.text(pair)
-        } else {
-            self.name(&pair)
-        }
+        if pair.as_rule() == Rule::text { self.text(pair) } else { self.name(&pair) }
     }
 
     fn template(&mut self, pair: Pair<'_, Rule>) -> Template {
-        let mut builder = ExprBuilder {
-            map: self.map,
-            diagnostics: &mut self.diagnostics,
-        };
+        let mut builder = ExprBuilder { map: self.map, diagnostics: &mut self.diagnostics };
         let mut template = builder.template(pair);
         self.tidy_template(&mut template);
         template
     }
 
     fn expr(&mut self, pair: Pair<'_, Rule>) -> Expr {
-        let mut builder = ExprBuilder {
-            map: self.map,
-            diagnostics: &mut self.diagnostics,
-        };
+        let mut builder = ExprBuilder { map: self.map, diagnostics: &mut self.diagnostics };
         let mut expr = builder.expr(pair, 0);
         self.tidy_expr(&mut expr);
         expr
@@ -587,23 +491,14 @@ impl Walker<'_> {
 
     /// Whether this is the first `keyword` clause of a construct; a second
     /// one is reported and ignored.
-    fn first_time(
-        &mut self,
-        seen: &mut Seen,
-        keyword: &'static str,
-        span: Span,
-        construct: &str,
-    ) -> bool {
+    fn first_time(&mut self, seen: &mut Seen, keyword: &'static str, span: Span, construct: &str) -> bool {
         if let Some((_, first)) = seen.0.iter().find(|(known, _)| *known == keyword) {
             let first = *first;
             self.diagnostics.push(
-                Diagnostic::new(
-                    Code::DuplicateKey,
-                    format!("`{keyword}` is given twice in this {construct}"),
-                )
-                .at(span, "given again here")
-                .with_label(first, "first given here")
-                .with_help(format!("keep one `{keyword}`")),
+                Diagnostic::new(Code::DuplicateKey, format!("`{keyword}` is given twice in this {construct}"))
+                    .at(span, "given again here")
+                    .with_label(first, "first given here")
+                    .with_help(format!("keep one `{keyword}`")),
             );
             return false;
         }
@@ -626,14 +521,8 @@ impl Walker<'_> {
                     if let Some(first) = &program.agent {
                         self.diagnostics.push(
                             Diagnostic::new(Code::DuplicateKey, "a program has one `agent`")
-                                .at(
-                                    agent.name.as_ref().map_or(agent.span, |name| name.span),
-                                    "a second agent",
-                                )
-                                .with_label(
-                                    first.name.as_ref().map_or(first.span, |name| name.span),
-                                    "first agent",
-                                )
+                                .at(agent.name.as_ref().map_or(agent.span, |name| name.span), "a second agent")
+                                .with_label(first.name.as_ref().map_or(first.span, |name| name.span), "first agent")
                                 .with_help("merge the two `agent` blocks"),
                         );
                     } else {
@@ -654,10 +543,7 @@ impl Walker<'_> {
     // ------------------------------------------------------------ agent
 
     fn agent(&mut self, pair: Pair<'_, Rule>) -> Agent {
-        let mut agent = Agent {
-            span: self.span(&pair),
-            ..Agent::default()
-        };
+        let mut agent = Agent { span: self.span(&pair), ..Agent::default() };
         let mut seen = Seen::default();
         for inner in pair.into_inner() {
             let span = self.span(&inner);
@@ -676,10 +562,7 @@ impl Walker<'_> {
 
     /// Several `limits` blocks merge; each limit may be given once.
     fn limits(&mut self, pair: Pair<'_, Rule>, limits: &mut Limits, seen: &mut Seen) {
-        for limit in pair
-            .into_inner()
-            .filter(|inner| inner.as_rule() == Rule::limit)
-        {
+        for limit in pair.into_inner().filter(|inner| inner.as_rule() == Rule::limit) {
             let span = self.span(&limit);
             let mut parts = limit.into_inner();
             let (Some(key), Some(value)) = (parts.next(), parts.next()) else {
@@ -784,10 +667,7 @@ impl Walker<'_> {
         match rule {
             Rule::enum_type => {
                 let values = parts.map(|value| self.name_or_text(value)).collect();
-                ty.values = Some(Spanned::new(
-                    values,
-                    self.bracketed_span(after_keyword, head_end),
-                ));
+                ty.values = Some(Spanned::new(values, self.bracketed_span(after_keyword, head_end)));
             }
             Rule::list_type => {
                 ty.items = match parts.next() {
@@ -802,10 +682,7 @@ impl Walker<'_> {
                         fields.push(field);
                     }
                 }
-                ty.fields = Some(Spanned::new(
-                    fields,
-                    self.bracketed_span(after_keyword, head_end),
-                ));
+                ty.fields = Some(Spanned::new(fields, self.bracketed_span(after_keyword, head_end)));
             }
         }
         Some(ty)
@@ -854,15 +731,10 @@ impl Walker<'_> {
                 Rule::name => name = Some(self.name(&inner)),
                 Rule::field_decl => params.extend(self.field_decl(inner, 0)),
                 Rule::returns => {
-                    let brace_span = self.bracketed_span(
-                        inner.as_span().start() + "->".len(),
-                        inner.as_span().end(),
-                    );
+                    let brace_span = self.bracketed_span(inner.as_span().start() + "->".len(), inner.as_span().end());
                     returns = Some(Spanned::new(self.field_decls(inner, 0), brace_span));
                 }
-                Rule::description
-                    if self.first_time(&mut seen, "description", inner_span, "tool") =>
-                {
+                Rule::description if self.first_time(&mut seen, "description", inner_span, "tool") => {
                     description = self.text_value(inner);
                 }
                 Rule::http => implementations.extend(self.http(inner)),
@@ -873,10 +745,7 @@ impl Walker<'_> {
                 })),
                 Rule::builtin => {
                     if let Some(builtin_name) = self.name_value(inner) {
-                        implementations.push(ToolImpl::Builtin {
-                            name: builtin_name,
-                            span: inner_span,
-                        });
+                        implementations.push(ToolImpl::Builtin { name: builtin_name, span: inner_span });
                     }
                 }
                 Rule::header => {
@@ -916,14 +785,7 @@ impl Walker<'_> {
         let mut parts = pair.into_inner().skip(1);
         let method = self.name(&parts.next()?);
         let url = self.template(parts.next()?);
-        Some(ToolImpl::Http(HttpSpec {
-            method,
-            url,
-            headers: Vec::new(),
-            body: None,
-            timeout: None,
-            span,
-        }))
+        Some(ToolImpl::Http(HttpSpec { method, url, headers: Vec::new(), body: None, timeout: None, span }))
     }
 
     /// `header` and `body` belong to the tool's `http` request and `timeout`
@@ -937,12 +799,10 @@ impl Walker<'_> {
         body: Option<(BodyValue, Span)>,
         timeout: Option<(Text, Span)>,
     ) {
-        let mut http = implementations
-            .iter_mut()
-            .find_map(|implementation| match implementation {
-                ToolImpl::Http(spec) => Some(spec),
-                _ => None,
-            });
+        let mut http = implementations.iter_mut().find_map(|implementation| match implementation {
+            ToolImpl::Http(spec) => Some(spec),
+            _ => None,
+        });
         for (header_name, value, span) in headers {
             match http.as_deref_mut() {
                 Some(spec) => spec.headers.push((header_name, value)),
@@ -958,13 +818,11 @@ impl Walker<'_> {
         let Some((value, span)) = timeout else {
             return;
         };
-        let target = implementations
-            .iter_mut()
-            .find_map(|implementation| match implementation {
-                ToolImpl::Http(spec) => Some(&mut spec.timeout),
-                ToolImpl::Exec(spec) => Some(&mut spec.timeout),
-                ToolImpl::Builtin { .. } => None,
-            });
+        let target = implementations.iter_mut().find_map(|implementation| match implementation {
+            ToolImpl::Http(spec) => Some(&mut spec.timeout),
+            ToolImpl::Exec(spec) => Some(&mut spec.timeout),
+            ToolImpl::Builtin { .. } => None,
+        });
         match target {
             Some(slot) => *slot = Some(value),
             None => self.diagnostics.push(
@@ -1103,9 +961,7 @@ impl Walker<'_> {
                     let actions = self.block_of(inner, 0);
                     flow.on_complete.extend(actions);
                 }
-                Rule::flow_complete
-                    if self.first_time(&mut seen, "complete next", inner_span, "flow") =>
-                {
+                Rule::flow_complete if self.first_time(&mut seen, "complete next", inner_span, "flow") => {
                     flow.complete_next = self.name_value(inner);
                 }
                 Rule::step => flow.steps.push(self.step(inner)),
@@ -1118,10 +974,7 @@ impl Walker<'_> {
     // ------------------------------------------------------------ steps
 
     fn step(&mut self, pair: Pair<'_, Rule>) -> StepDecl {
-        let mut step = StepDecl {
-            span: self.span(&pair),
-            ..StepDecl::default()
-        };
+        let mut step = StepDecl { span: self.span(&pair), ..StepDecl::default() };
         let mut seen = Seen::default();
         for inner in pair.into_inner() {
             let span = self.span(&inner);
@@ -1198,13 +1051,8 @@ impl Walker<'_> {
     }
 
     fn branch(&mut self, pair: Pair<'_, Rule>) -> Branch {
-        let mut branch = Branch {
-            guard: Vec::new(),
-            when: Vec::new(),
-            then: None,
-            label: None,
-            span: self.span(&pair),
-        };
+        let mut branch =
+            Branch { guard: Vec::new(), when: Vec::new(), then: None, label: None, span: self.span(&pair) };
         for inner in pair.into_inner() {
             match inner.as_rule() {
                 Rule::guard => branch.guard = self.exprs(inner),
@@ -1248,11 +1096,7 @@ impl Walker<'_> {
                     _ => {}
                 }
             }
-            return Some(OnError::Retry {
-                times: times?,
-                backoff,
-                span,
-            });
+            return Some(OnError::Retry { times: times?, backoff, span });
         }
         match value.as_str() {
             "stop" => Some(OnError::Stop(span)),
@@ -1272,10 +1116,7 @@ impl Walker<'_> {
 
     /// The actions of the `block` inside a clause such as `do { … }`.
     fn block_of(&mut self, pair: Pair<'_, Rule>, depth: usize) -> Vec<Action> {
-        match pair
-            .into_inner()
-            .find(|inner| inner.as_rule() == Rule::block)
-        {
+        match pair.into_inner().find(|inner| inner.as_rule() == Rule::block) {
             Some(block) => self.block(block, depth),
             None => Vec::new(),
         }
@@ -1297,13 +1138,24 @@ impl Walker<'_> {
         }
         let kind = match pair.as_rule() {
             Rule::say => ActionKind::Say(self.template_value(pair)?),
-            Rule::set_action => ActionKind::Set(vec![self.assignment(Self::value(pair)?)?]),
+            Rule::set_action => ActionKind::Set(self.assignments(pair)),
             Rule::emit_action => ActionKind::Emit(self.directive(Self::value(pair)?)),
             Rule::call_action => ActionKind::Call(self.call(pair)?),
             Rule::for_each => ActionKind::ForEach(self.for_each(pair, depth)?),
             _ => return None,
         };
         Some(Action { kind, span })
+    }
+
+    /// The `field = expr` children of a `set` or `set_context`.
+    fn assignments(&mut self, pair: Pair<'_, Rule>) -> Vec<Assignment> {
+        let mut assignments = Vec::new();
+        for inner in pair.into_inner() {
+            if inner.as_rule() == Rule::assignment {
+                assignments.extend(self.assignment(inner));
+            }
+        }
+        assignments
     }
 
     fn assignment(&mut self, pair: Pair<'_, Rule>) -> Option<Assignment> {
@@ -1332,24 +1184,14 @@ impl Walker<'_> {
                     let name = self.name(&name_pair);
                     let value = match parts.next() {
                         Some(value) => self.expr(value),
-                        None => Expr {
-                            kind: ExprKind::Path {
-                                segments: vec![name.clone()],
-                            },
-                            span: name.span,
-                        },
+                        None => Expr { kind: ExprKind::Path { segments: vec![name.clone()] }, span: name.span },
                     };
                     args.push(Assignment { name, value });
                 }
                 _ => {}
             }
         }
-        Some(Call {
-            tool: tool?,
-            args,
-            save,
-            span,
-        })
+        Some(Call { tool: tool?, args, save, span })
     }
 
     /// `for c in items where filter { actions }`.
@@ -1368,13 +1210,7 @@ impl Walker<'_> {
                 _ => {}
             }
         }
-        Some(ForEach {
-            items: items?,
-            binding: binding?,
-            filter,
-            actions,
-            span,
-        })
+        Some(ForEach { items: items?, binding: binding?, filter, actions, span })
     }
 
     // ------------------------------------------------------------ directives
@@ -1391,10 +1227,7 @@ impl Walker<'_> {
     /// One clause or a `{ clause* }` block; clauses accumulate as the keys
     /// of one YAML directive object do.
     fn directive(&mut self, pair: Pair<'_, Rule>) -> Directive {
-        let mut directive = Directive {
-            span: self.span(&pair),
-            ..Directive::default()
-        };
+        let mut directive = Directive { span: self.span(&pair), ..Directive::default() };
         let mut seen = Seen::default();
         for clause in pair.into_inner() {
             let span = self.span(&clause);
@@ -1405,11 +1238,7 @@ impl Walker<'_> {
                 Rule::goto_step if self.first_time(&mut seen, "goto_step", span, "directive") => {
                     let mut names = self.names(clause);
                     let step = names.pop();
-                    directive.goto_step = Some(GotoStep {
-                        flow: names.pop(),
-                        step,
-                        span,
-                    });
+                    directive.goto_step = Some(GotoStep { flow: names.pop(), step, span });
                 }
                 Rule::complete if self.first_time(&mut seen, "complete", span, "directive") => {
                     let next = self.names(clause).pop();
@@ -1429,20 +1258,19 @@ impl Walker<'_> {
                     directive.reply = self.template_value(clause);
                 }
                 Rule::set_clause => {
-                    if let Some(assignment) =
-                        Self::value(clause).and_then(|value| self.assignment(value))
-                    {
-                        directive.set.push(assignment);
-                    }
+                    let assignments = self.assignments(clause);
+                    directive.set.extend(assignments);
                 }
                 Rule::set_context => {
-                    if let Some(assignment) =
-                        Self::value(clause).and_then(|value| self.assignment(value))
-                    {
-                        directive.set_context.push(assignment);
+                    let assignments = self.assignments(clause);
+                    directive.set_context.extend(assignments);
+                }
+                Rule::append_prompt => {
+                    for prompt in clause.into_inner().filter(|inner| inner.as_rule() == Rule::string) {
+                        let template = self.template(prompt);
+                        directive.append_prompt.push(template);
                     }
                 }
-                Rule::append_prompt => directive.append_prompt.extend(self.template_value(clause)),
                 Rule::inject_tools => directive.inject_tools.extend(self.names(clause)),
                 _ => {}
             }
@@ -1482,14 +1310,9 @@ fn bare_type(name: Name, span: Span) -> TypeExpr {
 }
 
 fn needs_http(clause: &str, span: Span) -> Diagnostic {
-    Diagnostic::new(
-        Code::Syntax,
-        format!("`{clause}` needs an `http` request in the same tool"),
-    )
-    .at(span, "no `http` to attach to")
-    .with_help(format!(
-        "add `http METHOD \"url\"` to the tool, or remove the `{clause}`"
-    ))
+    Diagnostic::new(Code::Syntax, format!("`{clause}` needs an `http` request in the same tool"))
+        .at(span, "no `http` to attach to")
+        .with_help(format!("add `http METHOD \"url\"` to the tool, or remove the `{clause}`"))
 }
 
 fn integer_too_large(span: Span) -> Diagnostic {
@@ -1729,10 +1552,7 @@ flow booking "Book a hotel room" {
     /// Parses a program that must have no diagnostic.
     fn check(source: &str) -> Program {
         let (program, diagnostics) = parse_text(source);
-        assert!(
-            diagnostics.is_empty(),
-            "unexpected diagnostics: {diagnostics:#?}"
-        );
+        assert!(diagnostics.is_empty(), "unexpected diagnostics: {diagnostics:#?}");
         program
     }
 
@@ -1744,9 +1564,7 @@ flow booking "Book a hotel room" {
     }
 
     fn slice(source: &str, span: Span) -> &str {
-        source
-            .get(span.range())
-            .unwrap_or("<not on a char boundary>")
+        source.get(span.range()).unwrap_or("<not on a char boundary>")
     }
 
     fn names(names: &[Name]) -> Vec<&str> {
@@ -1800,11 +1618,7 @@ flow booking "Book a hotel room" {
 
     /// The directive of the single branch entry of a one-step program.
     fn branch_directive(program: &Program) -> &Directive {
-        let branches = &only_step(program)
-            .branches
-            .as_ref()
-            .expect("branches")
-            .value;
+        let branches = &only_step(program).branches.as_ref().expect("branches").value;
         directive(branches[0].then.as_ref())
     }
 
@@ -1823,117 +1637,50 @@ flow booking "Book a hotel room" {
         let program = check(BOOKING);
 
         let agent = program.agent.as_ref().expect("agent");
-        assert_eq!(
-            agent.name.as_ref().map(|name| name.value.as_str()),
-            Some("Concierge")
-        );
+        assert_eq!(agent.name.as_ref().map(|name| name.value.as_str()), Some("Concierge"));
         assert_eq!(agent.rules.len(), 1);
-        assert_eq!(
-            agent
-                .limits
-                .max_auto_steps
-                .as_ref()
-                .map(|limit| limit.value),
-            Some(10)
-        );
-        assert_eq!(
-            agent
-                .limits
-                .turn_timeout
-                .as_ref()
-                .map(|limit| limit.value.as_str()),
-            Some("60s")
-        );
+        assert_eq!(agent.limits.max_auto_steps.as_ref().map(|limit| limit.value), Some(10));
+        assert_eq!(agent.limits.turn_timeout.as_ref().map(|limit| limit.value.as_str()), Some("60s"));
 
-        let field_names: Vec<&str> = program
-            .schema
-            .iter()
-            .map(|field| field.name.value.as_str())
-            .collect();
-        assert_eq!(
-            field_names,
-            ["hotel", "date", "guests", "confirmed", "plan", "booking_id"]
-        );
+        let field_names: Vec<&str> = program.schema.iter().map(|field| field.name.value.as_str()).collect();
+        assert_eq!(field_names, ["hotel", "date", "guests", "confirmed", "plan", "booking_id"]);
         let hotel = &program.schema[0].ty;
         assert_eq!(hotel.name.value, "string");
-        assert_eq!(
-            hotel.description.as_ref().map(|text| text.value.as_str()),
-            Some("Name of the hotel")
-        );
+        assert_eq!(hotel.description.as_ref().map(|text| text.value.as_str()), Some("Name of the hotel"));
         assert_eq!(texts(&hotel.examples), ["Grand Hotel", "Overlook"]);
         let guests = &program.schema[2].ty;
-        assert_eq!(
-            guests.min.as_ref().map(|min| min.value),
-            Some(Number::Int(1))
-        );
-        assert_eq!(
-            guests.max.as_ref().map(|max| max.value),
-            Some(Number::Int(10))
-        );
+        assert_eq!(guests.min.as_ref().map(|min| min.value), Some(Number::Int(1)));
+        assert_eq!(guests.max.as_ref().map(|max| max.value), Some(Number::Int(10)));
         let plan = &program.schema[4].ty;
-        assert_eq!(
-            texts(&plan.values.as_ref().expect("values").value),
-            ["free", "pro", "enterprise"]
-        );
+        assert_eq!(texts(&plan.values.as_ref().expect("values").value), ["free", "pro", "enterprise"]);
 
         let tool = &program.tools[0];
         assert_eq!(tool.name.value, "book_hotel");
         assert_eq!(
-            names(
-                &tool
-                    .params
-                    .iter()
-                    .map(|param| param.name.clone())
-                    .collect::<Vec<_>>()
-            ),
+            names(&tool.params.iter().map(|param| param.name.clone()).collect::<Vec<_>>()),
             ["hotel", "date", "guests"]
         );
-        assert_eq!(
-            tool.returns.as_ref().map(|returns| returns.value.len()),
-            Some(1)
-        );
+        assert_eq!(tool.returns.as_ref().map(|returns| returns.value.len()), Some(1));
         let [ToolImpl::Http(http)] = tool.implementations.as_slice() else {
             panic!("one http implementation: {:?}", tool.implementations)
         };
         assert_eq!(http.method.value, "POST");
-        assert_eq!(
-            template(BOOKING, &http.url),
-            "http://127.0.0.1:8080/bookings"
-        );
-        assert_eq!(
-            http.timeout.as_ref().map(|timeout| timeout.value.as_str()),
-            Some("10s")
-        );
+        assert_eq!(template(BOOKING, &http.url), "http://127.0.0.1:8080/bookings");
+        assert_eq!(http.timeout.as_ref().map(|timeout| timeout.value.as_str()), Some("10s"));
 
         let flow = only_flow(&program);
         assert_eq!(flow.name.value, "booking");
         assert_eq!(slice(BOOKING, flow.name.span), "booking");
-        assert_eq!(
-            flow.title.as_ref().map(|title| title.value.as_str()),
-            Some("Book a hotel room")
-        );
+        assert_eq!(flow.title.as_ref().map(|title| title.value.as_str()), Some("Book a hotel room"));
         assert_eq!(texts(&flow.when), ["the user wants to book a hotel room"]);
         assert_eq!(names(&flow.requires), ["hotel", "date", "guests"]);
         assert!(slice(BOOKING, flow.span).starts_with("flow booking"));
         assert!(slice(BOOKING, flow.span).ends_with("nothing was booked.\" }\n}"));
 
         let step_ids: Vec<&str> = flow.steps.iter().map(step_id).collect();
-        assert_eq!(
-            step_ids,
-            [
-                "ask_hotel",
-                "ask_date",
-                "ask_guests",
-                "confirm",
-                "book",
-                "cancelled"
-            ]
-        );
+        assert_eq!(step_ids, ["ask_hotel", "ask_date", "ask_guests", "confirm", "book", "cancelled"]);
         let ask_hotel = &flow.steps[0];
-        assert_eq!(
-            ask_hotel.id.as_ref().map(|id| slice(BOOKING, id.span)),
-            Some("ask_hotel")
-        );
+        assert_eq!(ask_hotel.id.as_ref().map(|id| slice(BOOKING, id.span)), Some("ask_hotel"));
         assert_eq!(names(&ask_hotel.collect), ["hotel"]);
         assert!(ask_hotel.auto.is_none());
         assert!(slice(BOOKING, ask_hotel.span).starts_with("step ask_hotel {"));
@@ -1943,78 +1690,141 @@ flow booking "Book a hotel room" {
 
         let confirm = &flow.steps[3];
         assert_eq!(
-            confirm
-                .prompt
-                .as_ref()
-                .map(|prompt| template(BOOKING, prompt))
-                .as_deref(),
+            confirm.prompt.as_ref().map(|prompt| template(BOOKING, prompt)).as_deref(),
             Some("Shall I book {{hotel}} on {{date}} for {{guests}} guests?")
         );
         let branches = &confirm.branches.as_ref().expect("branches").value;
         assert_eq!(branches.len(), 3);
-        assert_eq!(
-            slice(BOOKING, branches[0].guard[0].span),
-            "confirmed == true"
-        );
+        assert_eq!(slice(BOOKING, branches[0].guard[0].span), "confirmed == true");
         assert_eq!(target_name(branches[0].then.as_ref()), "book");
-        assert_eq!(
-            texts(&branches[1].when),
-            ["the user wants to change the date"]
-        );
+        assert_eq!(texts(&branches[1].when), ["the user wants to change the date"]);
         assert_eq!(target_name(branches[1].then.as_ref()), "ask_date");
-        assert_eq!(
-            branches[1].label.as_ref().map(|label| label.value.as_str()),
-            Some("change date")
-        );
+        assert_eq!(branches[1].label.as_ref().map(|label| label.value.as_str()), Some("change date"));
         assert!(branches[2].guard.is_empty() && branches[2].when.is_empty());
-        let Some(Then::Target(cancelled)) = &branches[2].then else {
-            panic!("else has a bare target")
-        };
+        let Some(Then::Target(cancelled)) = &branches[2].then else { panic!("else has a bare target") };
         assert_eq!(slice(BOOKING, cancelled.span), "cancelled");
         assert!(slice(BOOKING, branches[2].span).starts_with("else"));
 
         let book = &flow.steps[4];
-        assert_eq!(
-            book.auto
-                .as_ref()
-                .map(|auto| (auto.value, slice(BOOKING, auto.span))),
-            Some((true, "auto"))
-        );
+        assert_eq!(book.auto.as_ref().map(|auto| (auto.value, slice(BOOKING, auto.span))), Some((true, "auto")));
         assert!(slice(BOOKING, book.span).starts_with("auto step book"));
+        assert_eq!(book.next.as_ref().map(|next| next.value.as_str()), Some("end"));
         assert_eq!(
-            book.next.as_ref().map(|next| next.value.as_str()),
-            Some("end")
-        );
-        assert_eq!(
-            book.say
-                .as_ref()
-                .map(|say| template(BOOKING, say))
-                .as_deref(),
+            book.say.as_ref().map(|say| template(BOOKING, say)).as_deref(),
             Some("Booked! Your confirmation number is {{booking_id}}.")
         );
-        let [
-            Action {
-                kind: ActionKind::Call(call),
-                ..
-            },
-        ] = book.actions.as_slice()
-        else {
+        let [Action { kind: ActionKind::Call(call), .. }] = book.actions.as_slice() else {
             panic!("one call: {:?}", book.actions)
         };
         assert_eq!(call.tool.value, "book_hotel");
-        assert_eq!(
-            call.save.as_ref().map(|save| save.value.as_str()),
-            Some("booking_id")
-        );
+        assert_eq!(call.save.as_ref().map(|save| save.value.as_str()), Some("booking_id"));
 
         let cancelled_step = &flow.steps[5];
         assert_eq!(
-            cancelled_step
-                .say
-                .as_ref()
-                .map(|say| template(BOOKING, say))
-                .as_deref(),
+            cancelled_step.say.as_ref().map(|say| template(BOOKING, say)).as_deref(),
             Some("No problem, nothing was booked.")
+        );
+    }
+
+    /// The `.flow` twin of the YAML front end's every-key fixture: with spans
+    /// set aside, both read into the same AST (checked against that front
+    /// end; YAML's `halt: false` has no `.flow` spelling and was left out).
+    const EVERY_KEY: &str = r#"agent Helpdesk {
+  identity "You help {{ context.tier }} customers."
+  rule "Be brief."
+  limits { max_auto_steps 5 max_tool_rounds 3 max_turn_tokens 20000 turn_timeout 30s }
+}
+schema {
+  email: string "Account email" pattern "^[^@]+@[^@]+$" examples "a@b.c"
+  plan: enum(free, pro)
+  count: int 0..99
+  contacts: list(object { name: string, email: string })
+  ok: bool
+}
+context {
+  tier: enum(basic, gold)
+}
+tool lookup(email: string) -> { name: string } {
+  description "Find a customer."
+  http GET "https://example.com/customers?email={{email}}"
+  header Accept "application/json"
+  body [1, 2.5, true, null, "{{email}}", { nested: "x" }]
+  timeout 5s
+}
+tool clock { builtin now }
+tool script() { exec "./run.sh" timeout 1m }
+signal human {
+  when "the user wants a person", "the user is angry"
+  if context.tier == "gold"
+  phase both
+  behavior once 10m
+  extract email
+  then goto handoff with { ok: false }
+}
+flow main "Main" {
+  when "the user needs help"
+  if context.tier is set
+  default
+  requires email
+  optional plan
+  rule "Stay polite."
+  on_enter { say "Welcome." }
+  on_complete { emit { append_prompt "Thank the user." inject_tools clock } }
+  complete next handoff
+  step ask {
+    prompt "What is your email?"
+    collect email
+    skip_if email is set
+    when "the user has an account"
+    if count < 3
+    max_asks 2
+    on_no_answer { abort "no email" reply "Bye." }
+    tools lookup
+    on_enter { set count = count + 1 }
+    prepare { emit append_prompt "Ask once." }
+    finalize { emit set_context tier = "basic" }
+    branch {
+      if ok == true, count > 1 when "the user agrees" -> goto_step handoff.connect "agreed"
+      -> work
+    }
+  }
+  auto step work {
+    on_error retry 2 backoff 1s
+    wait 1h
+    call lookup(email) -> contacts
+    for c in contacts where c.email is set { say "Hi {{c.name}}" }
+    emit { complete next handoff reset goto main goto_step ask }
+    next end
+  }
+}
+flow handoff {
+  step connect { say "Connecting you now." }
+}
+"#;
+
+    #[test]
+    fn every_key_reads_clean() {
+        let program = check(EVERY_KEY);
+        assert_eq!(program.tools.len(), 3);
+        assert_eq!(program.flows.len(), 2);
+        let main = &program.flows[0];
+        assert_eq!((main.on_enter.len(), main.on_complete.len()), (1, 1));
+        let ask = &main.steps[0];
+        assert_eq!(ask.max_asks.as_ref().map(|max| max.value), Some(2));
+        assert!(
+            ask.on_no_answer.as_ref().is_some_and(|directive| directive.abort.is_some() && directive.reply.is_some())
+        );
+        assert_eq!((ask.on_enter.len(), ask.prepare.len(), ask.finalize.len()), (1, 1, 1));
+        let work = &main.steps[1];
+        assert_eq!(work.wait.as_ref().map(|wait| wait.value.as_str()), Some("1h"));
+        assert_eq!(work.actions.len(), 3);
+        let ActionKind::Emit(emitted) = &work.actions[2].kind else { panic!("emit") };
+        assert!(emitted.complete.is_some() && emitted.goto.is_some() && emitted.goto_step.is_some());
+        assert!(emitted.reset.as_ref().is_some_and(|reset| reset.value));
+        let signal = &program.signals[0];
+        assert_eq!(
+            (signal.behavior.as_ref().map(|b| b.value.as_str()), signal.cooldown.as_ref().map(|c| c.value.as_str())),
+            (Some("once"), Some("10m"))
         );
     }
 
@@ -2028,22 +1838,10 @@ flow booking "Book a hotel room" {
         );
         let agent = program.agent.expect("agent");
         assert_eq!(agent.rules.len(), 2);
-        assert!(matches!(
-            agent.identity.as_ref().map(|identity| identity.parts.len()),
-            Some(2)
-        ));
-        assert_eq!(
-            agent.limits.max_tool_rounds.map(|limit| limit.value),
-            Some(4)
-        );
-        assert_eq!(
-            agent.limits.max_turn_tokens.map(|limit| limit.value),
-            Some(20000)
-        );
-        assert_eq!(
-            agent.limits.turn_timeout.map(|limit| limit.value),
-            Some("90s".to_string())
-        );
+        assert!(matches!(agent.identity.as_ref().map(|identity| identity.parts.len()), Some(2)));
+        assert_eq!(agent.limits.max_tool_rounds.map(|limit| limit.value), Some(4));
+        assert_eq!(agent.limits.max_turn_tokens.map(|limit| limit.value), Some(20000));
+        assert_eq!(agent.limits.turn_timeout.map(|limit| limit.value), Some("90s".to_string()));
     }
 
     #[test]
@@ -2052,10 +1850,7 @@ flow booking "Book a hotel room" {
         let error = one_error(source);
         assert_eq!(error.code, Code::Syntax);
         assert_eq!(error.message, "`max_auto_steps` takes a whole number");
-        assert_eq!(
-            error.primary_span().map(|span| slice(source, span)),
-            Some("10s")
-        );
+        assert_eq!(error.primary_span().map(|span| slice(source, span)), Some("10s"));
     }
 
     #[test]
@@ -2069,51 +1864,18 @@ flow booking "Book a hotel room" {
             contacts: list(object { name: string, email: string "Where to write" })
         }"#;
         let program = check(source);
-        let [score, age, code, tags, tier, contacts] = program.schema.as_slice() else {
-            panic!("six fields")
-        };
-        assert_eq!(
-            score.ty.min.as_ref().map(|min| min.value),
-            Some(Number::Float(-1.5))
-        );
-        assert_eq!(
-            score.ty.max.as_ref().map(|max| max.value),
-            Some(Number::Float(2.5))
-        );
-        assert_eq!(
-            score
-                .ty
-                .description
-                .as_ref()
-                .map(|text| text.value.as_str()),
-            Some("A score")
-        );
-        assert_eq!(
-            age.ty.min.as_ref().map(|min| min.value),
-            Some(Number::Int(18))
-        );
+        let [score, age, code, tags, tier, contacts] = program.schema.as_slice() else { panic!("six fields") };
+        assert_eq!(score.ty.min.as_ref().map(|min| min.value), Some(Number::Float(-1.5)));
+        assert_eq!(score.ty.max.as_ref().map(|max| max.value), Some(Number::Float(2.5)));
+        assert_eq!(score.ty.description.as_ref().map(|text| text.value.as_str()), Some("A score"));
+        assert_eq!(age.ty.min.as_ref().map(|min| min.value), Some(Number::Int(18)));
         assert!(age.ty.max.is_none());
-        assert_eq!(
-            code.ty
-                .pattern
-                .as_ref()
-                .map(|pattern| pattern.value.as_str()),
-            Some("^[A-Z]+$")
-        );
+        assert_eq!(code.ty.pattern.as_ref().map(|pattern| pattern.value.as_str()), Some("^[A-Z]+$"));
         assert_eq!(texts(&code.ty.examples), ["AB", "CD"]);
         assert!(tags.ty.min.is_none());
-        assert_eq!(
-            tags.ty.max.as_ref().map(|max| max.value),
-            Some(Number::Int(5))
-        );
+        assert_eq!(tags.ty.max.as_ref().map(|max| max.value), Some(Number::Int(5)));
         assert_eq!(tags.ty.name.value, "list");
-        assert_eq!(
-            tags.ty
-                .items
-                .as_ref()
-                .map(|items| items.name.value.as_str()),
-            Some("string")
-        );
+        assert_eq!(tags.ty.items.as_ref().map(|items| items.name.value.as_str()), Some("string"));
 
         assert_eq!(tier.ty.name.value, "enum");
         assert_eq!(slice(source, tier.ty.name.span), "enum");
@@ -2126,47 +1888,21 @@ flow booking "Book a hotel room" {
         let object = contacts.ty.items.as_ref().expect("items");
         assert_eq!(object.name.value, "object");
         let fields = object.fields.as_ref().expect("fields");
-        assert!(
-            slice(source, fields.span).starts_with('{')
-                && slice(source, fields.span).ends_with('}')
-        );
+        assert!(slice(source, fields.span).starts_with('{') && slice(source, fields.span).ends_with('}'));
         assert_eq!(fields.value.len(), 2);
-        assert_eq!(
-            fields.value[1]
-                .ty
-                .description
-                .as_ref()
-                .map(|text| text.value.as_str()),
-            Some("Where to write")
-        );
+        assert_eq!(fields.value[1].ty.description.as_ref().map(|text| text.value.as_str()), Some("Where to write"));
     }
 
     #[test]
     fn an_empty_enum_keeps_its_empty_values() {
         let program = check("schema { nothing: enum() }");
-        assert_eq!(
-            program.schema[0]
-                .ty
-                .values
-                .as_ref()
-                .map(|values| values.value.len()),
-            Some(0)
-        );
+        assert_eq!(program.schema[0].ty.values.as_ref().map(|values| values.value.len()), Some(0));
     }
 
     #[test]
     fn context_and_several_schema_blocks_accumulate() {
-        let program = check(
-            "schema { a: int } context { tier: enum(basic, gold) } schema { b: bool, c: date }",
-        );
-        assert_eq!(
-            program
-                .schema
-                .iter()
-                .map(|field| field.name.value.as_str())
-                .collect::<Vec<_>>(),
-            ["a", "b", "c"]
-        );
+        let program = check("schema { a: int } context { tier: enum(basic, gold) } schema { b: bool, c: date }");
+        assert_eq!(program.schema.iter().map(|field| field.name.value.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
         assert_eq!(program.context.len(), 1);
         assert_eq!(program.context[0].name.value, "tier");
     }
@@ -2176,10 +1912,7 @@ flow booking "Book a hotel room" {
         let source = "agent A { } agent B { }";
         let error = one_error(source);
         assert_eq!(error.code, Code::DuplicateKey);
-        assert_eq!(
-            error.primary_span().map(|span| slice(source, span)),
-            Some("B")
-        );
+        assert_eq!(error.primary_span().map(|span| slice(source, span)), Some("B"));
     }
 
     // ------------------------------------------------------------ tools
@@ -2195,36 +1928,17 @@ flow booking "Book a hotel room" {
         }"#;
         let program = check(source);
         let tool = &program.tools[0];
-        let [ToolImpl::Http(http)] = tool.implementations.as_slice() else {
-            panic!("one http implementation")
-        };
-        let header_names: Vec<&str> = http
-            .headers
-            .iter()
-            .map(|(name, _)| name.value.as_str())
-            .collect();
+        let [ToolImpl::Http(http)] = tool.implementations.as_slice() else { panic!("one http implementation") };
+        let header_names: Vec<&str> = http.headers.iter().map(|(name, _)| name.value.as_str()).collect();
         assert_eq!(header_names, ["Authorization", "X-Trace"]);
         assert_eq!(template(source, &http.headers[0].1), "Bearer {{env.TOKEN}}");
         assert_eq!(template(source, &http.url), "https://example.test/{{to}}");
-        assert_eq!(
-            http.timeout.as_ref().map(|timeout| timeout.value.as_str()),
-            Some("5s")
-        );
-        let Some(BodyValue::Object(members)) = &http.body else {
-            panic!("an object body")
-        };
-        let keys: Vec<&str> = members
-            .value
-            .iter()
-            .map(|(key, _)| key.value.as_str())
-            .collect();
+        assert_eq!(http.timeout.as_ref().map(|timeout| timeout.value.as_str()), Some("5s"));
+        let Some(BodyValue::Object(members)) = &http.body else { panic!("an object body") };
+        let keys: Vec<&str> = members.value.iter().map(|(key, _)| key.value.as_str()).collect();
         assert_eq!(keys, ["to", "n", "ok", "none"]);
-        assert!(
-            matches!(&members.value[0].1, BodyValue::String(value) if template(source, value) == "{{to}}")
-        );
-        let BodyValue::List(numbers) = &members.value[1].1 else {
-            panic!("a list")
-        };
+        assert!(matches!(&members.value[0].1, BodyValue::String(value) if template(source, value) == "{{to}}"));
+        let BodyValue::List(numbers) = &members.value[1].1 else { panic!("a list") };
         let numbers: Vec<Number> = numbers
             .value
             .iter()
@@ -2233,10 +1947,7 @@ flow booking "Book a hotel room" {
                 _ => None,
             })
             .collect();
-        assert_eq!(
-            numbers,
-            [Number::Int(1), Number::Float(2.5), Number::Int(-3)]
-        );
+        assert_eq!(numbers, [Number::Int(1), Number::Float(2.5), Number::Int(-3)]);
         assert!(matches!(&members.value[2].1, BodyValue::Bool(flag) if flag.value));
         assert!(matches!(&members.value[3].1, BodyValue::Null(_)));
     }
@@ -2249,19 +1960,12 @@ flow booking "Book a hotel room" {
             tool twice() { builtin uuid exec "x" }
         "#;
         let program = check(source);
-        let [ToolImpl::Exec(exec)] = program.tools[0].implementations.as_slice() else {
-            panic!("exec")
-        };
+        let [ToolImpl::Exec(exec)] = program.tools[0].implementations.as_slice() else { panic!("exec") };
         assert_eq!(texts(&exec.command), ["./tools/lookup.sh", "--json"]);
-        assert_eq!(
-            exec.timeout.as_ref().map(|timeout| timeout.value.as_str()),
-            Some("3s")
-        );
+        assert_eq!(exec.timeout.as_ref().map(|timeout| timeout.value.as_str()), Some("3s"));
         let clock = &program.tools[1];
         assert!(clock.params.is_empty() && clock.returns.is_none());
-        let [ToolImpl::Builtin { name, span }] = clock.implementations.as_slice() else {
-            panic!("builtin")
-        };
+        let [ToolImpl::Builtin { name, span }] = clock.implementations.as_slice() else { panic!("builtin") };
         assert_eq!(name.value, "now");
         assert_eq!(slice(source, *span), "builtin now");
         // Two implementations are kept for lowering to report `invalid_tool`.
@@ -2281,25 +1985,13 @@ flow booking "Book a hotel room" {
         let source = "tool t { exec \"x\" header Accept \"json\" }";
         let error = one_error(source);
         assert_eq!(error.code, Code::Syntax);
-        assert_eq!(
-            error.message,
-            "`header` needs an `http` request in the same tool"
-        );
-        assert_eq!(
-            error.primary_span().map(|span| slice(source, span)),
-            Some("header Accept \"json\"")
-        );
+        assert_eq!(error.message, "`header` needs an `http` request in the same tool");
+        assert_eq!(error.primary_span().map(|span| slice(source, span)), Some("header Accept \"json\""));
         let (_, diagnostics) = parse_text("tool t { builtin now body { a: 1 } timeout 2s }");
-        let messages: Vec<&str> = diagnostics
-            .iter()
-            .map(|diagnostic| diagnostic.message.as_str())
-            .collect();
+        let messages: Vec<&str> = diagnostics.iter().map(|diagnostic| diagnostic.message.as_str()).collect();
         assert_eq!(
             messages,
-            [
-                "`body` needs an `http` request in the same tool",
-                "`timeout` needs an `http` or `exec` tool"
-            ]
+            ["`body` needs an `http` request in the same tool", "`timeout` needs an `http` or `exec` tool"]
         );
     }
 
@@ -2320,50 +2012,23 @@ flow booking "Book a hotel room" {
         assert_eq!(slice(source, signal.name.span), "wants_human");
         assert_eq!(signal.when.len(), 2);
         assert_eq!(signal.guard.len(), 2);
-        assert_eq!(
-            signal.phase.as_ref().map(|phase| phase.value.as_str()),
-            Some("both")
-        );
-        assert_eq!(
-            signal
-                .behavior
-                .as_ref()
-                .map(|behavior| behavior.value.as_str()),
-            Some("cooldown")
-        );
-        assert_eq!(
-            signal
-                .cooldown
-                .as_ref()
-                .map(|cooldown| cooldown.value.as_str()),
-            Some("10m")
-        );
+        assert_eq!(signal.phase.as_ref().map(|phase| phase.value.as_str()), Some("both"));
+        assert_eq!(signal.behavior.as_ref().map(|behavior| behavior.value.as_str()), Some("cooldown"));
+        assert_eq!(signal.cooldown.as_ref().map(|cooldown| cooldown.value.as_str()), Some("10m"));
         assert_eq!(names(&signal.extract), ["reason", "urgency"]);
         let then = directive(signal.then.as_ref());
         assert_eq!(
-            then.goto
-                .as_ref()
-                .and_then(|goto| goto.flow.as_ref())
-                .map(|flow| flow.value.as_str()),
+            then.goto.as_ref().and_then(|goto| goto.flow.as_ref()).map(|flow| flow.value.as_str()),
             Some("handoff")
         );
         assert!(then.reply.is_some());
-        assert_eq!(
-            slice(source, then.span),
-            "{ goto handoff  reply \"One moment.\" }"
-        );
+        assert_eq!(slice(source, then.span), "{ goto handoff  reply \"One moment.\" }");
     }
 
     #[test]
     fn behavior_once_has_no_cooldown() {
         let program = check("signal s { when \"x\" behavior once then goto f }");
-        assert_eq!(
-            program.signals[0]
-                .behavior
-                .as_ref()
-                .map(|behavior| behavior.value.as_str()),
-            Some("once")
-        );
+        assert_eq!(program.signals[0].behavior.as_ref().map(|behavior| behavior.value.as_str()), Some("once"));
         assert!(program.signals[0].cooldown.is_none());
     }
 
@@ -2389,34 +2054,15 @@ flow booking "Book a hotel room" {
         assert_eq!(texts(&flow.when), ["a", "b"]);
         assert_eq!(flow.guard.len(), 2);
         assert_eq!(
-            flow.default
-                .as_ref()
-                .map(|default| (default.value, slice(source, default.span))),
+            flow.default.as_ref().map(|default| (default.value, slice(source, default.span))),
             Some((true, "default"))
         );
         assert_eq!(names(&flow.requires), ["email"]);
         assert_eq!(names(&flow.optional), ["plan", "phone"]);
         assert_eq!(flow.rules.len(), 1);
-        assert!(matches!(
-            flow.on_enter.as_slice(),
-            [Action {
-                kind: ActionKind::Set(_),
-                ..
-            }]
-        ));
-        assert!(matches!(
-            flow.on_complete.as_slice(),
-            [Action {
-                kind: ActionKind::Emit(_),
-                ..
-            }]
-        ));
-        assert_eq!(
-            flow.complete_next
-                .as_ref()
-                .map(|next| slice(source, next.span)),
-            Some("survey")
-        );
+        assert!(matches!(flow.on_enter.as_slice(), [Action { kind: ActionKind::Set(_), .. }]));
+        assert!(matches!(flow.on_complete.as_slice(), [Action { kind: ActionKind::Emit(_), .. }]));
+        assert_eq!(flow.complete_next.as_ref().map(|next| slice(source, next.span)), Some("survey"));
     }
 
     // ------------------------------------------------------------ steps
@@ -2442,54 +2088,18 @@ flow booking "Book a hotel room" {
         } }"#;
         let program = check(source);
         let step = only_step(&program);
-        assert_eq!(
-            step.prompt
-                .as_ref()
-                .map(|prompt| template(source, prompt))
-                .as_deref(),
-            Some("Ask")
-        );
+        assert_eq!(step.prompt.as_ref().map(|prompt| template(source, prompt)).as_deref(), Some("Ask"));
         assert_eq!(names(&step.collect), ["a", "b"]);
         assert_eq!(names(&step.requires), ["c"]);
         assert!(step.skip_if.is_some());
         assert_eq!(texts(&step.when), ["the user is ready"]);
-        assert_eq!(
-            step.guard
-                .iter()
-                .map(|guard| slice(source, guard.span))
-                .collect::<Vec<_>>(),
-            ["b > 1", "c"]
-        );
-        assert_eq!(
-            step.next.as_ref().map(|next| next.value.as_str()),
-            Some("other")
-        );
-        assert!(matches!(
-            step.prepare.as_slice(),
-            [Action {
-                kind: ActionKind::Say(_),
-                ..
-            }]
-        ));
-        assert!(matches!(
-            step.finalize.as_slice(),
-            [Action {
-                kind: ActionKind::Set(_),
-                ..
-            }]
-        ));
-        assert!(matches!(
-            step.on_enter.as_slice(),
-            [Action {
-                kind: ActionKind::Emit(_),
-                ..
-            }]
-        ));
+        assert_eq!(step.guard.iter().map(|guard| slice(source, guard.span)).collect::<Vec<_>>(), ["b > 1", "c"]);
+        assert_eq!(step.next.as_ref().map(|next| next.value.as_str()), Some("other"));
+        assert!(matches!(step.prepare.as_slice(), [Action { kind: ActionKind::Say(_), .. }]));
+        assert!(matches!(step.finalize.as_slice(), [Action { kind: ActionKind::Set(_), .. }]));
+        assert!(matches!(step.on_enter.as_slice(), [Action { kind: ActionKind::Emit(_), .. }]));
         assert_eq!(names(&step.tools), ["lookup", "book"]);
-        assert_eq!(
-            step.max_asks.as_ref().map(|max_asks| max_asks.value),
-            Some(2)
-        );
+        assert_eq!(step.max_asks.as_ref().map(|max_asks| max_asks.value), Some(2));
         let on_no_answer = step.on_no_answer.as_ref().expect("on_no_answer");
         assert_eq!(
             on_no_answer
@@ -2499,24 +2109,11 @@ flow booking "Book a hotel room" {
                 .map(|step| step.value.as_str()),
             Some("other")
         );
-        let Some(OnError::Retry {
-            times,
-            backoff,
-            span,
-        }) = &step.on_error
-        else {
-            panic!("retry")
-        };
+        let Some(OnError::Retry { times, backoff, span }) = &step.on_error else { panic!("retry") };
         assert_eq!(times.value, 3);
-        assert_eq!(
-            backoff.as_ref().map(|backoff| backoff.value.as_str()),
-            Some("2s")
-        );
+        assert_eq!(backoff.as_ref().map(|backoff| backoff.value.as_str()), Some("2s"));
         assert_eq!(slice(source, *span), "retry 3 backoff 2s");
-        assert_eq!(
-            step.wait.as_ref().map(|wait| wait.value.as_str()),
-            Some("2d")
-        );
+        assert_eq!(step.wait.as_ref().map(|wait| wait.value.as_str()), Some("2d"));
         assert!(step.auto.is_none() && step.branches.is_none() && step.actions.is_empty());
     }
 
@@ -2525,10 +2122,7 @@ flow booking "Book a hotel room" {
         let stop = check(&in_step("on_error stop"));
         assert!(matches!(only_step(&stop).on_error, Some(OnError::Stop(_))));
         let keep_going = check(&in_step("on_error continue"));
-        assert!(matches!(
-            only_step(&keep_going).on_error,
-            Some(OnError::Continue(_))
-        ));
+        assert!(matches!(only_step(&keep_going).on_error, Some(OnError::Continue(_))));
         let error = one_error(&in_step("on_error ignore"));
         assert_eq!(error.message, "unknown `on_error` policy `ignore`");
     }
@@ -2538,16 +2132,8 @@ flow booking "Book a hotel room" {
         let source = in_step("on_no_answer cancelled");
         let error = one_error(&source);
         assert_eq!(error.code, Code::Syntax);
-        assert_eq!(
-            error.primary_span().map(|span| slice(&source, span)),
-            Some("cancelled")
-        );
-        assert!(
-            error
-                .help
-                .as_deref()
-                .is_some_and(|help| help.contains("goto_step cancelled"))
-        );
+        assert_eq!(error.primary_span().map(|span| slice(&source, span)), Some("cancelled"));
+        assert!(error.help.as_deref().is_some_and(|help| help.contains("goto_step cancelled")));
     }
 
     #[test]
@@ -2562,14 +2148,8 @@ flow booking "Book a hotel room" {
         let error = one_error(&source);
         assert_eq!(error.code, Code::DuplicateKey);
         assert_eq!(error.message, "`prompt` is given twice in this step");
-        assert_eq!(
-            error.primary_span().map(|span| slice(&source, span)),
-            Some("prompt \"b\"")
-        );
-        assert_eq!(
-            error.labels.get(1).map(|label| slice(&source, label.span)),
-            Some("prompt \"a\"")
-        );
+        assert_eq!(error.primary_span().map(|span| slice(&source, span)), Some("prompt \"b\""));
+        assert_eq!(error.labels.get(1).map(|label| slice(&source, label.span)), Some("prompt \"a\""));
     }
 
     #[test]
@@ -2584,13 +2164,7 @@ flow booking "Book a hotel room" {
         );
         let program = check(&source);
         let step = only_step(&program);
-        assert_eq!(
-            step.say
-                .as_ref()
-                .map(|say| template(&source, say))
-                .as_deref(),
-            Some("Step say")
-        );
+        assert_eq!(step.say.as_ref().map(|say| template(&source, say)).as_deref(), Some("Step say"));
         let kinds: Vec<&str> = step
             .actions
             .iter()
@@ -2604,12 +2178,23 @@ flow booking "Book a hotel room" {
             .collect();
         assert_eq!(kinds, ["set", "say", "call", "emit", "set", "for"]);
         assert_eq!(slice(&source, step.actions[0].span), "set a = 1");
-        let ActionKind::Set(assignments) = &step.actions[0].kind else {
-            panic!("set")
-        };
+        let ActionKind::Set(assignments) = &step.actions[0].kind else { panic!("set") };
         assert_eq!(assignments.len(), 1);
         assert_eq!(slice(&source, assignments[0].name.span), "a");
         assert_eq!(slice(&source, assignments[0].value.span), "1");
+    }
+
+    #[test]
+    fn one_set_may_assign_several_fields() {
+        let source = in_step("set a = 1, b = a + 1");
+        let program = check(&source);
+        let [Action { kind: ActionKind::Set(assignments), span }] = only_step(&program).actions.as_slice() else {
+            panic!("one set action")
+        };
+        let fields: Vec<&str> = assignments.iter().map(|assignment| assignment.name.value.as_str()).collect();
+        assert_eq!(fields, ["a", "b"]);
+        assert_eq!(slice(&source, *span), "set a = 1, b = a + 1");
+        assert_eq!(slice(&source, assignments[1].value.span), "a + 1");
     }
 
     #[test]
@@ -2617,13 +2202,7 @@ flow booking "Book a hotel room" {
         let source = "flow f { auto step a { set x = 1 } step b { } }";
         let program = check(source);
         let flow = only_flow(&program);
-        assert_eq!(
-            flow.steps[0]
-                .auto
-                .as_ref()
-                .map(|auto| slice(source, auto.span)),
-            Some("auto")
-        );
+        assert_eq!(flow.steps[0].auto.as_ref().map(|auto| slice(source, auto.span)), Some("auto"));
         assert!(flow.steps[1].auto.is_none());
     }
 
@@ -2642,39 +2221,16 @@ flow booking "Book a hotel room" {
                else -> { abort "why" } "give up""#,
         );
         let program = check(&source);
-        let branches = &only_step(&program)
-            .branches
-            .as_ref()
-            .expect("branches")
-            .value;
+        let branches = &only_step(&program).branches.as_ref().expect("branches").value;
         assert_eq!(branches[0].guard.len(), 2);
         assert_eq!(texts(&branches[0].when), ["x", "y"]);
-        assert_eq!(
-            branches[0].label.as_ref().map(|label| label.value.as_str()),
-            Some("both")
-        );
-        assert_eq!(
-            slice(&source, branches[0].span),
-            "if a == 1, b when \"x\", \"y\" -> first \"both\""
-        );
+        assert_eq!(branches[0].label.as_ref().map(|label| label.value.as_str()), Some("both"));
+        assert_eq!(slice(&source, branches[0].span), "if a == 1, b when \"x\", \"y\" -> first \"both\"");
         assert!(branches[1].guard.is_empty() && branches[1].when.is_empty());
         assert_eq!(target_name(branches[1].then.as_ref()), "second");
-        let abort = directive(branches[2].then.as_ref())
-            .abort
-            .as_ref()
-            .expect("abort");
-        assert_eq!(
-            abort
-                .reason
-                .as_ref()
-                .map(|reason| template(&source, reason))
-                .as_deref(),
-            Some("why")
-        );
-        assert_eq!(
-            branches[2].label.as_ref().map(|label| label.value.as_str()),
-            Some("give up")
-        );
+        let abort = directive(branches[2].then.as_ref()).abort.as_ref().expect("abort");
+        assert_eq!(abort.reason.as_ref().map(|reason| template(&source, reason)).as_deref(), Some("why"));
+        assert_eq!(branches[2].label.as_ref().map(|label| label.value.as_str()), Some("give up"));
     }
 
     // ------------------------------------------------------------ directives
@@ -2682,22 +2238,11 @@ flow booking "Book a hotel room" {
     #[test]
     fn a_keyword_prefix_of_a_name_is_a_target() {
         let program = check(&in_branch("-> completed"));
-        let branches = &only_step(&program)
-            .branches
-            .as_ref()
-            .expect("branches")
-            .value;
+        let branches = &only_step(&program).branches.as_ref().expect("branches").value;
         assert_eq!(target_name(branches[0].then.as_ref()), "completed");
         let program = check(&in_branch("-> halted -> resetting -> abortive -> goto_x"));
-        let branches = &only_step(&program)
-            .branches
-            .as_ref()
-            .expect("branches")
-            .value;
-        let targets: Vec<&str> = branches
-            .iter()
-            .map(|branch| target_name(branch.then.as_ref()))
-            .collect();
+        let branches = &only_step(&program).branches.as_ref().expect("branches").value;
+        let targets: Vec<&str> = branches.iter().map(|branch| target_name(branch.then.as_ref())).collect();
         assert_eq!(targets, ["halted", "resetting", "abortive", "goto_x"]);
         let program = check(&in_branch("-> complete"));
         assert!(branch_directive(&program).complete.is_some());
@@ -2708,45 +2253,18 @@ flow booking "Book a hotel room" {
         let source = in_branch("-> goto billing with { plan: \"pro\", seats: seats + 1 }");
         let program = check(&source);
         let goto = branch_directive(&program).goto.as_ref().expect("goto");
-        assert_eq!(
-            goto.flow.as_ref().map(|flow| slice(&source, flow.span)),
-            Some("billing")
-        );
-        assert_eq!(
-            names(
-                &goto
-                    .data
-                    .iter()
-                    .map(|data| data.name.clone())
-                    .collect::<Vec<_>>()
-            ),
-            ["plan", "seats"]
-        );
+        assert_eq!(goto.flow.as_ref().map(|flow| slice(&source, flow.span)), Some("billing"));
+        assert_eq!(names(&goto.data.iter().map(|data| data.name.clone()).collect::<Vec<_>>()), ["plan", "seats"]);
         assert_eq!(slice(&source, goto.data[1].value.span), "seats + 1");
 
         let program = check(&in_branch("-> goto_step billing.ask_card"));
-        let goto_step = branch_directive(&program)
-            .goto_step
-            .as_ref()
-            .expect("goto_step");
-        assert_eq!(
-            goto_step.flow.as_ref().map(|flow| flow.value.as_str()),
-            Some("billing")
-        );
-        assert_eq!(
-            goto_step.step.as_ref().map(|step| step.value.as_str()),
-            Some("ask_card")
-        );
+        let goto_step = branch_directive(&program).goto_step.as_ref().expect("goto_step");
+        assert_eq!(goto_step.flow.as_ref().map(|flow| flow.value.as_str()), Some("billing"));
+        assert_eq!(goto_step.step.as_ref().map(|step| step.value.as_str()), Some("ask_card"));
         let program = check(&in_branch("-> goto_step ask_card"));
-        let goto_step = branch_directive(&program)
-            .goto_step
-            .as_ref()
-            .expect("goto_step");
+        let goto_step = branch_directive(&program).goto_step.as_ref().expect("goto_step");
         assert!(goto_step.flow.is_none());
-        assert_eq!(
-            goto_step.step.as_ref().map(|step| step.value.as_str()),
-            Some("ask_card")
-        );
+        assert_eq!(goto_step.step.as_ref().map(|step| step.value.as_str()), Some("ask_card"));
     }
 
     #[test]
@@ -2757,10 +2275,10 @@ flow booking "Book a hotel room" {
                 reset
                 reply "Done {{name}}"
                 set a = 1
-                set b = a
+                set b = a, c = b
                 set_context tier = "gold"
                 append_prompt "Be brief."
-                append_prompt "Be kind."
+                append_prompt "Be kind.", "Be {{ mood }}."
                 inject_tools lookup, book
                 halt
             }"#,
@@ -2768,83 +2286,31 @@ flow booking "Book a hotel room" {
         let program = check(&source);
         let directive = branch_directive(&program);
         assert_eq!(
-            directive
-                .complete
-                .as_ref()
-                .and_then(|complete| complete.next.as_ref())
-                .map(|next| next.value.as_str()),
+            directive.complete.as_ref().and_then(|complete| complete.next.as_ref()).map(|next| next.value.as_str()),
             Some("survey")
         );
-        assert_eq!(
-            directive.reset.as_ref().map(|reset| reset.value),
-            Some(true)
-        );
-        assert_eq!(
-            directive
-                .halt
-                .as_ref()
-                .map(|halt| slice(&source, halt.span)),
-            Some("halt")
-        );
-        assert_eq!(
-            directive
-                .reply
-                .as_ref()
-                .map(|reply| template(&source, reply))
-                .as_deref(),
-            Some("Done {{name}}")
-        );
-        assert_eq!(
-            names(
-                &directive
-                    .set
-                    .iter()
-                    .map(|set| set.name.clone())
-                    .collect::<Vec<_>>()
-            ),
-            ["a", "b"]
-        );
+        assert_eq!(directive.reset.as_ref().map(|reset| reset.value), Some(true));
+        assert_eq!(directive.halt.as_ref().map(|halt| slice(&source, halt.span)), Some("halt"));
+        assert_eq!(directive.reply.as_ref().map(|reply| template(&source, reply)).as_deref(), Some("Done {{name}}"));
+        assert_eq!(names(&directive.set.iter().map(|set| set.name.clone()).collect::<Vec<_>>()), ["a", "b", "c"]);
         assert_eq!(directive.set_context.len(), 1);
-        assert_eq!(directive.append_prompt.len(), 2);
+        assert_eq!(directive.append_prompt.len(), 3);
         assert_eq!(names(&directive.inject_tools), ["lookup", "book"]);
-        assert!(
-            slice(&source, directive.span).starts_with('{')
-                && slice(&source, directive.span).ends_with('}')
-        );
+        assert!(slice(&source, directive.span).starts_with('{') && slice(&source, directive.span).ends_with('}'));
     }
 
     #[test]
     fn single_clauses_are_directives_spanning_the_clause() {
         let source = in_branch("-> abort -> complete -> reply \"ok\" -> set_context k = 1");
         let program = check(&source);
-        let branches = &only_step(&program)
-            .branches
-            .as_ref()
-            .expect("branches")
-            .value;
+        let branches = &only_step(&program).branches.as_ref().expect("branches").value;
         let abort = directive(branches[0].then.as_ref());
-        assert!(
-            abort
-                .abort
-                .as_ref()
-                .is_some_and(|abort| abort.reason.is_none())
-        );
+        assert!(abort.abort.as_ref().is_some_and(|abort| abort.reason.is_none()));
         assert_eq!(slice(&source, abort.span), "abort");
         let complete = directive(branches[1].then.as_ref());
-        assert!(
-            complete
-                .complete
-                .as_ref()
-                .is_some_and(|complete| complete.next.is_none())
-        );
-        assert_eq!(
-            slice(&source, directive(branches[2].then.as_ref()).span),
-            "reply \"ok\""
-        );
-        assert_eq!(
-            slice(&source, directive(branches[3].then.as_ref()).span),
-            "set_context k = 1"
-        );
+        assert!(complete.complete.as_ref().is_some_and(|complete| complete.next.is_none()));
+        assert_eq!(slice(&source, directive(branches[2].then.as_ref()).span), "reply \"ok\"");
+        assert_eq!(slice(&source, directive(branches[3].then.as_ref()).span), "set_context k = 1");
     }
 
     #[test]
@@ -2862,23 +2328,11 @@ flow booking "Book a hotel room" {
             "if (a == 1) and not b   # why\n   -> complete   # the reason\n  \"label\"\n -> { halt }  # done\n",
         );
         let program = check(&source);
-        let branches = &only_step(&program)
-            .branches
-            .as_ref()
-            .expect("branches")
-            .value;
-        assert_eq!(
-            slice(&source, branches[0].guard[0].span),
-            "a == 1) and not b"
-        );
-        let ExprKind::Binary { right, .. } = &branches[0].guard[0].kind else {
-            panic!("and")
-        };
+        let branches = &only_step(&program).branches.as_ref().expect("branches").value;
+        assert_eq!(slice(&source, branches[0].guard[0].span), "a == 1) and not b");
+        let ExprKind::Binary { right, .. } = &branches[0].guard[0].kind else { panic!("and") };
         assert_eq!(slice(&source, right.span), "not b");
-        assert_eq!(
-            slice(&source, directive(branches[0].then.as_ref()).span),
-            "complete"
-        );
+        assert_eq!(slice(&source, directive(branches[0].then.as_ref()).span), "complete");
         assert!(slice(&source, branches[0].span).ends_with("\"label\""));
         assert_eq!(slice(&source, branches[1].span), "-> { halt }");
         let program = check("flow f { step s { skip_if x is not set   # note\n } }");
@@ -2893,40 +2347,18 @@ flow booking "Book a hotel room" {
         let source = in_step("call book(hotel, guests: guests + 1) -> booking_id");
         let program = check(&source);
         let step = only_step(&program);
-        let [
-            Action {
-                kind: ActionKind::Call(call),
-                span,
-            },
-        ] = step.actions.as_slice()
-        else {
-            panic!("one call")
-        };
-        assert_eq!(
-            slice(&source, *span),
-            "call book(hotel, guests: guests + 1) -> booking_id"
-        );
+        let [Action { kind: ActionKind::Call(call), span }] = step.actions.as_slice() else { panic!("one call") };
+        assert_eq!(slice(&source, *span), "call book(hotel, guests: guests + 1) -> booking_id");
         assert_eq!(call.span, *span);
         let hotel = &call.args[0];
         assert_eq!(slice(&source, hotel.name.span), "hotel");
         assert_eq!(hotel.value.span, hotel.name.span);
-        let ExprKind::Path { segments } = &hotel.value.kind else {
-            panic!("a bare argument is a path")
-        };
+        let ExprKind::Path { segments } = &hotel.value.kind else { panic!("a bare argument is a path") };
         assert_eq!(names(segments), ["hotel"]);
         assert_eq!(slice(&source, call.args[1].value.span), "guests + 1");
-        assert_eq!(
-            call.save.as_ref().map(|save| slice(&source, save.span)),
-            Some("booking_id")
-        );
+        assert_eq!(call.save.as_ref().map(|save| slice(&source, save.span)), Some("booking_id"));
         let program = check(&in_step("call ping()"));
-        let [
-            Action {
-                kind: ActionKind::Call(call),
-                ..
-            },
-        ] = only_step(&program).actions.as_slice()
-        else {
+        let [Action { kind: ActionKind::Call(call), .. }] = only_step(&program).actions.as_slice() else {
             panic!("one call")
         };
         assert!(call.args.is_empty() && call.save.is_none());
@@ -2943,28 +2375,14 @@ flow booking "Book a hotel room" {
             }"#,
         );
         let program = check(&source);
-        let [
-            Action {
-                kind: ActionKind::ForEach(for_each),
-                ..
-            },
-        ] = only_step(&program).actions.as_slice()
-        else {
+        let [Action { kind: ActionKind::ForEach(for_each), .. }] = only_step(&program).actions.as_slice() else {
             panic!("one for")
         };
         assert_eq!(slice(&source, for_each.binding.span), "c");
         assert_eq!(slice(&source, for_each.items.span), "contacts");
-        assert_eq!(
-            for_each
-                .filter
-                .as_ref()
-                .map(|filter| slice(&source, filter.span)),
-            Some("c.email is set")
-        );
+        assert_eq!(for_each.filter.as_ref().map(|filter| slice(&source, filter.span)), Some("c.email is set"));
         assert_eq!(for_each.actions.len(), 2);
-        assert!(
-            matches!(&for_each.actions[1].kind, ActionKind::ForEach(inner) if inner.filter.is_none())
-        );
+        assert!(matches!(&for_each.actions[1].kind, ActionKind::ForEach(inner) if inner.filter.is_none()));
     }
 
     #[test]
@@ -3014,41 +2432,20 @@ flow booking "Book a hotel room" {
              found `colect`"
         );
         assert_eq!(error.primary_span(), Some(Span::new(24, 30)));
-        assert_eq!(
-            error.primary_span().map(|span| slice(source, span)),
-            Some("colect")
-        );
+        assert_eq!(error.primary_span().map(|span| slice(source, span)), Some("colect"));
     }
 
     #[test]
     fn missing_punctuation_is_named() {
         let cases = [
             ("flow f \"Title\" step a { }", "expected `{`, found `step`"),
-            (
-                "flow f { step a { branch { when \"x\" b } } }",
-                "expected `,` or `->`, found `b`",
-            ),
+            ("flow f { step a { branch { when \"x\" b } } }", "expected `,` or `->`, found `b`"),
             ("schema { a string }", "expected `:`, found `string`"),
-            (
-                "flwo f { }",
-                "expected `agent`, `schema`, `context`, `tool`, `signal` or `flow`, found `flwo`",
-            ),
-            (
-                "flow f { step a { prompt Which } }",
-                "expected a quoted string, found `Which`",
-            ),
-            (
-                "flow f { step a { prompt \"open } }",
-                "expected the closing quote of the string, found end of input",
-            ),
-            (
-                "flow f { step a { wait 2 } }",
-                "expected a duration unit (`s`, `m`, `h` or `d`), found a space",
-            ),
-            (
-                "flow f { step a { call t(a: 1 } }",
-                "expected an operator, `)` or `,`, found `}`",
-            ),
+            ("flwo f { }", "expected `agent`, `schema`, `context`, `tool`, `signal` or `flow`, found `flwo`"),
+            ("flow f { step a { prompt Which } }", "expected a quoted string, found `Which`"),
+            ("flow f { step a { prompt \"open } }", "expected the closing quote of the string, found end of input"),
+            ("flow f { step a { wait 2 } }", "expected a duration unit (`s`, `m`, `h` or `d`), found a space"),
+            ("flow f { step a { call t(a: 1 } }", "expected an operator, `)` or `,`, found `}`"),
             (
                 "flow f { step a { do { sat x = 1 } } }",
                 "expected an action (`set`, `call`, `emit`, `for`, `say`) or `}`, found `sat`",
@@ -3061,34 +2458,18 @@ flow booking "Book a hotel room" {
 
     #[test]
     fn deep_nesting_is_refused_before_parsing() {
-        let source = format!(
-            "flow f {{ step s {{ if {}1{} }} }}",
-            "(".repeat(200),
-            ")".repeat(200)
-        );
+        let source = format!("flow f {{ step s {{ if {}1{} }} }}", "(".repeat(200), ")".repeat(200));
         let error = one_error(&source);
         assert_eq!(error.message, "nesting is too deep");
-        let blocks = format!(
-            "flow f {{ step s {{ do {{ {} }} }} }}",
-            "for c in l { ".repeat(100) + &"}".repeat(100)
-        );
+        let blocks = format!("flow f {{ step s {{ do {{ {} }} }} }}", "for c in l { ".repeat(100) + &"}".repeat(100));
         assert_eq!(one_error(&blocks).message, "nesting is too deep");
     }
 
     #[test]
     fn deep_nesting_inside_a_template_is_refused() {
-        let source = format!(
-            "flow f {{ step s {{ say \"{{{{ {}1{} }}}}\" }} }}",
-            "(".repeat(5000),
-            ")".repeat(5000)
-        );
+        let source = format!("flow f {{ step s {{ say \"{{{{ {}1{} }}}}\" }} }}", "(".repeat(5000), ")".repeat(5000));
         let (program, diagnostics) = parse_text(&source);
-        assert!(
-            diagnostics
-                .iter()
-                .any(|diagnostic| diagnostic.message == "nesting is too deep"),
-            "{diagnostics:?}"
-        );
+        assert!(diagnostics.iter().any(|diagnostic| diagnostic.message == "nesting is too deep"), "{diagnostics:?}");
         assert!(program.flows.len() <= 1);
     }
 
@@ -3111,11 +2492,7 @@ flow booking "Book a hotel room" {
     #[test]
     fn nesting_up_to_the_limit_parses() {
         let depth = MAX_EXPR_DEPTH - 4;
-        let source = format!(
-            "flow f {{ step s {{ if {}1{} }} }}",
-            "(".repeat(depth),
-            ")".repeat(depth)
-        );
+        let source = format!("flow f {{ step s {{ if {}1{} }} }}", "(".repeat(depth), ")".repeat(depth));
         with_main_thread_stack(|| check(&source));
     }
 
@@ -3136,10 +2513,8 @@ flow booking "Book a hotel room" {
         fn mutation() -> impl Strategy<Value = Mutation> {
             let position = 0..BOOKING.len();
             prop_oneof![
-                (position.clone(), 1usize..40)
-                    .prop_map(|(at, length)| Mutation::Delete { at, length }),
-                (position.clone(), 1usize..80)
-                    .prop_map(|(at, length)| Mutation::Duplicate { at, length }),
+                (position.clone(), 1usize..40).prop_map(|(at, length)| Mutation::Delete { at, length }),
+                (position.clone(), 1usize..80).prop_map(|(at, length)| Mutation::Duplicate { at, length }),
                 (
                     position,
                     prop::sample::select(vec![

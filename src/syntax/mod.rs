@@ -17,9 +17,7 @@ pub fn parse(file: &SourceFile) -> (ast::Program, Vec<Diagnostic>) {
     if is_blank(file) {
         let diagnostic = Diagnostic::new(Code::Syntax, "the file holds no program")
             .at(Span::new(0, 0), "empty, or only comments and white space")
-            .with_help(
-                "a program declares at least one flow; see flows/booking.flow for an example",
-            );
+            .with_help("a program declares at least one flow; see flows/booking.flow for an example");
         return (ast::Program::default(), vec![diagnostic]);
     }
     match file.kind() {
