@@ -12,8 +12,8 @@ use flowc::cli::graph::{Format, render};
 use flowc::cli::load::load_file;
 use flowc::expr::{Expr, ExprKind, Template, TemplatePart, Type};
 use flowc::ir::{
-    Agent, Behavior, Branch, Directive, Field, FieldId, Flow, FlowId, Next, OnError, Phase,
-    Position, Program, Signal, Step, StepId, Then, TypeKind, ValueType,
+    Agent, Behavior, Branch, Directive, Field, FieldId, Flow, FlowId, Next, OnError, Phase, Position, Program, Signal,
+    Step, StepId, Then, TypeKind, ValueType,
 };
 use flowc::pipeline::compile;
 use flowc::source::Span;
@@ -44,10 +44,7 @@ fn collect_programs(directory: &Path, files: &mut Vec<PathBuf>) {
         let path = entry.path();
         if path.is_dir() {
             collect_programs(&path, files);
-        } else if matches!(
-            path.extension().and_then(|ext| ext.to_str()),
-            Some("flow" | "yaml" | "yml")
-        ) {
+        } else if matches!(path.extension().and_then(|ext| ext.to_str()), Some("flow" | "yaml" | "yml")) {
             files.push(path);
         }
     }
@@ -108,37 +105,23 @@ fn checker_script() -> PathBuf {
 }
 
 fn mermaid_ready() -> bool {
-    let node = Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|output| output.status.success());
-    let installed = Path::new(ROOT)
-        .join("tools/mermaid-check/node_modules/mermaid/package.json")
-        .is_file();
+    let node = Command::new("node").arg("--version").output().is_ok_and(|output| output.status.success());
+    let installed = Path::new(ROOT).join("tools/mermaid-check/node_modules/mermaid/package.json").is_file();
     parser(
         "the Mermaid checker",
         node && installed,
-        if node {
-            "tools/mermaid-check/node_modules is missing"
-        } else {
-            "node is not on PATH"
-        },
+        if node { "tools/mermaid-check/node_modules is missing" } else { "node is not on PATH" },
     )
 }
 
 fn dot_ready() -> bool {
-    let dot = Command::new("dot")
-        .arg("-V")
-        .output()
-        .is_ok_and(|output| output.status.success());
+    let dot = Command::new("dot").arg("-V").output().is_ok_and(|output| output.status.success());
     parser("Graphviz", dot, "`dot` is not on PATH")
 }
 
 /// A fresh directory for one test's files.
 fn scratch(test: &str) -> PathBuf {
-    let directory = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("graph")
-        .join(test);
+    let directory = Path::new(env!("CARGO_TARGET_TMPDIR")).join("graph").join(test);
     let _ = std::fs::remove_dir_all(&directory);
     std::fs::create_dir_all(&directory).unwrap_or_else(|error| panic!("{error}"));
     directory
@@ -164,22 +147,15 @@ fn mermaid_parse(files: &[PathBuf]) -> Result<(), String> {
 }
 
 fn dot_parse(file: &Path) -> Result<(), String> {
-    let output = Command::new("dot")
-        .arg("-Tsvg")
-        .arg(file)
-        .output()
-        .unwrap_or_else(|error| panic!("cannot run dot: {error}"));
+    let output =
+        Command::new("dot").arg("-Tsvg").arg(file).output().unwrap_or_else(|error| panic!("cannot run dot: {error}"));
     let stderr = String::from_utf8_lossy(&output.stderr);
     // Graphviz exits 0 on some syntax problems and only warns: a warning
     // about our text is a failure too.
     if output.status.success() && stderr.trim().is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "{}: exit {:?}\n{stderr}",
-            file.display(),
-            output.status.code()
-        ))
+        Err(format!("{}: exit {:?}\n{stderr}", file.display(), output.status.code()))
     }
 }
 
@@ -189,34 +165,19 @@ fn pictures(format: Format) -> Vec<(String, String)> {
     let mut pictures: Vec<(String, String)> = program_files()
         .iter()
         .map(|path| {
-            let name = path
-                .strip_prefix(ROOT)
-                .unwrap_or(path)
-                .display()
-                .to_string();
+            let name = path.strip_prefix(ROOT).unwrap_or(path).display().to_string();
             (name, draw(path, format))
         })
         .collect();
     let hostile = hostile_program();
-    pictures.push((
-        "hostile (built)".to_string(),
-        render(&hostile, None, format),
-    ));
-    let empty = Program {
-        flows: Vec::new(),
-        signals: Vec::new(),
-        ..hostile_program()
-    };
+    pictures.push(("hostile (built)".to_string(), render(&hostile, None, format)));
+    let empty = Program { flows: Vec::new(), signals: Vec::new(), ..hostile_program() };
     pictures.push(("no flows (built)".to_string(), render(&empty, None, format)));
     // Dead code as the checker would find it, so dashed nodes, dotted
     // edges and their classes go through the real parsers too.
     let dead = Reachability {
-        unreachable_steps: [(FlowId(0), StepId(1)), (FlowId(1), StepId(4))]
-            .into_iter()
-            .collect(),
-        unreachable_branches: [(FlowId(0), StepId(0), 1), (FlowId(2), StepId(4), 0)]
-            .into_iter()
-            .collect(),
+        unreachable_steps: [(FlowId(0), StepId(1)), (FlowId(1), StepId(4))].into_iter().collect(),
+        unreachable_branches: [(FlowId(0), StepId(0), 1), (FlowId(2), StepId(4), 0)].into_iter().collect(),
     };
     let graph = flowc::graph::build(&hostile, &dead, None);
     let text = match format {
@@ -227,19 +188,12 @@ fn pictures(format: Format) -> Vec<(String, String)> {
     pictures.push(("hostile (built), with dead code".to_string(), text));
     for flow in 0..hostile.flows.len() {
         let only = Some(FlowId::from_index(flow));
-        pictures.push((
-            format!("hostile (built), flow {flow}"),
-            render(&hostile, only, format),
-        ));
+        pictures.push((format!("hostile (built), flow {flow}"), render(&hostile, only, format)));
     }
     pictures
 }
 
-fn write_pictures(
-    directory: &Path,
-    pictures: &[(String, String)],
-    extension: &str,
-) -> Vec<PathBuf> {
+fn write_pictures(directory: &Path, pictures: &[(String, String)], extension: &str) -> Vec<PathBuf> {
     pictures
         .iter()
         .enumerate()
@@ -260,11 +214,8 @@ fn mermaid_parser_accepts_every_picture() {
     let pictures = pictures(Format::Mermaid);
     let files = write_pictures(&directory, &pictures, "mmd");
     if let Err(error) = mermaid_parse(&files) {
-        let names: Vec<String> = pictures
-            .iter()
-            .zip(&files)
-            .map(|((name, _), file)| format!("{} = {name}", file.display()))
-            .collect();
+        let names: Vec<String> =
+            pictures.iter().zip(&files).map(|((name, _), file)| format!("{} = {name}", file.display())).collect();
         panic!("{error}\n{}", names.join("\n"));
     }
 }
@@ -286,17 +237,11 @@ fn mermaid_parser_rejects_broken_pictures() {
     for (index, text) in broken.iter().enumerate() {
         let path = directory.join(format!("broken{index}.mmd"));
         std::fs::write(&path, text).unwrap_or_else(|error| panic!("{error}"));
-        assert!(
-            mermaid_parse(&[path]).is_err(),
-            "the checker accepted:\n{text}"
-        );
+        assert!(mermaid_parse(&[path]).is_err(), "the checker accepted:\n{text}");
     }
     let good = directory.join("good.mmd");
-    std::fs::write(
-        &good,
-        "flowchart TD\n  a[\"#quot;end#quot;\"] -->|\"x\"| b\n",
-    )
-    .unwrap_or_else(|error| panic!("{error}"));
+    std::fs::write(&good, "flowchart TD\n  a[\"#quot;end#quot;\"] -->|\"x\"| b\n")
+        .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(mermaid_parse(&[good]), Ok(()));
 }
 
@@ -322,8 +267,7 @@ fn graphviz_rejects_a_broken_picture() {
     }
     let directory = scratch("dot-broken");
     let path = directory.join("broken.dot");
-    std::fs::write(&path, "digraph flowc {\n  a [label=\"open];\n}\n")
-        .unwrap_or_else(|error| panic!("{error}"));
+    std::fs::write(&path, "digraph flowc {\n  a [label=\"open];\n}\n").unwrap_or_else(|error| panic!("{error}"));
     assert!(dot_parse(&path).is_err());
 }
 
@@ -348,12 +292,7 @@ fn clean_program_draws_and_exits_zero() {
     let (code, stdout, stderr) = flowc(&["graph", "tests/fixtures/graph/chain.flow"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.starts_with("flowchart TD\n"), "{stdout}");
-    let (code, stdout, _) = flowc(&[
-        "graph",
-        "tests/fixtures/graph/chain.flow",
-        "--format",
-        "dot",
-    ]);
+    let (code, stdout, _) = flowc(&["graph", "tests/fixtures/graph/chain.flow", "--format", "dot"]);
     assert_eq!(code, 0);
     assert!(stdout.starts_with("digraph flowc {\n"), "{stdout}");
 }
@@ -368,12 +307,7 @@ fn program_with_errors_still_draws_and_exits_one() {
 
 #[test]
 fn one_flow_with_stubs_for_the_others() {
-    let (code, stdout, stderr) = flowc(&[
-        "graph",
-        "tests/fixtures/graph/chain.flow",
-        "--flow",
-        "second",
-    ]);
+    let (code, stdout, stderr) = flowc(&["graph", "tests/fixtures/graph/chain.flow", "--flow", "second"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("subgraph f1 "), "{stdout}");
     assert!(!stdout.contains("subgraph f0 "), "{stdout}");
@@ -382,8 +316,7 @@ fn one_flow_with_stubs_for_the_others() {
 
 #[test]
 fn unknown_flow_is_a_usage_error() {
-    let (code, stdout, stderr) =
-        flowc(&["graph", "tests/fixtures/graph/chain.flow", "--flow", "nope"]);
+    let (code, stdout, stderr) = flowc(&["graph", "tests/fixtures/graph/chain.flow", "--flow", "nope"]);
     assert_eq!(code, 2);
     assert!(stdout.is_empty());
     assert!(stderr.contains("`nope` names no flow"), "{stderr}");
@@ -395,14 +328,8 @@ fn output_file_instead_of_stdout() {
     let directory = scratch("output");
     let out = directory.join("chain.dot");
     let out_text = out.display().to_string();
-    let (code, stdout, stderr) = flowc(&[
-        "graph",
-        "tests/fixtures/graph/chain.flow",
-        "--format",
-        "dot",
-        "-o",
-        &out_text,
-    ]);
+    let (code, stdout, stderr) =
+        flowc(&["graph", "tests/fixtures/graph/chain.flow", "--format", "dot", "-o", &out_text]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.is_empty());
     let written = std::fs::read_to_string(&out).unwrap_or_default();
@@ -483,11 +410,7 @@ fn hostile_step(name: &str) -> Step {
 }
 
 fn literal(text: &str) -> Expr {
-    Expr {
-        kind: ExprKind::Literal { value: text.into() },
-        ty: Type::String,
-        span: Span::default(),
-    }
+    Expr { kind: ExprKind::Literal { value: text.into() }, ty: Type::String, span: Span::default() }
 }
 
 /// A program whose every name, title, condition, label and reason is
@@ -500,18 +423,13 @@ fn hostile_program() -> Program {
         let mut steps: Vec<Step> = Vec::new();
         for (step_index, step_name) in HOSTILE.iter().enumerate() {
             let mut step = hostile_step(step_name);
-            let text = HOSTILE
-                .get((step_index + flow_index) % HOSTILE.len())
-                .copied()
-                .unwrap_or("x");
+            let text = HOSTILE.get((step_index + flow_index) % HOSTILE.len()).copied().unwrap_or("x");
             let field = FieldId::from_index(step_index);
             match step_index % 6 {
                 0 => step.collect = vec![field],
                 1 => {
-                    step.say = Some(Template {
-                        parts: vec![TemplatePart::Text(text.to_string())],
-                        span: Span::default(),
-                    })
+                    step.say =
+                        Some(Template { parts: vec![TemplatePart::Text(text.to_string())], span: Span::default() })
                 }
                 2 => step.auto = true,
                 3 => {
@@ -539,10 +457,7 @@ fn hostile_program() -> Program {
                         when: vec![text.to_string()],
                         then: Then::Directive(moving(Position::Abort {
                             reason: Some(Template {
-                                parts: vec![
-                                    TemplatePart::Text(text.to_string()),
-                                    TemplatePart::Expr(literal(text)),
-                                ],
+                                parts: vec![TemplatePart::Text(text.to_string()), TemplatePart::Expr(literal(text))],
                                 span: Span::default(),
                             }),
                         })),
@@ -552,10 +467,7 @@ fn hostile_program() -> Program {
                     Branch {
                         guard: Vec::new(),
                         when: Vec::new(),
-                        then: Then::Directive(moving(Position::GotoStep {
-                            flow: other,
-                            step: StepId::from_index(1),
-                        })),
+                        then: Then::Directive(moving(Position::GotoStep { flow: other, step: StepId::from_index(1) })),
                         label: None,
                         span: Span::default(),
                     },
@@ -563,10 +475,7 @@ fn hostile_program() -> Program {
             } else if step_index % 4 == 1 {
                 step.next = Some(Next::End);
             } else if step_index % 4 == 2 {
-                step.on_no_answer = Some(moving(Position::Goto {
-                    flow: other,
-                    data: Vec::new(),
-                }));
+                step.on_no_answer = Some(moving(Position::Goto { flow: other, data: Vec::new() }));
                 step.collect = vec![field];
                 step.auto = false;
                 step.wait_ms = None;
@@ -575,20 +484,8 @@ fn hostile_program() -> Program {
         }
         flows.push(Flow {
             name: flow_name.to_string(),
-            title: Some(
-                HOSTILE
-                    .get(flow_index + 8)
-                    .copied()
-                    .unwrap_or("t")
-                    .to_string(),
-            ),
-            when: vec![
-                HOSTILE
-                    .get(flow_index + 10)
-                    .copied()
-                    .unwrap_or("w")
-                    .to_string(),
-            ],
+            title: Some(HOSTILE.get(flow_index + 8).copied().unwrap_or("t").to_string()),
+            when: vec![HOSTILE.get(flow_index + 10).copied().unwrap_or("w").to_string()],
             guard: vec![equals(FieldId::from_index(flow_index), "x")],
             default: flow_index == 0,
             workflow: false,
@@ -610,17 +507,11 @@ fn hostile_program() -> Program {
             name: name.to_string(),
             when: vec![HOSTILE.get(index + 9).copied().unwrap_or("w").to_string()],
             guard: vec![equals(FieldId::from_index(index), "y")],
-            phase: [Phase::Pre, Phase::Post, Phase::Both]
-                .get(index)
-                .copied()
-                .unwrap_or(Phase::Pre),
+            phase: [Phase::Pre, Phase::Post, Phase::Both].get(index).copied().unwrap_or(Phase::Pre),
             behavior: Behavior::Always,
             extract: Vec::new(),
             then: Some(moving(match index {
-                0 => Position::Goto {
-                    flow: FlowId(1),
-                    data: Vec::new(),
-                },
+                0 => Position::Goto { flow: FlowId(1), data: Vec::new() },
                 1 => Position::Reset,
                 _ => Position::Abort { reason: None },
             })),
@@ -628,12 +519,7 @@ fn hostile_program() -> Program {
         })
         .collect();
     Program {
-        agent: Agent {
-            name: Some("end".to_string()),
-            identity: None,
-            rules: Vec::new(),
-            limits: Default::default(),
-        },
+        agent: Agent { name: Some("end".to_string()), identity: None, rules: Vec::new(), limits: Default::default() },
         fields,
         context: Vec::new(),
         tools: Vec::new(),
@@ -647,11 +533,7 @@ fn equals(field: FieldId, text: &str) -> Expr {
     Expr {
         kind: ExprKind::Binary {
             op: BinaryOp::Eq,
-            left: Box::new(Expr {
-                kind: ExprKind::Field { field },
-                ty: Type::String,
-                span: Span::default(),
-            }),
+            left: Box::new(Expr { kind: ExprKind::Field { field }, ty: Type::String, span: Span::default() }),
             right: Box::new(literal(text)),
         },
         ty: Type::Bool,
@@ -660,10 +542,7 @@ fn equals(field: FieldId, text: &str) -> Expr {
 }
 
 fn moving(position: Position) -> Directive {
-    Directive {
-        position: Some(position),
-        ..Directive::default()
-    }
+    Directive { position: Some(position), ..Directive::default() }
 }
 
 /// A line without its double-quoted strings; in DOT a backslash escapes
@@ -696,10 +575,7 @@ fn hostile_text_never_reaches_the_syntax() {
         for line in text.lines() {
             let outside = outside_quotes(line, format == "dot");
             for marker in ["bold", "markdown", "naïve", "🚀", "back", "lines", "now"] {
-                assert!(
-                    !outside.contains(marker),
-                    "{format}: `{marker}` outside a label: {line}"
-                );
+                assert!(!outside.contains(marker), "{format}: `{marker}` outside a label: {line}");
             }
         }
     }

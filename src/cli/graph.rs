@@ -53,12 +53,7 @@ pub fn run(args: &GraphArgs) -> Outcome {
         Some(name) => match compilation.ir.flow_by_name(name) {
             Some(flow) => Some(flow),
             None => {
-                let names: Vec<&str> = compilation
-                    .ir
-                    .flows
-                    .iter()
-                    .map(|flow| flow.name.as_str())
-                    .collect();
+                let names: Vec<&str> = compilation.ir.flows.iter().map(|flow| flow.name.as_str()).collect();
                 eprintln!("error: `{name}` names no flow of `{}`", loaded.file.name);
                 if !names.is_empty() {
                     eprintln!("  the flows are: {}", names.join(", "));
@@ -78,19 +73,11 @@ pub fn run(args: &GraphArgs) -> Outcome {
             }
         },
     };
-    if compilation.has_errors() {
-        written.worst(Outcome::Failure)
-    } else {
-        written
-    }
+    if compilation.has_errors() { written.worst(Outcome::Failure) } else { written }
 }
 
 /// The graph of a compiled program in one format.
-pub fn render(
-    program: &crate::ir::Program,
-    only: Option<crate::ir::FlowId>,
-    format: Format,
-) -> String {
+pub fn render(program: &crate::ir::Program, only: Option<crate::ir::FlowId>, format: Format) -> String {
     let reachability = reachability::analyze(program);
     let graph = graph::build(program, &reachability, only);
     match format {

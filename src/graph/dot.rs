@@ -14,9 +14,7 @@ use std::fmt::Write as _;
 pub fn render(graph: &Graph) -> String {
     let mut out = String::from("digraph flowc {\n");
     out.push_str("  graph [rankdir=TB, fontname=\"Helvetica\", fontsize=12];\n");
-    out.push_str(
-        "  node [fontname=\"Helvetica\", fontsize=11, style=filled, fillcolor=\"#ffffff\"];\n",
-    );
+    out.push_str("  node [fontname=\"Helvetica\", fontsize=11, style=filled, fillcolor=\"#ffffff\"];\n");
     out.push_str("  edge [fontname=\"Helvetica\", fontsize=10];\n");
     for cluster in &graph.clusters {
         let _ = writeln!(out, "  subgraph cluster_{} {{", cluster.id);
@@ -54,12 +52,7 @@ fn appearance(kind: NodeKind) -> (&'static str, &'static str, &'static str) {
 }
 
 fn node_text(node: &Node) -> String {
-    let label = node
-        .lines
-        .iter()
-        .map(|line| escape(line))
-        .collect::<Vec<_>>()
-        .join("\\n");
+    let label = node.lines.iter().map(|line| escape(line)).collect::<Vec<_>>().join("\\n");
     let (shape, extra_style, fill) = appearance(node.kind);
     let mut styles = vec!["filled"];
     if !extra_style.is_empty() {
@@ -79,11 +72,7 @@ fn node_text(node: &Node) -> String {
         class.push_str(" unreachable");
         attributes.push_str(", color=\"#999999\", fontcolor=\"#999999\"");
     }
-    let _ = write!(
-        attributes,
-        ", style=\"{}\", class=\"{class}\"",
-        styles.join(",")
-    );
+    let _ = write!(attributes, ", style=\"{}\", class=\"{class}\"", styles.join(","));
     format!("{} [{attributes}];", node.id.as_str())
 }
 
@@ -103,12 +92,7 @@ fn edge_text(edge: &Edge) -> String {
     if attributes.is_empty() {
         format!("{} -> {};", edge.from.as_str(), edge.to.as_str())
     } else {
-        format!(
-            "{} -> {} [{}];",
-            edge.from.as_str(),
-            edge.to.as_str(),
-            attributes.join(", ")
-        )
+        format!("{} -> {} [{}];", edge.from.as_str(), edge.to.as_str(), attributes.join(", "))
     }
 }
 
@@ -184,10 +168,12 @@ mod tests {
         };
         let text = render(&graph);
         assert!(text.contains("label=\"said\\nsay\""), "{text}");
+        assert!(text.contains("style=\"filled,rounded,dashed\", class=\"say unreachable\""), "{text}");
         assert!(
-            text.contains("style=\"filled,rounded,dashed\", class=\"say unreachable\""),
+            text.contains(
+                "f0_s0 -> f0_s1 [style=dashed, color=\"#999999\", fontcolor=\"#999999\", class=\"unreachable\"];"
+            ),
             "{text}"
         );
-        assert!(text.contains("f0_s0 -> f0_s1 [style=dashed, color=\"#999999\", fontcolor=\"#999999\", class=\"unreachable\"];"), "{text}");
     }
 }

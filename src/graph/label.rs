@@ -57,12 +57,8 @@ pub fn quoted(text: &str) -> String {
 fn precedence(expr: &Expr) -> u8 {
     match &expr.kind {
         ExprKind::Binary { op, .. } => binary_precedence(*op),
-        ExprKind::Unary {
-            op: UnaryOp::Not, ..
-        } => NOT,
-        ExprKind::Unary {
-            op: UnaryOp::Neg, ..
-        } => NEGATE,
+        ExprKind::Unary { op: UnaryOp::Not, .. } => NOT,
+        ExprKind::Unary { op: UnaryOp::Neg, .. } => NEGATE,
         ExprKind::IsSet { .. } => COMPARE,
         _ => PRIMARY,
     }
@@ -100,20 +96,11 @@ fn write_expr(program: &Program, expr: &Expr, min: u8, out: &mut String) {
             out.push(']');
         }
         ExprKind::Field { field } => {
-            out.push_str(
-                program
-                    .field(*field)
-                    .map_or("?", |field| field.name.as_str()),
-            );
+            out.push_str(program.field(*field).map_or("?", |field| field.name.as_str()));
         }
         ExprKind::Context { key } => {
             out.push_str("context.");
-            out.push_str(
-                program
-                    .context
-                    .get(key.index())
-                    .map_or("?", |key| key.name.as_str()),
-            );
+            out.push_str(program.context.get(key.index()).map_or("?", |key| key.name.as_str()));
         }
         ExprKind::Local { name, .. } => out.push_str(name),
         ExprKind::Env { name } => {
@@ -125,17 +112,11 @@ fn write_expr(program: &Program, expr: &Expr, min: u8, out: &mut String) {
             out.push('.');
             out.push_str(member);
         }
-        ExprKind::Unary {
-            op: UnaryOp::Not,
-            operand,
-        } => {
+        ExprKind::Unary { op: UnaryOp::Not, operand } => {
             out.push_str("not ");
             write_expr(program, operand, NOT, out);
         }
-        ExprKind::Unary {
-            op: UnaryOp::Neg,
-            operand,
-        } => {
+        ExprKind::Unary { op: UnaryOp::Neg, operand } => {
             // A primary operand only: `-(-x)` rather than `--x`.
             out.push('-');
             write_expr(program, operand, PRIMARY, out);
@@ -238,19 +219,13 @@ fn truncate(text: &str, max_chars: usize) -> String {
 
 /// What a position field does, as an edge label: `goto support`,
 /// `goto_step booking.confirm`, `complete`, `abort "too many tries"`.
-pub fn position_text(
-    program: &Program,
-    current_flow: Option<crate::ir::FlowId>,
-    position: &Position,
-) -> String {
+pub fn position_text(program: &Program, current_flow: Option<crate::ir::FlowId>, position: &Position) -> String {
     let flow_name = |flow| program.flow(flow).map_or("?", |flow| flow.name.as_str());
     match position {
         Position::Goto { flow, .. } => format!("goto {}", flow_name(*flow)),
         Position::GotoStep { flow, step } => {
-            let step_name = program
-                .flow(*flow)
-                .and_then(|target| target.step(*step))
-                .map_or("?", |step| step.name.as_str());
+            let step_name =
+                program.flow(*flow).and_then(|target| target.step(*step)).map_or("?", |step| step.name.as_str());
             if current_flow == Some(*flow) {
                 format!("goto_step {step_name}")
             } else {
@@ -260,9 +235,7 @@ pub fn position_text(
         Position::Complete { next: None } => "complete".to_string(),
         Position::Complete { next: Some(next) } => format!("complete, next {}", flow_name(*next)),
         Position::Abort { reason: None } => "abort".to_string(),
-        Position::Abort {
-            reason: Some(reason),
-        } => {
+        Position::Abort { reason: Some(reason) } => {
             format!("abort {}", quoted(&template_text(program, reason)))
         }
         Position::Reset => "reset".to_string(),
@@ -298,12 +271,7 @@ pub fn effects_text(directive: &Directive) -> String {
 /// `2d`, `90m`, `30s`, `1500ms`: the largest unit that divides evenly, as
 /// the language writes durations.
 pub fn duration_text(ms: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [
-        (86_400_000, "d"),
-        (3_600_000, "h"),
-        (60_000, "m"),
-        (1_000, "s"),
-    ];
+    const UNITS: [(u64, &str); 4] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1_000, "s")];
     for (unit_ms, suffix) in UNITS {
         if ms >= unit_ms && ms % unit_ms == 0 {
             return format!("{}{suffix}", ms / unit_ms);
@@ -333,12 +301,7 @@ mod tests {
             span: Span::default(),
         };
         Program {
-            agent: Agent {
-                name: None,
-                identity: None,
-                rules: Vec::new(),
-                limits: Default::default(),
-            },
+            agent: Agent { name: None, identity: None, rules: Vec::new(), limits: Default::default() },
             fields: vec![field("a"), field("b"), field("c")],
             context: vec![field("tier")],
             tools: Vec::new(),
@@ -349,31 +312,19 @@ mod tests {
     }
 
     fn node(kind: ExprKind) -> Expr {
-        Expr {
-            kind,
-            ty: Type::Unknown,
-            span: Span::default(),
-        }
+        Expr { kind, ty: Type::Unknown, span: Span::default() }
     }
 
     fn field(index: u32) -> Expr {
-        node(ExprKind::Field {
-            field: FieldId(index),
-        })
+        node(ExprKind::Field { field: FieldId(index) })
     }
 
     fn int(value: i64) -> Expr {
-        node(ExprKind::Literal {
-            value: value.into(),
-        })
+        node(ExprKind::Literal { value: value.into() })
     }
 
     fn binary(op: BinaryOp, left: Expr, right: Expr) -> Expr {
-        node(ExprKind::Binary {
-            op,
-            left: Box::new(left),
-            right: Box::new(right),
-        })
+        node(ExprKind::Binary { op, left: Box::new(left), right: Box::new(right) })
     }
 
     fn check(expr: Expr, expected: &str) {
@@ -382,46 +333,15 @@ mod tests {
 
     #[test]
     fn parentheses_only_where_precedence_needs_them() {
-        check(
-            binary(
-                BinaryOp::Mul,
-                binary(BinaryOp::Add, field(0), int(1)),
-                field(1),
-            ),
-            "(a + 1) * b",
-        );
-        check(
-            binary(
-                BinaryOp::Add,
-                field(0),
-                binary(BinaryOp::Mul, int(1), field(1)),
-            ),
-            "a + 1 * b",
-        );
-        check(
-            binary(
-                BinaryOp::Sub,
-                field(0),
-                binary(BinaryOp::Sub, field(1), field(2)),
-            ),
-            "a - (b - c)",
-        );
-        check(
-            binary(
-                BinaryOp::Sub,
-                binary(BinaryOp::Sub, field(0), field(1)),
-                field(2),
-            ),
-            "a - b - c",
-        );
+        check(binary(BinaryOp::Mul, binary(BinaryOp::Add, field(0), int(1)), field(1)), "(a + 1) * b");
+        check(binary(BinaryOp::Add, field(0), binary(BinaryOp::Mul, int(1), field(1))), "a + 1 * b");
+        check(binary(BinaryOp::Sub, field(0), binary(BinaryOp::Sub, field(1), field(2))), "a - (b - c)");
+        check(binary(BinaryOp::Sub, binary(BinaryOp::Sub, field(0), field(1)), field(2)), "a - b - c");
         check(
             binary(
                 BinaryOp::And,
                 binary(BinaryOp::Or, field(0), field(1)),
-                node(ExprKind::Unary {
-                    op: UnaryOp::Not,
-                    operand: Box::new(binary(BinaryOp::Eq, field(2), int(3))),
-                }),
+                node(ExprKind::Unary { op: UnaryOp::Not, operand: Box::new(binary(BinaryOp::Eq, field(2), int(3))) }),
             ),
             "(a or b) and not c == 3",
         );
@@ -431,9 +351,7 @@ mod tests {
     fn names_literals_and_calls_read_like_source() {
         check(
             node(ExprKind::IsSet {
-                operand: Box::new(node(ExprKind::Context {
-                    key: crate::ir::ContextId(0),
-                })),
+                operand: Box::new(node(ExprKind::Context { key: crate::ir::ContextId(0) })),
                 negated: true,
             }),
             "context.tier is not set",
@@ -441,27 +359,14 @@ mod tests {
         check(
             binary(
                 BinaryOp::In,
-                node(ExprKind::Literal {
-                    value: "say \"hi\"\n".into(),
-                }),
-                node(ExprKind::List {
-                    items: vec![int(1), node(ExprKind::Literal { value: 2.5.into() })],
-                }),
+                node(ExprKind::Literal { value: "say \"hi\"\n".into() }),
+                node(ExprKind::List { items: vec![int(1), node(ExprKind::Literal { value: 2.5.into() })] }),
             ),
             "\"say \\\"hi\\\"\\n\" in [1, 2.5]",
         );
+        check(node(ExprKind::Call { function: Function::Len, args: vec![field(0)] }), "len(a)");
         check(
-            node(ExprKind::Call {
-                function: Function::Len,
-                args: vec![field(0)],
-            }),
-            "len(a)",
-        );
-        check(
-            node(ExprKind::Unary {
-                op: UnaryOp::Neg,
-                operand: Box::new(binary(BinaryOp::Add, field(0), int(1))),
-            }),
+            node(ExprKind::Unary { op: UnaryOp::Neg, operand: Box::new(binary(BinaryOp::Add, field(0), int(1))) }),
             "-(a + 1)",
         );
     }

@@ -15,12 +15,7 @@ use std::fmt::Write as _;
 pub fn render(graph: &Graph) -> String {
     let mut out = String::from("flowchart TD\n");
     for cluster in &graph.clusters {
-        let _ = writeln!(
-            out,
-            "  subgraph {} [\"{}\"]",
-            cluster.id,
-            escape(&cluster.title)
-        );
+        let _ = writeln!(out, "  subgraph {} [\"{}\"]", cluster.id, escape(&cluster.title));
         for node in graph.nodes_in(cluster.flow) {
             let _ = writeln!(out, "    {}", node_text(node));
         }
@@ -37,12 +32,7 @@ pub fn render(graph: &Graph) -> String {
 }
 
 fn node_text(node: &Node) -> String {
-    let label = node
-        .lines
-        .iter()
-        .map(|line| escape(line))
-        .collect::<Vec<_>>()
-        .join("<br>");
+    let label = node.lines.iter().map(|line| escape(line)).collect::<Vec<_>>().join("<br>");
     let (open, close) = shape(node.kind);
     format!("{}{open}\"{label}\"{close}", node.id.as_str())
 }
@@ -74,12 +64,7 @@ fn edge_text(edge: &Edge) -> String {
         "-->"
     };
     match &edge.label {
-        Some(label) => format!(
-            "{} {arrow}|\"{}\"| {}",
-            edge.from.as_str(),
-            escape(label),
-            edge.to.as_str()
-        ),
+        Some(label) => format!("{} {arrow}|\"{}\"| {}", edge.from.as_str(), escape(label), edge.to.as_str()),
         None => format!("{} {arrow} {}", edge.from.as_str(), edge.to.as_str()),
     }
 }
@@ -109,15 +94,9 @@ fn write_classes(graph: &Graph, out: &mut String) {
     // style wins over the kind's.
     let mut by_class: BTreeMap<(u8, &str), Vec<&str>> = BTreeMap::new();
     for node in &graph.nodes {
-        by_class
-            .entry((0, node.kind.class()))
-            .or_default()
-            .push(node.id.as_str());
+        by_class.entry((0, node.kind.class())).or_default().push(node.id.as_str());
         if node.unreachable {
-            by_class
-                .entry((1, "unreachable"))
-                .or_default()
-                .push(node.id.as_str());
+            by_class.entry((1, "unreachable")).or_default().push(node.id.as_str());
         }
     }
     for ((_, class), ids) in &by_class {
@@ -132,11 +111,7 @@ fn write_classes(graph: &Graph, out: &mut String) {
         .map(|(index, _)| index.to_string())
         .collect();
     if !dotted.is_empty() {
-        let _ = writeln!(
-            out,
-            "  linkStyle {} stroke:#999,color:#999",
-            dotted.join(",")
-        );
+        let _ = writeln!(out, "  linkStyle {} stroke:#999,color:#999", dotted.join(","));
     }
 }
 
@@ -184,8 +159,7 @@ mod tests {
             literal.push_str(rest.get(..hash)?);
             let after = rest.get(hash + 1..)?;
             let (entity, tail) = after.split_once(';')?;
-            let well_formed = entity == "quot"
-                || (!entity.is_empty() && entity.chars().all(|c| c.is_ascii_digit()));
+            let well_formed = entity == "quot" || (!entity.is_empty() && entity.chars().all(|c| c.is_ascii_digit()));
             if !well_formed {
                 return None;
             }
@@ -222,15 +196,8 @@ mod tests {
             unreachable,
         };
         Graph {
-            clusters: vec![Cluster {
-                flow: FlowId(0),
-                id: "f0".to_string(),
-                title: "end".to_string(),
-            }],
-            nodes: vec![
-                node("f0_s0", NodeKind::Ask, false),
-                node("f0_s1", NodeKind::Say, unreachable),
-            ],
+            clusters: vec![Cluster { flow: FlowId(0), id: "f0".to_string(), title: "end".to_string() }],
+            nodes: vec![node("f0_s0", NodeKind::Ask, false), node("f0_s1", NodeKind::Say, unreachable)],
             edges: vec![Edge {
                 from: NodeId("f0_s0".to_string()),
                 to: NodeId("f0_s1".to_string()),
@@ -245,23 +212,11 @@ mod tests {
     #[test]
     fn unreachable_nodes_and_edges_are_dashed_with_a_class() {
         let text = render(&two_step_graph(true));
-        assert!(
-            text.contains("  f0_s0 -.->|\"x #124; y\"| f0_s1\n"),
-            "{text}"
-        );
+        assert!(text.contains("  f0_s0 -.->|\"x #124; y\"| f0_s1\n"), "{text}");
         assert!(text.contains("  class f0_s1 unreachable\n"), "{text}");
-        assert!(
-            text.contains("  linkStyle 0 stroke:#999,color:#999\n"),
-            "{text}"
-        );
+        assert!(text.contains("  linkStyle 0 stroke:#999,color:#999\n"), "{text}");
         let live = render(&two_step_graph(false));
-        assert!(
-            live.contains("  f0_s0 -->|\"x #124; y\"| f0_s1\n"),
-            "{live}"
-        );
-        assert!(
-            !live.contains("unreachable") && !live.contains("linkStyle"),
-            "{live}"
-        );
+        assert!(live.contains("  f0_s0 -->|\"x #124; y\"| f0_s1\n"), "{live}");
+        assert!(!live.contains("unreachable") && !live.contains("linkStyle"), "{live}");
     }
 }

@@ -27,9 +27,7 @@ pub mod dot;
 pub mod mermaid;
 
 use crate::check::reachability::Reachability;
-use crate::ir::{
-    Action, ActionKind, Directive, Flow, FlowId, Next, Position, Program, Step, StepId, Then,
-};
+use crate::ir::{Action, ActionKind, Directive, Flow, FlowId, Next, Position, Program, Step, StepId, Then};
 use label::{all_of, duration_text, effects_text, expr_text, position_text, quoted};
 use std::collections::BTreeMap;
 
@@ -208,9 +206,7 @@ pub struct Graph {
 impl Graph {
     /// The nodes inside a flow's box, in drawing order.
     pub fn nodes_in(&self, flow: FlowId) -> impl Iterator<Item = &Node> {
-        self.nodes
-            .iter()
-            .filter(move |node| node.flow == Some(flow))
+        self.nodes.iter().filter(move |node| node.flow == Some(flow))
     }
 
     /// The nodes outside every box.
@@ -222,13 +218,7 @@ impl Graph {
 /// Builds the picture of a program, or of one flow (`only`): then edges to
 /// and from other flows end at a stub node standing for the other flow.
 pub fn build(program: &Program, reachability: &Reachability, only: Option<FlowId>) -> Graph {
-    let mut builder = Builder {
-        program,
-        reachability,
-        nodes: Vec::new(),
-        index: BTreeMap::new(),
-        edges: Vec::new(),
-    };
+    let mut builder = Builder { program, reachability, nodes: Vec::new(), index: BTreeMap::new(), edges: Vec::new() };
     builder.program_edges();
     let graph = builder.finish();
     match only {
@@ -282,27 +272,13 @@ impl<'a> Builder<'a> {
     fn flow_edges(&mut self, flow_id: FlowId, flow: &Flow) {
         let entry = self.entry(flow_id);
         if let Some(label) = activation_text(self.program, flow) {
-            let message = self.free_node(
-                NodeId::message(),
-                NodeKind::Message,
-                vec!["user message".to_string()],
-            );
-            self.edge(
-                message,
-                entry.clone(),
-                EdgeKind::Activation,
-                vec![label],
-                false,
-            );
+            let message = self.free_node(NodeId::message(), NodeKind::Message, vec!["user message".to_string()]);
+            self.edge(message, entry.clone(), EdgeKind::Activation, vec![label], false);
         }
         if flow.workflow {
             let run = self.free_node(NodeId::run(), NodeKind::Run, vec!["flowc run".to_string()]);
             let inputs = self.field_names(&flow.requires);
-            let label = if inputs.is_empty() {
-                "run".to_string()
-            } else {
-                format!("run with {inputs}")
-            };
+            let label = if inputs.is_empty() { "run".to_string() } else { format!("run with {inputs}") };
             self.edge(run, entry.clone(), EdgeKind::Run, vec![label], false);
         }
         for target in self.linear(flow_id, flow, None) {
@@ -315,29 +291,17 @@ impl<'a> Builder<'a> {
     }
 
     fn step_edges(&mut self, flow_id: FlowId, flow: &Flow, step_id: StepId, step: &Step) {
-        let unreachable = self
-            .reachability
-            .unreachable_steps
-            .contains(&(flow_id, step_id));
+        let unreachable = self.reachability.unreachable_steps.contains(&(flow_id, step_id));
         let node = self.step_node(flow_id, step_id, step, unreachable);
 
         for (branch_index, branch) in step.branches.iter().enumerate() {
-            let branch_unreachable = unreachable
-                || self.reachability.unreachable_branches.contains(&(
-                    flow_id,
-                    step_id,
-                    branch_index,
-                ));
-            let condition = branch
-                .label
-                .clone()
-                .unwrap_or_else(|| self.branch_condition(branch));
+            let branch_unreachable =
+                unreachable || self.reachability.unreachable_branches.contains(&(flow_id, step_id, branch_index));
+            let condition = branch.label.clone().unwrap_or_else(|| self.branch_condition(branch));
             let targets = match &branch.then {
-                Then::Step(target) => vec![Target {
-                    to: NodeId::step(flow_id, *target),
-                    label: Vec::new(),
-                    kind: EdgeKind::Branch,
-                }],
+                Then::Step(target) => {
+                    vec![Target { to: NodeId::step(flow_id, *target), label: Vec::new(), kind: EdgeKind::Branch }]
+                }
                 Then::Directive(directive) => {
                     self.directive_targets(flow_id, flow, step_id, directive, EdgeKind::Branch)
                 }
@@ -350,16 +314,9 @@ impl<'a> Builder<'a> {
         // Any unconditional entry stops the search (entries after it are
         // dead, which the checker reports), so only without one can the
         // resolution go on to `next` or the linear successor.
-        let falls_through = !step
-            .branches
-            .iter()
-            .any(|branch| branch.guard.is_empty() && branch.when.is_empty());
+        let falls_through = !step.branches.iter().any(|branch| branch.guard.is_empty() && branch.when.is_empty());
         if falls_through {
-            let prefix = if step.branches.is_empty() {
-                Vec::new()
-            } else {
-                vec!["no branch matched".to_string()]
-            };
+            let prefix = if step.branches.is_empty() { Vec::new() } else { vec!["no branch matched".to_string()] };
             for mut target in self.leave(flow_id, flow, step_id, step) {
                 if !step.branches.is_empty() {
                     target.kind = EdgeKind::NoMatch;
@@ -371,15 +328,11 @@ impl<'a> Builder<'a> {
         if needs_input(step) {
             let asks = format!("no answer ×{}", step.max_asks);
             let targets = match &step.on_no_answer {
-                Some(directive) => {
-                    self.directive_targets(flow_id, flow, step_id, directive, EdgeKind::NoAnswer)
-                }
+                Some(directive) => self.directive_targets(flow_id, flow, step_id, directive, EdgeKind::NoAnswer),
                 // LANGUAGE.md section 4: with no `on_no_answer`, the flow aborts.
-                None => vec![Target {
-                    to: self.abort(flow_id),
-                    label: vec!["abort".to_string()],
-                    kind: EdgeKind::NoAnswer,
-                }],
+                None => {
+                    vec![Target { to: self.abort(flow_id), label: vec!["abort".to_string()], kind: EdgeKind::NoAnswer }]
+                }
             };
             for target in targets {
                 self.place(&node, target, vec![asks.clone()], unreachable);
@@ -400,11 +353,9 @@ impl<'a> Builder<'a> {
                 label: vec!["next".to_string()],
                 kind: EdgeKind::Next,
             }],
-            Some(Next::End) => vec![Target {
-                to: self.complete(flow_id),
-                label: vec!["next end".to_string()],
-                kind: EdgeKind::Next,
-            }],
+            Some(Next::End) => {
+                vec![Target { to: self.complete(flow_id), label: vec!["next end".to_string()], kind: EdgeKind::Next }]
+            }
             None => self.linear(flow_id, flow, Some(step_id)),
         }
     }
@@ -419,34 +370,18 @@ impl<'a> Builder<'a> {
         let mut index = after.map_or(0, |step| step.index().saturating_add(1));
         loop {
             let skip_label = |skipped: &[&str]| {
-                if skipped.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![format!("skip {}", skipped.join(", "))]
-                }
+                if skipped.is_empty() { Vec::new() } else { vec![format!("skip {}", skipped.join(", "))] }
             };
-            let kind = if skipped.is_empty() {
-                EdgeKind::Linear
-            } else {
-                EdgeKind::Skip
-            };
+            let kind = if skipped.is_empty() { EdgeKind::Linear } else { EdgeKind::Skip };
             let Some(step) = flow.steps.get(index) else {
-                targets.push(Target {
-                    to: self.complete(flow_id),
-                    label: skip_label(&skipped),
-                    kind,
-                });
+                targets.push(Target { to: self.complete(flow_id), label: skip_label(&skipped), kind });
                 return targets;
             };
             let mut label = skip_label(&skipped);
             let condition = self.entry_condition(step);
             let conditional = condition.is_some();
             label.extend(condition);
-            targets.push(Target {
-                to: NodeId::step(flow_id, StepId::from_index(index)),
-                label,
-                kind,
-            });
+            targets.push(Target { to: NodeId::step(flow_id, StepId::from_index(index)), label, kind });
             if !conditional {
                 return targets;
             }
@@ -467,10 +402,7 @@ impl<'a> Builder<'a> {
         kind: EdgeKind,
     ) -> Vec<Target> {
         match &directive.position {
-            Some(position) => self
-                .position_target(flow_id, position, kind)
-                .into_iter()
-                .collect(),
+            Some(position) => self.position_target(flow_id, position, kind).into_iter().collect(),
             None => {
                 let effects = effects_text(directive);
                 let mut targets = self.linear(flow_id, flow, Some(step_id));
@@ -487,20 +419,11 @@ impl<'a> Builder<'a> {
 
     /// The node a position field moves to from inside `flow_id`. `None`
     /// only for an id the IR does not hold, which lowering never produces.
-    fn position_target(
-        &mut self,
-        flow_id: FlowId,
-        position: &Position,
-        kind: EdgeKind,
-    ) -> Option<Target> {
+    fn position_target(&mut self, flow_id: FlowId, position: &Position, kind: EdgeKind) -> Option<Target> {
         let to = match position {
             Position::Goto { flow, .. } => self.known_flow(*flow).map(NodeId::entry)?,
             Position::GotoStep { flow, step } => {
-                let exists = self
-                    .program
-                    .flow(*flow)
-                    .and_then(|target| target.step(*step))
-                    .is_some();
+                let exists = self.program.flow(*flow).and_then(|target| target.step(*step)).is_some();
                 exists.then(|| NodeId::step(*flow, *step))?
             }
             Position::Complete { next: None } => self.complete(flow_id),
@@ -508,11 +431,7 @@ impl<'a> Builder<'a> {
             Position::Abort { .. } => self.abort(flow_id),
             Position::Reset => NodeId::entry(flow_id),
         };
-        Some(Target {
-            to,
-            label: vec![position_text(self.program, Some(flow_id), position)],
-            kind,
-        })
+        Some(Target { to, label: vec![position_text(self.program, Some(flow_id), position)], kind })
     }
 
     fn known_flow(&self, flow: FlowId) -> Option<FlowId> {
@@ -521,14 +440,7 @@ impl<'a> Builder<'a> {
 
     /// `emit` actions that move the conversation, `for_each` bodies
     /// included (an emission there may happen once per item).
-    fn emit_edges(
-        &mut self,
-        flow_id: FlowId,
-        from: &NodeId,
-        hook: &str,
-        actions: &[Action],
-        unreachable: bool,
-    ) {
+    fn emit_edges(&mut self, flow_id: FlowId, from: &NodeId, hook: &str, actions: &[Action], unreachable: bool) {
         for action in actions {
             match &action.kind {
                 ActionKind::Emit(directive) => {
@@ -556,24 +468,16 @@ impl<'a> Builder<'a> {
         };
         let mut targets = Vec::new();
         match position {
-            Position::Goto { .. }
-            | Position::GotoStep { .. }
-            | Position::Complete { next: Some(_) } => {
+            Position::Goto { .. } | Position::GotoStep { .. } | Position::Complete { next: Some(_) } => {
                 // The target does not depend on the current flow; `complete`
                 // with a next flow still completes the current one first.
                 let to = match position {
                     Position::Goto { flow, .. } => self.known_flow(*flow).map(NodeId::entry),
                     Position::GotoStep { flow, step } => {
-                        let exists = self
-                            .program
-                            .flow(*flow)
-                            .and_then(|target| target.step(*step))
-                            .is_some();
+                        let exists = self.program.flow(*flow).and_then(|target| target.step(*step)).is_some();
                         exists.then(|| NodeId::step(*flow, *step))
                     }
-                    Position::Complete { next: Some(next) } => {
-                        self.known_flow(*next).map(NodeId::entry)
-                    }
+                    Position::Complete { next: Some(next) } => self.known_flow(*next).map(NodeId::entry),
                     _ => None,
                 };
                 if let Some(to) = to {
@@ -601,11 +505,7 @@ impl<'a> Builder<'a> {
         if targets.is_empty() {
             return;
         }
-        let node = self.free_node(
-            NodeId::signal(signal_index),
-            NodeKind::Signal,
-            signal_lines(self.program, signal),
-        );
+        let node = self.free_node(NodeId::signal(signal_index), NodeKind::Signal, signal_lines(self.program, signal));
         for target in targets {
             self.place(&node, target, Vec::new(), false);
         }
@@ -639,11 +539,7 @@ impl<'a> Builder<'a> {
             parts.push(all_of(self.program, &branch.guard));
         }
         parts.extend(branch.when.iter().map(|when| quoted(when)));
-        if parts.is_empty() {
-            "else".to_string()
-        } else {
-            parts.join(" and ")
-        }
+        if parts.is_empty() { "else".to_string() } else { parts.join(" and ") }
     }
 
     /// What must hold for the linear resolution to stop at a step: its
@@ -654,11 +550,7 @@ impl<'a> Builder<'a> {
         if !step.guard.is_empty() {
             parts.push(format!("if {}", all_of(self.program, &step.guard)));
         }
-        parts.extend(
-            step.when
-                .iter()
-                .map(|when| format!("when {}", quoted(when))),
-        );
+        parts.extend(step.when.iter().map(|when| format!("when {}", quoted(when))));
         if let Some(skip_if) = &step.skip_if {
             parts.push(format!("unless {}", expr_text(self.program, skip_if)));
         }
@@ -668,11 +560,7 @@ impl<'a> Builder<'a> {
     fn field_names(&self, fields: &[crate::ir::FieldId]) -> String {
         fields
             .iter()
-            .map(|field| {
-                self.program
-                    .field(*field)
-                    .map_or("?", |field| field.name.as_str())
-            })
+            .map(|field| self.program.field(*field).map_or("?", |field| field.name.as_str()))
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -681,55 +569,28 @@ impl<'a> Builder<'a> {
 
     fn entry(&mut self, flow_id: FlowId) -> NodeId {
         let id = NodeId::entry(flow_id);
-        self.node(
-            id,
-            NodeKind::Entry,
-            Some(flow_id),
-            vec!["start".to_string()],
-            false,
-        )
+        self.node(id, NodeKind::Entry, Some(flow_id), vec!["start".to_string()], false)
     }
 
     fn complete(&mut self, flow_id: FlowId) -> NodeId {
         let id = NodeId::complete(flow_id);
-        self.node(
-            id,
-            NodeKind::Complete,
-            Some(flow_id),
-            vec!["flow complete".to_string()],
-            false,
-        )
+        self.node(id, NodeKind::Complete, Some(flow_id), vec!["flow complete".to_string()], false)
     }
 
     fn abort(&mut self, flow_id: FlowId) -> NodeId {
         let id = NodeId::abort(flow_id);
-        self.node(
-            id,
-            NodeKind::Abort,
-            Some(flow_id),
-            vec!["abort".to_string()],
-            false,
-        )
+        self.node(id, NodeKind::Abort, Some(flow_id), vec!["abort".to_string()], false)
     }
 
     fn free_node(&mut self, id: NodeId, kind: NodeKind, lines: Vec<String>) -> NodeId {
         self.node(id, kind, None, lines, false)
     }
 
-    fn step_node(
-        &mut self,
-        flow_id: FlowId,
-        step_id: StepId,
-        step: &Step,
-        unreachable: bool,
-    ) -> NodeId {
+    fn step_node(&mut self, flow_id: FlowId, step_id: StepId, step: &Step, unreachable: bool) -> NodeId {
         let kind = step_kind(step);
         let mut lines = vec![display_name(&step.name).to_string()];
         let detail = match kind {
-            NodeKind::Wait => format!(
-                "wait {}",
-                step.wait_ms.map(duration_text).unwrap_or_default()
-            ),
+            NodeKind::Wait => format!("wait {}", step.wait_ms.map(duration_text).unwrap_or_default()),
             NodeKind::Auto => "auto".to_string(),
             NodeKind::Say => "say".to_string(),
             _ if !step.collect.is_empty() => {
@@ -738,13 +599,7 @@ impl<'a> Builder<'a> {
             _ => "prompt".to_string(),
         };
         lines.push(detail);
-        self.node(
-            NodeId::step(flow_id, step_id),
-            kind,
-            Some(flow_id),
-            lines,
-            unreachable,
-        )
+        self.node(NodeId::step(flow_id, step_id), kind, Some(flow_id), lines, unreachable)
     }
 
     /// Adds a node once; later calls with the same id return it unchanged.
@@ -758,13 +613,7 @@ impl<'a> Builder<'a> {
     ) -> NodeId {
         if !self.index.contains_key(&id) {
             self.index.insert(id.clone(), self.nodes.len());
-            self.nodes.push(Node {
-                id: id.clone(),
-                kind,
-                flow,
-                lines,
-                unreachable,
-            });
+            self.nodes.push(Node { id: id.clone(), kind, flow, lines, unreachable });
         }
         id
     }
@@ -776,14 +625,7 @@ impl<'a> Builder<'a> {
         self.edge(from.clone(), target.to, target.kind, prefix, unreachable);
     }
 
-    fn edge(
-        &mut self,
-        from: NodeId,
-        to: NodeId,
-        kind: EdgeKind,
-        label: Vec<String>,
-        unreachable: bool,
-    ) {
+    fn edge(&mut self, from: NodeId, to: NodeId, kind: EdgeKind, label: Vec<String>, unreachable: bool) {
         let label = label.join(" → ");
         self.edges.push(Edge {
             from,
@@ -798,22 +640,14 @@ impl<'a> Builder<'a> {
     fn finish(mut self) -> Graph {
         // Every node exists now (an edge may name a step before its flow was
         // walked), so the flows at both ends of each edge are known.
-        let node_flow: BTreeMap<NodeId, Option<FlowId>> = self
-            .nodes
-            .iter()
-            .map(|node| (node.id.clone(), node.flow))
-            .collect();
+        let node_flow: BTreeMap<NodeId, Option<FlowId>> =
+            self.nodes.iter().map(|node| (node.id.clone(), node.flow)).collect();
         for edge in &mut self.edges {
             let from = node_flow.get(&edge.from).copied().flatten();
             let to = node_flow.get(&edge.to).copied().flatten();
             edge.cross_flow = matches!((from, to), (Some(from), Some(to)) if from != to);
         }
-        let order = |node: &Node| {
-            (
-                node.flow.map_or(usize::MAX, FlowId::index),
-                node.kind.rank(),
-            )
-        };
+        let order = |node: &Node| (node.flow.map_or(usize::MAX, FlowId::index), node.kind.rank());
         self.nodes.sort_by_key(order);
         let clusters = self
             .program
@@ -822,11 +656,7 @@ impl<'a> Builder<'a> {
             .enumerate()
             .map(|(index, flow)| cluster(FlowId::from_index(index), flow))
             .collect();
-        Graph {
-            clusters,
-            nodes: self.nodes,
-            edges: self.edges,
-        }
+        Graph { clusters, nodes: self.nodes, edges: self.edges }
     }
 }
 
@@ -835,11 +665,7 @@ fn cluster(flow_id: FlowId, flow: &Flow) -> Cluster {
         Some(title) => format!("{}: {title}", display_name(&flow.name)),
         None => display_name(&flow.name).to_string(),
     };
-    Cluster {
-        flow: flow_id,
-        id: format!("f{}", flow_id.0),
-        title,
-    }
+    Cluster { flow: flow_id, id: format!("f{}", flow_id.0), title }
 }
 
 /// A flow's activation, as the label on the way into its entry: its code
@@ -882,18 +708,10 @@ fn signal_lines(program: &Program, signal: &crate::ir::Signal) -> Vec<String> {
 
 fn step_kind(step: &Step) -> NodeKind {
     if step.auto {
-        return if step.wait_ms.is_some() {
-            NodeKind::Wait
-        } else {
-            NodeKind::Auto
-        };
+        return if step.wait_ms.is_some() { NodeKind::Wait } else { NodeKind::Auto };
     }
     let says_only = step.say.is_some() && step.collect.is_empty() && step.prompt.is_none();
-    if says_only {
-        NodeKind::Say
-    } else {
-        NodeKind::Ask
-    }
+    if says_only { NodeKind::Say } else { NodeKind::Ask }
 }
 
 /// A step *needs input* while a `requires` or `collect` field is unset
@@ -912,18 +730,12 @@ fn display_name(name: &str) -> &str {
 /// moved to a stub node when it lies in another flow. Free nodes (routing,
 /// signals) stay when an edge still touches them.
 fn restrict(graph: Graph, program: &Program, flow_id: FlowId) -> Graph {
-    let node_flow: BTreeMap<NodeId, Option<FlowId>> = graph
-        .nodes
-        .iter()
-        .map(|node| (node.id.clone(), node.flow))
-        .collect();
+    let node_flow: BTreeMap<NodeId, Option<FlowId>> =
+        graph.nodes.iter().map(|node| (node.id.clone(), node.flow)).collect();
     let flow_of = |id: &NodeId| node_flow.get(id).copied().flatten();
     let mut stubs: BTreeMap<FlowId, NodeId> = BTreeMap::new();
     let mut stub_for = |id: NodeId| match flow_of(&id) {
-        Some(other) if other != flow_id => stubs
-            .entry(other)
-            .or_insert_with(|| NodeId::stub(other))
-            .clone(),
+        Some(other) if other != flow_id => stubs.entry(other).or_insert_with(|| NodeId::stub(other)).clone(),
         _ => id,
     };
     let mut edges = Vec::new();
@@ -932,11 +744,7 @@ fn restrict(graph: Graph, program: &Program, flow_id: FlowId) -> Graph {
         if !touches {
             continue;
         }
-        edges.push(Edge {
-            from: stub_for(edge.from),
-            to: stub_for(edge.to),
-            ..edge
-        });
+        edges.push(Edge { from: stub_for(edge.from), to: stub_for(edge.to), ..edge });
     }
     let mut kept: std::collections::BTreeSet<&NodeId> = std::collections::BTreeSet::new();
     for edge in &edges {
@@ -946,15 +754,11 @@ fn restrict(graph: Graph, program: &Program, flow_id: FlowId) -> Graph {
     let mut nodes: Vec<Node> = graph
         .nodes
         .iter()
-        .filter(|node| {
-            node.flow == Some(flow_id) || (node.flow.is_none() && kept.contains(&node.id))
-        })
+        .filter(|node| node.flow == Some(flow_id) || (node.flow.is_none() && kept.contains(&node.id)))
         .cloned()
         .collect();
     for (other, id) in &stubs {
-        let name = program
-            .flow(*other)
-            .map_or("?", |flow| display_name(&flow.name));
+        let name = program.flow(*other).map_or("?", |flow| display_name(&flow.name));
         nodes.push(Node {
             id: id.clone(),
             kind: NodeKind::FlowStub,
@@ -963,69 +767,40 @@ fn restrict(graph: Graph, program: &Program, flow_id: FlowId) -> Graph {
             unreachable: false,
         });
     }
-    Graph {
-        clusters: graph
-            .clusters
-            .into_iter()
-            .filter(|cluster| cluster.flow == flow_id)
-            .collect(),
-        nodes,
-        edges,
-    }
+    Graph { clusters: graph.clusters.into_iter().filter(|cluster| cluster.flow == flow_id).collect(), nodes, edges }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::expr::{Expr, ExprKind, Type};
-    use crate::ir::{
-        Agent, Behavior, Branch, Field, FieldId, ForEach, OnError, Phase, Signal, TypeKind,
-        ValueType,
-    };
+    use crate::ir::{Agent, Behavior, Branch, Field, FieldId, ForEach, OnError, Phase, Signal, TypeKind, ValueType};
     use crate::source::Span;
     use crate::syntax::ast::BinaryOp;
 
     fn field(name: &str, kind: TypeKind) -> Field {
         Field {
             name: name.to_string(),
-            ty: ValueType {
-                kind,
-                description: None,
-                min: None,
-                max: None,
-                pattern: None,
-                examples: Vec::new(),
-            },
+            ty: ValueType { kind, description: None, min: None, max: None, pattern: None, examples: Vec::new() },
             span: Span::default(),
         }
     }
 
     fn expr(kind: ExprKind) -> Expr {
-        Expr {
-            kind,
-            ty: Type::Bool,
-            span: Span::default(),
-        }
+        Expr { kind, ty: Type::Bool, span: Span::default() }
     }
 
     /// `field == value` over field index `field`.
     fn equals(field: u32, value: serde_json::Value) -> Expr {
         expr(ExprKind::Binary {
             op: BinaryOp::Eq,
-            left: Box::new(expr(ExprKind::Field {
-                field: FieldId(field),
-            })),
+            left: Box::new(expr(ExprKind::Field { field: FieldId(field) })),
             right: Box::new(expr(ExprKind::Literal { value })),
         })
     }
 
     fn is_set(field: u32) -> Expr {
-        expr(ExprKind::IsSet {
-            operand: Box::new(expr(ExprKind::Field {
-                field: FieldId(field),
-            })),
-            negated: false,
-        })
+        expr(ExprKind::IsSet { operand: Box::new(expr(ExprKind::Field { field: FieldId(field) })), negated: false })
     }
 
     fn step(name: &str) -> Step {
@@ -1055,41 +830,23 @@ mod tests {
     }
 
     fn ask(name: &str, collect: u32) -> Step {
-        Step {
-            collect: vec![FieldId(collect)],
-            ..step(name)
-        }
+        Step { collect: vec![FieldId(collect)], ..step(name) }
     }
 
     fn auto(name: &str) -> Step {
-        Step {
-            auto: true,
-            ..step(name)
-        }
+        Step { auto: true, ..step(name) }
     }
 
     fn branch(guard: Vec<Expr>, when: &[&str], then: Then) -> Branch {
-        Branch {
-            guard,
-            when: when.iter().map(ToString::to_string).collect(),
-            then,
-            label: None,
-            span: Span::default(),
-        }
+        Branch { guard, when: when.iter().map(ToString::to_string).collect(), then, label: None, span: Span::default() }
     }
 
     fn moving(position: Position) -> Directive {
-        Directive {
-            position: Some(position),
-            ..Directive::default()
-        }
+        Directive { position: Some(position), ..Directive::default() }
     }
 
     fn emit(position: Position) -> Action {
-        Action {
-            kind: ActionKind::Emit(moving(position)),
-            span: Span::default(),
-        }
+        Action { kind: ActionKind::Emit(moving(position)), span: Span::default() }
     }
 
     fn flow(name: &str, steps: Vec<Step>) -> Flow {
@@ -1114,12 +871,7 @@ mod tests {
 
     fn program(flows: Vec<Flow>) -> Program {
         Program {
-            agent: Agent {
-                name: None,
-                identity: None,
-                rules: Vec::new(),
-                limits: Default::default(),
-            },
+            agent: Agent { name: None, identity: None, rules: Vec::new(), limits: Default::default() },
             fields: vec![
                 field("hotel", TypeKind::String),
                 field("date", TypeKind::Date),
@@ -1189,10 +941,7 @@ mod tests {
         let mut change = branch(
             Vec::new(),
             &["the user wants to change the date"],
-            Then::Directive(moving(Position::GotoStep {
-                flow: FlowId(0),
-                step: StepId(1),
-            })),
+            Then::Directive(moving(Position::GotoStep { flow: FlowId(0), step: StepId(1) })),
         );
         change.label = Some("change date".to_string());
         confirm.branches = vec![
@@ -1200,28 +949,11 @@ mod tests {
             change,
             branch(Vec::new(), &[], Then::Step(StepId(5))),
         ];
-        let book = Step {
-            next: Some(Next::End),
-            ..auto("book")
-        };
-        let cancelled = Step {
-            say: Some(crate::expr::Template {
-                parts: Vec::new(),
-                span: Span::default(),
-            }),
-            ..step("cancelled")
-        };
-        let mut booking = flow(
-            "booking",
-            vec![
-                ask("ask_hotel", 0),
-                ask("ask_date", 1),
-                ask_guests,
-                confirm,
-                book,
-                cancelled,
-            ],
-        );
+        let book = Step { next: Some(Next::End), ..auto("book") };
+        let cancelled =
+            Step { say: Some(crate::expr::Template { parts: Vec::new(), span: Span::default() }), ..step("cancelled") };
+        let mut booking =
+            flow("booking", vec![ask("ask_hotel", 0), ask("ask_date", 1), ask_guests, confirm, book, cancelled]);
         booking.when = vec!["the user wants to book a hotel room".to_string()];
         check(
             &program(vec![booking]),
@@ -1322,10 +1054,7 @@ last -> complete0
 "#,
         );
         let graph = build(&program, &reachability, None);
-        let orphan = graph
-            .nodes
-            .iter()
-            .find(|node| node.lines.first().map(String::as_str) == Some("orphan"));
+        let orphan = graph.nodes.iter().find(|node| node.lines.first().map(String::as_str) == Some("orphan"));
         assert!(orphan.is_some_and(|node| node.unreachable));
     }
 
@@ -1338,10 +1067,7 @@ last -> complete0
                 binding: "item".to_string(),
                 slot: 0,
                 filter: None,
-                actions: vec![emit(Position::Goto {
-                    flow: FlowId(1),
-                    data: Vec::new(),
-                })],
+                actions: vec![emit(Position::Goto { flow: FlowId(1), data: Vec::new() })],
             }),
             span: Span::default(),
         }];
@@ -1350,13 +1076,7 @@ last -> complete0
         triage.complete_next = Some(FlowId(1));
         let mut survey = flow("survey", vec![step("rate")]);
         survey.on_enter = vec![emit(Position::Complete { next: None })];
-        let mut job = flow(
-            "job",
-            vec![Step {
-                wait_ms: Some(60_000),
-                ..auto("pause")
-            }],
-        );
+        let mut job = flow("job", vec![Step { wait_ms: Some(60_000), ..auto("pause") }]);
         job.requires = vec![FieldId(0)];
         let mut program = program(vec![triage, survey, job]);
         program.signals = vec![Signal {
@@ -1404,12 +1124,8 @@ flow triage -> start1: complete.next (cross)
 "#,
         );
         let graph = build(&program, &Reachability::default(), Some(FlowId(1)));
-        let stubs: Vec<&str> = graph
-            .nodes
-            .iter()
-            .filter(|node| node.kind == NodeKind::FlowStub)
-            .map(|node| node.id.as_str())
-            .collect();
+        let stubs: Vec<&str> =
+            graph.nodes.iter().filter(|node| node.kind == NodeKind::FlowStub).map(|node| node.id.as_str()).collect();
         assert_eq!(stubs, ["x0"]);
         assert_eq!(graph.clusters.len(), 1);
     }
