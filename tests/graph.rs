@@ -497,6 +497,7 @@ fn hostile_program() -> Program {
             complete_next: Some(other),
             steps,
             span: Span::default(),
+            incomplete: false,
         });
     }
     let signals = HOSTILE

@@ -281,9 +281,12 @@ impl<'a> Builder<'a> {
             let label = if inputs.is_empty() { "run".to_string() } else { format!("run with {inputs}") };
             self.edge(run, entry.clone(), EdgeKind::Run, vec![label], false);
         }
-        for target in self.linear(flow_id, flow, None) {
-            self.place(&entry, target, Vec::new(), false);
-        }
+        // Entering a flow enters its first step as it is: `skip_if`,
+        // `when` and `if` are consulted only when the resolution looks for
+        // the next step in the list (LANGUAGE.md section 9, step 4), and a
+        // flow without steps completes at once.
+        let first = if flow.steps.is_empty() { self.complete(flow_id) } else { NodeId::step(flow_id, StepId(0)) };
+        self.edge(entry.clone(), first, EdgeKind::Linear, Vec::new(), false);
         self.emit_edges(flow_id, &entry, "on_enter", &flow.on_enter, false);
         for (step_index, step) in flow.steps.iter().enumerate() {
             self.step_edges(flow_id, flow, StepId::from_index(step_index), step);
@@ -328,6 +331,14 @@ impl<'a> Builder<'a> {
         if needs_input(step) {
             let asks = format!("no answer ×{}", step.max_asks);
             let targets = match &step.on_no_answer {
+                // Without a position the directive applies its writes and
+                // the step is asked afresh, its count of asks reset.
+                Some(directive) if directive.position.is_none() => {
+                    let mut label: Vec<String> =
+                        Some(effects_text(directive)).filter(|text| !text.is_empty()).into_iter().collect();
+                    label.push("ask again".to_string());
+                    vec![Target { to: node.clone(), label, kind: EdgeKind::NoAnswer }]
+                }
                 Some(directive) => self.directive_targets(flow_id, flow, step_id, directive, EdgeKind::NoAnswer),
                 // LANGUAGE.md section 4: with no `on_no_answer`, the flow aborts.
                 None => {
@@ -356,18 +367,17 @@ impl<'a> Builder<'a> {
             Some(Next::End) => {
                 vec![Target { to: self.complete(flow_id), label: vec!["next end".to_string()], kind: EdgeKind::Next }]
             }
-            None => self.linear(flow_id, flow, Some(step_id)),
+            None => self.linear(flow_id, flow, step_id),
         }
     }
 
-    /// The linear successors after `after` (`None`: the flow's entry): the
-    /// next step in list order; when that step has a `skip_if`, `when` or
-    /// `if`, also the step after it (the bypass), and so on; past the last
-    /// step, the flow's completion.
-    fn linear(&mut self, flow_id: FlowId, flow: &Flow, after: Option<StepId>) -> Vec<Target> {
+    /// The linear successors of a step: the next step in list order; when
+    /// that step has a `skip_if`, `when` or `if`, also the step after it
+    /// (the bypass), and so on; past the last step, the flow's completion.
+    fn linear(&mut self, flow_id: FlowId, flow: &Flow, after: StepId) -> Vec<Target> {
         let mut targets = Vec::new();
         let mut skipped: Vec<&str> = Vec::new();
-        let mut index = after.map_or(0, |step| step.index().saturating_add(1));
+        let mut index = after.index().saturating_add(1);
         loop {
             let skip_label = |skipped: &[&str]| {
                 if skipped.is_empty() { Vec::new() } else { vec![format!("skip {}", skipped.join(", "))] }
@@ -405,7 +415,7 @@ impl<'a> Builder<'a> {
             Some(position) => self.position_target(flow_id, position, kind).into_iter().collect(),
             None => {
                 let effects = effects_text(directive);
-                let mut targets = self.linear(flow_id, flow, Some(step_id));
+                let mut targets = self.linear(flow_id, flow, step_id);
                 for target in &mut targets {
                     if !effects.is_empty() {
                         target.label.insert(0, effects.clone());
@@ -866,6 +876,7 @@ mod tests {
             complete_next: None,
             steps,
             span: Span::default(),
+            incomplete: false,
         }
     }
 
@@ -1007,20 +1018,50 @@ last -> complete0
     }
 
     #[test]
-    fn conditional_steps_chain_their_bypasses_up_to_completion() {
-        let mut maybe = step("maybe");
-        maybe.when = vec!["the user wants extras".to_string()];
-        let mut guarded = step("guarded");
-        guarded.guard = vec![equals(2, 2.into())];
-        let program = program(vec![flow("f", vec![maybe, guarded])]);
+    fn positionless_directives_continue_in_place() {
+        // The entry is entered as it is, even with a `skip_if`; a branch
+        // directive without a position goes on with the next step in the
+        // list (not `next`); `on_no_answer` without one asks again.
+        let mut first = ask("first", 0);
+        first.skip_if = Some(is_set(0));
+        let writes = Directive {
+            set: vec![crate::ir::Write { field: FieldId(2), value: equals(2, 1.into()) }],
+            ..Directive::default()
+        };
+        first.branches = vec![branch(vec![equals(2, 1.into())], &[], Then::Directive(writes.clone()))];
+        first.next = Some(Next::End);
+        first.on_no_answer = Some(writes);
+        let program = program(vec![flow("f", vec![first, step("second")])]);
         check(
             &program,
             &Reachability::default(),
             None,
             r#"
-start0 -> maybe: when "the user wants extras"
-start0 -> guarded: skip maybe → if guests == 2
-start0 -> complete0: skip maybe, guarded
+start0 -> first
+first -> second: guests == 1 → set
+first -> complete0: no branch matched → next end
+first -> first: no answer ×3 → set → ask again
+second -> complete0
+"#,
+        );
+    }
+
+    #[test]
+    fn conditional_steps_chain_their_bypasses_up_to_completion() {
+        let mut maybe = step("maybe");
+        maybe.when = vec!["the user wants extras".to_string()];
+        let mut guarded = step("guarded");
+        guarded.guard = vec![equals(2, 2.into())];
+        let program = program(vec![flow("f", vec![step("first"), maybe, guarded])]);
+        check(
+            &program,
+            &Reachability::default(),
+            None,
+            r#"
+start0 -> first
+first -> maybe: when "the user wants extras"
+first -> guarded: skip maybe → if guests == 2
+first -> complete0: skip maybe, guarded
 maybe -> guarded: if guests == 2
 maybe -> complete0: skip guarded
 guarded -> complete0
