@@ -119,11 +119,20 @@ fn write_classes(graph: &Graph, out: &mut String) {
 /// is an entity; `<`, `>` and `&` are HTML; a backtick starts a Markdown
 /// string; `|` closes an edge label; `:` and `;` would let Mermaid's
 /// `style`/`classDef` rewriting reach into a label; `$$` starts KaTeX and
-/// a backslash escapes in Markdown. Each becomes a numeric entity. A line break
-/// becomes `<br>`, other control characters a space.
+/// a backslash escapes in Markdown. Each becomes a numeric entity (and two
+/// dollars in a row are kept apart). A line break becomes `<br>`, other
+/// control characters a space.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
+    let mut previous = None;
     for character in text.chars() {
+        // Entities are decoded before Mermaid looks for `$$…$$` (KaTeX), so
+        // an entity alone does not keep two dollars from starting math: a
+        // zero-width space between them does, and shows nothing.
+        if character == '$' && previous == Some('$') {
+            out.push('\u{200B}');
+        }
+        previous = Some(character);
         match character {
             '"' => out.push_str("#quot;"),
             '#' | '&' | '<' | '>' | '|' | ';' | ':' | '`' | '\\' | '$' => {
@@ -148,6 +157,7 @@ mod tests {
         assert_eq!(escape("<b>&`"), "#60;b#62;#38;#96;");
         assert_eq!(escape("one\ntwo\tthree"), "one<br>two three");
         assert_eq!(escape("end é 🚀 [x]"), "end é 🚀 [x]");
+        assert_eq!(escape("$$k$$"), "#36;\u{200B}#36;k#36;\u{200B}#36;");
     }
 
     /// The escaped text without its `<br>`s and entities; `None` when a
