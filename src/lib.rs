@@ -15,3 +15,5 @@ pub mod ir;
 pub mod pipeline;
 pub mod source;
 pub mod syntax;
+#[doc(hidden)]
+pub mod testgen;

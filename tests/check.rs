@@ -19,6 +19,8 @@
 mod cli;
 #[path = "check/props.rs"]
 mod props;
+#[path = "check/stress.rs"]
+mod stress;
 
 use flowc::diag::Code;
 use flowc::diag::render::{Style, render_human};
@@ -152,15 +154,36 @@ fn every_code_has_a_fixture() {
     assert!(missing.is_empty(), "codes without a fixture: {missing:?}");
 }
 
+/// docs/diagnostics.md documents every code under a `### `code`` heading,
+/// and the first example under each heading reports that code and nothing
+/// else.
 #[test]
-fn every_code_is_documented() {
+fn every_code_is_documented_with_a_failing_example() {
     let docs = std::fs::read_to_string(root().join("docs/diagnostics.md")).unwrap_or_default();
-    let missing: Vec<&str> = Code::ALL
-        .iter()
-        .map(|code| code.as_str())
-        .filter(|code| !docs.contains(&format!("### `{code}`")))
-        .collect();
-    assert!(missing.is_empty(), "codes missing from docs/diagnostics.md: {missing:?}");
+    let mut failures = Vec::new();
+    for code in Code::ALL {
+        let heading = format!("### `{}`", code.as_str());
+        let Some((_, section)) = docs.split_once(&heading) else {
+            failures.push(format!("`{code}` is not documented"));
+            continue;
+        };
+        let section = section.split("\n### ").next().unwrap_or_default();
+        let example = ["flow", "yaml"].iter().find_map(|syntax| {
+            let (_, rest) = section.split_once(&format!("```{syntax}\n"))?;
+            let (body, _) = rest.split_once("```")?;
+            Some((*syntax, body))
+        });
+        let Some((syntax, body)) = example else {
+            failures.push(format!("`{code}` has no example"));
+            continue;
+        };
+        let file = SourceFile::new(format!("docs/{code}.{syntax}"), body);
+        let found: Vec<&str> = compile(&file).diagnostics.iter().map(|diagnostic| diagnostic.code.as_str()).collect();
+        if found.is_empty() || found.iter().any(|other| *other != code.as_str()) {
+            failures.push(format!("the example of `{code}` reports {found:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// The human rendering of one representative fixture per code (its
