@@ -16,3 +16,5 @@ pub mod ir;
 pub mod pipeline;
 pub mod source;
 pub mod syntax;
+#[doc(hidden)]
+pub mod testgen;

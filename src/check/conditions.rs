@@ -220,8 +220,8 @@ pub(crate) fn conjuncts(expr: &Expr) -> Vec<&Expr> {
 
 /// A canonical spelling of an expression: equal keys mean the expressions
 /// always have the same value. Spans are ignored; `==`, `!=`, `and` and `or`
-/// order their operands. `None` for an expression with an error (it equals
-/// nothing).
+/// order their operands, and `<`/`<=` are turned around into `>`/`>=`.
+/// `None` for an expression with an error (it equals nothing).
 pub(crate) fn key(expr: &Expr) -> Option<String> {
     let mut out = String::new();
     write_key(expr, &mut out, 0).then_some(out)
@@ -304,6 +304,18 @@ fn write_key(expr: &Expr, out: &mut String, depth: usize) -> bool {
             if commutative && right_key < left_key {
                 std::mem::swap(&mut left_key, &mut right_key);
             }
+            // `a < b` is `b > a`: orderings are spelled with `>` and `>=`.
+            let op = match op {
+                BinaryOp::Lt => {
+                    std::mem::swap(&mut left_key, &mut right_key);
+                    BinaryOp::Gt
+                }
+                BinaryOp::Le => {
+                    std::mem::swap(&mut left_key, &mut right_key);
+                    BinaryOp::Ge
+                }
+                other => *other,
+            };
             out.push('(');
             out.push_str(&left_key);
             out.push(' ');

@@ -1422,12 +1422,12 @@ impl Lowerer {
             ty: saved_type.clone(),
             span: name.span,
         };
-        if let Some(problem) = assignability(&probe, &field_type) {
+        if assignability(&probe, &field_type).is_some() {
             self.diagnostics.push(
                 Diagnostic::new(
                     Code::TypeMismatch,
                     format!(
-                        "`{}` is {}, but `{tool_name}` saves {described} of type {} ({problem})",
+                        "`{}` is {}, but `{tool_name}` saves {described} of type {}",
                         name.value,
                         field_type.describe(),
                         saved_type.describe()
