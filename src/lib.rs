@@ -13,8 +13,11 @@ pub mod diag;
 pub mod expr;
 pub mod graph;
 pub mod ir;
+pub mod llm;
 pub mod pipeline;
+pub mod runtime;
 pub mod source;
+pub mod store;
 pub mod syntax;
 #[doc(hidden)]
 pub mod testgen;

@@ -7,6 +7,7 @@ pub mod compile;
 pub mod graph;
 pub mod load;
 pub mod report;
+pub mod run;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
@@ -31,6 +32,8 @@ pub enum Command {
     Compile(compile::CompileArgs),
     /// Draw a program's flows as a Mermaid or Graphviz graph
     Graph(graph::GraphArgs),
+    /// Hold a conversation with a program, or run a workflow
+    Run(run::RunArgs),
 }
 
 /// How a command ended, as the process exit code documents it.
@@ -80,6 +83,7 @@ pub fn main() -> ExitCode {
         Command::Check(args) => check::run(&args),
         Command::Compile(args) => compile::run(&args),
         Command::Graph(args) => graph::run(&args),
+        Command::Run(args) => run::run(&args),
     };
     outcome.exit_code()
 }
