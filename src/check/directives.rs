@@ -95,12 +95,12 @@ fn diagnostic(key: &str, span: Span, place: Place<'_>) -> Diagnostic {
         Place::PostSignal(name) => (
             format!("`{key}` in the post-phase signal `{name}` is dropped"),
             "a post-phase signal matches after the reply".to_string(),
-            "use `phase: pre` for a signal that shapes the model call".to_string(),
+            "make it a `pre` phase signal: only those shape the model call".to_string(),
         ),
         Place::BothSignal(name) => (
             format!("`{key}` in the signal `{name}` is dropped in its post phase"),
             "acts only when the signal matches before the model call".to_string(),
-            format!("use `phase: pre`, or move `{key}` to a pre-phase signal"),
+            format!("give the signal the `pre` phase, or move `{key}` to a pre-phase signal"),
         ),
     };
     Diagnostic::new(Code::DroppedField, message).at(span, label).with_help(help)

@@ -52,10 +52,7 @@ fn unrouted_flows(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
         diagnostics.push(
             Diagnostic::new(Code::UnroutedFlow, format!("the flow `{}` is never entered", flow.name))
                 .at(flow.span, "no `when`, no `if`, not the default, and nothing jumps here")
-                .with_help(format!(
-                    "add `when` to route to it, or enter it from another flow with `goto: {}`",
-                    flow.name
-                )),
+                .with_help("give it a `when` (or an `if`) so routing can pick it, or enter it from another flow with a `goto`"),
         );
     }
 }
@@ -75,7 +72,7 @@ fn shadowed_steps(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
                 .at(step.span, format!("in `{}`, a bare `{}` names this step", flow.name, step.name))
                 .with_label(shadowed.span, format!("the flow `{}` is declared here", shadowed.name))
                 .with_help(format!(
-                    "rename the step; to enter the flow from this one, write `{{ goto: {} }}`",
+                    "rename the step; to enter the flow `{}` from here, emit a `goto`",
                     step.name
                 )),
             );

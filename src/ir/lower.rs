@@ -294,7 +294,7 @@ impl Lowerer {
                     items: Box::new(self.value_type(items)),
                 },
                 None => {
-                    self.schema_error(decl.name.span, "a list needs `items`", "say what the list holds, e.g. `items: string`");
+                    self.schema_error(decl.name.span, "a list needs `items`", "say what the list holds: `list(string)` in .flow, `items: string` in YAML");
                     TypeKind::Unknown
                 }
             },
@@ -303,7 +303,7 @@ impl Lowerer {
                     fields: self.declarations(&fields.value, IdKind::Field),
                 },
                 None => {
-                    self.schema_error(decl.name.span, "an object needs `fields`", "declare its fields, e.g. `fields: { name: string }`");
+                    self.schema_error(decl.name.span, "an object needs `fields`", "declare its fields: `object { name: string }` in .flow, `fields: { name: string }` in YAML");
                     TypeKind::Unknown
                 }
             },
@@ -334,7 +334,7 @@ impl Lowerer {
     fn enum_values(&mut self, decl: &ast::TypeExpr) -> TypeKind {
         let Some(values) = decl.values.as_ref().filter(|values| !values.value.is_empty()) else {
             let span = decl.values.as_ref().map_or(decl.name.span, |values| values.span);
-            self.schema_error(span, "an enum needs at least one value", "list them, e.g. `values: [free, pro]`");
+            self.schema_error(span, "an enum needs at least one value", "list its values: `enum(free, pro)` in .flow, `values: [free, pro]` in YAML");
             return TypeKind::Unknown;
         };
         let mut seen: HashMap<&str, Span> = HashMap::new();
@@ -586,7 +586,7 @@ impl Lowerer {
                         format!("the tool `{}` has no implementation", tool.name.value),
                     )
                     .at(tool.name.span, "needs one of `http`, `exec` or `builtin`")
-                    .with_help("add `http: {...}`, `exec: [program, args]` or `builtin: now|uuid|echo`"),
+                    .with_help("give it one of `http`, `exec` (a program and its arguments) or `builtin` (now, uuid or echo)"),
                 );
                 None
             }
@@ -803,7 +803,7 @@ impl Lowerer {
         let help = match did_you_mean(&name.value, self.flow_names.iter().map(String::as_str)) {
             Some(close) => format!("did you mean `{close}`?"),
             None if self.step_owners.contains_key(&name.value) => {
-                "a signal's target is a flow; for a step write `{ goto_step: { flow: F, step: S } }`".to_string()
+                "a signal's target is a flow; for a step use `goto_step` with its flow (`goto_step F.S` in .flow, `goto_step: { flow: F, step: S }` in YAML)".to_string()
             }
             None => "a signal's target names a flow".to_string(),
         };
@@ -915,7 +915,7 @@ impl Lowerer {
                 self.diagnostics.push(
                     Diagnostic::new(Code::InvalidStep, format!("`wait` on the step `{name}`, which is not auto"))
                         .at(text.span, "only auto steps wait")
-                        .with_help("mark the step `auto: true`; a wait pauses a workflow after the step's actions"),
+                        .with_help("make the step auto (`auto step` in .flow, `auto: true` in YAML): a wait pauses a workflow after the step's actions"),
                 );
             }
             ms
@@ -1045,8 +1045,8 @@ impl Lowerer {
                 )
                 .at(name.span, "a bare name only names a step of this flow")
                 .with_help(format!(
-                    "write `{{ goto_step: {{ flow: {flow_name}, step: {} }} }}`",
-                    name.value
+                    "jump there with `goto_step`: `{{ goto_step {flow_name}.{step} }}` in .flow, `{{ goto_step: {{ flow: {flow_name}, step: {step} }} }}` in YAML",
+                    step = name.value
                 )),
             );
             return;
@@ -1064,7 +1064,7 @@ impl Lowerer {
         let help = match did_you_mean(&name.value, candidates) {
             Some(close) => format!("did you mean `{close}`?"),
             None if !flows_allowed && self.flows.contains_key(&name.value) => {
-                format!("`next` names a step or `end`; to enter the flow write `then: {}` or `goto`", name.value)
+                format!("`next` names a step or `end`; to enter the flow `{}`, branch to it or emit a `goto`", name.value)
             }
             None if flows_allowed => "name a step of this flow, a flow, or write a directive".to_string(),
             None => "name a step of this flow, or `end`".to_string(),
@@ -1116,7 +1116,7 @@ impl Lowerer {
                     format!("a directive has both `{first_key}` and `{second_key}`"),
                 )
                 .at(*second_span, "a second position field")
-                .with_label(*first_span, "the first")
+                .with_label(*first_span, "the first position field")
                 .with_help("a directive moves the conversation one way: keep one of goto, goto_step, complete, abort, reset"),
             );
         }
@@ -1125,7 +1125,7 @@ impl Lowerer {
                 Diagnostic::new(Code::ReplyWithAbort, "`reply` together with `abort` in one directive")
                     .at(reply.span, "this reply would be dropped")
                     .with_label(abort.span, "abort wins over reply")
-                    .with_help("give the reason in `abort: \"...\"`, or emit the reply from another step"),
+                    .with_help("give the reason to `abort` instead, or emit the reply from another step"),
             );
         }
         let empty = directive.goto.is_none()
@@ -1201,7 +1201,10 @@ impl Lowerer {
                 self.diagnostics.push(
                     Diagnostic::new(Code::InvalidDirective, "`goto_step` outside a flow must name its flow")
                         .at(step_name.span, "which flow's step?")
-                        .with_help(format!("write `goto_step: {{ flow: FLOW, step: {} }}`", step_name.value)),
+                        .with_help(format!(
+                            "name the flow: `goto_step FLOW.{0}` in .flow, `goto_step: {{ flow: FLOW, step: {0} }}` in YAML",
+                            step_name.value
+                        )),
                 );
                 return None;
             }
@@ -1409,7 +1412,9 @@ impl Lowerer {
                     format!("`save` from `{tool_name}`, which declares no `returns`"),
                 )
                 .at(name.span, "nothing typed to save")
-                .with_help(format!("declare what `{tool_name}` returns, e.g. `returns: {{ id: string }}`")),
+                .with_help(format!(
+                    "declare what `{tool_name}` returns: `-> {{ id: string }}` after its params in .flow, `returns: {{ id: string }}` in YAML"
+                )),
             );
             return Some(field);
         };
