@@ -429,6 +429,15 @@ impl Turn<'_> {
             }
         }
         let signals: Vec<usize> = self.open_signals(&program, &[Phase::Pre, Phase::Both]);
+        // Post-phase signals ask about the same message: asking them here
+        // saves a model call; the answer is used after the reply (their
+        // guard is checked again then, and one that opens only later is
+        // asked in a call of its own).
+        let early_post: Vec<usize> = self
+            .open_signals(&program, &[Phase::Post])
+            .into_iter()
+            .filter(|signal| !signals.contains(signal))
+            .collect();
         for signal in &signals {
             if let Some(declared) = program.signals.get(*signal) {
                 fields.extend(declared.extract.iter().copied());
@@ -462,6 +471,7 @@ impl Turn<'_> {
             conditions,
             signals: signals
                 .iter()
+                .chain(&early_post)
                 .filter_map(|signal| program.signals.get(*signal))
                 .map(|signal| Question {
                     id: signal.name.clone(),
@@ -796,7 +806,11 @@ impl Turn<'_> {
                 let path = format!("{}.on_enter", flow.name);
                 self.run_hook(&flow.on_enter, &path)?;
                 if !self.apply_pre_positions() {
-                    self.cursor = Cursor::Enter(flow_id, step_id);
+                    self.cursor = if step_id == StepId(0) {
+                        self.entry_cursor(flow_id)
+                    } else {
+                        Cursor::Enter(flow_id, step_id)
+                    };
                 }
             }
             Cursor::Enter(flow_id, step_id) => {
@@ -895,6 +909,11 @@ impl Turn<'_> {
         };
         if !self.needs_input(step) {
             self.cursor = Cursor::Execute(flow_id, step_id);
+            return Ok(());
+        }
+        if !fresh && let Some(index) = self.interrupting_branch(flow, step) {
+            self.mark_executed(&step.name);
+            self.take_branch(flow_id, step_id, index);
             return Ok(());
         }
         if step.auto {
@@ -1040,50 +1059,11 @@ impl Turn<'_> {
             self.cursor = Cursor::FlowDone(flow_id, None, false);
             return Ok(());
         };
-        for (index, entry) in step.branches.iter().enumerate() {
-            if !self.holds(&entry.guard) {
-                continue;
+        for index in 0..step.branches.len() {
+            if self.branch_matches(flow, step, index) {
+                self.take_branch(flow_id, step_id, index);
+                return Ok(());
             }
-            let base = format!("{}.{}#{}", flow.name, step.name, index + 1);
-            if !self.whens_hold(&base, &entry.when) {
-                continue;
-            }
-            self.emit(Event::BranchTaken {
-                flow: flow.name.clone(),
-                step: step.name.clone(),
-                entry: index + 1,
-                label: entry.label.clone(),
-            });
-            match &entry.then {
-                Then::Step(target) => self.cursor = Cursor::Enter(flow_id, *target),
-                Then::Directive(directive) => {
-                    let mut warnings = Vec::new();
-                    let emission =
-                        evaluate_directive(directive, Source::new("branch", &base), &self.scope(&[]), &mut warnings);
-                    for warning in warnings {
-                        self.warn(warning);
-                    }
-                    self.record(&emission, true);
-                    let source_name = emission.source.to_string();
-                    self.apply_writes(&emission.set, &emission.set_context, &source_name);
-                    // A branch evaluated before the model call is pre-model:
-                    // its reply and augmentation act in this turn.
-                    if emission.reply.is_some() || emission.has_augmentation() {
-                        self.pre_bus.push(Emission {
-                            position: None,
-                            set: Vec::new(),
-                            set_context: Vec::new(),
-                            ..emission.clone()
-                        });
-                        self.pre_applied = self.pre_bus.len();
-                    }
-                    self.cursor = match emission.position {
-                        Some(position) => self.position_cursor(position),
-                        None => self.linear_successor(flow_id, step_id),
-                    };
-                }
-            }
-            return Ok(());
         }
         self.cursor = match step.next {
             Some(Next::Step(target)) => Cursor::Enter(flow_id, target),
@@ -1091,6 +1071,91 @@ impl Turn<'_> {
             None => self.linear_successor(flow_id, step_id),
         };
         Ok(())
+    }
+
+    /// Whether branch entry `index` matches: its `if`s hold, then its `when`s.
+    fn branch_matches(&mut self, flow: &Flow, step: &Step, index: usize) -> bool {
+        let Some(entry) = step.branches.get(index) else {
+            return false;
+        };
+        if !self.holds(&entry.guard) {
+            return false;
+        }
+        let base = format!("{}.{}#{}", flow.name, step.name, index + 1);
+        self.whens_hold(&base, &entry.when)
+    }
+
+    /// Follows branch entry `index` of a step: to a step of the flow, or by
+    /// its directive (a directive without a position applies its writes and
+    /// reply, then resolution goes on with the linear successor).
+    fn take_branch(&mut self, flow_id: FlowId, step_id: StepId, index: usize) {
+        let program = self.program();
+        let Some((flow, step)) = program.flow(flow_id).and_then(|flow| Some((flow, flow.step(step_id)?))) else {
+            return;
+        };
+        let Some(entry) = step.branches.get(index) else {
+            return;
+        };
+        let base = format!("{}.{}#{}", flow.name, step.name, index + 1);
+        self.emit(Event::BranchTaken {
+            flow: flow.name.clone(),
+            step: step.name.clone(),
+            entry: index + 1,
+            label: entry.label.clone(),
+        });
+        match &entry.then {
+            Then::Step(target) => self.cursor = Cursor::Enter(flow_id, *target),
+            Then::Directive(directive) => {
+                let mut warnings = Vec::new();
+                let emission = evaluate_directive(directive, Source::new("branch", &base), &self.scope(&[]), &mut warnings);
+                for warning in warnings {
+                    self.warn(warning);
+                }
+                self.record(&emission, true);
+                let source_name = emission.source.to_string();
+                self.apply_writes(&emission.set, &emission.set_context, &source_name);
+                // A branch evaluated before the model call is pre-model:
+                // its reply and augmentation act in this turn.
+                if emission.reply.is_some() || emission.has_augmentation() {
+                    self.pre_bus.push(Emission { position: None, set: Vec::new(), set_context: Vec::new(), ..emission.clone() });
+                    self.pre_applied = self.pre_bus.len();
+                }
+                self.cursor = match emission.position {
+                    Some(position) => self.position_cursor(position),
+                    None => self.linear_successor(flow_id, step_id),
+                };
+            }
+        }
+    }
+
+    /// An entry with a `when` lets the user change course instead of
+    /// answering: it may match while the step the message answers still
+    /// needs input. Code-only entries and the fallback wait for the step's
+    /// fields (they decide on the answer).
+    fn interrupting_branch(&mut self, flow: &Flow, step: &Step) -> Option<usize> {
+        (0..step.branches.len()).find(|index| {
+            let has_when = step.branches.get(*index).is_some_and(|entry| !entry.when.is_empty());
+            has_when && self.branch_matches(flow, step, *index)
+        })
+    }
+
+    /// A flow's entry: its first step, skipped like any step reached in
+    /// list order when its `skip_if` holds or its `if`/`when` does not.
+    fn entry_cursor(&mut self, flow_id: FlowId) -> Cursor {
+        let program = self.program();
+        let Some(flow) = program.flow(flow_id) else {
+            return Cursor::Idle;
+        };
+        match flow.steps.first() {
+            Some(first) => match self.skip_reason(flow, first) {
+                Some(reason) => {
+                    self.emit(Event::StepSkipped { flow: flow.name.clone(), step: first.name.clone(), reason });
+                    self.linear_successor(flow_id, StepId(0))
+                }
+                None => Cursor::Enter(flow_id, StepId(0)),
+            },
+            None => Cursor::FlowDone(flow_id, None, false),
+        }
     }
 
     /// The next step in list order whose `skip_if` does not hold and whose
@@ -1540,8 +1605,16 @@ impl Turn<'_> {
         if signals.is_empty() {
             return Ok(());
         }
+        let early_answers = self.understanding.signals.clone();
+        let unanswered: Vec<usize> = signals
+            .iter()
+            .copied()
+            .filter(|signal| {
+                program.signals.get(*signal).is_some_and(|declared| !early_answers.contains_key(&declared.name))
+            })
+            .collect();
         let mut fields: BTreeSet<FieldId> = BTreeSet::new();
-        for signal in &signals {
+        for signal in &unanswered {
             if let Some(declared) = program.signals.get(*signal) {
                 fields.extend(declared.extract.iter().copied());
             }
@@ -1562,7 +1635,7 @@ impl Turn<'_> {
                 .map(|declared| field_spec(declared, false))
                 .collect(),
             conditions: Vec::new(),
-            signals: signals
+            signals: unanswered
                 .iter()
                 .filter_map(|signal| program.signals.get(*signal))
                 .map(|signal| Question {
@@ -1572,11 +1645,17 @@ impl Turn<'_> {
                 .collect(),
             today: self.runtime.tool_env.clock.now().date_naive().to_string(),
         };
-        let answer = self.runtime.provider.understand(&request)?;
-        self.count_call(Purpose::PostSignals, answer.usage);
+        let answer = if request.signals.is_empty() {
+            Understanding::default()
+        } else {
+            let answer = self.runtime.provider.understand(&request)?;
+            self.count_call(Purpose::PostSignals, answer.usage);
+            answer
+        };
         let mut armed = Vec::new();
         for signal in signals.iter().filter_map(|signal| program.signals.get(*signal)) {
-            if answer.signals.get(&signal.name) != Some(&true) {
+            let matched = answer.signals.get(&signal.name).or_else(|| early_answers.get(&signal.name));
+            if matched != Some(&true) {
                 continue;
             }
             self.emit(Event::SignalMatched {
