@@ -281,12 +281,12 @@ impl<'a> Builder<'a> {
             let label = if inputs.is_empty() { "run".to_string() } else { format!("run with {inputs}") };
             self.edge(run, entry.clone(), EdgeKind::Run, vec![label], false);
         }
-        // Entering a flow enters its first step as it is: `skip_if`,
-        // `when` and `if` are consulted only when the resolution looks for
-        // the next step in the list (LANGUAGE.md section 9, step 4), and a
-        // flow without steps completes at once.
-        let first = if flow.steps.is_empty() { self.complete(flow_id) } else { NodeId::step(flow_id, StepId(0)) };
-        self.edge(entry.clone(), first, EdgeKind::Linear, Vec::new(), false);
+        // Entering a flow looks for its first step as the resolution looks
+        // for the next one, passing over a step whose `skip_if` holds or
+        // whose `when`/`if` does not; a flow without steps completes at once.
+        for target in self.linear(flow_id, flow, 0) {
+            self.place(&entry, target, Vec::new(), false);
+        }
         self.emit_edges(flow_id, &entry, "on_enter", &flow.on_enter, false);
         for (step_index, step) in flow.steps.iter().enumerate() {
             self.step_edges(flow_id, flow, StepId::from_index(step_index), step);
@@ -367,17 +367,18 @@ impl<'a> Builder<'a> {
             Some(Next::End) => {
                 vec![Target { to: self.complete(flow_id), label: vec!["next end".to_string()], kind: EdgeKind::Next }]
             }
-            None => self.linear(flow_id, flow, step_id),
+            None => self.linear(flow_id, flow, step_id.index().saturating_add(1)),
         }
     }
 
-    /// The linear successors of a step: the next step in list order; when
-    /// that step has a `skip_if`, `when` or `if`, also the step after it
-    /// (the bypass), and so on; past the last step, the flow's completion.
-    fn linear(&mut self, flow_id: FlowId, flow: &Flow, after: StepId) -> Vec<Target> {
+    /// Where the search for a step in list order, starting at index
+    /// `first`, can stop: that step; when it has a `skip_if`, `when` or
+    /// `if`, also the step after it (the bypass), and so on; past the last
+    /// step, the flow's completion.
+    fn linear(&mut self, flow_id: FlowId, flow: &Flow, first: usize) -> Vec<Target> {
         let mut targets = Vec::new();
         let mut skipped: Vec<&str> = Vec::new();
-        let mut index = after.index().saturating_add(1);
+        let mut index = first;
         loop {
             let skip_label = |skipped: &[&str]| {
                 if skipped.is_empty() { Vec::new() } else { vec![format!("skip {}", skipped.join(", "))] }
@@ -415,7 +416,7 @@ impl<'a> Builder<'a> {
             Some(position) => self.position_target(flow_id, position, kind).into_iter().collect(),
             None => {
                 let effects = effects_text(directive);
-                let mut targets = self.linear(flow_id, flow, step_id);
+                let mut targets = self.linear(flow_id, flow, step_id.index().saturating_add(1));
                 for target in &mut targets {
                     if !effects.is_empty() {
                         target.label.insert(0, effects.clone());
@@ -439,7 +440,12 @@ impl<'a> Builder<'a> {
             Position::Complete { next: None } => self.complete(flow_id),
             Position::Complete { next: Some(next) } => self.known_flow(*next).map(NodeId::entry)?,
             Position::Abort { .. } => self.abort(flow_id),
-            Position::Reset => NodeId::entry(flow_id),
+            // `reset` enters the first step as it is: no `on_enter` of the
+            // flow, no passing over.
+            Position::Reset => match self.program.flow(flow_id).is_some_and(|flow| !flow.steps.is_empty()) {
+                true => NodeId::step(flow_id, StepId(0)),
+                false => self.complete(flow_id),
+            },
         };
         Some(Target { to, label: vec![position_text(self.program, Some(flow_id), position)], kind })
     }
@@ -1010,7 +1016,7 @@ cancelled -> complete0
 start0 -> choose
 choose -> abort0: confirmed == true and "the user is sure" → abort
 choose -> last: no branch matched → next
-choose -> start0: no answer ×2 → reset
+choose -> choose: no answer ×2 → reset
 skipped -> last
 last -> complete0
 "#,
@@ -1019,9 +1025,8 @@ last -> complete0
 
     #[test]
     fn positionless_directives_continue_in_place() {
-        // The entry is entered as it is, even with a `skip_if`; a branch
-        // directive without a position goes on with the next step in the
-        // list (not `next`); `on_no_answer` without one asks again.
+        // A branch directive without a position goes on with the next step
+        // in the list (not `next`); `on_no_answer` without one asks again.
         let mut first = ask("first", 0);
         first.skip_if = Some(is_set(0));
         let writes = Directive {
@@ -1037,7 +1042,8 @@ last -> complete0
             &Reachability::default(),
             None,
             r#"
-start0 -> first
+start0 -> first: unless hotel is set
+start0 -> second: skip first
 first -> second: guests == 1 → set
 first -> complete0: no branch matched → next end
 first -> first: no answer ×3 → set → ask again
@@ -1052,19 +1058,28 @@ second -> complete0
         maybe.when = vec!["the user wants extras".to_string()];
         let mut guarded = step("guarded");
         guarded.guard = vec![equals(2, 2.into())];
-        let program = program(vec![flow("f", vec![step("first"), maybe, guarded])]);
+        let program = program(vec![
+            flow("f", vec![maybe.clone(), guarded.clone()]),
+            flow("g", vec![step("first"), maybe, guarded]),
+        ]);
         check(
             &program,
             &Reachability::default(),
             None,
             r#"
-start0 -> first
-first -> maybe: when "the user wants extras"
-first -> guarded: skip maybe → if guests == 2
-first -> complete0: skip maybe, guarded
+start0 -> maybe: when "the user wants extras"
+start0 -> guarded: skip maybe → if guests == 2
+start0 -> complete0: skip maybe, guarded
 maybe -> guarded: if guests == 2
 maybe -> complete0: skip guarded
 guarded -> complete0
+start1 -> first
+first -> maybe: when "the user wants extras"
+first -> guarded: skip maybe → if guests == 2
+first -> complete1: skip maybe, guarded
+maybe -> guarded: if guests == 2
+maybe -> complete1: skip guarded
+guarded -> complete1
 "#,
         );
     }
