@@ -81,8 +81,9 @@ pub enum NodeKind {
     Message,
     /// `flowc run`: where a workflow starts.
     Run,
-    /// A flow's entry marker: routing, `goto`, `reset` and `complete.next`
-    /// arrive here (the flow's `on_enter` runs), then the first step.
+    /// A flow's entry marker: routing, `goto` and `complete.next` arrive
+    /// here (the flow's `on_enter` runs), then the first step that is not passed
+    /// over.
     Entry,
     /// A step that asks: it collects fields, or prompts the model.
     Ask,
