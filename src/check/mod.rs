@@ -1,9 +1,33 @@
 //! The static checks: passes over the IR (and the AST where a check needs
 //! the source's shape), each family in its own module, each owning its
-//! diagnostics. Lowering already reported what could not be resolved; these
-//! passes prove the rest (reachability, definite assignment, auto cycles…).
+//! diagnostics. Lowering already reported what could not be resolved
+//! (unknown targets, types, tools, ids, directives); these passes prove the
+//! rest:
+//!
+//! | module            | codes                                         |
+//! | ----------------- | --------------------------------------------- |
+//! | [`reachability`]  | `unreachable_step`, `unreachable_branch`      |
+//! | [`assignment`]    | `maybe_unset`                                 |
+//! | [`cycles`]        | `auto_cycle`                                  |
+//! | [`routing`]       | `unrouted_flow`, `shadowed_step`              |
+//! | [`directives`]    | `dropped_field`                               |
+//! | [`fields`]        | `uncollected_required`                        |
+//!
+//! [`flowgraph`] is the step graph they share, [`conditions`] what can be
+//! told about a condition statically, [`walk`] the traversal of nested
+//! actions and directives. Every pass is linear (or n log n) in the size of
+//! the program and uses no recursion whose depth grows with it, except over
+//! expressions, whose depth the front ends bound.
 
+mod assignment;
+mod conditions;
+mod cycles;
+mod directives;
+mod fields;
+mod flowgraph;
 pub mod reachability;
+mod routing;
+mod walk;
 
 use crate::diag::Diagnostic;
 use crate::ir::Program;
@@ -11,6 +35,13 @@ use crate::syntax::ast;
 
 /// Runs every pass and returns what they found (unsorted).
 pub fn check(ast: &ast::Program, program: &Program) -> Vec<Diagnostic> {
-    let _ = (ast, program);
-    Vec::new()
+    let mut diagnostics = Vec::new();
+    let analysis = reachability::analysis(program);
+    reachability::check(program, &analysis, &mut diagnostics);
+    assignment::check(program, &analysis, &mut diagnostics);
+    cycles::check(program, &analysis, &mut diagnostics);
+    routing::check(program, &mut diagnostics);
+    directives::check(ast, &mut diagnostics);
+    fields::check(ast, program, &mut diagnostics);
+    diagnostics
 }

@@ -1,7 +1,28 @@
-//! Reachability of steps and branch entries.
+//! Reachability of steps and branch entries (`unreachable_step`,
+//! `unreachable_branch`, both errors).
+//!
+//! A branch entry is unreachable when it is never evaluated or can never
+//! match: it follows an entry with no condition; its conditions include all
+//! of an earlier entry's (whenever it would hold, the earlier one matched
+//! first); one of its `if`s is always false; or earlier code-only entries
+//! already cover every value of a bool or enum field that is definitely set
+//! when the branches are evaluated (LANGUAGE.md section 11: an unset field
+//! matches neither `== true` nor `== false`, so coverage needs it set).
+//!
+//! A step is unreachable when no path leads to it from its flow's entry or
+//! from any `goto_step` in the program, following the flow graph
+//! ([`super::flowgraph`]) without the dead entries; a step whose own `if` is
+//! always false (or `skip_if` always true) never runs and is reported too.
+//! Flows that lowering could not build whole ([`crate::ir::Flow::incomplete`])
+//! get no step report: the missing edge would be the cause, already reported.
 
-use crate::ir::{FlowId, Program, StepId};
-use std::collections::BTreeSet;
+use super::assignment::definitely_set_at_branches;
+use super::conditions::{Values, conjuncts, coverage, domain, fold_bool, key, when_key};
+use super::flowgraph::{self, FlowGraph, Target};
+use crate::diag::{Code, Diagnostic};
+use crate::ir::{Branch, FieldId, Flow, FlowId, Position, Program, StepId};
+use crate::source::Span;
+use std::collections::{BTreeSet, HashMap};
 
 /// What can never run: shared by the checker (which reports it) and the
 /// graph (which draws it dashed), so both always agree.
@@ -13,6 +34,479 @@ pub struct Reachability {
 }
 
 pub fn analyze(program: &Program) -> Reachability {
-    let _ = program;
-    Reachability::default()
+    let analysis = analysis(program);
+    Reachability {
+        unreachable_steps: analysis
+            .unreachable_steps
+            .iter()
+            .map(|step| (step.flow, step.step))
+            .collect(),
+        unreachable_branches: analysis
+            .dead_branches
+            .iter()
+            .map(|branch| (branch.flow, branch.step, branch.entry))
+            .collect(),
+    }
+}
+
+/// Why a branch entry can never match.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum DeadReason {
+    /// Entry `n`, before it, has no condition.
+    AfterUnconditional(usize),
+    /// Entry `n`, before it, has a subset of its conditions.
+    Repeats(usize),
+    /// This `if` is always false.
+    AlwaysFalse(Span),
+    /// The earlier code-only entries cover every value of the field, which
+    /// is set when the branches are evaluated.
+    Covered { field: FieldId, entries: Vec<usize> },
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct DeadBranch {
+    pub flow: FlowId,
+    pub step: StepId,
+    pub entry: usize,
+    pub reason: DeadReason,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct UnreachableStep {
+    pub flow: FlowId,
+    pub step: StepId,
+    /// The condition that keeps it from ever running, if that is the cause.
+    pub never_runs: Option<Span>,
+    /// Whether some step leads to it, but only unreachable ones do.
+    pub only_from_unreachable: bool,
+}
+
+/// Everything the reachability analysis found, with the flow graphs it
+/// used (dead entries and fallthroughs switched off) for the passes that
+/// follow paths after it.
+#[derive(Debug, Default)]
+pub(crate) struct Analysis {
+    pub graphs: Vec<FlowGraph>,
+    /// Per flow, per step: reached from the entry or a `goto_step`.
+    pub reachable: Vec<Vec<bool>>,
+    pub dead_branches: Vec<DeadBranch>,
+    pub unreachable_steps: Vec<UnreachableStep>,
+}
+
+pub(crate) fn analysis(program: &Program) -> Analysis {
+    let jump_targets = goto_step_targets(program);
+    let mut analysis = Analysis::default();
+    for (index, flow) in program.flows.iter().enumerate() {
+        let flow_id = FlowId::from_index(index);
+        let mut graph = flowgraph::build(flow_id, flow);
+        let mut dead = Vec::new();
+        for (step_index, step) in flow.steps.iter().enumerate() {
+            let step_id = StepId::from_index(step_index);
+            for (entry, reason) in syntactic_dead_entries(&step.branches) {
+                dead.push(DeadBranch {
+                    flow: flow_id,
+                    step: step_id,
+                    entry,
+                    reason,
+                });
+            }
+        }
+        apply_dead(&mut graph, flow, &dead);
+        let (covered, exhaustive) = covered_entries(program, flow_id, flow, &graph);
+        apply_dead(&mut graph, flow, &covered);
+        for step in exhaustive {
+            if let Some(flag) = graph.fallthrough_dead.get_mut(step.index()) {
+                *flag = true;
+            }
+        }
+        dead.extend(covered);
+
+        let roots = jump_targets.get(index).map(Vec::as_slice).unwrap_or_default();
+        let reachable = reach(&graph, roots);
+        if !flow.incomplete {
+            let led_from_unreached = led_from_unreached(&graph, &reachable);
+            for (step_index, reached) in reachable.iter().enumerate() {
+                let never_runs = graph.never_runs.get(step_index).copied().flatten();
+                if *reached && never_runs.is_none() {
+                    continue;
+                }
+                analysis.unreachable_steps.push(UnreachableStep {
+                    flow: flow_id,
+                    step: StepId::from_index(step_index),
+                    never_runs: never_runs.filter(|_| *reached),
+                    only_from_unreachable: !*reached && led_from_unreached.get(step_index).copied().unwrap_or(false),
+                });
+            }
+        }
+        // Entries of a step nothing reaches are part of that step's report.
+        dead.retain(|branch| flow.incomplete || reachable.get(branch.step.index()).copied().unwrap_or(false));
+        dead.sort_by_key(|branch| (branch.step, branch.entry));
+        analysis.dead_branches.extend(dead);
+        analysis.graphs.push(graph);
+        analysis.reachable.push(reachable);
+    }
+    analysis
+}
+
+/// Per flow, the steps some `goto_step` anywhere in the program names.
+fn goto_step_targets(program: &Program) -> Vec<Vec<StepId>> {
+    let mut targets = vec![Vec::new(); program.flows.len()];
+    super::walk::directives(program, |_, directive| {
+        if let Some(Position::GotoStep { flow, step }) = &directive.position
+            && let Some(list) = targets.get_mut(flow.index())
+        {
+            list.push(*step);
+        }
+    });
+    targets
+}
+
+fn apply_dead(graph: &mut FlowGraph, flow: &Flow, dead: &[DeadBranch]) {
+    for branch in dead {
+        if let Some(flag) = graph
+            .dead_branches
+            .get_mut(branch.step.index())
+            .and_then(|entries| entries.get_mut(branch.entry))
+        {
+            *flag = true;
+        }
+    }
+    // A live entry with no condition always matches: nothing falls through.
+    for (index, step) in flow.steps.iter().enumerate() {
+        let always = step.branches.iter().enumerate().any(|(entry, branch)| {
+            let live = !graph
+                .dead_branches
+                .get(index)
+                .and_then(|entries| entries.get(entry))
+                .copied()
+                .unwrap_or(false);
+            live && matches!(conditions_of(branch), Conditions::Known(ref keys) if keys.is_empty())
+        });
+        if always && let Some(flag) = graph.fallthrough_dead.get_mut(index) {
+            *flag = true;
+        }
+    }
+}
+
+/// An entry's conditions in canonical form.
+enum Conditions {
+    /// Sorted keys of its conjuncts (`if`s) and questions (`when`s); empty
+    /// for an entry that always matches.
+    Known(Vec<String>),
+    /// One of its `if`s is always false.
+    AlwaysFalse(Span),
+    /// A condition has an error: it is compared with nothing.
+    Unknown,
+}
+
+fn conditions_of(branch: &Branch) -> Conditions {
+    let mut keys = Vec::new();
+    let mut known = true;
+    for guard in &branch.guard {
+        for conjunct in conjuncts(guard) {
+            match fold_bool(conjunct) {
+                Some(true) => {}
+                Some(false) => return Conditions::AlwaysFalse(conjunct.span),
+                None => match key(conjunct) {
+                    Some(text) => keys.push(format!("if {text}")),
+                    None => known = false,
+                },
+            }
+        }
+    }
+    keys.extend(branch.when.iter().map(|text| format!("when {}", when_key(text))));
+    if !known {
+        return Conditions::Unknown;
+    }
+    keys.sort();
+    keys.dedup();
+    Conditions::Known(keys)
+}
+
+/// Entries found dead from their conditions alone. Linear in the number of
+/// entries: repeats are found by hashing the whole condition set and each
+/// single condition (an earlier one-condition entry covers every later
+/// entry that includes it).
+fn syntactic_dead_entries(branches: &[Branch]) -> Vec<(usize, DeadReason)> {
+    let mut dead = Vec::new();
+    let mut unconditional: Option<usize> = None;
+    let mut whole: HashMap<Vec<String>, usize> = HashMap::new();
+    let mut single: HashMap<String, usize> = HashMap::new();
+    for (index, branch) in branches.iter().enumerate() {
+        if let Some(first) = unconditional {
+            dead.push((index, DeadReason::AfterUnconditional(first)));
+            continue;
+        }
+        let keys = match conditions_of(branch) {
+            Conditions::AlwaysFalse(span) => {
+                dead.push((index, DeadReason::AlwaysFalse(span)));
+                continue;
+            }
+            Conditions::Unknown => continue,
+            Conditions::Known(keys) => keys,
+        };
+        if keys.is_empty() {
+            unconditional = Some(index);
+            continue;
+        }
+        let earlier = whole
+            .get(&keys)
+            .copied()
+            .into_iter()
+            .chain(keys.iter().filter_map(|key| single.get(key).copied()))
+            .min();
+        if let Some(earlier) = earlier {
+            dead.push((index, DeadReason::Repeats(earlier)));
+            continue;
+        }
+        if let [only] = keys.as_slice() {
+            single.entry(only.clone()).or_insert(index);
+        }
+        whole.entry(keys).or_insert(index);
+    }
+    dead
+}
+
+/// A point where earlier code-only entries cover a field's every value.
+struct Candidate {
+    step: StepId,
+    /// The last entry needed for the coverage.
+    entry: usize,
+    field: FieldId,
+    entries: Vec<usize>,
+}
+
+/// Entries after a code-only table that covers every value of a bool or
+/// enum field, where that field is definitely set, and the steps whose
+/// table therefore always matches (nothing falls through). Definite
+/// assignment is asked only about such candidates, and only when there are
+/// some.
+fn covered_entries(program: &Program, flow_id: FlowId, flow: &Flow, graph: &FlowGraph) -> (Vec<DeadBranch>, Vec<StepId>) {
+    let mut candidates = Vec::new();
+    for (step_index, step) in flow.steps.iter().enumerate() {
+        let dead_entries = graph.dead_branches.get(step_index);
+        let mut covered: HashMap<FieldId, (Values, Vec<usize>)> = HashMap::new();
+        let mut complete: BTreeSet<FieldId> = BTreeSet::new();
+        for (entry, branch) in step.branches.iter().enumerate() {
+            let dead = dead_entries.and_then(|entries| entries.get(entry)).copied().unwrap_or(false);
+            if dead || !branch.when.is_empty() {
+                continue;
+            }
+            let Some((field, values)) = entry_coverage(program, branch) else {
+                continue;
+            };
+            if complete.contains(&field) {
+                continue;
+            }
+            let (so_far, entries) = covered.entry(field).or_default();
+            so_far.extend(values);
+            entries.push(entry);
+            if domain(program, field).is_some_and(|all| all.is_subset(so_far)) {
+                complete.insert(field);
+                candidates.push(Candidate {
+                    step: StepId::from_index(step_index),
+                    entry,
+                    field,
+                    entries: entries.clone(),
+                });
+            }
+        }
+    }
+    if candidates.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let queries: Vec<(StepId, FieldId)> = candidates.iter().map(|candidate| (candidate.step, candidate.field)).collect();
+    let answers = definitely_set_at_branches(flow, graph, &queries);
+    // Per step, the earliest confirmed coverage decides.
+    let mut earliest: HashMap<StepId, &Candidate> = HashMap::new();
+    for (candidate, set) in candidates.iter().zip(answers) {
+        if !set {
+            continue;
+        }
+        let slot = earliest.entry(candidate.step).or_insert(candidate);
+        if candidate.entry < slot.entry {
+            *slot = candidate;
+        }
+    }
+    let mut dead = Vec::new();
+    let mut exhaustive = Vec::new();
+    for (step, candidate) in earliest {
+        let Some(step_decl) = flow.step(step) else {
+            continue;
+        };
+        let already = graph.dead_branches.get(step.index());
+        for entry in candidate.entry + 1..step_decl.branches.len() {
+            if already.and_then(|entries| entries.get(entry)).copied().unwrap_or(false) {
+                continue;
+            }
+            dead.push(DeadBranch {
+                flow: flow_id,
+                step,
+                entry,
+                reason: DeadReason::Covered {
+                    field: candidate.field,
+                    entries: candidate.entries.clone(),
+                },
+            });
+        }
+        exhaustive.push(step);
+    }
+    (dead, exhaustive)
+}
+
+/// The values of one field for which a code-only entry matches.
+fn entry_coverage(program: &Program, branch: &Branch) -> Option<(FieldId, Values)> {
+    let mut result: Option<(FieldId, Values)> = None;
+    for guard in &branch.guard {
+        for conjunct in conjuncts(guard) {
+            if fold_bool(conjunct) == Some(true) {
+                continue;
+            }
+            let (field, values) = coverage(program, conjunct)?;
+            result = match result {
+                None => Some((field, values)),
+                Some((earlier, _)) if earlier != field => return None,
+                Some((_, earlier_values)) => Some((field, earlier_values.intersection(&values).cloned().collect())),
+            };
+        }
+    }
+    result
+}
+
+/// Steps reached from the entry and the given roots, breadth first.
+fn reach(graph: &FlowGraph, roots: &[StepId]) -> Vec<bool> {
+    let mut reached = vec![false; graph.len()];
+    let mut queue: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
+    let starts = (!reached.is_empty()).then_some(0).into_iter().chain(roots.iter().map(|root| root.index()));
+    for start in starts {
+        if let Some(flag) = reached.get_mut(start)
+            && !*flag
+        {
+            *flag = true;
+            queue.push_back(start);
+        }
+    }
+    while let Some(step) = queue.pop_front() {
+        for edge in graph.live_edges(step) {
+            if let Target::Step(target) = edge.target
+                && let Some(flag) = reached.get_mut(target.index())
+                && !*flag
+            {
+                *flag = true;
+                queue.push_back(target.index());
+            }
+        }
+    }
+    reached
+}
+
+/// Per step, whether an edge from a step that is not reached leads to it.
+fn led_from_unreached(graph: &FlowGraph, reachable: &[bool]) -> Vec<bool> {
+    let mut led = vec![false; graph.len()];
+    for (source, edges) in graph.edges.iter().enumerate() {
+        if reachable.get(source).copied().unwrap_or(true) {
+            continue;
+        }
+        for edge in edges {
+            if let Target::Step(target) = edge.target
+                && target.index() != source
+                && let Some(flag) = led.get_mut(target.index())
+            {
+                *flag = true;
+            }
+        }
+    }
+    led
+}
+
+/// Reports `unreachable_step` and `unreachable_branch`.
+pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Vec<Diagnostic>) {
+    for unreachable in &analysis.unreachable_steps {
+        let Some(flow) = program.flow(unreachable.flow) else {
+            continue;
+        };
+        let Some(step) = flow.step(unreachable.step) else {
+            continue;
+        };
+        let diagnostic = match unreachable.never_runs {
+            Some(condition) => Diagnostic::new(Code::UnreachableStep, format!("the step `{}` never runs", step.name))
+                .at(step.span, "this step is always passed over")
+                .with_label(condition, "this condition always passes it over")
+                .with_help("fix the condition, or remove the step"),
+            None if unreachable.only_from_unreachable => {
+                Diagnostic::new(Code::UnreachableStep, format!("the step `{}` is never reached", step.name))
+                    .at(step.span, "only unreachable steps lead here")
+                    .with_help("make a step before it reachable, or remove these steps")
+            }
+            None => Diagnostic::new(Code::UnreachableStep, format!("the step `{}` is never reached", step.name))
+                .at(step.span, format!("no path from the entry of `{}` leads here", flow.name))
+                .with_help("lead to it with `next`, a branch or `goto_step`, or remove it"),
+        };
+        diagnostics.push(diagnostic);
+    }
+    for dead in &analysis.dead_branches {
+        if let Some(diagnostic) = dead_branch_diagnostic(program, dead) {
+            diagnostics.push(diagnostic);
+        }
+    }
+}
+
+fn dead_branch_diagnostic(program: &Program, dead: &DeadBranch) -> Option<Diagnostic> {
+    let step = program.flow(dead.flow)?.step(dead.step)?;
+    let branch = step.branches.get(dead.entry)?;
+    let ordinal = |entry: usize| format!("entry {}", entry + 1);
+    let entry_list = |entries: &[usize]| -> String {
+        let numbers: Vec<String> = entries.iter().map(|entry| (entry + 1).to_string()).collect();
+        match numbers.as_slice() {
+            [only] => format!("entry {only} covers"),
+            [init @ .., last] => format!("entries {} and {last} cover", init.join(", ")),
+            [] => "earlier entries cover".to_string(),
+        }
+    };
+    let diagnostic = match &dead.reason {
+        DeadReason::AfterUnconditional(first) => Diagnostic::new(
+            Code::UnreachableBranch,
+            format!("this branch entry of `{}` is never evaluated", step.name),
+        )
+        .at(branch.span, "never evaluated")
+        .with_label(step.branches.get(*first)?.span, "this entry has no condition: it always matches")
+        .with_help("put the entry without a condition last: it is the fallback"),
+        DeadReason::Repeats(earlier) => Diagnostic::new(
+            Code::UnreachableBranch,
+            format!(
+                "this branch entry of `{}` never matches: {} matches first whenever it would",
+                step.name,
+                ordinal(*earlier)
+            ),
+        )
+        .at(branch.span, "never matches")
+        .with_label(step.branches.get(*earlier)?.span, "this earlier entry has the same conditions")
+        .with_help("remove the repeated entry, or make its conditions differ"),
+        DeadReason::AlwaysFalse(condition) => Diagnostic::new(
+            Code::UnreachableBranch,
+            format!("this branch entry of `{}` never matches: its `if` is always false", step.name),
+        )
+        .at(branch.span, "never matches")
+        .with_label(*condition, "always false")
+        .with_help("fix the condition, or remove the entry"),
+        DeadReason::Covered { field, entries } => {
+            let name = program.field(*field).map_or("?", |field| field.name.as_str());
+            let listed = entry_list(entries);
+            let mut diagnostic = Diagnostic::new(
+                Code::UnreachableBranch,
+                format!(
+                    "this branch entry of `{}` is never evaluated: {listed} every value of `{name}`",
+                    step.name
+                ),
+            )
+            .at(branch.span, "never evaluated");
+            for entry in entries {
+                diagnostic = diagnostic.with_label(step.branches.get(*entry)?.span, format!("covers values of `{name}`"));
+            }
+            diagnostic.with_help(format!(
+                "`{name}` is always set here, so an earlier entry always matches; remove this entry"
+            ))
+        }
+    };
+    Some(diagnostic)
 }

@@ -2,7 +2,7 @@
 //! rustc-style reports or (`--format json`) one JSON array on stdout.
 
 use super::load::{expand_paths, load_file};
-use super::report::{Tally, print_diagnostics, stderr_style};
+use super::report::{Tally, print_diagnostics, print_stderr, stderr_style};
 use super::{Outcome, print_stdout};
 use crate::diag::render::to_json;
 use crate::pipeline::compile;
@@ -28,22 +28,27 @@ pub enum Format {
 }
 
 pub fn run(args: &CheckArgs) -> Outcome {
-    let files = match expand_paths(&args.paths) {
-        Ok(files) => files,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return Outcome::Error;
-        }
-    };
     let style = stderr_style();
     let mut outcome = Outcome::Success;
     let mut tally = Tally::default();
     let mut json = Vec::new();
+    // A path that cannot be read is reported and the run goes on: every
+    // other program is still checked, and exit 2 says something was missed.
+    let mut files = Vec::new();
+    for path in &args.paths {
+        match expand_paths(std::slice::from_ref(path)) {
+            Ok(found) => files.extend(found),
+            Err(error) => {
+                print_stderr(&format!("error: {error}\n"));
+                outcome = outcome.worst(Outcome::Error);
+            }
+        }
+    }
     for path in &files {
         let loaded = match load_file(path) {
             Ok(loaded) => loaded,
             Err(error) => {
-                eprintln!("error: {error}");
+                print_stderr(&format!("error: {error}\n"));
                 outcome = outcome.worst(Outcome::Error);
                 continue;
             }
@@ -63,7 +68,7 @@ pub fn run(args: &CheckArgs) -> Outcome {
         text.push('\n');
         outcome = outcome.worst(print_stdout(&text));
     }
-    eprintln!("{}", tally.summary());
+    print_stderr(&format!("{}\n", tally.summary()));
     if tally.errors > 0 || (args.deny_warnings && tally.warnings > 0) {
         outcome = outcome.worst(Outcome::Failure);
     }

@@ -4,7 +4,7 @@
 use crate::diag::Diagnostic;
 use crate::diag::render::{Style, render_human};
 use crate::source::SourceFile;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 
 /// The style for stderr, decided once per run.
 pub fn stderr_style() -> Style {
@@ -20,9 +20,16 @@ pub fn stderr_style() -> Style {
 
 pub fn print_diagnostics(file: &SourceFile, diagnostics: &[Diagnostic], style: Style) {
     for diagnostic in diagnostics {
-        eprint!("{}", render_human(file, diagnostic, style));
-        eprintln!();
+        print_stderr(&format!("{}\n", render_human(file, diagnostic, style)));
     }
+}
+
+/// Writes to stderr. A closed stderr (`flowc check … 2>&1 | head`) must not
+/// crash the run or change its exit code: the results are what matters.
+pub fn print_stderr(text: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_all(text.as_bytes());
+    let _ = stderr.flush();
 }
 
 /// Counts of a run, for the summary line.

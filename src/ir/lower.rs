@@ -41,6 +41,8 @@ struct Lowerer {
     /// Every step name, with the flows that have a step of that name.
     step_owners: HashMap<String, Vec<FlowId>>,
     flow_names: Vec<String>,
+    /// Per flow, whether lowering dropped part of it (see [`Flow::incomplete`]).
+    incomplete: Vec<bool>,
 }
 
 struct ToolSignature {
@@ -141,6 +143,7 @@ impl Lowerer {
                 }
             }
             self.steps.push(steps);
+            self.incomplete.push(step_decls.len() != flow.steps.len());
             flow_steps.push(step_decls);
         }
         let mut default_flow: Option<(FlowId, Span)> = None;
@@ -168,6 +171,11 @@ impl Lowerer {
         let signal_decls = self.unique(&program.signals, |signal| &signal.name, IdKind::Signal);
         let signals = signal_decls.iter().map(|signal| self.signal(signal)).collect();
         let agent = self.agent(program.agent.as_ref());
+        // A `goto_step` lowered after a flow (in a later flow or a signal)
+        // can still mark it, so the flags are copied once everything is lowered.
+        for (flow, incomplete) in flows.iter_mut().zip(&self.incomplete) {
+            flow.incomplete = *incomplete;
+        }
         Program {
             agent,
             fields,
@@ -286,7 +294,7 @@ impl Lowerer {
                     items: Box::new(self.value_type(items)),
                 },
                 None => {
-                    self.schema_error(decl.name.span, "a list needs `items`", "say what the list holds, e.g. `items: string`");
+                    self.schema_error(decl.name.span, "a list needs `items`", "say what the list holds: `list(string)` in .flow, `items: string` in YAML");
                     TypeKind::Unknown
                 }
             },
@@ -295,7 +303,7 @@ impl Lowerer {
                     fields: self.declarations(&fields.value, IdKind::Field),
                 },
                 None => {
-                    self.schema_error(decl.name.span, "an object needs `fields`", "declare its fields, e.g. `fields: { name: string }`");
+                    self.schema_error(decl.name.span, "an object needs `fields`", "declare its fields: `object { name: string }` in .flow, `fields: { name: string }` in YAML");
                     TypeKind::Unknown
                 }
             },
@@ -326,7 +334,7 @@ impl Lowerer {
     fn enum_values(&mut self, decl: &ast::TypeExpr) -> TypeKind {
         let Some(values) = decl.values.as_ref().filter(|values| !values.value.is_empty()) else {
             let span = decl.values.as_ref().map_or(decl.name.span, |values| values.span);
-            self.schema_error(span, "an enum needs at least one value", "list them, e.g. `values: [free, pro]`");
+            self.schema_error(span, "an enum needs at least one value", "list its values: `enum(free, pro)` in .flow, `values: [free, pro]` in YAML");
             return TypeKind::Unknown;
         };
         let mut seen: HashMap<&str, Span> = HashMap::new();
@@ -578,7 +586,7 @@ impl Lowerer {
                         format!("the tool `{}` has no implementation", tool.name.value),
                     )
                     .at(tool.name.span, "needs one of `http`, `exec` or `builtin`")
-                    .with_help("add `http: {...}`, `exec: [program, args]` or `builtin: now|uuid|echo`"),
+                    .with_help("give it one of `http`, `exec` (a program and its arguments) or `builtin` (now, uuid or echo)"),
                 );
                 None
             }
@@ -795,7 +803,7 @@ impl Lowerer {
         let help = match did_you_mean(&name.value, self.flow_names.iter().map(String::as_str)) {
             Some(close) => format!("did you mean `{close}`?"),
             None if self.step_owners.contains_key(&name.value) => {
-                "a signal's target is a flow; for a step write `{ goto_step: { flow: F, step: S } }`".to_string()
+                "a signal's target is a flow; for a step use `goto_step` with its flow (`goto_step F.S` in .flow, `goto_step: { flow: F, step: S }` in YAML)".to_string()
             }
             None => "a signal's target names a flow".to_string(),
         };
@@ -849,6 +857,7 @@ impl Lowerer {
             complete_next,
             steps,
             span: flow.name.span,
+            incomplete: false,
         }
     }
 
@@ -870,6 +879,13 @@ impl Lowerer {
         None
     }
 
+    /// Records that an edge or a step of `flow` was dropped.
+    fn mark_incomplete(&mut self, flow: FlowId) {
+        if let Some(flag) = self.incomplete.get_mut(flow.index()) {
+            *flag = true;
+        }
+    }
+
     fn step_in(&self, flow: FlowId, name: &str) -> Option<StepId> {
         self.steps.get(flow.index()).and_then(|steps| steps.get(name)).copied()
     }
@@ -879,6 +895,13 @@ impl Lowerer {
         let span = step.id.as_ref().map_or(step.span, |id| id.span);
         let auto = step.auto.as_ref().is_some_and(|auto| auto.value);
         let collect = self.fields(&step.collect);
+        let requires = self.fields(&step.requires);
+        // A step whose `collect` or `requires` lost a name may look like it
+        // never waits for input; cycle and reachability checks must not
+        // draw conclusions from that.
+        if collect.len() != step.collect.len() || requires.len() != step.requires.len() {
+            self.mark_incomplete(scope.flow);
+        }
         if auto && let Some(first) = step.collect.first() {
             self.diagnostics.push(
                 Diagnostic::new(Code::InvalidStep, format!("the auto step `{name}` collects `{}`", first.value))
@@ -892,7 +915,7 @@ impl Lowerer {
                 self.diagnostics.push(
                     Diagnostic::new(Code::InvalidStep, format!("`wait` on the step `{name}`, which is not auto"))
                         .at(text.span, "only auto steps wait")
-                        .with_help("mark the step `auto: true`; a wait pauses a workflow after the step's actions"),
+                        .with_help("make the step auto (`auto step` in .flow, `auto: true` in YAML): a wait pauses a workflow after the step's actions"),
                 );
             }
             ms
@@ -942,7 +965,7 @@ impl Lowerer {
             prompt: step.prompt.as_ref().map(|prompt| self.template(prompt, &[])),
             say: step.say.as_ref().map(|say| self.template(say, &[])),
             collect,
-            requires: self.fields(&step.requires),
+            requires,
             skip_if: step.skip_if.as_ref().map(|expr| self.condition(expr, &[])),
             when: step.when.iter().map(|text| text.value.clone()).collect(),
             guard: step.guard.iter().map(|expr| self.condition(expr, &[])).collect(),
@@ -966,7 +989,11 @@ impl Lowerer {
 
     fn branch(&mut self, entry: &ast::Branch, scope: FlowScope) -> Option<Branch> {
         let guard = entry.guard.iter().map(|expr| self.condition(expr, &[])).collect();
-        let then = match entry.then.as_ref()? {
+        let Some(then) = entry.then.as_ref() else {
+            self.mark_incomplete(scope.flow);
+            return None;
+        };
+        let then = match then {
             ast::Then::Target(name) => self.then_target(name, scope)?,
             ast::Then::Directive(directive) => Then::Directive(self.directive(directive, Some(scope), &[])),
         };
@@ -1008,6 +1035,7 @@ impl Lowerer {
     /// An unresolved `then`/`next`: a step of another flow is
     /// `cross_flow_step`, anything else `unknown_target` with a suggestion.
     fn report_step_target(&mut self, name: &ast::Name, scope: FlowScope, flows_allowed: bool) {
+        self.mark_incomplete(scope.flow);
         if let Some(owner) = self.step_owners.get(&name.value).and_then(|owners| owners.first()) {
             let flow_name = self.flow_names.get(owner.index()).cloned().unwrap_or_default();
             self.diagnostics.push(
@@ -1017,8 +1045,8 @@ impl Lowerer {
                 )
                 .at(name.span, "a bare name only names a step of this flow")
                 .with_help(format!(
-                    "write `{{ goto_step: {{ flow: {flow_name}, step: {} }} }}`",
-                    name.value
+                    "jump there with `goto_step`: `{{ goto_step {flow_name}.{step} }}` in .flow, `{{ goto_step: {{ flow: {flow_name}, step: {step} }} }}` in YAML",
+                    step = name.value
                 )),
             );
             return;
@@ -1036,7 +1064,7 @@ impl Lowerer {
         let help = match did_you_mean(&name.value, candidates) {
             Some(close) => format!("did you mean `{close}`?"),
             None if !flows_allowed && self.flows.contains_key(&name.value) => {
-                format!("`next` names a step or `end`; to enter the flow write `then: {}` or `goto`", name.value)
+                format!("`next` names a step or `end`; to enter the flow `{}`, branch to it or emit a `goto`", name.value)
             }
             None if flows_allowed => "name a step of this flow, a flow, or write a directive".to_string(),
             None => "name a step of this flow, or `end`".to_string(),
@@ -1078,13 +1106,17 @@ impl Lowerer {
             positions.push(("reset", reset.span, Some(Position::Reset)));
         }
         if let [(first_key, first_span, _), (second_key, second_span, _), ..] = positions.as_slice() {
+            // Only the first position is kept: the others' edges are lost.
+            if let Some(scope) = scope {
+                self.mark_incomplete(scope.flow);
+            }
             self.diagnostics.push(
                 Diagnostic::new(
                     Code::InvalidDirective,
                     format!("a directive has both `{first_key}` and `{second_key}`"),
                 )
                 .at(*second_span, "a second position field")
-                .with_label(*first_span, "the first")
+                .with_label(*first_span, "the first position field")
                 .with_help("a directive moves the conversation one way: keep one of goto, goto_step, complete, abort, reset"),
             );
         }
@@ -1093,7 +1125,7 @@ impl Lowerer {
                 Diagnostic::new(Code::ReplyWithAbort, "`reply` together with `abort` in one directive")
                     .at(reply.span, "this reply would be dropped")
                     .with_label(abort.span, "abort wins over reply")
-                    .with_help("give the reason in `abort: \"...\"`, or emit the reply from another step"),
+                    .with_help("give the reason to `abort` instead, or emit the reply from another step"),
             );
         }
         let empty = directive.goto.is_none()
@@ -1169,7 +1201,10 @@ impl Lowerer {
                 self.diagnostics.push(
                     Diagnostic::new(Code::InvalidDirective, "`goto_step` outside a flow must name its flow")
                         .at(step_name.span, "which flow's step?")
-                        .with_help(format!("write `goto_step: {{ flow: FLOW, step: {} }}`", step_name.value)),
+                        .with_help(format!(
+                            "name the flow: `goto_step FLOW.{0}` in .flow, `goto_step: {{ flow: FLOW, step: {0} }}` in YAML",
+                            step_name.value
+                        )),
                 );
                 return None;
             }
@@ -1177,6 +1212,7 @@ impl Lowerer {
         match self.step_in(flow, &step_name.value) {
             Some(step) => Some(Position::GotoStep { flow, step }),
             None => {
+                self.mark_incomplete(flow);
                 let flow_name = self.flow_names.get(flow.index()).cloned().unwrap_or_default();
                 let candidates: Vec<&str> = self
                     .steps
@@ -1376,7 +1412,9 @@ impl Lowerer {
                     format!("`save` from `{tool_name}`, which declares no `returns`"),
                 )
                 .at(name.span, "nothing typed to save")
-                .with_help(format!("declare what `{tool_name}` returns, e.g. `returns: {{ id: string }}`")),
+                .with_help(format!(
+                    "declare what `{tool_name}` returns: `-> {{ id: string }}` after its params in .flow, `returns: {{ id: string }}` in YAML"
+                )),
             );
             return Some(field);
         };
@@ -1389,12 +1427,12 @@ impl Lowerer {
             ty: saved_type.clone(),
             span: name.span,
         };
-        if let Some(problem) = assignability(&probe, &field_type) {
+        if assignability(&probe, &field_type).is_some() {
             self.diagnostics.push(
                 Diagnostic::new(
                     Code::TypeMismatch,
                     format!(
-                        "`{}` is {}, but `{tool_name}` saves {described} of type {} ({problem})",
+                        "`{}` is {}, but `{tool_name}` saves {described} of type {}",
                         name.value,
                         field_type.describe(),
                         saved_type.describe()

@@ -276,6 +276,14 @@ pub struct Flow {
     pub complete_next: Option<FlowId>,
     pub steps: Vec<Step>,
     pub span: Span,
+    /// Part of this flow's structure could not be read or resolved (a
+    /// syntax error inside it, a target that names nothing, a step without
+    /// an id, a `collect` of an unknown field), so an edge or a step is
+    /// missing from the IR. Errors were reported; the flow-sensitive checks
+    /// (unreachable steps, definite assignment, auto cycles) stay silent on
+    /// it rather than report the consequences of the missing part.
+    #[serde(skip)]
+    pub incomplete: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]

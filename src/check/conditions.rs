@@ -1,0 +1,535 @@
+//! What the checker can tell about a condition without running it:
+//!
+//! - [`fold`]: its value when it depends on no data (`1 > 2`, `"a" in []`),
+//!   so an `if` that is always false is found;
+//! - [`key`]: a canonical spelling, so two entries with the same condition
+//!   written differently (`x == 1` and `1 == x`) are recognised;
+//! - [`facts`]: the fields it proves set when it holds (or fails): a read
+//!   guarded by `x is set` is not a maybe-unset read;
+//! - [`coverage`]: the values of one bool or enum field for which it holds,
+//!   so a branch table that covers them all is seen to be exhaustive.
+//!
+//! Expressions nest at most [`crate::syntax::expr::MAX_EXPR_DEPTH`] deep (the
+//! front ends refuse deeper ones), so these walks recurse; [`MAX_DEPTH`]
+//! guards them anyway, answering "unknown" past it.
+
+use crate::expr::{Expr, ExprKind, Function};
+use crate::ir::{FieldId, Program, TypeKind};
+use crate::syntax::ast::{BinaryOp, UnaryOp};
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// Past this depth every analysis here gives up (answers "unknown").
+const MAX_DEPTH: usize = 256;
+
+// ---------------------------------------------------------------- folding
+
+/// The value of an expression that reads no data, if it has one. Follows
+/// LANGUAGE.md section 2: null compares equal only to null, ordering with
+/// null is false, arithmetic with null is null.
+pub(crate) fn fold(expr: &Expr) -> Option<Value> {
+    fold_at(expr, 0)
+}
+
+/// Whether a condition is always false (`Some(false)`) or always true.
+pub(crate) fn fold_bool(expr: &Expr) -> Option<bool> {
+    match fold(expr)? {
+        Value::Bool(value) => Some(value),
+        // A null condition does not hold.
+        Value::Null => Some(false),
+        _ => None,
+    }
+}
+
+fn fold_at(expr: &Expr, depth: usize) -> Option<Value> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let depth = depth + 1;
+    match &expr.kind {
+        ExprKind::Literal { value } => Some(value.clone()),
+        ExprKind::List { items } => items
+            .iter()
+            .map(|item| fold_at(item, depth))
+            .collect::<Option<Vec<_>>>()
+            .map(Value::Array),
+        ExprKind::Unary { op, operand } => {
+            let value = fold_at(operand, depth)?;
+            match (op, value) {
+                (UnaryOp::Not, Value::Bool(value)) => Some(Value::Bool(!value)),
+                (UnaryOp::Neg, Value::Null) => Some(Value::Null),
+                (UnaryOp::Neg, Value::Number(number)) => negate(&number),
+                _ => None,
+            }
+        }
+        ExprKind::Binary { op, left, right } => fold_binary(*op, left, right, depth),
+        ExprKind::IsSet { operand, negated } => {
+            let value = fold_at(operand, depth)?;
+            Some(Value::Bool(value.is_null() == *negated))
+        }
+        ExprKind::Call { function, args } => fold_call(*function, args, depth),
+        ExprKind::Field { .. }
+        | ExprKind::Context { .. }
+        | ExprKind::Local { .. }
+        | ExprKind::Env { .. }
+        | ExprKind::Member { .. }
+        | ExprKind::Error => None,
+    }
+}
+
+fn negate(number: &serde_json::Number) -> Option<Value> {
+    if let Some(int) = number.as_i64() {
+        return int.checked_neg().map(Value::from);
+    }
+    number.as_f64().and_then(|float| serde_json::Number::from_f64(-float)).map(Value::Number)
+}
+
+fn fold_binary(op: BinaryOp, left: &Expr, right: &Expr, depth: usize) -> Option<Value> {
+    match op {
+        // `false and x` is false whatever `x` is; the same for `or`.
+        BinaryOp::And | BinaryOp::Or => {
+            let absorbing = op == BinaryOp::Or;
+            let left_value = fold_at(left, depth);
+            let right_value = fold_at(right, depth);
+            let is = |value: &Option<Value>, wanted: bool| matches!(value, Some(Value::Bool(b)) if *b == wanted);
+            if is(&left_value, absorbing) || is(&right_value, absorbing) {
+                return Some(Value::Bool(absorbing));
+            }
+            if is(&left_value, !absorbing) && is(&right_value, !absorbing) {
+                return Some(Value::Bool(!absorbing));
+            }
+            None
+        }
+        _ => {
+            let left_value = fold_at(left, depth)?;
+            let right_value = fold_at(right, depth)?;
+            fold_strict(op, &left_value, &right_value)
+        }
+    }
+}
+
+fn fold_strict(op: BinaryOp, left: &Value, right: &Value) -> Option<Value> {
+    match op {
+        BinaryOp::Eq => Some(Value::Bool(same(left, right))),
+        BinaryOp::Ne => Some(Value::Bool(!same(left, right))),
+        BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => {
+            if left.is_null() || right.is_null() {
+                return Some(Value::Bool(false));
+            }
+            let ordering = order(left, right)?;
+            let holds = match op {
+                BinaryOp::Lt => ordering.is_lt(),
+                BinaryOp::Le => ordering.is_le(),
+                BinaryOp::Gt => ordering.is_gt(),
+                _ => ordering.is_ge(),
+            };
+            Some(Value::Bool(holds))
+        }
+        BinaryOp::In | BinaryOp::NotIn => {
+            let found = match right {
+                Value::Array(items) => items.iter().any(|item| same(left, item)),
+                Value::String(haystack) => haystack.contains(left.as_str()?),
+                _ => return None,
+            };
+            Some(Value::Bool(found == (op == BinaryOp::In)))
+        }
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => {
+            if left.is_null() || right.is_null() {
+                return Some(Value::Null);
+            }
+            if let (Value::String(left), Value::String(right), BinaryOp::Add) = (left, right, op) {
+                return Some(Value::String(format!("{left}{right}")));
+            }
+            if let (Some(left), Some(right)) = (left.as_i64(), right.as_i64()) {
+                let result = match op {
+                    BinaryOp::Add => left.checked_add(right),
+                    BinaryOp::Sub => left.checked_sub(right),
+                    _ => left.checked_mul(right),
+                };
+                return result.map(Value::from);
+            }
+            let (left, right) = (left.as_f64()?, right.as_f64()?);
+            let result = match op {
+                BinaryOp::Add => left + right,
+                BinaryOp::Sub => left - right,
+                _ => left * right,
+            };
+            serde_json::Number::from_f64(result).map(Value::Number)
+        }
+        // Division semantics (integer or not) are the runtime's to define;
+        // nothing here needs them folded.
+        _ => None,
+    }
+}
+
+/// Equality as the language defines it: numbers by value (`1 == 1.0`).
+fn same(left: &Value, right: &Value) -> bool {
+    match (left, right) {
+        (Value::Number(left), Value::Number(right)) => left.as_f64() == right.as_f64(),
+        _ => left == right,
+    }
+}
+
+fn order(left: &Value, right: &Value) -> Option<std::cmp::Ordering> {
+    match (left, right) {
+        (Value::Number(left), Value::Number(right)) => left.as_f64()?.partial_cmp(&right.as_f64()?),
+        (Value::String(left), Value::String(right)) => Some(left.cmp(right)),
+        _ => None,
+    }
+}
+
+fn fold_call(function: Function, args: &[Expr], depth: usize) -> Option<Value> {
+    let values = args
+        .iter()
+        .map(|arg| fold_at(arg, depth))
+        .collect::<Option<Vec<_>>>()?;
+    match (function, values.as_slice()) {
+        (Function::Len, [Value::Null]) => Some(Value::from(0)),
+        (Function::Len, [Value::String(text)]) => Some(Value::from(text.chars().count())),
+        (Function::Len, [Value::Array(items)]) => Some(Value::from(items.len())),
+        (Function::Lower | Function::Upper, [Value::Null]) => Some(Value::Null),
+        (Function::Lower, [Value::String(text)]) => Some(Value::String(text.to_lowercase())),
+        (Function::Upper, [Value::String(text)]) => Some(Value::String(text.to_uppercase())),
+        (Function::Contains, [Value::String(text), Value::String(part)]) => Some(Value::Bool(text.contains(part.as_str()))),
+        (Function::Contains, [Value::Array(items), item]) => Some(Value::Bool(items.iter().any(|candidate| same(candidate, item)))),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------- keys
+
+/// The conjuncts of a condition: `a and (b and c)` is `[a, b, c]`.
+pub(crate) fn conjuncts(expr: &Expr) -> Vec<&Expr> {
+    let mut out = Vec::new();
+    let mut stack = vec![expr];
+    while let Some(expr) = stack.pop() {
+        match &expr.kind {
+            ExprKind::Binary {
+                op: BinaryOp::And,
+                left,
+                right,
+            } => {
+                stack.push(right);
+                stack.push(left);
+            }
+            _ => out.push(expr),
+        }
+    }
+    out
+}
+
+/// A canonical spelling of an expression: equal keys mean the expressions
+/// always have the same value. Spans are ignored; `==`, `!=`, `and` and `or`
+/// order their operands, and `<`/`<=` are turned around into `>`/`>=`.
+/// `None` for an expression with an error (it equals nothing).
+pub(crate) fn key(expr: &Expr) -> Option<String> {
+    let mut out = String::new();
+    write_key(expr, &mut out, 0).then_some(out)
+}
+
+fn write_key(expr: &Expr, out: &mut String, depth: usize) -> bool {
+    if depth > MAX_DEPTH {
+        return false;
+    }
+    let depth = depth + 1;
+    match &expr.kind {
+        ExprKind::Literal { value } => {
+            // Numbers by value, so `1` and `1.0` agree.
+            match value {
+                Value::Number(number) => out.push_str(&format!("n{}", number.as_f64().unwrap_or(f64::NAN))),
+                other => {
+                    out.push('l');
+                    out.push_str(&other.to_string());
+                }
+            }
+            true
+        }
+        ExprKind::List { items } => {
+            out.push('[');
+            for item in items {
+                if !write_key(item, out, depth) {
+                    return false;
+                }
+                out.push(',');
+            }
+            out.push(']');
+            true
+        }
+        ExprKind::Field { field } => {
+            out.push_str(&format!("f{}", field.0));
+            true
+        }
+        ExprKind::Context { key } => {
+            out.push_str(&format!("c{}", key.0));
+            true
+        }
+        ExprKind::Local { slot, .. } => {
+            out.push_str(&format!("v{slot}"));
+            true
+        }
+        ExprKind::Env { name } => {
+            out.push_str(&format!("e{name};"));
+            true
+        }
+        ExprKind::Member { object, member } => {
+            out.push('m');
+            if !write_key(object, out, depth) {
+                return false;
+            }
+            out.push_str(&format!(".{member};"));
+            true
+        }
+        ExprKind::Unary { op, operand } => {
+            out.push_str(match op {
+                UnaryOp::Not => "!(",
+                UnaryOp::Neg => "-(",
+            });
+            let ok = write_key(operand, out, depth);
+            out.push(')');
+            ok
+        }
+        ExprKind::IsSet { operand, negated } => {
+            out.push_str(if *negated { "unset(" } else { "set(" });
+            let ok = write_key(operand, out, depth);
+            out.push(')');
+            ok
+        }
+        ExprKind::Binary { op, left, right } => {
+            let mut left_key = String::new();
+            let mut right_key = String::new();
+            if !write_key(left, &mut left_key, depth) || !write_key(right, &mut right_key, depth) {
+                return false;
+            }
+            let commutative = matches!(op, BinaryOp::Eq | BinaryOp::Ne | BinaryOp::And | BinaryOp::Or);
+            if commutative && right_key < left_key {
+                std::mem::swap(&mut left_key, &mut right_key);
+            }
+            // `a < b` is `b > a`: orderings are spelled with `>` and `>=`.
+            let op = match op {
+                BinaryOp::Lt => {
+                    std::mem::swap(&mut left_key, &mut right_key);
+                    BinaryOp::Gt
+                }
+                BinaryOp::Le => {
+                    std::mem::swap(&mut left_key, &mut right_key);
+                    BinaryOp::Ge
+                }
+                other => *other,
+            };
+            out.push('(');
+            out.push_str(&left_key);
+            out.push(' ');
+            out.push_str(op.as_str());
+            out.push(' ');
+            out.push_str(&right_key);
+            out.push(')');
+            true
+        }
+        ExprKind::Call { function, args } => {
+            out.push_str(function.name());
+            out.push('(');
+            for arg in args {
+                if !write_key(arg, out, depth) {
+                    return false;
+                }
+                out.push(',');
+            }
+            out.push(')');
+            true
+        }
+        ExprKind::Error => false,
+    }
+}
+
+/// A `when` description in a canonical form: case and spacing do not make
+/// two questions to the model different.
+pub(crate) fn when_key(text: &str) -> String {
+    text.split_whitespace()
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+// ---------------------------------------------------------------- facts
+
+/// The fields a condition proves set when it evaluates to `truth`. An unset
+/// field is null, and null fails every ordering, every comparison with a
+/// non-null value and every `in` a list without null; so `guests > 2`
+/// holding proves `guests` set.
+pub(crate) fn facts(expr: &Expr, truth: bool, out: &mut Vec<FieldId>) {
+    facts_at(expr, truth, out, 0);
+}
+
+fn facts_at(expr: &Expr, truth: bool, out: &mut Vec<FieldId>, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let depth = depth + 1;
+    match &expr.kind {
+        ExprKind::Field { field } if truth => out.push(*field),
+        ExprKind::IsSet { operand, negated } => {
+            if truth != *negated
+                && let Some(field) = read_field(operand)
+            {
+                out.push(field);
+            }
+        }
+        ExprKind::Unary {
+            op: UnaryOp::Not,
+            operand,
+        } => facts_at(operand, !truth, out, depth),
+        ExprKind::Binary { op, left, right } => match (op, truth) {
+            (BinaryOp::And, true) | (BinaryOp::Or, false) => {
+                facts_at(left, truth, out, depth);
+                facts_at(right, truth, out, depth);
+            }
+            (BinaryOp::And, false) | (BinaryOp::Or, true) => {
+                let mut left_facts = Vec::new();
+                let mut right_facts = Vec::new();
+                facts_at(left, truth, &mut left_facts, depth);
+                facts_at(right, truth, &mut right_facts, depth);
+                out.extend(left_facts.into_iter().filter(|field| right_facts.contains(field)));
+            }
+            (BinaryOp::Eq, _) | (BinaryOp::Ne, _) => {
+                // `x == c` holding, or `x != c` failing, means x equals c.
+                let equal = (*op == BinaryOp::Eq) == truth;
+                for (place, other) in [(left, right), (right, left)] {
+                    let Some(field) = read_field(place) else {
+                        continue;
+                    };
+                    match fold(other) {
+                        Some(Value::Null) if !equal => out.push(field),
+                        Some(value) if equal && !value.is_null() => out.push(field),
+                        _ => {}
+                    }
+                }
+            }
+            (BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge, true) => {
+                out.extend(read_field(left));
+                out.extend(read_field(right));
+            }
+            (BinaryOp::In, true) | (BinaryOp::NotIn, false) => {
+                let null_free = matches!(fold(right), Some(Value::Array(items)) if !items.iter().any(Value::is_null));
+                if null_free {
+                    out.extend(read_field(left));
+                }
+            }
+            _ => {}
+        },
+        ExprKind::Call {
+            function: Function::Contains,
+            args,
+        } if truth => {
+            out.extend(args.first().and_then(read_field));
+        }
+        _ => {}
+    }
+}
+
+/// The field an expression is, when it is a bare field.
+fn read_field(expr: &Expr) -> Option<FieldId> {
+    match &expr.kind {
+        ExprKind::Field { field } => Some(*field),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------- coverage
+
+/// A set of values of a bool (`"true"`, `"false"`) or enum field.
+pub(crate) type Values = BTreeSet<String>;
+
+/// Every value a bool or enum field can hold when set; `None` for other types.
+pub(crate) fn domain(program: &Program, field: FieldId) -> Option<Values> {
+    match &program.field(field)?.ty.kind {
+        TypeKind::Bool => Some(["true", "false"].into_iter().map(String::from).collect()),
+        TypeKind::Enum { values } => Some(values.iter().cloned().collect()),
+        _ => None,
+    }
+}
+
+/// For a condition on one bool or enum field, the field and the values for
+/// which the condition holds when the field is set. `None` when the
+/// condition is not of that shape (two fields, a non-literal…).
+pub(crate) fn coverage(program: &Program, expr: &Expr) -> Option<(FieldId, Values)> {
+    coverage_at(program, expr, 0)
+}
+
+fn coverage_at(program: &Program, expr: &Expr, depth: usize) -> Option<(FieldId, Values)> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let depth = depth + 1;
+    match &expr.kind {
+        ExprKind::Field { field } => {
+            let domain = domain(program, *field)?;
+            domain.contains("true").then(|| (*field, ["true".to_string()].into_iter().collect()))
+        }
+        ExprKind::Unary {
+            op: UnaryOp::Not,
+            operand,
+        } => {
+            let (field, values) = coverage_at(program, operand, depth)?;
+            let domain = domain(program, field)?;
+            Some((field, domain.difference(&values).cloned().collect()))
+        }
+        ExprKind::IsSet { operand, negated } => {
+            let field = read_field(operand)?;
+            let domain = domain(program, field)?;
+            Some((field, if *negated { Values::new() } else { domain }))
+        }
+        ExprKind::Binary { op, left, right } => match op {
+            BinaryOp::Or | BinaryOp::And => {
+                let (left_field, left_values) = coverage_at(program, left, depth)?;
+                let (right_field, right_values) = coverage_at(program, right, depth)?;
+                if left_field != right_field {
+                    return None;
+                }
+                let values = if *op == BinaryOp::Or {
+                    left_values.union(&right_values).cloned().collect()
+                } else {
+                    left_values.intersection(&right_values).cloned().collect()
+                };
+                Some((left_field, values))
+            }
+            BinaryOp::Eq | BinaryOp::Ne => {
+                let (field, value) = match (read_field(left), read_field(right)) {
+                    (Some(field), None) => (field, fold(right)?),
+                    (None, Some(field)) => (field, fold(left)?),
+                    _ => return None,
+                };
+                let domain = domain(program, field)?;
+                let value = value_name(&value)?;
+                let equal: Values = domain.iter().filter(|candidate| **candidate == value).cloned().collect();
+                if *op == BinaryOp::Eq {
+                    Some((field, equal))
+                } else {
+                    Some((field, domain.difference(&equal).cloned().collect()))
+                }
+            }
+            BinaryOp::In | BinaryOp::NotIn => {
+                let field = read_field(left)?;
+                let Value::Array(items) = fold(right)? else {
+                    return None;
+                };
+                let domain = domain(program, field)?;
+                let listed: Values = items.iter().filter_map(value_name).filter(|value| domain.contains(value)).collect();
+                if *op == BinaryOp::In {
+                    Some((field, listed))
+                } else {
+                    Some((field, domain.difference(&listed).cloned().collect()))
+                }
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn value_name(value: &Value) -> Option<String> {
+    match value {
+        Value::Bool(value) => Some(value.to_string()),
+        Value::String(text) => Some(text.clone()),
+        _ => None,
+    }
+}

@@ -1,0 +1,107 @@
+//! Directive fields that cannot act where they are emitted (`dropped_field`,
+//! a warning). `halt`, `append_prompt` and `inject_tools` shape the coming
+//! model call, so they act only on the pre-model bus (LANGUAGE.md section
+//! 5). Emitted from `finalize`, `on_complete` or a post-phase signal they
+//! join the post-model bus and are dropped; a `phase: both` signal's are
+//! dropped in its post half (section 11). A tool's result can carry a
+//! directive too, but what a tool returns is only known at run time.
+//!
+//! This pass reads the AST: the IR keeps no span for a `halt: true` or an
+//! `inject_tools` list, and the warning points at the key itself.
+
+use crate::diag::{Code, Diagnostic};
+use crate::source::Span;
+use crate::syntax::ast;
+
+pub(crate) fn check(program: &ast::Program, diagnostics: &mut Vec<Diagnostic>) {
+    for flow in &program.flows {
+        for directive in emitted(&flow.on_complete) {
+            report(directive, Place::OnComplete, diagnostics);
+        }
+        for step in &flow.steps {
+            for directive in emitted(&step.finalize) {
+                report(directive, Place::Finalize, diagnostics);
+            }
+        }
+    }
+    for signal in &program.signals {
+        let place = match signal.phase.as_ref().map(|phase| phase.value.as_str()) {
+            Some("post") => Place::PostSignal(&signal.name.value),
+            Some("both") => Place::BothSignal(&signal.name.value),
+            _ => continue,
+        };
+        if let Some(ast::Then::Directive(directive)) = &signal.then {
+            report(directive, place, diagnostics);
+        }
+    }
+}
+
+/// Where a directive joins the post-model bus.
+#[derive(Clone, Copy)]
+enum Place<'a> {
+    Finalize,
+    OnComplete,
+    PostSignal(&'a str),
+    BothSignal(&'a str),
+}
+
+/// The directives `emit`ted by actions, `for_each` bodies included.
+fn emitted(actions: &[ast::Action]) -> Vec<&ast::Directive> {
+    let mut out = Vec::new();
+    let mut stack = vec![actions.iter()];
+    while let Some(top) = stack.last_mut() {
+        match top.next() {
+            Some(action) => match &action.kind {
+                ast::ActionKind::Emit(directive) => out.push(directive),
+                ast::ActionKind::ForEach(for_each) => stack.push(for_each.actions.iter()),
+                _ => {}
+            },
+            None => {
+                stack.pop();
+            }
+        }
+    }
+    out
+}
+
+fn report(directive: &ast::Directive, place: Place<'_>, diagnostics: &mut Vec<Diagnostic>) {
+    let mut dropped: Vec<(&str, Span)> = Vec::new();
+    if let Some(halt) = directive.halt.as_ref().filter(|halt| halt.value) {
+        dropped.push(("halt", halt.span));
+    }
+    if let (Some(first), Some(last)) = (directive.append_prompt.first(), directive.append_prompt.last()) {
+        dropped.push(("append_prompt", first.span.to(last.span)));
+    }
+    if let (Some(first), Some(last)) = (directive.inject_tools.first(), directive.inject_tools.last()) {
+        dropped.push(("inject_tools", first.span.to(last.span)));
+    }
+    for (key, span) in dropped {
+        diagnostics.push(diagnostic(key, span, place));
+    }
+}
+
+fn diagnostic(key: &str, span: Span, place: Place<'_>) -> Diagnostic {
+    let (message, label, help) = match place {
+        Place::Finalize => (
+            format!("`{key}` in `finalize` is dropped"),
+            "`finalize` runs after the model call".to_string(),
+            format!("emit `{key}` from `prepare` or `on_enter`, which run before the model call"),
+        ),
+        Place::OnComplete => (
+            format!("`{key}` in `on_complete` is dropped"),
+            "`on_complete` runs on the post-model bus".to_string(),
+            format!("emit `{key}` from a step's `do`, `on_enter` or `prepare`"),
+        ),
+        Place::PostSignal(name) => (
+            format!("`{key}` in the post-phase signal `{name}` is dropped"),
+            "a post-phase signal matches after the reply".to_string(),
+            "make it a `pre` phase signal: only those shape the model call".to_string(),
+        ),
+        Place::BothSignal(name) => (
+            format!("`{key}` in the signal `{name}` is dropped in its post phase"),
+            "acts only when the signal matches before the model call".to_string(),
+            format!("give the signal the `pre` phase, or move `{key}` to a pre-phase signal"),
+        ),
+    };
+    Diagnostic::new(Code::DroppedField, message).at(span, label).with_help(help)
+}
