@@ -429,6 +429,7 @@ pub fn build_provider(config: &ProviderConfig) -> Result<Box<dyn Provider>, Conf
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::collections::HashMap;

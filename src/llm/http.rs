@@ -448,6 +448,7 @@ fn parse_event(block: &str) -> Option<SseEvent> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

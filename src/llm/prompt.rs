@@ -226,6 +226,7 @@ fn quoted_list(items: &[String]) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::llm::schema::tests::booking_request;

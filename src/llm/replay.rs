@@ -298,7 +298,7 @@ impl Replay {
             ))
         })?;
         let call = if queue.len() > 1 { queue.pop_front() } else { queue.front().cloned() };
-        call.ok_or_else(|| ProviderError::NotRecorded(key))
+        call.ok_or(ProviderError::NotRecorded(key))
     }
 }
 

@@ -321,6 +321,7 @@ fn json_type(value: &Value) -> &'static str {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
     use super::*;
     use crate::llm::{FlowChoice, Question};

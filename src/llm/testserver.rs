@@ -41,8 +41,8 @@ pub enum Reply {
     /// A complete response with a `Content-Length`.
     Full { status: u16, headers: Vec<(String, String)>, body: String },
     /// `text/event-stream`, chunked: each item is one chunk, sent after
-    /// `pause`. With `close_early` the connection drops before the final
-    /// chunk, as a crashed server would.
+    /// `pause`. With `close_early` the connection drops without the final
+    /// empty chunk, as a crashed server would.
     Stream { chunks: Vec<String>, pause: Duration, close_early: bool },
     /// Waits, then answers.
     Delayed(Duration, Box<Reply>),
@@ -90,9 +90,14 @@ impl Reply {
         }
     }
 
+    /// Drops the stream's last chunk (`[DONE]`, `message_stop`) and the
+    /// connection with it, as a server that crashed mid-answer.
     pub fn cut_short(self) -> Reply {
         match self {
-            Reply::Stream { chunks, pause, .. } => Reply::Stream { chunks, pause, close_early: true },
+            Reply::Stream { mut chunks, pause, .. } => {
+                chunks.pop();
+                Reply::Stream { chunks, pause, close_early: true }
+            }
             other => other,
         }
     }
@@ -260,4 +265,49 @@ fn reason(status: u16) -> &'static str {
         529 => "Overloaded",
         _ => "Status",
     }
+}
+
+/// HTTP settings for tests: short waits, two retries.
+pub fn fast_http() -> crate::llm::http::HttpSettings {
+    crate::llm::http::HttpSettings {
+        connect_timeout: Duration::from_secs(1),
+        timeout: Duration::from_secs(5),
+        max_retries: 2,
+        retry_base: Duration::from_millis(10),
+        retry_max_wait: Duration::from_secs(2),
+    }
+}
+
+/// A tool loop that books hotels and allows `limit` calls.
+pub struct Tools {
+    pub calls: Vec<(String, Value)>,
+    pub limit: usize,
+}
+
+impl Tools {
+    pub fn allowing(limit: usize) -> Tools {
+        Tools { calls: Vec::new(), limit }
+    }
+}
+
+impl crate::llm::ToolLoop for Tools {
+    fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, String> {
+        self.calls.push((name.to_string(), arguments));
+        match name {
+            "book_hotel" => Ok(serde_json::json!({"booking_id": "B-1"})),
+            other => Err(format!("no tool `{other}`")),
+        }
+    }
+
+    fn may_call(&self) -> bool {
+        self.calls.len() < self.limit
+    }
+}
+
+/// A port on which nothing listens.
+pub fn closed_port_url() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+    let address = listener.local_addr().expect("local address");
+    drop(listener);
+    format!("http://{address}")
 }
