@@ -626,3 +626,79 @@ fn no_key_sends_no_authorization() {
     provider.understand(&booking_request()).unwrap();
     assert_eq!(server.request(0).header("authorization"), None);
 }
+
+/// Opt-in, against a real OpenAI-compatible server: run by
+/// `scripts/real-model-test.sh`, which sets `FLOWC_REAL_MODEL_URL`.
+/// Prints the figures it measures; asserts only what any server and model
+/// must give: answers that pass validation (after the fallback and at most
+/// one repair), and clean failures.
+#[test]
+#[ignore = "needs a real server: FLOWC_REAL_MODEL=1 bash scripts/real-model-test.sh"]
+fn real_server() {
+    let Ok(url) = std::env::var("FLOWC_REAL_MODEL_URL") else {
+        eprintln!("real_server: FLOWC_REAL_MODEL_URL is not set");
+        return;
+    };
+    let model = std::env::var("FLOWC_MODEL").unwrap_or_else(|_| "smollm2".into());
+    let base = ProviderConfig {
+        provider: ProviderKind::OpenAi,
+        model,
+        base_url: url,
+        api_key: None,
+        temperature: Some(0.0),
+        http: crate::llm::http::HttpSettings {
+            timeout: Duration::from_secs(120),
+            ..crate::llm::http::HttpSettings::default()
+        },
+        ..ProviderConfig::default()
+    };
+    let mut provider = OpenAi::new(&base).unwrap();
+
+    let started = Instant::now();
+    let understanding = provider.understand(&booking_request()).unwrap();
+    println!(
+        "understand: {:?} in {:?}; mode now {}; flow {:?}, fields {:?}, conditions {:?}, signals {:?}",
+        understanding.usage,
+        started.elapsed(),
+        provider.structured_output().as_str(),
+        understanding.flow,
+        understanding.fields,
+        understanding.conditions,
+        understanding.signals
+    );
+    let mut asked_date = booking_request();
+    asked_date.message = "2026-06-03".into();
+    asked_date.flows.clear();
+    asked_date.fields.retain(|field| field.name == "date");
+    if let Some(field) = asked_date.fields.first_mut() {
+        field.asked = true;
+    }
+    let understanding = provider.understand(&asked_date).unwrap();
+    println!("understand (one field): {:?}, fields {:?}", understanding.usage, understanding.fields);
+
+    let started = Instant::now();
+    let mut pieces = 0;
+    let response = provider.respond(&respond_request(vec![]), &mut NoTools, &mut |_| pieces += 1).unwrap();
+    println!("respond: {:?} in {:?}, {pieces} pieces: {:?}", response.usage, started.elapsed(), response.text);
+
+    let mut tools = Tools::allowing(1);
+    let started = Instant::now();
+    let response = provider.respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
+    println!(
+        "respond with a tool: {:?} in {:?}; tool choice now {:?}; calls {:?}; text {:?}",
+        response.usage,
+        started.elapsed(),
+        provider.tool_choice(),
+        tools.calls,
+        response.text
+    );
+
+    let mut tiny = OpenAi::new(&ProviderConfig { max_tokens: Some(8), ..base }).unwrap();
+    match tiny.understand(&booking_request()) {
+        Ok(understanding) => println!("max_tokens 8: repaired, {:?}", understanding.usage),
+        Err(error) => {
+            println!("max_tokens 8: failed cleanly: {error}");
+            assert_eq!(error.class(), "invalid_output");
+        }
+    }
+}
