@@ -316,8 +316,14 @@ impl Provider for OpenAi {
                 usage.add(decision_usage);
                 if let Some((name, arguments)) = action {
                     let result = run_tool(tools, &name, Ok(arguments.clone()));
-                    messages.push(chat("assistant", &format!("(I call the tool `{name}` with {arguments}.)")));
-                    messages.push(chat("user", &format!("(The tool `{name}` returned: {result}.)")));
+                    // One plain note, not a made-up assistant turn: servers
+                    // without tool support render it, and small models
+                    // copy an assistant turn's wording into the reply.
+                    let note = format!(
+                        "(Note from the system, not the user: the tool `{name}` was called with {arguments} \
+                         and returned {result}. Use this in your reply.)"
+                    );
+                    messages.push(chat("user", &note));
                     continue;
                 }
             }

@@ -24,9 +24,11 @@ use serde_json::{Map, Value, json};
 pub fn understanding_schema(request: &UnderstandRequest) -> Value {
     let mut properties = Map::new();
     if !request.flows.is_empty() {
-        let mut names: Vec<Value> = request.flows.iter().map(|flow| Value::String(flow.name.clone())).collect();
-        names.push(Value::Null);
-        properties.insert("flow".into(), json!({ "type": ["string", "null"], "enum": names }));
+        // `anyOf` rather than `"type": ["string", "null"]` beside `enum`:
+        // llama.cpp's grammar converter reads a type list first and then
+        // ignores the enum, letting any string through.
+        let names: Vec<Value> = request.flows.iter().map(|flow| Value::String(flow.name.clone())).collect();
+        properties.insert("flow".into(), json!({ "anyOf": [{ "type": "string", "enum": names }, { "type": "null" }] }));
     }
     if !request.fields.is_empty() {
         let fields = request.fields.iter().map(|field| (field.name.clone(), nullable(&field.schema)));
@@ -98,7 +100,7 @@ pub fn strict_schema(schema: &Value) -> Value {
 
 /// A compact picture of the expected answer for prompts that carry no
 /// schema (`json_object` on servers that ignore the schema, `prompt` mode):
-/// `{"flow": "booking" | "support" | null, "fields": {"guests": int | null}}`.
+/// `{"flow": "booking" | "support" | null, "fields": {"guests": integer | null}}`.
 pub fn answer_sketch(request: &UnderstandRequest) -> String {
     let mut parts: Vec<String> = Vec::new();
     if !request.flows.is_empty() {
@@ -121,18 +123,20 @@ pub fn answer_sketch(request: &UnderstandRequest) -> String {
 }
 
 fn value_sketch(field: &FieldSpec) -> String {
+    // Type names, not sample values: a small model copies a sample value
+    // ("text") into its answer.
     match field.kind.as_str() {
         "enum" if !field.values.is_empty() => {
             field.values.iter().map(|value| format!("\"{value}\"")).collect::<Vec<_>>().join(" | ")
         }
-        "date" => "\"YYYY-MM-DD\"".into(),
-        "datetime" => "\"YYYY-MM-DDTHH:MM:SS\"".into(),
+        "date" => "date string (YYYY-MM-DD)".into(),
+        "datetime" => "date-time string (ISO 8601)".into(),
         "int" => "integer".into(),
         "float" => "number".into(),
         "bool" => "true | false".into(),
-        "list" => "[...]".into(),
-        "object" => "{...}".into(),
-        _ => "\"text\"".into(),
+        "list" => "list".into(),
+        "object" => "object".into(),
+        _ => "string".into(),
     }
 }
 
@@ -383,7 +387,7 @@ pub(crate) mod tests {
             json!({
                 "type": "object",
                 "properties": {
-                    "flow": {"type": ["string", "null"], "enum": ["booking", "support", null]},
+                    "flow": {"anyOf": [{"type": "string", "enum": ["booking", "support"]}, {"type": "null"}]},
                     "fields": {
                         "type": "object",
                         "properties": {
@@ -446,7 +450,7 @@ pub(crate) mod tests {
     fn sketch_shows_the_expected_answer() {
         assert_eq!(
             answer_sketch(&booking_request()),
-            r#"{"flow": "booking" | "support" | null, "fields": {"hotel": "text" | null, "date": "YYYY-MM-DD" | null, "guests": integer | null}, "conditions": {"booking.confirm#2": true | false}, "signals": {"wants_human": true | false}}"#
+            r#"{"flow": "booking" | "support" | null, "fields": {"hotel": string | null, "date": date string (YYYY-MM-DD) | null, "guests": integer | null}, "conditions": {"booking.confirm#2": true | false}, "signals": {"wants_human": true | false}}"#
         );
     }
 

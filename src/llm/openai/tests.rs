@@ -164,7 +164,7 @@ fn understand_sends_a_strict_json_schema() {
     assert_eq!(body["response_format"]["json_schema"]["strict"], true);
     let sent_schema = &body["response_format"]["json_schema"]["schema"];
     assert_eq!(sent_schema, &strict_schema(&understanding_schema(&request)));
-    assert_eq!(sent_schema["properties"]["flow"]["enum"], json!(["booking", "support", null]));
+    assert_eq!(sent_schema["properties"]["flow"]["anyOf"][0]["enum"], json!(["booking", "support"]));
     assert_eq!(sent_schema["properties"]["conditions"]["required"], json!(["booking.confirm#2"]));
     assert!(body.get("temperature").is_none() && body.get("tools").is_none());
 
@@ -426,7 +426,11 @@ fn auto_refused_switches_to_forced_choice() {
     assert_eq!(choices[1]["properties"]["arguments"], booking_tool().parameters);
     let second_decision = server.request(2).json();
     let fed_back = second_decision["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap();
-    assert_eq!(fed_back, "(The tool `book_hotel` returned: {\"booking_id\":\"B-1\"}.)");
+    assert_eq!(
+        fed_back,
+        "(Note from the system, not the user: the tool `book_hotel` was called with {\"hotel\":\"Ritz\"} \
+         and returned {\"booking_id\":\"B-1\"}. Use this in your reply.)"
+    );
     let reply = server.request(3).json();
     assert_eq!(reply["stream"], true);
     assert!(reply.get("tools").is_none());
@@ -673,8 +677,14 @@ fn real_server() {
     if let Some(field) = asked_date.fields.first_mut() {
         field.asked = true;
     }
+    let started = Instant::now();
     let understanding = provider.understand(&asked_date).unwrap();
-    println!("understand (one field): {:?}, fields {:?}", understanding.usage, understanding.fields);
+    println!(
+        "understand (one field): {:?} in {:?}, fields {:?}",
+        understanding.usage,
+        started.elapsed(),
+        understanding.fields
+    );
 
     let started = Instant::now();
     let mut pieces = 0;
@@ -689,6 +699,20 @@ fn real_server() {
         response.usage,
         started.elapsed(),
         provider.tool_choice(),
+        tools.calls,
+        response.text
+    );
+
+    // A server that ignores `auto` is not detectable from its answer: the
+    // forced mode is chosen in the config.
+    let mut forced = OpenAi::new(&ProviderConfig { tool_choice: ToolChoiceMode::Forced, ..base.clone() }).unwrap();
+    let mut tools = Tools::allowing(1);
+    let started = Instant::now();
+    let response = forced.respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
+    println!(
+        "respond with a tool, forced choice: {:?} in {:?}; calls {:?}; text {:?}",
+        response.usage,
+        started.elapsed(),
         tools.calls,
         response.text
     );
