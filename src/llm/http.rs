@@ -477,6 +477,22 @@ mod tests {
     }
 
     #[test]
+    fn retry_after_headers_are_read() {
+        use reqwest::header::{HeaderMap, HeaderValue};
+        let mut headers = HeaderMap::new();
+        assert_eq!(retry_after(&headers), None);
+        headers.insert("retry-after", HeaderValue::from_static("2"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
+        headers.insert("retry-after-ms", HeaderValue::from_static("250"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_millis(250)), "the finer header wins");
+        let mut dated = HeaderMap::new();
+        dated.insert("retry-after", HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
+        assert_eq!(retry_after(&dated), None);
+        dated.insert("retry-after", HeaderValue::from_static("-3"));
+        assert_eq!(retry_after(&dated), None);
+    }
+
+    #[test]
     fn jitter_is_in_range() {
         for _ in 0..100 {
             let value = jitter();

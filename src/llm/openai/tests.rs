@@ -726,3 +726,47 @@ fn real_server() {
         }
     }
 }
+
+#[test]
+fn a_recorded_run_replays_without_the_server() {
+    let path = std::env::temp_dir().join(format!("flowc-openai-record-{}.json", std::process::id()));
+    let server = TestServer::start(vec![
+        completion(&good_answer(), "stop"),
+        tool_call_stream(),
+        text_stream(&["Booked: ", "B-1."]),
+    ]);
+    let config = ProviderConfig { record: Some(path.clone()), ..config(&server.url) };
+    let mut recorder = crate::llm::build_provider(&config).unwrap();
+    assert_eq!(recorder.name(), "openai:gpt-test");
+    let understood = recorder.understand(&booking_request()).unwrap();
+    let mut tools = Tools::allowing(5);
+    let replied = recorder.respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
+    drop(server);
+
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains(KEY));
+    let replay_config =
+        ProviderConfig { provider: ProviderKind::Replay(path.clone()), api_key: None, ..ProviderConfig::default() };
+    let mut replay = crate::llm::build_provider(&replay_config).unwrap();
+    assert_eq!(replay.understand(&booking_request()).unwrap(), understood);
+    let mut tools = Tools::allowing(5);
+    let mut streamed = String::new();
+    let again = replay
+        .respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |piece| streamed.push_str(piece))
+        .unwrap();
+    assert_eq!(again, replied);
+    assert_eq!(streamed, "Booked: B-1.");
+    assert_eq!(tools.calls, vec![("book_hotel".to_string(), json!({"hotel": "Ritz"}))]);
+
+    let mut other = respond_request(vec![]);
+    other.message = "Something else".into();
+    let error = replay.respond(&other, &mut NoTools, &mut |_| {}).unwrap_err();
+    assert_eq!(error.class(), "not_recorded");
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn the_offline_arm_waits_for_the_integrator() {
+    let error = crate::llm::build_provider(&ProviderConfig::default()).err().unwrap();
+    assert_eq!(error.to_string(), "the offline provider is not built into this branch yet");
+}
