@@ -204,8 +204,8 @@ impl Provider for Anthropic {
                     let is_error = arguments.is_err();
                     let result = run_tool(tools, &call.name, arguments);
                     let mut block = json!({"type": "tool_result", "tool_use_id": call.id, "content": result});
-                    if is_error {
-                        block["is_error"] = Value::Bool(true);
+                    if let (true, Some(map)) = (is_error, block.as_object_mut()) {
+                        map.insert("is_error".into(), Value::Bool(true));
                     }
                     block
                 })

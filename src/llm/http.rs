@@ -12,11 +12,19 @@
 //! `retry-after-ms`), no retry on other 4xx, and the classification of every
 //! failure into a [`ProviderError`] whose message never holds an API key.
 //!
+//! Two invariants follow from owning a runtime: a provider must not be
+//! called from inside another tokio runtime (`block_on` would panic), and
+//! the providers run [`ToolLoop`] calls between requests, never inside
+//! `block_on`, so a tool may itself block (reqwest's blocking client, a
+//! child process).
+//!
 //! A caller may name the refusals it can recover from (a server that rejects
 //! one structured-output mode, `stream_options` or `tool_choice: auto`):
 //! those come back as [`CallError::Rejected`] at once, without retries.
 
 use crate::llm::ProviderError;
+#[cfg(doc)]
+use crate::llm::ToolLoop;
 use regex::Regex;
 use serde_json::Value;
 use std::future::Future;
