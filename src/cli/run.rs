@@ -11,7 +11,6 @@ use super::load::load_file;
 use super::report::{print_diagnostics, stderr_style};
 use super::{Outcome, print_stdout};
 use crate::ir::{FlowId, Program};
-use crate::llm::Provider;
 use crate::pipeline::compile;
 use crate::runtime::clock;
 use crate::runtime::engine::{Runtime, RuntimeOptions, TurnError};
@@ -45,9 +44,18 @@ pub struct RunArgs {
     /// Print one JSON object per turn (or one for a workflow run) on stdout
     #[arg(long)]
     pub json: bool,
-    /// The model: offline, openai, anthropic or replay:FILE
-    #[arg(long, default_value = "offline")]
-    pub provider: String,
+    /// The model: offline (default), openai, anthropic or replay:FILE
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// The model name (overrides flowc.toml and FLOWC_MODEL)
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The endpoint of an OpenAI-compatible server (overrides OPENAI_BASE_URL)
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// Store every model request and answer of the run in FILE (keys redacted)
+    #[arg(long)]
+    pub record: Option<PathBuf>,
     /// Keep the conversation in .flowc/sessions/ID.json and resume it
     #[arg(long)]
     pub session: Option<String>,
@@ -109,7 +117,15 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
     if args.flow.is_some() {
         eprintln!("note: --flow selects a workflow; a conversation is routed by its messages");
     }
-    let provider = build_provider(&args.provider)?;
+    let flags = crate::llm::ProviderFlags {
+        provider: args.provider.clone(),
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+        record: args.record.clone(),
+        ..crate::llm::ProviderFlags::default()
+    };
+    let config = crate::llm::config::load(Some(&args.file), &flags).map_err(|error| RunError::Usage(error.to_string()))?;
+    let provider = crate::llm::build_provider(&config).map_err(|error| RunError::Usage(error.to_string()))?;
     let options = RuntimeOptions {
         tool_env,
         tools: ToolRegistry::default(),
@@ -129,10 +145,14 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
     initialize(&program, &mut session, &data, context)?;
 
     let interactive = args.script.is_none() && std::io::stdin().is_terminal() && !args.json;
+    if interactive {
+        install_interrupt(&config.cancel);
+    }
     let mut conversation = Conversation {
         runtime: &mut runtime,
         session: &mut session,
         store: store.as_ref(),
+        cancel: config.cancel.clone(),
         json: args.json,
         color: style.color,
         last: None,
@@ -210,13 +230,60 @@ fn select_flow(program: &Program, name: Option<&str>) -> Result<Option<FlowId>, 
     })
 }
 
-fn build_provider(name: &str) -> Result<Box<dyn Provider>, RunError> {
-    match name {
-        "offline" => Ok(Box::new(crate::llm::offline::Offline::new())),
-        other => Err(RunError::Usage(format!(
-            "unknown provider `{other}`: use offline, openai, anthropic or replay:FILE"
-        ))),
+/// In the REPL, Ctrl-C while a turn runs cancels its model call (the turn
+/// fails cleanly and the session is unchanged); a second Ctrl-C before the
+/// turn ends quits. At the prompt, rustyline reads Ctrl-C as a key.
+fn install_interrupt(cancel: &crate::llm::CancelFlag) {
+    let cancel = cancel.clone();
+    let _ = ctrlc_handler(move || {
+        if cancel.is_cancelled() {
+            std::process::exit(130);
+        }
+        cancel.cancel();
+    });
+}
+
+#[cfg(unix)]
+fn ctrlc_handler(on_interrupt: impl Fn() + Send + 'static) -> std::io::Result<()> {
+    // A thread waits for SIGINT through a self-pipe so that the handler
+    // itself only writes one byte (async-signal-safe).
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    static WRITE_END: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+    extern "C" fn handle(_: libc::c_int) {
+        let fd = WRITE_END.load(std::sync::atomic::Ordering::Relaxed);
+        if fd >= 0 {
+            let byte = 1u8;
+            // SAFETY: write(2) is async-signal-safe; the buffer is a valid byte.
+            unsafe {
+                libc::write(fd, (&raw const byte).cast(), 1);
+            }
+        }
     }
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe(2) writes.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    WRITE_END.store(fds[1], std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: `handle` has the signature signal(2) expects.
+    unsafe {
+        libc::signal(libc::SIGINT, handle as *const () as libc::sighandler_t);
+    }
+    // SAFETY: fds[0] is the pipe's read end, owned by this File from now on.
+    let mut read_end = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+    std::thread::spawn(move || {
+        let mut byte = [0u8; 1];
+        while read_end.read_exact(&mut byte).is_ok() {
+            on_interrupt();
+        }
+    });
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn ctrlc_handler(_on_interrupt: impl Fn() + Send + 'static) -> std::io::Result<()> {
+    Ok(())
 }
 
 fn read_script(path: Option<&Path>) -> Result<Vec<String>, RunError> {
@@ -245,6 +312,7 @@ struct Conversation<'a> {
     runtime: &'a mut Runtime,
     session: &'a mut Session,
     store: Option<&'a FileStore>,
+    cancel: crate::llm::CancelFlag,
     json: bool,
     color: bool,
     last: Option<TurnResult>,
@@ -254,6 +322,7 @@ impl Conversation<'_> {
     /// One turn: respond, then save the session (compare-and-swap on its
     /// version). A failed turn or save leaves the stored session as it was.
     fn turn(&mut self, message: &str) -> Result<TurnResult, String> {
+        self.cancel.reset();
         let expected_version = self.session.version;
         let mut working = self.session.clone();
         let result = self.runtime.respond(&mut working, message).map_err(|error: TurnError| error.to_string())?;

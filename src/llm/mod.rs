@@ -11,7 +11,19 @@
 //! program. Everything a provider returns is untrusted: the runtime
 //! validates it against the schema before anything is written.
 
+pub mod anthropic;
+pub mod config;
+pub mod http;
 pub mod offline;
+pub mod openai;
+pub mod prompt;
+pub mod replay;
+pub mod schema;
+#[cfg(test)]
+mod testserver;
+
+pub use config::{ProviderConfig, ProviderFlags, build_provider};
+pub use http::CancelFlag;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
