@@ -171,7 +171,10 @@ pub fn deep_expressions(depth: usize, count: usize) -> String {
         for level in 0..depth {
             expr = if level % 2 == 0 { format!("({expr} + 1)") } else { format!("-{expr}") };
         }
-        let _ = writeln!(out, "  step d{index} {{ if {expr} > 0 or not not not (count > {index})  say \"{{{{count}}}}\" }}");
+        let _ = writeln!(
+            out,
+            "  step d{index} {{ if {expr} > 0 or not not not (count > {index})  say \"{{{{count}}}}\" }}"
+        );
     }
     let _ = writeln!(out, "}}");
     out

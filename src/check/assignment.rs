@@ -89,9 +89,7 @@ fn check_flow(
                 if chunk.set_on_arrival(step_index, *field) != Some(false) {
                     continue;
                 }
-                let parents = paths
-                    .entry(*field)
-                    .or_insert_with(|| chunk.unset_paths(*field, &mut budget));
+                let parents = paths.entry(*field).or_insert_with(|| chunk.unset_paths(*field, &mut budget));
                 let path = parents.as_ref().and_then(|parents| path_to(parents, step_index));
                 let step_name = flow.steps.get(step_index).map_or("?", |step| step.name.as_str());
                 diagnostics.push(unset_in_step(flow, field_name(*field), step_name, *span, path.as_deref()));
@@ -102,9 +100,7 @@ fn check_flow(
             if chunk.set_on_arrival(complete, *field) != Some(false) {
                 continue;
             }
-            let parents = paths
-                .entry(*field)
-                .or_insert_with(|| chunk.unset_paths(*field, &mut budget));
+            let parents = paths.entry(*field).or_insert_with(|| chunk.unset_paths(*field, &mut budget));
             let path = parents.as_ref().and_then(|parents| path_to(parents, complete));
             diagnostics.push(unset_on_complete(flow, field_name(*field), *span, path.as_deref()));
         }
@@ -113,20 +109,18 @@ fn check_flow(
 
 fn unset_in_step(flow: &Flow, name: &str, step_name: &str, span: Span, path: Option<&[u32]>) -> Diagnostic {
     let message = match path {
-        Some([_]) => format!(
-            "`{name}` may be unset when the step `{step_name}` reads it: the flow starts at `{step_name}`"
-        ),
+        Some([_]) => {
+            format!("`{name}` may be unset when the step `{step_name}` reads it: the flow starts at `{step_name}`")
+        }
         Some(path) => format!(
             "`{name}` may be unset when the step `{step_name}` reads it: nothing sets it on the path {}",
             describe_path(flow, path)
         ),
         None => format!("`{name}` may be unset when the step `{step_name}` reads it"),
     };
-    Diagnostic::new(Code::MaybeUnset, message)
-        .at(span, format!("`{name}` is read here"))
-        .with_help(format!(
-            "collect `{name}` in an earlier step, list it in this step's `requires`, or test it with `{name} is set`"
-        ))
+    Diagnostic::new(Code::MaybeUnset, message).at(span, format!("`{name}` is read here")).with_help(format!(
+        "collect `{name}` in an earlier step, list it in this step's `requires`, or test it with `{name} is set`"
+    ))
 }
 
 fn unset_on_complete(flow: &Flow, name: &str, span: Span, path: Option<&[u32]>) -> Diagnostic {
@@ -191,9 +185,7 @@ struct PathBudget {
 
 impl PathBudget {
     fn new(nodes: usize) -> PathBudget {
-        PathBudget {
-            remaining: nodes.saturating_add(64).saturating_mul(32),
-        }
+        PathBudget { remaining: nodes.saturating_add(64).saturating_mul(32) }
     }
 }
 
@@ -318,13 +310,7 @@ fn summarize_step(step: &crate::ir::Step) -> StepSummary {
         branch_gens.push(edge);
         branch_kills.push(edge_kills);
     }
-    StepSummary {
-        gens,
-        kills,
-        branch_gens,
-        branch_kills,
-        reads: walker.reads,
-    }
+    StepSummary { gens, kills, branch_gens, branch_kills, reads: walker.reads }
 }
 
 /// Walks a step's expressions in evaluation order, tracking which fields
@@ -367,7 +353,8 @@ impl Walker {
     }
 
     fn killed_fields(&self) -> Vec<FieldId> {
-        let mut fields: Vec<FieldId> = self.killed.iter().copied().filter(|field| !self.known.contains_key(field)).collect();
+        let mut fields: Vec<FieldId> =
+            self.killed.iter().copied().filter(|field| !self.known.contains_key(field)).collect();
         fields.sort_unstable();
         fields
     }
@@ -622,29 +609,17 @@ impl<'a> Dataflow<'a> {
                 *slot = u32::try_from(position).unwrap_or(NONE);
             }
         }
-        Dataflow {
-            summary,
-            tracked,
-            order,
-            rank,
-            predecessors,
-            successors,
-        }
+        Dataflow { summary, tracked, order, rank, predecessors, successors }
     }
 
     /// Solves the dataflow 64 tracked fields at a time, calling `visit`
     /// with each solution.
     pub(crate) fn for_each_chunk(&self, mut visit: impl FnMut(&Chunk<'_>)) {
         for fields in self.tracked.chunks(64) {
-            let bits: HashMap<FieldId, u32> = fields
-                .iter()
-                .enumerate()
-                .map(|(bit, field)| (*field, u32::try_from(bit).unwrap_or(0)))
-                .collect();
+            let bits: HashMap<FieldId, u32> =
+                fields.iter().enumerate().map(|(bit, field)| (*field, u32::try_from(bit).unwrap_or(0))).collect();
             let mask_of = |list: &[FieldId]| -> u64 {
-                list.iter()
-                    .filter_map(|field| bits.get(field))
-                    .fold(0u64, |mask, bit| mask | (1u64 << bit))
+                list.iter().filter_map(|field| bits.get(field)).fold(0u64, |mask, bit| mask | (1u64 << bit))
             };
             let init = mask_of(&self.summary.entry_gens);
             let masks = Masks {
@@ -664,12 +639,7 @@ impl<'a> Dataflow<'a> {
                     .collect(),
             };
             let states = self.solve(init, &masks);
-            visit(&Chunk {
-                dataflow: self,
-                bits,
-                states,
-                masks,
-            });
+            visit(&Chunk { dataflow: self, bits, states, masks });
         }
     }
 
@@ -681,9 +651,8 @@ impl<'a> Dataflow<'a> {
             Carry::Skipped => arrival,
             Carry::Ran => ran,
             Carry::Branch(entry) => {
-                let entry_mask = |lists: &[Vec<u64>]| {
-                    lists.get(source).and_then(|entries| entries.get(entry)).copied().unwrap_or(0)
-                };
+                let entry_mask =
+                    |lists: &[Vec<u64>]| lists.get(source).and_then(|entries| entries.get(entry)).copied().unwrap_or(0);
                 (ran & !entry_mask(&masks.branch_kills)) | entry_mask(&masks.branch_gens)
             }
         }
@@ -891,4 +860,128 @@ pub(crate) fn definitely_set_at_branches(flow: &Flow, graph: &FlowGraph, queries
         }
     });
     answers
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::{check_findings as check, findings};
+
+    const SCHEMA: &str = "schema { a: string  b: string  n: int  ok: bool  xs: list(string) }\n";
+
+    fn with_schema(flows: &str) -> String {
+        format!("{SCHEMA}{flows}")
+    }
+
+    #[test]
+    fn a_field_collected_on_one_path_only_may_be_unset() {
+        let source = with_schema(
+            r#"flow f { when "w"
+                step s1 { collect ok
+                          branch { if ok == true -> s3
+                                   else -> s2 } }
+                step s2 { collect a }
+                step s3 { say "{{a}}" } }"#,
+        );
+        let found = findings(&source);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let file = crate::source::SourceFile::new("test.flow", source.as_str());
+        let diagnostics = crate::pipeline::compile(&file).diagnostics;
+        let message = diagnostics.first().map(|diagnostic| diagnostic.message.as_str()).unwrap_or_default();
+        assert_eq!(message, "`a` may be unset when the step `s3` reads it: nothing sets it on the path `s1` → `s3`");
+    }
+
+    #[test]
+    fn collect_requires_set_and_save_all_count() {
+        check(
+            &with_schema(
+                r#"tool t() -> { b: string } { builtin echo }
+                flow f { when "w"
+                step s1 { collect a }
+                auto step s2 { set n = 1  call t() -> b }
+                step s3 { requires ok  say "{{a}} {{b}} {{n}} {{ok}}" } }"#,
+            ),
+            &[],
+        );
+    }
+
+    #[test]
+    fn flow_requires_count_only_for_workflows() {
+        check(
+            &with_schema(
+                r#"flow conversation { when "w"  requires a
+                    step s { prompt "{{a}}?"  collect a } }
+                flow job { requires a
+                    auto step s { set b = a } }"#,
+            ),
+            &[("maybe_unset", "a")],
+        );
+    }
+
+    #[test]
+    fn a_test_that_the_field_is_set_guards_the_read() {
+        check(
+            &with_schema(
+                r#"flow f { when "w"
+                step s1 { if n is set  say "{{n}}" }
+                step s2 { skip_if a == null  say "{{a}}" }
+                step s3 { branch { if n is set and n > 1 -> s4
+                                   if ok is set and ok -> { reply "{{ok}}"  complete }
+                                   else -> { complete } } }
+                step s4 { say "{{n}}" } }"#,
+            ),
+            &[],
+        );
+    }
+
+    #[test]
+    fn writing_null_unsets_a_field() {
+        check(
+            &with_schema(
+                r#"flow f { when "w"
+                step s1 { collect a }
+                auto step s2 { set a = null }
+                step s3 { say "{{a}}" } }"#,
+            ),
+            &[("maybe_unset", "a")],
+        );
+    }
+
+    #[test]
+    fn a_set_inside_for_each_does_not_count_after_the_loop() {
+        check(
+            &with_schema(
+                r#"flow f { when "w"
+                step s1 { collect xs }
+                auto step s2 { for x in xs { set a = x  say "{{a}}" } say "{{a}}" } }"#,
+            ),
+            &[("maybe_unset", "a")],
+        );
+    }
+
+    #[test]
+    fn a_flow_on_enter_read_is_before_any_step() {
+        check(
+            &with_schema(
+                r#"flow f { when "w"
+                on_enter { say "Hello {{a}}" }
+                step s { collect a } }"#,
+            ),
+            &[("maybe_unset", "a")],
+        );
+    }
+
+    #[test]
+    fn a_loop_keeps_what_every_way_round_sets() {
+        check(
+            &with_schema(
+                r#"flow f { when "w"
+                step s1 { collect a }
+                step s2 { collect ok  say "{{a}}"
+                          branch { if ok == true -> s1
+                                   else -> s3 } }
+                step s3 { say "{{a}} {{ok}}" } }"#,
+            ),
+            &[],
+        );
+    }
 }

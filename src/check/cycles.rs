@@ -16,8 +16,9 @@
 //! cyclic component is reported once, at its first step in source order,
 //! with one cycle through that step spelled out.
 
-use super::flowgraph::{Target, Via};
+use super::flowgraph::{Target, Via, directive_target};
 use super::reachability::Analysis;
+use super::walk::emitted;
 use crate::diag::{Code, Diagnostic};
 use crate::ir::{FlowId, Program, Step, StepId};
 use std::collections::VecDeque;
@@ -35,7 +36,8 @@ pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Ve
 
 /// Whether a step can stop the walk: it waits for input or for time.
 fn waits(step: &Step) -> bool {
-    step.wait_ms.is_some() || (!step.auto && !(step.collect.is_empty() && step.requires.is_empty()))
+    let asks_for_input = !step.collect.is_empty() || !step.requires.is_empty();
+    step.wait_ms.is_some() || (!step.auto && asks_for_input)
 }
 
 /// Every reachable step of every whole flow, numbered in source order
@@ -64,13 +66,36 @@ impl ProgramGraph {
             let offset = *offsets.get(flow.index())?;
             offset.checked_add(step.0)
         };
+        // Where completing each flow leads: `complete next`, and the
+        // positions its `on_complete` actions emit.
+        let on_completion: Vec<Vec<u32>> = program
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(flow_index, flow)| {
+                let flow_id = FlowId::from_index(flow_index);
+                let mut targets: Vec<u32> =
+                    flow.complete_next.and_then(|next| node_of(next, StepId(0))).into_iter().collect();
+                for directive in emitted(&flow.on_complete) {
+                    let target = match directive_target(flow_id, directive) {
+                        Some(Target::Step(step)) => node_of(flow_id, step),
+                        Some(Target::Enter(flow, step)) => node_of(flow, step),
+                        Some(Target::Complete { next }) => next.and_then(|next| node_of(next, StepId(0))),
+                        None => None,
+                    };
+                    targets.extend(target);
+                }
+                targets
+            })
+            .collect();
         let mut successors = vec![Vec::new(); nodes.len()];
         for (flow_index, flow) in program.flows.iter().enumerate() {
             if flow.incomplete {
                 continue;
             }
             let flow_id = FlowId::from_index(flow_index);
-            let (Some(graph), Some(reachable)) = (analysis.graphs.get(flow_index), analysis.reachable.get(flow_index)) else {
+            let (Some(graph), Some(reachable)) = (analysis.graphs.get(flow_index), analysis.reachable.get(flow_index))
+            else {
                 continue;
             };
             for (step_index, step) in flow.steps.iter().enumerate() {
@@ -89,9 +114,11 @@ impl ProgramGraph {
                     let target = match edge.target {
                         Target::Step(target) => node_of(flow_id, target),
                         Target::Enter(flow, step) => node_of(flow, step),
-                        Target::Complete { next } => next
-                            .or(flow.complete_next)
-                            .and_then(|next| node_of(next, StepId(0))),
+                        Target::Complete { next: Some(next) } => node_of(next, StepId(0)),
+                        Target::Complete { next: None } => {
+                            targets.extend(on_completion.get(flow_index).into_iter().flatten().copied());
+                            None
+                        }
                     };
                     targets.extend(target);
                 }
@@ -102,10 +129,7 @@ impl ProgramGraph {
                 }
             }
         }
-        ProgramGraph {
-            nodes,
-            successors,
-        }
+        ProgramGraph { nodes, successors }
     }
 
     fn successors(&self, node: u32) -> &[u32] {
@@ -208,7 +232,14 @@ impl ProgramGraph {
     }
 }
 
-fn visit(node: u32, next_index: &mut u32, index_of: &mut [u32], lowlink: &mut [u32], on_stack: &mut [bool], stack: &mut Vec<u32>) {
+fn visit(
+    node: u32,
+    next_index: &mut u32,
+    index_of: &mut [u32],
+    lowlink: &mut [u32],
+    on_stack: &mut [bool],
+    stack: &mut Vec<u32>,
+) {
     if let Some(slot) = index_of.get_mut(node as usize) {
         *slot = *next_index;
     }
@@ -272,4 +303,86 @@ fn report(program: &Program, graph: &ProgramGraph, component: &[u32]) -> Option<
     Some(diagnostic.with_help(
         "give the cycle a step that waits: one that collects input (not `auto`), or an auto step with `wait`; or a way out",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::check_findings as check;
+
+    #[test]
+    fn auto_steps_that_loop_are_a_cycle_at_the_first_step() {
+        check(
+            r#"flow f {
+                auto step a { next c }
+                auto step b { next a }
+                auto step c { next b } }"#,
+            &[("auto_cycle", "a")],
+        );
+    }
+
+    #[test]
+    fn a_wait_breaks_the_cycle() {
+        check(
+            r#"flow f {
+                auto step a { wait 1m  next b }
+                auto step b { next a } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn a_step_that_collects_breaks_the_cycle() {
+        check(
+            r#"schema { x: string }
+            flow f { when "w"
+                step a { collect x  next b }
+                auto step b { set x = null  next a } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn passing_over_the_input_step_does_not_break_the_cycle() {
+        check(
+            r#"schema { x: string }
+            flow f { when "w"
+                auto step a { set x = "y" }
+                step b { skip_if x is set  collect x }
+                auto step c { next a } }"#,
+            &[("auto_cycle", "a")],
+        );
+    }
+
+    #[test]
+    fn cycles_through_other_flows_count() {
+        check(
+            r#"flow f { when "f"  complete next g
+                auto step a { next end } }
+            flow g { when "g"
+                auto step b { emit goto_step f.a } }"#,
+            &[("auto_cycle", "a")],
+        );
+    }
+
+    #[test]
+    fn completing_into_the_same_flow_again_is_a_cycle() {
+        check(
+            r#"flow f { when "w"
+                on_complete { emit goto f }
+                step a { say "again" } }"#,
+            &[("auto_cycle", "a")],
+        );
+    }
+
+    #[test]
+    fn a_cycle_behind_a_dead_branch_is_not_reported() {
+        check(
+            r#"flow f { when "w"
+                step a { branch { else -> { complete }
+                                  when "x" -> b } }
+                auto step b { next c }
+                auto step c { next b } }"#,
+            &[("unreachable_branch", r#"when "x" -> b"#), ("unreachable_step", "b"), ("unreachable_step", "c")],
+        );
+    }
 }

@@ -75,12 +75,9 @@ impl FlowGraph {
             return false;
         }
         match edge.via {
-            Via::Branch(index) => !self
-                .dead_branches
-                .get(step)
-                .and_then(|entries| entries.get(index))
-                .copied()
-                .unwrap_or(false),
+            Via::Branch(index) => {
+                !self.dead_branches.get(step).and_then(|entries| entries.get(index)).copied().unwrap_or(false)
+            }
             Via::Fallthrough => !self.fallthrough_dead.get(step).copied().unwrap_or(false),
             Via::Skip | Via::Directive => true,
         }
@@ -88,11 +85,7 @@ impl FlowGraph {
 
     /// The live edges out of `step`.
     pub(crate) fn live_edges(&self, step: usize) -> impl Iterator<Item = &Edge> {
-        self.edges
-            .get(step)
-            .into_iter()
-            .flatten()
-            .filter(move |edge| self.live(step, edge))
+        self.edges.get(step).into_iter().flatten().filter(move |edge| self.live(step, edge))
     }
 }
 
@@ -110,10 +103,7 @@ pub(crate) fn build(flow_id: FlowId, flow: &Flow) -> FlowGraph {
         let (skippable, never_runs) = passing_over(step);
         let mut edges = Vec::new();
         if skippable {
-            edges.push(Edge {
-                target: following(flow, index),
-                via: Via::Skip,
-            });
+            edges.push(Edge { target: following(flow, index), via: Via::Skip });
         }
         let linear = linear_successor(flow, index, step);
         for (part, directive) in step_directives(step) {
@@ -133,16 +123,10 @@ pub(crate) fn build(flow_id: FlowId, flow: &Flow) -> FlowGraph {
         }
         for (entry, branch) in step.branches.iter().enumerate() {
             if let Then::Step(target) = branch.then {
-                edges.push(Edge {
-                    target: Target::Step(target),
-                    via: Via::Branch(entry),
-                });
+                edges.push(Edge { target: Target::Step(target), via: Via::Branch(entry) });
             }
         }
-        edges.push(Edge {
-            target: linear,
-            via: Via::Fallthrough,
-        });
+        edges.push(Edge { target: linear, via: Via::Fallthrough });
         graph.edges.push(edges);
         graph.never_runs.push(never_runs);
     }

@@ -36,11 +36,7 @@ pub struct Reachability {
 pub fn analyze(program: &Program) -> Reachability {
     let analysis = analysis(program);
     Reachability {
-        unreachable_steps: analysis
-            .unreachable_steps
-            .iter()
-            .map(|step| (step.flow, step.step))
-            .collect(),
+        unreachable_steps: analysis.unreachable_steps.iter().map(|step| (step.flow, step.step)).collect(),
         unreachable_branches: analysis
             .dead_branches
             .iter()
@@ -103,12 +99,7 @@ pub(crate) fn analysis(program: &Program) -> Analysis {
         for (step_index, step) in flow.steps.iter().enumerate() {
             let step_id = StepId::from_index(step_index);
             for (entry, reason) in syntactic_dead_entries(&step.branches) {
-                dead.push(DeadBranch {
-                    flow: flow_id,
-                    step: step_id,
-                    entry,
-                    reason,
-                });
+                dead.push(DeadBranch { flow: flow_id, step: step_id, entry, reason });
             }
         }
         apply_dead(&mut graph, flow, &dead);
@@ -163,10 +154,8 @@ fn goto_step_targets(program: &Program) -> Vec<Vec<StepId>> {
 
 fn apply_dead(graph: &mut FlowGraph, flow: &Flow, dead: &[DeadBranch]) {
     for branch in dead {
-        if let Some(flag) = graph
-            .dead_branches
-            .get_mut(branch.step.index())
-            .and_then(|entries| entries.get_mut(branch.entry))
+        if let Some(flag) =
+            graph.dead_branches.get_mut(branch.step.index()).and_then(|entries| entries.get_mut(branch.entry))
         {
             *flag = true;
         }
@@ -174,12 +163,7 @@ fn apply_dead(graph: &mut FlowGraph, flow: &Flow, dead: &[DeadBranch]) {
     // A live entry with no condition always matches: nothing falls through.
     for (index, step) in flow.steps.iter().enumerate() {
         let always = step.branches.iter().enumerate().any(|(entry, branch)| {
-            let live = !graph
-                .dead_branches
-                .get(index)
-                .and_then(|entries| entries.get(entry))
-                .copied()
-                .unwrap_or(false);
+            let live = !graph.dead_branches.get(index).and_then(|entries| entries.get(entry)).copied().unwrap_or(false);
             live && matches!(conditions_of(branch), Conditions::Known(ref keys) if keys.is_empty())
         });
         if always && let Some(flag) = graph.fallthrough_dead.get_mut(index) {
@@ -249,12 +233,8 @@ fn syntactic_dead_entries(branches: &[Branch]) -> Vec<(usize, DeadReason)> {
             unconditional = Some(index);
             continue;
         }
-        let earlier = whole
-            .get(&keys)
-            .copied()
-            .into_iter()
-            .chain(keys.iter().filter_map(|key| single.get(key).copied()))
-            .min();
+        let earlier =
+            whole.get(&keys).copied().into_iter().chain(keys.iter().filter_map(|key| single.get(key).copied())).min();
         if let Some(earlier) = earlier {
             dead.push((index, DeadReason::Repeats(earlier)));
             continue;
@@ -281,7 +261,12 @@ struct Candidate {
 /// table therefore always matches (nothing falls through). Definite
 /// assignment is asked only about such candidates, and only when there are
 /// some.
-fn covered_entries(program: &Program, flow_id: FlowId, flow: &Flow, graph: &FlowGraph) -> (Vec<DeadBranch>, Vec<StepId>) {
+fn covered_entries(
+    program: &Program,
+    flow_id: FlowId,
+    flow: &Flow,
+    graph: &FlowGraph,
+) -> (Vec<DeadBranch>, Vec<StepId>) {
     let mut candidates = Vec::new();
     for (step_index, step) in flow.steps.iter().enumerate() {
         let dead_entries = graph.dead_branches.get(step_index);
@@ -315,7 +300,8 @@ fn covered_entries(program: &Program, flow_id: FlowId, flow: &Flow, graph: &Flow
     if candidates.is_empty() {
         return (Vec::new(), Vec::new());
     }
-    let queries: Vec<(StepId, FieldId)> = candidates.iter().map(|candidate| (candidate.step, candidate.field)).collect();
+    let queries: Vec<(StepId, FieldId)> =
+        candidates.iter().map(|candidate| (candidate.step, candidate.field)).collect();
     let answers = definitely_set_at_branches(flow, graph, &queries);
     // Per step, the earliest confirmed coverage decides.
     let mut earliest: HashMap<StepId, &Candidate> = HashMap::new();
@@ -343,10 +329,7 @@ fn covered_entries(program: &Program, flow_id: FlowId, flow: &Flow, graph: &Flow
                 flow: flow_id,
                 step,
                 entry,
-                reason: DeadReason::Covered {
-                    field: candidate.field,
-                    entries: candidate.entries.clone(),
-                },
+                reason: DeadReason::Covered { field: candidate.field, entries: candidate.entries.clone() },
             });
         }
         exhaustive.push(step);
@@ -464,13 +447,12 @@ fn dead_branch_diagnostic(program: &Program, dead: &DeadBranch) -> Option<Diagno
         }
     };
     let diagnostic = match &dead.reason {
-        DeadReason::AfterUnconditional(first) => Diagnostic::new(
-            Code::UnreachableBranch,
-            format!("this branch entry of `{}` is never evaluated", step.name),
-        )
-        .at(branch.span, "never evaluated")
-        .with_label(step.branches.get(*first)?.span, "this entry has no condition: it always matches")
-        .with_help("put the entry without a condition last: it is the fallback"),
+        DeadReason::AfterUnconditional(first) => {
+            Diagnostic::new(Code::UnreachableBranch, format!("this branch entry of `{}` is never evaluated", step.name))
+                .at(branch.span, "never evaluated")
+                .with_label(step.branches.get(*first)?.span, "this entry has no condition: it always matches")
+                .with_help("put the entry without a condition last: it is the fallback")
+        }
         DeadReason::Repeats(earlier) => Diagnostic::new(
             Code::UnreachableBranch,
             format!(
@@ -494,14 +476,12 @@ fn dead_branch_diagnostic(program: &Program, dead: &DeadBranch) -> Option<Diagno
             let listed = entry_list(entries);
             let mut diagnostic = Diagnostic::new(
                 Code::UnreachableBranch,
-                format!(
-                    "this branch entry of `{}` is never evaluated: {listed} every value of `{name}`",
-                    step.name
-                ),
+                format!("this branch entry of `{}` is never evaluated: {listed} every value of `{name}`", step.name),
             )
             .at(branch.span, "never evaluated");
             for entry in entries {
-                diagnostic = diagnostic.with_label(step.branches.get(*entry)?.span, format!("covers values of `{name}`"));
+                diagnostic =
+                    diagnostic.with_label(step.branches.get(*entry)?.span, format!("covers values of `{name}`"));
             }
             diagnostic.with_help(format!(
                 "`{name}` is always set here, so an earlier entry always matches; remove this entry"
@@ -509,4 +489,189 @@ fn dead_branch_diagnostic(program: &Program, dead: &DeadBranch) -> Option<Diagno
         }
     };
     Some(diagnostic)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::check_findings as check;
+
+    #[test]
+    fn entries_after_an_unconditional_one_are_never_evaluated() {
+        check(
+            r#"flow f { when "w"
+                step a { branch { else -> b
+                                  when "x" -> b } }
+                step b { say "b" } }"#,
+            &[("unreachable_branch", r#"when "x" -> b"#)],
+        );
+    }
+
+    #[test]
+    fn a_repeated_condition_never_matches_however_spelled() {
+        check(
+            r#"schema { n: int }
+            flow f { when "w"
+                step a { collect n
+                         branch { if n >= 2 and n < 5 -> b
+                                  if 5 > n and 2 <= n -> b
+                                  else -> b } }
+                step b { say "b" } }"#,
+            &[("unreachable_branch", "if 5 > n and 2 <= n -> b")],
+        );
+    }
+
+    #[test]
+    fn an_entry_including_an_earlier_single_condition_never_matches() {
+        check(
+            r#"schema { n: int }
+            flow f { when "w"
+                step a { collect n
+                         branch { when "yes" -> b
+                                  if n > 1 when "yes" -> b
+                                  else -> b } }
+                step b { say "b" } }"#,
+            &[("unreachable_branch", r#"if n > 1 when "yes" -> b"#)],
+        );
+    }
+
+    #[test]
+    fn an_if_that_folds_to_false_never_matches() {
+        check(
+            r#"flow f { when "w"
+                step a { branch { if "a" in ["b", "c"] -> b
+                                  else -> b } }
+                step b { say "b" } }"#,
+            &[("unreachable_branch", r#"if "a" in ["b", "c"] -> b"#)],
+        );
+    }
+
+    #[test]
+    fn covering_a_collected_bool_makes_the_rest_unreachable() {
+        check(
+            r#"schema { ok: bool }
+            flow f { when "w"
+                step a { collect ok
+                         branch { if ok -> b
+                                  if not ok -> c
+                                  when "x" -> c } }
+                step b { say "b"  next end }
+                step c { say "c" } }"#,
+            &[("unreachable_branch", r#"when "x" -> c"#)],
+        );
+    }
+
+    #[test]
+    fn covering_a_field_that_may_be_unset_leaves_the_fallback() {
+        check(
+            r#"schema { ok: bool }
+            flow f { when "w"
+                step a { when "maybe"  collect ok }
+                step r { branch { if ok is set and ok == true -> b
+                                  if ok is set and ok == false -> c
+                                  else -> c } }
+                step b { say "b"  next end }
+                step c { say "c" } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn the_fallthrough_of_a_covering_table_is_dead() {
+        // `after` follows `a` in the list but `a` always branches away.
+        check(
+            r#"schema { plan: enum(free, pro) }
+            flow f { when "w"
+                step a { collect plan
+                         branch { if plan == "free" -> b
+                                  if plan != "free" -> b } }
+                step after { say "never" }
+                step b { say "b" } }"#,
+            &[("unreachable_step", "after")],
+        );
+    }
+
+    #[test]
+    fn a_step_after_next_end_is_unreachable() {
+        check(
+            r#"flow f { when "w"
+                step a { say "a"  next end }
+                step b { say "b" } }"#,
+            &[("unreachable_step", "b")],
+        );
+    }
+
+    #[test]
+    fn passing_over_a_step_reaches_the_one_after_it() {
+        check(
+            r#"schema { n: int }
+            flow f { when "w"
+                step a { collect n  next b }
+                step b { skip_if n > 1  say "b"  next end }
+                step c { say "c" } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn a_goto_step_anywhere_makes_its_target_reachable() {
+        check(
+            r#"signal s { when "help"  then { goto_step f.c } }
+            flow f { when "w"
+                step a { say "a"  next end }
+                step c { say "c" } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn a_reset_leads_back_to_the_entry_only() {
+        check(
+            r#"schema { x: string }
+            flow f { when "w"
+                step a { collect x  next b }
+                step b { say "b"  emit reset  next end }
+                step c { say "c" } }"#,
+            &[("unreachable_step", "c")],
+        );
+    }
+
+    #[test]
+    fn a_step_whose_if_is_always_false_never_runs() {
+        check(
+            r#"flow f { when "w"
+                step a { say "a" }
+                step b { if 1 == 2  say "b" }
+                step c { say "c" } }"#,
+            &[("unreachable_step", "b")],
+        );
+    }
+
+    #[test]
+    fn steps_behind_an_unresolved_target_are_not_reported() {
+        check(
+            r#"flow f { when "w"
+                step a { say "a"  next bb }
+                step c { say "c"  next end }
+                step b { say "b" } }"#,
+            &[("unknown_target", "bb")],
+        );
+    }
+
+    #[test]
+    fn analyze_returns_what_the_checker_reports() {
+        let source = r#"flow f { when "w"
+            step a { branch { else -> c
+                              when "x" -> b } }
+            step b { say "b" }
+            step c { say "c" } }"#;
+        let file = crate::source::SourceFile::new("test.flow", source);
+        let compilation = crate::pipeline::compile(&file);
+        let reachability = super::analyze(&compilation.ir);
+        let step = |index: usize| (crate::ir::FlowId(0), crate::ir::StepId::from_index(index));
+        assert_eq!(reachability.unreachable_steps, [step(1)].into_iter().collect());
+        assert_eq!(
+            reachability.unreachable_branches,
+            [(crate::ir::FlowId(0), crate::ir::StepId(0), 1)].into_iter().collect()
+        );
+    }
 }
