@@ -4,7 +4,8 @@
 //! on every path, a step collected it, an action set it (`set`, a `call`'s
 //! `save`, an emitted directive's `set`) or a step on the path lists it in
 //! `requires`; flow-level `requires` count only for workflows, whose inputs
-//! they are. A condition that proves a field set counts too: `x is set and
+//! they are. A flow that only `goto`s enter starts with the fields all of
+//! them write (`goto: { flow: F, data: {...} }`). A condition that proves a field set counts too: `x is set and
 //! x > 1`, a step whose `if` is `x is set`, a branch entry's `if` on the
 //! edge it guards. Testing a field (`x is set`, `x == null`) is not a read.
 //!
@@ -20,9 +21,10 @@
 use super::conditions::{facts, fold};
 use super::flowgraph::{FlowGraph, Target, Via};
 use super::reachability::Analysis;
+use super::walk;
 use crate::diag::{Code, Diagnostic};
 use crate::expr::{Expr, ExprKind, Template, TemplatePart};
-use crate::ir::{Action, ActionKind, Directive, FieldId, Flow, Position, Program, StepId};
+use crate::ir::{Action, ActionKind, Directive, FieldId, Flow, FlowId, Position, Program, StepId};
 use crate::source::Span;
 use crate::syntax::ast::BinaryOp;
 use std::cmp::Reverse;
@@ -38,18 +40,20 @@ pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Ve
             continue;
         };
         let reachable = analysis.reachable.get(index).map(Vec::as_slice).unwrap_or_default();
-        check_flow(program, flow, graph, reachable, diagnostics);
+        let entered_with = analysis.entered_with.get(index).map(Vec::as_slice).unwrap_or_default();
+        check_flow(program, flow, entered_with, graph, reachable, diagnostics);
     }
 }
 
 fn check_flow(
     program: &Program,
     flow: &Flow,
+    entered_with: &[FieldId],
     graph: &FlowGraph,
     reachable: &[bool],
     diagnostics: &mut Vec<Diagnostic>,
 ) {
-    let summary = summarize(flow);
+    let summary = summarize(flow, entered_with);
     let field_name = |field: FieldId| program.field(field).map_or("?", |field| field.name.as_str());
     for (field, span) in &summary.entry_reads {
         let name = field_name(*field);
@@ -222,8 +226,49 @@ pub(crate) struct FlowSummary {
     pub steps: Vec<StepSummary>,
 }
 
-pub(crate) fn summarize(flow: &Flow) -> FlowSummary {
+/// Per flow, the fields set whenever it is entered: those every `goto`
+/// into it writes (its `data`), when nothing else enters it. Routing
+/// (`when`, `if`, `default`), `complete next` and a `goto` without data
+/// all enter it with nothing set; `goto_step` does not enter at the entry.
+pub(crate) fn entered_with(program: &Program) -> Vec<Vec<FieldId>> {
+    // `None`: no entry seen yet; `Some(fields)`: set on every entry so far.
+    let mut sets: Vec<Option<Vec<FieldId>>> = program
+        .flows
+        .iter()
+        .map(|flow| {
+            let routed = !flow.when.is_empty() || !flow.guard.is_empty() || flow.default;
+            routed.then(Vec::new)
+        })
+        .collect();
+    let mut enter = |flow: FlowId, data: Vec<FieldId>| {
+        if let Some(slot) = sets.get_mut(flow.index()) {
+            *slot = Some(match slot.take() {
+                None => data,
+                Some(earlier) => earlier.into_iter().filter(|field| data.contains(field)).collect(),
+            });
+        }
+    };
+    for flow in &program.flows {
+        if let Some(next) = flow.complete_next {
+            enter(next, Vec::new());
+        }
+    }
+    walk::directives(program, |_, directive| match &directive.position {
+        Some(Position::Goto { flow, data }) => {
+            let written = data.iter().filter(|write| !is_null(&write.value)).map(|write| write.field).collect();
+            enter(*flow, written);
+        }
+        Some(Position::Complete { next: Some(next) }) => enter(*next, Vec::new()),
+        _ => {}
+    });
+    sets.into_iter().map(Option::unwrap_or_default).collect()
+}
+
+pub(crate) fn summarize(flow: &Flow, entered_with: &[FieldId]) -> FlowSummary {
     let mut entry = Walker::default();
+    for field in entered_with {
+        entry.set(*field);
+    }
     if flow.workflow {
         for field in &flow.requires {
             entry.set(*field);
@@ -845,8 +890,13 @@ impl Chunk<'_> {
 /// For each `(step, field)` query: whether the field is set on every path
 /// from the flow's entry when the step's branches are evaluated. Steps the
 /// entry does not reach answer `true` (no path says otherwise).
-pub(crate) fn definitely_set_at_branches(flow: &Flow, graph: &FlowGraph, queries: &[(StepId, FieldId)]) -> Vec<bool> {
-    let summary = summarize(flow);
+pub(crate) fn definitely_set_at_branches(
+    flow: &Flow,
+    entered_with: &[FieldId],
+    graph: &FlowGraph,
+    queries: &[(StepId, FieldId)],
+) -> Vec<bool> {
+    let summary = summarize(flow, entered_with);
     let mut tracked: Vec<FieldId> = queries.iter().map(|(_, field)| *field).collect();
     tracked.sort_unstable();
     tracked.dedup();
@@ -967,6 +1017,23 @@ mod tests {
                 step s { collect a } }"#,
             ),
             &[("maybe_unset", "a")],
+        );
+    }
+
+    #[test]
+    fn a_flow_entered_only_by_goto_starts_with_its_data() {
+        check(
+            &with_schema(
+                r#"flow f { when "w"
+                    step s { collect a  branch { if a == "x" -> { goto g with { a: a, b: "y" } }
+                                                 else -> { goto g with { a: a } } } } }
+                flow g { step t { say "{{a}}" }
+                         step u { say "{{b}}" } }
+                flow h { when "h"
+                    step s { collect a  emit goto k with { a: a } } }
+                flow k { when "k"  step t { say "{{a}}" } }"#,
+            ),
+            &[("maybe_unset", "b"), ("maybe_unset", "a")],
         );
     }
 

@@ -16,7 +16,7 @@
 //! Flows that lowering could not build whole ([`crate::ir::Flow::incomplete`])
 //! get no step report: the missing edge would be the cause, already reported.
 
-use super::assignment::definitely_set_at_branches;
+use super::assignment::{definitely_set_at_branches, entered_with};
 use super::conditions::{Values, conjuncts, coverage, domain, fold_bool, key, when_key};
 use super::flowgraph::{self, FlowGraph, Target};
 use crate::diag::{Code, Diagnostic};
@@ -85,13 +85,16 @@ pub(crate) struct Analysis {
     pub graphs: Vec<FlowGraph>,
     /// Per flow, per step: reached from the entry or a `goto_step`.
     pub reachable: Vec<Vec<bool>>,
+    /// Per flow, the fields set whenever it is entered (see
+    /// [`super::assignment::entered_with`]).
+    pub entered_with: Vec<Vec<FieldId>>,
     pub dead_branches: Vec<DeadBranch>,
     pub unreachable_steps: Vec<UnreachableStep>,
 }
 
 pub(crate) fn analysis(program: &Program) -> Analysis {
     let jump_targets = goto_step_targets(program);
-    let mut analysis = Analysis::default();
+    let mut analysis = Analysis { entered_with: entered_with(program), ..Analysis::default() };
     for (index, flow) in program.flows.iter().enumerate() {
         let flow_id = FlowId::from_index(index);
         let mut graph = flowgraph::build(flow_id, flow);
@@ -103,7 +106,8 @@ pub(crate) fn analysis(program: &Program) -> Analysis {
             }
         }
         apply_dead(&mut graph, flow, &dead);
-        let (covered, exhaustive) = covered_entries(program, flow_id, flow, &graph);
+        let entry_fields = analysis.entered_with.get(index).map(Vec::as_slice).unwrap_or_default();
+        let (covered, exhaustive) = covered_entries(program, flow_id, flow, entry_fields, &graph);
         apply_dead(&mut graph, flow, &covered);
         for step in exhaustive {
             if let Some(flag) = graph.fallthrough_dead.get_mut(step.index()) {
@@ -265,6 +269,7 @@ fn covered_entries(
     program: &Program,
     flow_id: FlowId,
     flow: &Flow,
+    entered_with: &[FieldId],
     graph: &FlowGraph,
 ) -> (Vec<DeadBranch>, Vec<StepId>) {
     let mut candidates = Vec::new();
@@ -302,7 +307,7 @@ fn covered_entries(
     }
     let queries: Vec<(StepId, FieldId)> =
         candidates.iter().map(|candidate| (candidate.step, candidate.field)).collect();
-    let answers = definitely_set_at_branches(flow, graph, &queries);
+    let answers = definitely_set_at_branches(flow, entered_with, graph, &queries);
     // Per step, the earliest confirmed coverage decides.
     let mut earliest: HashMap<StepId, &Candidate> = HashMap::new();
     for (candidate, set) in candidates.iter().zip(answers) {

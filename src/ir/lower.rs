@@ -42,6 +42,9 @@ struct Lowerer {
     flow_names: Vec<String>,
     /// Per flow, whether lowering dropped part of it (see [`Flow::incomplete`]).
     incomplete: Vec<bool>,
+    /// Per field (by [`FieldId`]), its type: a lookup per write must not
+    /// scan the whole schema.
+    field_types: Vec<Type>,
 }
 
 struct ToolSignature {
@@ -88,6 +91,7 @@ impl IdKind {
 impl Lowerer {
     fn program(&mut self, program: &ast::Program) -> Program {
         let fields = self.declarations(&program.schema, IdKind::Field);
+        self.field_types = fields.iter().map(|field| field.ty.to_type()).collect();
         for (index, field) in fields.iter().enumerate() {
             self.symbols.fields.insert(field.name.clone(), (FieldId::from_index(index), field.ty.to_type()));
         }
@@ -509,7 +513,7 @@ impl Lowerer {
     }
 
     fn symbols_type(&self, field: FieldId) -> Type {
-        self.symbols.fields.values().find(|(id, _)| *id == field).map_or(Type::Unknown, |(_, ty)| ty.clone())
+        self.field_types.get(field.index()).cloned().unwrap_or(Type::Unknown)
     }
 
     // ------------------------------------------------------------ agent
