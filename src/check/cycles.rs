@@ -16,7 +16,7 @@
 //! cyclic component is reported once, at its first step in source order,
 //! with one cycle through that step spelled out.
 
-use super::flowgraph::{Target, Via, directive_target};
+use super::flowgraph::{To, directive_target};
 use super::reachability::Analysis;
 use super::walk::emitted;
 use crate::diag::{Code, Diagnostic};
@@ -40,11 +40,12 @@ fn waits(step: &Step) -> bool {
     step.wait_ms.is_some() || (!step.auto && asks_for_input)
 }
 
-/// Every reachable step of every whole flow, numbered in source order
-/// (flows in order, then steps), with the edges that do not wait.
+/// Every reached node of every whole flow's graph (steps, then listed
+/// arrivals, flow after flow), with the edges that do not wait.
 struct ProgramGraph {
-    /// Per node, its flow and step.
-    nodes: Vec<(FlowId, StepId)>,
+    /// Per node, its flow, its step and whether it is the step's listed
+    /// arrival.
+    nodes: Vec<(FlowId, StepId, bool)>,
     successors: Vec<Vec<u32>>,
 }
 
@@ -52,19 +53,25 @@ impl ProgramGraph {
     fn build(program: &Program, analysis: &Analysis) -> ProgramGraph {
         let mut offsets = Vec::with_capacity(program.flows.len());
         let mut nodes = Vec::new();
-        for (flow_index, flow) in program.flows.iter().enumerate() {
+        for (flow_index, graph) in analysis.graphs.iter().enumerate() {
             offsets.push(u32::try_from(nodes.len()).unwrap_or(NONE));
-            for step_index in 0..flow.steps.len() {
-                nodes.push((FlowId::from_index(flow_index), StepId::from_index(step_index)));
+            for node in 0..graph.nodes() {
+                let (step, listed) = graph.step_of(node);
+                nodes.push((FlowId::from_index(flow_index), StepId::from_index(step), listed));
             }
         }
-        let node_of = |flow: FlowId, step: StepId| -> Option<u32> {
-            let flow_decl = program.flow(flow)?;
-            if flow_decl.incomplete || step.index() >= flow_decl.steps.len() {
+        let whole = |flow: FlowId| program.flow(flow).is_some_and(|flow| !flow.incomplete);
+        let global = |flow: FlowId, node: usize| -> Option<u32> {
+            if !whole(flow) || node >= analysis.graphs.get(flow.index())?.nodes() {
                 return None;
             }
-            let offset = *offsets.get(flow.index())?;
-            offset.checked_add(step.0)
+            offsets.get(flow.index())?.checked_add(u32::try_from(node).ok()?)
+        };
+        // Entering a flow at its first step arrives in list order.
+        let enter = |flow: FlowId, step: StepId| -> Option<u32> {
+            let graph = analysis.graphs.get(flow.index())?;
+            let node = if step.index() == 0 { graph.entry()? } else { step.index() };
+            global(flow, node)
         };
         // Where completing each flow leads: `complete next`, and the
         // positions its `on_complete` actions emit.
@@ -75,12 +82,12 @@ impl ProgramGraph {
             .map(|(flow_index, flow)| {
                 let flow_id = FlowId::from_index(flow_index);
                 let mut targets: Vec<u32> =
-                    flow.complete_next.and_then(|next| node_of(next, StepId(0))).into_iter().collect();
+                    flow.complete_next.and_then(|next| enter(next, StepId(0))).into_iter().collect();
                 for directive in emitted(&flow.on_complete) {
                     let target = match directive_target(flow_id, directive) {
-                        Some(Target::Step(step)) => node_of(flow_id, step),
-                        Some(Target::Enter(flow, step)) => node_of(flow, step),
-                        Some(Target::Complete { next }) => next.and_then(|next| node_of(next, StepId(0))),
+                        Some(To::Node(node)) => global(flow_id, node),
+                        Some(To::Enter(flow, step)) => enter(flow, step),
+                        Some(To::Complete { next }) => next.and_then(|next| enter(next, StepId(0))),
                         None => None,
                     };
                     targets.extend(target);
@@ -94,33 +101,34 @@ impl ProgramGraph {
                 continue;
             }
             let flow_id = FlowId::from_index(flow_index);
-            let (Some(graph), Some(reachable)) = (analysis.graphs.get(flow_index), analysis.reachable.get(flow_index))
+            let (Some(graph), Some(reached)) =
+                (analysis.graphs.get(flow_index), analysis.reached_nodes.get(flow_index))
             else {
                 continue;
             };
-            for (step_index, step) in flow.steps.iter().enumerate() {
-                if !reachable.get(step_index).copied().unwrap_or(false) {
+            for node in 0..graph.nodes() {
+                if !reached.get(node).copied().unwrap_or(false) {
                     continue;
                 }
-                let Some(source) = node_of(flow_id, StepId::from_index(step_index)) else {
+                let (step_index, listed) = graph.step_of(node);
+                // A step that waits stops the walk: nothing leaves it
+                // without input (its listed arrival may still pass it over).
+                if !listed && flow.steps.get(step_index).is_some_and(waits) {
+                    continue;
+                }
+                let Some(source) = global(flow_id, node) else {
                     continue;
                 };
-                let step_waits = waits(step);
                 let mut targets = Vec::new();
-                for edge in graph.live_edges(step_index) {
-                    if step_waits && edge.via != Via::Skip {
-                        continue;
-                    }
-                    let target = match edge.target {
-                        Target::Step(target) => node_of(flow_id, target),
-                        Target::Enter(flow, step) => node_of(flow, step),
-                        Target::Complete { next: Some(next) } => node_of(next, StepId(0)),
-                        Target::Complete { next: None } => {
+                for edge in graph.live_edges(node) {
+                    match edge.to {
+                        To::Node(target) => targets.extend(global(flow_id, target)),
+                        To::Enter(flow, step) => targets.extend(enter(flow, step)),
+                        To::Complete { next: Some(next) } => targets.extend(enter(next, StepId(0))),
+                        To::Complete { next: None } => {
                             targets.extend(on_completion.get(flow_index).into_iter().flatten().copied());
-                            None
                         }
-                    };
-                    targets.extend(target);
+                    }
                 }
                 targets.sort_unstable();
                 targets.dedup();
@@ -136,8 +144,16 @@ impl ProgramGraph {
         self.successors.get(node as usize).map(Vec::as_slice).unwrap_or_default()
     }
 
+    /// Where a node stands in the source: its flow, its step, the step
+    /// before its listed arrival.
+    fn source_order(&self, node: u32) -> (FlowId, StepId, bool) {
+        self.nodes
+            .get(node as usize)
+            .map_or((FlowId(u32::MAX), StepId(u32::MAX), true), |(flow, step, listed)| (*flow, *step, *listed))
+    }
+
     /// The strongly connected components that contain a cycle, each sorted
-    /// (so its first node is its first step in source order).
+    /// in source order (so its first node is its first step).
     fn cyclic_components(&self) -> Vec<Vec<u32>> {
         let count = self.nodes.len();
         let mut index_of = vec![NONE; count];
@@ -189,12 +205,12 @@ impl ProgramGraph {
                 }
                 let cyclic = component.len() > 1 || self.successors(node).contains(&node);
                 if cyclic {
-                    component.sort_unstable();
+                    component.sort_unstable_by_key(|member| self.source_order(*member));
                     components.push(component);
                 }
             }
         }
-        components.sort();
+        components.sort_by_key(|component| component.first().map(|node| self.source_order(*node)));
         components
     }
 
@@ -204,7 +220,8 @@ impl ProgramGraph {
         let Some(&first) = component.first() else {
             return Vec::new();
         };
-        let inside = |node: u32| component.binary_search(&node).is_ok();
+        let members: std::collections::HashSet<u32> = component.iter().copied().collect();
+        let inside = |node: u32| members.contains(&node);
         let mut parent: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
         let mut queue = VecDeque::from([first]);
         while let Some(node) = queue.pop_front() {
@@ -261,26 +278,43 @@ fn lower(lowlink: &mut [u32], node: u32, value: u32) {
 
 fn report(program: &Program, graph: &ProgramGraph, component: &[u32]) -> Option<Diagnostic> {
     let cycle = graph.cycle_through(component);
-    let first = *cycle.first()?;
-    let single_flow = cycle
-        .iter()
-        .filter_map(|node| graph.nodes.get(*node as usize))
-        .all(|(flow, _)| Some(*flow) == graph.nodes.get(first as usize).map(|(flow, _)| *flow));
-    let step_of = |node: u32| -> Option<(&crate::ir::Flow, &Step)> {
-        let (flow_id, step_id) = graph.nodes.get(node as usize)?;
-        let flow = program.flow(*flow_id)?;
-        Some((flow, flow.step(*step_id)?))
+    let (first_flow, first_step_id, _) = graph.nodes.get(*cycle.first()? as usize).copied()?;
+    let single_flow =
+        cycle.iter().filter_map(|node| graph.nodes.get(*node as usize)).all(|(flow, _, _)| *flow == first_flow);
+    let step_of = |flow: FlowId, step: StepId| -> Option<(&crate::ir::Flow, &Step)> {
+        let flow = program.flow(flow)?;
+        Some((flow, flow.step(step)?))
     };
-    let name = |node: u32| -> String {
-        match step_of(node) {
+    let name = |flow: FlowId, step: StepId| -> String {
+        match step_of(flow, step) {
             Some((_, step)) if single_flow => format!("`{}`", step.name),
             Some((flow, step)) => format!("`{}.{}`", flow.name, step.name),
             None => "?".to_string(),
         }
     };
-    let (_, first_step) = step_of(first)?;
-    let mut spelled: Vec<String> = cycle.iter().map(|node| name(*node)).collect();
-    spelled.push(name(first));
+    // A listed arrival that leads into its step is that step; one that
+    // passes over it is spelled "past `s`".
+    let mut spelled: Vec<String> = Vec::new();
+    let mut steps_in_cycle: Vec<(FlowId, StepId)> = Vec::new();
+    for (position, node) in cycle.iter().enumerate() {
+        let Some((flow, step, listed)) = graph.nodes.get(*node as usize).copied() else {
+            continue;
+        };
+        let following = cycle.get(position + 1).or(cycle.first()).and_then(|next| graph.nodes.get(*next as usize));
+        if !listed {
+            spelled.push(name(flow, step));
+            steps_in_cycle.push((flow, step));
+        } else if following.is_none_or(|(next_flow, next_step, next_listed)| {
+            (*next_flow, *next_step, *next_listed) != (flow, step, false)
+        }) {
+            spelled.push(format!("past {}", name(flow, step)));
+        }
+    }
+    let (_, first_step) = step_of(first_flow, first_step_id)?;
+    let runs = steps_in_cycle.len();
+    if let Some(first) = spelled.first().cloned() {
+        spelled.push(first);
+    }
     const SHOWN: usize = 12;
     let path = if spelled.len() > SHOWN {
         let tail = spelled.last().cloned().unwrap_or_default();
@@ -289,14 +323,14 @@ fn report(program: &Program, graph: &ProgramGraph, component: &[u32]) -> Option<
     } else {
         spelled.join(" → ")
     };
-    let message = if cycle.len() == 1 {
-        format!("the step {} loops to itself without waiting for input", name(first))
+    let message = if runs == 1 && cycle.len() == 1 {
+        format!("the step {} loops to itself without waiting for input", name(first_flow, first_step_id))
     } else {
         format!("the steps {path} loop without waiting for input")
     };
     let mut diagnostic = Diagnostic::new(Code::AutoCycle, message).at(first_step.span, "the cycle starts here");
-    for node in cycle.iter().skip(1).take(5) {
-        if let Some((_, step)) = step_of(*node) {
+    for (flow, step) in steps_in_cycle.iter().skip(1).take(5) {
+        if let Some((_, step)) = step_of(*flow, *step) {
             diagnostic = diagnostic.with_label(step.span, "part of the cycle");
         }
     }

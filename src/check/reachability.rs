@@ -11,14 +11,16 @@
 //!
 //! A step is unreachable when no path leads to it from its flow's entry or
 //! from any `goto_step` in the program, following the flow graph
-//! ([`super::flowgraph`]) without the dead entries; a step whose own `if` is
-//! always false (or `skip_if` always true) never runs and is reported too.
+//! ([`super::flowgraph`]: steps reached in list order may be passed over,
+//! steps named by a target are entered) without the dead entries; a step
+//! reached only in list order whose own `if` is always false (or `skip_if`
+//! always true) never runs and is reported too.
 //! Flows that lowering could not build whole ([`crate::ir::Flow::incomplete`])
 //! get no step report: the missing edge would be the cause, already reported.
 
 use super::assignment::{definitely_set_at_branches, entered_with};
 use super::conditions::{Values, conjuncts, coverage, domain, fold_bool, key, when_key};
-use super::flowgraph::{self, FlowGraph, Target};
+use super::flowgraph::{self, FlowGraph, To};
 use crate::diag::{Code, Diagnostic};
 use crate::ir::{Branch, FieldId, Flow, FlowId, Position, Program, StepId};
 use crate::source::Span;
@@ -85,6 +87,8 @@ pub(crate) struct Analysis {
     pub graphs: Vec<FlowGraph>,
     /// Per flow, per step: reached from the entry or a `goto_step`.
     pub reachable: Vec<Vec<bool>>,
+    /// Per flow, per node of its graph (steps, then listed arrivals).
+    pub reached_nodes: Vec<Vec<bool>>,
     /// Per flow, the fields set whenever it is entered (see
     /// [`super::assignment::entered_with`]).
     pub entered_with: Vec<Vec<FieldId>>,
@@ -117,19 +121,25 @@ pub(crate) fn analysis(program: &Program) -> Analysis {
         dead.extend(covered);
 
         let roots = jump_targets.get(index).map(Vec::as_slice).unwrap_or_default();
-        let reachable = reach(&graph, roots);
+        let reached_nodes = reach(&graph, roots);
+        let reachable: Vec<bool> = reached_nodes.iter().take(graph.steps()).copied().collect();
         if !flow.incomplete {
-            let led_from_unreached = led_from_unreached(&graph, &reachable);
+            let led_from_unreached = led_from_unreached(&graph, &reached_nodes);
             for (step_index, reached) in reachable.iter().enumerate() {
-                let never_runs = graph.never_runs.get(step_index).copied().flatten();
-                if *reached && never_runs.is_none() {
+                if *reached {
                     continue;
                 }
+                // Reached in list order, but its own condition always
+                // passes it over.
+                let arrived = graph.skippable.get(step_index).copied().unwrap_or(false)
+                    && reached_nodes.get(graph.steps() + step_index).copied().unwrap_or(false);
+                let never_runs = graph.never_runs.get(step_index).copied().flatten().filter(|_| arrived);
                 analysis.unreachable_steps.push(UnreachableStep {
                     flow: flow_id,
                     step: StepId::from_index(step_index),
-                    never_runs: never_runs.filter(|_| *reached),
-                    only_from_unreachable: !*reached && led_from_unreached.get(step_index).copied().unwrap_or(false),
+                    never_runs,
+                    only_from_unreachable: never_runs.is_none()
+                        && led_from_unreached.get(step_index).copied().unwrap_or(false),
                 });
             }
         }
@@ -139,15 +149,20 @@ pub(crate) fn analysis(program: &Program) -> Analysis {
         analysis.dead_branches.extend(dead);
         analysis.graphs.push(graph);
         analysis.reachable.push(reachable);
+        analysis.reached_nodes.push(reached_nodes);
     }
     analysis
 }
 
-/// Per flow, the steps some `goto_step` anywhere in the program names.
+/// Per flow, the steps some `goto_step` anywhere in the program enters as
+/// named. (A jump from elsewhere to a flow's first step enters the flow,
+/// which arrives at it in list order: that is the flow's entry, a root
+/// anyway.)
 fn goto_step_targets(program: &Program) -> Vec<Vec<StepId>> {
     let mut targets = vec![Vec::new(); program.flows.len()];
-    super::walk::directives(program, |_, directive| {
+    super::walk::directives(program, |site, directive| {
         if let Some(Position::GotoStep { flow, step }) = &directive.position
+            && (site.flow() == Some(*flow) || step.index() != 0)
             && let Some(list) = targets.get_mut(flow.index())
         {
             list.push(*step);
@@ -362,10 +377,12 @@ fn entry_coverage(program: &Program, branch: &Branch) -> Option<(FieldId, Values
 }
 
 /// Steps reached from the entry and the given roots, breadth first.
+/// Nodes reached from the entry and from steps entered by name (`roots`),
+/// breadth first.
 fn reach(graph: &FlowGraph, roots: &[StepId]) -> Vec<bool> {
-    let mut reached = vec![false; graph.len()];
+    let mut reached = vec![false; graph.nodes()];
     let mut queue: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
-    let starts = (!reached.is_empty()).then_some(0).into_iter().chain(roots.iter().map(|root| root.index()));
+    let starts = graph.entry().into_iter().chain(roots.iter().map(|root| root.index()));
     for start in starts {
         if let Some(flag) = reached.get_mut(start)
             && !*flag
@@ -374,31 +391,36 @@ fn reach(graph: &FlowGraph, roots: &[StepId]) -> Vec<bool> {
             queue.push_back(start);
         }
     }
-    while let Some(step) = queue.pop_front() {
-        for edge in graph.live_edges(step) {
-            if let Target::Step(target) = edge.target
-                && let Some(flag) = reached.get_mut(target.index())
+    while let Some(node) = queue.pop_front() {
+        for edge in graph.live_edges(node) {
+            if let To::Node(target) = edge.to
+                && let Some(flag) = reached.get_mut(target)
                 && !*flag
             {
                 *flag = true;
-                queue.push_back(target.index());
+                queue.push_back(target);
             }
         }
     }
     reached
 }
 
-/// Per step, whether an edge from a step that is not reached leads to it.
-fn led_from_unreached(graph: &FlowGraph, reachable: &[bool]) -> Vec<bool> {
-    let mut led = vec![false; graph.len()];
+/// Per step, whether an edge from a node that is not reached leads to it
+/// (directly, or to its listed arrival).
+fn led_from_unreached(graph: &FlowGraph, reached: &[bool]) -> Vec<bool> {
+    let mut led = vec![false; graph.steps()];
     for (source, edges) in graph.edges.iter().enumerate() {
-        if reachable.get(source).copied().unwrap_or(true) {
+        if reached.get(source).copied().unwrap_or(true) {
             continue;
         }
+        let (source_step, _) = graph.step_of(source);
         for edge in edges {
-            if let Target::Step(target) = edge.target
-                && target.index() != source
-                && let Some(flag) = led.get_mut(target.index())
+            let To::Node(target) = edge.to else {
+                continue;
+            };
+            let (target_step, _) = graph.step_of(target);
+            if target_step != source_step
+                && let Some(flag) = led.get_mut(target_step)
             {
                 *flag = true;
             }
@@ -610,8 +632,32 @@ mod tests {
         check(
             r#"schema { n: int }
             flow f { when "w"
+                step a { collect n }
+                step b { skip_if n > 1  say "b"  next end }
+                step c { say "c" } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn a_step_named_by_next_is_entered_not_passed_over() {
+        check(
+            r#"schema { n: int }
+            flow f { when "w"
                 step a { collect n  next b }
                 step b { skip_if n > 1  say "b"  next end }
+                step c { say "c" } }"#,
+            &[("unreachable_step", "c")],
+        );
+    }
+
+    #[test]
+    fn a_branch_directive_without_a_position_goes_on_in_list_order() {
+        // Not to `next`: the runtime continues with the next step in the list.
+        check(
+            r#"flow f { when "w"
+                step a { branch { when "x" -> { reply "ok" } }  next c }
+                step b { say "b"  next end }
                 step c { say "c" } }"#,
             &[],
         );
