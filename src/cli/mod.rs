@@ -4,8 +4,10 @@
 
 pub mod check;
 pub mod compile;
+pub mod graph;
 pub mod load;
 pub mod report;
+pub mod run;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
@@ -28,6 +30,10 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Print the compiled IR (or AST) of a program as JSON
     Compile(compile::CompileArgs),
+    /// Draw a program's flows as a Mermaid or Graphviz graph
+    Graph(graph::GraphArgs),
+    /// Hold a conversation with a program, or run a workflow
+    Run(run::RunArgs),
 }
 
 /// How a command ended, as the process exit code documents it.
@@ -76,6 +82,8 @@ pub fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Check(args) => check::run(&args),
         Command::Compile(args) => compile::run(&args),
+        Command::Graph(args) => graph::run(&args),
+        Command::Run(args) => run::run(&args),
     };
     outcome.exit_code()
 }

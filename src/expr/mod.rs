@@ -3,6 +3,7 @@
 //! variable, and every node carries its static [`Type`]. [`typeck`] builds it
 //! from the AST; the runtime evaluates it.
 
+pub mod eval;
 pub mod typeck;
 
 use crate::ir::{ContextId, FieldId};

@@ -15,7 +15,7 @@ use serde::Serialize;
 macro_rules! index_type {
     ($(#[$meta:meta])* $name:ident) => {
         $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
         #[serde(transparent)]
         pub struct $name(pub u32);
 
@@ -103,6 +103,7 @@ pub struct Field {
 /// A declared type with its constraints, as the schema states it.
 #[derive(Clone, Debug, Serialize)]
 pub struct ValueType {
+    #[serde(flatten)]
     pub kind: TypeKind,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -485,4 +486,73 @@ pub fn strip_spans(value: &mut serde_json::Value) {
         }
         _ => {}
     }
+}
+
+impl ValueType {
+    /// The JSON schema of a valid value, for constrained model output and
+    /// tool parameter declarations.
+    pub fn json_schema(&self) -> serde_json::Value {
+        use serde_json::json;
+        let mut schema = match &self.kind {
+            TypeKind::String => json!({ "type": "string" }),
+            TypeKind::Int => json!({ "type": "integer" }),
+            TypeKind::Float => json!({ "type": "number" }),
+            TypeKind::Bool => json!({ "type": "boolean" }),
+            TypeKind::Date => json!({ "type": "string", "format": "date" }),
+            TypeKind::DateTime => json!({ "type": "string", "format": "date-time" }),
+            TypeKind::Enum { values } => json!({ "type": "string", "enum": values }),
+            TypeKind::List { items } => json!({ "type": "array", "items": items.json_schema() }),
+            TypeKind::Object { fields } => object_schema(fields),
+            TypeKind::Unknown => json!({}),
+        };
+        if let serde_json::Value::Object(map) = &mut schema {
+            if let Some(description) = &self.description {
+                map.insert("description".into(), description.clone().into());
+            }
+            if let Some(pattern) = &self.pattern {
+                map.insert("pattern".into(), pattern.clone().into());
+            }
+            let (min_key, max_key) = match self.kind {
+                TypeKind::List { .. } => ("minItems", "maxItems"),
+                _ => ("minimum", "maximum"),
+            };
+            for (key, bound) in [(min_key, self.min), (max_key, self.max)] {
+                if let Some(number) = bound.and_then(serde_json::Number::from_f64) {
+                    map.insert(key.into(), serde_json::Value::Number(number));
+                }
+            }
+        }
+        schema
+    }
+
+    /// The type's name as the language writes it.
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            TypeKind::String => "string",
+            TypeKind::Int => "int",
+            TypeKind::Float => "float",
+            TypeKind::Bool => "bool",
+            TypeKind::Date => "date",
+            TypeKind::DateTime => "datetime",
+            TypeKind::Enum { .. } => "enum",
+            TypeKind::List { .. } => "list",
+            TypeKind::Object { .. } => "object",
+            TypeKind::Unknown => "unknown",
+        }
+    }
+}
+
+/// The JSON schema of an object with these fields (all required, no others).
+pub fn object_schema(fields: &[Field]) -> serde_json::Value {
+    let properties: serde_json::Map<String, serde_json::Value> = fields
+        .iter()
+        .map(|field| (field.name.clone(), field.ty.json_schema()))
+        .collect();
+    let required: Vec<&str> = fields.iter().map(|field| field.name.as_str()).collect();
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
 }

@@ -19,7 +19,7 @@ use pest::iterators::Pair;
 /// How far expressions may nest (operators and brackets together). Deeper
 /// input is refused with a diagnostic rather than risking the stack in the
 /// passes that walk expressions recursively.
-pub const MAX_EXPR_DEPTH: usize = 64;
+pub const MAX_EXPR_DEPTH: usize = 32;
 
 /// Maps offsets within a parsed text back to the file.
 #[derive(Clone, Copy, Debug)]

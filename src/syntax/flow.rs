@@ -92,7 +92,9 @@ fn error_offset(error: &pest::error::Error<Rule>) -> usize {
 
 /// Serialises the re-parses that switch pest's error detail on: the switch
 /// is process-wide and read when a parse starts, so two threads toggling it
-/// could each parse with the other's setting.
+/// could each parse with the other's setting. Nothing else in flowc touches
+/// the switch (pest offers no getter to restore a previous value), so it is
+/// off outside these re-parses.
 static ERROR_DETAIL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Parses a failing program again with pest's error detail switched on
@@ -2454,6 +2456,24 @@ flow handoff {
         for (source, message) in cases {
             assert_eq!(one_error(source).message, message, "for {source}");
         }
+    }
+
+    /// YAML expressions report through `describe_rule` (no detailed re-parse):
+    /// an operand's many starting rules read as one "expression".
+    #[test]
+    fn expression_errors_outside_flow_files_name_an_expression() {
+        let mut diagnostics = Vec::new();
+        expr::parse_expr("guests == ", SpanMap::Exact { base: 0 }, &mut diagnostics);
+        assert_eq!(
+            diagnostics.iter().map(|diagnostic| diagnostic.message.as_str()).collect::<Vec<_>>(),
+            ["expected an expression, found end of input"]
+        );
+        diagnostics.clear();
+        expr::parse_expr("guests guests", SpanMap::Exact { base: 0 }, &mut diagnostics);
+        assert_eq!(
+            diagnostics.first().map(|diagnostic| diagnostic.message.as_str()),
+            Some("expected `is`, an operator or end of input, found `g`")
+        );
     }
 
     #[test]

@@ -1,0 +1,87 @@
+//! `flowc graph FILE`: the picture of a program as Mermaid (default) or DOT,
+//! on stdout or in a file. A program with errors still draws what lowering
+//! could resolve; its diagnostics go to stderr and the exit code is 1.
+
+use super::load::load_file;
+use super::report::{print_diagnostics, stderr_style};
+use super::{Outcome, print_stdout};
+use crate::check::reachability;
+use crate::graph;
+use crate::pipeline::compile;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct GraphArgs {
+    /// The program (.flow, .yaml or .yml)
+    pub file: PathBuf,
+    /// Draw only this flow (edges to other flows end at a stub node)
+    #[arg(long, value_name = "ID")]
+    pub flow: Option<String>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Mermaid)]
+    pub format: Format,
+    /// Write the graph to this file instead of stdout
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A Mermaid flowchart (renders in Markdown on common code hosts)
+    Mermaid,
+    /// Graphviz DOT (`dot -Tsvg`)
+    Dot,
+}
+
+pub fn run(args: &GraphArgs) -> Outcome {
+    let loaded = match load_file(&args.file) {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Outcome::Error;
+        }
+    };
+    let style = stderr_style();
+    if let Some(encoding_error) = loaded.encoding_error {
+        print_diagnostics(&loaded.file, &[encoding_error], style);
+        return Outcome::Failure;
+    }
+    let compilation = compile(&loaded.file);
+    print_diagnostics(&loaded.file, &compilation.diagnostics, style);
+    let only = match &args.flow {
+        None => None,
+        Some(name) => match compilation.ir.flow_by_name(name) {
+            Some(flow) => Some(flow),
+            None => {
+                let names: Vec<&str> = compilation.ir.flows.iter().map(|flow| flow.name.as_str()).collect();
+                eprintln!("error: `{name}` names no flow of `{}`", loaded.file.name);
+                if !names.is_empty() {
+                    eprintln!("  the flows are: {}", names.join(", "));
+                }
+                return Outcome::Error;
+            }
+        },
+    };
+    let text = render(&compilation.ir, only, args.format);
+    let written = match &args.output {
+        None => print_stdout(&text),
+        Some(path) => match std::fs::write(path, &text) {
+            Ok(()) => Outcome::Success,
+            Err(error) => {
+                eprintln!("error: cannot write `{}`: {error}", path.display());
+                Outcome::Error
+            }
+        },
+    };
+    if compilation.has_errors() { written.worst(Outcome::Failure) } else { written }
+}
+
+/// The graph of a compiled program in one format.
+pub fn render(program: &crate::ir::Program, only: Option<crate::ir::FlowId>, format: Format) -> String {
+    let reachability = reachability::analyze(program);
+    let graph = graph::build(program, &reachability, only);
+    match format {
+        Format::Mermaid => graph::mermaid::render(&graph),
+        Format::Dot => graph::dot::render(&graph),
+    }
+}

@@ -1,0 +1,539 @@
+//! `flowc run FILE`: a conversation (a REPL on a terminal; one message per
+//! line from `--script` or piped stdin otherwise, with `--json` for tools)
+//! or, when the selected flow is all-`auto`, a workflow run.
+//!
+//! The program is checked first: any error stops the run with the same
+//! output as `flowc check`. Every reply, trace line and JSON object is read
+//! from the runtime's [`TurnResult`] and its events — the REPL, `--json` and
+//! the tests see the same data.
+
+use super::load::load_file;
+use super::report::{print_diagnostics, stderr_style};
+use super::{Outcome, print_stdout};
+use crate::ir::{FlowId, Program};
+use crate::pipeline::compile;
+use crate::runtime::clock;
+use crate::runtime::engine::{Runtime, RuntimeOptions, TurnError};
+use crate::runtime::events::TurnResult;
+use crate::runtime::session::{Data, Session};
+use crate::runtime::tools::{ToolEnv, ToolRegistry};
+use crate::runtime::validate::validate;
+use crate::runtime::workflow::{RunStatus, StepStatus, WorkflowRunner};
+use crate::store::SessionStore;
+use crate::store::file::FileStore;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The program (.flow, .yaml or .yml)
+    pub file: PathBuf,
+    /// The flow to run (workflows; conversations route by themselves)
+    #[arg(long)]
+    pub flow: Option<String>,
+    /// Initial data fields, as a JSON object
+    #[arg(long)]
+    pub data: Option<String>,
+    /// Context values, as a JSON object
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Read user messages from FILE, one per line, instead of a terminal
+    #[arg(long)]
+    pub script: Option<PathBuf>,
+    /// Print one JSON object per turn (or one for a workflow run) on stdout
+    #[arg(long)]
+    pub json: bool,
+    /// The model: offline (default), openai, anthropic or replay:FILE
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// The model name (overrides flowc.toml and FLOWC_MODEL)
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The endpoint of an OpenAI-compatible server (overrides OPENAI_BASE_URL)
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// Store every model request and answer of the run in FILE (keys redacted)
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    /// Keep the conversation in .flowc/sessions/ID.json and resume it
+    #[arg(long)]
+    pub session: Option<String>,
+}
+
+pub fn run(args: &RunArgs) -> Outcome {
+    match run_inner(args) {
+        Ok(outcome) => outcome,
+        Err(RunError::Usage(message)) => {
+            eprintln!("error: {message}");
+            Outcome::Error
+        }
+        Err(RunError::Failed(message)) => {
+            eprintln!("error: {message}");
+            Outcome::Failure
+        }
+    }
+}
+
+enum RunError {
+    /// Exit 2.
+    Usage(String),
+    /// Exit 1.
+    Failed(String),
+}
+
+fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
+    let loaded = load_file(&args.file).map_err(|error| RunError::Usage(error.to_string()))?;
+    let style = stderr_style();
+    if let Some(encoding_error) = loaded.encoding_error {
+        print_diagnostics(&loaded.file, &[encoding_error], style);
+        return Ok(Outcome::Failure);
+    }
+    let compilation = compile(&loaded.file);
+    print_diagnostics(&loaded.file, &compilation.diagnostics, style);
+    if compilation.has_errors() {
+        let errors = compilation.diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count();
+        eprintln!("the program has {errors} error{}: nothing was run", if errors == 1 { "" } else { "s" });
+        return Ok(Outcome::Failure);
+    }
+    let program = Arc::new(compilation.ir);
+    let base_dir = program_dir(&args.file);
+    let (clock, ids) = clock::from_env().map_err(|error| RunError::Usage(error.to_string()))?;
+    let tool_env = ToolEnv {
+        base_dir,
+        clock,
+        ids,
+    };
+    let data = parse_object(args.data.as_deref(), "--data")?;
+    let context = parse_object(args.context.as_deref(), "--context")?;
+    let context = validate_context(&program, &context)?;
+
+    let selected = select_flow(&program, args.flow.as_deref())?;
+    if let Some(flow) = selected
+        && program.flow(flow).is_some_and(|flow| flow.workflow)
+    {
+        return run_workflow(args, &program, flow, &data, context, &tool_env);
+    }
+    if args.flow.is_some() {
+        eprintln!("note: --flow selects a workflow; a conversation is routed by its messages");
+    }
+    let flags = crate::llm::ProviderFlags {
+        provider: args.provider.clone(),
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+        record: args.record.clone(),
+        ..crate::llm::ProviderFlags::default()
+    };
+    let config = crate::llm::config::load(Some(&args.file), &flags).map_err(|error| RunError::Usage(error.to_string()))?;
+    let provider = crate::llm::build_provider(&config).map_err(|error| RunError::Usage(error.to_string()))?;
+    let options = RuntimeOptions {
+        tool_env,
+        tools: ToolRegistry::default(),
+    };
+    let mut runtime = Runtime::new(Arc::clone(&program), provider, options);
+    let store = args
+        .session
+        .as_ref()
+        .map(|_| FileStore::default_in(Path::new(".")));
+    let mut session = match (&args.session, &store) {
+        (Some(id), Some(store)) => match store.load(id).map_err(|error| RunError::Usage(error.to_string()))? {
+            Some(session) => session,
+            None => runtime.new_session(id.clone()),
+        },
+        _ => runtime.new_session(runtime.ids().next_id()),
+    };
+    initialize(&program, &mut session, &data, context)?;
+
+    let interactive = args.script.is_none() && std::io::stdin().is_terminal() && !args.json;
+    if interactive {
+        install_interrupt(&config.cancel);
+    }
+    let mut conversation = Conversation {
+        runtime: &mut runtime,
+        session: &mut session,
+        store: store.as_ref(),
+        cancel: config.cancel.clone(),
+        json: args.json,
+        color: style.color,
+        last: None,
+    };
+    if interactive {
+        conversation.repl()
+    } else {
+        let lines = read_script(args.script.as_deref())?;
+        conversation.script(&lines)
+    }
+}
+
+fn program_dir(file: &Path) -> PathBuf {
+    let absolute = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    absolute
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+fn parse_object(text: Option<&str>, flag: &str) -> Result<serde_json::Map<String, serde_json::Value>, RunError> {
+    let Some(text) = text else {
+        return Ok(serde_json::Map::new());
+    };
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Object(object)) => Ok(object),
+        Ok(_) => Err(RunError::Usage(format!("{flag} must be a JSON object, like '{{\"guests\": 2}}'"))),
+        Err(error) => Err(RunError::Usage(format!("{flag} is not valid JSON: {error}"))),
+    }
+}
+
+fn validate_context(program: &Program, context: &serde_json::Map<String, serde_json::Value>) -> Result<Data, RunError> {
+    let mut validated = Data::new();
+    for (name, value) in context {
+        let Some(key) = program.context.iter().find(|key| key.name == *name) else {
+            return Err(RunError::Usage(format!("unknown context key `{name}`: the program declares no such key")));
+        };
+        let value = validate(value, &key.ty).map_err(|reason| RunError::Usage(format!("invalid context `{name}`: {reason}")))?;
+        validated.insert(name.clone(), value);
+    }
+    Ok(validated)
+}
+
+/// Applies `--data` and `--context` to a session.
+fn initialize(
+    program: &Program,
+    session: &mut Session,
+    data: &serde_json::Map<String, serde_json::Value>,
+    context: Data,
+) -> Result<(), RunError> {
+    for (name, value) in data {
+        let Some(field) = program.fields.iter().find(|field| field.name == *name) else {
+            return Err(RunError::Usage(format!("unknown field `{name}` in --data")));
+        };
+        let value = validate(value, &field.ty).map_err(|reason| RunError::Usage(format!("invalid `{name}` in --data: {reason}")))?;
+        session.data.insert(name.clone(), value);
+    }
+    session.context.extend(context);
+    Ok(())
+}
+
+/// The flow `--flow` names, else the default one, else the only one.
+fn select_flow(program: &Program, name: Option<&str>) -> Result<Option<FlowId>, RunError> {
+    if let Some(name) = name {
+        return program
+            .flow_by_name(name)
+            .map(Some)
+            .ok_or_else(|| RunError::Usage(format!("the program has no flow `{name}`")));
+    }
+    if let Some(default) = program.default_flow {
+        return Ok(Some(default));
+    }
+    Ok(match program.flows.as_slice() {
+        [_] => Some(FlowId(0)),
+        _ => None,
+    })
+}
+
+/// In the REPL, Ctrl-C while a turn runs cancels its model call (the turn
+/// fails cleanly and the session is unchanged); a second Ctrl-C before the
+/// turn ends quits. At the prompt, rustyline reads Ctrl-C as a key.
+fn install_interrupt(cancel: &crate::llm::CancelFlag) {
+    let cancel = cancel.clone();
+    let _ = ctrlc_handler(move || {
+        if cancel.is_cancelled() {
+            std::process::exit(130);
+        }
+        cancel.cancel();
+    });
+}
+
+#[cfg(unix)]
+fn ctrlc_handler(on_interrupt: impl Fn() + Send + 'static) -> std::io::Result<()> {
+    // A thread waits for SIGINT through a self-pipe so that the handler
+    // itself only writes one byte (async-signal-safe).
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    static WRITE_END: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+    extern "C" fn handle(_: libc::c_int) {
+        let fd = WRITE_END.load(std::sync::atomic::Ordering::Relaxed);
+        if fd >= 0 {
+            let byte = 1u8;
+            // SAFETY: write(2) is async-signal-safe; the buffer is a valid byte.
+            unsafe {
+                libc::write(fd, (&raw const byte).cast(), 1);
+            }
+        }
+    }
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe(2) writes.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    WRITE_END.store(fds[1], std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: `handle` has the signature signal(2) expects.
+    unsafe {
+        libc::signal(libc::SIGINT, handle as *const () as libc::sighandler_t);
+    }
+    // SAFETY: fds[0] is the pipe's read end, owned by this File from now on.
+    let mut read_end = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+    std::thread::spawn(move || {
+        let mut byte = [0u8; 1];
+        while read_end.read_exact(&mut byte).is_ok() {
+            on_interrupt();
+        }
+    });
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn ctrlc_handler(_on_interrupt: impl Fn() + Send + 'static) -> std::io::Result<()> {
+    Ok(())
+}
+
+fn read_script(path: Option<&Path>) -> Result<Vec<String>, RunError> {
+    let text = match path {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|error| RunError::Usage(format!("cannot read `{}`: {error}", path.display())))?,
+        None => {
+            let mut text = String::new();
+            for line in std::io::stdin().lock().lines() {
+                let line = line.map_err(|error| RunError::Usage(format!("cannot read stdin: {error}")))?;
+                text.push_str(&line);
+                text.push('\n');
+            }
+            text
+        }
+    };
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .map(str::to_string)
+        .collect())
+}
+
+struct Conversation<'a> {
+    runtime: &'a mut Runtime,
+    session: &'a mut Session,
+    store: Option<&'a FileStore>,
+    cancel: crate::llm::CancelFlag,
+    json: bool,
+    color: bool,
+    last: Option<TurnResult>,
+}
+
+impl Conversation<'_> {
+    /// One turn: respond, then save the session (compare-and-swap on its
+    /// version). A failed turn or save leaves the stored session as it was.
+    fn turn(&mut self, message: &str) -> Result<TurnResult, String> {
+        self.cancel.reset();
+        let expected_version = self.session.version;
+        let mut working = self.session.clone();
+        let result = self.runtime.respond(&mut working, message).map_err(|error: TurnError| error.to_string())?;
+        if let Some(store) = self.store {
+            let stored_version = store
+                .load(&working.id)
+                .map_err(|error| error.to_string())?
+                .map_or(0, |stored| stored.version);
+            let expected = if stored_version == 0 { 0 } else { expected_version };
+            store.save(&working, expected).map_err(|error| error.to_string())?;
+        }
+        *self.session = working;
+        Ok(result)
+    }
+
+    fn script(&mut self, lines: &[String]) -> Result<Outcome, RunError> {
+        for line in lines {
+            let result = self.turn(line).map_err(RunError::Failed)?;
+            if self.json {
+                let mut text = result.to_json_line().to_string();
+                text.push('\n');
+                if print_stdout(&text) != Outcome::Success {
+                    return Ok(Outcome::Error);
+                }
+            } else {
+                if print_stdout(&format!("{}\n", result.reply)) != Outcome::Success {
+                    return Ok(Outcome::Error);
+                }
+                eprintln!("{}", result.trace_line());
+            }
+            self.last = Some(result);
+        }
+        Ok(Outcome::Success)
+    }
+
+    fn repl(&mut self) -> Result<Outcome, RunError> {
+        let mut editor = rustyline::DefaultEditor::new().map_err(|error| RunError::Usage(error.to_string()))?;
+        let program = Arc::clone(&self.runtime.program);
+        let name = program.agent.name.clone().unwrap_or_else(|| "flowc".to_string());
+        eprintln!(
+            "{name} — talking to the {} model. /help for commands, Ctrl-D to quit.",
+            self.runtime.provider_name()
+        );
+        loop {
+            match editor.readline("you> ") {
+                Ok(line) => {
+                    let line = line.trim().to_string();
+                    if line.is_empty() {
+                        continue;
+                    }
+                    let _ = editor.add_history_entry(line.as_str());
+                    if line.starts_with('/') {
+                        if self.command(&line) {
+                            return Ok(Outcome::Success);
+                        }
+                        continue;
+                    }
+                    match self.turn(&line) {
+                        Ok(result) => {
+                            println!("{}", result.reply);
+                            let trace = result.trace_line();
+                            if self.color {
+                                eprintln!("\x1b[2m{trace}\x1b[0m");
+                            } else {
+                                eprintln!("{trace}");
+                            }
+                            self.last = Some(result);
+                        }
+                        Err(error) => eprintln!("error: {error} (the session is unchanged)"),
+                    }
+                }
+                Err(rustyline::error::ReadlineError::Interrupted) => continue,
+                Err(rustyline::error::ReadlineError::Eof) => return Ok(Outcome::Success),
+                Err(error) => return Err(RunError::Usage(format!("cannot read the terminal: {error}"))),
+            }
+        }
+    }
+
+    /// A slash command; returns whether to quit.
+    fn command(&mut self, line: &str) -> bool {
+        let mut parts = line.splitn(2, ' ');
+        let command = parts.next().unwrap_or_default();
+        let argument = parts.next().map(str::trim).unwrap_or_default();
+        match command {
+            "/quit" | "/exit" => return true,
+            "/help" => eprintln!(
+                "/data          the collected data\n\
+                 /trace         the last turn's directives and events\n\
+                 /graph         where the conversation stands, as Mermaid\n\
+                 /reset         start a new conversation\n\
+                 /save FILE     save the session as JSON\n\
+                 /load FILE     load a session saved with /save\n\
+                 /quit          leave (or Ctrl-D)"
+            ),
+            "/data" => {
+                let data = crate::runtime::engine::ordered_data(&self.runtime.program, &self.session.data);
+                println!("{}", serde_json::to_string_pretty(&data).unwrap_or_default());
+            }
+            "/trace" => match &self.last {
+                Some(result) => {
+                    let trace = serde_json::json!({ "directives": result.directives, "events": result.events });
+                    println!("{}", serde_json::to_string_pretty(&trace).unwrap_or_default());
+                }
+                None => eprintln!("no turn yet"),
+            },
+            "/graph" => {
+                let program = &self.runtime.program;
+                let reachability = crate::check::reachability::analyze(program);
+                let mut text =
+                    crate::graph::mermaid::render(&crate::graph::build(program, &reachability, self.session.flow));
+                if let (Some(flow), Some(step)) = (self.session.flow, self.session.step) {
+                    crate::graph::mermaid::mark_current(&mut text, flow, step);
+                }
+                print!("{text}");
+            }
+            "/reset" => {
+                let id = self.session.id.clone();
+                let version = self.session.version;
+                let context = self.session.context.clone();
+                *self.session = self.runtime.new_session(id);
+                self.session.version = version;
+                self.session.context = context;
+                self.last = None;
+                eprintln!("started over");
+            }
+            "/save" if !argument.is_empty() => match serde_json::to_string_pretty(&*self.session) {
+                Ok(text) => match std::fs::write(argument, text) {
+                    Ok(()) => eprintln!("saved to {argument}"),
+                    Err(error) => eprintln!("error: cannot write {argument}: {error}"),
+                },
+                Err(error) => eprintln!("error: {error}"),
+            },
+            "/load" if !argument.is_empty() => match std::fs::read_to_string(argument)
+                .map_err(|error| error.to_string())
+                .and_then(|text| serde_json::from_str::<Session>(&text).map_err(|error| error.to_string()))
+            {
+                Ok(loaded) if loaded.program_hash == self.runtime.program_hash() => {
+                    *self.session = loaded;
+                    eprintln!("loaded {argument}");
+                }
+                Ok(_) => eprintln!("error: {argument} belongs to another version of the program"),
+                Err(error) => eprintln!("error: cannot load {argument}: {error}"),
+            },
+            "/save" | "/load" => eprintln!("usage: {command} FILE"),
+            other => eprintln!("unknown command {other}; /help lists them"),
+        }
+        false
+    }
+}
+
+fn run_workflow(
+    args: &RunArgs,
+    program: &Program,
+    flow: FlowId,
+    data: &serde_json::Map<String, serde_json::Value>,
+    context: Data,
+    tool_env: &ToolEnv,
+) -> Result<Outcome, RunError> {
+    let tools = ToolRegistry::default();
+    let show_progress = std::io::stderr().is_terminal() && !args.json;
+    let mut on_progress = |progress: &crate::runtime::workflow::StepProgress| {
+        if show_progress {
+            let status = match progress.status {
+                StepStatus::Failed => "failed",
+                _ => "completed",
+            };
+            let percent = progress.index * 100 / progress.total.max(1);
+            eprintln!(
+                "step {} of {} {status} ({percent}%): {}",
+                progress.index, progress.total, progress.id
+            );
+        }
+    };
+    let sleep = |duration: std::time::Duration| std::thread::sleep(duration);
+    let mut runner = WorkflowRunner {
+        program,
+        tools: &tools,
+        tool_env,
+        sleep: &sleep,
+        on_progress: &mut on_progress,
+    };
+    let mut run = runner.start(flow, data, context).map_err(|error| RunError::Usage(error.to_string()))?;
+    runner.run(&mut run);
+    for warning in &run.warnings {
+        eprintln!("warning: {warning}");
+    }
+    if args.json {
+        let mut text = run.to_json(program).to_string();
+        text.push('\n');
+        let printed = print_stdout(&text);
+        if printed != Outcome::Success {
+            return Ok(printed);
+        }
+    } else {
+        let summary = match run.status {
+            RunStatus::Completed => "completed".to_string(),
+            RunStatus::Waiting => format!(
+                "waiting: resumes at {}",
+                run.resume_at.clone().unwrap_or_default()
+            ),
+            RunStatus::Aborted => "aborted".to_string(),
+            RunStatus::Failed => run.failure_summary().unwrap_or_else(|| "failed".to_string()),
+            RunStatus::Running => "stopped".to_string(),
+        };
+        let _ = std::io::stdout().flush();
+        if print_stdout(&format!("run {}: {summary}\n", run.run)) != Outcome::Success {
+            return Ok(Outcome::Error);
+        }
+    }
+    Ok(match run.status {
+        RunStatus::Failed => Outcome::Failure,
+        _ => Outcome::Success,
+    })
+}

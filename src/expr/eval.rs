@@ -1,0 +1,880 @@
+//! Evaluation of typed expressions and rendering of templates, against
+//! whatever holds the values ([`Bindings`]): a session's data, a workflow
+//! run, a tool call's arguments.
+//!
+//! The rules are LANGUAGE.md section 2. Where it is silent:
+//!
+//! - `/` on two ints is integer division truncated toward zero (`7 / 2` is
+//!   `3`, `-7 / 2` is `-3`) and `%` is its remainder (sign of the dividend),
+//!   as in Rust, SQL and Java. The type checker types `int / int` as `int`, so
+//!   a result written to an int field must stay an int; write `x * 1.0 / y`
+//!   for a fractional result.
+//! - An operation whose static type is `float` computes in floats even when
+//!   both values happen to be whole JSON numbers (a float field given `2` in
+//!   `--data`), so the static type decides, not the JSON spelling.
+//! - Overflow (ints beyond 64 bits, floats beyond `f64`), division or `%` by
+//!   zero give null and a warning; evaluation never panics.
+//! - `and`/`or` short-circuit and always give a bool: only `true` is true, so
+//!   `null and x` is false and `not null` is true.
+//! - Dates and datetimes are ISO strings in JSON; whenever either side of a
+//!   comparison is typed `date` or `datetime`, both are compared as instants
+//!   (a date is midnight UTC, a datetime without offset is UTC), so
+//!   `"2026-01-05T10:00:00+01:00" == "2026-01-05T09:00:00Z"` and
+//!   `date < now()` work. A string that does not parse compares as text.
+//! - `in` and `not in` are each other's negation: `null not in [..]` is true
+//!   unless the list holds null; a null list holds nothing.
+//! - `contains(list, x)` uses `==`; `contains(s, part)` and `part in s` are
+//!   case-sensitive substring tests.
+
+use super::{Expr, ExprKind, Function, Template, TemplatePart, Type};
+use crate::ir::{ContextId, FieldId};
+use crate::syntax::ast::{BinaryOp, UnaryOp};
+use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
+use serde_json::{Number, Value};
+use std::cmp::Ordering;
+
+/// Where evaluation reads names from. Unset fields are `Value::Null`.
+pub trait Bindings {
+    fn field(&self, field: FieldId) -> Value;
+    fn context(&self, key: ContextId) -> Value;
+    /// A loop variable or tool param by slot.
+    fn local(&self, slot: u32) -> Value;
+    /// An environment variable (http headers only; the type checker
+    /// guarantees no other place reads one).
+    fn env(&self, name: &str) -> Option<String>;
+    /// The injectable clock (`FLOWC_NOW` freezes it).
+    fn now(&self) -> chrono::DateTime<chrono::Utc>;
+}
+
+/// Evaluates an expression. Runtime anomalies the language defines as null
+/// (division by zero) add a line to `warnings` for the trace.
+pub fn eval(expr: &Expr, bindings: &dyn Bindings, warnings: &mut Vec<String>) -> Value {
+    match &expr.kind {
+        ExprKind::Literal { value } => value.clone(),
+        ExprKind::List { items } => Value::Array(
+            items
+                .iter()
+                .map(|item| eval(item, bindings, warnings))
+                .collect(),
+        ),
+        ExprKind::Field { field } => bindings.field(*field),
+        ExprKind::Context { key } => bindings.context(*key),
+        ExprKind::Local { slot, .. } => bindings.local(*slot),
+        ExprKind::Env { name } => bindings.env(name).map_or(Value::Null, Value::String),
+        ExprKind::Member { object, member } => match eval(object, bindings, warnings) {
+            Value::Object(mut map) => map.shift_remove(member).unwrap_or(Value::Null),
+            _ => Value::Null,
+        },
+        ExprKind::Unary {
+            op: UnaryOp::Not,
+            operand,
+        } => Value::Bool(!is_true(&eval(operand, bindings, warnings))),
+        ExprKind::Unary {
+            op: UnaryOp::Neg,
+            operand,
+        } => {
+            let value = eval(operand, bindings, warnings);
+            negate(&value, expr.ty == Type::Float, warnings)
+        }
+        ExprKind::Binary { op, left, right } => binary(*op, expr, left, right, bindings, warnings),
+        ExprKind::IsSet { operand, negated } => {
+            let set = !eval(operand, bindings, warnings).is_null();
+            Value::Bool(set != *negated)
+        }
+        ExprKind::Call { function, args } => call(*function, args, bindings, warnings),
+        // A program with errors never runs; null is the harmless answer.
+        ExprKind::Error => Value::Null,
+    }
+}
+
+/// Renders a template; null renders as the empty string.
+pub fn render(template: &Template, bindings: &dyn Bindings, warnings: &mut Vec<String>) -> String {
+    let mut out = String::new();
+    for part in &template.parts {
+        match part {
+            TemplatePart::Text(text) => out.push_str(text),
+            TemplatePart::Expr(expr) => out.push_str(&to_text(&eval(expr, bindings, warnings))),
+        }
+    }
+    out
+}
+
+/// How a value reads inside rendered text: null is empty, strings are raw,
+/// numbers and bools as JSON, lists and objects as compact JSON.
+pub fn to_text(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(text) => text.clone(),
+        Value::Bool(flag) => flag.to_string(),
+        Value::Number(number) => number.to_string(),
+        Value::Array(_) | Value::Object(_) => serde_json::to_string(value).unwrap_or_default(),
+    }
+}
+
+/// Whether a condition's value counts as true: only `true` does (null,
+/// the value of an unset field, is false).
+pub fn is_true(value: &Value) -> bool {
+    matches!(value, Value::Bool(true))
+}
+
+/// A JSON number as arithmetic sees it.
+#[derive(Clone, Copy, Debug)]
+enum Num {
+    Int(i64),
+    Float(f64),
+}
+
+impl Num {
+    fn of(value: &Value) -> Option<Num> {
+        let Value::Number(number) = value else {
+            return None;
+        };
+        // A u64 above i64::MAX cannot be an int here; it is kept as a float.
+        number
+            .as_i64()
+            .map(Num::Int)
+            .or_else(|| number.as_f64().map(Num::Float))
+    }
+
+    fn as_f64(self) -> f64 {
+        match self {
+            // Precision loss above 2^53 is the price of mixing ints with floats.
+            Num::Int(value) => value as f64,
+            Num::Float(value) => value,
+        }
+    }
+
+    fn to_float(self) -> Num {
+        Num::Float(self.as_f64())
+    }
+}
+
+fn compare_numbers(left: Num, right: Num) -> Option<Ordering> {
+    match (left, right) {
+        (Num::Int(left), Num::Int(right)) => Some(left.cmp(&right)),
+        (left, right) => left.as_f64().partial_cmp(&right.as_f64()),
+    }
+}
+
+/// A float result as JSON, or null with a warning when it is not finite.
+fn float_value(value: f64, what: &str, warnings: &mut Vec<String>) -> Value {
+    match Number::from_f64(value) {
+        Some(number) => Value::Number(number),
+        None => {
+            warnings.push(format!("{what} overflows; the result is null"));
+            Value::Null
+        }
+    }
+}
+
+fn int_value(value: Option<i64>, what: &str, warnings: &mut Vec<String>) -> Value {
+    match value {
+        Some(value) => Value::from(value),
+        None => {
+            warnings.push(format!(
+                "{what} overflows 64-bit integers; the result is null"
+            ));
+            Value::Null
+        }
+    }
+}
+
+fn negate(value: &Value, float: bool, warnings: &mut Vec<String>) -> Value {
+    let Some(number) = Num::of(value) else {
+        return Value::Null;
+    };
+    let number = if float { number.to_float() } else { number };
+    let what = format!("`-{}`", to_text(value));
+    match number {
+        Num::Int(value) => int_value(value.checked_neg(), &what, warnings),
+        Num::Float(value) => float_value(-value, &what, warnings),
+    }
+}
+
+fn binary(
+    op: BinaryOp,
+    expr: &Expr,
+    left: &Expr,
+    right: &Expr,
+    bindings: &dyn Bindings,
+    warnings: &mut Vec<String>,
+) -> Value {
+    match op {
+        BinaryOp::And => {
+            if !is_true(&eval(left, bindings, warnings)) {
+                return Value::Bool(false);
+            }
+            Value::Bool(is_true(&eval(right, bindings, warnings)))
+        }
+        BinaryOp::Or => {
+            if is_true(&eval(left, bindings, warnings)) {
+                return Value::Bool(true);
+            }
+            Value::Bool(is_true(&eval(right, bindings, warnings)))
+        }
+        _ => {
+            let left_value = eval(left, bindings, warnings);
+            let right_value = eval(right, bindings, warnings);
+            let temporal = is_temporal(&left.ty) || is_temporal(&right.ty);
+            match op {
+                BinaryOp::Eq => Value::Bool(equal(&left_value, &right_value, temporal)),
+                BinaryOp::Ne => Value::Bool(!equal(&left_value, &right_value, temporal)),
+                BinaryOp::Lt => ordered(&left_value, &right_value, temporal, Ordering::is_lt),
+                BinaryOp::Le => ordered(&left_value, &right_value, temporal, Ordering::is_le),
+                BinaryOp::Gt => ordered(&left_value, &right_value, temporal, Ordering::is_gt),
+                BinaryOp::Ge => ordered(&left_value, &right_value, temporal, Ordering::is_ge),
+                BinaryOp::In => Value::Bool(contained(&left_value, &right_value, temporal)),
+                BinaryOp::NotIn => Value::Bool(!contained(&left_value, &right_value, temporal)),
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => {
+                    arithmetic(
+                        op,
+                        &left_value,
+                        &right_value,
+                        expr.ty == Type::Float,
+                        warnings,
+                    )
+                }
+                // Handled above; kept for exhaustiveness.
+                BinaryOp::And | BinaryOp::Or => Value::Null,
+            }
+        }
+    }
+}
+
+/// Whether values of this static type (or the items of a list of it) are
+/// ISO date strings to compare as instants.
+fn is_temporal(ty: &Type) -> bool {
+    match ty {
+        Type::Date | Type::DateTime => true,
+        Type::List(items) => is_temporal(items),
+        _ => false,
+    }
+}
+
+/// An ISO date (midnight UTC), an RFC 3339 datetime, or a datetime without
+/// offset (UTC).
+fn instant(text: &str) -> Option<DateTime<Utc>> {
+    let text = text.trim();
+    if let Ok(date) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        return date.and_hms_opt(0, 0, 0).map(|midnight| midnight.and_utc());
+    }
+    if let Ok(datetime) = DateTime::parse_from_rfc3339(text) {
+        return Some(datetime.to_utc());
+    }
+    NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
+        .ok()
+        .map(|datetime| datetime.and_utc())
+}
+
+fn equal(left: &Value, right: &Value, temporal: bool) -> bool {
+    match (left, right) {
+        (Value::Number(_), Value::Number(_)) => match (Num::of(left), Num::of(right)) {
+            (Some(left), Some(right)) => compare_numbers(left, right) == Some(Ordering::Equal),
+            _ => left == right,
+        },
+        (Value::String(left_text), Value::String(right_text)) if temporal => {
+            match (instant(left_text), instant(right_text)) {
+                (Some(left_instant), Some(right_instant)) => left_instant == right_instant,
+                _ => left_text == right_text,
+            }
+        }
+        (Value::Array(left_items), Value::Array(right_items)) => {
+            left_items.len() == right_items.len()
+                && left_items
+                    .iter()
+                    .zip(right_items)
+                    .all(|(left_item, right_item)| equal(left_item, right_item, temporal))
+        }
+        (Value::Object(left_map), Value::Object(right_map)) => {
+            left_map.len() == right_map.len()
+                && left_map.iter().all(|(key, left_member)| {
+                    right_map
+                        .get(key)
+                        .is_some_and(|right_member| equal(left_member, right_member, false))
+                })
+        }
+        _ => left == right,
+    }
+}
+
+/// `< <= > >=`: false when either side is null or the two do not order.
+fn ordered(left: &Value, right: &Value, temporal: bool, accept: fn(Ordering) -> bool) -> Value {
+    let ordering = match (left, right) {
+        (Value::Number(_), Value::Number(_)) => match (Num::of(left), Num::of(right)) {
+            (Some(left), Some(right)) => compare_numbers(left, right),
+            _ => None,
+        },
+        (Value::String(left_text), Value::String(right_text)) => {
+            let instants = if temporal {
+                instant(left_text).zip(instant(right_text))
+            } else {
+                None
+            };
+            match instants {
+                Some((left_instant, right_instant)) => Some(left_instant.cmp(&right_instant)),
+                None => Some(left_text.cmp(right_text)),
+            }
+        }
+        _ => None,
+    };
+    Value::Bool(ordering.is_some_and(accept))
+}
+
+/// `needle in haystack`: an item of a list, or a substring of a string.
+fn contained(needle: &Value, haystack: &Value, temporal: bool) -> bool {
+    match (needle, haystack) {
+        (_, Value::Array(items)) => items.iter().any(|item| equal(needle, item, temporal)),
+        (Value::String(part), Value::String(text)) => text.contains(part.as_str()),
+        _ => false,
+    }
+}
+
+fn arithmetic(
+    op: BinaryOp,
+    left: &Value,
+    right: &Value,
+    float: bool,
+    warnings: &mut Vec<String>,
+) -> Value {
+    if left.is_null() || right.is_null() {
+        return Value::Null;
+    }
+    let what = format!("`{} {} {}`", to_text(left), op.as_str(), to_text(right));
+    if let (BinaryOp::Add, Value::String(left_text), Value::String(right_text)) = (op, left, right)
+    {
+        return Value::String(format!("{left_text}{right_text}"));
+    }
+    let (Some(left_number), Some(right_number)) = (Num::of(left), Num::of(right)) else {
+        warnings.push(format!(
+            "{what} mixes values arithmetic cannot combine; the result is null"
+        ));
+        return Value::Null;
+    };
+    let (left_number, right_number) = match (left_number, right_number) {
+        (Num::Int(_), Num::Int(_)) if !float => (left_number, right_number),
+        _ => (left_number.to_float(), right_number.to_float()),
+    };
+    let divides = matches!(op, BinaryOp::Div | BinaryOp::Rem);
+    let zero_divisor = match right_number {
+        Num::Int(value) => value == 0,
+        Num::Float(value) => value == 0.0,
+    };
+    if divides && zero_divisor {
+        warnings.push(format!("division by zero in {what}; the result is null"));
+        return Value::Null;
+    }
+    match (left_number, right_number) {
+        (Num::Int(left_int), Num::Int(right_int)) => {
+            let result = match op {
+                BinaryOp::Add => left_int.checked_add(right_int),
+                BinaryOp::Sub => left_int.checked_sub(right_int),
+                BinaryOp::Mul => left_int.checked_mul(right_int),
+                BinaryOp::Div => left_int.checked_div(right_int),
+                _ => left_int.checked_rem(right_int),
+            };
+            int_value(result, &what, warnings)
+        }
+        (left_number, right_number) => {
+            let (left_float, right_float) = (left_number.as_f64(), right_number.as_f64());
+            let result = match op {
+                BinaryOp::Add => left_float + right_float,
+                BinaryOp::Sub => left_float - right_float,
+                BinaryOp::Mul => left_float * right_float,
+                BinaryOp::Div => left_float / right_float,
+                _ => left_float % right_float,
+            };
+            float_value(result, &what, warnings)
+        }
+    }
+}
+
+fn call(
+    function: Function,
+    args: &[Expr],
+    bindings: &dyn Bindings,
+    warnings: &mut Vec<String>,
+) -> Value {
+    match function {
+        Function::Today => {
+            return Value::String(bindings.now().date_naive().format("%Y-%m-%d").to_string());
+        }
+        Function::Now => {
+            return Value::String(bindings.now().to_rfc3339_opts(SecondsFormat::Secs, true));
+        }
+        _ => {}
+    }
+    let values: Vec<Value> = args
+        .iter()
+        .map(|arg| eval(arg, bindings, warnings))
+        .collect();
+    match (function, values.as_slice()) {
+        (Function::Len, [Value::Null]) => Value::from(0),
+        (Function::Len, [Value::String(text)]) => Value::from(text.chars().count()),
+        (Function::Len, [Value::Array(items)]) => Value::from(items.len()),
+        (Function::Len, [Value::Object(members)]) => Value::from(members.len()),
+        (Function::Lower, [Value::String(text)]) => Value::String(text.to_lowercase()),
+        (Function::Upper, [Value::String(text)]) => Value::String(text.to_uppercase()),
+        (Function::Contains, [haystack, needle]) if !haystack.is_null() && !needle.is_null() => {
+            let temporal = args.iter().any(|arg| is_temporal(&arg.ty));
+            match haystack {
+                Value::Array(_) | Value::String(_) => {
+                    Value::Bool(contained(needle, haystack, temporal))
+                }
+                _ => Value::Null,
+            }
+        }
+        // A null operand gives null; other shapes cannot pass the type checker.
+        _ => Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::typeck::{Checker, Scope, Symbols};
+    use crate::syntax::expr::{SpanMap, parse_expr, parse_template};
+    use serde_json::json;
+
+    /// A session with a fixed clock; unset fields are absent.
+    struct TestBindings {
+        fields: Vec<(&'static str, Type, Value)>,
+        tier: Value,
+    }
+
+    fn object_type(fields: &[(&str, Type)]) -> Type {
+        Type::Object(
+            fields
+                .iter()
+                .map(|(name, ty)| (name.to_string(), ty.clone()))
+                .collect::<Vec<_>>()
+                .into(),
+        )
+    }
+
+    fn session() -> TestBindings {
+        let plan = Type::Enum(vec!["free".to_string(), "pro".to_string()].into());
+        let contact = object_type(&[("name", Type::String), ("email", Type::String)]);
+        TestBindings {
+            fields: vec![
+                ("guests", Type::Int, json!(3)),
+                ("zero", Type::Int, json!(0)),
+                ("big", Type::Int, json!(i64::MAX)),
+                ("small", Type::Int, json!(i64::MIN)),
+                ("price", Type::Float, json!(2)),
+                ("huge", Type::Float, json!(1e308)),
+                ("hotel", Type::String, json!("Grand Hotel")),
+                ("confirmed", Type::Bool, json!(true)),
+                ("declined", Type::Bool, json!(false)),
+                ("date", Type::Date, json!("2026-01-04")),
+                ("at", Type::DateTime, json!("2026-01-05T11:00:00+01:00")),
+                ("plan", plan, json!("pro")),
+                ("tags", Type::List(Type::String.into()), json!(["a", "b"])),
+                ("days", Type::List(Type::Date.into()), json!(["2026-01-04"])),
+                (
+                    "contact",
+                    contact.clone(),
+                    json!({"name": "Ada", "email": "ada@example.com"}),
+                ),
+                (
+                    "contacts",
+                    Type::List(contact.clone().into()),
+                    json!([{"name": "Ada"}]),
+                ),
+                ("nobody", contact, Value::Null),
+                ("missing", Type::Int, Value::Null),
+                ("nothing", Type::String, Value::Null),
+                ("no_list", Type::List(Type::String.into()), Value::Null),
+            ],
+            tier: json!("gold"),
+        }
+    }
+
+    impl Bindings for TestBindings {
+        fn field(&self, field: FieldId) -> Value {
+            self.fields
+                .get(field.index())
+                .map_or(Value::Null, |(_, _, value)| value.clone())
+        }
+        fn context(&self, _key: ContextId) -> Value {
+            self.tier.clone()
+        }
+        fn local(&self, slot: u32) -> Value {
+            match slot {
+                0 => json!({"email": "c@example.com"}),
+                _ => Value::Null,
+            }
+        }
+        fn env(&self, name: &str) -> Option<String> {
+            (name == "TOKEN").then(|| "secret".to_string())
+        }
+        fn now(&self) -> DateTime<Utc> {
+            DateTime::parse_from_rfc3339("2026-01-05T10:00:00Z")
+                .map(|at| at.to_utc())
+                .unwrap_or_default()
+        }
+    }
+
+    fn scope_symbols(bindings: &TestBindings) -> Symbols {
+        let mut symbols = Symbols::default();
+        for (index, (name, ty, _)) in bindings.fields.iter().enumerate() {
+            symbols
+                .fields
+                .insert(name.to_string(), (FieldId::from_index(index), ty.clone()));
+        }
+        let tier = Type::Enum(vec!["basic".to_string(), "gold".to_string()].into());
+        symbols
+            .context
+            .insert("tier".to_string(), (ContextId(0), tier));
+        symbols
+    }
+
+    /// Parses, type-checks (no diagnostics allowed) and evaluates `text`,
+    /// returning the value and the warnings.
+    fn run(text: &str) -> (Value, Vec<String>) {
+        let bindings = session();
+        let symbols = scope_symbols(&bindings);
+        let mut diagnostics = Vec::new();
+        let ast = parse_expr(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
+        let locals = [("c".to_string(), object_type(&[("email", Type::String)]))];
+        let typed = Checker {
+            scope: Scope {
+                symbols: &symbols,
+                fields_visible: true,
+                locals: &locals,
+                env_allowed: true,
+            },
+            diagnostics: &mut diagnostics,
+        }
+        .expr(&ast);
+        let codes: Vec<&str> = diagnostics
+            .iter()
+            .map(|diagnostic| diagnostic.code.as_str())
+            .collect();
+        assert!(codes.is_empty(), "{text}: {codes:?}");
+        let mut warnings = Vec::new();
+        let value = eval(&typed, &bindings, &mut warnings);
+        (value, warnings)
+    }
+
+    /// Evaluates each `(expression, expected)` pair, expecting no warnings.
+    fn check(cases: &[(&str, Value)]) {
+        for (text, expected) in cases {
+            let (value, warnings) = run(text);
+            assert_eq!(&value, expected, "{text}");
+            assert!(warnings.is_empty(), "{text}: {warnings:?}");
+        }
+    }
+
+    /// Evaluates `text` expecting null and one warning containing `needle`.
+    fn check_warns(text: &str, needle: &str) {
+        let (value, warnings) = run(text);
+        assert_eq!(value, Value::Null, "{text}");
+        assert_eq!(warnings.len(), 1, "{text}: {warnings:?}");
+        assert!(
+            warnings.iter().all(|warning| warning.contains(needle)),
+            "{text}: {warnings:?}"
+        );
+    }
+
+    #[test]
+    fn literals_and_names() {
+        check(&[
+            ("42", json!(42)),
+            ("3.5", json!(3.5)),
+            ("'text'", json!("text")),
+            ("null", Value::Null),
+            ("[1, 2]", json!([1, 2])),
+            ("guests", json!(3)),
+            ("missing", Value::Null),
+            ("context.tier", json!("gold")),
+            ("contact.email", json!("ada@example.com")),
+            ("c.email", json!("c@example.com")),
+            ("env.TOKEN", json!("secret")),
+            ("env.NOT_SET", Value::Null),
+        ]);
+    }
+
+    #[test]
+    fn member_of_an_unset_object_is_null() {
+        check(&[
+            ("nobody.email", Value::Null),
+            ("nobody.email is set", json!(false)),
+            ("len(contacts) == 1", json!(true)),
+        ]);
+    }
+
+    #[test]
+    fn equality_with_null_is_normal() {
+        check(&[
+            ("missing == null", json!(true)),
+            ("missing != null", json!(false)),
+            ("guests == null", json!(false)),
+            ("missing == 3", json!(false)),
+            ("missing != 3", json!(true)),
+            ("nothing == \"\"", json!(false)),
+        ]);
+    }
+
+    #[test]
+    fn equality_of_numbers_strings_lists() {
+        check(&[
+            ("guests == 3", json!(true)),
+            ("guests == 3.0", json!(true)),
+            ("price == 2", json!(true)),
+            ("guests != 4", json!(true)),
+            ("hotel == \"Grand Hotel\"", json!(true)),
+            ("hotel == \"grand hotel\"", json!(false)),
+            ("tags == [\"a\", \"b\"]", json!(true)),
+            ("tags == [\"b\", \"a\"]", json!(false)),
+            ("confirmed == true", json!(true)),
+            ("declined == true", json!(false)),
+        ]);
+    }
+
+    #[test]
+    fn ordering_with_null_is_false() {
+        check(&[
+            ("missing < 3", json!(false)),
+            ("missing <= 3", json!(false)),
+            ("missing > 3", json!(false)),
+            ("missing >= 3", json!(false)),
+            ("3 > missing", json!(false)),
+            ("not (missing > 3)", json!(true)),
+        ]);
+    }
+
+    #[test]
+    fn ordering_numbers_and_strings() {
+        check(&[
+            ("guests < 4", json!(true)),
+            ("guests <= 3", json!(true)),
+            ("guests > 2.5", json!(true)),
+            ("guests >= 3.5", json!(false)),
+            ("price < 2.5", json!(true)),
+            ("\"apple\" < \"banana\"", json!(true)),
+            ("hotel > \"A\"", json!(true)),
+        ]);
+    }
+
+    #[test]
+    fn dates_compare_as_dates() {
+        check(&[
+            ("date < today()", json!(true)),
+            ("date >= today()", json!(false)),
+            ("date == \"2026-01-04\"", json!(true)),
+            ("today() == \"2026-01-05\"", json!(true)),
+            ("at == \"2026-01-05T10:00:00Z\"", json!(true)),
+            ("at == now()", json!(true)),
+            ("at > \"2026-01-05T09:30:00Z\"", json!(true)),
+            ("date < now()", json!(true)),
+            ("date < at", json!(true)),
+            ("date in [\"2026-01-03\", \"2026-01-04\"]", json!(true)),
+            ("contains(days, \"2026-01-04\")", json!(true)),
+        ]);
+    }
+
+    #[test]
+    fn today_and_now_come_from_the_clock() {
+        check(&[
+            ("today()", json!("2026-01-05")),
+            ("now()", json!("2026-01-05T10:00:00Z")),
+        ]);
+    }
+
+    #[test]
+    fn enums_compare_as_strings() {
+        check(&[
+            ("plan == \"pro\"", json!(true)),
+            ("plan != \"free\"", json!(true)),
+            ("plan in [\"pro\"]", json!(true)),
+            ("context.tier == \"gold\"", json!(true)),
+            ("upper(plan)", json!("PRO")),
+            ("plan + \"!\"", json!("pro!")),
+        ]);
+    }
+
+    #[test]
+    fn logic_short_circuits_and_null_is_false() {
+        check(&[
+            ("confirmed and guests == 3", json!(true)),
+            ("confirmed and declined", json!(false)),
+            ("declined or confirmed", json!(true)),
+            ("declined or declined", json!(false)),
+            ("not confirmed", json!(false)),
+            ("not declined", json!(true)),
+            ("not null", json!(true)),
+            ("null and true", json!(false)),
+            ("null or true", json!(true)),
+            ("null or null", json!(false)),
+        ]);
+        // The right side of a short-circuited operator is never evaluated:
+        // its warning would appear otherwise.
+        let (value, warnings) = run("declined and 1 / zero == 1");
+        assert_eq!((value, warnings.len()), (json!(false), 0));
+        let (value, warnings) = run("confirmed or 1 / zero == 1");
+        assert_eq!((value, warnings.len()), (json!(true), 0));
+    }
+
+    #[test]
+    fn membership_in_lists_and_strings() {
+        check(&[
+            ("\"a\" in tags", json!(true)),
+            ("\"c\" in tags", json!(false)),
+            ("\"c\" not in tags", json!(true)),
+            ("\"a\" not in tags", json!(false)),
+            ("3 in [1, 2, 3]", json!(true)),
+            ("3 in [1.5, 3.0]", json!(true)),
+            ("\"Grand\" in hotel", json!(true)),
+            ("\"grand\" in hotel", json!(false)),
+            ("missing in [1, 2]", json!(false)),
+            ("missing not in [1, 2]", json!(true)),
+            ("missing in [1, null]", json!(true)),
+            ("\"a\" in no_list", json!(false)),
+            ("\"a\" not in no_list", json!(true)),
+            ("nothing in hotel", json!(false)),
+        ]);
+    }
+
+    #[test]
+    fn is_set() {
+        check(&[
+            ("guests is set", json!(true)),
+            ("missing is set", json!(false)),
+            ("missing is not set", json!(true)),
+            ("guests is not set", json!(false)),
+            ("contact.email is set", json!(true)),
+        ]);
+    }
+
+    #[test]
+    fn arithmetic_on_ints_and_floats() {
+        check(&[
+            ("guests + 1", json!(4)),
+            ("guests - 5", json!(-2)),
+            ("guests * 2", json!(6)),
+            ("7 / 2", json!(3)),
+            ("-7 / 2", json!(-3)),
+            ("6 / 3", json!(2)),
+            ("7 % 3", json!(1)),
+            ("-7 % 3", json!(-1)),
+            ("guests + 0.5", json!(3.5)),
+            ("7 / 2.0", json!(3.5)),
+            ("7.5 % 2", json!(1.5)),
+            ("-guests", json!(-3)),
+            ("-price", json!(-2.0)),
+            ("(guests + 1) * 2", json!(8)),
+        ]);
+    }
+
+    #[test]
+    fn float_typed_arithmetic_stays_float_for_whole_values() {
+        // `price` holds the JSON integer 2 but is declared float.
+        let (value, _) = run("price / 4");
+        assert_eq!(value, json!(0.5));
+        let (value, _) = run("price + 1");
+        assert!(value.is_f64(), "{value}");
+    }
+
+    #[test]
+    fn strings_join_with_plus() {
+        check(&[
+            ("hotel + \"!\"", json!("Grand Hotel!")),
+            ("\"a\" + 'b'", json!("ab")),
+        ]);
+    }
+
+    #[test]
+    fn null_operands_give_null() {
+        check(&[
+            ("missing + 1", Value::Null),
+            ("1 - missing", Value::Null),
+            ("missing * 2", Value::Null),
+            ("missing / 0", Value::Null),
+            ("missing % 2", Value::Null),
+            ("-missing", Value::Null),
+            ("nothing + \"x\"", Value::Null),
+            ("lower(nothing)", Value::Null),
+            ("upper(nothing)", Value::Null),
+            ("contains(nothing, \"a\")", Value::Null),
+            ("contains(hotel, nothing)", Value::Null),
+            ("len(nothing)", json!(0)),
+            ("len(no_list)", json!(0)),
+        ]);
+    }
+
+    #[test]
+    fn division_by_zero_is_null_with_a_warning() {
+        check_warns("guests / zero", "division by zero");
+        check_warns("guests % zero", "division by zero");
+        check_warns("price / 0", "division by zero");
+        check_warns("1.5 % 0.0", "division by zero");
+    }
+
+    #[test]
+    fn overflow_is_null_with_a_warning() {
+        check_warns("big + 1", "overflows");
+        check_warns("small - 1", "overflows");
+        check_warns("big * 2", "overflows");
+        check_warns("small / -1", "overflows");
+        check_warns("-small", "overflows");
+        check_warns("huge * 10.0", "overflows");
+    }
+
+    #[test]
+    fn functions() {
+        check(&[
+            ("len(hotel)", json!(11)),
+            ("len(\"héllo\")", json!(5)),
+            ("len(tags)", json!(2)),
+            ("len(contact)", json!(2)),
+            ("lower(hotel)", json!("grand hotel")),
+            ("upper(hotel)", json!("GRAND HOTEL")),
+            ("contains(hotel, \"Grand\")", json!(true)),
+            ("contains(hotel, \"grand\")", json!(false)),
+            ("contains(tags, \"b\")", json!(true)),
+            ("contains(tags, \"z\")", json!(false)),
+        ]);
+    }
+
+    fn render_text(text: &str) -> (String, Vec<String>) {
+        let bindings = session();
+        let symbols = scope_symbols(&bindings);
+        let mut diagnostics = Vec::new();
+        let ast = parse_template(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
+        let template = Checker {
+            scope: Scope {
+                symbols: &symbols,
+                fields_visible: true,
+                locals: &[],
+                env_allowed: false,
+            },
+            diagnostics: &mut diagnostics,
+        }
+        .template(&ast);
+        assert!(diagnostics.is_empty(), "{text}");
+        let mut warnings = Vec::new();
+        let rendered = render(&template, &bindings, &mut warnings);
+        (rendered, warnings)
+    }
+
+    #[test]
+    fn templates_render_values_as_text() {
+        for (text, expected) in [
+            ("Book {{hotel}} for {{guests}}?", "Book Grand Hotel for 3?"),
+            ("[{{missing}}]", "[]"),
+            ("{{confirmed}}/{{declined}}", "true/false"),
+            ("{{ 7 / 2.0 }}", "3.5"),
+            ("{{tags}}", "[\"a\",\"b\"]"),
+            (
+                "{{contact}}",
+                "{\"name\":\"Ada\",\"email\":\"ada@example.com\"}",
+            ),
+            ("on {{date}}", "on 2026-01-04"),
+            ("no braces", "no braces"),
+        ] {
+            assert_eq!(render_text(text).0, expected, "{text}");
+        }
+        let (rendered, warnings) = render_text("{{guests / zero}}!");
+        assert_eq!((rendered.as_str(), warnings.len()), ("!", 1));
+    }
+}

@@ -1,0 +1,1189 @@
+//! The picture of a program: a graph model built from the IR, which the
+//! Mermaid ([`mermaid`]) and Graphviz ([`dot`]) emitters only print.
+//!
+//! Every edge is one the runtime can take (LANGUAGE.md sections 3, 4, 9 and
+//! 11), and every edge it can take is drawn: routing into a flow, the linear
+//! successor with `skip_if`/`when`/`if` bypasses, `next`, each branch entry,
+//! the fall-through when no entry matched, directives (`goto`, `goto_step`,
+//! `complete`, `abort`, `reset`) from branches, `on_no_answer` and `emit`
+//! actions, a flow's `complete.next`, and signals that move the
+//! conversation. Deciding the edges here, once, keeps the two formats from
+//! disagreeing. Unreachable steps and branch entries come from
+//! [`check::reachability`](crate::check::reachability), the analysis the
+//! checker reports from, so the picture shows exactly the defects the
+//! diagnostics name.
+//!
+//! Node ids are generated (`f0_s3`), never taken from the program, so no
+//! user text has to be a valid identifier in either format; user text only
+//! appears in labels, which the emitters escape.
+//!
+//! Not drawn: directives inside tool results (their target is data the
+//! tool returns at run time) and a workflow step's `on_error` (a failed run
+//! ends the run; it is not a position in the flow).
+
+mod label;
+
+pub mod dot;
+pub mod mermaid;
+
+use crate::check::reachability::Reachability;
+use crate::ir::{Action, ActionKind, Directive, Flow, FlowId, Next, Position, Program, Step, StepId, Then};
+use label::{all_of, duration_text, effects_text, expr_text, position_text, quoted};
+use std::collections::BTreeMap;
+
+/// A generated node id: ASCII letters, digits and `_` only, so it is a
+/// valid identifier in Mermaid and DOT whatever the program calls things.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(String);
+
+impl NodeId {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    fn entry(flow: FlowId) -> NodeId {
+        NodeId(format!("f{}_in", flow.0))
+    }
+
+    pub(crate) fn step(flow: FlowId, step: StepId) -> NodeId {
+        NodeId(format!("f{}_s{}", flow.0, step.0))
+    }
+
+    fn complete(flow: FlowId) -> NodeId {
+        NodeId(format!("f{}_done", flow.0))
+    }
+
+    fn abort(flow: FlowId) -> NodeId {
+        NodeId(format!("f{}_abort", flow.0))
+    }
+
+    fn stub(flow: FlowId) -> NodeId {
+        NodeId(format!("x{}", flow.0))
+    }
+
+    fn signal(index: usize) -> NodeId {
+        NodeId(format!("sig{index}"))
+    }
+
+    fn message() -> NodeId {
+        NodeId("msg_in".to_string())
+    }
+
+    fn run() -> NodeId {
+        NodeId("run_in".to_string())
+    }
+}
+
+/// What a node stands for; the emitters pick its shape from this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NodeKind {
+    /// A user message arriving: where routing starts.
+    Message,
+    /// `flowc run`: where a workflow starts.
+    Run,
+    /// A flow's entry marker: routing, `goto` and `complete.next` arrive
+    /// here (the flow's `on_enter` runs), then the first step that is not passed
+    /// over.
+    Entry,
+    /// A step that asks: it collects fields, or prompts the model.
+    Ask,
+    /// A step that answers with a verbatim `say`.
+    Say,
+    /// An `auto` step: no model call.
+    Auto,
+    /// An `auto` step with a `wait`.
+    Wait,
+    /// The flow completed.
+    Complete,
+    /// The flow was aborted.
+    Abort,
+    /// A signal that moves the conversation.
+    Signal,
+    /// Another flow, when only one flow is drawn.
+    FlowStub,
+}
+
+impl NodeKind {
+    /// The class name both emitters give nodes of this kind.
+    pub fn class(self) -> &'static str {
+        match self {
+            NodeKind::Message => "message",
+            NodeKind::Run => "run",
+            NodeKind::Entry => "entry",
+            NodeKind::Ask => "ask",
+            NodeKind::Say => "say",
+            NodeKind::Auto => "auto",
+            NodeKind::Wait => "wait",
+            NodeKind::Complete => "complete",
+            NodeKind::Abort => "abort",
+            NodeKind::Signal => "signal",
+            NodeKind::FlowStub => "stub",
+        }
+    }
+
+    /// Order inside a flow's box: entry, steps, then terminals.
+    fn rank(self) -> u8 {
+        match self {
+            NodeKind::Entry => 0,
+            NodeKind::Complete => 2,
+            NodeKind::Abort => 3,
+            _ => 1,
+        }
+    }
+}
+
+/// Why an edge exists; the emitters style edges by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EdgeKind {
+    /// Routing enters a flow (its `when`/`if`/`default`).
+    Activation,
+    /// `flowc run` starts a workflow.
+    Run,
+    /// The next step in list order, or the flow's end after the last one.
+    Linear,
+    /// Past a step whose `skip_if` holds or whose `when`/`if` does not.
+    Skip,
+    /// `next`.
+    Next,
+    /// A branch entry.
+    Branch,
+    /// No branch entry matched: `next` or the linear successor.
+    NoMatch,
+    /// `on_no_answer`, or the abort after the last unanswered ask.
+    NoAnswer,
+    /// An `emit` action in a hook or `do`.
+    Emit,
+    /// A flow's `complete.next`.
+    CompleteNext,
+    /// A signal's directive.
+    Signal,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    pub id: NodeId,
+    pub kind: NodeKind,
+    /// The flow whose box holds the node; `None` outside every flow.
+    pub flow: Option<FlowId>,
+    /// Label lines, plain text (the emitters escape them).
+    pub lines: Vec<String>,
+    /// Never reached, per the reachability analysis.
+    pub unreachable: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Edge {
+    pub from: NodeId,
+    pub to: NodeId,
+    pub kind: EdgeKind,
+    /// Plain text, `None` for an unlabelled edge.
+    pub label: Option<String>,
+    /// Never taken: an unreachable branch entry, or an edge leaving an
+    /// unreachable step.
+    pub unreachable: bool,
+    /// The edge leaves one flow for another (or a stub of one).
+    pub cross_flow: bool,
+}
+
+/// One box per flow drawn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cluster {
+    pub flow: FlowId,
+    /// `f0`: the generated id of the box.
+    pub id: String,
+    pub title: String,
+}
+
+/// The whole picture, in a deterministic order: clusters in declaration
+/// order, nodes by cluster then kind then creation, edges in the order the
+/// runtime's resolution considers them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Graph {
+    pub clusters: Vec<Cluster>,
+    pub nodes: Vec<Node>,
+    pub edges: Vec<Edge>,
+}
+
+impl Graph {
+    /// The nodes inside a flow's box, in drawing order.
+    pub fn nodes_in(&self, flow: FlowId) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(move |node| node.flow == Some(flow))
+    }
+
+    /// The nodes outside every box.
+    pub fn free_nodes(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(|node| node.flow.is_none())
+    }
+}
+
+/// Builds the picture of a program, or of one flow (`only`): then edges to
+/// and from other flows end at a stub node standing for the other flow.
+pub fn build(program: &Program, reachability: &Reachability, only: Option<FlowId>) -> Graph {
+    let mut builder = Builder { program, reachability, nodes: Vec::new(), index: BTreeMap::new(), edges: Vec::new() };
+    builder.program_edges();
+    let graph = builder.finish();
+    match only {
+        Some(flow) => restrict(graph, program, flow),
+        None => graph,
+    }
+}
+
+struct Builder<'a> {
+    program: &'a Program,
+    reachability: &'a Reachability,
+    nodes: Vec<Node>,
+    /// Node id to its position in `nodes`, to create terminals once.
+    index: BTreeMap<NodeId, usize>,
+    edges: Vec<Edge>,
+}
+
+/// An edge still to be placed: where it goes and what it says.
+struct Target {
+    to: NodeId,
+    label: Vec<String>,
+    kind: EdgeKind,
+}
+
+/// The hooks whose `emit` actions may move the conversation, with the name
+/// shown on their edges.
+fn step_hooks(step: &Step) -> [(&'static str, &[Action]); 4] {
+    [
+        ("on_enter", step.on_enter.as_slice()),
+        ("prepare", step.prepare.as_slice()),
+        ("do", step.actions.as_slice()),
+        ("finalize", step.finalize.as_slice()),
+    ]
+}
+
+impl<'a> Builder<'a> {
+    fn program_edges(&mut self) {
+        for (flow_index, flow) in self.program.flows.iter().enumerate() {
+            self.flow_edges(FlowId::from_index(flow_index), flow);
+        }
+        for (signal_index, signal) in self.program.signals.iter().enumerate() {
+            self.signal_edges(signal_index, signal);
+        }
+        // After signals: a signal's `complete` is one more way to reach a
+        // flow's completion, which these edges leave from.
+        for (flow_index, flow) in self.program.flows.iter().enumerate() {
+            self.completion_edges(FlowId::from_index(flow_index), flow);
+        }
+    }
+
+    fn flow_edges(&mut self, flow_id: FlowId, flow: &Flow) {
+        let entry = self.entry(flow_id);
+        if let Some(label) = activation_text(self.program, flow) {
+            let message = self.free_node(NodeId::message(), NodeKind::Message, vec!["user message".to_string()]);
+            self.edge(message, entry.clone(), EdgeKind::Activation, vec![label], false);
+        }
+        if flow.workflow {
+            let run = self.free_node(NodeId::run(), NodeKind::Run, vec!["flowc run".to_string()]);
+            let inputs = self.field_names(&flow.requires);
+            let label = if inputs.is_empty() { "run".to_string() } else { format!("run with {inputs}") };
+            self.edge(run, entry.clone(), EdgeKind::Run, vec![label], false);
+        }
+        // Entering a flow looks for its first step as the resolution looks
+        // for the next one, passing over a step whose `skip_if` holds or
+        // whose `when`/`if` does not; a flow without steps completes at once.
+        for target in self.linear(flow_id, flow, 0) {
+            self.place(&entry, target, Vec::new(), false);
+        }
+        self.emit_edges(flow_id, &entry, "on_enter", &flow.on_enter, false);
+        for (step_index, step) in flow.steps.iter().enumerate() {
+            self.step_edges(flow_id, flow, StepId::from_index(step_index), step);
+        }
+    }
+
+    fn step_edges(&mut self, flow_id: FlowId, flow: &Flow, step_id: StepId, step: &Step) {
+        let unreachable = self.reachability.unreachable_steps.contains(&(flow_id, step_id));
+        let node = self.step_node(flow_id, step_id, step, unreachable);
+
+        for (branch_index, branch) in step.branches.iter().enumerate() {
+            let branch_unreachable =
+                unreachable || self.reachability.unreachable_branches.contains(&(flow_id, step_id, branch_index));
+            let condition = branch.label.clone().unwrap_or_else(|| self.branch_condition(branch));
+            let targets = match &branch.then {
+                Then::Step(target) => {
+                    vec![Target { to: NodeId::step(flow_id, *target), label: Vec::new(), kind: EdgeKind::Branch }]
+                }
+                Then::Directive(directive) => {
+                    self.directive_targets(flow_id, flow, step_id, directive, EdgeKind::Branch)
+                }
+            };
+            for target in targets {
+                self.place(&node, target, vec![condition.clone()], branch_unreachable);
+            }
+        }
+
+        // Any unconditional entry stops the search (entries after it are
+        // dead, which the checker reports), so only without one can the
+        // resolution go on to `next` or the linear successor.
+        let falls_through = !step.branches.iter().any(|branch| branch.guard.is_empty() && branch.when.is_empty());
+        if falls_through {
+            let prefix = if step.branches.is_empty() { Vec::new() } else { vec!["no branch matched".to_string()] };
+            for mut target in self.leave(flow_id, flow, step_id, step) {
+                if !step.branches.is_empty() {
+                    target.kind = EdgeKind::NoMatch;
+                }
+                self.place(&node, target, prefix.clone(), unreachable);
+            }
+        }
+
+        if needs_input(step) {
+            let asks = format!("no answer ×{}", step.max_asks);
+            let targets = match &step.on_no_answer {
+                // Without a position the directive applies its writes and
+                // the step is asked afresh, its count of asks reset.
+                Some(directive) if directive.position.is_none() => {
+                    let mut label: Vec<String> =
+                        Some(effects_text(directive)).filter(|text| !text.is_empty()).into_iter().collect();
+                    label.push("ask again".to_string());
+                    vec![Target { to: node.clone(), label, kind: EdgeKind::NoAnswer }]
+                }
+                Some(directive) => self.directive_targets(flow_id, flow, step_id, directive, EdgeKind::NoAnswer),
+                // LANGUAGE.md section 4: with no `on_no_answer`, the flow aborts.
+                None => {
+                    vec![Target { to: self.abort(flow_id), label: vec!["abort".to_string()], kind: EdgeKind::NoAnswer }]
+                }
+            };
+            for target in targets {
+                self.place(&node, target, vec![asks.clone()], unreachable);
+            }
+        }
+
+        for (hook, actions) in step_hooks(step) {
+            self.emit_edges(flow_id, &node, hook, actions, unreachable);
+        }
+    }
+
+    /// How a step is left when it does not branch: its `next`, else the
+    /// linear successor.
+    fn leave(&mut self, flow_id: FlowId, flow: &Flow, step_id: StepId, step: &Step) -> Vec<Target> {
+        match step.next {
+            Some(Next::Step(target)) => vec![Target {
+                to: NodeId::step(flow_id, target),
+                label: vec!["next".to_string()],
+                kind: EdgeKind::Next,
+            }],
+            Some(Next::End) => {
+                vec![Target { to: self.complete(flow_id), label: vec!["next end".to_string()], kind: EdgeKind::Next }]
+            }
+            None => self.linear(flow_id, flow, step_id.index().saturating_add(1)),
+        }
+    }
+
+    /// Where the search for a step in list order, starting at index
+    /// `first`, can stop: that step; when it has a `skip_if`, `when` or
+    /// `if`, also the step after it (the bypass), and so on; past the last
+    /// step, the flow's completion.
+    fn linear(&mut self, flow_id: FlowId, flow: &Flow, first: usize) -> Vec<Target> {
+        let mut targets = Vec::new();
+        let mut skipped: Vec<&str> = Vec::new();
+        let mut index = first;
+        loop {
+            let skip_label = |skipped: &[&str]| {
+                if skipped.is_empty() { Vec::new() } else { vec![format!("skip {}", skipped.join(", "))] }
+            };
+            let kind = if skipped.is_empty() { EdgeKind::Linear } else { EdgeKind::Skip };
+            let Some(step) = flow.steps.get(index) else {
+                targets.push(Target { to: self.complete(flow_id), label: skip_label(&skipped), kind });
+                return targets;
+            };
+            let mut label = skip_label(&skipped);
+            let condition = self.entry_condition(step);
+            let conditional = condition.is_some();
+            label.extend(condition);
+            targets.push(Target { to: NodeId::step(flow_id, StepId::from_index(index)), label, kind });
+            if !conditional {
+                return targets;
+            }
+            skipped.push(display_name(&step.name));
+            index = index.saturating_add(1);
+        }
+    }
+
+    /// Where a directive takes the conversation. One without a position
+    /// field applies its writes and the resolution goes on with the linear
+    /// successor (LANGUAGE.md section 11, "Branch `then`").
+    fn directive_targets(
+        &mut self,
+        flow_id: FlowId,
+        flow: &Flow,
+        step_id: StepId,
+        directive: &Directive,
+        kind: EdgeKind,
+    ) -> Vec<Target> {
+        match &directive.position {
+            Some(position) => self.position_target(flow_id, position, kind).into_iter().collect(),
+            None => {
+                let effects = effects_text(directive);
+                let mut targets = self.linear(flow_id, flow, step_id.index().saturating_add(1));
+                for target in &mut targets {
+                    if !effects.is_empty() {
+                        target.label.insert(0, effects.clone());
+                    }
+                    target.kind = kind;
+                }
+                targets
+            }
+        }
+    }
+
+    /// The node a position field moves to from inside `flow_id`. `None`
+    /// only for an id the IR does not hold, which lowering never produces.
+    fn position_target(&mut self, flow_id: FlowId, position: &Position, kind: EdgeKind) -> Option<Target> {
+        let to = match position {
+            Position::Goto { flow, .. } => self.known_flow(*flow).map(NodeId::entry)?,
+            Position::GotoStep { flow, step } => {
+                let exists = self.program.flow(*flow).and_then(|target| target.step(*step)).is_some();
+                exists.then(|| NodeId::step(*flow, *step))?
+            }
+            Position::Complete { next: None } => self.complete(flow_id),
+            Position::Complete { next: Some(next) } => self.known_flow(*next).map(NodeId::entry)?,
+            Position::Abort { .. } => self.abort(flow_id),
+            // `reset` enters the first step as it is: no `on_enter` of the
+            // flow, no passing over.
+            Position::Reset => match self.program.flow(flow_id).is_some_and(|flow| !flow.steps.is_empty()) {
+                true => NodeId::step(flow_id, StepId(0)),
+                false => self.complete(flow_id),
+            },
+        };
+        Some(Target { to, label: vec![position_text(self.program, Some(flow_id), position)], kind })
+    }
+
+    fn known_flow(&self, flow: FlowId) -> Option<FlowId> {
+        self.program.flow(flow).map(|_| flow)
+    }
+
+    /// `emit` actions that move the conversation, `for_each` bodies
+    /// included (an emission there may happen once per item).
+    fn emit_edges(&mut self, flow_id: FlowId, from: &NodeId, hook: &str, actions: &[Action], unreachable: bool) {
+        for action in actions {
+            match &action.kind {
+                ActionKind::Emit(directive) => {
+                    let Some(position) = &directive.position else {
+                        continue;
+                    };
+                    if let Some(target) = self.position_target(flow_id, position, EdgeKind::Emit) {
+                        self.place(from, target, vec![format!("{hook} emit")], unreachable);
+                    }
+                }
+                ActionKind::ForEach(for_each) => {
+                    self.emit_edges(flow_id, from, hook, &for_each.actions, unreachable);
+                }
+                ActionKind::Set(_) | ActionKind::Call(_) | ActionKind::Say { .. } => {}
+            }
+        }
+    }
+
+    /// A signal fires while any conversation flow is active, so a position
+    /// relative to the current flow (`complete`, `abort`, `reset`) is drawn
+    /// into every conversation flow.
+    fn signal_edges(&mut self, signal_index: usize, signal: &crate::ir::Signal) {
+        let Some(position) = signal.then.as_ref().and_then(|then| then.position.as_ref()) else {
+            return;
+        };
+        let mut targets = Vec::new();
+        match position {
+            Position::Goto { .. } | Position::GotoStep { .. } | Position::Complete { next: Some(_) } => {
+                // The target does not depend on the current flow; `complete`
+                // with a next flow still completes the current one first.
+                let to = match position {
+                    Position::Goto { flow, .. } => self.known_flow(*flow).map(NodeId::entry),
+                    Position::GotoStep { flow, step } => {
+                        let exists = self.program.flow(*flow).and_then(|target| target.step(*step)).is_some();
+                        exists.then(|| NodeId::step(*flow, *step))
+                    }
+                    Position::Complete { next: Some(next) } => self.known_flow(*next).map(NodeId::entry),
+                    _ => None,
+                };
+                if let Some(to) = to {
+                    targets.push(Target {
+                        to,
+                        label: vec![position_text(self.program, None, position)],
+                        kind: EdgeKind::Signal,
+                    });
+                }
+            }
+            Position::Complete { next: None } | Position::Abort { .. } | Position::Reset => {
+                let conversation_flows: Vec<FlowId> = self
+                    .program
+                    .flows
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, flow)| !flow.workflow)
+                    .map(|(index, _)| FlowId::from_index(index))
+                    .collect();
+                for flow_id in conversation_flows {
+                    targets.extend(self.position_target(flow_id, position, EdgeKind::Signal));
+                }
+            }
+        }
+        if targets.is_empty() {
+            return;
+        }
+        let node = self.free_node(NodeId::signal(signal_index), NodeKind::Signal, signal_lines(self.program, signal));
+        for target in targets {
+            self.place(&node, target, Vec::new(), false);
+        }
+    }
+
+    /// What happens after a flow completes: its `on_complete` emissions and
+    /// its `complete.next`. Drawn only when something completes the flow.
+    fn completion_edges(&mut self, flow_id: FlowId, flow: &Flow) {
+        let complete = NodeId::complete(flow_id);
+        if !self.index.contains_key(&complete) {
+            return;
+        }
+        self.emit_edges(flow_id, &complete, "on_complete", &flow.on_complete, false);
+        if let Some(next) = flow.complete_next.and_then(|next| self.known_flow(next)) {
+            let target = Target {
+                to: NodeId::entry(next),
+                label: vec!["complete.next".to_string()],
+                kind: EdgeKind::CompleteNext,
+            };
+            self.place(&complete, target, Vec::new(), false);
+        }
+    }
+
+    // ----------------------------------------------------------- conditions
+
+    /// A branch entry's condition: its `if`s, then its quoted `when`s (all
+    /// must hold); "else" for the unconditional entry.
+    fn branch_condition(&self, branch: &crate::ir::Branch) -> String {
+        let mut parts = Vec::new();
+        if !branch.guard.is_empty() {
+            parts.push(all_of(self.program, &branch.guard));
+        }
+        parts.extend(branch.when.iter().map(|when| quoted(when)));
+        if parts.is_empty() { "else".to_string() } else { parts.join(" and ") }
+    }
+
+    /// What must hold for the linear resolution to stop at a step: its
+    /// `if`s and `when`s hold and its `skip_if` does not. `None` for an
+    /// unconditional step.
+    fn entry_condition(&self, step: &Step) -> Option<String> {
+        let mut parts = Vec::new();
+        if !step.guard.is_empty() {
+            parts.push(format!("if {}", all_of(self.program, &step.guard)));
+        }
+        parts.extend(step.when.iter().map(|when| format!("when {}", quoted(when))));
+        if let Some(skip_if) = &step.skip_if {
+            parts.push(format!("unless {}", expr_text(self.program, skip_if)));
+        }
+        (!parts.is_empty()).then(|| parts.join(" and "))
+    }
+
+    fn field_names(&self, fields: &[crate::ir::FieldId]) -> String {
+        fields
+            .iter()
+            .map(|field| self.program.field(*field).map_or("?", |field| field.name.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    // ---------------------------------------------------------------- nodes
+
+    fn entry(&mut self, flow_id: FlowId) -> NodeId {
+        let id = NodeId::entry(flow_id);
+        self.node(id, NodeKind::Entry, Some(flow_id), vec!["start".to_string()], false)
+    }
+
+    fn complete(&mut self, flow_id: FlowId) -> NodeId {
+        let id = NodeId::complete(flow_id);
+        self.node(id, NodeKind::Complete, Some(flow_id), vec!["flow complete".to_string()], false)
+    }
+
+    fn abort(&mut self, flow_id: FlowId) -> NodeId {
+        let id = NodeId::abort(flow_id);
+        self.node(id, NodeKind::Abort, Some(flow_id), vec!["abort".to_string()], false)
+    }
+
+    fn free_node(&mut self, id: NodeId, kind: NodeKind, lines: Vec<String>) -> NodeId {
+        self.node(id, kind, None, lines, false)
+    }
+
+    fn step_node(&mut self, flow_id: FlowId, step_id: StepId, step: &Step, unreachable: bool) -> NodeId {
+        let kind = step_kind(step);
+        let mut lines = vec![display_name(&step.name).to_string()];
+        let detail = match kind {
+            NodeKind::Wait => format!("wait {}", step.wait_ms.map(duration_text).unwrap_or_default()),
+            NodeKind::Auto => "auto".to_string(),
+            NodeKind::Say => "say".to_string(),
+            _ if !step.collect.is_empty() => {
+                format!("collects {}", self.field_names(&step.collect))
+            }
+            _ => "prompt".to_string(),
+        };
+        lines.push(detail);
+        self.node(NodeId::step(flow_id, step_id), kind, Some(flow_id), lines, unreachable)
+    }
+
+    /// Adds a node once; later calls with the same id return it unchanged.
+    fn node(
+        &mut self,
+        id: NodeId,
+        kind: NodeKind,
+        flow: Option<FlowId>,
+        lines: Vec<String>,
+        unreachable: bool,
+    ) -> NodeId {
+        if !self.index.contains_key(&id) {
+            self.index.insert(id.clone(), self.nodes.len());
+            self.nodes.push(Node { id: id.clone(), kind, flow, lines, unreachable });
+        }
+        id
+    }
+
+    // ---------------------------------------------------------------- edges
+
+    fn place(&mut self, from: &NodeId, target: Target, mut prefix: Vec<String>, unreachable: bool) {
+        prefix.extend(target.label);
+        self.edge(from.clone(), target.to, target.kind, prefix, unreachable);
+    }
+
+    fn edge(&mut self, from: NodeId, to: NodeId, kind: EdgeKind, label: Vec<String>, unreachable: bool) {
+        let label = label.join(" → ");
+        self.edges.push(Edge {
+            from,
+            to,
+            kind,
+            label: (!label.is_empty()).then_some(label),
+            unreachable,
+            cross_flow: false,
+        });
+    }
+
+    fn finish(mut self) -> Graph {
+        // Every node exists now (an edge may name a step before its flow was
+        // walked), so the flows at both ends of each edge are known.
+        let node_flow: BTreeMap<NodeId, Option<FlowId>> =
+            self.nodes.iter().map(|node| (node.id.clone(), node.flow)).collect();
+        for edge in &mut self.edges {
+            let from = node_flow.get(&edge.from).copied().flatten();
+            let to = node_flow.get(&edge.to).copied().flatten();
+            edge.cross_flow = matches!((from, to), (Some(from), Some(to)) if from != to);
+        }
+        let order = |node: &Node| (node.flow.map_or(usize::MAX, FlowId::index), node.kind.rank());
+        self.nodes.sort_by_key(order);
+        let clusters = self
+            .program
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(index, flow)| cluster(FlowId::from_index(index), flow))
+            .collect();
+        Graph { clusters, nodes: self.nodes, edges: self.edges }
+    }
+}
+
+fn cluster(flow_id: FlowId, flow: &Flow) -> Cluster {
+    let title = match &flow.title {
+        Some(title) => format!("{}: {title}", display_name(&flow.name)),
+        None => display_name(&flow.name).to_string(),
+    };
+    Cluster { flow: flow_id, id: format!("f{}", flow_id.0), title }
+}
+
+/// A flow's activation, as the label on the way into its entry: its code
+/// guard and its AI conditions (any `when` may match), or `default`.
+/// `None` for a flow only a directive or `complete.next` enters.
+fn activation_text(program: &Program, flow: &Flow) -> Option<String> {
+    let mut parts = Vec::new();
+    if !flow.guard.is_empty() {
+        parts.push(format!("if {}", all_of(program, &flow.guard)));
+    }
+    if !flow.when.is_empty() {
+        let whens: Vec<String> = flow.when.iter().map(|when| quoted(when)).collect();
+        parts.push(format!("when {}", whens.join(" or ")));
+    }
+    let condition = (!parts.is_empty()).then(|| parts.join(" and "));
+    match (condition, flow.default) {
+        (Some(condition), true) => Some(format!("{condition}, or default")),
+        (Some(condition), false) => Some(condition),
+        (None, true) => Some("default".to_string()),
+        (None, false) => None,
+    }
+}
+
+fn signal_lines(program: &Program, signal: &crate::ir::Signal) -> Vec<String> {
+    let mut lines = vec![format!("signal {}", display_name(&signal.name))];
+    if !signal.guard.is_empty() {
+        lines.push(format!("if {}", all_of(program, &signal.guard)));
+    }
+    if !signal.when.is_empty() {
+        let whens: Vec<String> = signal.when.iter().map(|when| quoted(when)).collect();
+        lines.push(format!("when {}", whens.join(" or ")));
+    }
+    match signal.phase {
+        crate::ir::Phase::Pre => {}
+        crate::ir::Phase::Post => lines.push("post: next turn".to_string()),
+        crate::ir::Phase::Both => lines.push("pre and post".to_string()),
+    }
+    lines
+}
+
+fn step_kind(step: &Step) -> NodeKind {
+    if step.auto {
+        return if step.wait_ms.is_some() { NodeKind::Wait } else { NodeKind::Auto };
+    }
+    let says_only = step.say.is_some() && step.collect.is_empty() && step.prompt.is_none();
+    if says_only { NodeKind::Say } else { NodeKind::Ask }
+}
+
+/// A step *needs input* while a `requires` or `collect` field is unset
+/// (LANGUAGE.md section 4); only such a step asks again and can run out of
+/// asks. Auto steps never wait for the user.
+fn needs_input(step: &Step) -> bool {
+    !step.auto && (!step.collect.is_empty() || !step.requires.is_empty())
+}
+
+/// A step without an id (already an error) still needs visible text.
+fn display_name(name: &str) -> &str {
+    if name.is_empty() { "(no id)" } else { name }
+}
+
+/// Keeps one flow's box; every edge with one end in it stays, its other end
+/// moved to a stub node when it lies in another flow. Free nodes (routing,
+/// signals) stay when an edge still touches them.
+fn restrict(graph: Graph, program: &Program, flow_id: FlowId) -> Graph {
+    let node_flow: BTreeMap<NodeId, Option<FlowId>> =
+        graph.nodes.iter().map(|node| (node.id.clone(), node.flow)).collect();
+    let flow_of = |id: &NodeId| node_flow.get(id).copied().flatten();
+    let mut stubs: BTreeMap<FlowId, NodeId> = BTreeMap::new();
+    let mut stub_for = |id: NodeId| match flow_of(&id) {
+        Some(other) if other != flow_id => stubs.entry(other).or_insert_with(|| NodeId::stub(other)).clone(),
+        _ => id,
+    };
+    let mut edges = Vec::new();
+    for edge in graph.edges {
+        let touches = flow_of(&edge.from) == Some(flow_id) || flow_of(&edge.to) == Some(flow_id);
+        if !touches {
+            continue;
+        }
+        edges.push(Edge { from: stub_for(edge.from), to: stub_for(edge.to), ..edge });
+    }
+    let mut kept: std::collections::BTreeSet<&NodeId> = std::collections::BTreeSet::new();
+    for edge in &edges {
+        kept.insert(&edge.from);
+        kept.insert(&edge.to);
+    }
+    let mut nodes: Vec<Node> = graph
+        .nodes
+        .iter()
+        .filter(|node| node.flow == Some(flow_id) || (node.flow.is_none() && kept.contains(&node.id)))
+        .cloned()
+        .collect();
+    for (other, id) in &stubs {
+        let name = program.flow(*other).map_or("?", |flow| display_name(&flow.name));
+        nodes.push(Node {
+            id: id.clone(),
+            kind: NodeKind::FlowStub,
+            flow: None,
+            lines: vec![format!("flow {name}")],
+            unreachable: false,
+        });
+    }
+    Graph { clusters: graph.clusters.into_iter().filter(|cluster| cluster.flow == flow_id).collect(), nodes, edges }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::{Expr, ExprKind, Type};
+    use crate::ir::{Agent, Behavior, Branch, Field, FieldId, ForEach, OnError, Phase, Signal, TypeKind, ValueType};
+    use crate::source::Span;
+    use crate::syntax::ast::BinaryOp;
+
+    fn field(name: &str, kind: TypeKind) -> Field {
+        Field {
+            name: name.to_string(),
+            ty: ValueType { kind, description: None, min: None, max: None, pattern: None, examples: Vec::new() },
+            span: Span::default(),
+        }
+    }
+
+    fn expr(kind: ExprKind) -> Expr {
+        Expr { kind, ty: Type::Bool, span: Span::default() }
+    }
+
+    /// `field == value` over field index `field`.
+    fn equals(field: u32, value: serde_json::Value) -> Expr {
+        expr(ExprKind::Binary {
+            op: BinaryOp::Eq,
+            left: Box::new(expr(ExprKind::Field { field: FieldId(field) })),
+            right: Box::new(expr(ExprKind::Literal { value })),
+        })
+    }
+
+    fn is_set(field: u32) -> Expr {
+        expr(ExprKind::IsSet { operand: Box::new(expr(ExprKind::Field { field: FieldId(field) })), negated: false })
+    }
+
+    fn step(name: &str) -> Step {
+        Step {
+            name: name.to_string(),
+            auto: false,
+            prompt: None,
+            say: None,
+            collect: Vec::new(),
+            requires: Vec::new(),
+            skip_if: None,
+            when: Vec::new(),
+            guard: Vec::new(),
+            branches: Vec::new(),
+            next: None,
+            actions: Vec::new(),
+            on_enter: Vec::new(),
+            prepare: Vec::new(),
+            finalize: Vec::new(),
+            tools: Vec::new(),
+            max_asks: crate::ir::DEFAULT_MAX_ASKS,
+            on_no_answer: None,
+            on_error: OnError::Stop,
+            wait_ms: None,
+            span: Span::default(),
+        }
+    }
+
+    fn ask(name: &str, collect: u32) -> Step {
+        Step { collect: vec![FieldId(collect)], ..step(name) }
+    }
+
+    fn auto(name: &str) -> Step {
+        Step { auto: true, ..step(name) }
+    }
+
+    fn branch(guard: Vec<Expr>, when: &[&str], then: Then) -> Branch {
+        Branch { guard, when: when.iter().map(ToString::to_string).collect(), then, label: None, span: Span::default() }
+    }
+
+    fn moving(position: Position) -> Directive {
+        Directive { position: Some(position), ..Directive::default() }
+    }
+
+    fn emit(position: Position) -> Action {
+        Action { kind: ActionKind::Emit(moving(position)), span: Span::default() }
+    }
+
+    fn flow(name: &str, steps: Vec<Step>) -> Flow {
+        let workflow = !steps.is_empty() && steps.iter().all(|step| step.auto);
+        Flow {
+            name: name.to_string(),
+            title: None,
+            when: Vec::new(),
+            guard: Vec::new(),
+            default: false,
+            workflow,
+            requires: Vec::new(),
+            optional: Vec::new(),
+            rules: Vec::new(),
+            on_enter: Vec::new(),
+            on_complete: Vec::new(),
+            complete_next: None,
+            steps,
+            span: Span::default(),
+            incomplete: false,
+        }
+    }
+
+    fn program(flows: Vec<Flow>) -> Program {
+        Program {
+            agent: Agent { name: None, identity: None, rules: Vec::new(), limits: Default::default() },
+            fields: vec![
+                field("hotel", TypeKind::String),
+                field("date", TypeKind::Date),
+                field("guests", TypeKind::Int),
+                field("confirmed", TypeKind::Bool),
+            ],
+            context: Vec::new(),
+            tools: Vec::new(),
+            signals: Vec::new(),
+            flows,
+            default_flow: None,
+        }
+    }
+
+    /// A readable name for a node: a step's id, or the kind of a marker
+    /// with its flow.
+    fn describe(graph: &Graph, id: &NodeId) -> String {
+        let Some(node) = graph.nodes.iter().find(|node| &node.id == id) else {
+            return format!("<missing {}>", id.as_str());
+        };
+        let flow = node.flow.map(|flow| flow.0).unwrap_or_default();
+        match node.kind {
+            NodeKind::Entry => format!("start{flow}"),
+            NodeKind::Complete => format!("complete{flow}"),
+            NodeKind::Abort => format!("abort{flow}"),
+            NodeKind::Message => "message".to_string(),
+            NodeKind::Run => "run".to_string(),
+            _ => node.lines.first().cloned().unwrap_or_default(),
+        }
+    }
+
+    /// One line per edge: `from -> to: label`, with `(dashed)` for an
+    /// unreachable edge and `(cross)` for one between flows.
+    fn edges(graph: &Graph) -> String {
+        let mut out = String::new();
+        for edge in &graph.edges {
+            out.push_str(&describe(graph, &edge.from));
+            out.push_str(" -> ");
+            out.push_str(&describe(graph, &edge.to));
+            if let Some(label) = &edge.label {
+                out.push_str(": ");
+                out.push_str(label);
+            }
+            if edge.unreachable {
+                out.push_str(" (dashed)");
+            }
+            if edge.cross_flow {
+                out.push_str(" (cross)");
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    fn check(program: &Program, reachability: &Reachability, only: Option<FlowId>, expected: &str) {
+        let graph = build(program, reachability, only);
+        let actual = edges(&graph);
+        assert_eq!(actual.trim(), expected.trim(), "\nactual:\n{actual}");
+    }
+
+    #[test]
+    fn booking_edges_follow_the_resolution_order() {
+        let mut ask_guests = ask("ask_guests", 2);
+        ask_guests.skip_if = Some(is_set(2));
+        let mut confirm = ask("confirm", 3);
+        confirm.requires = vec![FieldId(0), FieldId(1), FieldId(2)];
+        let mut change = branch(
+            Vec::new(),
+            &["the user wants to change the date"],
+            Then::Directive(moving(Position::GotoStep { flow: FlowId(0), step: StepId(1) })),
+        );
+        change.label = Some("change date".to_string());
+        confirm.branches = vec![
+            branch(vec![equals(3, true.into())], &[], Then::Step(StepId(4))),
+            change,
+            branch(Vec::new(), &[], Then::Step(StepId(5))),
+        ];
+        let book = Step { next: Some(Next::End), ..auto("book") };
+        let cancelled =
+            Step { say: Some(crate::expr::Template { parts: Vec::new(), span: Span::default() }), ..step("cancelled") };
+        let mut booking =
+            flow("booking", vec![ask("ask_hotel", 0), ask("ask_date", 1), ask_guests, confirm, book, cancelled]);
+        booking.when = vec!["the user wants to book a hotel room".to_string()];
+        check(
+            &program(vec![booking]),
+            &Reachability::default(),
+            None,
+            r#"
+message -> start0: when "the user wants to book a hotel room"
+start0 -> ask_hotel
+ask_hotel -> ask_date
+ask_hotel -> abort0: no answer ×3 → abort
+ask_date -> ask_guests: unless guests is set
+ask_date -> confirm: skip ask_guests
+ask_date -> abort0: no answer ×3 → abort
+ask_guests -> confirm
+ask_guests -> abort0: no answer ×3 → abort
+confirm -> book: confirmed == true
+confirm -> ask_date: change date → goto_step ask_date
+confirm -> cancelled: else
+confirm -> abort0: no answer ×3 → abort
+book -> complete0: next end
+cancelled -> complete0
+"#,
+        );
+    }
+
+    #[test]
+    fn no_matching_branch_falls_through_to_next() {
+        let mut choose = ask("choose", 3);
+        choose.branches = vec![branch(
+            vec![equals(3, true.into())],
+            &["the user is sure"],
+            Then::Directive(moving(Position::Abort { reason: None })),
+        )];
+        choose.next = Some(Next::Step(StepId(2)));
+        choose.on_no_answer = Some(moving(Position::Reset));
+        choose.max_asks = 2;
+        let program = program(vec![flow("f", vec![choose, step("skipped"), step("last")])]);
+        check(
+            &program,
+            &Reachability::default(),
+            None,
+            r#"
+start0 -> choose
+choose -> abort0: confirmed == true and "the user is sure" → abort
+choose -> last: no branch matched → next
+choose -> choose: no answer ×2 → reset
+skipped -> last
+last -> complete0
+"#,
+        );
+    }
+
+    #[test]
+    fn positionless_directives_continue_in_place() {
+        // A branch directive without a position goes on with the next step
+        // in the list (not `next`); `on_no_answer` without one asks again.
+        let mut first = ask("first", 0);
+        first.skip_if = Some(is_set(0));
+        let writes = Directive {
+            set: vec![crate::ir::Write { field: FieldId(2), value: equals(2, 1.into()) }],
+            ..Directive::default()
+        };
+        first.branches = vec![branch(vec![equals(2, 1.into())], &[], Then::Directive(writes.clone()))];
+        first.next = Some(Next::End);
+        first.on_no_answer = Some(writes);
+        let program = program(vec![flow("f", vec![first, step("second")])]);
+        check(
+            &program,
+            &Reachability::default(),
+            None,
+            r#"
+start0 -> first: unless hotel is set
+start0 -> second: skip first
+first -> second: guests == 1 → set
+first -> complete0: no branch matched → next end
+first -> first: no answer ×3 → set → ask again
+second -> complete0
+"#,
+        );
+    }
+
+    #[test]
+    fn conditional_steps_chain_their_bypasses_up_to_completion() {
+        let mut maybe = step("maybe");
+        maybe.when = vec!["the user wants extras".to_string()];
+        let mut guarded = step("guarded");
+        guarded.guard = vec![equals(2, 2.into())];
+        let program = program(vec![
+            flow("f", vec![maybe.clone(), guarded.clone()]),
+            flow("g", vec![step("first"), maybe, guarded]),
+        ]);
+        check(
+            &program,
+            &Reachability::default(),
+            None,
+            r#"
+start0 -> maybe: when "the user wants extras"
+start0 -> guarded: skip maybe → if guests == 2
+start0 -> complete0: skip maybe, guarded
+maybe -> guarded: if guests == 2
+maybe -> complete0: skip guarded
+guarded -> complete0
+start1 -> first
+first -> maybe: when "the user wants extras"
+first -> guarded: skip maybe → if guests == 2
+first -> complete1: skip maybe, guarded
+maybe -> guarded: if guests == 2
+maybe -> complete1: skip guarded
+guarded -> complete1
+"#,
+        );
+    }
+
+    #[test]
+    fn unreachable_steps_and_branches_are_marked() {
+        let mut first = ask("first", 3);
+        first.branches = vec![
+            branch(Vec::new(), &[], Then::Step(StepId(2))),
+            branch(vec![equals(3, true.into())], &[], Then::Step(StepId(1))),
+        ];
+        let program = program(vec![flow("f", vec![first, step("orphan"), step("last")])]);
+        let reachability = Reachability {
+            unreachable_steps: [(FlowId(0), StepId(1))].into_iter().collect(),
+            unreachable_branches: [(FlowId(0), StepId(0), 1)].into_iter().collect(),
+        };
+        check(
+            &program,
+            &reachability,
+            None,
+            r#"
+start0 -> first
+first -> last: else
+first -> orphan: confirmed == true (dashed)
+first -> abort0: no answer ×3 → abort
+orphan -> last (dashed)
+last -> complete0
+"#,
+        );
+        let graph = build(&program, &reachability, None);
+        let orphan = graph.nodes.iter().find(|node| node.lines.first().map(String::as_str) == Some("orphan"));
+        assert!(orphan.is_some_and(|node| node.unreachable));
+    }
+
+    #[test]
+    fn flows_connect_through_directives_signals_and_complete_next() {
+        let mut triage_step = ask("pick", 0);
+        triage_step.actions = vec![Action {
+            kind: ActionKind::ForEach(ForEach {
+                items: is_set(0),
+                binding: "item".to_string(),
+                slot: 0,
+                filter: None,
+                actions: vec![emit(Position::Goto { flow: FlowId(1), data: Vec::new() })],
+            }),
+            span: Span::default(),
+        }];
+        let mut triage = flow("triage", vec![triage_step]);
+        triage.default = true;
+        triage.complete_next = Some(FlowId(1));
+        let mut survey = flow("survey", vec![step("rate")]);
+        survey.on_enter = vec![emit(Position::Complete { next: None })];
+        let mut job = flow("job", vec![Step { wait_ms: Some(60_000), ..auto("pause") }]);
+        job.requires = vec![FieldId(0)];
+        let mut program = program(vec![triage, survey, job]);
+        program.signals = vec![Signal {
+            name: "stop".to_string(),
+            when: vec!["the user wants to stop".to_string()],
+            guard: Vec::new(),
+            phase: Phase::Pre,
+            behavior: Behavior::Always,
+            extract: Vec::new(),
+            then: Some(moving(Position::Abort { reason: None })),
+            span: Span::default(),
+        }];
+        check(
+            &program,
+            &Reachability::default(),
+            None,
+            r#"
+message -> start0: default
+start0 -> pick
+pick -> complete0
+pick -> abort0: no answer ×3 → abort
+pick -> start1: do emit → goto survey (cross)
+start1 -> rate
+start1 -> complete1: on_enter emit → complete
+rate -> complete1
+run -> start2: run with hotel
+start2 -> pause
+pause -> complete2
+signal stop -> abort0: abort
+signal stop -> abort1: abort
+complete0 -> start1: complete.next (cross)
+"#,
+        );
+        check(
+            &program,
+            &Reachability::default(),
+            Some(FlowId(1)),
+            r#"
+flow triage -> start1: do emit → goto survey (cross)
+start1 -> rate
+start1 -> complete1: on_enter emit → complete
+rate -> complete1
+signal stop -> abort1: abort
+flow triage -> start1: complete.next (cross)
+"#,
+        );
+        let graph = build(&program, &Reachability::default(), Some(FlowId(1)));
+        let stubs: Vec<&str> =
+            graph.nodes.iter().filter(|node| node.kind == NodeKind::FlowStub).map(|node| node.id.as_str()).collect();
+        assert_eq!(stubs, ["x0"]);
+        assert_eq!(graph.clusters.len(), 1);
+    }
+}

@@ -1,0 +1,412 @@
+//! The Anthropic provider: the Messages API.
+//!
+//! **Understand** is one forced tool call (`tool_choice: {type: tool}`)
+//! whose `input_schema` is the answer's schema; an invalid answer is sent
+//! back once as an error `tool_result` with the validation message, then
+//! the call fails with [`ProviderError::InvalidOutput`].
+//!
+//! **Respond** streams server-sent events (`content_block_delta` text and
+//! `input_json_delta` tool input) and runs the tool loop: `tool_use`
+//! blocks are run through [`ToolLoop`] and fed back as `tool_result`
+//! blocks while [`ToolLoop::may_call`] allows.
+//!
+//! The stable prefix of each system prompt carries `cache_control`, so
+//! Anthropic caches it (when it is long enough: 1,024 tokens on most
+//! models); cache reads are reported as cached tokens.
+
+use crate::llm::config::{ProviderConfig, Secret};
+use crate::llm::http::{CallError, HttpClient, SseEvent};
+use crate::llm::openai::{TextSink, run_tool};
+use crate::llm::prompt::{self, AnswerFormat, Prompt};
+use crate::llm::schema::{self, understanding_schema};
+use crate::llm::{
+    Provider, ProviderError, RespondRequest, Response, Role, ToolLoop, ToolSpec, UnderstandRequest, Understanding,
+    Usage,
+};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+pub const API_VERSION: &str = "2023-06-01";
+const UNDERSTAND_TOOL: &str = "record_understanding";
+const DEFAULT_MAX_TOKENS: u32 = 1024;
+/// A safety net against a tool loop whose `may_call` never says no.
+const MAX_ROUNDS: usize = 32;
+
+pub struct Anthropic {
+    http: HttpClient,
+    base_url: String,
+    model: String,
+    api_key: Option<Secret>,
+    temperature: Option<f64>,
+    max_tokens: u32,
+}
+
+impl Anthropic {
+    pub fn new(config: &ProviderConfig) -> Result<Anthropic, ProviderError> {
+        let secrets = config.api_key.iter().map(|key| key.expose().to_string()).collect();
+        Ok(Anthropic {
+            http: HttpClient::new(config.http.clone(), config.cancel.clone(), secrets)?,
+            base_url: config.base_url.trim_end_matches('/').to_string(),
+            model: config.model.clone(),
+            api_key: config.api_key.clone(),
+            temperature: config.temperature,
+            max_tokens: config.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        })
+    }
+
+    fn url(&self) -> String {
+        format!("{}/v1/messages", self.base_url)
+    }
+
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        let mut headers = vec![("anthropic-version", API_VERSION.to_string())];
+        if let Some(key) = &self.api_key {
+            headers.push(("x-api-key", key.expose().to_string()));
+        }
+        headers
+    }
+
+    fn body(&self, system: Value, messages: &[Value]) -> Map<String, Value> {
+        let mut body = Map::new();
+        body.insert("model".into(), Value::String(self.model.clone()));
+        body.insert("max_tokens".into(), json!(self.max_tokens));
+        body.insert("system".into(), system);
+        body.insert("messages".into(), Value::Array(messages.to_vec()));
+        if let Some(temperature) = self.temperature {
+            body.insert("temperature".into(), json!(temperature.min(1.0)));
+        }
+        body
+    }
+
+    fn understand_call(
+        &self,
+        prompt: &Prompt,
+        answer_schema: &Value,
+        messages: &[Value],
+    ) -> Result<Value, ProviderError> {
+        let mut body = self.body(system_blocks(prompt, false), messages);
+        body.insert(
+            "tools".into(),
+            json!([{
+                "name": UNDERSTAND_TOOL,
+                "description": "Record what the user's latest message says.",
+                "input_schema": answer_schema,
+            }]),
+        );
+        body.insert("tool_choice".into(), json!({"type": "tool", "name": UNDERSTAND_TOOL}));
+        self.http
+            .post_json(&self.url(), &self.headers(), &Value::Object(body), &|_, _| false)
+            .map_err(CallError::into_provider_error)
+    }
+
+    fn stream_round(
+        &self,
+        system: &Value,
+        messages: &[Value],
+        tools: &[ToolSpec],
+        offer_tools: bool,
+        sink: &mut TextSink<'_>,
+    ) -> Result<Round, ProviderError> {
+        let mut body = self.body(system.clone(), messages);
+        body.insert("stream".into(), Value::Bool(true));
+        // Once tool_use blocks are in the conversation the tools must stay
+        // declared; `none` then stops further calls.
+        let used_tools = messages.iter().any(has_tool_use);
+        if offer_tools || used_tools {
+            body.insert("tools".into(), Value::Array(tools.iter().map(tool_definition).collect()));
+            let choice = if offer_tools { "auto" } else { "none" };
+            body.insert("tool_choice".into(), json!({ "type": choice }));
+        }
+        let mut round = Round::default();
+        sink.start_round();
+        let done = self
+            .http
+            .post_stream(&self.url(), &self.headers(), &Value::Object(body), &|_, _| false, &mut |event| {
+                read_event(&event, &mut round, sink)
+            })
+            .map_err(CallError::into_provider_error)?;
+        if !done {
+            return Err(ProviderError::Network("the answer stream ended before `message_stop`".into()));
+        }
+        round.usage.calls = 1;
+        Ok(round)
+    }
+}
+
+impl Provider for Anthropic {
+    fn name(&self) -> String {
+        format!("anthropic:{}", self.model)
+    }
+
+    fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+        if request.is_empty() {
+            return Ok(Understanding::default());
+        }
+        let answer_schema = understanding_schema(request);
+        let prompt = prompt::understand(request, AnswerFormat::Tool(UNDERSTAND_TOOL));
+        let mut messages = vec![json!({"role": "user", "content": prompt.dynamic})];
+        let mut usage = Usage::default();
+        let mut repaired = false;
+        loop {
+            let answer = self.understand_call(&prompt, &answer_schema, &messages)?;
+            usage.add(read_usage(answer.get("usage")));
+            let error = match read_tool_answer(&answer, request) {
+                Ok(mut understanding) => {
+                    understanding.usage = usage;
+                    return Ok(understanding);
+                }
+                Err(error) if repaired => {
+                    return Err(ProviderError::InvalidOutput(format!("{error} (after one repair attempt)")));
+                }
+                Err(error) => error,
+            };
+            repaired = true;
+            let content = answer.get("content").cloned().unwrap_or_else(|| json!([]));
+            let tool_use_id = tool_use(&answer).and_then(|block| block.get("id")).and_then(Value::as_str);
+            let reply = match tool_use_id {
+                Some(id) => json!([{
+                    "type": "tool_result",
+                    "tool_use_id": id,
+                    "content": prompt::repair(&error),
+                    "is_error": true,
+                }]),
+                None => json!(prompt::repair(&error)),
+            };
+            messages.push(json!({"role": "assistant", "content": content}));
+            messages.push(json!({"role": "user", "content": reply}));
+        }
+    }
+
+    fn respond(
+        &mut self,
+        request: &RespondRequest,
+        tools: &mut dyn ToolLoop,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Response, ProviderError> {
+        let prompt = prompt::respond(request);
+        let system = system_blocks(&prompt, true);
+        let mut messages = conversation(request);
+        let mut sink = TextSink::new(on_text);
+        let mut usage = Usage::default();
+        for _ in 0..MAX_ROUNDS {
+            let offer_tools = !request.tools.is_empty() && tools.may_call();
+            let round = self.stream_round(&system, &messages, &request.tools, offer_tools, &mut sink)?;
+            usage.add(round.usage);
+            let calls: Vec<&Block> = round.blocks.values().filter(|block| block.kind == "tool_use").collect();
+            if calls.is_empty() || !offer_tools {
+                break;
+            }
+            messages.push(json!({"role": "assistant", "content": round.content()}));
+            let results: Vec<Value> = calls
+                .iter()
+                .map(|call| {
+                    let arguments = call.input();
+                    let is_error = arguments.is_err();
+                    let result = run_tool(tools, &call.name, arguments);
+                    let mut block = json!({"type": "tool_result", "tool_use_id": call.id, "content": result});
+                    if let (true, Some(map)) = (is_error, block.as_object_mut()) {
+                        map.insert("is_error".into(), Value::Bool(true));
+                    }
+                    block
+                })
+                .collect();
+            messages.push(json!({"role": "user", "content": results}));
+        }
+        Ok(Response { text: sink.text, usage })
+    }
+}
+
+/// The system prompt as blocks: the stable prefix marked for caching, then
+/// the dynamic part (when there is one).
+fn system_blocks(prompt: &Prompt, with_dynamic: bool) -> Value {
+    let mut blocks = vec![json!({"type": "text", "text": prompt.stable, "cache_control": {"type": "ephemeral"}})];
+    if with_dynamic && !prompt.dynamic.is_empty() {
+        blocks.push(json!({"type": "text", "text": prompt.dynamic}));
+    }
+    Value::Array(blocks)
+}
+
+/// The chat turns: the API wants the first one from the user, so a
+/// conversation the agent opened starts with a neutral cue.
+fn conversation(request: &RespondRequest) -> Vec<Value> {
+    let turns = prompt::conversation(request);
+    let mut messages = Vec::with_capacity(turns.len() + 1);
+    if turns.first().is_some_and(|turn| turn.role == Role::Assistant) {
+        messages.push(json!({"role": "user", "content": "(The conversation starts.)"}));
+    }
+    for turn in turns {
+        let role = if turn.role == Role::User { "user" } else { "assistant" };
+        messages.push(json!({"role": role, "content": turn.text}));
+    }
+    messages
+}
+
+fn tool_definition(tool: &ToolSpec) -> Value {
+    let mut definition = Map::new();
+    definition.insert("name".into(), Value::String(tool.name.clone()));
+    if let Some(description) = &tool.description {
+        definition.insert("description".into(), Value::String(description.clone()));
+    }
+    definition.insert("input_schema".into(), tool.parameters.clone());
+    Value::Object(definition)
+}
+
+fn has_tool_use(message: &Value) -> bool {
+    message
+        .get("content")
+        .and_then(Value::as_array)
+        .is_some_and(|blocks| blocks.iter().any(|block| block.get("type").and_then(Value::as_str) == Some("tool_use")))
+}
+
+fn tool_use(answer: &Value) -> Option<&Value> {
+    answer.get("content").and_then(Value::as_array).and_then(|blocks| {
+        blocks.iter().find(|block| {
+            block.get("type").and_then(Value::as_str) == Some("tool_use")
+                && block.get("name").and_then(Value::as_str) == Some(UNDERSTAND_TOOL)
+        })
+    })
+}
+
+fn read_tool_answer(answer: &Value, request: &UnderstandRequest) -> Result<Understanding, String> {
+    let truncated = answer.get("stop_reason").and_then(Value::as_str) == Some("max_tokens");
+    if truncated {
+        return Err("the answer was cut off by the max_tokens limit".into());
+    }
+    match tool_use(answer).and_then(|block| block.get("input")) {
+        Some(input) => schema::validate(input, request),
+        None => Err(format!("the answer must call the `{UNDERSTAND_TOOL}` tool")),
+    }
+}
+
+/// One call's tokens from an Anthropic `usage` block. `input_tokens`
+/// excludes the cache, so the prompt is the sum of the three.
+pub fn read_usage(usage: Option<&Value>) -> Usage {
+    let number = |key: &str| usage.and_then(|usage| usage.get(key)).and_then(Value::as_u64).unwrap_or(0);
+    let cached = number("cache_read_input_tokens");
+    Usage {
+        calls: 1,
+        prompt: number("input_tokens") + cached + number("cache_creation_input_tokens"),
+        completion: number("output_tokens"),
+        cached,
+    }
+}
+
+/// What one streamed round produced.
+#[derive(Default)]
+struct Round {
+    /// Content blocks by their stream `index`.
+    blocks: BTreeMap<u64, Block>,
+    usage: Usage,
+}
+
+impl Round {
+    /// The assistant turn to feed back: its text and tool_use blocks.
+    fn content(&self) -> Value {
+        let blocks: Vec<Value> = self
+            .blocks
+            .values()
+            .filter_map(|block| match block.kind.as_str() {
+                "text" if !block.text.is_empty() => Some(json!({"type": "text", "text": block.text})),
+                "tool_use" => Some(json!({
+                    "type": "tool_use",
+                    "id": block.id,
+                    "name": block.name,
+                    "input": block.input().unwrap_or_else(|_| json!({})),
+                })),
+                _ => None,
+            })
+            .collect();
+        Value::Array(blocks)
+    }
+}
+
+#[derive(Default)]
+struct Block {
+    kind: String,
+    id: String,
+    name: String,
+    text: String,
+    /// The tool input as streamed (`input_json_delta` pieces).
+    json: String,
+}
+
+impl Block {
+    fn input(&self) -> Result<Value, String> {
+        if self.json.trim().is_empty() {
+            return Ok(json!({}));
+        }
+        serde_json::from_str(&self.json).map_err(|error| format!("the tool input is not valid JSON ({error})"))
+    }
+}
+
+/// Handles one event of a Messages stream; `Ok(true)` at `message_stop`.
+fn read_event(event: &SseEvent, round: &mut Round, sink: &mut TextSink<'_>) -> Result<bool, ProviderError> {
+    let data: Value = serde_json::from_str(event.data.trim())
+        .map_err(|error| ProviderError::InvalidOutput(format!("a stream event is not JSON ({error})")))?;
+    let kind =
+        if event.event.is_empty() { data.get("type").and_then(Value::as_str).unwrap_or("") } else { &event.event };
+    let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
+    match kind {
+        "message_start" => round.usage = read_usage(data.pointer("/message/usage")),
+        "content_block_start" => {
+            let block = data.get("content_block");
+            let text =
+                |key: &str| block.and_then(|block| block.get(key)).and_then(Value::as_str).unwrap_or("").to_string();
+            let started = Block { kind: text("type"), id: text("id"), name: text("name"), ..Block::default() };
+            let initial = text("text");
+            round.blocks.insert(index, started);
+            if !initial.is_empty() {
+                push_text(round, index, &initial, sink);
+            }
+        }
+        "content_block_delta" => match data.pointer("/delta/type").and_then(Value::as_str) {
+            Some("text_delta") => {
+                let text = data.pointer("/delta/text").and_then(Value::as_str).unwrap_or("");
+                push_text(round, index, text, sink);
+            }
+            Some("input_json_delta") => {
+                let part = data.pointer("/delta/partial_json").and_then(Value::as_str).unwrap_or("");
+                round.blocks.entry(index).or_default().json.push_str(part);
+            }
+            _ => {}
+        },
+        "message_delta" => {
+            if let Some(output) = data.pointer("/usage/output_tokens").and_then(Value::as_u64) {
+                round.usage.completion = output;
+            }
+        }
+        "message_stop" => return Ok(true),
+        "error" => return Err(stream_error(data.get("error"))),
+        _ => {}
+    }
+    Ok(false)
+}
+
+fn push_text(round: &mut Round, index: u64, text: &str, sink: &mut TextSink<'_>) {
+    let block = round.blocks.entry(index).or_default();
+    if block.kind.is_empty() {
+        block.kind = "text".into();
+    }
+    block.text.push_str(text);
+    sink.push(text);
+}
+
+/// An `error` event, classified like an HTTP error of the same type.
+fn stream_error(error: Option<&Value>) -> ProviderError {
+    let text = |key: &str| error.and_then(|error| error.get(key)).and_then(Value::as_str).unwrap_or("");
+    let message = if text("message").is_empty() {
+        "the stream reported an error".to_string()
+    } else {
+        text("message").to_string()
+    };
+    match text("type") {
+        "overloaded_error" | "api_error" => ProviderError::Overloaded(message),
+        "rate_limit_error" => ProviderError::RateLimited(message),
+        "authentication_error" | "permission_error" => ProviderError::Auth(message),
+        _ => ProviderError::InvalidRequest(message),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

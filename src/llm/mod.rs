@@ -1,0 +1,271 @@
+//! The model, behind one trait with the two kinds of request the runtime
+//! makes (DESIGN.md "Understanding and the model"):
+//!
+//! - [`Provider::understand`]: one structured call per turn that routes the
+//!   message among candidate flows, extracts field values, and answers
+//!   yes/no for every open AI condition and signal, together;
+//! - [`Provider::respond`]: the reply for the turn's batch of steps, with a
+//!   tool loop through [`ToolLoop`].
+//!
+//! Requests are built from the IR by the runtime; providers never see the
+//! program. Everything a provider returns is untrusted: the runtime
+//! validates it against the schema before anything is written.
+
+pub mod anthropic;
+pub mod config;
+pub mod http;
+pub mod offline;
+pub mod openai;
+pub mod prompt;
+pub mod replay;
+pub mod schema;
+#[cfg(test)]
+mod testserver;
+
+pub use config::{ProviderConfig, ProviderFlags, build_provider};
+pub use http::CancelFlag;
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What the understand call must decide for one user message.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct UnderstandRequest {
+    pub message: String,
+    /// Recent conversation, oldest first (the current message excluded).
+    pub history: Vec<Message>,
+    /// The flow the conversation is in, if any.
+    pub active_flow: Option<String>,
+    /// Flows the message may be routed to (their code guard passed), in
+    /// declaration order. Empty when routing is not asked.
+    pub flows: Vec<FlowChoice>,
+    /// Fields to extract from the message, in schema order.
+    pub fields: Vec<FieldSpec>,
+    /// AI conditions (branch and step `when`s) to answer yes or no.
+    pub conditions: Vec<Question>,
+    /// Signals to answer yes or no.
+    pub signals: Vec<Question>,
+    /// Today's date (ISO), for relative dates such as "tomorrow".
+    pub today: String,
+}
+
+impl UnderstandRequest {
+    /// Whether there is anything to ask: no call is made otherwise.
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty() && self.fields.is_empty() && self.conditions.is_empty() && self.signals.is_empty()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub text: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowChoice {
+    pub name: String,
+    pub title: Option<String>,
+    /// Any of these descriptions selects the flow.
+    pub when: Vec<String>,
+    /// Sample phrasings of the flow's fields, which also hint at the flow.
+    pub examples: Vec<String>,
+}
+
+/// A field to extract, described for the model (and the offline rules).
+#[derive(Clone, Debug, Serialize)]
+pub struct FieldSpec {
+    pub name: String,
+    /// `string`, `int`, `float`, `bool`, `date`, `datetime`, `enum`, `list`, `object`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The JSON schema of a valid value (used for constrained output).
+    pub schema: serde_json::Value,
+    pub description: Option<String>,
+    pub values: Vec<String>,
+    pub examples: Vec<String>,
+    pub pattern: Option<String>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    /// The current step asks for this field alone: the whole answer may be
+    /// its value.
+    pub asked: bool,
+}
+
+/// A yes/no question: an AI condition or a signal.
+#[derive(Clone, Debug, Serialize)]
+pub struct Question {
+    /// Stable id the answer is keyed by (`booking.confirm#2`, `wants_human`).
+    pub id: String,
+    /// Any of these descriptions makes the answer yes (for a branch entry
+    /// whose `when` is a list, the runtime asks one question per item).
+    pub when: Vec<String>,
+}
+
+/// The answer to an [`UnderstandRequest`]. Keys that were not asked are
+/// ignored by the runtime; values are validated before being written.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Understanding {
+    pub flow: Option<String>,
+    #[serde(default)]
+    pub fields: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    pub conditions: BTreeMap<String, bool>,
+    #[serde(default)]
+    pub signals: BTreeMap<String, bool>,
+    #[serde(default)]
+    pub usage: Usage,
+}
+
+/// What the respond call must write.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RespondRequest {
+    pub identity: Option<String>,
+    pub rules: Vec<String>,
+    /// Rules of the active flow.
+    pub flow_rules: Vec<String>,
+    /// The rendered prompts of the batch's steps, in order: what the reply
+    /// must do (ask for the date, confirm the booking…).
+    pub instructions: Vec<String>,
+    /// Extra instructions for this turn (`append_prompt`).
+    pub appended: Vec<String>,
+    /// Text already said verbatim this turn (`say`), which the reply follows.
+    pub said: Vec<String>,
+    pub history: Vec<Message>,
+    pub message: String,
+    /// The collected data, for the model's context.
+    pub data: serde_json::Map<String, serde_json::Value>,
+    /// Tools the model may call in this reply.
+    pub tools: Vec<ToolSpec>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: Option<String>,
+    /// JSON schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub text: String,
+    #[serde(default)]
+    pub usage: Usage,
+}
+
+/// Tokens of one or more model calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Model calls made (each HTTP request that produced an answer, repair
+    /// retries and tool rounds included).
+    #[serde(default)]
+    pub calls: u32,
+    #[serde(default)]
+    pub prompt: u64,
+    #[serde(default)]
+    pub completion: u64,
+    #[serde(default)]
+    pub cached: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: Usage) {
+        self.calls += other.calls;
+        self.prompt += other.prompt;
+        self.completion += other.completion;
+        self.cached += other.cached;
+    }
+
+    pub fn total_tokens(&self) -> u64 {
+        self.prompt + self.completion
+    }
+}
+
+/// How the runtime runs tools for the model's tool loop. The runtime counts
+/// rounds against `limits.max_tool_rounds`, records every call, and routes a
+/// result's `directive` to the post-model bus.
+pub trait ToolLoop {
+    /// Runs one tool call; `Err` carries a message for the model.
+    fn call_tool(&mut self, name: &str, arguments: serde_json::Value) -> Result<serde_json::Value, String>;
+    /// Whether another round of tool calls is allowed.
+    fn may_call(&self) -> bool;
+}
+
+/// A tool loop for replies that expose no tools.
+pub struct NoTools;
+
+impl ToolLoop for NoTools {
+    fn call_tool(&mut self, name: &str, _arguments: serde_json::Value) -> Result<serde_json::Value, String> {
+        Err(format!("no tool `{name}` is available in this step"))
+    }
+
+    fn may_call(&self) -> bool {
+        false
+    }
+}
+
+/// Why a model call failed, classified so the user is told what to do.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    #[error("authentication failed: {0} (check the API key)")]
+    Auth(String),
+    #[error("rate limited: {0} (wait, or lower the request rate)")]
+    RateLimited(String),
+    #[error("the provider is overloaded: {0} (try again shortly)")]
+    Overloaded(String),
+    #[error("the request was refused: {0}")]
+    InvalidRequest(String),
+    #[error("the model did not answer in time: {0} (raise the timeout in flowc.toml)")]
+    Timeout(String),
+    #[error("network error: {0} (check the base URL and your connection)")]
+    Network(String),
+    #[error("the model's answer is invalid: {0}")]
+    InvalidOutput(String),
+    #[error("cancelled")]
+    Cancelled,
+    #[error("replay has no recorded answer for this request: {0}")]
+    NotRecorded(String),
+}
+
+impl ProviderError {
+    /// The stable class name shown in traces and JSON.
+    pub fn class(&self) -> &'static str {
+        match self {
+            ProviderError::Auth(_) => "auth",
+            ProviderError::RateLimited(_) => "rate_limited",
+            ProviderError::Overloaded(_) => "overloaded",
+            ProviderError::InvalidRequest(_) => "invalid_request",
+            ProviderError::Timeout(_) => "timeout",
+            ProviderError::Network(_) => "network",
+            ProviderError::InvalidOutput(_) => "invalid_output",
+            ProviderError::Cancelled => "cancelled",
+            ProviderError::NotRecorded(_) => "not_recorded",
+        }
+    }
+}
+
+/// A model: the offline rules, an OpenAI-compatible endpoint, Anthropic, or
+/// a replay of recorded answers.
+pub trait Provider: Send {
+    /// The provider's name for traces (`offline`, `openai:gpt-4o-mini`).
+    fn name(&self) -> String;
+
+    fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError>;
+
+    /// Writes the reply. `on_text` receives the reply as it streams (all at
+    /// once for providers that do not stream).
+    fn respond(
+        &mut self,
+        request: &RespondRequest,
+        tools: &mut dyn ToolLoop,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Response, ProviderError>;
+}

@@ -1,0 +1,215 @@
+//! The offline provider: a built-in, deterministic "model" that needs no
+//! network and no API key, so `flowc run flows/booking.flow` holds a real
+//! conversation anywhere. It is rules, not understanding. docs/offline.md
+//! says the same for users, with examples.
+//!
+//! # Understanding ([`Provider::understand`])
+//!
+//! Everything works on whole words: the message is cut into words, digit
+//! runs and symbols (`text.rs`). Routing and yes/no questions compare
+//! *terms*: lowercased content words (stop words such as `the`, `I'd`,
+//! `want`, `user`, `problem` dropped), with light suffix stripping
+//! (`booking` = `booked` = `book`) and a small synonym table (`change` =
+//! `modify` = `different` = `instead`; `human` = `person` = `agent` =
+//! `someone`; `urgent` = `down` = `outage`; `angry` = `upset` = `furious` =
+//! `frustrated`; `book` = `reserve`; `bill` = `invoice` = `charge`; `date` =
+//! `day`). A term after `not`, `never`, `cannot` or a `…n't` word, up to the
+//! end of its clause (punctuation or `but`), is negated and only matches a
+//! negated term; a clause-initial `no` is an answer, not a negation.
+//!
+//! - **Routing** (`routing.rs`): among the candidate flows that have a
+//!   `when`, the one whose `when`s, `title` and field `examples` share the
+//!   most message terms, each term weighted by its rarity among the flows
+//!   (`1/n` for a term in `n` flows); one shared term is enough, ties go to
+//!   the first declared flow, and with none shared the answer is no flow.
+//!   Flows without a `when` are never chosen: their `if`, `default` or a
+//!   directive enters them, which is the runtime's business.
+//! - **Fields** (`extract.rs`), by type, each span read once: `string` by
+//!   its `pattern` (first match, `patterns.rs`) or one of its `examples`
+//!   found in the message (longest first, returned as declared); `date` as
+//!   ISO `YYYY-MM-DD`, `today`, `tomorrow`, `the day after tomorrow`,
+//!   weekday names (the next such day after today), `4 December [2026]`,
+//!   `December 4th[, 2026]` (no year: the next such day) (`dates.rs`);
+//!   `datetime` as ISO, or a date plus a clock time (`tomorrow at 7pm`);
+//!   `enum` by its values, whole words, any case; `bool` by yes/no words,
+//!   for the asked field (or the only bool field when nothing is asked);
+//!   `int`/`float` by digits and number words, unit words deciding between
+//!   fields (`numbers.rs`). Date and time spans are never read as numbers.
+//! - **The whole answer**: a `string` field the current step asks for
+//!   alone, with no `pattern` and nothing found above, takes the message
+//!   trimmed of politeness (`please`, `thanks`, `um`, `it's`, surrounding
+//!   punctuation) — unless the message is a question, is only yes/no words,
+//!   gave another field a value, answered a question or signal yes, or was
+//!   routed to a flow other than the active one.
+//! - **Conditions and signals**: yes when a term of the message is a term
+//!   of one of the question's `when`s, else no. Every question asked gets
+//!   an answer.
+//!
+//! # Replies ([`Provider::respond`])
+//!
+//! The reply is the batch's rendered step prompts (`instructions`), then
+//! the turn's `appended` instructions, joined with spaces: the offline
+//! "model" says what the step tells it to say. Text already `said` is not
+//! repeated (the runtime prints it). With no instruction at all the reply
+//! is "How can I help?", or nothing when something was already said this
+//! turn. The offline model never calls tools: the tool loop is left
+//! untouched.
+//!
+//! # Cost
+//!
+//! Every call counts as one model call (`Usage::calls = 1`) so tests can
+//! assert call counts with any provider. Tokens are estimated as words:
+//! `prompt` counts the whitespace-separated words of every text of the
+//! request (message, history, descriptions, instructions…); `completion`
+//! counts one per value answered by understand, and the reply's words for
+//! respond. Nothing is ever `cached`. A call takes a few microseconds
+//! (`cargo bench --bench offline`): the program's texts are analysed once
+//! per provider and kept (`cache.rs`).
+//!
+//! # Limits
+//!
+//! No coreference ("the first one", "same as before") and no use of the
+//! history; negation only as described above (no double negation, no
+//! "hardly"); one matching term is enough, so a stray word can trigger a
+//! question or a route; only the synonyms in the table; mixed answers such
+//! as "ok, but change the date" read both a yes and the change; numeric
+//! dates other than ISO (`12/04`) are not read; `list` and `object` fields
+//! are never extracted.
+//!
+//! The provider is deterministic: no randomness and no clock (relative
+//! dates resolve against the request's `today`).
+
+mod cache;
+mod dates;
+mod extract;
+mod numbers;
+mod patterns;
+mod routing;
+mod text;
+
+use super::{Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding, Usage};
+use cache::Cache;
+use chrono::NaiveDate;
+use std::collections::BTreeMap;
+
+/// The offline provider. Its only state is a cache of the program's texts,
+/// analysed once (`cache.rs`): answers never depend on earlier calls.
+#[derive(Default)]
+pub struct Offline {
+    cache: Cache,
+}
+
+impl Offline {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// The reply when no step gives an instruction and nothing was said.
+pub const FALLBACK_REPLY: &str = "How can I help?";
+
+impl Provider for Offline {
+    fn name(&self) -> String {
+        "offline".to_string()
+    }
+
+    fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+        Ok(understand(request, &mut self.cache))
+    }
+
+    /// Never calls a tool: `tools` is left untouched.
+    fn respond(
+        &mut self,
+        request: &RespondRequest,
+        _tools: &mut dyn ToolLoop,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Response, ProviderError> {
+        let text = reply(request);
+        on_text(&text);
+        let usage =
+            Usage { calls: 1, prompt: respond_prompt_words(request), completion: text::word_count(&text), cached: 0 };
+        Ok(Response { text, usage })
+    }
+}
+
+fn understand(request: &UnderstandRequest, cache: &mut Cache) -> Understanding {
+    let tokens = text::tokenize(&request.message);
+    let message_terms = text::terms_of(&tokens);
+    let today = request.today.trim().get(..10).and_then(|day| NaiveDate::parse_from_str(day, "%Y-%m-%d").ok());
+
+    let flow = routing::route(&request.flows, &message_terms, cache);
+    let mut fields = extract::extract(&request.message, &tokens, &request.fields, today, cache);
+    let mut answer_all = |questions: &[super::Question]| -> BTreeMap<String, bool> {
+        questions
+            .iter()
+            .map(|question| (question.id.clone(), routing::answer(question, &message_terms, cache)))
+            .collect()
+    };
+    let conditions = answer_all(&request.conditions);
+    let signals = answer_all(&request.signals);
+
+    let said_something_else = !fields.is_empty()
+        || conditions.values().chain(signals.values()).any(|yes| *yes)
+        || flow.as_ref().is_some_and(|flow| request.active_flow.as_ref() != Some(flow));
+    let whole_answer_field =
+        request.fields.iter().find(|field| field.asked && field.kind == "string" && field.pattern.is_none());
+    if let (Some(field), false) = (whole_answer_field, said_something_else) {
+        if let Some(answer) = extract::whole_answer(&request.message, &tokens) {
+            fields.insert(field.name.clone(), serde_json::Value::String(answer));
+        }
+    }
+
+    let answered = u64::from(flow.is_some()) + (fields.len() + conditions.len() + signals.len()) as u64;
+    let usage = Usage { calls: 1, prompt: understand_prompt_words(request), completion: answered, cached: 0 };
+    Understanding { flow, fields, conditions, signals, usage }
+}
+
+fn reply(request: &RespondRequest) -> String {
+    let parts: Vec<&str> = request
+        .instructions
+        .iter()
+        .chain(&request.appended)
+        .map(|text| text.trim())
+        .filter(|text| !text.is_empty())
+        .collect();
+    if !parts.is_empty() {
+        return parts.join(" ");
+    }
+    if request.said.iter().any(|text| !text.trim().is_empty()) { String::new() } else { FALLBACK_REPLY.to_string() }
+}
+
+fn understand_prompt_words(request: &UnderstandRequest) -> u64 {
+    let words = |texts: &mut dyn Iterator<Item = &String>| texts.map(|text| text::word_count(text)).sum::<u64>();
+    let flows = request.flows.iter().map(|flow| {
+        1 + words(&mut flow.title.iter()) + words(&mut flow.when.iter()) + words(&mut flow.examples.iter())
+    });
+    let fields = request.fields.iter().map(|field| {
+        2 + words(&mut field.description.iter())
+            + words(&mut field.values.iter())
+            + words(&mut field.examples.iter())
+            + words(&mut field.pattern.iter())
+    });
+    let questions = request.conditions.iter().chain(&request.signals).map(|question| words(&mut question.when.iter()));
+    text::word_count(&request.message)
+        + words(&mut request.history.iter().map(|message| &message.text))
+        + flows.sum::<u64>()
+        + fields.sum::<u64>()
+        + questions.sum::<u64>()
+}
+
+fn respond_prompt_words(request: &RespondRequest) -> u64 {
+    let texts = request
+        .identity
+        .iter()
+        .chain(&request.rules)
+        .chain(&request.flow_rules)
+        .chain(&request.instructions)
+        .chain(&request.appended)
+        .chain(&request.said)
+        .chain(request.history.iter().map(|message| &message.text))
+        .chain(std::iter::once(&request.message));
+    texts.map(|text| text::word_count(text)).sum()
+}
+
+#[cfg(test)]
+mod tests;

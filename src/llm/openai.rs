@@ -1,0 +1,603 @@
+//! The OpenAI-compatible provider: chat completions on OpenAI, Azure-style
+//! gateways, OpenRouter, Ollama, vLLM, llama.cpp's and llama-cpp-python's
+//! servers.
+//!
+//! **Understand** is one structured call. How the answer is constrained is
+//! the [`StructuredOutput`] mode: strict `json_schema`, llama-cpp-python's
+//! `{type: json_object, schema}`, a forced function call, or the shape in
+//! the prompt. Servers differ, so a refusal of the mode (HTTP 400, 422 or
+//! 500 whose message names the response format, the schema or tools) moves
+//! to the next mode, which the provider keeps for the rest of its life. An
+//! answer that fails validation gets one repair call, with the error, then
+//! the call fails with [`ProviderError::InvalidOutput`].
+//!
+//! **Respond** streams (SSE) and runs the tool loop: tools are offered with
+//! `tool_choice: auto` while [`ToolLoop::may_call`] allows; their calls are
+//! run and fed back as `tool` messages. Where a server cannot do `auto`
+//! ([`ToolChoiceMode::Forced`], chosen in the config or after a refusal),
+//! each round is a forced call of a `next_action` function instead.
+
+use crate::llm::config::{ProviderConfig, Secret, StructuredOutput, ToolChoiceMode};
+use crate::llm::http::{CallError, HttpClient, SseEvent};
+use crate::llm::prompt::{self, AnswerFormat};
+use crate::llm::schema::{self, strict_schema, understanding_schema};
+use crate::llm::{
+    Message, Provider, ProviderError, RespondRequest, Response, Role, ToolLoop, ToolSpec, UnderstandRequest,
+    Understanding, Usage,
+};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+/// The function name of the understand answer in `tool` mode.
+const UNDERSTAND_FUNCTION: &str = "understanding";
+/// The function a forced-choice round calls.
+const ACTION_FUNCTION: &str = "next_action";
+/// A safety net against a tool loop whose `may_call` never says no.
+const MAX_ROUNDS: usize = 32;
+
+pub struct OpenAi {
+    http: HttpClient,
+    base_url: String,
+    model: String,
+    api_key: Option<Secret>,
+    temperature: Option<f64>,
+    max_tokens: Option<u32>,
+    mode: StructuredOutput,
+    tool_choice: ToolChoiceMode,
+    /// `stream_options: {include_usage: true}`, dropped for good if the
+    /// server refuses it.
+    stream_usage: bool,
+}
+
+impl OpenAi {
+    pub fn new(config: &ProviderConfig) -> Result<OpenAi, ProviderError> {
+        let secrets = config.api_key.iter().map(|key| key.expose().to_string()).collect();
+        Ok(OpenAi {
+            http: HttpClient::new(config.http.clone(), config.cancel.clone(), secrets)?,
+            base_url: config.base_url.trim_end_matches('/').to_string(),
+            model: config.model.clone(),
+            api_key: config.api_key.clone(),
+            temperature: config.temperature,
+            max_tokens: config.max_tokens,
+            mode: config.structured_output,
+            tool_choice: config.tool_choice,
+            stream_usage: true,
+        })
+    }
+
+    /// The structured-output mode in use (after any fallback).
+    pub fn structured_output(&self) -> StructuredOutput {
+        self.mode
+    }
+
+    /// The tool-choice mode in use (after any fallback).
+    pub fn tool_choice(&self) -> ToolChoiceMode {
+        self.tool_choice
+    }
+
+    fn url(&self) -> String {
+        format!("{}/chat/completions", self.base_url)
+    }
+
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        let mut headers = vec![("accept", "application/json".to_string())];
+        if let Some(key) = &self.api_key {
+            headers.push(("authorization", format!("Bearer {}", key.expose())));
+        }
+        headers
+    }
+
+    /// The fields every request carries.
+    fn body(&self, messages: &[Value]) -> Map<String, Value> {
+        let mut body = Map::new();
+        body.insert("model".into(), Value::String(self.model.clone()));
+        body.insert("messages".into(), Value::Array(messages.to_vec()));
+        if let Some(temperature) = self.temperature {
+            body.insert("temperature".into(), json!(temperature));
+        }
+        if let Some(max_tokens) = self.max_tokens {
+            body.insert("max_tokens".into(), json!(max_tokens));
+        }
+        body
+    }
+
+    /// One understand call in the current mode, falling back on refusals.
+    fn understand_call(
+        &mut self,
+        request: &UnderstandRequest,
+        answer_schema: &Value,
+        repair: Option<&Repair>,
+    ) -> Result<RawAnswer, ProviderError> {
+        loop {
+            let mode = self.mode;
+            let body = self.understand_body(mode, request, answer_schema, repair);
+            let rejects = |status: u16, message: &str| {
+                mode != StructuredOutput::Prompt && is_refusal(status, message, MODE_WORDS)
+            };
+            match self.http.post_json(&self.url(), &self.headers(), &body, &rejects) {
+                Ok(answer) => return Ok(read_answer(mode, &answer)),
+                Err(CallError::Rejected { status, message }) => match mode.next() {
+                    Some(next) => self.mode = next,
+                    None => {
+                        return Err(CallError::Rejected { status, message }.into_provider_error());
+                    }
+                },
+                Err(CallError::Failed(error)) => return Err(error),
+            }
+        }
+    }
+
+    fn understand_body(
+        &self,
+        mode: StructuredOutput,
+        request: &UnderstandRequest,
+        answer_schema: &Value,
+        repair: Option<&Repair>,
+    ) -> Value {
+        let format = match mode {
+            StructuredOutput::JsonSchema => AnswerFormat::Enforced,
+            StructuredOutput::Tool => AnswerFormat::Tool(UNDERSTAND_FUNCTION),
+            // OpenAI's own json_object ignores the schema: show the shape.
+            StructuredOutput::JsonObject | StructuredOutput::Prompt => AnswerFormat::Described,
+        };
+        let prompt = prompt::understand(request, format);
+        let mut messages = vec![chat("system", &prompt.stable), chat("user", &prompt.dynamic)];
+        // The repair goes back as plain messages whatever the mode: servers
+        // with partial tool support render them all.
+        if let Some(repair) = repair {
+            messages.push(chat("assistant", &repair.answer));
+            messages.push(chat("user", &prompt::repair(&repair.error)));
+        }
+        let mut body = self.body(&messages);
+        match mode {
+            StructuredOutput::JsonSchema => {
+                body.insert(
+                    "response_format".into(),
+                    json!({
+                        "type": "json_schema",
+                        "json_schema": {"name": UNDERSTAND_FUNCTION, "strict": true, "schema": strict_schema(answer_schema)},
+                    }),
+                );
+            }
+            StructuredOutput::JsonObject => {
+                body.insert("response_format".into(), json!({"type": "json_object", "schema": answer_schema}));
+            }
+            StructuredOutput::Tool => {
+                let function = json!({
+                    "name": UNDERSTAND_FUNCTION,
+                    "description": "Record what the user's latest message says.",
+                    "parameters": answer_schema,
+                });
+                body.insert("tools".into(), json!([{"type": "function", "function": function}]));
+                body.insert("tool_choice".into(), forced(UNDERSTAND_FUNCTION));
+            }
+            StructuredOutput::Prompt => {}
+        }
+        Value::Object(body)
+    }
+
+    /// One streamed round of a reply: text goes to `sink` as it arrives,
+    /// tool calls are collected. Refusals of `stream_options` or of
+    /// `tool_choice: auto` are handled by the caller.
+    fn stream_round(
+        &self,
+        messages: &[Value],
+        tools: Option<&[ToolSpec]>,
+        sink: &mut TextSink<'_>,
+    ) -> Result<Round, CallError> {
+        let mut body = self.body(messages);
+        body.insert("stream".into(), Value::Bool(true));
+        if self.stream_usage {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        if let Some(tools) = tools {
+            body.insert("tools".into(), Value::Array(tools.iter().map(function_tool).collect()));
+            body.insert("tool_choice".into(), Value::String("auto".into()));
+        }
+        let body = Value::Object(body);
+        let stream_usage = self.stream_usage;
+        let offers_tools = tools.is_some();
+        let rejects = |status: u16, message: &str| {
+            (stream_usage && is_refusal(status, message, &["stream_options"]))
+                || (offers_tools && is_refusal(status, message, TOOL_WORDS))
+        };
+        let mut round = Round::default();
+        sink.start_round();
+        let done = self.http.post_stream(&self.url(), &self.headers(), &body, &rejects, &mut |event| {
+            read_chunk(&event, &mut round, sink)
+        })?;
+        if !done && !round.finished {
+            return Err(CallError::Failed(ProviderError::Network(
+                "the answer stream ended before it was complete".into(),
+            )));
+        }
+        round.usage.calls = 1;
+        for (index, call) in round.calls.iter_mut() {
+            if call.id.is_empty() {
+                call.id = format!("call_{index}");
+            }
+        }
+        Ok(round)
+    }
+
+    /// A forced-choice round: the model picks a tool and its arguments, or
+    /// `reply`.
+    fn decide(
+        &self,
+        messages: &[Value],
+        tools: &[ToolSpec],
+    ) -> Result<(Option<(String, Value)>, Usage), ProviderError> {
+        let mut body = self.body(messages);
+        let function = json!({
+            "name": ACTION_FUNCTION,
+            "description": "Choose what to do next: call one of the tools with its arguments, or reply to the user.",
+            "parameters": action_schema(tools),
+        });
+        body.insert("tools".into(), json!([{"type": "function", "function": function}]));
+        body.insert("tool_choice".into(), forced(ACTION_FUNCTION));
+        let answer = self
+            .http
+            .post_json(&self.url(), &self.headers(), &Value::Object(body), &|_, _| false)
+            .map_err(CallError::into_provider_error)?;
+        let raw = read_answer(StructuredOutput::Tool, &answer);
+        let usage = raw.usage;
+        // An unreadable decision is read as "reply": the reply round that
+        // follows still answers the user.
+        let Ok(action) = schema::extract_json(&raw.text) else {
+            return Ok((None, usage));
+        };
+        let name = action.get("action").and_then(Value::as_str).unwrap_or("reply");
+        if name == "reply" || !tools.iter().any(|tool| tool.name == name) {
+            return Ok((None, usage));
+        }
+        let arguments = action.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        Ok((Some((name.to_string(), arguments)), usage))
+    }
+}
+
+/// Words in a refusal that say the structured-output mode is the problem.
+const MODE_WORDS: &[&str] = &["response_format", "json_schema", "json_object", "schema", "tool", "function", "grammar"];
+/// Words in a refusal that say `tool_choice: auto` (or tools) is the problem.
+const TOOL_WORDS: &[&str] = &["tool_choice", "tool", "function"];
+
+/// A refusal the provider can recover from by changing the request: the
+/// statuses servers use for "I do not support that", with a message that
+/// names the feature.
+fn is_refusal(status: u16, message: &str, words: &[&str]) -> bool {
+    let lower = message.to_lowercase();
+    matches!(status, 400 | 422 | 500 | 501) && words.iter().any(|word| lower.contains(word))
+}
+
+impl Provider for OpenAi {
+    fn name(&self) -> String {
+        format!("openai:{}", self.model)
+    }
+
+    fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+        if request.is_empty() {
+            return Ok(Understanding::default());
+        }
+        let answer_schema = understanding_schema(request);
+        let mut usage = Usage::default();
+        let mut repair: Option<Repair> = None;
+        loop {
+            let answer = self.understand_call(request, &answer_schema, repair.as_ref())?;
+            usage.add(answer.usage);
+            match answer.validate(request) {
+                Ok(mut understanding) => {
+                    understanding.usage = usage;
+                    return Ok(understanding);
+                }
+                Err(error) if repair.is_none() => repair = Some(Repair { answer: answer.text, error }),
+                Err(error) => {
+                    return Err(ProviderError::InvalidOutput(format!("{error} (after one repair attempt)")));
+                }
+            }
+        }
+    }
+
+    fn respond(
+        &mut self,
+        request: &RespondRequest,
+        tools: &mut dyn ToolLoop,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Response, ProviderError> {
+        let prompt = prompt::respond(request);
+        let mut messages = vec![chat("system", &format!("{}{}", prompt.stable, prompt.dynamic))];
+        messages.extend(prompt::conversation(request).iter().map(chat_message));
+        let mut sink = TextSink::new(on_text);
+        let mut usage = Usage::default();
+        let mut rounds = 0;
+        while rounds < MAX_ROUNDS {
+            rounds += 1;
+            let offer_tools = !request.tools.is_empty() && tools.may_call();
+            if offer_tools && self.tool_choice == ToolChoiceMode::Forced {
+                let (action, decision_usage) = self.decide(&messages, &request.tools)?;
+                usage.add(decision_usage);
+                if let Some((name, arguments)) = action {
+                    let result = run_tool(tools, &name, Ok(arguments.clone()));
+                    // One plain note, not a made-up assistant turn: servers
+                    // without tool support render it, and small models
+                    // copy an assistant turn's wording into the reply.
+                    let note = format!(
+                        "(Note from the system, not the user: the tool `{name}` was called with {arguments} \
+                         and returned {result}. Use this in your reply.)"
+                    );
+                    messages.push(chat("user", &note));
+                    continue;
+                }
+            }
+            let offered = (offer_tools && self.tool_choice == ToolChoiceMode::Auto).then_some(request.tools.as_slice());
+            let round = match self.stream_round(&messages, offered, &mut sink) {
+                Ok(round) => round,
+                Err(CallError::Rejected { message, .. })
+                    if self.stream_usage && mentions(&message, "stream_options") =>
+                {
+                    self.stream_usage = false;
+                    rounds -= 1;
+                    continue;
+                }
+                Err(CallError::Rejected { .. }) if offered.is_some() => {
+                    self.tool_choice = ToolChoiceMode::Forced;
+                    rounds -= 1;
+                    continue;
+                }
+                Err(error) => return Err(error.into_provider_error()),
+            };
+            usage.add(round.usage);
+            if round.calls.is_empty() || offered.is_none() {
+                break;
+            }
+            messages.push(assistant_tool_calls(&round));
+            for call in round.calls.values() {
+                let arguments = parse_arguments(&call.arguments);
+                let result = run_tool(tools, &call.name, arguments);
+                messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": result}));
+            }
+        }
+        Ok(Response { text: sink.text, usage })
+    }
+}
+
+/// A rejected answer and why, for the repair call.
+struct Repair {
+    answer: String,
+    error: String,
+}
+
+/// An understand answer before validation.
+struct RawAnswer {
+    text: String,
+    /// `finish_reason: length`: the answer hit `max_tokens`.
+    truncated: bool,
+    usage: Usage,
+}
+
+impl RawAnswer {
+    fn validate(&self, request: &UnderstandRequest) -> Result<Understanding, String> {
+        let result = schema::extract_json(&self.text).and_then(|value| schema::validate(&value, request));
+        result.map_err(|error| {
+            if self.truncated { format!("{error}; the answer was cut off by the max_tokens limit") } else { error }
+        })
+    }
+}
+
+fn read_answer(mode: StructuredOutput, answer: &Value) -> RawAnswer {
+    let choice = answer.get("choices").and_then(|choices| choices.get(0));
+    let message = choice.and_then(|choice| choice.get("message"));
+    let content = message.and_then(|message| message.get("content")).and_then(Value::as_str);
+    let arguments = message
+        .and_then(|message| message.get("tool_calls"))
+        .and_then(|calls| calls.get(0))
+        .and_then(|call| call.pointer("/function/arguments"))
+        .map(|arguments| match arguments {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        });
+    let refusal = message.and_then(|message| message.get("refusal")).and_then(Value::as_str);
+    let text = match (mode, arguments, content, refusal) {
+        (StructuredOutput::Tool, Some(arguments), _, _) => arguments,
+        (_, _, Some(content), _) if !content.trim().is_empty() => content.to_string(),
+        (_, Some(arguments), _, _) => arguments,
+        (_, _, _, Some(refusal)) => format!("(refused: {refusal})"),
+        _ => String::new(),
+    };
+    let truncated = choice.and_then(|choice| choice.get("finish_reason")).and_then(Value::as_str) == Some("length");
+    RawAnswer { text, truncated, usage: read_usage(answer.get("usage")) }
+}
+
+/// One call's tokens from an OpenAI `usage` block (`calls` is 1).
+pub fn read_usage(usage: Option<&Value>) -> Usage {
+    let number = |pointer: &str| usage.and_then(|usage| usage.pointer(pointer)).and_then(Value::as_u64).unwrap_or(0);
+    Usage {
+        calls: 1,
+        prompt: number("/prompt_tokens"),
+        completion: number("/completion_tokens"),
+        cached: number("/prompt_tokens_details/cached_tokens"),
+    }
+}
+
+/// What one streamed round produced.
+#[derive(Default)]
+struct Round {
+    /// Tool calls by their stream `index`.
+    calls: BTreeMap<u64, PartialCall>,
+    finished: bool,
+    usage: Usage,
+}
+
+#[derive(Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Handles one SSE chunk of a chat completion stream; `Ok(true)` at `[DONE]`.
+fn read_chunk(event: &SseEvent, round: &mut Round, sink: &mut TextSink<'_>) -> Result<bool, ProviderError> {
+    let data = event.data.trim();
+    if data == "[DONE]" {
+        return Ok(true);
+    }
+    let chunk: Value = serde_json::from_str(data)
+        .map_err(|error| ProviderError::InvalidOutput(format!("a stream chunk is not JSON ({error})")))?;
+    if let Some(error) = chunk.get("error") {
+        return Err(stream_error(error));
+    }
+    if let Some(usage) = chunk.get("usage").filter(|usage| usage.is_object()) {
+        round.usage = read_usage(Some(usage));
+    }
+    let Some(choice) = chunk.get("choices").and_then(|choices| choices.get(0)) else {
+        return Ok(false);
+    };
+    if let Some(text) = choice.pointer("/delta/content").and_then(Value::as_str) {
+        sink.push(text);
+    }
+    if let Some(deltas) = choice.pointer("/delta/tool_calls").and_then(Value::as_array) {
+        for (position, delta) in deltas.iter().enumerate() {
+            let index = delta.get("index").and_then(Value::as_u64).unwrap_or(position as u64);
+            let call = round.calls.entry(index).or_default();
+            if let Some(id) = delta.get("id").and_then(Value::as_str) {
+                call.id = id.to_string();
+            }
+            if let Some(name) = delta.pointer("/function/name").and_then(Value::as_str) {
+                call.name.push_str(name);
+            }
+            match delta.pointer("/function/arguments") {
+                Some(Value::String(part)) => call.arguments.push_str(part),
+                Some(Value::Object(whole)) => call.arguments = Value::Object(whole.clone()).to_string(),
+                _ => {}
+            }
+        }
+    }
+    if choice.get("finish_reason").is_some_and(|reason| !reason.is_null()) {
+        round.finished = true;
+    }
+    Ok(false)
+}
+
+/// An error sent inside a stream (`data: {"error": {...}}`).
+fn stream_error(error: &Value) -> ProviderError {
+    let message = error.get("message").and_then(Value::as_str).unwrap_or("the server reported an error").to_string();
+    let kind = error.get("type").or_else(|| error.get("code")).and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "server_error" | "overloaded_error" | "api_error" => ProviderError::Overloaded(message),
+        "rate_limit_exceeded" | "rate_limit_error" => ProviderError::RateLimited(message),
+        _ => ProviderError::InvalidRequest(message),
+    }
+}
+
+fn assistant_tool_calls(round: &Round) -> Value {
+    let calls: Vec<Value> = round
+        .calls
+        .values()
+        .map(|call| {
+            json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
+        })
+        .collect();
+    json!({"role": "assistant", "content": Value::Null, "tool_calls": calls})
+}
+
+fn parse_arguments(arguments: &str) -> Result<Value, String> {
+    if arguments.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_str(arguments).map_err(|error| format!("the arguments are not valid JSON ({error})"))
+}
+
+/// Runs one tool call and gives its result as the text fed back to the
+/// model: the result object, or `{"error": …}`.
+pub(crate) fn run_tool(tools: &mut dyn ToolLoop, name: &str, arguments: Result<Value, String>) -> String {
+    let result = arguments.and_then(|arguments| tools.call_tool(name, arguments));
+    match result {
+        Ok(value) => value.to_string(),
+        Err(message) => json!({ "error": message }).to_string(),
+    }
+}
+
+/// The `next_action` parameters: one alternative per tool (its name and
+/// arguments) and one for replying.
+fn action_schema(tools: &[ToolSpec]) -> Value {
+    let mut choices = vec![json!({
+        "type": "object",
+        "properties": {"action": {"const": "reply"}},
+        "required": ["action"],
+        "additionalProperties": false,
+    })];
+    for tool in tools {
+        choices.push(json!({
+            "type": "object",
+            "properties": {"action": {"const": tool.name}, "arguments": tool.parameters},
+            "required": ["action", "arguments"],
+            "additionalProperties": false,
+        }));
+    }
+    json!({ "anyOf": choices })
+}
+
+fn function_tool(tool: &ToolSpec) -> Value {
+    let mut function = Map::new();
+    function.insert("name".into(), Value::String(tool.name.clone()));
+    if let Some(description) = &tool.description {
+        function.insert("description".into(), Value::String(description.clone()));
+    }
+    function.insert("parameters".into(), tool.parameters.clone());
+    json!({"type": "function", "function": function})
+}
+
+fn forced(name: &str) -> Value {
+    json!({"type": "function", "function": {"name": name}})
+}
+
+fn chat(role: &str, content: &str) -> Value {
+    json!({"role": role, "content": content})
+}
+
+fn chat_message(message: &Message) -> Value {
+    let role = match message.role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    };
+    chat(role, &message.text)
+}
+
+fn mentions(message: &str, word: &str) -> bool {
+    message.to_lowercase().contains(word)
+}
+
+/// The reply as it streams: every piece goes to the caller's `on_text` and
+/// into the full text. Rounds after the first are separated by a blank
+/// line, so "Let me check." and the answer after a tool call do not run
+/// together.
+pub(crate) struct TextSink<'a> {
+    pub(crate) text: String,
+    on_text: &'a mut dyn FnMut(&str),
+    round_has_text: bool,
+}
+
+impl<'a> TextSink<'a> {
+    pub(crate) fn new(on_text: &'a mut dyn FnMut(&str)) -> TextSink<'a> {
+        TextSink { text: String::new(), on_text, round_has_text: false }
+    }
+
+    pub(crate) fn start_round(&mut self) {
+        self.round_has_text = false;
+    }
+
+    pub(crate) fn push(&mut self, piece: &str) {
+        if piece.is_empty() {
+            return;
+        }
+        if !self.round_has_text && !self.text.is_empty() {
+            self.text.push_str("\n\n");
+            (self.on_text)("\n\n");
+        }
+        self.round_has_text = true;
+        self.text.push_str(piece);
+        (self.on_text)(piece);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

@@ -1,0 +1,514 @@
+//! Record and replay: conversation tests with real-model behaviour that run
+//! deterministically, offline.
+//!
+//! [`Recorder`] wraps any provider (`--record FILE`) and writes every call
+//! of the run to a JSON file: the request, its fingerprint, and the answer
+//! (the understanding, or the reply with the tool calls made on the way),
+//! or the error. The file is rewritten after each call (temp file and
+//! rename), so a run that dies keeps what it did; API keys are redacted.
+//!
+//! [`Replay`] (`--provider replay:FILE`) answers from such a file by
+//! fingerprint, the hash of the request's canonical JSON, and fails loudly
+//! with [`ProviderError::NotRecorded`] on a request it has not seen. A
+//! replayed reply runs its recorded tool calls through the runtime's
+//! [`ToolLoop`] again, so tools, their records and their directives behave
+//! as they did.
+
+use crate::llm::http::redact;
+use crate::llm::{Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+const FORMAT_VERSION: u32 = 1;
+
+/// A recorded run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Recording {
+    pub version: u32,
+    /// The provider that answered (`openai:gpt-4o-mini`).
+    pub provider: String,
+    pub calls: Vec<RecordedCall>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallKind {
+    Understand,
+    Respond,
+}
+
+impl CallKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            CallKind::Understand => "understand",
+            CallKind::Respond => "respond",
+        }
+    }
+}
+
+/// One call and its outcome.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedCall {
+    pub kind: CallKind,
+    pub fingerprint: String,
+    pub request: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub understanding: Option<Understanding>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<RecordedToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<Response>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RecordedError>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedToolCall {
+    pub name: String,
+    pub arguments: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A failed call: its class (`ProviderError::class`) and message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedError {
+    pub class: String,
+    pub message: String,
+}
+
+impl RecordedError {
+    fn from_error(error: &ProviderError) -> RecordedError {
+        let message = match error {
+            ProviderError::Auth(message)
+            | ProviderError::RateLimited(message)
+            | ProviderError::Overloaded(message)
+            | ProviderError::InvalidRequest(message)
+            | ProviderError::Timeout(message)
+            | ProviderError::Network(message)
+            | ProviderError::InvalidOutput(message)
+            | ProviderError::NotRecorded(message) => message.clone(),
+            ProviderError::Cancelled => String::new(),
+        };
+        RecordedError { class: error.class().to_string(), message }
+    }
+
+    fn to_error(&self) -> ProviderError {
+        let message = self.message.clone();
+        match self.class.as_str() {
+            "auth" => ProviderError::Auth(message),
+            "rate_limited" => ProviderError::RateLimited(message),
+            "overloaded" => ProviderError::Overloaded(message),
+            "invalid_request" => ProviderError::InvalidRequest(message),
+            "timeout" => ProviderError::Timeout(message),
+            "network" => ProviderError::Network(message),
+            "cancelled" => ProviderError::Cancelled,
+            "not_recorded" => ProviderError::NotRecorded(message),
+            _ => ProviderError::InvalidOutput(message),
+        }
+    }
+}
+
+/// The fingerprint of a request: 128-bit FNV-1a of its canonical JSON
+/// (object keys sorted at every level), prefixed by the call kind. FNV is
+/// stable across Rust versions and platforms, unlike `DefaultHasher`; this
+/// is an index, not a security boundary.
+pub fn fingerprint(kind: CallKind, request: &Value) -> String {
+    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+    let text = canonical(request).to_string();
+    let mut hash = OFFSET;
+    for byte in kind.as_str().bytes().chain([0u8]).chain(text.bytes()) {
+        hash ^= u128::from(byte);
+        hash = hash.wrapping_mul(PRIME);
+    }
+    format!("{}-{hash:032x}", kind.as_str())
+}
+
+fn canonical(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let sorted: Map<String, Value> =
+                keys.into_iter().filter_map(|key| map.get(key).map(|value| (key.clone(), canonical(value)))).collect();
+            Value::Object(sorted)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
+fn request_json<T: Serialize>(request: &T) -> Value {
+    serde_json::to_value(request).unwrap_or(Value::Null)
+}
+
+/// Records every call of the provider it wraps.
+pub struct Recorder {
+    inner: Box<dyn Provider>,
+    path: PathBuf,
+    recording: Recording,
+    secrets: Vec<String>,
+}
+
+impl Recorder {
+    /// Starts a recording at `path`, writing the (empty) file at once so a
+    /// path that cannot be written fails before the run, not after.
+    pub fn create(path: &Path, inner: Box<dyn Provider>, secrets: Vec<String>) -> Result<Recorder, ProviderError> {
+        let recording = Recording { version: FORMAT_VERSION, provider: inner.name(), calls: Vec::new() };
+        let recorder = Recorder { inner, path: path.to_path_buf(), recording, secrets };
+        recorder.save()?;
+        Ok(recorder)
+    }
+
+    fn push(&mut self, call: RecordedCall) -> Result<(), ProviderError> {
+        self.recording.calls.push(call);
+        self.save()
+    }
+
+    /// Writes the whole recording, keys redacted, through a temp file and a
+    /// rename. A failure is reported as an invalid request: the run cannot
+    /// keep the promise `--record` made.
+    fn save(&self) -> Result<(), ProviderError> {
+        let text = serde_json::to_string_pretty(&self.recording)
+            .map_err(|error| ProviderError::InvalidRequest(format!("cannot encode the recording: {error}")))?;
+        let text = redact(&text, &self.secrets);
+        let temp = self.path.with_extension("json.tmp");
+        let written = std::fs::write(&temp, format!("{text}\n")).and_then(|()| std::fs::rename(&temp, &self.path));
+        written.map_err(|error| {
+            ProviderError::InvalidRequest(format!("cannot write the recording {}: {error}", self.path.display()))
+        })
+    }
+}
+
+impl Provider for Recorder {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+
+    fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+        let result = self.inner.understand(request);
+        let request = request_json(request);
+        let call = RecordedCall {
+            kind: CallKind::Understand,
+            fingerprint: fingerprint(CallKind::Understand, &request),
+            request,
+            understanding: result.as_ref().ok().cloned(),
+            tool_calls: Vec::new(),
+            response: None,
+            error: result.as_ref().err().map(RecordedError::from_error),
+        };
+        self.push(call)?;
+        result
+    }
+
+    fn respond(
+        &mut self,
+        request: &RespondRequest,
+        tools: &mut dyn ToolLoop,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Response, ProviderError> {
+        let mut recording_tools = RecordingTools { inner: tools, calls: Vec::new() };
+        let result = self.inner.respond(request, &mut recording_tools, on_text);
+        let request = request_json(request);
+        let call = RecordedCall {
+            kind: CallKind::Respond,
+            fingerprint: fingerprint(CallKind::Respond, &request),
+            request,
+            understanding: None,
+            tool_calls: recording_tools.calls,
+            response: result.as_ref().ok().cloned(),
+            error: result.as_ref().err().map(RecordedError::from_error),
+        };
+        self.push(call)?;
+        result
+    }
+}
+
+/// Passes tool calls to the runtime and keeps a copy of each.
+struct RecordingTools<'a> {
+    inner: &'a mut dyn ToolLoop,
+    calls: Vec<RecordedToolCall>,
+}
+
+impl ToolLoop for RecordingTools<'_> {
+    fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, String> {
+        let result = self.inner.call_tool(name, arguments.clone());
+        self.calls.push(RecordedToolCall {
+            name: name.to_string(),
+            arguments,
+            result: result.as_ref().ok().cloned(),
+            error: result.as_ref().err().cloned(),
+        });
+        result
+    }
+
+    fn may_call(&self) -> bool {
+        self.inner.may_call()
+    }
+}
+
+/// Answers from a recording.
+pub struct Replay {
+    name: String,
+    /// Calls by fingerprint, in recorded order. The last answer of a
+    /// fingerprint is kept and reused once the others are consumed, so a
+    /// request repeated more often than recorded still gets an answer.
+    calls: HashMap<String, VecDeque<RecordedCall>>,
+}
+
+impl Replay {
+    pub fn load(path: &Path) -> Result<Replay, ProviderError> {
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            ProviderError::InvalidRequest(format!("cannot read the recording {}: {error}", path.display()))
+        })?;
+        let recording: Recording = serde_json::from_str(&text).map_err(|error| {
+            ProviderError::InvalidRequest(format!("{} is not a flowc recording: {error}", path.display()))
+        })?;
+        if recording.version != FORMAT_VERSION {
+            return Err(ProviderError::InvalidRequest(format!(
+                "{} is a version {} recording; this flowc reads version {FORMAT_VERSION}",
+                path.display(),
+                recording.version
+            )));
+        }
+        let file_name = path.file_name().map(|name| name.to_string_lossy().to_string()).unwrap_or_default();
+        Ok(Replay::from_recording(&file_name, recording))
+    }
+
+    pub fn from_recording(label: &str, recording: Recording) -> Replay {
+        let mut calls: HashMap<String, VecDeque<RecordedCall>> = HashMap::new();
+        for call in recording.calls {
+            calls.entry(call.fingerprint.clone()).or_default().push_back(call);
+        }
+        Replay { name: format!("replay:{label}"), calls }
+    }
+
+    fn next(&mut self, kind: CallKind, request: &Value, message: &str) -> Result<RecordedCall, ProviderError> {
+        let key = fingerprint(kind, request);
+        let queue = self.calls.get_mut(&key).filter(|queue| !queue.is_empty()).ok_or_else(|| {
+            ProviderError::NotRecorded(format!(
+                "{} call {key} for the message {} (record the run again with --record)",
+                kind.as_str(),
+                Value::String(message.to_string())
+            ))
+        })?;
+        let call = if queue.len() > 1 { queue.pop_front() } else { queue.front().cloned() };
+        call.ok_or(ProviderError::NotRecorded(key))
+    }
+}
+
+impl Provider for Replay {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+        let call = self.next(CallKind::Understand, &request_json(request), &request.message)?;
+        if let Some(error) = &call.error {
+            return Err(error.to_error());
+        }
+        Ok(call.understanding.unwrap_or_default())
+    }
+
+    fn respond(
+        &mut self,
+        request: &RespondRequest,
+        tools: &mut dyn ToolLoop,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Response, ProviderError> {
+        let call = self.next(CallKind::Respond, &request_json(request), &request.message)?;
+        for tool_call in &call.tool_calls {
+            if !tools.may_call() {
+                break;
+            }
+            // The tool's answer now may differ from the recorded one; the
+            // runtime records and validates it as usual.
+            let _ = tools.call_tool(&tool_call.name, tool_call.arguments.clone());
+        }
+        if let Some(error) = &call.error {
+            return Err(error.to_error());
+        }
+        let response = call.response.unwrap_or_default();
+        if !response.text.is_empty() {
+            on_text(&response.text);
+        }
+        Ok(response)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::llm::schema::tests::booking_request;
+    use crate::llm::{NoTools, Usage};
+    use serde_json::json;
+
+    /// A provider with canned answers that counts its calls.
+    struct Canned {
+        calls: usize,
+    }
+
+    impl Provider for Canned {
+        fn name(&self) -> String {
+            "canned".into()
+        }
+
+        fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+            self.calls += 1;
+            if request.message == "fail" {
+                return Err(ProviderError::RateLimited("HTTP 429 for key sk-abcdefgh12345".into()));
+            }
+            Ok(Understanding {
+                flow: Some("booking".into()),
+                usage: Usage { calls: 1, prompt: 10, completion: 5, cached: 2 },
+                ..Understanding::default()
+            })
+        }
+
+        fn respond(
+            &mut self,
+            _request: &RespondRequest,
+            tools: &mut dyn ToolLoop,
+            on_text: &mut dyn FnMut(&str),
+        ) -> Result<Response, ProviderError> {
+            self.calls += 1;
+            let result =
+                tools.call_tool("book_hotel", json!({"hotel": "Ritz"})).map_err(ProviderError::InvalidOutput)?;
+            let text = format!("Booked: {}", result["booking_id"].as_str().unwrap_or("?"));
+            on_text(&text);
+            Ok(Response { text, usage: Usage { calls: 2, prompt: 30, completion: 8, cached: 0 } })
+        }
+    }
+
+    struct Booking {
+        calls: Vec<Value>,
+    }
+
+    impl ToolLoop for Booking {
+        fn call_tool(&mut self, _name: &str, arguments: Value) -> Result<Value, String> {
+            self.calls.push(arguments);
+            Ok(json!({"booking_id": "B-1"}))
+        }
+
+        fn may_call(&self) -> bool {
+            true
+        }
+    }
+
+    fn temp_file(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("flowc-replay-{name}-{}.json", std::process::id()))
+    }
+
+    #[test]
+    fn fingerprints_ignore_key_order_only() {
+        let a = json!({"b": 1, "a": {"y": [1, 2], "x": null}});
+        let b = json!({"a": {"x": null, "y": [1, 2]}, "b": 1});
+        assert_eq!(fingerprint(CallKind::Understand, &a), fingerprint(CallKind::Understand, &b));
+        assert_ne!(fingerprint(CallKind::Understand, &a), fingerprint(CallKind::Respond, &a));
+        let c = json!({"a": {"x": null, "y": [2, 1]}, "b": 1});
+        assert_ne!(fingerprint(CallKind::Understand, &a), fingerprint(CallKind::Understand, &c));
+        assert_eq!(fingerprint(CallKind::Respond, &json!({})).len(), "respond-".len() + 32);
+    }
+
+    #[test]
+    fn record_then_replay() {
+        let path = temp_file("roundtrip");
+        let understand = booking_request();
+        let respond = RespondRequest { message: "book it".into(), ..RespondRequest::default() };
+        let mut failing = booking_request();
+        failing.message = "fail".into();
+
+        let mut recorder =
+            Recorder::create(&path, Box::new(Canned { calls: 0 }), vec!["sk-abcdefgh12345".into()]).unwrap();
+        let recorded = recorder.understand(&understand).unwrap();
+        let mut tools = Booking { calls: vec![] };
+        let mut streamed = String::new();
+        let reply = recorder.respond(&respond, &mut tools, &mut |piece| streamed.push_str(piece)).unwrap();
+        assert_eq!(reply.text, "Booked: B-1");
+        let recorded_error = recorder.understand(&failing).unwrap_err();
+
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("sk-abcdefgh12345"), "keys are redacted");
+        assert!(text.contains("[redacted]"));
+        let file: Recording = serde_json::from_str(&text).unwrap();
+        assert_eq!(file.provider, "canned");
+        assert_eq!(file.calls.len(), 3);
+        assert_eq!(file.calls[1].tool_calls[0].result, Some(json!({"booking_id": "B-1"})));
+
+        let mut replay = Replay::load(&path).unwrap();
+        assert_eq!(replay.name(), format!("replay:{}", path.file_name().unwrap().to_string_lossy()));
+        assert_eq!(replay.understand(&understand).unwrap(), recorded);
+        let mut tools = Booking { calls: vec![] };
+        let mut replayed = String::new();
+        let again = replay.respond(&respond, &mut tools, &mut |piece| replayed.push_str(piece)).unwrap();
+        assert_eq!(again, reply);
+        assert_eq!(replayed, "Booked: B-1");
+        assert_eq!(tools.calls, vec![json!({"hotel": "Ritz"})], "recorded tool calls run again");
+        let error = replay.understand(&failing).unwrap_err();
+        assert_eq!(error.class(), recorded_error.class());
+        assert!(!error.to_string().contains("sk-abcdefgh12345"));
+        // A request seen again gets the same answer.
+        assert_eq!(replay.understand(&understand).unwrap(), recorded);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn replay_fails_loudly_on_an_unseen_request() {
+        let mut replay = Replay::from_recording("empty.json", Recording::default());
+        let mut request = booking_request();
+        request.message = "something new".into();
+        let error = replay.understand(&request).unwrap_err();
+        assert_eq!(error.class(), "not_recorded");
+        let text = error.to_string();
+        assert!(
+            text.starts_with("replay has no recorded answer for this request: understand call understand-"),
+            "{text}"
+        );
+        assert!(text.contains("for the message \"something new\""), "{text}");
+        let error = replay.respond(&RespondRequest::default(), &mut NoTools, &mut |_| {}).unwrap_err();
+        assert_eq!(error.class(), "not_recorded");
+    }
+
+    #[test]
+    fn repeated_requests_replay_in_order() {
+        let request = json!({"message": "hi"});
+        let key = fingerprint(CallKind::Understand, &request);
+        let answer = |flow: &str| RecordedCall {
+            kind: CallKind::Understand,
+            fingerprint: key.clone(),
+            request: request.clone(),
+            understanding: Some(Understanding { flow: Some(flow.into()), ..Understanding::default() }),
+            tool_calls: vec![],
+            response: None,
+            error: None,
+        };
+        let recording = Recording { version: 1, provider: "x".into(), calls: vec![answer("a"), answer("b")] };
+        let mut replay = Replay::from_recording("r", recording);
+        let ask = UnderstandRequest { message: "hi".into(), ..UnderstandRequest::default() };
+        // The UnderstandRequest serializes to more than {"message"}: build the
+        // same JSON the replay will fingerprint.
+        let mut replay_calls = HashMap::new();
+        let real_key = fingerprint(CallKind::Understand, &request_json(&ask));
+        replay_calls.insert(real_key, replay.calls.remove(&key).unwrap());
+        replay.calls = replay_calls;
+        let flows: Vec<Option<String>> = (0..3).map(|_| replay.understand(&ask).unwrap().flow).collect();
+        assert_eq!(flows, vec![Some("a".into()), Some("b".into()), Some("b".into())]);
+    }
+
+    #[test]
+    fn unreadable_recordings_are_clear_errors() {
+        let path = temp_file("garbage");
+        std::fs::write(&path, "not json").unwrap();
+        let error = Replay::load(&path).err().unwrap().to_string();
+        assert!(error.contains("is not a flowc recording"), "{error}");
+        let _ = std::fs::remove_file(&path);
+        let error = Replay::load(Path::new("/nonexistent/run.json")).err().unwrap().to_string();
+        assert!(error.contains("cannot read the recording /nonexistent/run.json"), "{error}");
+    }
+}

@@ -1,0 +1,512 @@
+//! The JSON schema of an understand answer, generated from the request, and
+//! the validation of what a model returns against it.
+//!
+//! The answer mirrors [`Understanding`]: `flow` (an enum of the candidate
+//! flows' names and null), `fields` (one property per field to extract,
+//! its schema from [`FieldSpec::schema`] made nullable: null means "not
+//! given"), `conditions` and `signals` (one boolean per question id). A key
+//! appears only when the request asks for it, so the schema and the answer
+//! stay small.
+//!
+//! Model output is untrusted: [`validate`] checks the shape (unknown keys,
+//! unknown flow names, wrong JSON types) and says what is wrong in words fit
+//! for a repair prompt. Field values are checked against their full schema
+//! by the runtime; here only their JSON type is.
+//!
+//! [`FieldSpec::schema`]: crate::llm::FieldSpec::schema
+
+use crate::llm::{FieldSpec, UnderstandRequest, Understanding};
+use serde_json::{Map, Value, json};
+
+/// The schema of the answer to `request`. Every key is required and no
+/// other key is allowed, so a grammar-constrained server always writes the
+/// whole shape (a null says "not given").
+pub fn understanding_schema(request: &UnderstandRequest) -> Value {
+    let mut properties = Map::new();
+    if !request.flows.is_empty() {
+        // `anyOf` rather than `"type": ["string", "null"]` beside `enum`:
+        // llama.cpp's grammar converter reads a type list first and then
+        // ignores the enum, letting any string through.
+        let names: Vec<Value> = request.flows.iter().map(|flow| Value::String(flow.name.clone())).collect();
+        properties.insert("flow".into(), json!({ "anyOf": [{ "type": "string", "enum": names }, { "type": "null" }] }));
+    }
+    if !request.fields.is_empty() {
+        let fields = request.fields.iter().map(|field| (field.name.clone(), nullable(&field.schema)));
+        properties.insert("fields".into(), closed_object(fields.collect()));
+    }
+    for (key, questions) in [("conditions", &request.conditions), ("signals", &request.signals)] {
+        if !questions.is_empty() {
+            let booleans = questions.iter().map(|question| (question.id.clone(), json!({ "type": "boolean" })));
+            properties.insert(key.into(), closed_object(booleans.collect()));
+        }
+    }
+    closed_object(properties)
+}
+
+/// An object schema whose properties are all required and the only ones.
+fn closed_object(properties: Map<String, Value>) -> Value {
+    let required: Vec<Value> = properties.keys().cloned().map(Value::String).collect();
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+fn nullable(schema: &Value) -> Value {
+    let accepts_null = match schema.get("type") {
+        Some(Value::String(kind)) => kind == "null",
+        Some(Value::Array(kinds)) => kinds.iter().any(|kind| kind == "null"),
+        _ => false,
+    };
+    if accepts_null || schema.as_object().is_some_and(Map::is_empty) {
+        return schema.clone();
+    }
+    json!({ "anyOf": [schema, { "type": "null" }] })
+}
+
+/// The schema rewritten for OpenAI's strict structured outputs: every
+/// object lists all its properties as required and allows no others (a
+/// property that was optional becomes nullable), as strict mode demands.
+pub fn strict_schema(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => {
+            let mut strict: Map<String, Value> =
+                map.iter().map(|(key, value)| (key.clone(), strict_schema(value))).collect();
+            if let Some(Value::Object(properties)) = map.get("properties") {
+                let required: Vec<&str> = map
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map(|names| names.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let mut strict_properties = Map::new();
+                for (name, property) in properties {
+                    let property = strict_schema(property);
+                    let property = if required.contains(&name.as_str()) { property } else { nullable(&property) };
+                    strict_properties.insert(name.clone(), property);
+                }
+                let all: Vec<Value> = properties.keys().cloned().map(Value::String).collect();
+                strict.insert("properties".into(), Value::Object(strict_properties));
+                strict.insert("required".into(), Value::Array(all));
+                strict.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            Value::Object(strict)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(strict_schema).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A compact picture of the expected answer for prompts that carry no
+/// schema (`json_object` on servers that ignore the schema, `prompt` mode):
+/// `{"flow": "booking" | "support" | null, "fields": {"guests": integer | null}}`.
+pub fn answer_sketch(request: &UnderstandRequest) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if !request.flows.is_empty() {
+        let names: Vec<String> = request.flows.iter().map(|flow| format!("\"{}\"", flow.name)).collect();
+        parts.push(format!("\"flow\": {} | null", names.join(" | ")));
+    }
+    if !request.fields.is_empty() {
+        let fields: Vec<String> =
+            request.fields.iter().map(|field| format!("\"{}\": {} | null", field.name, value_sketch(field))).collect();
+        parts.push(format!("\"fields\": {{{}}}", fields.join(", ")));
+    }
+    for (key, questions) in [("conditions", &request.conditions), ("signals", &request.signals)] {
+        if !questions.is_empty() {
+            let answers: Vec<String> =
+                questions.iter().map(|question| format!("\"{}\": true | false", question.id)).collect();
+            parts.push(format!("\"{key}\": {{{}}}", answers.join(", ")));
+        }
+    }
+    format!("{{{}}}", parts.join(", "))
+}
+
+fn value_sketch(field: &FieldSpec) -> String {
+    // Type names, not sample values: a small model copies a sample value
+    // ("text") into its answer.
+    match field.kind.as_str() {
+        "enum" if !field.values.is_empty() => {
+            field.values.iter().map(|value| format!("\"{value}\"")).collect::<Vec<_>>().join(" | ")
+        }
+        "date" => "date string (YYYY-MM-DD)".into(),
+        "datetime" => "date-time string (ISO 8601)".into(),
+        "int" => "integer".into(),
+        "float" => "number".into(),
+        "bool" => "true | false".into(),
+        "list" => "list".into(),
+        "object" => "object".into(),
+        _ => "string".into(),
+    }
+}
+
+/// Reads a JSON object out of a model's text: bare, in a Markdown code
+/// fence, or between the first `{` and the last `}` of surrounding prose.
+pub fn extract_json(text: &str) -> Result<Value, String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err("the answer is empty".into());
+    }
+    let first_error = match serde_json::from_str::<Value>(trimmed) {
+        Ok(value) => return Ok(value),
+        Err(error) => error,
+    };
+    let candidates = [fenced(trimmed), braced(trimmed)];
+    for candidate in candidates.into_iter().flatten() {
+        if let Ok(value) = serde_json::from_str::<Value>(candidate) {
+            return Ok(value);
+        }
+    }
+    Err(format!("the answer is not valid JSON ({first_error})"))
+}
+
+fn fenced(text: &str) -> Option<&str> {
+    let start = text.find("```")?;
+    let after = text.get(start + 3..)?;
+    let body_start = after.find('\n')? + 1;
+    let body = after.get(body_start..)?;
+    let end = body.find("```")?;
+    body.get(..end)
+}
+
+fn braced(text: &str) -> Option<&str> {
+    let start = text.find('{')?;
+    let end = text.rfind('}')?;
+    if end < start {
+        return None;
+    }
+    text.get(start..=end)
+}
+
+/// Checks the shape of an answer and turns it into an [`Understanding`]
+/// (usage left empty). A missing key means "nothing to say" (null);
+/// everything present must be something that was asked, of the right type.
+pub fn validate(answer: &Value, request: &UnderstandRequest) -> Result<Understanding, String> {
+    let Value::Object(map) = answer else {
+        return Err(format!("the answer must be a JSON object, not {}", json_type(answer)));
+    };
+    let mut problems: Vec<String> = Vec::new();
+    let mut understanding = Understanding::default();
+    for (key, value) in map {
+        match key.as_str() {
+            "flow" if !request.flows.is_empty() => understanding.flow = read_flow(value, request, &mut problems),
+            "fields" if !request.fields.is_empty() => read_fields(value, request, &mut understanding, &mut problems),
+            "conditions" if !request.conditions.is_empty() => {
+                understanding.conditions = read_booleans(key, value, &request.conditions, &mut problems);
+            }
+            "signals" if !request.signals.is_empty() => {
+                understanding.signals = read_booleans(key, value, &request.signals, &mut problems);
+            }
+            _ => problems.push(format!("unknown key `{key}` (allowed: {})", allowed_keys(request))),
+        }
+    }
+    if problems.is_empty() { Ok(understanding) } else { Err(problems.join("; ")) }
+}
+
+fn allowed_keys(request: &UnderstandRequest) -> String {
+    let mut keys = Vec::new();
+    if !request.flows.is_empty() {
+        keys.push("`flow`");
+    }
+    if !request.fields.is_empty() {
+        keys.push("`fields`");
+    }
+    if !request.conditions.is_empty() {
+        keys.push("`conditions`");
+    }
+    if !request.signals.is_empty() {
+        keys.push("`signals`");
+    }
+    keys.join(", ")
+}
+
+fn read_flow(value: &Value, request: &UnderstandRequest, problems: &mut Vec<String>) -> Option<String> {
+    match value {
+        Value::Null => None,
+        Value::String(name) if request.flows.iter().any(|flow| &flow.name == name) => Some(name.clone()),
+        Value::String(name) => {
+            let names: Vec<String> = request.flows.iter().map(|flow| format!("`{}`", flow.name)).collect();
+            problems.push(format!("unknown flow `{name}` (choose one of {} or null)", names.join(", ")));
+            None
+        }
+        other => {
+            problems.push(format!("`flow` must be a flow name or null, not {}", json_type(other)));
+            None
+        }
+    }
+}
+
+fn read_fields(
+    value: &Value,
+    request: &UnderstandRequest,
+    understanding: &mut Understanding,
+    problems: &mut Vec<String>,
+) {
+    let map = match value {
+        Value::Object(map) => map,
+        Value::Null => return,
+        other => {
+            problems.push(format!("`fields` must be an object, not {}", json_type(other)));
+            return;
+        }
+    };
+    for (name, field_value) in map {
+        let Some(field) = request.fields.iter().find(|field| &field.name == name) else {
+            problems.push(format!("unknown field `{name}`"));
+            continue;
+        };
+        if field_value.is_null() {
+            continue;
+        }
+        match type_problem(field, field_value) {
+            Some(problem) => problems.push(problem),
+            None => {
+                understanding.fields.insert(name.clone(), field_value.clone());
+            }
+        }
+    }
+}
+
+/// Whether a value's JSON type fits the field's kind. Only the type: enum
+/// values, ranges and patterns are the runtime's to check.
+fn type_problem(field: &FieldSpec, value: &Value) -> Option<String> {
+    let (fits, expected) = match field.kind.as_str() {
+        "string" | "date" | "datetime" | "enum" => (value.is_string(), "a string"),
+        "int" => (value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|x| x.fract() == 0.0), "an integer"),
+        "float" => (value.is_number(), "a number"),
+        "bool" => (value.is_boolean(), "true or false"),
+        "list" => (value.is_array(), "a list"),
+        "object" => (value.is_object(), "an object"),
+        _ => (true, ""),
+    };
+    (!fits).then(|| format!("field `{}` must be {expected} or null, not {}", field.name, json_type(value)))
+}
+
+fn read_booleans(
+    key: &str,
+    value: &Value,
+    questions: &[crate::llm::Question],
+    problems: &mut Vec<String>,
+) -> std::collections::BTreeMap<String, bool> {
+    let mut answers = std::collections::BTreeMap::new();
+    let map = match value {
+        Value::Object(map) => map,
+        Value::Null => return answers,
+        other => {
+            problems.push(format!("`{key}` must be an object, not {}", json_type(other)));
+            return answers;
+        }
+    };
+    for (id, answer) in map {
+        if !questions.iter().any(|question| &question.id == id) {
+            problems.push(format!("unknown id `{id}` in `{key}`"));
+            continue;
+        }
+        match answer {
+            Value::Bool(yes) => {
+                answers.insert(id.clone(), *yes);
+            }
+            Value::Null => {}
+            other => problems.push(format!("`{key}.{id}` must be true or false, not {}", json_type(other))),
+        }
+    }
+    answers
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::llm::{FlowChoice, Question};
+
+    /// The booking program's confirm step, as the runtime would ask it.
+    pub(crate) fn booking_request() -> UnderstandRequest {
+        UnderstandRequest {
+            message: "Ritz Paris, the 3rd of June, for two".into(),
+            history: vec![crate::llm::Message { role: crate::llm::Role::Assistant, text: "Which hotel?".into() }],
+            active_flow: Some("booking".into()),
+            flows: vec![
+                FlowChoice {
+                    name: "booking".into(),
+                    title: Some("Book a hotel room".into()),
+                    when: vec!["the user wants to book a hotel room".into()],
+                    examples: vec!["Grand Hotel".into()],
+                },
+                FlowChoice {
+                    name: "support".into(),
+                    title: None,
+                    when: vec!["the user has a problem".into()],
+                    examples: vec![],
+                },
+            ],
+            fields: vec![
+                field("hotel", "string", json!({"type": "string"})),
+                field("date", "date", json!({"type": "string", "format": "date"})),
+                field("guests", "int", json!({"type": "integer", "minimum": 1, "maximum": 10})),
+            ],
+            conditions: vec![Question {
+                id: "booking.confirm#2".into(),
+                when: vec!["the user wants to change the date".into()],
+            }],
+            signals: vec![Question { id: "wants_human".into(), when: vec!["the user asks for a human agent".into()] }],
+            today: "2026-01-05".into(),
+        }
+    }
+
+    pub(crate) fn field(name: &str, kind: &str, schema: Value) -> FieldSpec {
+        FieldSpec {
+            name: name.into(),
+            kind: kind.into(),
+            schema,
+            description: None,
+            values: vec![],
+            examples: vec![],
+            pattern: None,
+            min: None,
+            max: None,
+            asked: false,
+        }
+    }
+
+    #[test]
+    fn schema_has_one_property_per_question() {
+        let schema = understanding_schema(&booking_request());
+        assert_eq!(
+            schema,
+            json!({
+                "type": "object",
+                "properties": {
+                    "flow": {"anyOf": [{"type": "string", "enum": ["booking", "support"]}, {"type": "null"}]},
+                    "fields": {
+                        "type": "object",
+                        "properties": {
+                            "hotel": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                            "date": {"anyOf": [{"type": "string", "format": "date"}, {"type": "null"}]},
+                            "guests": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 10}, {"type": "null"}]},
+                        },
+                        "required": ["hotel", "date", "guests"],
+                        "additionalProperties": false,
+                    },
+                    "conditions": {
+                        "type": "object",
+                        "properties": {"booking.confirm#2": {"type": "boolean"}},
+                        "required": ["booking.confirm#2"],
+                        "additionalProperties": false,
+                    },
+                    "signals": {
+                        "type": "object",
+                        "properties": {"wants_human": {"type": "boolean"}},
+                        "required": ["wants_human"],
+                        "additionalProperties": false,
+                    },
+                },
+                "required": ["flow", "fields", "conditions", "signals"],
+                "additionalProperties": false,
+            })
+        );
+    }
+
+    #[test]
+    fn schema_leaves_out_what_is_not_asked() {
+        let request = UnderstandRequest {
+            fields: vec![field("confirmed", "bool", json!({"type": "boolean"}))],
+            ..UnderstandRequest::default()
+        };
+        let schema = understanding_schema(&request);
+        assert_eq!(schema["required"], json!(["fields"]));
+        assert_eq!(answer_sketch(&request), r#"{"fields": {"confirmed": true | false | null}}"#);
+    }
+
+    #[test]
+    fn strict_schema_requires_every_property() {
+        let contact = json!({
+            "type": "array",
+            "items": {"type": "object", "properties": {"name": {"type": "string"}, "email": {"type": "string"}}, "required": ["name"]},
+        });
+        let strict = strict_schema(&contact);
+        assert_eq!(
+            strict["items"],
+            json!({
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "email": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+                "required": ["name", "email"],
+                "additionalProperties": false,
+            })
+        );
+    }
+
+    #[test]
+    fn sketch_shows_the_expected_answer() {
+        assert_eq!(
+            answer_sketch(&booking_request()),
+            r#"{"flow": "booking" | "support" | null, "fields": {"hotel": string | null, "date": date string (YYYY-MM-DD) | null, "guests": integer | null}, "conditions": {"booking.confirm#2": true | false}, "signals": {"wants_human": true | false}}"#
+        );
+    }
+
+    #[test]
+    fn valid_answer_is_read() {
+        let answer = json!({
+            "flow": "booking",
+            "fields": {"hotel": "Ritz Paris", "date": "2026-06-03", "guests": 2},
+            "conditions": {"booking.confirm#2": false},
+            "signals": {"wants_human": null},
+        });
+        let understanding = validate(&answer, &booking_request()).unwrap();
+        assert_eq!(understanding.flow.as_deref(), Some("booking"));
+        assert_eq!(understanding.fields.len(), 3);
+        assert_eq!(understanding.conditions.get("booking.confirm#2"), Some(&false));
+        assert!(understanding.signals.is_empty());
+    }
+
+    #[test]
+    fn nulls_and_missing_keys_mean_not_given() {
+        let answer = json!({"flow": null, "fields": {"hotel": null}});
+        let understanding = validate(&answer, &booking_request()).unwrap();
+        assert_eq!(understanding, Understanding::default());
+    }
+
+    #[test]
+    fn bad_shapes_are_explained() {
+        let check = |answer: Value, expected: &str| {
+            assert_eq!(validate(&answer, &booking_request()).unwrap_err(), expected);
+        };
+        check(json!([]), "the answer must be a JSON object, not a list");
+        check(json!({"flow": "billing"}), "unknown flow `billing` (choose one of `booking`, `support` or null)");
+        check(json!({"flow": 3}), "`flow` must be a flow name or null, not a number");
+        check(json!({"hotel": "Ritz"}), "unknown key `hotel` (allowed: `flow`, `fields`, `conditions`, `signals`)");
+        check(json!({"fields": {"room": "12"}}), "unknown field `room`");
+        check(json!({"fields": {"guests": "two"}}), "field `guests` must be an integer or null, not a string");
+        check(json!({"conditions": {"x": true}}), "unknown id `x` in `conditions`");
+        check(json!({"signals": {"wants_human": "yes"}}), "`signals.wants_human` must be true or false, not a string");
+        check(
+            json!({"flow": "x", "fields": []}),
+            "unknown flow `x` (choose one of `booking`, `support` or null); `fields` must be an object, not a list",
+        );
+        let only_fields = UnderstandRequest { fields: vec![field("a", "string", json!({}))], ..Default::default() };
+        assert_eq!(
+            validate(&json!({"flow": "booking"}), &only_fields).unwrap_err(),
+            "unknown key `flow` (allowed: `fields`)"
+        );
+    }
+
+    #[test]
+    fn json_is_found_in_prose_and_fences() {
+        assert_eq!(extract_json(" {\"a\": 1} ").unwrap(), json!({"a": 1}));
+        assert_eq!(extract_json("Sure!\n```json\n{\"a\": 1}\n```\nDone").unwrap(), json!({"a": 1}));
+        assert_eq!(extract_json("The answer is {\"a\": {\"b\": 2}}.").unwrap(), json!({"a": {"b": 2}}));
+        assert!(extract_json("{\"a\": ").unwrap_err().starts_with("the answer is not valid JSON (EOF"));
+        assert_eq!(extract_json("  ").unwrap_err(), "the answer is empty");
+        assert!(extract_json("} nothing {").is_err());
+    }
+}

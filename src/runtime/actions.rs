@@ -1,0 +1,396 @@
+//! Running actions (`set`, `call`, `emit`, `say`, `for_each`) and turning IR
+//! directives into [`Emission`]s. Conversations and workflows share this:
+//! a step's actions run against a scratch copy of the data, in order (each
+//! `set` visible to the next action), and the caller commits the copy when
+//! the step completes, so a step's writes land all together or not at all.
+
+use super::clock::Clock;
+use super::directive::{Emission, Move, Source};
+use super::session::Data;
+use super::tools::{ToolEnv, ToolError, ToolRegistry};
+use super::validate::validate;
+use crate::expr::eval::{Bindings, eval, is_true, render};
+use crate::expr::{Expr, Template};
+use crate::ir::{Action, ActionKind, ContextId, Directive, FieldId, Position, Program, ToolId};
+use serde_json::Value;
+
+/// Names resolved against a session's (or run's) data.
+pub struct Scope<'a> {
+    pub program: &'a Program,
+    pub data: &'a Data,
+    pub context: &'a Data,
+    pub locals: &'a [Value],
+    pub clock: &'a dyn Clock,
+}
+
+impl Bindings for Scope<'_> {
+    fn field(&self, field: FieldId) -> Value {
+        self.program
+            .field(field)
+            .and_then(|declared| self.data.get(&declared.name))
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
+    fn context(&self, key: ContextId) -> Value {
+        self.program
+            .context
+            .get(key.index())
+            .and_then(|declared| self.context.get(&declared.name))
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
+    fn local(&self, slot: u32) -> Value {
+        self.locals.get(slot as usize).cloned().unwrap_or(Value::Null)
+    }
+
+    fn env(&self, _name: &str) -> Option<String> {
+        // The type checker allows `env.NAME` only in http headers, which
+        // the http tool renders with its own bindings.
+        None
+    }
+
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.clock.now()
+    }
+}
+
+/// Why a step's actions failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ActionError {
+    #[error(transparent)]
+    Tool(#[from] ToolError),
+    #[error("cannot write `{field}`: {reason}")]
+    InvalidWrite { field: String, reason: String },
+}
+
+/// What running actions produced besides data writes.
+#[derive(Debug, Default)]
+pub struct ActionOutput {
+    pub says: Vec<String>,
+    pub emissions: Vec<Emission>,
+    pub warnings: Vec<String>,
+    /// Each tool call: name, duration, error.
+    pub tool_calls: Vec<(String, u64, Option<String>)>,
+    /// Tool results, in call order (a workflow step's output).
+    pub results: Vec<Value>,
+}
+
+/// Everything actions need to run.
+pub struct ActionRunner<'a> {
+    pub program: &'a Program,
+    pub tools: &'a ToolRegistry,
+    pub tool_env: &'a ToolEnv,
+}
+
+impl ActionRunner<'_> {
+    /// Runs `actions` against `data` (a scratch copy the caller commits).
+    /// `path` names the list for directive sources: `kind:path` with the
+    /// action's 1-based position for `do` lists, the hook path otherwise.
+    pub fn run(
+        &self,
+        actions: &[Action],
+        source: &ActionSource<'_>,
+        data: &mut Data,
+        context: &Data,
+        locals: &mut Vec<Value>,
+        out: &mut ActionOutput,
+    ) -> Result<(), ActionError> {
+        for (index, action) in actions.iter().enumerate() {
+            let emission_source = source.for_action(index);
+            match &action.kind {
+                ActionKind::Set(write) => {
+                    let value = self.eval(&write.value, data, context, locals, out);
+                    self.write(write.field, value, data)?;
+                }
+                ActionKind::Call(call) => {
+                    let tool = self.program.tool(call.tool);
+                    let Some(tool) = tool else {
+                        continue;
+                    };
+                    let mut args = serde_json::Map::new();
+                    for (param, expr) in tool.params.iter().zip(&call.args) {
+                        let value = self.eval(expr, data, context, locals, out);
+                        let value = validate(&value, &param.ty).map_err(|reason| {
+                            ActionError::Tool(ToolError::Failed {
+                                tool: tool.name.clone(),
+                                message: format!("argument `{}` is invalid: {reason}", param.name),
+                            })
+                        })?;
+                        args.insert(param.name.clone(), value);
+                    }
+                    let started = std::time::Instant::now();
+                    let result = self.tools.call(tool, &args, self.tool_env);
+                    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    let result = match result {
+                        Ok(result) => {
+                            out.tool_calls.push((tool.name.clone(), duration_ms, None));
+                            result
+                        }
+                        Err(error) => {
+                            out.tool_calls.push((tool.name.clone(), duration_ms, Some(error.to_string())));
+                            return Err(error.into());
+                        }
+                    };
+                    if let Some(directive) = result.get("directive") {
+                        let (emission, warnings) =
+                            emission_from_json(self.program, directive, Source::new("tool", &tool.name));
+                        out.warnings.extend(warnings);
+                        out.emissions.push(emission);
+                    }
+                    if let Some(field) = call.save {
+                        let saved = match tool.returns.as_deref() {
+                            Some([single]) => result.get(&single.name).cloned().unwrap_or(Value::Null),
+                            _ => strip_directive(&result),
+                        };
+                        self.write(field, saved, data)?;
+                    }
+                    out.results.push(result);
+                }
+                ActionKind::Emit(directive) => {
+                    let scope = Scope {
+                        program: self.program,
+                        data,
+                        context,
+                        locals,
+                        clock: self.tool_env.clock.as_ref(),
+                    };
+                    let emission = evaluate_directive(directive, emission_source, &scope, &mut out.warnings);
+                    out.emissions.push(emission);
+                }
+                ActionKind::Say { text } => {
+                    let rendered = self.render(text, data, context, locals, out);
+                    out.says.push(rendered);
+                }
+                ActionKind::ForEach(for_each) => {
+                    let items = self.eval(&for_each.items, data, context, locals, out);
+                    let Value::Array(items) = items else {
+                        continue;
+                    };
+                    let slot = for_each.slot as usize;
+                    for item in items {
+                        locals.truncate(slot);
+                        locals.resize(slot, Value::Null);
+                        locals.push(item);
+                        let keep = match &for_each.filter {
+                            Some(filter) => is_true(&self.eval(filter, data, context, locals, out)),
+                            None => true,
+                        };
+                        if keep {
+                            let nested = ActionSource {
+                                kind: source.kind,
+                                path: source.path,
+                                numbered: false,
+                            };
+                            self.run(&for_each.actions, &nested, data, context, locals, out)?;
+                        }
+                    }
+                    locals.truncate(slot);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn eval(&self, expr: &Expr, data: &Data, context: &Data, locals: &[Value], out: &mut ActionOutput) -> Value {
+        let scope = Scope {
+            program: self.program,
+            data,
+            context,
+            locals,
+            clock: self.tool_env.clock.as_ref(),
+        };
+        eval(expr, &scope, &mut out.warnings)
+    }
+
+    fn render(&self, template: &Template, data: &Data, context: &Data, locals: &[Value], out: &mut ActionOutput) -> String {
+        let scope = Scope {
+            program: self.program,
+            data,
+            context,
+            locals,
+            clock: self.tool_env.clock.as_ref(),
+        };
+        render(template, &scope, &mut out.warnings)
+    }
+
+    fn write(&self, field: FieldId, value: Value, data: &mut Data) -> Result<(), ActionError> {
+        let Some(declared) = self.program.field(field) else {
+            return Ok(());
+        };
+        let value = validate(&value, &declared.ty).map_err(|reason| ActionError::InvalidWrite {
+            field: declared.name.clone(),
+            reason,
+        })?;
+        if value.is_null() {
+            data.remove(&declared.name);
+        } else {
+            data.insert(declared.name.clone(), value);
+        }
+        Ok(())
+    }
+}
+
+/// How directives emitted by a list of actions are attributed.
+pub struct ActionSource<'a> {
+    /// `action` for a step's `do`, `hook` for hooks.
+    pub kind: &'a str,
+    /// `booking.book`, `booking.confirm.prepare`.
+    pub path: &'a str,
+    /// Whether sources carry the action's position (`action:booking.book#1`).
+    pub numbered: bool,
+}
+
+impl ActionSource<'_> {
+    fn for_action(&self, index: usize) -> Source {
+        if self.numbered {
+            Source::new(self.kind, format!("{}#{}", self.path, index + 1))
+        } else {
+            Source::new(self.kind, self.path)
+        }
+    }
+}
+
+fn strip_directive(result: &Value) -> Value {
+    match result {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(key, _)| key.as_str() != "directive")
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Evaluates an IR directive into an emission.
+pub fn evaluate_directive(directive: &Directive, source: Source, scope: &Scope<'_>, warnings: &mut Vec<String>) -> Emission {
+    let program = scope.program;
+    let field_name = |field: FieldId| program.field(field).map_or_else(String::new, |field| field.name.clone());
+    let position = directive.position.as_ref().map(|position| match position {
+        Position::Goto { flow, data } => Move::Goto {
+            flow: *flow,
+            data: data
+                .iter()
+                .map(|write| (field_name(write.field), eval(&write.value, scope, warnings)))
+                .collect(),
+        },
+        Position::GotoStep { flow, step } => Move::GotoStep { flow: *flow, step: *step },
+        Position::Complete { next } => Move::Complete { next: *next },
+        Position::Abort { reason } => Move::Abort {
+            reason: reason.as_ref().map(|reason| render(reason, scope, warnings)),
+        },
+        Position::Reset => Move::Reset,
+    });
+    Emission {
+        source,
+        position,
+        reply: directive.reply.as_ref().map(|reply| render(reply, scope, warnings)),
+        set: directive
+            .set
+            .iter()
+            .map(|write| (field_name(write.field), eval(&write.value, scope, warnings)))
+            .collect(),
+        set_context: directive
+            .set_context
+            .iter()
+            .map(|write| {
+                let name = program
+                    .context
+                    .get(write.key.index())
+                    .map_or_else(String::new, |key| key.name.clone());
+                (name, eval(&write.value, scope, warnings))
+            })
+            .collect(),
+        append_prompt: directive
+            .append_prompt
+            .iter()
+            .map(|text| render(text, scope, warnings))
+            .collect(),
+        inject_tools: directive.inject_tools.clone(),
+        halt: directive.halt,
+    }
+}
+
+/// A tool result's `directive` (JSON in the language's keys, values
+/// literal) as an emission. Names that resolve to nothing are dropped with
+/// a warning: tool output is untrusted.
+pub fn emission_from_json(program: &Program, json: &Value, source: Source) -> (Emission, Vec<String>) {
+    let mut emission = Emission::new(source.clone());
+    let mut warnings = Vec::new();
+    let Value::Object(object) = json else {
+        warnings.push(format!("{source}: a directive must be an object; ignored"));
+        return (emission, warnings);
+    };
+    let mut positions: Vec<Move> = Vec::new();
+    for (key, value) in object {
+        match (key.as_str(), value) {
+            ("goto", Value::String(flow)) => match program.flow_by_name(flow) {
+                Some(flow) => positions.push(Move::Goto { flow, data: Vec::new() }),
+                None => warnings.push(format!("{source}: goto names no flow `{flow}`")),
+            },
+            ("goto", Value::Object(goto)) => {
+                let flow = goto.get("flow").and_then(Value::as_str).and_then(|flow| program.flow_by_name(flow));
+                let data = goto
+                    .get("data")
+                    .and_then(Value::as_object)
+                    .map(|data| data.iter().map(|(name, value)| (name.clone(), value.clone())).collect())
+                    .unwrap_or_default();
+                match flow {
+                    Some(flow) => positions.push(Move::Goto { flow, data }),
+                    None => warnings.push(format!("{source}: goto names no flow")),
+                }
+            }
+            ("goto_step", Value::Object(goto)) => {
+                let flow = goto.get("flow").and_then(Value::as_str).and_then(|flow| program.flow_by_name(flow));
+                let step = flow.and_then(|flow| {
+                    let name = goto.get("step").and_then(Value::as_str)?;
+                    program.flow(flow)?.step_by_name(name)
+                });
+                match (flow, step) {
+                    (Some(flow), Some(step)) => positions.push(Move::GotoStep { flow, step }),
+                    _ => warnings.push(format!("{source}: goto_step names no step")),
+                }
+            }
+            ("complete", Value::Bool(true)) => positions.push(Move::Complete { next: None }),
+            ("complete", Value::Object(complete)) => {
+                let next = complete.get("next").and_then(Value::as_str).and_then(|flow| program.flow_by_name(flow));
+                positions.push(Move::Complete { next });
+            }
+            ("abort", Value::Bool(true)) => positions.push(Move::Abort { reason: None }),
+            ("abort", Value::String(reason)) => positions.push(Move::Abort {
+                reason: Some(reason.clone()),
+            }),
+            ("reset", Value::Bool(true)) => positions.push(Move::Reset),
+            ("reply", Value::String(reply)) => emission.reply = Some(reply.clone()),
+            ("set", Value::Object(writes)) => {
+                emission.set = writes.iter().map(|(name, value)| (name.clone(), value.clone())).collect();
+            }
+            ("set_context", Value::Object(writes)) => {
+                emission.set_context = writes.iter().map(|(name, value)| (name.clone(), value.clone())).collect();
+            }
+            ("append_prompt", Value::String(text)) => emission.append_prompt.push(text.clone()),
+            ("append_prompt", Value::Array(texts)) => {
+                emission
+                    .append_prompt
+                    .extend(texts.iter().filter_map(Value::as_str).map(str::to_string));
+            }
+            ("inject_tools", Value::Array(names)) => {
+                for name in names.iter().filter_map(Value::as_str) {
+                    match program.tools.iter().position(|tool| tool.name == name) {
+                        Some(index) => emission.inject_tools.push(ToolId::from_index(index)),
+                        None => warnings.push(format!("{source}: inject_tools names no tool `{name}`")),
+                    }
+                }
+            }
+            ("halt", Value::Bool(halt)) => emission.halt = *halt,
+            (other, _) => warnings.push(format!("{source}: ignored the directive key `{other}`")),
+        }
+    }
+    if positions.len() > 1 {
+        warnings.push(format!("{source}: a directive with several position fields; the strongest wins"));
+    }
+    emission.position = positions.into_iter().max_by_key(Move::precedence);
+    (emission, warnings)
+}

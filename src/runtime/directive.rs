@@ -1,0 +1,328 @@
+//! The directive bus: directives evaluated into [`Emission`]s (values, not
+//! expressions), tagged with their [`Source`], and merged per phase by the
+//! rules of LANGUAGE.md section 5:
+//!
+//! - position fields are winner-takes-all by precedence
+//!   `abort > complete > goto/goto_step > reset`, the last emission winning
+//!   inside a tier;
+//! - `reply`: the last wins; `set`/`set_context` shallow-merge in emission
+//!   order (validated later as one unit); `append_prompt` concatenates;
+//!   `inject_tools` concatenates and dedupes by name, the later one winning;
+//!   `halt` is a logical OR;
+//! - `reply` together with `abort` (from two sources): abort wins and the
+//!   reply is dropped with a trace warning.
+
+use crate::ir::{FlowId, StepId, ToolId};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Where a directive came from, rendered `kind:path` in traces and JSON
+/// (`pending`, `signal:wants_human`, `branch:booking.confirm#2`,
+/// `hook:booking.confirm.prepare`, `action:booking.book#1`, `tool:book_hotel`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Source(pub String);
+
+impl Source {
+    pub fn new(kind: &str, path: impl std::fmt::Display) -> Source {
+        Source(format!("{kind}:{path}"))
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+/// A position to move to, with evaluated data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Move {
+    Goto { flow: FlowId, data: Vec<(String, Value)> },
+    GotoStep { flow: FlowId, step: StepId },
+    Complete { next: Option<FlowId> },
+    Abort { reason: Option<String> },
+    Reset,
+}
+
+impl Move {
+    pub fn precedence(&self) -> u8 {
+        match self {
+            Move::Abort { .. } => 3,
+            Move::Complete { .. } => 2,
+            Move::Goto { .. } | Move::GotoStep { .. } => 1,
+            Move::Reset => 0,
+        }
+    }
+}
+
+/// One evaluated directive from one source.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Emission {
+    pub source: Source,
+    pub position: Option<Move>,
+    pub reply: Option<String>,
+    /// Field name and value, in emission order.
+    pub set: Vec<(String, Value)>,
+    pub set_context: Vec<(String, Value)>,
+    pub append_prompt: Vec<String>,
+    pub inject_tools: Vec<ToolId>,
+    pub halt: bool,
+}
+
+impl Emission {
+    pub fn new(source: Source) -> Emission {
+        Emission {
+            source,
+            position: None,
+            reply: None,
+            set: Vec::new(),
+            set_context: Vec::new(),
+            append_prompt: Vec::new(),
+            inject_tools: Vec::new(),
+            halt: false,
+        }
+    }
+
+    /// Whether it carries augmentation, which acts only before the model.
+    pub fn has_augmentation(&self) -> bool {
+        self.halt || !self.append_prompt.is_empty() || !self.inject_tools.is_empty()
+    }
+}
+
+/// The result of merging one phase's emissions.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Merged {
+    /// The winning position and the index of the emission it came from.
+    pub position: Option<(Move, usize)>,
+    pub reply: Option<(String, usize)>,
+    /// Shallow-merged: one value per field, the last emission winning.
+    pub set: Vec<(String, Value)>,
+    pub set_context: Vec<(String, Value)>,
+    pub append_prompt: Vec<String>,
+    pub inject_tools: Vec<ToolId>,
+    pub halt: bool,
+    /// Trace warnings (a reply dropped because abort won).
+    pub warnings: Vec<String>,
+}
+
+/// Merges one phase's emissions by the rules in the module doc.
+pub fn merge(emissions: &[Emission]) -> Merged {
+    let mut merged = Merged::default();
+    for (index, emission) in emissions.iter().enumerate() {
+        if let Some(position) = &emission.position {
+            let wins = match &merged.position {
+                None => true,
+                Some((current, _)) => position.precedence() >= current.precedence(),
+            };
+            if wins {
+                merged.position = Some((position.clone(), index));
+            }
+        }
+        if let Some(reply) = &emission.reply {
+            merged.reply = Some((reply.clone(), index));
+        }
+        shallow_merge(&mut merged.set, &emission.set);
+        shallow_merge(&mut merged.set_context, &emission.set_context);
+        merged.append_prompt.extend(emission.append_prompt.iter().cloned());
+        for tool in &emission.inject_tools {
+            merged.inject_tools.retain(|existing| existing != tool);
+            merged.inject_tools.push(*tool);
+        }
+        merged.halt |= emission.halt;
+    }
+    if let (Some((Move::Abort { .. }, abort_index)), Some((_, reply_index))) = (&merged.position, &merged.reply) {
+        let abort_source = emissions.get(*abort_index).map(|emission| emission.source.to_string());
+        let reply_source = emissions.get(*reply_index).map(|emission| emission.source.to_string());
+        merged.warnings.push(format!(
+            "the reply from {} was dropped: abort from {} wins",
+            reply_source.unwrap_or_default(),
+            abort_source.unwrap_or_default()
+        ));
+        merged.reply = None;
+    }
+    merged
+}
+
+fn shallow_merge(into: &mut Vec<(String, Value)>, writes: &[(String, Value)]) {
+    for (name, value) in writes {
+        match into.iter_mut().find(|(existing, _)| existing == name) {
+            Some(slot) => slot.1 = value.clone(),
+            None => into.push((name.clone(), value.clone())),
+        }
+    }
+}
+
+/// The directive as JSON in the language's own keys, for traces and `--json`.
+pub fn describe(emission: &Emission, program: &crate::ir::Program) -> Value {
+    let mut object = serde_json::Map::new();
+    let flow_name = |flow: FlowId| program.flow(flow).map_or_else(String::new, |flow| flow.name.clone());
+    match &emission.position {
+        Some(Move::Goto { flow, data }) if data.is_empty() => {
+            object.insert("goto".into(), flow_name(*flow).into());
+        }
+        Some(Move::Goto { flow, data }) => {
+            let data: serde_json::Map<String, Value> = data.iter().cloned().collect();
+            object.insert("goto".into(), serde_json::json!({ "flow": flow_name(*flow), "data": data }));
+        }
+        Some(Move::GotoStep { flow, step }) => {
+            let step_name = program
+                .flow(*flow)
+                .and_then(|found| found.step(*step))
+                .map_or_else(String::new, |step| step.name.clone());
+            object.insert("goto_step".into(), serde_json::json!({ "flow": flow_name(*flow), "step": step_name }));
+        }
+        Some(Move::Complete { next: None }) => {
+            object.insert("complete".into(), true.into());
+        }
+        Some(Move::Complete { next: Some(next) }) => {
+            object.insert("complete".into(), serde_json::json!({ "next": flow_name(*next) }));
+        }
+        Some(Move::Abort { reason }) => {
+            object.insert("abort".into(), reason.clone().map_or(Value::Bool(true), Value::String));
+        }
+        Some(Move::Reset) => {
+            object.insert("reset".into(), true.into());
+        }
+        None => {}
+    }
+    if let Some(reply) = &emission.reply {
+        object.insert("reply".into(), reply.clone().into());
+    }
+    if !emission.set.is_empty() {
+        object.insert("set".into(), Value::Object(emission.set.iter().cloned().collect()));
+    }
+    if !emission.set_context.is_empty() {
+        object.insert("set_context".into(), Value::Object(emission.set_context.iter().cloned().collect()));
+    }
+    if !emission.append_prompt.is_empty() {
+        object.insert("append_prompt".into(), emission.append_prompt.clone().into());
+    }
+    if !emission.inject_tools.is_empty() {
+        let names: Vec<Value> = emission
+            .inject_tools
+            .iter()
+            .filter_map(|tool| program.tool(*tool).map(|tool| Value::String(tool.name.clone())))
+            .collect();
+        object.insert("inject_tools".into(), Value::Array(names));
+    }
+    if emission.halt {
+        object.insert("halt".into(), true.into());
+    }
+    Value::Object(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn emission(source: &str) -> Emission {
+        Emission::new(Source(source.to_string()))
+    }
+
+    fn with_position(source: &str, position: Move) -> Emission {
+        Emission {
+            position: Some(position),
+            ..emission(source)
+        }
+    }
+
+    #[test]
+    fn precedence_decides_between_position_fields() {
+        let merged = merge(&[
+            with_position("a", Move::Complete { next: None }),
+            with_position("b", Move::Goto { flow: FlowId(1), data: vec![] }),
+            with_position("c", Move::Reset),
+        ]);
+        assert_eq!(merged.position, Some((Move::Complete { next: None }, 0)));
+    }
+
+    #[test]
+    fn last_emission_wins_inside_a_tier() {
+        let merged = merge(&[
+            with_position("a", Move::Goto { flow: FlowId(1), data: vec![] }),
+            with_position("b", Move::GotoStep { flow: FlowId(0), step: StepId(2) }),
+        ]);
+        assert_eq!(merged.position, Some((Move::GotoStep { flow: FlowId(0), step: StepId(2) }, 1)));
+    }
+
+    #[test]
+    fn writes_merge_shallowly_in_emission_order() {
+        let mut first = emission("a");
+        first.set = vec![("date".into(), "2026-12-04".into()), ("guests".into(), 2.into())];
+        let mut second = emission("b");
+        second.set = vec![("guests".into(), 3.into())];
+        let merged = merge(&[first, second]);
+        assert_eq!(merged.set, vec![("date".into(), "2026-12-04".into()), ("guests".into(), 3.into())]);
+    }
+
+    #[test]
+    fn halt_is_an_or_and_tools_dedupe_later_wins() {
+        let mut first = emission("a");
+        first.halt = true;
+        first.inject_tools = vec![ToolId(1), ToolId(2)];
+        let mut second = emission("b");
+        second.inject_tools = vec![ToolId(1)];
+        second.append_prompt = vec!["x".into()];
+        let merged = merge(&[first, second]);
+        assert!(merged.halt);
+        assert_eq!(merged.inject_tools, vec![ToolId(2), ToolId(1)]);
+        assert_eq!(merged.append_prompt, vec!["x".to_string()]);
+    }
+
+    #[test]
+    fn abort_drops_a_reply_from_another_source_with_a_warning() {
+        let mut reply = emission("hook:f.s.prepare");
+        reply.reply = Some("hello".into());
+        let merged = merge(&[reply, with_position("signal:stop", Move::Abort { reason: None })]);
+        assert_eq!(merged.reply, None);
+        assert_eq!(merged.warnings.len(), 1);
+        assert!(merged.warnings[0].contains("signal:stop"));
+    }
+
+    fn any_move() -> impl Strategy<Value = Option<Move>> {
+        prop_oneof![
+            Just(None),
+            Just(Some(Move::Reset)),
+            (0u32..3).prop_map(|flow| Some(Move::Goto { flow: FlowId(flow), data: vec![] })),
+            (0u32..3, 0u32..3).prop_map(|(flow, step)| Some(Move::GotoStep { flow: FlowId(flow), step: StepId(step) })),
+            Just(Some(Move::Complete { next: None })),
+            Just(Some(Move::Abort { reason: None })),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn abort_always_wins(moves in proptest::collection::vec(any_move(), 0..12)) {
+            let emissions: Vec<Emission> = moves
+                .iter()
+                .enumerate()
+                .map(|(index, position)| Emission { position: position.clone(), ..emission(&index.to_string()) })
+                .collect();
+            let merged = merge(&emissions);
+            let any_abort = moves.iter().any(|position| matches!(position, Some(Move::Abort { .. })));
+            prop_assert_eq!(any_abort, matches!(merged.position, Some((Move::Abort { .. }, _))));
+        }
+
+        #[test]
+        fn no_lower_precedence_position_survives_a_higher_one(moves in proptest::collection::vec(any_move(), 0..12)) {
+            let emissions: Vec<Emission> = moves
+                .iter()
+                .enumerate()
+                .map(|(index, position)| Emission { position: position.clone(), ..emission(&index.to_string()) })
+                .collect();
+            let merged = merge(&emissions);
+            let highest = moves.iter().flatten().map(Move::precedence).max();
+            prop_assert_eq!(merged.position.as_ref().map(|(position, _)| position.precedence()), highest);
+            if let Some((position, index)) = &merged.position {
+                // The winner is the last emission of the winning tier.
+                let last_of_tier = moves
+                    .iter()
+                    .rposition(|candidate| candidate.as_ref().map(Move::precedence) == Some(position.precedence()));
+                prop_assert_eq!(Some(*index), last_of_tier);
+            }
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! What happened in a turn, as data: the event stream that the REPL trace,
+//! `--json` and tests all read, and the [`TurnResult`] a turn answers with.
+
+use crate::llm::Usage;
+use serde::Serialize;
+use serde_json::Value;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    TurnStarted { turn: u32, message: String },
+    PendingApplied { source: String },
+    ModelCalled { purpose: Purpose, provider: String, usage: Usage },
+    Routed { flow: String, reason: &'static str },
+    Extracted { field: String, value: Value },
+    ExtractionRejected { field: String, value: Value, reason: String },
+    SignalMatched { signal: String, phase: &'static str },
+    FlowEntered { flow: String },
+    FlowCompleted { flow: String },
+    FlowLeft { flow: String, reason: String },
+    StepEntered { flow: String, step: String },
+    StepAsked { flow: String, step: String, ask: u32 },
+    StepSkipped { flow: String, step: String, reason: String },
+    StepExecuted { flow: String, step: String },
+    BranchTaken { flow: String, step: String, entry: usize, label: Option<String> },
+    ToolCalled { tool: String, ok: bool, duration_ms: u64, error: Option<String> },
+    DirectiveEmitted { source: String, directive: Value },
+    DirectiveApplied { source: String },
+    Warning { message: String },
+    TurnFinished { stopped_reason: StopReason },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Purpose {
+    Understand,
+    Respond,
+    PostSignals,
+}
+
+/// Why a turn ended (LANGUAGE.md section 9, step 7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    NeedsInput,
+    FlowComplete,
+    Halt,
+    Aborted,
+    AutoStepLimit,
+    ToolRoundLimit,
+    TokenLimit,
+    TimeLimit,
+    Waiting,
+    Error,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::NeedsInput => "needs_input",
+            StopReason::FlowComplete => "flow_complete",
+            StopReason::Halt => "halt",
+            StopReason::Aborted => "aborted",
+            StopReason::AutoStepLimit => "auto_step_limit",
+            StopReason::ToolRoundLimit => "tool_round_limit",
+            StopReason::TokenLimit => "token_limit",
+            StopReason::TimeLimit => "time_limit",
+            StopReason::Waiting => "waiting",
+            StopReason::Error => "error",
+        }
+    }
+}
+
+/// One directive of the turn's chain: who emitted it, what it said, and
+/// whether it took effect (a position that lost the merge did not).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DirectiveRecord {
+    pub source: String,
+    pub directive: Value,
+    pub applied: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Tokens {
+    pub prompt: u64,
+    pub completion: u64,
+    pub cached: u64,
+}
+
+impl From<Usage> for Tokens {
+    fn from(usage: Usage) -> Tokens {
+        Tokens {
+            prompt: usage.prompt,
+            completion: usage.completion,
+            cached: usage.cached,
+        }
+    }
+}
+
+/// What a turn answers with.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TurnResult {
+    pub turn: u32,
+    pub user: String,
+    pub reply: String,
+    pub flow: Option<String>,
+    pub step: Option<String>,
+    pub executed_steps: Vec<String>,
+    pub stopped_reason: StopReason,
+    pub data: serde_json::Map<String, Value>,
+    pub directives: Vec<DirectiveRecord>,
+    pub llm_calls: u32,
+    pub tokens: Tokens,
+    /// ISO time a `waiting` turn resumes at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resume_at: Option<String>,
+    pub events: Vec<Event>,
+}
+
+impl TurnResult {
+    /// The `--json` line: exactly the keys DESIGN.md documents, in order.
+    pub fn to_json_line(&self) -> Value {
+        serde_json::json!({
+            "turn": self.turn,
+            "user": self.user,
+            "reply": self.reply,
+            "flow": self.flow,
+            "step": self.step,
+            "executed_steps": self.executed_steps,
+            "stopped_reason": self.stopped_reason,
+            "data": self.data,
+            "directives": self.directives,
+            "llm_calls": self.llm_calls,
+            "tokens": self.tokens,
+        })
+    }
+
+    /// The dim one-line trace the REPL prints under each reply.
+    pub fn trace_line(&self) -> String {
+        let position = match (&self.flow, &self.step) {
+            (Some(flow), Some(step)) => format!("{flow}/{step}"),
+            (Some(flow), None) => flow.clone(),
+            _ => "no flow".to_string(),
+        };
+        let executed = if self.executed_steps.is_empty() {
+            "-".to_string()
+        } else {
+            self.executed_steps.join(", ")
+        };
+        format!(
+            "[{position} · ran {executed} · {} · {} model call{}]",
+            self.stopped_reason.as_str(),
+            self.llm_calls,
+            if self.llm_calls == 1 { "" } else { "s" }
+        )
+    }
+}

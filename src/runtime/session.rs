@@ -1,0 +1,67 @@
+//! A conversation's (or workflow run's) whole state, serializable so any
+//! store can keep it: position, data, context, history, the pending
+//! directive, signal records, step records and the version a store uses
+//! for compare-and-swap.
+
+use super::directive::Emission;
+use crate::ir::{FlowId, StepId};
+use crate::llm::{Message, Usage};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub type Data = BTreeMap<String, serde_json::Value>;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    pub id: String,
+    /// Hash of the program the session runs; a session is refused by a
+    /// different program (its ids would mean other things).
+    pub program_hash: String,
+    pub flow: Option<FlowId>,
+    /// The current step: the one that asked and waits for an answer, or
+    /// where an interrupted auto chain resumes.
+    pub step: Option<StepId>,
+    /// How many times the current step has asked.
+    pub asks: u32,
+    /// Set fields only; an absent field is unset (null).
+    pub data: Data,
+    pub context: Data,
+    pub history: Vec<Message>,
+    /// Armed by a post-phase signal; applied first thing next turn.
+    pub pending: Option<Emission>,
+    pub signals: BTreeMap<String, SignalRecord>,
+    pub turns: u32,
+    pub usage: Usage,
+    /// Incremented on every saved turn (stores compare-and-swap on it).
+    pub version: u64,
+}
+
+/// What a signal's `behavior` needs to remember.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignalRecord {
+    pub fired: u32,
+    /// RFC 3339.
+    pub last_fired_at: Option<String>,
+}
+
+impl Session {
+    pub fn new(id: impl Into<String>, program_hash: impl Into<String>) -> Session {
+        Session {
+            id: id.into(),
+            program_hash: program_hash.into(),
+            ..Session::default()
+        }
+    }
+}
+
+/// A stable hash of a program's IR, for [`Session::program_hash`].
+pub fn program_hash(program: &crate::ir::Program) -> String {
+    let json = crate::ir::to_json(program, false).to_string();
+    // FNV-1a: stable across Rust versions and platforms, unlike `DefaultHasher`.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in json.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}

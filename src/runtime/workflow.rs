@@ -1,0 +1,520 @@
+//! Workflow runs: a flow whose steps are all `auto`, run to its end with no
+//! user (LANGUAGE.md section 8). Each step leaves a record (status, start,
+//! duration, output, error); a failure leaves earlier steps completed and
+//! later ones skipped; `on_error` may continue or retry; a `wait` step ends
+//! the run as `waiting` with its resume time. The whole run state is
+//! serializable so a store can keep it and a later `flowc resume` can go on
+//! from the next step without re-running a completed one.
+
+use super::actions::{ActionOutput, ActionRunner, ActionSource, Scope, evaluate_directive};
+use super::directive::{Move, Source, merge};
+use super::session::Data;
+use super::tools::{ToolEnv, ToolRegistry};
+use super::validate::validate;
+use crate::expr::eval::{eval, is_true};
+use crate::ir::{FlowId, Next, OnError, Program, Step, StepId, Then};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A workflow cannot take more step executions than this in one run (a
+/// `next`/branch loop without a `wait` is a compile error; this is the
+/// last line of defence).
+const MAX_EXECUTIONS: usize = 100_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    Completed,
+    Failed,
+    Waiting,
+    Aborted,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Pending,
+    Running,
+    Completed,
+    Failed,
+    Skipped,
+    Waiting,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub id: String,
+    pub status: StepStatus,
+    pub started_at: Option<String>,
+    pub duration_ms: Option<u64>,
+    pub output: Value,
+    pub error: Option<String>,
+}
+
+/// A workflow run: everything needed to report it or to resume it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowRun {
+    pub run: String,
+    pub flow: FlowId,
+    pub status: RunStatus,
+    /// The step to run next (while running or waiting).
+    pub next_step: Option<StepId>,
+    /// The failed or waiting step.
+    pub stopped_at: Option<StepId>,
+    pub resume_at: Option<String>,
+    pub data: Data,
+    pub context: Data,
+    pub steps: Vec<StepRecord>,
+    pub warnings: Vec<String>,
+}
+
+/// Why a run could not start: a usage error (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("`{flow}` is not a workflow: its step `{step}` is not auto")]
+    NotAWorkflow { flow: String, step: String },
+    #[error("the workflow `{flow}` needs its inputs: {missing} (give them with --data)")]
+    MissingInputs { flow: String, missing: String },
+    #[error("invalid input `{field}`: {reason}")]
+    InvalidInput { field: String, reason: String },
+    #[error("unknown input `{field}`: the schema declares no such field")]
+    UnknownInput { field: String },
+}
+
+/// Progress of a run, for a terminal.
+#[derive(Clone, Debug)]
+pub struct StepProgress {
+    pub index: usize,
+    pub total: usize,
+    pub id: String,
+    pub status: StepStatus,
+}
+
+pub struct WorkflowRunner<'a> {
+    pub program: &'a Program,
+    pub tools: &'a ToolRegistry,
+    pub tool_env: &'a ToolEnv,
+    /// Sleeps between retries (tests pass one that returns at once).
+    pub sleep: &'a dyn Fn(std::time::Duration),
+    pub on_progress: &'a mut dyn FnMut(&StepProgress),
+}
+
+impl WorkflowRunner<'_> {
+    /// Validates the inputs and creates the run.
+    pub fn start(&self, flow_id: FlowId, inputs: &serde_json::Map<String, Value>, context: Data) -> Result<WorkflowRun, StartError> {
+        let flow_name = self.program.flow(flow_id).map_or_else(String::new, |flow| flow.name.clone());
+        let flow = self.program.flow(flow_id);
+        if let Some(step) = flow.and_then(|flow| flow.steps.iter().find(|step| !step.auto)) {
+            return Err(StartError::NotAWorkflow {
+                flow: flow_name,
+                step: step.name.clone(),
+            });
+        }
+        let mut data = Data::new();
+        for (name, value) in inputs {
+            let Some(field) = self.program.fields.iter().find(|field| field.name == *name) else {
+                return Err(StartError::UnknownInput { field: name.clone() });
+            };
+            let value = validate(value, &field.ty).map_err(|reason| StartError::InvalidInput {
+                field: name.clone(),
+                reason,
+            })?;
+            if !value.is_null() {
+                data.insert(name.clone(), value);
+            }
+        }
+        let missing: Vec<String> = flow
+            .map(|flow| {
+                flow.requires
+                    .iter()
+                    .filter_map(|field| self.program.field(*field))
+                    .filter(|field| !data.contains_key(&field.name))
+                    .map(|field| format!("`{}`", field.name))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !missing.is_empty() {
+            return Err(StartError::MissingInputs {
+                flow: flow_name,
+                missing: missing.join(", "),
+            });
+        }
+        let steps = flow
+            .map(|flow| {
+                flow.steps
+                    .iter()
+                    .map(|step| StepRecord {
+                        id: step.name.clone(),
+                        status: StepStatus::Pending,
+                        started_at: None,
+                        duration_ms: None,
+                        output: Value::Null,
+                        error: None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(WorkflowRun {
+            run: self.tool_env.ids.next_id(),
+            flow: flow_id,
+            status: RunStatus::Running,
+            next_step: flow.filter(|flow| !flow.steps.is_empty()).map(|_| StepId(0)),
+            stopped_at: None,
+            resume_at: None,
+            data,
+            context,
+            steps,
+            warnings: Vec::new(),
+        })
+    }
+
+    /// Runs from the run's next step until it completes, fails, waits or aborts.
+    pub fn run(&mut self, run: &mut WorkflowRun) {
+        let program = self.program;
+        let Some(flow) = program.flow(run.flow) else {
+            run.status = RunStatus::Failed;
+            return;
+        };
+        run.status = RunStatus::Running;
+        run.resume_at = None;
+        let total = flow.steps.len();
+        let mut executions = 0usize;
+        while let Some(step_id) = run.next_step {
+            executions += 1;
+            if executions > MAX_EXECUTIONS {
+                run.warnings.push("the workflow ran too many steps without finishing".to_string());
+                self.fail(run, step_id, "the workflow did not finish (a loop without a wait?)".to_string());
+                return;
+            }
+            let Some(step) = flow.step(step_id) else {
+                break;
+            };
+            let started = self.tool_env.clock.now();
+            if let Some(record) = run.steps.get_mut(step_id.index()) {
+                record.status = StepStatus::Running;
+                record.started_at = Some(started.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+                record.error = None;
+            }
+            let outcome = self.execute_with_policy(run, flow.name.as_str(), step);
+            let duration = self.tool_env.clock.now().signed_duration_since(started);
+            let duration_ms = u64::try_from(duration.num_milliseconds()).unwrap_or(0);
+            match outcome {
+                Ok(StepOutcome { output, position }) => {
+                    if let Some(record) = run.steps.get_mut(step_id.index()) {
+                        record.status = StepStatus::Completed;
+                        record.duration_ms = Some(duration_ms);
+                        record.output = output;
+                    }
+                    (self.on_progress)(&StepProgress {
+                        index: step_id.index() + 1,
+                        total,
+                        id: step.name.clone(),
+                        status: StepStatus::Completed,
+                    });
+                    let successor = match position {
+                        Some(position) => match self.apply_position(run, position) {
+                            Some(next) => next,
+                            None => return,
+                        },
+                        None => self.successor(run, flow.name.as_str(), step_id),
+                    };
+                    if let Some(wait_ms) = step.wait_ms {
+                        let resume = self.tool_env.clock.now()
+                            + chrono::Duration::milliseconds(i64::try_from(wait_ms).unwrap_or(i64::MAX));
+                        if let Some(record) = run.steps.get_mut(step_id.index()) {
+                            record.status = StepStatus::Waiting;
+                        }
+                        run.status = RunStatus::Waiting;
+                        run.stopped_at = Some(step_id);
+                        run.resume_at = Some(resume.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+                        run.next_step = successor;
+                        return;
+                    }
+                    run.next_step = successor;
+                }
+                Err(error) => {
+                    if let Some(record) = run.steps.get_mut(step_id.index()) {
+                        record.duration_ms = Some(duration_ms);
+                    }
+                    if step.on_error == OnError::Continue {
+                        if let Some(record) = run.steps.get_mut(step_id.index()) {
+                            record.status = StepStatus::Failed;
+                            record.error = Some(error.clone());
+                        }
+                        run.warnings.push(format!("step `{}` failed and the run continued: {error}", step.name));
+                        (self.on_progress)(&StepProgress {
+                            index: step_id.index() + 1,
+                            total,
+                            id: step.name.clone(),
+                            status: StepStatus::Failed,
+                        });
+                        run.next_step = self.successor(run, flow.name.as_str(), step_id);
+                        continue;
+                    }
+                    (self.on_progress)(&StepProgress {
+                        index: step_id.index() + 1,
+                        total,
+                        id: step.name.clone(),
+                        status: StepStatus::Failed,
+                    });
+                    self.fail(run, step_id, error);
+                    return;
+                }
+            }
+        }
+        run.status = RunStatus::Completed;
+        run.next_step = None;
+        for record in &mut run.steps {
+            if record.status == StepStatus::Pending {
+                record.status = StepStatus::Skipped;
+            }
+        }
+    }
+
+    fn fail(&self, run: &mut WorkflowRun, step_id: StepId, error: String) {
+        run.status = RunStatus::Failed;
+        run.stopped_at = Some(step_id);
+        run.next_step = None;
+        if let Some(record) = run.steps.get_mut(step_id.index()) {
+            record.status = StepStatus::Failed;
+            record.error = Some(error);
+        }
+        for record in run.steps.iter_mut().skip(step_id.index() + 1) {
+            if record.status == StepStatus::Pending {
+                record.status = StepStatus::Skipped;
+                record.error = Some("previous step failed".to_string());
+            }
+        }
+    }
+
+    /// Runs a step's actions under its `on_error` retry policy; the data is
+    /// written only when an attempt succeeds.
+    fn execute_with_policy(&self, run: &mut WorkflowRun, flow_name: &str, step: &Step) -> Result<StepOutcome, String> {
+        let attempts = match step.on_error {
+            OnError::Retry { times, .. } => times.saturating_add(1),
+            _ => 1,
+        };
+        let mut last_error = String::new();
+        for attempt in 0..attempts {
+            if attempt > 0
+                && let OnError::Retry { backoff_ms, .. } = step.on_error
+            {
+                // Exponential: backoff, 2×backoff, 4×backoff…
+                let factor = 1u64 << (attempt - 1).min(16);
+                (self.sleep)(std::time::Duration::from_millis(backoff_ms.saturating_mul(factor)));
+            }
+            match self.execute(run, flow_name, step) {
+                Ok(outcome) => return Ok(outcome),
+                Err(error) => last_error = error,
+            }
+        }
+        if attempts > 1 {
+            last_error = format!("{last_error} (after {attempts} attempts)");
+        }
+        Err(last_error)
+    }
+
+    fn execute(&self, run: &mut WorkflowRun, flow_name: &str, step: &Step) -> Result<StepOutcome, String> {
+        let runner = ActionRunner {
+            program: self.program,
+            tools: self.tools,
+            tool_env: self.tool_env,
+        };
+        let path = format!("{flow_name}.{}", step.name);
+        let mut data = run.data.clone();
+        let mut out = ActionOutput::default();
+        let source = ActionSource {
+            kind: "action",
+            path: &path,
+            numbered: true,
+        };
+        runner
+            .run(&step.actions, &source, &mut data, &run.context, &mut Vec::new(), &mut out)
+            .map_err(|error| error.to_string())?;
+        run.warnings.append(&mut out.warnings);
+        let merged = merge(&out.emissions);
+        for (name, value) in &merged.set {
+            let field = self.program.fields.iter().find(|field| field.name == *name);
+            let Some(field) = field else {
+                return Err(format!("a directive sets `{name}`, which is not a field"));
+            };
+            let value = validate(value, &field.ty).map_err(|reason| format!("cannot write `{name}`: {reason}"))?;
+            if value.is_null() {
+                data.remove(name);
+            } else {
+                data.insert(name.clone(), value);
+            }
+        }
+        let written: serde_json::Map<String, Value> = data
+            .iter()
+            .filter(|(name, value)| run.data.get(*name) != Some(*value))
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect();
+        let output = if !written.is_empty() {
+            Value::Object(written)
+        } else {
+            match out.results.len() {
+                0 => Value::Null,
+                1 => out.results.pop().unwrap_or(Value::Null),
+                _ => Value::Array(out.results),
+            }
+        };
+        run.data = data;
+        Ok(StepOutcome {
+            output,
+            position: merged.position.map(|(position, _)| position),
+        })
+    }
+
+    /// The next step: branches (a `when` cannot be asked without a user or
+    /// model and counts as not holding), else `next`, else the next step in
+    /// order that is not skipped.
+    fn successor(&self, run: &mut WorkflowRun, flow_name: &str, step_id: StepId) -> Option<StepId> {
+        let flow = self.program.flow(run.flow)?;
+        let step = flow.step(step_id)?;
+        for (index, entry) in step.branches.iter().enumerate() {
+            if !self.holds(run, &entry.guard) {
+                continue;
+            }
+            if !entry.when.is_empty() {
+                run.warnings.push(format!(
+                    "branch {flow_name}.{}#{} has a `when`, which a workflow cannot ask; it does not match",
+                    step.name,
+                    index + 1
+                ));
+                continue;
+            }
+            return match &entry.then {
+                Then::Step(target) => Some(*target),
+                Then::Directive(directive) => {
+                    let scope = Scope {
+                        program: self.program,
+                        data: &run.data,
+                        context: &run.context,
+                        locals: &[],
+                        clock: self.tool_env.clock.as_ref(),
+                    };
+                    let mut warnings = Vec::new();
+                    let emission = evaluate_directive(
+                        directive,
+                        Source::new("branch", format!("{flow_name}.{}#{}", step.name, index + 1)),
+                        &scope,
+                        &mut warnings,
+                    );
+                    run.warnings.extend(warnings);
+                    for (name, value) in &emission.set {
+                        run.data.insert(name.clone(), value.clone());
+                    }
+                    match emission.position {
+                        Some(position) => self.apply_position(run, position).flatten(),
+                        None => self.linear_successor(run, step_id),
+                    }
+                }
+            };
+        }
+        match step.next {
+            Some(Next::Step(target)) => Some(target),
+            Some(Next::End) => None,
+            None => self.linear_successor(run, step_id),
+        }
+    }
+
+    fn linear_successor(&self, run: &mut WorkflowRun, step_id: StepId) -> Option<StepId> {
+        let flow = self.program.flow(run.flow)?;
+        for (index, candidate) in flow.steps.iter().enumerate().skip(step_id.index() + 1) {
+            let skipped = candidate.skip_if.as_ref().is_some_and(|skip_if| self.holds(run, std::slice::from_ref(skip_if)))
+                || !self.holds(run, &candidate.guard)
+                || !candidate.when.is_empty();
+            if skipped {
+                if let Some(record) = run.steps.get_mut(index) {
+                    record.status = StepStatus::Skipped;
+                }
+                continue;
+            }
+            return Some(StepId::from_index(index));
+        }
+        None
+    }
+
+    /// A position from a step's directives; `None` when the run ended.
+    fn apply_position(&self, run: &mut WorkflowRun, position: Move) -> Option<Option<StepId>> {
+        match position {
+            Move::GotoStep { flow, step } if flow == run.flow => Some(Some(step)),
+            Move::Reset => Some(Some(StepId(0))),
+            Move::Complete { .. } => Some(None),
+            Move::Abort { reason } => {
+                run.status = RunStatus::Aborted;
+                run.next_step = None;
+                if let Some(reason) = reason {
+                    run.warnings.push(format!("aborted: {reason}"));
+                }
+                None
+            }
+            Move::Goto { .. } | Move::GotoStep { .. } => {
+                run.warnings
+                    .push("a workflow cannot move to another flow; the directive was ignored".to_string());
+                Some(None)
+            }
+        }
+    }
+
+    fn holds(&self, run: &mut WorkflowRun, conditions: &[crate::expr::Expr]) -> bool {
+        let scope = Scope {
+            program: self.program,
+            data: &run.data,
+            context: &run.context,
+            locals: &[],
+            clock: self.tool_env.clock.as_ref(),
+        };
+        let mut warnings = Vec::new();
+        let holds = conditions
+            .iter()
+            .all(|condition| is_true(&eval(condition, &scope, &mut warnings)));
+        run.warnings.extend(warnings);
+        holds
+    }
+}
+
+struct StepOutcome {
+    output: Value,
+    position: Option<Move>,
+}
+
+impl WorkflowRun {
+    /// The run in the JSON shape of DESIGN.md.
+    pub fn to_json(&self, program: &Program) -> Value {
+        let flow = program.flow(self.flow);
+        let stopped_step = self
+            .stopped_at
+            .and_then(|step| flow.and_then(|flow| flow.step(step)))
+            .map(|step| step.name.clone());
+        let stopped_reason = match self.status {
+            RunStatus::Completed => "flow_complete",
+            RunStatus::Failed => "error",
+            RunStatus::Waiting => "waiting",
+            RunStatus::Aborted => "aborted",
+            RunStatus::Running => "needs_input",
+        };
+        serde_json::json!({
+            "run": self.run,
+            "status": self.status,
+            "flow": flow.map(|flow| flow.name.clone()),
+            "step": stopped_step,
+            "stopped_reason": stopped_reason,
+            "resume_at": self.resume_at,
+            "data": super::engine::ordered_data(program, &self.data),
+            "steps": self.steps,
+            "llm_calls": 0,
+            "tokens": { "prompt": 0, "completion": 0, "cached": 0 },
+        })
+    }
+
+    /// "failed at step 3 (send_email): <error>".
+    pub fn failure_summary(&self) -> Option<String> {
+        let step = self.stopped_at?;
+        let record = self.steps.get(step.index())?;
+        let error = record.error.as_deref()?;
+        (self.status == RunStatus::Failed).then(|| format!("failed at step {} ({}): {error}", step.index() + 1, record.id))
+    }
+}

@@ -1,0 +1,6 @@
+//! Integration tests: the real `flowc` binary and the library end to end,
+//! as one test binary of modules.
+
+mod compile;
+mod generated;
+mod support;

@@ -1,0 +1,78 @@
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every example program under flows/, sorted.
+pub fn examples() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("flows"))
+        .expect("flows/ exists")
+        .map(|entry| entry.expect("readable entry").path())
+        .filter(|path| matches!(path.extension().and_then(|ext| ext.to_str()), Some("flow" | "yaml" | "yml")))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Runs the real binary from the repository root with a frozen clock and
+/// seeded ids, so outputs are stable.
+pub fn flowc(args: &[&str]) -> Output {
+    flowc_in(root(), args, None)
+}
+
+pub fn flowc_in(dir: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_flowc"));
+    command
+        .args(args)
+        .current_dir(dir)
+        .env("FLOWC_NOW", "2026-01-05T10:00:00Z")
+        .env("FLOWC_SEED", "7")
+        .env("NO_COLOR", "1")
+        .env_remove("FLOWC_PROVIDER")
+        .env_remove("FLOWC_MODEL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("flowc starts");
+    if let Some(mut child_stdin) = child.stdin.take() {
+        if let Some(text) = stdin {
+            child_stdin.write_all(text.as_bytes()).expect("stdin is writable");
+        }
+    }
+    child.wait_with_output().expect("flowc finishes")
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A fresh temporary directory for one test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("flowc-it-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// Snapshots go to the top-level snapshots/ directory.
+#[macro_export]
+macro_rules! snapshot {
+    ($name:expr, $value:expr) => {
+        insta::with_settings!({
+            snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
+            prepend_module_to_snapshot => false,
+            omit_expression => true,
+        }, {
+            insta::assert_snapshot!($name, $value);
+        });
+    };
+}
