@@ -172,7 +172,10 @@ fn write_yaml_flow(out: &mut String, flow: usize, steps: usize) {
                 let _ = writeln!(out, "        auto: true");
                 let _ = writeln!(out, "        do:");
                 let _ = writeln!(out, "          - set: {{ total: total + {step} }}");
-                let _ = writeln!(out, "          - call: {{ tool: lookup, args: {{ name: name, count: count + 1 }}, save: result }}");
+                let _ = writeln!(
+                    out,
+                    "          - call: {{ tool: lookup, args: {{ name: name, count: count + 1 }}, save: result }}"
+                );
                 let _ = writeln!(out, "        say: \"Looked up {{{{name}}}}: {{{{result}}}} ({{{{total}}}})\"");
             }
             3 => {

@@ -390,10 +390,14 @@ fn summarize_step(step: &crate::ir::Step, dead_entries: &[bool]) -> StepSummary 
             interrupting.push(interrupts);
             continue;
         }
-        let reader = if interrupts { &mut early } else { &mut walker };
+        // An entry's `if` is a filter: on an interrupt, a field the step
+        // has not collected yet is null and the `if` is simply false, so it
+        // is read as after the step ran. What the entry then does (its
+        // directive, its edge) sees the interrupted state.
         for guard in &branch.guard {
-            reader.expr(guard);
+            walker.expr(guard);
         }
+        let reader = if interrupts { &mut early } else { &mut walker };
         let mut edge = Vec::new();
         let mut edge_kills = Vec::new();
         for guard in &branch.guard {
