@@ -103,21 +103,21 @@ pub(crate) fn analysis(program: &Program) -> Analysis {
         let flow_id = FlowId::from_index(index);
         let mut graph = flowgraph::build(flow_id, flow);
         let mut dead = Vec::new();
+        let mut exhaustive = Vec::new();
         for (step_index, step) in flow.steps.iter().enumerate() {
             let step_id = StepId::from_index(step_index);
-            for (entry, reason) in syntactic_dead_entries(&step.branches) {
+            let (entries, always_matches) = syntactic_dead_entries(&step.branches);
+            for (entry, reason) in entries {
                 dead.push(DeadBranch { flow: flow_id, step: step_id, entry, reason });
             }
-        }
-        apply_dead(&mut graph, flow, &dead);
-        let entry_fields = analysis.entered_with.get(index).map(Vec::as_slice).unwrap_or_default();
-        let (covered, exhaustive) = covered_entries(program, flow_id, flow, entry_fields, &graph);
-        apply_dead(&mut graph, flow, &covered);
-        for step in exhaustive {
-            if let Some(flag) = graph.fallthrough_dead.get_mut(step.index()) {
-                *flag = true;
+            if always_matches {
+                exhaustive.push(step_id);
             }
         }
+        apply_dead(&mut graph, &dead, &exhaustive);
+        let entry_fields = analysis.entered_with.get(index).map(Vec::as_slice).unwrap_or_default();
+        let (covered, exhaustive) = covered_entries(program, flow_id, flow, entry_fields, &graph);
+        apply_dead(&mut graph, &covered, &exhaustive);
         dead.extend(covered);
 
         let roots = jump_targets.get(index).map(Vec::as_slice).unwrap_or_default();
@@ -171,7 +171,9 @@ fn goto_step_targets(program: &Program) -> Vec<Vec<StepId>> {
     targets
 }
 
-fn apply_dead(graph: &mut FlowGraph, flow: &Flow, dead: &[DeadBranch]) {
+/// Switches off dead entries, and the fallthrough of steps whose table
+/// always matches.
+fn apply_dead(graph: &mut FlowGraph, dead: &[DeadBranch], exhaustive: &[StepId]) {
     for branch in dead {
         if let Some(flag) =
             graph.dead_branches.get_mut(branch.step.index()).and_then(|entries| entries.get_mut(branch.entry))
@@ -179,13 +181,8 @@ fn apply_dead(graph: &mut FlowGraph, flow: &Flow, dead: &[DeadBranch]) {
             *flag = true;
         }
     }
-    // A live entry with no condition always matches: nothing falls through.
-    for (index, step) in flow.steps.iter().enumerate() {
-        let always = step.branches.iter().enumerate().any(|(entry, branch)| {
-            let live = !graph.dead_branches.get(index).and_then(|entries| entries.get(entry)).copied().unwrap_or(false);
-            live && matches!(conditions_of(branch), Conditions::Known(ref keys) if keys.is_empty())
-        });
-        if always && let Some(flag) = graph.fallthrough_dead.get_mut(index) {
+    for step in exhaustive {
+        if let Some(flag) = graph.fallthrough_dead.get_mut(step.index()) {
             *flag = true;
         }
     }
@@ -226,11 +223,12 @@ fn conditions_of(branch: &Branch) -> Conditions {
     Conditions::Known(keys)
 }
 
-/// Entries found dead from their conditions alone. Linear in the number of
-/// entries: repeats are found by hashing the whole condition set and each
-/// single condition (an earlier one-condition entry covers every later
-/// entry that includes it).
-fn syntactic_dead_entries(branches: &[Branch]) -> Vec<(usize, DeadReason)> {
+/// Entries found dead from their conditions alone, and whether an entry
+/// without a condition makes the table always match (nothing falls
+/// through). Linear in the number of entries: repeats are found by hashing
+/// the whole condition set and each single condition (an earlier
+/// one-condition entry covers every later entry that includes it).
+fn syntactic_dead_entries(branches: &[Branch]) -> (Vec<(usize, DeadReason)>, bool) {
     let mut dead = Vec::new();
     let mut unconditional: Option<usize> = None;
     let mut whole: HashMap<Vec<String>, usize> = HashMap::new();
@@ -263,7 +261,7 @@ fn syntactic_dead_entries(branches: &[Branch]) -> Vec<(usize, DeadReason)> {
         }
         whole.entry(keys).or_insert(index);
     }
-    dead
+    (dead, unconditional.is_some())
 }
 
 /// A point where earlier code-only entries cover a field's every value.
