@@ -5,8 +5,9 @@
 //! `save`, an emitted directive's `set`) or a step on the path lists it in
 //! `requires`; flow-level `requires` count only for workflows, whose inputs
 //! they are. A flow that only `goto`s enter starts with the fields all of
-//! them write (`goto: { flow: F, data: {...} }`). A condition that proves a field set counts too: `x is set and
-//! x > 1`, a step whose `if` is `x is set`, a branch entry's `if` on the
+//! them write (`goto: { flow: F, data: {...} }`). A condition that proves
+//! a field set counts too: `x is set and x > 1`, a step whose `if` is
+//! `x is set` (when that `if` was tested), a branch entry's `if` on the
 //! edge it guards. Testing a field (`x is set`, `x == null`) is not a read.
 //!
 //! Within a step, what runs first is read first: `skip_if` and `if` (when
@@ -14,8 +15,10 @@
 //! tested); then `on_enter`, `prepare`, the prompt, `on_no_answer` and
 //! `finalize`, before the step's own `collect` is counted; then `do`, `say`
 //! and the branches. A branch entry with a `when` may be taken while the
-//! step still waits for its fields (docs/runtime.md): on its edge, and in
-//! its `if` and directive, the step's `collect` and `do` do not count.
+//! step still waits for its fields (docs/runtime.md): on its edge and in
+//! its directive the step's `collect` and `do` do not count. (Its own `if`
+//! is a filter, read as after the step ran: on such an interrupt a field
+//! not collected yet is null and the `if` is just false.)
 //! Each step is summarised once ([`summarize`]) into the fields it sets and
 //! its reads that nothing earlier in the step covers, so the dataflow over
 //! the flow's graph only moves bitsets. Fields are processed 64 at a time

@@ -6,9 +6,10 @@
 //! (a non-auto step with such fields: an input step) or at a `wait` (which
 //! pauses a workflow). A cycle through none of those can loop forever; the
 //! auto-step cap stops a long chain at run time, but only a loop with no
-//! input step is wrong as written (section 11). A step that can be passed
-//! over (`skip_if`, `when`, `if`) does not wait when it is passed over, so
-//! its bypass edge counts even for an input step.
+//! input step is wrong as written (section 11). A step reached in list
+//! order that can be passed over (`skip_if`, `when`, `if`) does not wait
+//! when it is passed over, so its listed arrival's bypass counts even for
+//! an input step (see [`super::flowgraph`]).
 //!
 //! The graph spans the whole program — `goto`, `goto_step` and
 //! `complete.next` make cycles across flows — and its strongly connected
