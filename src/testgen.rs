@@ -172,7 +172,10 @@ fn write_yaml_flow(out: &mut String, flow: usize, steps: usize) {
                 let _ = writeln!(out, "        auto: true");
                 let _ = writeln!(out, "        do:");
                 let _ = writeln!(out, "          - set: {{ total: total + {step} }}");
-                let _ = writeln!(out, "          - call: {{ tool: lookup, args: {{ name: name, count: count + 1 }}, save: result }}");
+                let _ = writeln!(
+                    out,
+                    "          - call: {{ tool: lookup, args: {{ name: name, count: count + 1 }}, save: result }}"
+                );
                 let _ = writeln!(out, "        say: \"Looked up {{{{name}}}}: {{{{result}}}} ({{{{total}}}})\"");
             }
             3 => {
@@ -265,7 +268,10 @@ pub fn deep_expressions(depth: usize, count: usize) -> String {
         for level in 0..depth {
             expr = if level % 2 == 0 { format!("({expr} + 1)") } else { format!("-{expr}") };
         }
-        let _ = writeln!(out, "  step d{index} {{ if {expr} > 0 or not not not (count > {index})  say \"{{{{count}}}}\" }}");
+        let _ = writeln!(
+            out,
+            "  step d{index} {{ if {expr} > 0 or not not not (count > {index})  say \"{{{{count}}}}\" }}"
+        );
     }
     let _ = writeln!(out, "}}");
     out
