@@ -146,6 +146,12 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// Marks a step as where a conversation stands (the REPL's `/graph`).
+pub fn mark_current(out: &mut String, flow: crate::ir::FlowId, step: crate::ir::StepId) {
+    let _ = writeln!(out, "  classDef current stroke:#d97706,stroke-width:4px");
+    let _ = writeln!(out, "  class {} current", super::NodeId::step(flow, step).as_str());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,8 +237,3 @@ mod tests {
     }
 }
 
-/// Marks a step as where a conversation stands (the REPL's `/graph`).
-pub fn mark_current(out: &mut String, flow: crate::ir::FlowId, step: crate::ir::StepId) {
-    let _ = writeln!(out, "  classDef current stroke:#d97706,stroke-width:4px");
-    let _ = writeln!(out, "  class {} current", super::NodeId::step(flow, step).as_str());
-}
