@@ -2,4 +2,5 @@
 //! as one test binary of modules.
 
 mod compile;
+mod runtime;
 mod support;
