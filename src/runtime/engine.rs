@@ -596,8 +596,12 @@ impl Turn<'_> {
         if merged.reply.is_some() || !merged.append_prompt.is_empty() || !merged.inject_tools.is_empty() {
             // Augmentation is layered on top of the turn: it joins the
             // pre-model bus (already recorded above).
+            // A reply the merge dropped (an abort won) must not come back
+            // when the whole bus is merged again before the model call.
+            let keep_replies = merged.reply.is_some();
             self.pre_bus.extend(signal_emissions.iter().map(|emission| Emission {
                 position: None,
+                reply: emission.reply.clone().filter(|_| keep_replies),
                 set: Vec::new(),
                 set_context: Vec::new(),
                 ..emission.clone()
@@ -1333,10 +1337,9 @@ impl Turn<'_> {
         if fresh.is_empty() {
             return false;
         }
+        // The merge's only warning (a reply dropped for an abort) is given
+        // once, when the whole pre-model bus is merged before the reply.
         let merged = merge(&fresh);
-        for warning in &merged.warnings {
-            self.warn(warning.clone());
-        }
         for (index, emission) in fresh.iter().enumerate() {
             let lost = emission.position.is_some() && merged.position.as_ref().is_some_and(|(_, winner)| *winner != index);
             self.record(emission, !lost);
@@ -1408,8 +1411,20 @@ impl Turn<'_> {
     fn respond(&mut self) -> Result<(), TurnError> {
         let program = self.program();
         let pre = merge(&self.pre_bus);
+        for warning in &pre.warnings {
+            self.warn(warning.clone());
+        }
         self.halt |= pre.halt;
-        let verbatim = pre.reply.as_ref().map(|(reply, _)| reply.clone());
+        let mut verbatim = pre.reply.as_ref().map(|(reply, _)| reply.clone());
+        // An abort that is not on the bus (a signal's, or `max_asks` with no
+        // `on_no_answer`) beats a reply all the same.
+        if self.stop == Some(StopReason::Aborted)
+            && let Some((_, index)) = &pre.reply
+        {
+            let source = self.pre_bus.get(*index).map(|emission| emission.source.to_string()).unwrap_or_default();
+            self.warn(format!("the reply from {source} was dropped: the flow was aborted"));
+            verbatim = None;
+        }
         let needs_model = !self.halt
             && verbatim.is_none()
             && self.stop != Some(StopReason::Aborted)

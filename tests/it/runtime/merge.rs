@@ -216,6 +216,36 @@ flow f "F" {
 }
 
 #[test]
+fn abort_beats_a_reply_from_another_source_with_a_warning() {
+    let mut harness = Harness::new(
+        r#"
+schema { a: string }
+flow f "F" {
+  when "the user wants f"
+  step ask_a {
+    prompt "A?"
+    collect a
+    on_enter { emit reply "Here is a reply." }
+    prepare { emit abort "Stopped." }
+  }
+}
+"#,
+    );
+    let result = harness.say_with("f", Understood::new().flow("f"));
+    assert_eq!(result.stopped_reason, StopReason::Aborted);
+    assert_eq!(result.reply, "Stopped.");
+    assert_eq!(harness.calls_last_turn(), (1, 0));
+    assert!(
+        warnings(&result).iter().any(|warning| warning.contains("hook:f.ask_a.on_enter")
+            && warning.contains("dropped")
+            && warning.contains("hook:f.ask_a.prepare")),
+        "{:?}",
+        warnings(&result)
+    );
+    assert_eq!(position(&result), (None, None));
+}
+
+#[test]
 fn the_last_reply_wins_and_needs_no_model_call() {
     let mut harness = Harness::new(
         r#"
@@ -236,3 +266,60 @@ flow f "F" {
     assert_eq!(harness.calls_last_turn(), (1, 0));
 }
 
+#[test]
+fn an_abort_from_one_signal_beats_the_reply_of_another() {
+    let mut harness = Harness::new(
+        r#"
+schema { a: string }
+signal stop_it {
+  when "the user says stop"
+  then abort "Stopped by a signal."
+}
+signal chatty {
+  when "the user says stop"
+  then { reply "A chatty reply."  append_prompt "Be chatty." }
+}
+flow f "F" {
+  when "the user wants f"
+  step ask_a { prompt "A?" collect a }
+}
+"#,
+    );
+    harness.say_with("f", Understood::new().flow("f"));
+    let result = harness.say_with("stop", Understood::new().signal("stop_it", true).signal("chatty", true));
+    assert_eq!(result.stopped_reason, StopReason::Aborted);
+    assert_eq!(result.reply, "Stopped by a signal.");
+    let dropped: Vec<String> = warnings(&result).into_iter().filter(|warning| warning.contains("dropped")).collect();
+    assert_eq!(dropped.len(), 1, "one warning, not one per merge: {dropped:?}");
+    assert!(dropped[0].contains("signal:chatty") && dropped[0].contains("signal:stop_it"), "{dropped:?}");
+    assert_eq!(harness.calls_last_turn(), (1, 0));
+}
+
+#[test]
+fn the_abort_after_max_asks_beats_a_reply_from_a_signal() {
+    let mut harness = Harness::new(
+        r#"
+schema { a: string }
+signal helpful {
+  when "the user is confused"
+  then reply "Let me help."
+}
+flow f "F" {
+  when "the user wants f"
+  step ask_a { prompt "A?" collect a max_asks 1 }
+}
+"#,
+    );
+    harness.say_with("f", Understood::new().flow("f"));
+    let result = harness.say_with("I'm confused", Understood::new().signal("helpful", true));
+    assert_eq!(result.stopped_reason, StopReason::Aborted);
+    assert!(result.reply.starts_with("Sorry, I could not get an answer"), "{}", result.reply);
+    assert!(!result.reply.contains("Let me help."), "{}", result.reply);
+    assert!(
+        warnings(&result)
+            .iter()
+            .any(|warning| warning.contains("signal:helpful") && warning.contains("dropped")),
+        "{:?}",
+        warnings(&result)
+    );
+}
