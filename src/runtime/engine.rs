@@ -438,7 +438,9 @@ impl Turn<'_> {
             .into_iter()
             .filter(|signal| !signals.contains(signal))
             .collect();
-        for signal in &signals {
+        // Early post-phase answers need their `extract` fields asked too:
+        // no later call asks them again.
+        for signal in signals.iter().chain(&early_post) {
             if let Some(declared) = program.signals.get(*signal) {
                 fields.extend(declared.extract.iter().copied());
             }
@@ -1668,10 +1670,20 @@ impl Turn<'_> {
             answer
         };
         let mut armed = Vec::new();
+        let mut extracting: BTreeSet<FieldId> = BTreeSet::new();
         for signal in signals.iter().filter_map(|signal| program.signals.get(*signal)) {
             let matched = answer.signals.get(&signal.name).or_else(|| early_answers.get(&signal.name));
             if matched != Some(&true) {
                 continue;
+            }
+            // The pre half of a `both` signal answered yes about this same
+            // message and has fired already: firing again would arm the
+            // same directive for the next turn.
+            if signal.phase == Phase::Both && early_answers.get(&signal.name) == Some(&true) {
+                continue;
+            }
+            if answer.signals.contains_key(&signal.name) {
+                extracting.extend(signal.extract.iter().copied());
             }
             self.emit(Event::SignalMatched {
                 signal: signal.name.clone(),
@@ -1688,10 +1700,10 @@ impl Turn<'_> {
                 armed.push(emission);
             }
         }
+        // Only the fields of the signals that matched are written.
         self.asked_fields = fields;
         self.understanding.fields = answer.fields;
-        let relevant = self.asked_fields.clone();
-        self.write_extraction(&program, &relevant);
+        self.write_extraction(&program, &extracting);
         if armed.is_empty() {
             return Ok(());
         }

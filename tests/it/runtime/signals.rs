@@ -177,3 +177,84 @@ fn a_post_phase_signal_whose_guard_opens_during_the_turn_is_asked_in_one_more_ca
     assert_eq!(position(&next), (Some("booking"), Some("ask_count")));
 }
 
+#[test]
+fn a_both_phase_signal_fires_once_for_one_message() {
+    let mut harness = Harness::new(
+        r#"
+schema { x: string  reason: string }
+signal help {
+  when "the user needs help"
+  phase both
+  then goto handoff with { reason: "help" }
+}
+flow booking "Book" {
+  when "the user wants to book"
+  step ask_x { prompt "X?" collect x }
+}
+flow handoff "Handoff" {
+  step connect { say "Connecting you to a person." }
+}
+"#,
+    );
+    harness.say_with("book", Understood::new().flow("booking"));
+    let matched = harness.say_with("help", Understood::new().signal("help", true));
+    assert_eq!(steps(&matched), ["connect"], "the pre half moves the conversation now");
+    assert_eq!(chain(&matched), [("signal:help".to_string(), true)]);
+    // The post half has the same message and the same answer: it must not
+    // fire a second time and drag the next turn to the handoff again.
+    assert!(harness.session.pending.is_none(), "{:?}", harness.session.pending);
+    assert_eq!(harness.session.signals.get("help").map(|record| record.fired), Some(1));
+    let next = harness.say_with("book", Understood::new().flow("booking"));
+    assert_eq!(position(&next), (Some("booking"), Some("ask_x")));
+}
+
+const EXTRACTING: &str = r#"
+schema { x: string  reason: string  mood: string }
+signal complaint {
+  when "the user complains"
+  phase post
+  extract reason
+  then { set mood = "complaining" }
+}
+signal late {
+  when "the user mentions a deadline"
+  if x is set
+  phase post
+  extract reason
+  then { set mood = "hurried" }
+}
+flow booking "Book" {
+  when "the user wants to book"
+  step ask_x { prompt "X?" collect x }
+  step ask_more { prompt "More?" collect mood }
+}
+"#;
+
+#[test]
+fn a_post_phase_signal_answered_in_the_understand_call_extracts_its_fields() {
+    let mut harness = Harness::new(EXTRACTING);
+    harness.say_with("book", Understood::new().flow("booking"));
+    let asked: Vec<String> = harness.last_understand().fields.iter().map(|field| field.name.clone()).collect();
+    assert!(asked.contains(&"reason".to_string()), "the signal's extract is asked with it: {asked:?}");
+    harness.say_with(
+        "this is far too slow",
+        Understood::new().signal("complaint", true).field("reason", json!("too slow")),
+    );
+    assert_eq!(harness.data("reason"), Some(json!("too slow")));
+    assert!(harness.session.pending.is_some());
+}
+
+#[test]
+fn a_post_phase_signal_that_does_not_match_extracts_nothing() {
+    let mut harness = Harness::new(EXTRACTING);
+    harness.say_with("book", Understood::new().flow("booking"));
+    // x is answered, which opens `late`: it is asked in a call of its own,
+    // and answers no.
+    harness.understand_next(Understood::new().field("x", json!("X1")));
+    harness.understand_next(Understood::new().signal("late", false).field("reason", json!("made up")));
+    harness.say("X1");
+    assert_eq!(harness.calls_last_turn(), (2, 1));
+    assert_eq!(harness.data("x"), Some(json!("X1")));
+    assert_eq!(harness.data("reason"), None, "`extract` applies only when the signal matches");
+    assert!(harness.session.pending.is_none());
+}
