@@ -245,7 +245,7 @@ pub struct Turn<'a> {
 impl Turn<'_> {
     /// Advances the turn by one stage, or by one step during resolution.
     pub fn step(&mut self) -> Result<Progress, TurnError> {
-        if self.stage != Stage::Finish && self.stop.is_none() && self.out_of_time() {
+        if self.stage != Stage::Finish && self.stop.is_none() && self.at_a_resumable_point() && self.out_of_time() {
             self.stop = Some(StopReason::TimeLimit);
             self.stage = Stage::Finish;
         }
@@ -287,6 +287,16 @@ impl Turn<'_> {
 
     fn warn(&mut self, message: impl Into<String>) {
         self.emit(Event::Warning { message: message.into() });
+    }
+
+    /// Whether the turn may stop here and leave a session the next turn
+    /// resumes correctly. During resolution that is only before a step is
+    /// evaluated or executed (the session then points at it): stopping
+    /// after a step ran but before it was left would run it again next
+    /// turn, tool calls included.
+    fn at_a_resumable_point(&self) -> bool {
+        self.stage != Stage::Resolve
+            || matches!(self.cursor, Cursor::Evaluate { .. } | Cursor::Execute(..) | Cursor::Idle)
     }
 
     fn out_of_time(&self) -> bool {

@@ -178,3 +178,35 @@ flow f "F" {
     assert_eq!(harness.session.history.len(), 1, "the user's message is kept");
 }
 
+#[test]
+fn turn_timeout_in_an_auto_chain_never_leaves_an_executed_step_to_run_again() {
+    let double = Double::slow(json!({ "id": "B-1" }), Duration::from_millis(1100));
+    let mut tools = ToolRegistry::default();
+    tools.register("book", double.clone());
+    let mut harness = Harness::with_tools(
+        r#"
+agent A { limits { turn_timeout 1s } }
+schema { a: string  id: string  n: int }
+tool book(a: string) -> { id: string } { builtin echo }
+flow f "F" {
+  when "the user wants f"
+  step ask_a { prompt "A?" collect a }
+  auto step do_book { call book(a) -> id }
+  auto step after { set n = 1  say "Booked {{id}}." }
+}
+"#,
+        tools,
+    );
+    harness.say_with("f", Understood::new().flow("f"));
+    let slow = harness.say_with("a", Understood::new().field("a", json!("a")));
+    assert_eq!(slow.stopped_reason, StopReason::TimeLimit);
+    assert_eq!(steps(&slow), ["ask_a", "do_book"]);
+    assert_eq!(harness.data("id"), Some(json!("B-1")));
+    // Parked at the step to run next, not at the step that already ran.
+    assert_eq!(position(&slow), (Some("f"), Some("after")));
+
+    let next = harness.say("and?");
+    assert_eq!(double.calls().len(), 1, "the booking tool is not called twice");
+    assert_eq!(steps(&next), ["after"]);
+    assert_eq!(next.reply, "Booked B-1.");
+}
