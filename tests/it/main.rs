@@ -2,5 +2,6 @@
 //! as one test binary of modules.
 
 mod compile;
+mod run;
 mod runtime;
 mod support;
