@@ -2,6 +2,7 @@
 //! as one test binary of modules.
 
 mod compile;
+mod repl;
 mod run;
 mod runtime;
 mod support;
