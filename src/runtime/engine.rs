@@ -28,7 +28,7 @@ use super::actions::{ActionError, ActionOutput, ActionRunner, ActionSource, Scop
 use super::clock::{Clock, IdSource};
 use super::directive::{Emission, Move, Source, describe, merge};
 use super::events::{DirectiveRecord, Event, Purpose, StopReason, Tokens, TurnResult};
-use super::session::{Data, Session, SignalRecord, program_hash};
+use super::session::{Data, Session, program_hash};
 use super::tools::{ToolEnv, ToolError, ToolRegistry};
 use super::validate::validate;
 use crate::expr::eval::{eval, is_true, render};
@@ -63,6 +63,9 @@ pub enum TurnError {
     ProgramMismatch { found: String, expected: String },
 }
 
+/// Receives every event of a turn as it happens.
+pub type Observer = Box<dyn FnMut(&Event) + Send>;
+
 /// What a runtime needs besides the program and the model.
 #[derive(Clone)]
 pub struct RuntimeOptions {
@@ -77,7 +80,7 @@ pub struct Runtime {
     tools: ToolRegistry,
     tool_env: ToolEnv,
     program_hash: String,
-    observer: Option<Box<dyn FnMut(&Event) + Send>>,
+    observer: Option<Observer>,
 }
 
 /// Where a turn goes next (one transition per [`Turn::step`] during
@@ -135,7 +138,7 @@ impl Runtime {
     }
 
     /// Receives every event as it happens (the REPL's live trace).
-    pub fn set_observer(&mut self, observer: Box<dyn FnMut(&Event) + Send>) {
+    pub fn set_observer(&mut self, observer: Observer) {
         self.observer = Some(observer);
     }
 
@@ -692,7 +695,7 @@ impl Turn<'_> {
 
     fn fire_signal(&mut self, name: &str) {
         let now = self.runtime.tool_env.clock.now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let record = self.session.signals.entry(name.to_string()).or_insert_with(SignalRecord::default);
+        let record = self.session.signals.entry(name.to_string()).or_default();
         record.fired += 1;
         record.last_fired_at = Some(now);
     }
