@@ -2,6 +2,7 @@
 //! as one test binary of modules.
 
 mod compile;
+#[cfg(unix)]
 mod repl;
 mod run;
 mod runtime;

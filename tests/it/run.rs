@@ -24,18 +24,8 @@ const TURN_KEYS: [&str; 11] = [
 const DIRECTIVE_KEYS: [&str; 3] = ["source", "directive", "applied"];
 const TOKEN_KEYS: [&str; 3] = ["prompt", "completion", "cached"];
 /// The keys of a workflow run's `--json` object, and of each step record.
-const RUN_KEYS: [&str; 10] = [
-    "run",
-    "status",
-    "flow",
-    "step",
-    "stopped_reason",
-    "resume_at",
-    "data",
-    "steps",
-    "llm_calls",
-    "tokens",
-];
+const RUN_KEYS: [&str; 10] =
+    ["run", "status", "flow", "step", "stopped_reason", "resume_at", "data", "steps", "llm_calls", "tokens"];
 const STEP_KEYS: [&str; 6] = ["id", "status", "started_at", "duration_ms", "output", "error"];
 
 fn keys(value: &Value) -> Vec<&str> {
@@ -172,12 +162,7 @@ fn booking_changing_the_date_at_confirmation_asks_for_the_date_again() {
     let turns = snapshot_conversation(
         "booking_change_the_date",
         "flows/booking.flow",
-        &[
-            "Book the Grand Hotel for 2 guests on 2026-12-04",
-            "actually, can we change the date?",
-            "2026-12-06",
-            "yes",
-        ],
+        &["Book the Grand Hotel for 2 guests on 2026-12-04", "actually, can we change the date?", "2026-12-06", "yes"],
         &[],
     );
     assert_eq!(turns[1]["reply"], "For which date?");
@@ -478,9 +463,13 @@ fn bad_data_json_is_a_usage_error() {
 
 #[test]
 fn script_mode_without_json_prints_replies_and_the_trace_on_stderr() {
-    let output = flowc_in(root(), &["run", "flows/booking.flow"], Some("Book the Grand Hotel for 2 guests on 2026-12-04\nno\n"));
+    let output =
+        flowc_in(root(), &["run", "flows/booking.flow"], Some("Book the Grand Hotel for 2 guests on 2026-12-04\nno\n"));
     assert_eq!(output.status.code(), Some(0));
-    assert_eq!(stdout(&output), "Shall I book Grand Hotel on 2026-12-04 for 2 guests?\nNo problem, nothing was booked.\n");
+    assert_eq!(
+        stdout(&output),
+        "Shall I book Grand Hotel on 2026-12-04 for 2 guests?\nNo problem, nothing was booked.\n"
+    );
     assert_eq!(
         stderr(&output),
         "[booking/confirm · ran ask_hotel, ask_date, confirm · needs_input · 2 model calls]\n\

@@ -44,10 +44,7 @@ fn with_book(result: serde_json::Value) -> (Harness, Arc<Double>) {
 fn the_directive_chain_names_every_source_in_order() {
     let (mut harness, double) = with_book(json!({ "id": "B-1", "directive": { "set": { "note": "from the tool" } } }));
     let first = harness.say_with("hi, f please", Understood::new().flow("f").signal("hi", true));
-    assert_eq!(
-        chain(&first),
-        [("signal:hi".to_string(), true), ("hook:f.ask_a.prepare".to_string(), true)]
-    );
+    assert_eq!(chain(&first), [("signal:hi".to_string(), true), ("hook:f.ask_a.prepare".to_string(), true)]);
     assert_eq!(directive_from(&first, "hook:f.ask_a.prepare"), json!({ "append_prompt": ["Be brief."] }));
 
     let second = harness.say_with("book", Understood::new().field("a", json!("book")));
@@ -68,7 +65,10 @@ fn the_directive_chain_names_every_source_in_order() {
     assert_eq!(second.reply, "done B-1");
     assert_eq!(double.calls(), [json!({ "a": "book" }).as_object().cloned().unwrap_or_default()]);
     let line = second.to_json_line();
-    assert_eq!(line["directives"][1], json!({ "source": "tool:book", "directive": { "set": { "note": "from the tool" } }, "applied": true }));
+    assert_eq!(
+        line["directives"][1],
+        json!({ "source": "tool:book", "directive": { "set": { "note": "from the tool" } }, "applied": true })
+    );
 }
 
 #[test]

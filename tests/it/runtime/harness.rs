@@ -37,10 +37,7 @@ pub struct Reply {
 
 impl Reply {
     pub fn text(text: &str) -> Reply {
-        Reply {
-            text: text.to_string(),
-            ..Reply::default()
-        }
+        Reply { text: text.to_string(), ..Reply::default() }
     }
 }
 
@@ -108,7 +105,8 @@ impl Provider for Scripted {
             std::thread::sleep(sleep);
         }
         let mut results = Vec::new();
-        let mut calls = reply.tool_calls.iter().cycle().take(if reply.call_forever { 1000 } else { reply.tool_calls.len() });
+        let mut calls =
+            reply.tool_calls.iter().cycle().take(if reply.call_forever { 1000 } else { reply.tool_calls.len() });
         for (name, arguments) in calls.by_ref() {
             let result = tools.call_tool(name, arguments.clone());
             let refused = result.is_err();
@@ -119,10 +117,7 @@ impl Provider for Scripted {
         }
         lock(&self.script).tool_results.extend(results);
         on_text(&reply.text);
-        Ok(Response {
-            text: reply.text,
-            usage: reply.usage,
-        })
+        Ok(Response { text: reply.text, usage: reply.usage })
     }
 }
 
@@ -156,12 +151,7 @@ impl Understood {
     }
 
     pub fn tokens(mut self, prompt: u64) -> Understood {
-        self.0.usage = Usage {
-            calls: 1,
-            prompt,
-            completion: 0,
-            cached: 0,
-        };
+        self.0.usage = Usage { calls: 1, prompt, completion: 0, cached: 0 };
         self
     }
 }
@@ -185,11 +175,7 @@ pub fn tool_env_at(now: &str) -> ToolEnv {
         Ok(clock) => Arc::new(clock),
         Err(error) => panic!("{error}"),
     };
-    ToolEnv {
-        base_dir: crate::support::root().join("flows"),
-        clock,
-        ids: Arc::new(SeededIds::new(7)),
-    }
+    ToolEnv { base_dir: crate::support::root().join("flows"), clock, ids: Arc::new(SeededIds::new(7)) }
 }
 
 /// A tool double: records its arguments and answers with a fixed result
@@ -203,27 +189,15 @@ pub struct Double {
 
 impl Double {
     pub fn returning(result: Value) -> Arc<Double> {
-        Arc::new(Double {
-            calls: Mutex::new(Vec::new()),
-            result: Ok(result),
-            sleep: None,
-        })
+        Arc::new(Double { calls: Mutex::new(Vec::new()), result: Ok(result), sleep: None })
     }
 
     pub fn slow(result: Value, sleep: Duration) -> Arc<Double> {
-        Arc::new(Double {
-            calls: Mutex::new(Vec::new()),
-            result: Ok(result),
-            sleep: Some(sleep),
-        })
+        Arc::new(Double { calls: Mutex::new(Vec::new()), result: Ok(result), sleep: Some(sleep) })
     }
 
     pub fn failing(message: &str) -> Arc<Double> {
-        Arc::new(Double {
-            calls: Mutex::new(Vec::new()),
-            result: Err(message.to_string()),
-            sleep: None,
-        })
+        Arc::new(Double { calls: Mutex::new(Vec::new()), result: Err(message.to_string()), sleep: None })
     }
 
     pub fn calls(&self) -> Vec<Map<String, Value>> {
@@ -237,10 +211,7 @@ impl ToolHandler for Double {
         if let Some(sleep) = self.sleep {
             std::thread::sleep(sleep);
         }
-        self.result.clone().map_err(|message| ToolError::Failed {
-            tool: tool.name.clone(),
-            message,
-        })
+        self.result.clone().map_err(|message| ToolError::Failed { tool: tool.name.clone(), message })
     }
 }
 
@@ -265,14 +236,7 @@ impl Harness {
         let script = Arc::new(Mutex::new(Script::default()));
         let runtime = build_runtime(&program, &script, &tools, NOW);
         let session = runtime.new_session("test");
-        Harness {
-            runtime,
-            session,
-            script,
-            program,
-            tools,
-            seen: (0, 0),
-        }
+        Harness { runtime, session, script, program, tools, seen: (0, 0) }
     }
 
     /// Moves the clock: the same program, script and session on a runtime
@@ -312,10 +276,7 @@ impl Harness {
     /// (understand calls, respond calls) made by the last turn.
     pub fn calls_last_turn(&self) -> (usize, usize) {
         let script = lock(&self.script);
-        (
-            script.understand_requests.len() - self.seen.0,
-            script.respond_requests.len() - self.seen.1,
-        )
+        (script.understand_requests.len() - self.seen.0, script.respond_requests.len() - self.seen.1)
     }
 
     pub fn last_understand(&self) -> UnderstandRequest {
@@ -344,23 +305,14 @@ impl Harness {
 fn build_runtime(program: &Arc<Program>, script: &Arc<Mutex<Script>>, tools: &ToolRegistry, now: &str) -> Runtime {
     Runtime::new(
         Arc::clone(program),
-        Box::new(Scripted {
-            script: Arc::clone(script),
-        }),
-        RuntimeOptions {
-            tool_env: tool_env_at(now),
-            tools: tools.clone(),
-        },
+        Box::new(Scripted { script: Arc::clone(script) }),
+        RuntimeOptions { tool_env: tool_env_at(now), tools: tools.clone() },
     )
 }
 
 /// The directive chain as `(source, applied)` pairs.
 pub fn chain(result: &TurnResult) -> Vec<(String, bool)> {
-    result
-        .directives
-        .iter()
-        .map(|record| (record.source.clone(), record.applied))
-        .collect()
+    result.directives.iter().map(|record| (record.source.clone(), record.applied)).collect()
 }
 
 /// The directive a source emitted in this turn.
@@ -411,4 +363,3 @@ pub fn steps(result: &TurnResult) -> Vec<&str> {
 pub fn position(result: &TurnResult) -> (Option<&str>, Option<&str>) {
     (result.flow.as_deref(), result.step.as_deref())
 }
-

@@ -2,18 +2,14 @@
 //! with its stop reason and leaves a consistent session — never a crash.
 
 use super::harness::{Double, Harness, Reply, Understood, position, steps};
-use flowc::runtime::tools::ToolRegistry;
 use flowc::llm::Usage;
 use flowc::runtime::events::{Event, StopReason};
+use flowc::runtime::tools::ToolRegistry;
 use serde_json::json;
 use std::time::Duration;
 
 fn tool_calls(result: &flowc::runtime::events::TurnResult) -> usize {
-    result
-        .events
-        .iter()
-        .filter(|event| matches!(event, Event::ToolCalled { .. }))
-        .count()
+    result.events.iter().filter(|event| matches!(event, Event::ToolCalled { .. })).count()
 }
 
 #[test]
@@ -142,12 +138,7 @@ flow f "F" {
     );
     harness.reply_next(Reply {
         text: "A long answer".to_string(),
-        usage: Usage {
-            calls: 1,
-            prompt: 300,
-            completion: 300,
-            cached: 0,
-        },
+        usage: Usage { calls: 1, prompt: 300, completion: 300, cached: 0 },
         ..Reply::default()
     });
     let result = harness.say_with("f", Understood::new().flow("f").tokens(100));

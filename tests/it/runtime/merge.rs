@@ -78,10 +78,7 @@ fn positions_merge_by_precedence_abort_complete_goto_reset() {
 #[test]
 fn the_last_position_wins_inside_a_tier() {
     let (_, result) = answered("tier");
-    assert_eq!(
-        chain(&result),
-        [("action:f.tier#1".to_string(), false), ("action:f.tier#2".to_string(), true)]
-    );
+    assert_eq!(chain(&result), [("action:f.tier#1".to_string(), false), ("action:f.tier#2".to_string(), true)]);
     // goto_step other.second, not goto other (which would run `first`).
     assert_eq!(steps(&result), ["ask_a", "tier", "second"]);
     assert_eq!(result.reply, "second of other");
@@ -316,9 +313,7 @@ flow f "F" {
     assert!(result.reply.starts_with("Sorry, I could not get an answer"), "{}", result.reply);
     assert!(!result.reply.contains("Let me help."), "{}", result.reply);
     assert!(
-        warnings(&result)
-            .iter()
-            .any(|warning| warning.contains("signal:helpful") && warning.contains("dropped")),
+        warnings(&result).iter().any(|warning| warning.contains("signal:helpful") && warning.contains("dropped")),
         "{:?}",
         warnings(&result)
     );

@@ -62,10 +62,7 @@ fn a_when_match_displaces_the_active_flow_only_when_the_message_answers_nothing_
     assert_eq!(position(&displaced), (Some("beta"), Some("ask_y")));
     assert_eq!(routed(&displaced), vec![("beta".to_string(), "when")]);
     assert!(
-        displaced
-            .events
-            .iter()
-            .any(|event| matches!(event, Event::FlowLeft { flow, .. } if flow == "alpha")),
+        displaced.events.iter().any(|event| matches!(event, Event::FlowLeft { flow, .. } if flow == "alpha")),
         "{:#?}",
         displaced.events
     );
@@ -112,10 +109,7 @@ fn if_only_and_default_flows_never_displace_an_active_flow() {
     assert!(routed(&result).is_empty());
     assert_eq!(position(&result), (Some("alpha"), Some("ask_x")));
     assert!(
-        result
-            .events
-            .iter()
-            .any(|event| matches!(event, Event::StepAsked { step, ask: 2, .. } if step == "ask_x")),
+        result.events.iter().any(|event| matches!(event, Event::StepAsked { step, ask: 2, .. } if step == "ask_x")),
         "the step asks again: {:#?}",
         result.events
     );

@@ -134,7 +134,9 @@ fn a_post_phase_signal_arms_a_pending_directive_applied_first_next_turn_without_
     assert_eq!(harness.calls_last_turn(), (0, 0), "pending turn: no understanding, and the say needs no reply");
     assert_eq!(next.llm_calls, 0);
     assert_eq!(chain(&next), [("pending".to_string(), true)]);
-    assert!(next.events.iter().any(|event| matches!(event, Event::PendingApplied { source } if source == "signal:angry")));
+    assert!(
+        next.events.iter().any(|event| matches!(event, Event::PendingApplied { source } if source == "signal:angry"))
+    );
     assert_eq!(steps(&next), ["connect"]);
     assert_eq!(harness.data("reason"), Some(json!("angry")));
     assert_eq!(next.stopped_reason, StopReason::FlowComplete);

@@ -52,10 +52,7 @@ fn one_message_answering_every_question_runs_the_batch_with_one_reply() {
     // One understand call and ONE reply for the whole batch, asked to confirm.
     assert_eq!(harness.calls_last_turn(), (1, 1));
     assert_eq!(result.llm_calls, 2);
-    assert_eq!(
-        harness.last_respond().instructions,
-        ["Shall I book Grand Hotel on 2026-12-04 for 2 guests?"]
-    );
+    assert_eq!(harness.last_respond().instructions, ["Shall I book Grand Hotel on 2026-12-04 for 2 guests?"]);
     assert_eq!(result.reply, "reply: Shall I book Grand Hotel on 2026-12-04 for 2 guests?");
 }
 
@@ -95,10 +92,7 @@ fn a_step_asked_again_is_listed_once() {
     let again = harness.say("hmm");
     assert_eq!(steps(&again), ["ask_hotel"]);
     assert!(
-        again
-            .events
-            .iter()
-            .any(|event| matches!(event, Event::StepAsked { step, ask: 2, .. } if step == "ask_hotel"))
+        again.events.iter().any(|event| matches!(event, Event::StepAsked { step, ask: 2, .. } if step == "ask_hotel"))
     );
     assert_eq!(harness.session.asks, 2);
 }
@@ -182,7 +176,8 @@ flow booking "Book" {
 "#,
     );
     harness.say_with("book", Understood::new().flow("booking"));
-    let result = harness.say_with("the Ritz for 42", Understood::new().field("hotel", json!("Ritz")).field("guests", json!(42)));
+    let result =
+        harness.say_with("the Ritz for 42", Understood::new().field("hotel", json!("Ritz")).field("guests", json!(42)));
     assert_eq!(harness.data("hotel"), None, "the valid value is not written alone");
     assert_eq!(harness.data("guests"), None);
     assert!(result.data.is_empty());
@@ -197,10 +192,7 @@ flow booking "Book" {
     assert_eq!(rejected, [("guests", &json!(42))]);
     assert_eq!(position(&result), (Some("booking"), Some("ask_both")));
     assert!(
-        result
-            .events
-            .iter()
-            .any(|event| matches!(event, Event::StepAsked { step, ask: 2, .. } if step == "ask_both"))
+        result.events.iter().any(|event| matches!(event, Event::StepAsked { step, ask: 2, .. } if step == "ask_both"))
     );
     let json_line = result.to_json_line();
     assert_eq!(json_line["data"], json!({}));
@@ -253,10 +245,8 @@ fn a_when_is_not_consulted_when_the_if_of_its_entry_fails() {
     harness.say_with("pick", Understood::new().flow("pick"));
     // The model would say yes, but the guard is false and reads nothing
     // this turn extracts: the question is not even asked.
-    let result = harness.say_with(
-        "0, and I'm happy",
-        Understood::new().field("n", json!(0)).condition("pick.ask_n#3", true),
-    );
+    let result =
+        harness.say_with("0, and I'm happy", Understood::new().field("n", json!(0)).condition("pick.ask_n#3", true));
     let asked: Vec<String> = harness.last_understand().conditions.iter().map(|question| question.id.clone()).collect();
     assert!(asked.is_empty(), "{asked:?}");
     assert_eq!(steps(&result), ["ask_n", "other"]);
@@ -393,12 +383,7 @@ fn next_end_completes_the_flow_without_the_steps_after_it() {
     assert!(!steps(&result).contains(&"tail"), "next end stops before the following step");
     assert_eq!(result.stopped_reason, StopReason::FlowComplete);
     assert_eq!(position(&result), (None, None));
-    assert!(
-        result
-            .events
-            .iter()
-            .any(|event| matches!(event, Event::FlowCompleted { flow } if flow == "main"))
-    );
+    assert!(result.events.iter().any(|event| matches!(event, Event::FlowCompleted { flow } if flow == "main")));
 }
 
 #[test]
@@ -455,9 +440,12 @@ flow survey "Survey" {
     assert_eq!(harness.calls_last_turn(), (1, 1), "one reply covers both flows");
     assert_eq!(harness.last_respond().said, ["Thanks for a."]);
     assert_eq!(result.reply, "Thanks for a.\nreply: Are you happy?");
-    assert!(result.events.iter().any(
-        |event| matches!(event, Event::Routed { flow, reason: "complete.next" } if flow == "survey")
-    ));
+    assert!(
+        result
+            .events
+            .iter()
+            .any(|event| matches!(event, Event::Routed { flow, reason: "complete.next" } if flow == "survey"))
+    );
 }
 
 #[test]
