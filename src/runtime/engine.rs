@@ -23,6 +23,13 @@
 //! - Extracted values are written only for the fields the turn asked about
 //!   and the flow it settles in; one invalid value rejects the whole
 //!   extraction (nothing partial is written) and the step asks again.
+//! - Post-phase signals are about the same message as the pre-phase ones:
+//!   a `phase: both` signal that matched before the reply does not fire
+//!   again after it, and a turn that applied a pending directive (and so
+//!   skipped understanding) still asks the post-phase signals that are open.
+//! - `turn_timeout` stops a turn only where the session can resume: before
+//!   a step is evaluated or executed, never between running a step and
+//!   leaving it (the next turn would run it again).
 
 use super::actions::{ActionError, ActionOutput, ActionRunner, ActionSource, Scope, evaluate_directive};
 use super::clock::{Clock, IdSource};

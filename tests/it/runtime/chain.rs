@@ -152,3 +152,41 @@ fn a_session_of_another_program_is_refused() {
     }
     assert_eq!(harness.session, before);
 }
+
+#[test]
+fn a_directive_from_a_tool_the_model_called_moves_the_session_for_the_next_turn() {
+    let double = Double::returning(
+        json!({ "found": true, "directive": { "goto": "other", "set": { "note": "from the tool" } } }),
+    );
+    let mut tools = ToolRegistry::default();
+    tools.register("lookup", double.clone());
+    let mut harness = Harness::with_tools(
+        r#"
+schema { a: string  note: string }
+tool lookup(q: string) { builtin echo }
+flow f "F" {
+  when "the user wants f"
+  step ask_a { prompt "A?" collect a tools lookup }
+}
+flow other "Other" {
+  step first { prompt "First of other" collect a }
+}
+"#,
+        tools,
+    );
+    harness.reply_next(super::harness::Reply {
+        text: "Let me look.".to_string(),
+        tool_calls: vec![("lookup".to_string(), json!({ "q": "rooms" }))],
+        ..super::harness::Reply::default()
+    });
+    let result = harness.say_with("f", Understood::new().flow("f"));
+    // The tool loop joins the post-model bus: the reply is written, so the
+    // move takes effect for the next turn and no step of `other` runs now.
+    assert_eq!(result.reply, "Let me look.");
+    assert_eq!(chain(&result), [("tool:lookup".to_string(), true)]);
+    assert_eq!(steps(&result), ["ask_a"]);
+    assert_eq!((result.flow.as_deref(), result.step.as_deref()), (Some("other"), Some("first")));
+    assert_eq!(harness.data("note"), Some(json!("from the tool")));
+    assert_eq!(double.calls().len(), 1);
+    assert_eq!(harness.calls_last_turn(), (1, 1));
+}

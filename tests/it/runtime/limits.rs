@@ -153,7 +153,7 @@ flow f "F" {
 fn turn_timeout_stops_a_turn_whose_model_is_too_slow() {
     let mut harness = Harness::new(
         r#"
-agent A { limits { turn_timeout 0s } }
+agent A { limits { turn_timeout 1s } }
 schema { a: string }
 flow f "F" {
   when "the user wants f"
@@ -161,7 +161,9 @@ flow f "F" {
 }
 "#,
     );
-    harness.script().understand_sleep = Some(Duration::from_millis(20));
+    // Past the limit by a margin no scheduler delay before the call can
+    // reach: the turn is stopped after the call, never before it.
+    harness.script().understand_sleep = Some(Duration::from_millis(1050));
     let result = harness.say_with("f", Understood::new().flow("f"));
     assert_eq!(result.stopped_reason, StopReason::TimeLimit);
     assert_eq!(harness.calls_last_turn(), (1, 0));
