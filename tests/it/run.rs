@@ -476,3 +476,32 @@ fn script_mode_without_json_prints_replies_and_the_trace_on_stderr() {
          [no flow · ran confirm, cancelled · flow_complete · 1 model call]\n"
     );
 }
+
+#[test]
+fn a_session_resumes_across_runs_and_a_failed_turn_leaves_the_stored_one_as_it_was() {
+    let dir = temp_dir("run-sessions");
+    let booking = root().join("flows/booking.flow").to_string_lossy().into_owned();
+    let first = flowc_in(
+        &dir,
+        &["run", &booking, "--session", "b1", "--json"],
+        Some("Book the Grand Hotel for 2 guests on 2026-12-04\n"),
+    );
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let second = flowc_in(&dir, &["run", &booking, "--session", "b1", "--json"], Some("yes\n"));
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+    let turn: Value = serde_json::from_str(stdout(&second).trim()).unwrap_or_default();
+    assert_eq!(turn["turn"], 2, "the second run goes on with the stored session");
+    assert_eq!(turn["reply"], "Booked! Your confirmation number is GH-28745CD2.");
+
+    let written = std::fs::write(dir.join("failing.flow"), FAILING_TOOL);
+    assert!(written.is_ok());
+    let started = flowc_in(&dir, &["run", "failing.flow", "--session", "w1"], Some("I want a widget\n"));
+    assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
+    let stored = dir.join(".flowc/sessions/w1.json");
+    let before = std::fs::read_to_string(&stored).unwrap_or_default();
+    assert!(before.contains("\"turns\": 1") || before.contains("\"turns\":1"), "{before}");
+    let failed = flowc_in(&dir, &["run", "failing.flow", "--session", "w1"], Some("red\n"));
+    assert_eq!(failed.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(&stored).unwrap_or_default(), before, "the failed turn saved nothing");
+    let _ = std::fs::remove_dir_all(&dir);
+}
