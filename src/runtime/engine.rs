@@ -23,6 +23,13 @@
 //! - Extracted values are written only for the fields the turn asked about
 //!   and the flow it settles in; one invalid value rejects the whole
 //!   extraction (nothing partial is written) and the step asks again.
+//! - Post-phase signals are about the same message as the pre-phase ones:
+//!   a `phase: both` signal that matched before the reply does not fire
+//!   again after it, and a turn that applied a pending directive (and so
+//!   skipped understanding) still asks the post-phase signals that are open.
+//! - `turn_timeout` stops a turn only where the session can resume: before
+//!   a step is evaluated or executed, never between running a step and
+//!   leaving it (the next turn would run it again).
 
 use super::actions::{ActionError, ActionOutput, ActionRunner, ActionSource, Scope, evaluate_directive};
 use super::clock::{Clock, IdSource};
@@ -248,7 +255,7 @@ pub struct Turn<'a> {
 impl Turn<'_> {
     /// Advances the turn by one stage, or by one step during resolution.
     pub fn step(&mut self) -> Result<Progress, TurnError> {
-        if self.stage != Stage::Finish && self.stop.is_none() && self.out_of_time() {
+        if self.stage != Stage::Finish && self.stop.is_none() && self.at_a_resumable_point() && self.out_of_time() {
             self.stop = Some(StopReason::TimeLimit);
             self.stage = Stage::Finish;
         }
@@ -290,6 +297,16 @@ impl Turn<'_> {
 
     fn warn(&mut self, message: impl Into<String>) {
         self.emit(Event::Warning { message: message.into() });
+    }
+
+    /// Whether the turn may stop here and leave a session the next turn
+    /// resumes correctly. During resolution that is only before a step is
+    /// evaluated or executed (the session then points at it): stopping
+    /// after a step ran but before it was left would run it again next
+    /// turn, tool calls included.
+    fn at_a_resumable_point(&self) -> bool {
+        self.stage != Stage::Resolve
+            || matches!(self.cursor, Cursor::Evaluate { .. } | Cursor::Execute(..) | Cursor::Idle)
     }
 
     fn out_of_time(&self) -> bool {
@@ -441,7 +458,9 @@ impl Turn<'_> {
             .into_iter()
             .filter(|signal| !signals.contains(signal))
             .collect();
-        for signal in &signals {
+        // Early post-phase answers need their `extract` fields asked too:
+        // no later call asks them again.
+        for signal in signals.iter().chain(&early_post) {
             if let Some(declared) = program.signals.get(*signal) {
                 fields.extend(declared.extract.iter().copied());
             }
@@ -599,8 +618,12 @@ impl Turn<'_> {
         if merged.reply.is_some() || !merged.append_prompt.is_empty() || !merged.inject_tools.is_empty() {
             // Augmentation is layered on top of the turn: it joins the
             // pre-model bus (already recorded above).
+            // A reply the merge dropped (an abort won) must not come back
+            // when the whole bus is merged again before the model call.
+            let keep_replies = merged.reply.is_some();
             self.pre_bus.extend(signal_emissions.iter().map(|emission| Emission {
                 position: None,
+                reply: emission.reply.clone().filter(|_| keep_replies),
                 set: Vec::new(),
                 set_context: Vec::new(),
                 ..emission.clone()
@@ -1336,10 +1359,9 @@ impl Turn<'_> {
         if fresh.is_empty() {
             return false;
         }
+        // The merge's only warning (a reply dropped for an abort) is given
+        // once, when the whole pre-model bus is merged before the reply.
         let merged = merge(&fresh);
-        for warning in &merged.warnings {
-            self.warn(warning.clone());
-        }
         for (index, emission) in fresh.iter().enumerate() {
             let lost = emission.position.is_some() && merged.position.as_ref().is_some_and(|(_, winner)| *winner != index);
             self.record(emission, !lost);
@@ -1411,8 +1433,20 @@ impl Turn<'_> {
     fn respond(&mut self) -> Result<(), TurnError> {
         let program = self.program();
         let pre = merge(&self.pre_bus);
+        for warning in &pre.warnings {
+            self.warn(warning.clone());
+        }
         self.halt |= pre.halt;
-        let verbatim = pre.reply.as_ref().map(|(reply, _)| reply.clone());
+        let mut verbatim = pre.reply.as_ref().map(|(reply, _)| reply.clone());
+        // An abort that is not on the bus (a signal's, or `max_asks` with no
+        // `on_no_answer`) beats a reply all the same.
+        if self.stop == Some(StopReason::Aborted)
+            && let Some((_, index)) = &pre.reply
+        {
+            let source = self.pre_bus.get(*index).map(|emission| emission.source.to_string()).unwrap_or_default();
+            self.warn(format!("the reply from {source} was dropped: the flow was aborted"));
+            verbatim = None;
+        }
         let needs_model = !self.halt
             && verbatim.is_none()
             && self.stop != Some(StopReason::Aborted)
@@ -1656,10 +1690,20 @@ impl Turn<'_> {
             answer
         };
         let mut armed = Vec::new();
+        let mut extracting: BTreeSet<FieldId> = BTreeSet::new();
         for signal in signals.iter().filter_map(|signal| program.signals.get(*signal)) {
             let matched = answer.signals.get(&signal.name).or_else(|| early_answers.get(&signal.name));
             if matched != Some(&true) {
                 continue;
+            }
+            // The pre half of a `both` signal answered yes about this same
+            // message and has fired already: firing again would arm the
+            // same directive for the next turn.
+            if signal.phase == Phase::Both && early_answers.get(&signal.name) == Some(&true) {
+                continue;
+            }
+            if answer.signals.contains_key(&signal.name) {
+                extracting.extend(signal.extract.iter().copied());
             }
             self.emit(Event::SignalMatched {
                 signal: signal.name.clone(),
@@ -1676,10 +1720,10 @@ impl Turn<'_> {
                 armed.push(emission);
             }
         }
+        // Only the fields of the signals that matched are written.
         self.asked_fields = fields;
         self.understanding.fields = answer.fields;
-        let relevant = self.asked_fields.clone();
-        self.write_extraction(&program, &relevant);
+        self.write_extraction(&program, &extracting);
         if armed.is_empty() {
             return Ok(());
         }

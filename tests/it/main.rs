@@ -3,4 +3,8 @@
 
 mod compile;
 mod generated;
+#[cfg(unix)]
+mod repl;
+mod run;
+mod runtime;
 mod support;

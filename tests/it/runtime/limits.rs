@@ -1,0 +1,205 @@
+//! The continuation limits of `agent.limits`: each ends the turn cleanly
+//! with its stop reason and leaves a consistent session — never a crash.
+
+use super::harness::{Double, Harness, Reply, Understood, position, steps};
+use flowc::llm::Usage;
+use flowc::runtime::events::{Event, StopReason};
+use flowc::runtime::tools::ToolRegistry;
+use serde_json::json;
+use std::time::Duration;
+
+fn tool_calls(result: &flowc::runtime::events::TurnResult) -> usize {
+    result.events.iter().filter(|event| matches!(event, Event::ToolCalled { .. })).count()
+}
+
+#[test]
+fn max_auto_steps_parks_the_session_at_the_step_reached_and_the_next_turn_continues() {
+    let mut harness = Harness::new(
+        r#"
+agent A { limits { max_auto_steps 2 } }
+schema { a: string  n: int }
+flow f "F" {
+  when "the user wants f"
+  step ask_a { prompt "A?" collect a }
+  auto step s1 { set n = 1 }
+  auto step s2 { set n = 2 }
+  auto step s3 { set n = 3 }
+  auto step s4 { set n = 4 }
+  auto step s5 { set n = 5  say "chain done" }
+}
+"#,
+    );
+    harness.say_with("f", Understood::new().flow("f"));
+    let first = harness.say_with("a", Understood::new().field("a", json!("a")));
+    assert_eq!(first.stopped_reason, StopReason::AutoStepLimit);
+    assert_eq!(steps(&first), ["ask_a", "s1", "s2"]);
+    assert_eq!(position(&first), (Some("f"), Some("s3")), "parked at the step reached, not run");
+    assert_eq!(harness.data("n"), Some(json!(2)));
+    assert_eq!(harness.calls_last_turn(), (1, 0), "auto steps need no reply call");
+
+    let second = harness.say("go on");
+    assert_eq!(second.stopped_reason, StopReason::AutoStepLimit);
+    assert_eq!(steps(&second), ["s3", "s4"]);
+    assert_eq!(position(&second), (Some("f"), Some("s5")));
+    assert_eq!(harness.calls_last_turn(), (0, 0), "nothing to understand in an auto chain");
+
+    let third = harness.say("go on");
+    assert_eq!(third.stopped_reason, StopReason::FlowComplete);
+    assert_eq!(steps(&third), ["s5"]);
+    assert_eq!(third.reply, "chain done");
+    assert_eq!(harness.data("n"), Some(json!(5)));
+    assert_eq!(third.llm_calls, 0);
+}
+
+const TOOLS: &str = r#"
+agent A { limits { max_tool_rounds 2 } }
+schema { a: string }
+tool lookup(q: string) { builtin echo }
+tool search(q: string) { builtin echo }
+flow f "F" {
+  when "the user wants f"
+  step ask_a { prompt "A?" collect a tools lookup }
+}
+"#;
+
+#[test]
+fn max_tool_rounds_stops_a_model_that_keeps_calling_tools() {
+    let mut harness = Harness::new(TOOLS);
+    harness.reply_next(Reply {
+        text: "I looked it up.".to_string(),
+        tool_calls: vec![("lookup".to_string(), json!({ "q": "rooms" }))],
+        call_forever: true,
+        ..Reply::default()
+    });
+    let result = harness.say_with("f", Understood::new().flow("f"));
+    assert_eq!(result.stopped_reason, StopReason::ToolRoundLimit);
+    assert_eq!(tool_calls(&result), 2, "two rounds ran, the third was refused");
+    let results = harness.script().tool_results.clone();
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[0], Ok(json!({ "q": "rooms" })));
+    assert!(results[2].as_ref().is_err_and(|error| error.contains("limit of 2 tool rounds")), "{results:?}");
+    // The reply written so far is kept and the session is consistent.
+    assert_eq!(result.reply, "I looked it up.");
+    assert_eq!(position(&result), (Some("f"), Some("ask_a")));
+    assert_eq!(harness.session.turns, 1);
+}
+
+#[test]
+fn the_model_may_call_only_the_tools_of_the_step() {
+    let mut harness = Harness::new(TOOLS);
+    harness.reply_next(Reply {
+        text: "ok".to_string(),
+        tool_calls: vec![("search".to_string(), json!({ "q": "rooms" }))],
+        ..Reply::default()
+    });
+    let result = harness.say_with("f", Understood::new().flow("f"));
+    let results = harness.script().tool_results.clone();
+    assert!(results[0].as_ref().is_err_and(|error| error.contains("not available")), "{results:?}");
+    assert_eq!(result.stopped_reason, StopReason::NeedsInput);
+}
+
+#[test]
+fn max_turn_tokens_stops_after_the_understand_call_that_exceeds_it() {
+    let mut harness = Harness::new(
+        r#"
+agent A { limits { max_turn_tokens 500 } }
+schema { a: string }
+flow f "F" {
+  when "the user wants f"
+  step ask_a { prompt "A?" collect a }
+}
+"#,
+    );
+    let result = harness.say_with("f", Understood::new().flow("f").tokens(1000));
+    assert_eq!(result.stopped_reason, StopReason::TokenLimit);
+    assert_eq!(harness.calls_last_turn(), (1, 0), "no reply call once the budget is spent");
+    assert_eq!(result.tokens.prompt, 1000);
+    assert_eq!(result.llm_calls, 1);
+    assert_eq!(position(&result), (None, None));
+    // The turn is recorded: a consistent session the next turn starts from.
+    assert_eq!(harness.session.turns, 1);
+    assert_eq!(harness.session.usage.prompt, 1000);
+    let next = harness.say_with("f", Understood::new().flow("f").tokens(10));
+    assert_eq!(next.stopped_reason, StopReason::NeedsInput);
+    assert_eq!(position(&next), (Some("f"), Some("ask_a")));
+}
+
+#[test]
+fn max_turn_tokens_counts_the_reply_call_too() {
+    let mut harness = Harness::new(
+        r#"
+agent A { limits { max_turn_tokens 500 } }
+schema { a: string }
+flow f "F" {
+  when "the user wants f"
+  step ask_a { prompt "A?" collect a }
+}
+"#,
+    );
+    harness.reply_next(Reply {
+        text: "A long answer".to_string(),
+        usage: Usage { calls: 1, prompt: 300, completion: 300, cached: 0 },
+        ..Reply::default()
+    });
+    let result = harness.say_with("f", Understood::new().flow("f").tokens(100));
+    assert_eq!(result.stopped_reason, StopReason::TokenLimit);
+    assert_eq!(result.reply, "A long answer");
+    assert_eq!(result.tokens.prompt, 400);
+    assert_eq!(result.tokens.completion, 300);
+    assert_eq!(position(&result), (Some("f"), Some("ask_a")));
+}
+
+#[test]
+fn turn_timeout_stops_a_turn_whose_model_is_too_slow() {
+    let mut harness = Harness::new(
+        r#"
+agent A { limits { turn_timeout 1s } }
+schema { a: string }
+flow f "F" {
+  when "the user wants f"
+  step ask_a { prompt "A?" collect a }
+}
+"#,
+    );
+    // Past the limit by a margin no scheduler delay before the call can
+    // reach: the turn is stopped after the call, never before it.
+    harness.script().understand_sleep = Some(Duration::from_millis(1050));
+    let result = harness.say_with("f", Understood::new().flow("f"));
+    assert_eq!(result.stopped_reason, StopReason::TimeLimit);
+    assert_eq!(harness.calls_last_turn(), (1, 0));
+    assert_eq!(harness.session.turns, 1);
+    assert_eq!(harness.session.history.len(), 1, "the user's message is kept");
+}
+
+#[test]
+fn turn_timeout_in_an_auto_chain_never_leaves_an_executed_step_to_run_again() {
+    let double = Double::slow(json!({ "id": "B-1" }), Duration::from_millis(1100));
+    let mut tools = ToolRegistry::default();
+    tools.register("book", double.clone());
+    let mut harness = Harness::with_tools(
+        r#"
+agent A { limits { turn_timeout 1s } }
+schema { a: string  id: string  n: int }
+tool book(a: string) -> { id: string } { builtin echo }
+flow f "F" {
+  when "the user wants f"
+  step ask_a { prompt "A?" collect a }
+  auto step do_book { call book(a) -> id }
+  auto step after { set n = 1  say "Booked {{id}}." }
+}
+"#,
+        tools,
+    );
+    harness.say_with("f", Understood::new().flow("f"));
+    let slow = harness.say_with("a", Understood::new().field("a", json!("a")));
+    assert_eq!(slow.stopped_reason, StopReason::TimeLimit);
+    assert_eq!(steps(&slow), ["ask_a", "do_book"]);
+    assert_eq!(harness.data("id"), Some(json!("B-1")));
+    // Parked at the step to run next, not at the step that already ran.
+    assert_eq!(position(&slow), (Some("f"), Some("after")));
+
+    let next = harness.say("and?");
+    assert_eq!(double.calls().len(), 1, "the booking tool is not called twice");
+    assert_eq!(steps(&next), ["after"]);
+    assert_eq!(next.reply, "Booked B-1.");
+}

@@ -1,0 +1,11 @@
+//! The turn pipeline through the library API: one test per rule of
+//! LANGUAGE.md sections 3, 4, 5, 7 and 9, on inline `.flow` programs and a
+//! scripted provider (and the offline one where natural).
+
+mod chain;
+mod harness;
+mod limits;
+mod merge;
+mod routing;
+mod signals;
+mod steps;
