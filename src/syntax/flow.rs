@@ -33,23 +33,64 @@ pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
         let diagnostic = too_deep_diagnostic(map.span(offset, next_char_end(text, offset)));
         return (Program::default(), vec![diagnostic]);
     }
-    // One top-level construct at a time: pest keeps every token of what it
-    // parses, so parsing the whole file at once would hold the tokens of
-    // every flow in memory together.
-    let mut program = Program::default();
-    let mut diagnostics = Vec::new();
-    let mut offset = skip_trivia(text, 0);
-    while let Some(rest) = text.get(offset..).filter(|rest| !rest.is_empty()) {
-        let parsed = FlowParser::parse(Rule::item_only, rest);
-        let Some(item_only) = parsed.ok().and_then(|mut pairs| pairs.next()) else {
-            // Parse the whole program again for the diagnostic: it is the
-            // same failure, with the context pest needs to name what it
-            // expected.
+    // Large programs are cut at top-level item boundaries and the pieces
+    // parsed on all cores; a piece that fails sends the whole file through
+    // the sequential path, so diagnostics never depend on the cut.
+    let pieces = split_at_items(text, parallelism());
+    if pieces.len() > 1 {
+        let parsed: Option<Vec<(Program, Vec<Diagnostic>)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = pieces
+                .iter()
+                .map(|range| {
+                    let range = range.clone();
+                    std::thread::Builder::new()
+                        .stack_size(PARSER_STACK)
+                        .spawn_scoped(scope, move || parse_items(text, range))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| handle.ok().and_then(|handle| handle.join().ok()).flatten())
+                .collect()
+        });
+        if let Some(parsed) = parsed {
+            return merge_pieces(parsed);
+        }
+    }
+    match parse_items(text, 0..text.len()) {
+        Some(parsed) => parsed,
+        None => {
+            // Parse the whole program again for the diagnostic: the same
+            // failure, with the context pest needs to name what it expected.
+            let mut diagnostics = Vec::new();
             if let Err(error) = FlowParser::parse(Rule::program, text) {
                 diagnostics.push(parse_failure(&error, text, map));
             }
-            return (program, diagnostics);
-        };
+            (Program::default(), diagnostics)
+        }
+    }
+}
+
+/// Below this size a program is parsed on one thread.
+const PARALLEL_THRESHOLD: usize = 512 * 1024;
+
+/// Stack for parser threads: pest and the walk recurse per bracket level.
+const PARSER_STACK: usize = 16 * 1024 * 1024;
+
+fn parallelism() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(8)
+}
+
+/// Parses the top-level items in `range` one at a time: pest keeps every
+/// token of what it parses, so parsing item by item bounds that memory.
+/// `None` when an item does not parse.
+fn parse_items(text: &str, range: std::ops::Range<usize>) -> Option<(Program, Vec<Diagnostic>)> {
+    let mut program = Program::default();
+    let mut diagnostics = Vec::new();
+    let end = range.end.min(text.len());
+    let mut offset = skip_trivia(text, range.start).min(end);
+    while let Some(rest) = text.get(offset..end).filter(|rest| !rest.is_empty()) {
+        let item_only = FlowParser::parse(Rule::item_only, rest).ok().and_then(|mut pairs| pairs.next())?;
         let consumed = item_only.as_span().end();
         let base = u32::try_from(offset).unwrap_or(u32::MAX);
         let mut walker = Walker { text: rest, map: SpanMap::Exact { base }, diagnostics };
@@ -60,9 +101,86 @@ pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
         if consumed == 0 {
             break;
         }
-        offset = skip_trivia(text, offset + consumed);
+        offset = skip_trivia(text, offset + consumed).min(end);
+    }
+    Some((program, diagnostics))
+}
+
+/// Joins the programs of consecutive pieces, in order.
+fn merge_pieces(pieces: Vec<(Program, Vec<Diagnostic>)>) -> (Program, Vec<Diagnostic>) {
+    let mut program = Program::default();
+    let mut diagnostics = Vec::new();
+    for (piece, piece_diagnostics) in pieces {
+        diagnostics.extend(piece_diagnostics);
+        if let Some(agent) = piece.agent {
+            match &program.agent {
+                Some(first) => diagnostics.push(duplicate_agent(first, &agent)),
+                None => program.agent = Some(agent),
+            }
+        }
+        program.schema.extend(piece.schema);
+        program.context.extend(piece.context);
+        program.tools.extend(piece.tools);
+        program.signals.extend(piece.signals);
+        program.flows.extend(piece.flows);
     }
     (program, diagnostics)
+}
+
+fn duplicate_agent(first: &Agent, second: &Agent) -> Diagnostic {
+    Diagnostic::new(Code::DuplicateKey, "a program has one `agent`")
+        .at(second.name.as_ref().map_or(second.span, |name| name.span), "a second agent")
+        .with_label(first.name.as_ref().map_or(first.span, |name| name.span), "first agent")
+        .with_help("merge the two `agent` blocks")
+}
+
+/// Cuts a program into about `pieces` ranges that end where a top-level
+/// item ends (a `}` back at depth 0, outside strings and comments). Small
+/// programs stay whole.
+fn split_at_items(text: &str, pieces: usize) -> Vec<std::ops::Range<usize>> {
+    if pieces <= 1 || text.len() < PARALLEL_THRESHOLD {
+        return vec![0..text.len()];
+    }
+    let target = text.len() / pieces;
+    let mut cuts = vec![0];
+    let mut depth = 0usize;
+    let mut quote: Option<u8> = None;
+    let bytes = text.as_bytes();
+    let mut index = 0;
+    while let Some(&byte) = bytes.get(index) {
+        match quote {
+            Some(open) => {
+                if byte == b'\\' {
+                    index += 1;
+                } else if byte == open {
+                    quote = None;
+                }
+            }
+            None => match byte {
+                b'"' | b'\'' => quote = Some(byte),
+                b'#' => {
+                    while bytes.get(index).is_some_and(|&skipped| skipped != b'\n') {
+                        index += 1;
+                    }
+                }
+                b'{' => depth += 1,
+                b'}' => {
+                    depth = depth.saturating_sub(1);
+                    let last = cuts.last().copied().unwrap_or(0);
+                    if depth == 0 && index + 1 - last >= target && cuts.len() < pieces {
+                        cuts.push(index + 1);
+                    }
+                }
+                _ => {}
+            },
+        }
+        index += 1;
+    }
+    cuts.push(text.len());
+    cuts.windows(2).filter_map(|pair| match pair {
+        [start, end] if start < end => Some(*start..*end),
+        _ => None,
+    }).collect()
 }
 
 /// The diagnostic for pest's failure: what was expected at the furthest
@@ -553,12 +671,7 @@ impl Walker<'_> {
                 Rule::agent => {
                     let agent = self.agent(item);
                     if let Some(first) = &program.agent {
-                        self.diagnostics.push(
-                            Diagnostic::new(Code::DuplicateKey, "a program has one `agent`")
-                                .at(agent.name.as_ref().map_or(agent.span, |name| name.span), "a second agent")
-                                .with_label(first.name.as_ref().map_or(first.span, |name| name.span), "first agent")
-                                .with_help("merge the two `agent` blocks"),
-                        );
+                        self.diagnostics.push(duplicate_agent(first, &agent));
                     } else {
                         program.agent = Some(agent);
                     }
@@ -1518,6 +1631,29 @@ fn is_keyword(rule: Rule) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_large_program_parses_the_same_in_pieces_as_whole() {
+        let text = crate::testgen::large_program(400, 20);
+        assert!(split_at_items(&text, 2).len() == 2, "the program is large enough to be cut");
+        let file = SourceFile::new("big.flow", text.clone());
+        let (in_pieces, piece_diagnostics) = parse(&file);
+        let (whole, whole_diagnostics) = parse_items(&text, 0..text.len()).unwrap();
+        assert_eq!(piece_diagnostics, whole_diagnostics);
+        assert_eq!(serde_json::to_value(&in_pieces).unwrap(), serde_json::to_value(&whole).unwrap());
+        assert_eq!(in_pieces.flows.len(), 400);
+    }
+
+    #[test]
+    fn a_syntax_error_in_a_large_program_is_reported_as_in_a_small_one() {
+        let mut text = crate::testgen::large_program(400, 20);
+        let broken_at = text.rfind("prompt").unwrap();
+        text.replace_range(broken_at..broken_at + 6, "promt");
+        let (_, diagnostics) = parse(&SourceFile::new("big.flow", text.clone()));
+        assert_eq!(diagnostics.len(), 1);
+        assert_eq!(diagnostics[0].code, Code::Syntax);
+        assert_eq!(diagnostics[0].primary_span().map(|span| span.start as usize), Some(broken_at));
+    }
 
     /// LANGUAGE.md section 10, with the schema of section 1.
     const BOOKING: &str = r#"
