@@ -139,7 +139,7 @@ fn duplicate_agent(first: &Agent, second: &Agent) -> Diagnostic {
 /// programs stay whole.
 fn split_at_items(text: &str, pieces: usize) -> Vec<std::ops::Range<usize>> {
     if pieces <= 1 || text.len() < PARALLEL_THRESHOLD {
-        return vec![0..text.len()];
+        return std::iter::once(0..text.len()).collect();
     }
     let target = text.len() / pieces;
     let mut cuts = vec![0];
