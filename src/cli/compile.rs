@@ -1,10 +1,8 @@
 //! `flowc compile FILE`: the IR (or AST) of one program as JSON on stdout,
 //! or its diagnostics on stderr and exit 1 when it has errors.
 
-use super::load::load_file;
-use super::report::{print_diagnostics, stderr_style};
+use super::load::compile_file;
 use super::{Outcome, print_stdout};
-use crate::pipeline::compile;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -28,20 +26,10 @@ pub enum Emit {
 }
 
 pub fn run(args: &CompileArgs) -> Outcome {
-    let loaded = match load_file(&args.file) {
-        Ok(loaded) => loaded,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return Outcome::Error;
-        }
+    let compilation = match compile_file(&args.file) {
+        Ok(compilation) => compilation,
+        Err(outcome) => return outcome,
     };
-    let style = stderr_style();
-    if let Some(encoding_error) = loaded.encoding_error {
-        print_diagnostics(&loaded.file, &[encoding_error], style);
-        return Outcome::Failure;
-    }
-    let compilation = compile(&loaded.file);
-    print_diagnostics(&loaded.file, &compilation.diagnostics, style);
     if compilation.has_errors() {
         return Outcome::Failure;
     }

@@ -2,12 +2,10 @@
 //! on stdout or in a file. A program with errors still draws what lowering
 //! could resolve; its diagnostics go to stderr and the exit code is 1.
 
-use super::load::load_file;
-use super::report::{print_diagnostics, stderr_style};
+use super::load::compile_file;
 use super::{Outcome, print_stdout};
 use crate::check::reachability;
 use crate::graph;
-use crate::pipeline::compile;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -34,27 +32,17 @@ pub enum Format {
 }
 
 pub fn run(args: &GraphArgs) -> Outcome {
-    let loaded = match load_file(&args.file) {
-        Ok(loaded) => loaded,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return Outcome::Error;
-        }
+    let compilation = match compile_file(&args.file) {
+        Ok(compilation) => compilation,
+        Err(outcome) => return outcome,
     };
-    let style = stderr_style();
-    if let Some(encoding_error) = loaded.encoding_error {
-        print_diagnostics(&loaded.file, &[encoding_error], style);
-        return Outcome::Failure;
-    }
-    let compilation = compile(&loaded.file);
-    print_diagnostics(&loaded.file, &compilation.diagnostics, style);
     let only = match &args.flow {
         None => None,
         Some(name) => match compilation.ir.flow_by_name(name) {
             Some(flow) => Some(flow),
             None => {
                 let names: Vec<&str> = compilation.ir.flows.iter().map(|flow| flow.name.as_str()).collect();
-                eprintln!("error: `{name}` names no flow of `{}`", loaded.file.name);
+                eprintln!("error: `{name}` names no flow of `{}`", crate::cli::load::display_path(&args.file));
                 if !names.is_empty() {
                     eprintln!("  the flows are: {}", names.join(", "));
                 }

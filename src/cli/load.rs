@@ -95,3 +95,22 @@ fn walk(directory: &Path, files: &mut Vec<PathBuf>) -> Result<(), LoadError> {
     }
     Ok(())
 }
+
+/// Reads and compiles one program, printing its diagnostics on stderr (the
+/// start of `compile`, `graph` and `run`). `Err` is the outcome to exit
+/// with when there is nothing to compile: 2 for an I/O error, 1 for a file
+/// that is not UTF-8.
+pub fn compile_file(path: &Path) -> Result<crate::pipeline::Compilation, super::Outcome> {
+    let loaded = load_file(path).map_err(|error| {
+        eprintln!("error: {error}");
+        super::Outcome::Error
+    })?;
+    let style = super::report::stderr_style();
+    if let Some(encoding_error) = loaded.encoding_error {
+        super::report::print_diagnostics(&loaded.file, &[encoding_error], style);
+        return Err(super::Outcome::Failure);
+    }
+    let compilation = crate::pipeline::compile(&loaded.file);
+    super::report::print_diagnostics(&loaded.file, &compilation.diagnostics, style);
+    Ok(compilation)
+}

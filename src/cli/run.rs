@@ -7,11 +7,10 @@
 //! from the runtime's [`TurnResult`] and its events — the REPL, `--json` and
 //! the tests see the same data.
 
-use super::load::load_file;
-use super::report::{print_diagnostics, stderr_style};
+use super::load::compile_file;
+use super::report::stderr_style;
 use super::{Outcome, print_stdout};
 use crate::ir::{FlowId, Program};
-use crate::pipeline::compile;
 use crate::runtime::clock;
 use crate::runtime::engine::{Runtime, RuntimeOptions, TurnError};
 use crate::runtime::events::TurnResult;
@@ -83,14 +82,11 @@ enum RunError {
 }
 
 fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
-    let loaded = load_file(&args.file).map_err(|error| RunError::Usage(error.to_string()))?;
+    let compilation = match compile_file(&args.file) {
+        Ok(compilation) => compilation,
+        Err(outcome) => return Ok(outcome),
+    };
     let style = stderr_style();
-    if let Some(encoding_error) = loaded.encoding_error {
-        print_diagnostics(&loaded.file, &[encoding_error], style);
-        return Ok(Outcome::Failure);
-    }
-    let compilation = compile(&loaded.file);
-    print_diagnostics(&loaded.file, &compilation.diagnostics, style);
     if compilation.has_errors() {
         let errors = compilation.diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count();
         eprintln!("the program has {errors} error{}: nothing was run", if errors == 1 { "" } else { "s" });
