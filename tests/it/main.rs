@@ -2,4 +2,6 @@
 //! as one test binary of modules.
 
 mod compile;
+mod fake;
+mod providers;
 mod support;
