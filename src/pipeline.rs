@@ -49,21 +49,13 @@ fn mark_damaged_flows(ast: &ast::Program, ir: &mut Program, front_end: &[Diagnos
     }
     damaged.sort_unstable();
     // IR flows keep the span of their declaration's name.
-    let by_name_span: std::collections::HashMap<crate::source::Span, usize> = ir
-        .flows
-        .iter()
-        .enumerate()
-        .map(|(index, flow)| (flow.span, index))
-        .collect();
+    let by_name_span: std::collections::HashMap<crate::source::Span, usize> =
+        ir.flows.iter().enumerate().map(|(index, flow)| (flow.span, index)).collect();
     for flow_decl in &ast.flows {
         let first_at_or_after = damaged.partition_point(|offset| *offset < flow_decl.span.start);
-        let inside = damaged
-            .get(first_at_or_after)
-            .is_some_and(|offset| *offset < flow_decl.span.end);
-        if let Some(flow) = by_name_span
-            .get(&flow_decl.name.span)
-            .filter(|_| inside)
-            .and_then(|index| ir.flows.get_mut(*index))
+        let inside = damaged.get(first_at_or_after).is_some_and(|offset| *offset < flow_decl.span.end);
+        if let Some(flow) =
+            by_name_span.get(&flow_decl.name.span).filter(|_| inside).and_then(|index| ir.flows.get_mut(*index))
         {
             flow.incomplete = true;
         }

@@ -108,6 +108,103 @@ fn write_flow(out: &mut String, flow: usize, steps: usize) {
     let _ = writeln!(out, "}}\n");
 }
 
+const YAML_SCHEMA: &str = r#"agent:
+  name: Bench
+  identity: You are a test agent.
+schema:
+  name: { type: string, description: "The user's name" }
+  count: { type: int, min: 0, max: 1000 }
+  agree: bool
+  plan: { type: enum, values: [free, pro, enterprise] }
+  note: string
+  result: string
+  total: int
+tools:
+  lookup:
+    params: { name: string, count: int }
+    returns: { result: string }
+    builtin: echo
+signals:
+  wants_human:
+    when: the user asks for a human
+    then: { reply: A human will answer. }
+flows:
+"#;
+
+/// [`large_program`] written in YAML: the same program, so both front ends
+/// are measured on equal input (a test asserts the two compile to the same
+/// IR).
+pub fn large_program_yaml(flows: usize, steps: usize) -> String {
+    let steps = steps.max(6);
+    let mut out = String::with_capacity(flows * steps * 220 + YAML_SCHEMA.len());
+    out.push_str(YAML_SCHEMA);
+    for flow in 0..flows {
+        write_yaml_flow(&mut out, flow, steps);
+    }
+    out
+}
+
+fn write_yaml_flow(out: &mut String, flow: usize, steps: usize) {
+    let _ = writeln!(out, "  f{flow}:");
+    let _ = writeln!(out, "    title: Flow number {flow}");
+    let _ = writeln!(out, "    when: the user talks about topic {flow}");
+    let _ = writeln!(out, "    requires: [name]");
+    let _ = writeln!(out, "    on_enter: [{{ set: {{ total: 0 }} }}]");
+    let _ = writeln!(out, "    steps:");
+    let _ = writeln!(out, "      - id: s0");
+    let _ = writeln!(out, "        prompt: Hello! Your name, a count, a plan, and do you agree?");
+    let _ = writeln!(out, "        collect: [name, count, plan, agree]");
+    for step in 1..steps.saturating_sub(1) {
+        let next = step + 1;
+        let after = (step + 2).min(steps - 1);
+        match step % 5 {
+            1 => {
+                let _ = writeln!(out, "      - id: s{step}");
+                let _ = writeln!(out, "        prompt: \"{{{{name}}}}, step {step} of flow {flow}: shall we go on?\"");
+                let _ = writeln!(out, "        branches:");
+                let _ = writeln!(out, "          - {{ if: 'count > {step} and plan == \"pro\"', then: s{after} }}");
+                let _ = writeln!(out, "          - {{ if: agree == false, then: s{next}, label: disagrees }}");
+                let _ = writeln!(out, "          - {{ when: the user wants to start over, then: s0 }}");
+                let _ = writeln!(out, "          - {{ then: s{next} }}");
+            }
+            2 => {
+                let _ = writeln!(out, "      - id: s{step}");
+                let _ = writeln!(out, "        auto: true");
+                let _ = writeln!(out, "        do:");
+                let _ = writeln!(out, "          - set: {{ total: total + {step} }}");
+                let _ = writeln!(
+                    out,
+                    "          - call: {{ tool: lookup, args: {{ name: name, count: count + 1 }}, save: result }}"
+                );
+                let _ = writeln!(out, "        say: \"Looked up {{{{name}}}}: {{{{result}}}} ({{{{total}}}})\"");
+            }
+            3 => {
+                let _ = writeln!(out, "      - id: s{step}");
+                let _ = writeln!(out, "        skip_if: note is set or plan == \"free\"");
+                let _ = writeln!(out, "        prompt: \"Anything to add about {{{{plan}}}}?\"");
+                let _ = writeln!(out, "        collect: [note]");
+            }
+            4 => {
+                let _ = writeln!(out, "      - id: s{step}");
+                let _ = writeln!(out, "        requires: [name, count]");
+                let _ = writeln!(out, "        if: count < 500");
+                let _ = writeln!(out, "        say: \"{{{{name}}}} has {{{{count}}}} at step {step}.\"");
+            }
+            _ => {
+                let _ = writeln!(out, "      - id: s{step}");
+                let _ = writeln!(out, "        prompt: \"Tell me more, {{{{name}}}}.\"");
+                let _ = writeln!(out, "        collect: [result]");
+                let _ = writeln!(out, "        max_asks: 2");
+                let _ = writeln!(out, "        on_no_answer: {{ goto_step: s0 }}");
+            }
+        }
+    }
+    let last = steps - 1;
+    let _ = writeln!(out, "      - id: s{last}");
+    let _ = writeln!(out, "        say: \"Done with flow {flow}, {{{{name}}}}.\"");
+    let _ = writeln!(out, "        next: end");
+}
+
 /// One workflow whose `steps` auto steps form a chain by `next`, written
 /// in reverse order so that list order and execution order disagree. With
 /// `close_cycle`, the last step jumps back to the first: one long auto
@@ -171,7 +268,10 @@ pub fn deep_expressions(depth: usize, count: usize) -> String {
         for level in 0..depth {
             expr = if level % 2 == 0 { format!("({expr} + 1)") } else { format!("-{expr}") };
         }
-        let _ = writeln!(out, "  step d{index} {{ if {expr} > 0 or not not not (count > {index})  say \"{{{{count}}}}\" }}");
+        let _ = writeln!(
+            out,
+            "  step d{index} {{ if {expr} > 0 or not not not (count > {index})  say \"{{{{count}}}}\" }}"
+        );
     }
     let _ = writeln!(out, "}}");
     out

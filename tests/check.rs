@@ -78,9 +78,8 @@ fn expected(file: &SourceFile) -> BTreeSet<(String, usize)> {
             let (Some(code), Some(at), None) = (words.next(), words.next(), words.next()) else {
                 panic!("{}:{}: write `# expect: CODE LINE`", file.name, index + 1);
             };
-            let at: usize = at
-                .parse()
-                .unwrap_or_else(|_| panic!("{}:{}: `{at}` is not a line number", file.name, index + 1));
+            let at: usize =
+                at.parse().unwrap_or_else(|_| panic!("{}:{}: `{at}` is not a line number", file.name, index + 1));
             pairs.insert((code.to_string(), at));
         }
     }
@@ -117,12 +116,7 @@ fn broken_fixtures_report_exactly_what_they_declare() {
             failures.push(format!("{}: declares no `{code_dir}`", file.name));
         }
         if expected != actual {
-            failures.push(format!(
-                "{}:\n  expected: {}\n  actual:   {}",
-                file.name,
-                show(&expected),
-                show(&actual)
-            ));
+            failures.push(format!("{}:\n  expected: {}\n  actual:   {}", file.name, show(&expected), show(&actual)));
         }
     }
     assert!(failures.is_empty(), "{} fixture(s) differ:\n{}", failures.len(), failures.join("\n"));
@@ -149,7 +143,9 @@ fn every_code_has_a_fixture() {
     let missing: Vec<&str> = Code::ALL
         .iter()
         .map(|code| code.as_str())
-        .filter(|code| !files.iter().any(|path| path.parent().and_then(Path::file_name).is_some_and(|dir| dir == *code)))
+        .filter(|code| {
+            !files.iter().any(|path| path.parent().and_then(Path::file_name).is_some_and(|dir| dir == *code))
+        })
         .collect();
     assert!(missing.is_empty(), "codes without a fixture: {missing:?}");
 }

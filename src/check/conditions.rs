@@ -48,11 +48,9 @@ fn fold_at(expr: &Expr, depth: usize) -> Option<Value> {
     let depth = depth + 1;
     match &expr.kind {
         ExprKind::Literal { value } => Some(value.clone()),
-        ExprKind::List { items } => items
-            .iter()
-            .map(|item| fold_at(item, depth))
-            .collect::<Option<Vec<_>>>()
-            .map(Value::Array),
+        ExprKind::List { items } => {
+            items.iter().map(|item| fold_at(item, depth)).collect::<Option<Vec<_>>>().map(Value::Array)
+        }
         ExprKind::Unary { op, operand } => {
             let value = fold_at(operand, depth)?;
             match (op, value) {
@@ -179,10 +177,7 @@ fn order(left: &Value, right: &Value) -> Option<std::cmp::Ordering> {
 }
 
 fn fold_call(function: Function, args: &[Expr], depth: usize) -> Option<Value> {
-    let values = args
-        .iter()
-        .map(|arg| fold_at(arg, depth))
-        .collect::<Option<Vec<_>>>()?;
+    let values = args.iter().map(|arg| fold_at(arg, depth)).collect::<Option<Vec<_>>>()?;
     match (function, values.as_slice()) {
         (Function::Len, [Value::Null]) => Some(Value::from(0)),
         (Function::Len, [Value::String(text)]) => Some(Value::from(text.chars().count())),
@@ -190,8 +185,12 @@ fn fold_call(function: Function, args: &[Expr], depth: usize) -> Option<Value> {
         (Function::Lower | Function::Upper, [Value::Null]) => Some(Value::Null),
         (Function::Lower, [Value::String(text)]) => Some(Value::String(text.to_lowercase())),
         (Function::Upper, [Value::String(text)]) => Some(Value::String(text.to_uppercase())),
-        (Function::Contains, [Value::String(text), Value::String(part)]) => Some(Value::Bool(text.contains(part.as_str()))),
-        (Function::Contains, [Value::Array(items), item]) => Some(Value::Bool(items.iter().any(|candidate| same(candidate, item)))),
+        (Function::Contains, [Value::String(text), Value::String(part)]) => {
+            Some(Value::Bool(text.contains(part.as_str())))
+        }
+        (Function::Contains, [Value::Array(items), item]) => {
+            Some(Value::Bool(items.iter().any(|candidate| same(candidate, item))))
+        }
         _ => None,
     }
 }
@@ -204,11 +203,7 @@ pub(crate) fn conjuncts(expr: &Expr) -> Vec<&Expr> {
     let mut stack = vec![expr];
     while let Some(expr) = stack.pop() {
         match &expr.kind {
-            ExprKind::Binary {
-                op: BinaryOp::And,
-                left,
-                right,
-            } => {
+            ExprKind::Binary { op: BinaryOp::And, left, right } => {
                 stack.push(right);
                 stack.push(left);
             }
@@ -344,10 +339,7 @@ fn write_key(expr: &Expr, out: &mut String, depth: usize) -> bool {
 /// A `when` description in a canonical form: case and spacing do not make
 /// two questions to the model different.
 pub(crate) fn when_key(text: &str) -> String {
-    text.split_whitespace()
-        .map(str::to_lowercase)
-        .collect::<Vec<_>>()
-        .join(" ")
+    text.split_whitespace().map(str::to_lowercase).collect::<Vec<_>>().join(" ")
 }
 
 // ---------------------------------------------------------------- facts
@@ -374,10 +366,7 @@ fn facts_at(expr: &Expr, truth: bool, out: &mut Vec<FieldId>, depth: usize) {
                 out.push(field);
             }
         }
-        ExprKind::Unary {
-            op: UnaryOp::Not,
-            operand,
-        } => facts_at(operand, !truth, out, depth),
+        ExprKind::Unary { op: UnaryOp::Not, operand } => facts_at(operand, !truth, out, depth),
         ExprKind::Binary { op, left, right } => match (op, truth) {
             (BinaryOp::And, true) | (BinaryOp::Or, false) => {
                 facts_at(left, truth, out, depth);
@@ -416,10 +405,7 @@ fn facts_at(expr: &Expr, truth: bool, out: &mut Vec<FieldId>, depth: usize) {
             }
             _ => {}
         },
-        ExprKind::Call {
-            function: Function::Contains,
-            args,
-        } if truth => {
+        ExprKind::Call { function: Function::Contains, args } if truth => {
             out.extend(args.first().and_then(read_field));
         }
         _ => {}
@@ -465,10 +451,7 @@ fn coverage_at(program: &Program, expr: &Expr, depth: usize) -> Option<(FieldId,
             let domain = domain(program, *field)?;
             domain.contains("true").then(|| (*field, ["true".to_string()].into_iter().collect()))
         }
-        ExprKind::Unary {
-            op: UnaryOp::Not,
-            operand,
-        } => {
+        ExprKind::Unary { op: UnaryOp::Not, operand } => {
             let (field, values) = coverage_at(program, operand, depth)?;
             let domain = domain(program, field)?;
             Some((field, domain.difference(&values).cloned().collect()))
@@ -513,7 +496,8 @@ fn coverage_at(program: &Program, expr: &Expr, depth: usize) -> Option<(FieldId,
                     return None;
                 };
                 let domain = domain(program, field)?;
-                let listed: Values = items.iter().filter_map(value_name).filter(|value| domain.contains(value)).collect();
+                let listed: Values =
+                    items.iter().filter_map(value_name).filter(|value| domain.contains(value)).collect();
                 if *op == BinaryOp::In {
                     Some((field, listed))
                 } else {
@@ -531,5 +515,104 @@ fn value_name(value: &Value) -> Option<String> {
         Value::Bool(value) => Some(value.to_string()),
         Value::String(text) => Some(text.clone()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::Program;
+
+    /// The program and the typed condition `text` (a branch `if` over a
+    /// small schema).
+    fn condition(text: &str) -> (Program, Expr) {
+        let source = format!(
+            "schema {{ n: int  ok: bool  plan: enum(free, pro, team)  s: string }}\n\
+             flow f {{ when \"w\"  step a {{ branch {{ if {text} -> a }} }} }}"
+        );
+        let file = crate::source::SourceFile::new("test.flow", source);
+        let compilation = crate::pipeline::compile(&file);
+        let expr = compilation
+            .ir
+            .flows
+            .first()
+            .and_then(|flow| flow.steps.first())
+            .and_then(|step| step.branches.first())
+            .and_then(|branch| branch.guard.first())
+            .cloned()
+            .unwrap_or_else(|| panic!("no condition in {text}"));
+        (compilation.ir, expr)
+    }
+
+    fn folded(text: &str) -> Option<bool> {
+        fold_bool(&condition(text).1)
+    }
+
+    #[test]
+    fn constant_conditions_fold() {
+        assert_eq!(folded("1 > 2"), Some(false));
+        assert_eq!(folded("\"a\" in [\"a\", \"b\"]"), Some(true));
+        assert_eq!(folded("not (1 + 1 == 2)"), Some(false));
+        assert_eq!(folded("n > 1 and false"), Some(false));
+        assert_eq!(folded("true or n > 1"), Some(true));
+        assert_eq!(folded("null < 1"), Some(false));
+        assert_eq!(folded("null is set"), Some(false));
+        assert_eq!(folded("len(\"abc\") == 3"), Some(true));
+        assert_eq!(folded("contains(\"abc\", \"d\")"), Some(false));
+        assert_eq!(folded("1 == 1.0"), Some(true));
+    }
+
+    #[test]
+    fn conditions_on_data_do_not_fold() {
+        assert_eq!(folded("n > 1"), None);
+        assert_eq!(folded("n > 1 and true"), None);
+        assert_eq!(folded("ok or false"), None);
+    }
+
+    #[test]
+    fn keys_ignore_spelling_but_not_meaning() {
+        let key_of = |text: &str| key(&condition(text).1);
+        assert_eq!(key_of("n > 4"), key_of("4 < n"));
+        assert_eq!(key_of("n <= 4"), key_of("4 >= (n)"));
+        assert_eq!(key_of("plan == \"pro\""), key_of("\"pro\" == plan"));
+        assert_eq!(key_of("ok and n == 1"), key_of("n == 1 and ok"));
+        assert_ne!(key_of("n > 4"), key_of("n >= 4"));
+        assert_ne!(key_of("n - 1 > 0"), key_of("1 - n > 0"));
+        assert_eq!(when_key(" The user   wants it "), when_key("the user wants it"));
+    }
+
+    #[test]
+    fn facts_are_what_a_condition_proves_set() {
+        let proven = |text: &str, truth: bool| {
+            let (program, expr) = condition(text);
+            let mut fields = Vec::new();
+            facts(&expr, truth, &mut fields);
+            let mut names: Vec<String> =
+                fields.iter().filter_map(|field| program.field(*field).map(|field| field.name.clone())).collect();
+            names.sort();
+            names
+        };
+        assert_eq!(proven("n is set and s == \"x\"", true), ["n", "s"]);
+        assert_eq!(proven("n is set or ok", true), Vec::<String>::new());
+        assert_eq!(proven("n is set or n > 2", true), ["n"]);
+        assert_eq!(proven("n is not set", false), ["n"]);
+        assert_eq!(proven("n == null or s == null", false), ["n", "s"]);
+        assert_eq!(proven("not (plan in [\"free\"])", false), ["plan"]);
+        assert_eq!(proven("s != \"x\"", true), Vec::<String>::new());
+    }
+
+    #[test]
+    fn coverage_is_the_values_a_condition_accepts() {
+        let covered = |text: &str| {
+            let (program, expr) = condition(text);
+            coverage(&program, &expr).map(|(_, values)| values.into_iter().collect::<Vec<_>>())
+        };
+        assert_eq!(covered("ok"), Some(vec!["true".to_string()]));
+        assert_eq!(covered("not ok"), Some(vec!["false".to_string()]));
+        assert_eq!(covered("plan != \"free\""), Some(vec!["pro".to_string(), "team".to_string()]));
+        assert_eq!(covered("plan in [\"free\", \"team\"]"), Some(vec!["free".to_string(), "team".to_string()]));
+        assert_eq!(covered("plan == \"free\" or plan == \"pro\""), Some(vec!["free".to_string(), "pro".to_string()]));
+        assert_eq!(covered("ok and n > 1"), None);
+        assert_eq!(covered("n > 1"), None);
     }
 }

@@ -6,9 +6,10 @@
 //! (a non-auto step with such fields: an input step) or at a `wait` (which
 //! pauses a workflow). A cycle through none of those can loop forever; the
 //! auto-step cap stops a long chain at run time, but only a loop with no
-//! input step is wrong as written (section 11). A step that can be passed
-//! over (`skip_if`, `when`, `if`) does not wait when it is passed over, so
-//! its bypass edge counts even for an input step.
+//! input step is wrong as written (section 11). A step reached in list
+//! order that can be passed over (`skip_if`, `when`, `if`) does not wait
+//! when it is passed over, so its listed arrival's bypass counts even for
+//! an input step (see [`super::flowgraph`]).
 //!
 //! The graph spans the whole program — `goto`, `goto_step` and
 //! `complete.next` make cycles across flows — and its strongly connected
@@ -16,8 +17,9 @@
 //! cyclic component is reported once, at its first step in source order,
 //! with one cycle through that step spelled out.
 
-use super::flowgraph::{Target, Via};
+use super::flowgraph::{To, directive_target};
 use super::reachability::Analysis;
+use super::walk::emitted;
 use crate::diag::{Code, Diagnostic};
 use crate::ir::{FlowId, Program, Step, StepId};
 use std::collections::VecDeque;
@@ -35,14 +37,16 @@ pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Ve
 
 /// Whether a step can stop the walk: it waits for input or for time.
 fn waits(step: &Step) -> bool {
-    step.wait_ms.is_some() || (!step.auto && !(step.collect.is_empty() && step.requires.is_empty()))
+    let asks_for_input = !step.collect.is_empty() || !step.requires.is_empty();
+    step.wait_ms.is_some() || (!step.auto && asks_for_input)
 }
 
-/// Every reachable step of every whole flow, numbered in source order
-/// (flows in order, then steps), with the edges that do not wait.
+/// Every reached node of every whole flow's graph (steps, then listed
+/// arrivals, flow after flow), with the edges that do not wait.
 struct ProgramGraph {
-    /// Per node, its flow and step.
-    nodes: Vec<(FlowId, StepId)>,
+    /// Per node, its flow, its step and whether it is the step's listed
+    /// arrival.
+    nodes: Vec<(FlowId, StepId, bool)>,
     successors: Vec<Vec<u32>>,
 }
 
@@ -50,50 +54,82 @@ impl ProgramGraph {
     fn build(program: &Program, analysis: &Analysis) -> ProgramGraph {
         let mut offsets = Vec::with_capacity(program.flows.len());
         let mut nodes = Vec::new();
-        for (flow_index, flow) in program.flows.iter().enumerate() {
+        for (flow_index, graph) in analysis.graphs.iter().enumerate() {
             offsets.push(u32::try_from(nodes.len()).unwrap_or(NONE));
-            for step_index in 0..flow.steps.len() {
-                nodes.push((FlowId::from_index(flow_index), StepId::from_index(step_index)));
+            for node in 0..graph.nodes() {
+                let (step, listed) = graph.step_of(node);
+                nodes.push((FlowId::from_index(flow_index), StepId::from_index(step), listed));
             }
         }
-        let node_of = |flow: FlowId, step: StepId| -> Option<u32> {
-            let flow_decl = program.flow(flow)?;
-            if flow_decl.incomplete || step.index() >= flow_decl.steps.len() {
+        let whole = |flow: FlowId| program.flow(flow).is_some_and(|flow| !flow.incomplete);
+        let global = |flow: FlowId, node: usize| -> Option<u32> {
+            if !whole(flow) || node >= analysis.graphs.get(flow.index())?.nodes() {
                 return None;
             }
-            let offset = *offsets.get(flow.index())?;
-            offset.checked_add(step.0)
+            offsets.get(flow.index())?.checked_add(u32::try_from(node).ok()?)
         };
+        // Entering a flow at its first step arrives in list order.
+        let enter = |flow: FlowId, step: StepId| -> Option<u32> {
+            let graph = analysis.graphs.get(flow.index())?;
+            let node = if step.index() == 0 { graph.entry()? } else { step.index() };
+            global(flow, node)
+        };
+        // Where completing each flow leads: `complete next`, and the
+        // positions its `on_complete` actions emit.
+        let on_completion: Vec<Vec<u32>> = program
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(flow_index, flow)| {
+                let flow_id = FlowId::from_index(flow_index);
+                let mut targets: Vec<u32> =
+                    flow.complete_next.and_then(|next| enter(next, StepId(0))).into_iter().collect();
+                for directive in emitted(&flow.on_complete) {
+                    let target = match directive_target(flow_id, directive) {
+                        Some(To::Node(node)) => global(flow_id, node),
+                        Some(To::Enter(flow, step)) => enter(flow, step),
+                        Some(To::Complete { next }) => next.and_then(|next| enter(next, StepId(0))),
+                        None => None,
+                    };
+                    targets.extend(target);
+                }
+                targets
+            })
+            .collect();
         let mut successors = vec![Vec::new(); nodes.len()];
         for (flow_index, flow) in program.flows.iter().enumerate() {
             if flow.incomplete {
                 continue;
             }
             let flow_id = FlowId::from_index(flow_index);
-            let (Some(graph), Some(reachable)) = (analysis.graphs.get(flow_index), analysis.reachable.get(flow_index)) else {
+            let (Some(graph), Some(reached)) =
+                (analysis.graphs.get(flow_index), analysis.reached_nodes.get(flow_index))
+            else {
                 continue;
             };
-            for (step_index, step) in flow.steps.iter().enumerate() {
-                if !reachable.get(step_index).copied().unwrap_or(false) {
+            for node in 0..graph.nodes() {
+                if !reached.get(node).copied().unwrap_or(false) {
                     continue;
                 }
-                let Some(source) = node_of(flow_id, StepId::from_index(step_index)) else {
+                let (step_index, listed) = graph.step_of(node);
+                // A step that waits stops the walk: nothing leaves it
+                // without input (its listed arrival may still pass it over).
+                if !listed && flow.steps.get(step_index).is_some_and(waits) {
+                    continue;
+                }
+                let Some(source) = global(flow_id, node) else {
                     continue;
                 };
-                let step_waits = waits(step);
                 let mut targets = Vec::new();
-                for edge in graph.live_edges(step_index) {
-                    if step_waits && edge.via != Via::Skip {
-                        continue;
+                for edge in graph.live_edges(node) {
+                    match edge.to {
+                        To::Node(target) => targets.extend(global(flow_id, target)),
+                        To::Enter(flow, step) => targets.extend(enter(flow, step)),
+                        To::Complete { next: Some(next) } => targets.extend(enter(next, StepId(0))),
+                        To::Complete { next: None } => {
+                            targets.extend(on_completion.get(flow_index).into_iter().flatten().copied());
+                        }
                     }
-                    let target = match edge.target {
-                        Target::Step(target) => node_of(flow_id, target),
-                        Target::Enter(flow, step) => node_of(flow, step),
-                        Target::Complete { next } => next
-                            .or(flow.complete_next)
-                            .and_then(|next| node_of(next, StepId(0))),
-                    };
-                    targets.extend(target);
                 }
                 targets.sort_unstable();
                 targets.dedup();
@@ -102,18 +138,23 @@ impl ProgramGraph {
                 }
             }
         }
-        ProgramGraph {
-            nodes,
-            successors,
-        }
+        ProgramGraph { nodes, successors }
     }
 
     fn successors(&self, node: u32) -> &[u32] {
         self.successors.get(node as usize).map(Vec::as_slice).unwrap_or_default()
     }
 
+    /// Where a node stands in the source: its flow, its step, the step
+    /// before its listed arrival.
+    fn source_order(&self, node: u32) -> (FlowId, StepId, bool) {
+        self.nodes
+            .get(node as usize)
+            .map_or((FlowId(u32::MAX), StepId(u32::MAX), true), |(flow, step, listed)| (*flow, *step, *listed))
+    }
+
     /// The strongly connected components that contain a cycle, each sorted
-    /// (so its first node is its first step in source order).
+    /// in source order (so its first node is its first step).
     fn cyclic_components(&self) -> Vec<Vec<u32>> {
         let count = self.nodes.len();
         let mut index_of = vec![NONE; count];
@@ -165,12 +206,12 @@ impl ProgramGraph {
                 }
                 let cyclic = component.len() > 1 || self.successors(node).contains(&node);
                 if cyclic {
-                    component.sort_unstable();
+                    component.sort_unstable_by_key(|member| self.source_order(*member));
                     components.push(component);
                 }
             }
         }
-        components.sort();
+        components.sort_by_key(|component| component.first().map(|node| self.source_order(*node)));
         components
     }
 
@@ -180,7 +221,8 @@ impl ProgramGraph {
         let Some(&first) = component.first() else {
             return Vec::new();
         };
-        let inside = |node: u32| component.binary_search(&node).is_ok();
+        let members: std::collections::HashSet<u32> = component.iter().copied().collect();
+        let inside = |node: u32| members.contains(&node);
         let mut parent: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
         let mut queue = VecDeque::from([first]);
         while let Some(node) = queue.pop_front() {
@@ -208,7 +250,14 @@ impl ProgramGraph {
     }
 }
 
-fn visit(node: u32, next_index: &mut u32, index_of: &mut [u32], lowlink: &mut [u32], on_stack: &mut [bool], stack: &mut Vec<u32>) {
+fn visit(
+    node: u32,
+    next_index: &mut u32,
+    index_of: &mut [u32],
+    lowlink: &mut [u32],
+    on_stack: &mut [bool],
+    stack: &mut Vec<u32>,
+) {
     if let Some(slot) = index_of.get_mut(node as usize) {
         *slot = *next_index;
     }
@@ -230,26 +279,43 @@ fn lower(lowlink: &mut [u32], node: u32, value: u32) {
 
 fn report(program: &Program, graph: &ProgramGraph, component: &[u32]) -> Option<Diagnostic> {
     let cycle = graph.cycle_through(component);
-    let first = *cycle.first()?;
-    let single_flow = cycle
-        .iter()
-        .filter_map(|node| graph.nodes.get(*node as usize))
-        .all(|(flow, _)| Some(*flow) == graph.nodes.get(first as usize).map(|(flow, _)| *flow));
-    let step_of = |node: u32| -> Option<(&crate::ir::Flow, &Step)> {
-        let (flow_id, step_id) = graph.nodes.get(node as usize)?;
-        let flow = program.flow(*flow_id)?;
-        Some((flow, flow.step(*step_id)?))
+    let (first_flow, first_step_id, _) = graph.nodes.get(*cycle.first()? as usize).copied()?;
+    let single_flow =
+        cycle.iter().filter_map(|node| graph.nodes.get(*node as usize)).all(|(flow, _, _)| *flow == first_flow);
+    let step_of = |flow: FlowId, step: StepId| -> Option<(&crate::ir::Flow, &Step)> {
+        let flow = program.flow(flow)?;
+        Some((flow, flow.step(step)?))
     };
-    let name = |node: u32| -> String {
-        match step_of(node) {
+    let name = |flow: FlowId, step: StepId| -> String {
+        match step_of(flow, step) {
             Some((_, step)) if single_flow => format!("`{}`", step.name),
             Some((flow, step)) => format!("`{}.{}`", flow.name, step.name),
             None => "?".to_string(),
         }
     };
-    let (_, first_step) = step_of(first)?;
-    let mut spelled: Vec<String> = cycle.iter().map(|node| name(*node)).collect();
-    spelled.push(name(first));
+    // A listed arrival that leads into its step is that step; one that
+    // passes over it is spelled "past `s`".
+    let mut spelled: Vec<String> = Vec::new();
+    let mut steps_in_cycle: Vec<(FlowId, StepId)> = Vec::new();
+    for (position, node) in cycle.iter().enumerate() {
+        let Some((flow, step, listed)) = graph.nodes.get(*node as usize).copied() else {
+            continue;
+        };
+        let following = cycle.get(position + 1).or(cycle.first()).and_then(|next| graph.nodes.get(*next as usize));
+        if !listed {
+            spelled.push(name(flow, step));
+            steps_in_cycle.push((flow, step));
+        } else if following.is_none_or(|(next_flow, next_step, next_listed)| {
+            (*next_flow, *next_step, *next_listed) != (flow, step, false)
+        }) {
+            spelled.push(format!("past {}", name(flow, step)));
+        }
+    }
+    let (_, first_step) = step_of(first_flow, first_step_id)?;
+    let runs = steps_in_cycle.len();
+    if let Some(first) = spelled.first().cloned() {
+        spelled.push(first);
+    }
     const SHOWN: usize = 12;
     let path = if spelled.len() > SHOWN {
         let tail = spelled.last().cloned().unwrap_or_default();
@@ -258,18 +324,100 @@ fn report(program: &Program, graph: &ProgramGraph, component: &[u32]) -> Option<
     } else {
         spelled.join(" → ")
     };
-    let message = if cycle.len() == 1 {
-        format!("the step {} loops to itself without waiting for input", name(first))
+    let message = if runs == 1 && cycle.len() == 1 {
+        format!("the step {} loops to itself without waiting for input", name(first_flow, first_step_id))
     } else {
         format!("the steps {path} loop without waiting for input")
     };
     let mut diagnostic = Diagnostic::new(Code::AutoCycle, message).at(first_step.span, "the cycle starts here");
-    for node in cycle.iter().skip(1).take(5) {
-        if let Some((_, step)) = step_of(*node) {
+    for (flow, step) in steps_in_cycle.iter().skip(1).take(5) {
+        if let Some((_, step)) = step_of(*flow, *step) {
             diagnostic = diagnostic.with_label(step.span, "part of the cycle");
         }
     }
     Some(diagnostic.with_help(
         "give the cycle a step that waits: one that collects input (not `auto`), or an auto step with `wait`; or a way out",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::check_findings as check;
+
+    #[test]
+    fn auto_steps_that_loop_are_a_cycle_at_the_first_step() {
+        check(
+            r#"flow f {
+                auto step a { next c }
+                auto step b { next a }
+                auto step c { next b } }"#,
+            &[("auto_cycle", "a")],
+        );
+    }
+
+    #[test]
+    fn a_wait_breaks_the_cycle() {
+        check(
+            r#"flow f {
+                auto step a { wait 1m  next b }
+                auto step b { next a } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn a_step_that_collects_breaks_the_cycle() {
+        check(
+            r#"schema { x: string }
+            flow f { when "w"
+                step a { collect x  next b }
+                auto step b { set x = null  next a } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn passing_over_the_input_step_does_not_break_the_cycle() {
+        check(
+            r#"schema { x: string }
+            flow f { when "w"
+                auto step a { set x = "y" }
+                step b { skip_if x is set  collect x }
+                auto step c { next a } }"#,
+            &[("auto_cycle", "a")],
+        );
+    }
+
+    #[test]
+    fn cycles_through_other_flows_count() {
+        check(
+            r#"flow f { when "f"  complete next g
+                auto step a { next end } }
+            flow g { when "g"
+                auto step b { emit goto_step f.a } }"#,
+            &[("auto_cycle", "a")],
+        );
+    }
+
+    #[test]
+    fn completing_into_the_same_flow_again_is_a_cycle() {
+        check(
+            r#"flow f { when "w"
+                on_complete { emit goto f }
+                step a { say "again" } }"#,
+            &[("auto_cycle", "a")],
+        );
+    }
+
+    #[test]
+    fn a_cycle_behind_a_dead_branch_is_not_reported() {
+        check(
+            r#"flow f { when "w"
+                step a { branch { else -> { complete }
+                                  when "x" -> b } }
+                auto step b { next c }
+                auto step c { next b } }"#,
+            &[("unreachable_branch", r#"when "x" -> b"#), ("unreachable_step", "b"), ("unreachable_step", "c")],
+        );
+    }
 }

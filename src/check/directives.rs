@@ -105,3 +105,29 @@ fn diagnostic(key: &str, span: Span, place: Place<'_>) -> Diagnostic {
     };
     Diagnostic::new(Code::DroppedField, message).at(span, label).with_help(help)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::check::check_findings as check;
+
+    #[test]
+    fn pre_model_fields_after_the_model_are_dropped() {
+        check(
+            r#"tool t() { builtin now }
+            signal late { when "x"  phase post  then { halt } }
+            signal both { when "y"  phase both  then { append_prompt "p" } }
+            signal early { when "z"  then { halt  inject_tools t } }
+            flow f { when "w"
+                on_complete { for x in [1] { emit { inject_tools t } } }
+                step s { say "s"
+                         prepare { emit { halt } }
+                         finalize { emit { append_prompt "a", "b" } } } }"#,
+            &[
+                ("dropped_field", "halt"),
+                ("dropped_field", r#""p""#),
+                ("dropped_field", "t"),
+                ("dropped_field", r#""a", "b""#),
+            ],
+        );
+    }
+}

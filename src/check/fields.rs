@@ -52,3 +52,20 @@ pub(crate) fn check(ast: &ast::Program, program: &Program, diagnostics: &mut Vec
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::check::check_findings as check;
+
+    #[test]
+    fn a_required_field_no_step_collects_is_reported() {
+        check(
+            r#"schema { a: string  b: string }
+            flow f { when "w"  requires a, b  optional b
+                step s { collect a } }
+            flow job { requires b
+                auto step s { set a = b } }"#,
+            &[("uncollected_required", "b")],
+        );
+    }
+}

@@ -1,9 +1,18 @@
 //! The step graph of a flow: every way the conversation can move from one
-//! step to the next, as LANGUAGE.md sections 4, 9 and 11 define it. Leaving
-//! a step tries its branch entries in order, then its `next`, then the next
-//! step in the list; a step whose `skip_if` holds, or whose `when`/`if` does
-//! not, is passed over to the next step in the list; directives (`reset`,
-//! `goto_step`, `goto`, `complete`) jump.
+//! step to the next, as LANGUAGE.md sections 4, 9 and 11 define it and the
+//! runtime (docs/runtime.md) does it. Leaving a step tries its branch
+//! entries in order, then its `next`, then the next step in the list;
+//! directives (`reset`, `goto_step`, `goto`, `complete`) jump.
+//!
+//! Passing over a step (its `skip_if` holds, or its `when`/`if` does not)
+//! happens only when the step is reached *in list order*: at the flow's
+//! entry, after a step with no `next`, after a branch directive without a
+//! position. A step named by `next`, a branch, `reset` or `goto_step` is
+//! entered as named. So a step that can be passed over has two nodes: the
+//! step itself (it runs) and its *listed arrival*, which leads either into
+//! the step (its conditions held) or on to the next listed arrival. Nodes
+//! `0..n` are the steps, `n..2n` the listed arrivals (used only for steps
+//! that can be passed over).
 //!
 //! Reachability, definite assignment and cycle detection all walk this one
 //! graph, so they agree on what a path is. Edges carry how they are taken
@@ -17,12 +26,13 @@ use crate::source::Span;
 
 /// Where an edge leads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Target {
-    /// A step of the same flow.
-    Step(StepId),
+pub(crate) enum To {
+    /// A node of this flow's graph (a step, or a listed arrival).
+    Node(usize),
     /// The flow completes (then enters `next`, or the flow's `complete.next`).
     Complete { next: Option<FlowId> },
-    /// Another flow (or this one afresh, by `goto`), at a step.
+    /// Another flow (or this one afresh, by `goto`), at a step; at its
+    /// first step, the arrival is in list order.
     Enter(FlowId, StepId),
 }
 
@@ -30,29 +40,34 @@ pub(crate) enum Target {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Via {
     /// Branch entry `n` matched (to its step, by its directive, or, for a
-    /// directive without a position, on to the step's linear successor).
+    /// directive without a position, on to the next step in the list).
     Branch(usize),
     /// No branch entry matched: `next`, else the next step in the list.
     Fallthrough,
-    /// The step was passed over (`skip_if`, `when`, `if`): it did not run.
-    Skip,
     /// A directive emitted by an action, a hook or `on_no_answer`.
     Directive,
+    /// From a listed arrival into its step: the step's conditions held.
+    Arrive,
+    /// From a listed arrival past its step: the step was passed over.
+    Skip,
 }
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Edge {
-    pub target: Target,
+    pub to: To,
     pub via: Via,
 }
 
 /// One flow's graph, with what is known to be dead switched off.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FlowGraph {
-    /// Per step, its outgoing edges.
+    steps: usize,
+    /// Per step, whether it can be passed over (has a listed arrival node).
+    pub skippable: Vec<bool>,
+    /// Per node (steps, then listed arrivals), its outgoing edges.
     pub edges: Vec<Vec<Edge>>,
-    /// Per step, the condition that keeps it from ever running (an `if`
-    /// that is always false, a `skip_if` that is always true).
+    /// Per step, the condition that keeps it from running when reached in
+    /// list order (an `if` that is always false, a `skip_if` always true).
     pub never_runs: Vec<Option<Span>>,
     /// Per step and branch entry, whether the entry can never match.
     pub dead_branches: Vec<Vec<bool>>,
@@ -62,91 +77,117 @@ pub(crate) struct FlowGraph {
 }
 
 impl FlowGraph {
-    pub(crate) fn len(&self) -> usize {
+    /// The number of steps (nodes `0..steps` are the steps).
+    pub(crate) fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// The number of nodes: steps and listed arrivals.
+    pub(crate) fn nodes(&self) -> usize {
         self.edges.len()
     }
 
-    /// Whether an edge out of `step` can be taken.
-    pub(crate) fn live(&self, step: usize, edge: &Edge) -> bool {
-        if edge.via == Via::Skip {
-            return true;
+    /// Where arriving in list order at step `index` leads: its listed
+    /// arrival node when it can be passed over, else the step; past the
+    /// last step, completion.
+    pub(crate) fn listed(&self, index: usize) -> To {
+        if index >= self.steps {
+            return To::Complete { next: None };
         }
-        if self.never_runs.get(step).is_some_and(Option::is_some) {
-            return false;
-        }
-        match edge.via {
-            Via::Branch(index) => !self
-                .dead_branches
-                .get(step)
-                .and_then(|entries| entries.get(index))
-                .copied()
-                .unwrap_or(false),
-            Via::Fallthrough => !self.fallthrough_dead.get(step).copied().unwrap_or(false),
-            Via::Skip | Via::Directive => true,
+        if self.skippable.get(index).copied().unwrap_or(false) { To::Node(self.steps + index) } else { To::Node(index) }
+    }
+
+    /// The node the flow starts at, if it has steps.
+    pub(crate) fn entry(&self) -> Option<usize> {
+        match self.listed(0) {
+            To::Node(node) => Some(node),
+            _ => None,
         }
     }
 
-    /// The live edges out of `step`.
-    pub(crate) fn live_edges(&self, step: usize) -> impl Iterator<Item = &Edge> {
-        self.edges
-            .get(step)
-            .into_iter()
-            .flatten()
-            .filter(move |edge| self.live(step, edge))
+    /// The step a node belongs to, and whether the node is its listed
+    /// arrival.
+    pub(crate) fn step_of(&self, node: usize) -> (usize, bool) {
+        if node < self.steps { (node, false) } else { (node - self.steps, true) }
+    }
+
+    /// Whether an edge out of `node` can be taken.
+    pub(crate) fn live(&self, node: usize, edge: &Edge) -> bool {
+        match edge.via {
+            Via::Branch(index) => {
+                !self.dead_branches.get(node).and_then(|entries| entries.get(index)).copied().unwrap_or(false)
+            }
+            Via::Fallthrough => !self.fallthrough_dead.get(node).copied().unwrap_or(false),
+            Via::Directive | Via::Arrive | Via::Skip => true,
+        }
+    }
+
+    /// The live edges out of `node`.
+    pub(crate) fn live_edges(&self, node: usize) -> impl Iterator<Item = &Edge> {
+        self.edges.get(node).into_iter().flatten().filter(move |edge| self.live(node, edge))
     }
 }
 
 /// Builds the graph of one flow, with nothing switched off yet except the
-/// steps whose own condition folds to a constant.
+/// arrivals of steps whose own condition folds to "pass over".
 pub(crate) fn build(flow_id: FlowId, flow: &Flow) -> FlowGraph {
     let count = flow.steps.len();
+    let passing: Vec<(bool, Option<Span>)> = flow.steps.iter().map(passing_over).collect();
     let mut graph = FlowGraph {
-        edges: Vec::with_capacity(count),
-        never_runs: Vec::with_capacity(count),
+        steps: count,
+        skippable: passing.iter().map(|(skippable, _)| *skippable).collect(),
+        edges: Vec::with_capacity(2 * count),
+        never_runs: passing.iter().map(|(_, never)| *never).collect(),
         dead_branches: flow.steps.iter().map(|step| vec![false; step.branches.len()]).collect(),
         fallthrough_dead: vec![false; count],
     };
     for (index, step) in flow.steps.iter().enumerate() {
-        let (skippable, never_runs) = passing_over(step);
-        let mut edges = Vec::new();
-        if skippable {
-            edges.push(Edge {
-                target: following(flow, index),
-                via: Via::Skip,
-            });
-        }
-        let linear = linear_successor(flow, index, step);
-        for (part, directive) in step_directives(step) {
-            let via = match part {
-                StepPart::Branch(entry) => Via::Branch(entry),
-                StepPart::PreAction | StepPart::Finalize | StepPart::OnNoAnswer => Via::Directive,
-            };
-            match directive_target(flow_id, directive) {
-                Some(target) => edges.push(Edge { target, via }),
-                // A branch's directive without a position writes and
-                // replies, then resolution goes on as if nothing matched.
-                None if matches!(via, Via::Branch(_)) && directive.position.is_none() => {
-                    edges.push(Edge { target: linear, via });
-                }
-                None => {}
-            }
-        }
-        for (entry, branch) in step.branches.iter().enumerate() {
-            if let Then::Step(target) = branch.then {
-                edges.push(Edge {
-                    target: Target::Step(target),
-                    via: Via::Branch(entry),
-                });
-            }
-        }
-        edges.push(Edge {
-            target: linear,
-            via: Via::Fallthrough,
-        });
+        let edges = step_edges(&graph, flow_id, index, step);
         graph.edges.push(edges);
-        graph.never_runs.push(never_runs);
+    }
+    for index in 0..count {
+        let mut edges = Vec::new();
+        if graph.skippable.get(index).copied().unwrap_or(false) {
+            if graph.never_runs.get(index).is_none_or(Option::is_none) {
+                edges.push(Edge { to: To::Node(index), via: Via::Arrive });
+            }
+            edges.push(Edge { to: graph.listed(index + 1), via: Via::Skip });
+        }
+        graph.edges.push(edges);
     }
     graph
+}
+
+fn step_edges(graph: &FlowGraph, flow_id: FlowId, index: usize, step: &Step) -> Vec<Edge> {
+    let mut edges = Vec::new();
+    let after = graph.listed(index + 1);
+    for (part, directive) in step_directives(step) {
+        let via = match part {
+            StepPart::Branch(entry) => Via::Branch(entry),
+            StepPart::PreAction | StepPart::Finalize | StepPart::OnNoAnswer => Via::Directive,
+        };
+        match directive_target(flow_id, directive) {
+            Some(to) => edges.push(Edge { to, via }),
+            // A branch's directive without a position writes and replies,
+            // then resolution goes on with the next step in the list.
+            None if matches!(via, Via::Branch(_)) && directive.position.is_none() => {
+                edges.push(Edge { to: after, via });
+            }
+            None => {}
+        }
+    }
+    for (entry, branch) in step.branches.iter().enumerate() {
+        if let Then::Step(target) = branch.then {
+            edges.push(Edge { to: To::Node(target.index()), via: Via::Branch(entry) });
+        }
+    }
+    let fallthrough = match step.next {
+        Some(Next::Step(target)) => To::Node(target.index()),
+        Some(Next::End) => To::Complete { next: None },
+        None => after,
+    };
+    edges.push(Edge { to: fallthrough, via: Via::Fallthrough });
+    edges
 }
 
 /// Whether a step can be passed over, and the condition that always passes
@@ -177,34 +218,16 @@ fn passing_over(step: &Step) -> (bool, Option<Span>) {
     (skippable, never_runs)
 }
 
-/// The step after `index` in the list, or completion after the last.
-fn following(flow: &Flow, index: usize) -> Target {
-    if index + 1 < flow.steps.len() {
-        Target::Step(StepId::from_index(index + 1))
-    } else {
-        Target::Complete { next: None }
-    }
-}
-
-/// Where a step goes when no branch entry moves it: its `next`, else the
-/// next step in the list.
-fn linear_successor(flow: &Flow, index: usize, step: &Step) -> Target {
-    match step.next {
-        Some(Next::Step(target)) => Target::Step(target),
-        Some(Next::End) => Target::Complete { next: None },
-        None => following(flow, index),
-    }
-}
-
 /// Where a directive's position field sends the conversation, if it moves
 /// it somewhere the graph follows (`abort` ends the flow: no edge).
-pub(crate) fn directive_target(flow_id: FlowId, directive: &Directive) -> Option<Target> {
+/// `reset` and a `goto_step` within the flow enter the step as named.
+pub(crate) fn directive_target(flow_id: FlowId, directive: &Directive) -> Option<To> {
     match directive.position.as_ref()? {
-        Position::Goto { flow, .. } => Some(Target::Enter(*flow, StepId(0))),
-        Position::GotoStep { flow, step } if *flow == flow_id => Some(Target::Step(*step)),
-        Position::GotoStep { flow, step } => Some(Target::Enter(*flow, *step)),
-        Position::Complete { next } => Some(Target::Complete { next: *next }),
-        Position::Reset => Some(Target::Step(StepId(0))),
+        Position::Goto { flow, .. } => Some(To::Enter(*flow, StepId(0))),
+        Position::GotoStep { flow, step } if *flow == flow_id => Some(To::Node(step.index())),
+        Position::GotoStep { flow, step } => Some(To::Enter(*flow, *step)),
+        Position::Complete { next } => Some(To::Complete { next: *next }),
+        Position::Reset => Some(To::Node(0)),
         Position::Abort { .. } => None,
     }
 }

@@ -45,3 +45,27 @@ pub fn check(ast: &ast::Program, program: &Program) -> Vec<Diagnostic> {
     fields::check(ast, program, &mut diagnostics);
     diagnostics
 }
+
+/// The one helper every pass's tests go through: compiles `.flow` source
+/// and returns each diagnostic as its code and the text its primary span
+/// covers, in source order.
+#[cfg(test)]
+pub(crate) fn findings(source: &str) -> Vec<(&'static str, String)> {
+    let file = crate::source::SourceFile::new("test.flow", source);
+    crate::pipeline::compile(&file)
+        .diagnostics
+        .iter()
+        .map(|diagnostic| {
+            let span = diagnostic.primary_span().unwrap_or_default();
+            (diagnostic.code.as_str(), file.slice(span).to_string())
+        })
+        .collect()
+}
+
+/// Asserts that `source` reports exactly `expected`: (code, spanned text).
+#[cfg(test)]
+pub(crate) fn check_findings(source: &str, expected: &[(&str, &str)]) {
+    let found = findings(source);
+    let found: Vec<(&str, &str)> = found.iter().map(|(code, text)| (*code, text.as_str())).collect();
+    assert_eq!(found, expected, "in:\n{source}");
+}

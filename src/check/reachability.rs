@@ -11,14 +11,16 @@
 //!
 //! A step is unreachable when no path leads to it from its flow's entry or
 //! from any `goto_step` in the program, following the flow graph
-//! ([`super::flowgraph`]) without the dead entries; a step whose own `if` is
-//! always false (or `skip_if` always true) never runs and is reported too.
+//! ([`super::flowgraph`]: steps reached in list order may be passed over,
+//! steps named by a target are entered) without the dead entries; a step
+//! reached only in list order whose own `if` is always false (or `skip_if`
+//! always true) never runs and is reported too.
 //! Flows that lowering could not build whole ([`crate::ir::Flow::incomplete`])
 //! get no step report: the missing edge would be the cause, already reported.
 
-use super::assignment::definitely_set_at_branches;
+use super::assignment::{definitely_set_at_branches, entered_with};
 use super::conditions::{Values, conjuncts, coverage, domain, fold_bool, key, when_key};
-use super::flowgraph::{self, FlowGraph, Target};
+use super::flowgraph::{self, FlowGraph, To};
 use crate::diag::{Code, Diagnostic};
 use crate::ir::{Branch, FieldId, Flow, FlowId, Position, Program, StepId};
 use crate::source::Span;
@@ -36,11 +38,7 @@ pub struct Reachability {
 pub fn analyze(program: &Program) -> Reachability {
     let analysis = analysis(program);
     Reachability {
-        unreachable_steps: analysis
-            .unreachable_steps
-            .iter()
-            .map(|step| (step.flow, step.step))
-            .collect(),
+        unreachable_steps: analysis.unreachable_steps.iter().map(|step| (step.flow, step.step)).collect(),
         unreachable_branches: analysis
             .dead_branches
             .iter()
@@ -89,52 +87,59 @@ pub(crate) struct Analysis {
     pub graphs: Vec<FlowGraph>,
     /// Per flow, per step: reached from the entry or a `goto_step`.
     pub reachable: Vec<Vec<bool>>,
+    /// Per flow, per node of its graph (steps, then listed arrivals).
+    pub reached_nodes: Vec<Vec<bool>>,
+    /// Per flow, the fields set whenever it is entered (see
+    /// [`super::assignment::entered_with`]).
+    pub entered_with: Vec<Vec<FieldId>>,
     pub dead_branches: Vec<DeadBranch>,
     pub unreachable_steps: Vec<UnreachableStep>,
 }
 
 pub(crate) fn analysis(program: &Program) -> Analysis {
     let jump_targets = goto_step_targets(program);
-    let mut analysis = Analysis::default();
+    let mut analysis = Analysis { entered_with: entered_with(program), ..Analysis::default() };
     for (index, flow) in program.flows.iter().enumerate() {
         let flow_id = FlowId::from_index(index);
         let mut graph = flowgraph::build(flow_id, flow);
         let mut dead = Vec::new();
+        let mut exhaustive = Vec::new();
         for (step_index, step) in flow.steps.iter().enumerate() {
             let step_id = StepId::from_index(step_index);
-            for (entry, reason) in syntactic_dead_entries(&step.branches) {
-                dead.push(DeadBranch {
-                    flow: flow_id,
-                    step: step_id,
-                    entry,
-                    reason,
-                });
+            let (entries, always_matches) = syntactic_dead_entries(&step.branches);
+            for (entry, reason) in entries {
+                dead.push(DeadBranch { flow: flow_id, step: step_id, entry, reason });
+            }
+            if always_matches {
+                exhaustive.push(step_id);
             }
         }
-        apply_dead(&mut graph, flow, &dead);
-        let (covered, exhaustive) = covered_entries(program, flow_id, flow, &graph);
-        apply_dead(&mut graph, flow, &covered);
-        for step in exhaustive {
-            if let Some(flag) = graph.fallthrough_dead.get_mut(step.index()) {
-                *flag = true;
-            }
-        }
+        apply_dead(&mut graph, &dead, &exhaustive);
+        let entry_fields = analysis.entered_with.get(index).map(Vec::as_slice).unwrap_or_default();
+        let (covered, exhaustive) = covered_entries(program, flow_id, flow, entry_fields, &graph);
+        apply_dead(&mut graph, &covered, &exhaustive);
         dead.extend(covered);
 
         let roots = jump_targets.get(index).map(Vec::as_slice).unwrap_or_default();
-        let reachable = reach(&graph, roots);
+        let reached_nodes = reach(&graph, roots);
+        let reachable: Vec<bool> = reached_nodes.iter().take(graph.steps()).copied().collect();
         if !flow.incomplete {
-            let led_from_unreached = led_from_unreached(&graph, &reachable);
+            let led_from_unreached = led_from_unreached(&graph, &reached_nodes);
             for (step_index, reached) in reachable.iter().enumerate() {
-                let never_runs = graph.never_runs.get(step_index).copied().flatten();
-                if *reached && never_runs.is_none() {
+                if *reached {
                     continue;
                 }
+                // Reached in list order, but its own condition always
+                // passes it over.
+                let arrived = graph.skippable.get(step_index).copied().unwrap_or(false)
+                    && reached_nodes.get(graph.steps() + step_index).copied().unwrap_or(false);
+                let never_runs = graph.never_runs.get(step_index).copied().flatten().filter(|_| arrived);
                 analysis.unreachable_steps.push(UnreachableStep {
                     flow: flow_id,
                     step: StepId::from_index(step_index),
-                    never_runs: never_runs.filter(|_| *reached),
-                    only_from_unreachable: !*reached && led_from_unreached.get(step_index).copied().unwrap_or(false),
+                    never_runs,
+                    only_from_unreachable: never_runs.is_none()
+                        && led_from_unreached.get(step_index).copied().unwrap_or(false),
                 });
             }
         }
@@ -144,15 +149,20 @@ pub(crate) fn analysis(program: &Program) -> Analysis {
         analysis.dead_branches.extend(dead);
         analysis.graphs.push(graph);
         analysis.reachable.push(reachable);
+        analysis.reached_nodes.push(reached_nodes);
     }
     analysis
 }
 
-/// Per flow, the steps some `goto_step` anywhere in the program names.
+/// Per flow, the steps some `goto_step` anywhere in the program enters as
+/// named. (A jump from elsewhere to a flow's first step enters the flow,
+/// which arrives at it in list order: that is the flow's entry, a root
+/// anyway.)
 fn goto_step_targets(program: &Program) -> Vec<Vec<StepId>> {
     let mut targets = vec![Vec::new(); program.flows.len()];
-    super::walk::directives(program, |_, directive| {
+    super::walk::directives(program, |site, directive| {
         if let Some(Position::GotoStep { flow, step }) = &directive.position
+            && (site.flow() == Some(*flow) || step.index() != 0)
             && let Some(list) = targets.get_mut(flow.index())
         {
             list.push(*step);
@@ -161,28 +171,18 @@ fn goto_step_targets(program: &Program) -> Vec<Vec<StepId>> {
     targets
 }
 
-fn apply_dead(graph: &mut FlowGraph, flow: &Flow, dead: &[DeadBranch]) {
+/// Switches off dead entries, and the fallthrough of steps whose table
+/// always matches.
+fn apply_dead(graph: &mut FlowGraph, dead: &[DeadBranch], exhaustive: &[StepId]) {
     for branch in dead {
-        if let Some(flag) = graph
-            .dead_branches
-            .get_mut(branch.step.index())
-            .and_then(|entries| entries.get_mut(branch.entry))
+        if let Some(flag) =
+            graph.dead_branches.get_mut(branch.step.index()).and_then(|entries| entries.get_mut(branch.entry))
         {
             *flag = true;
         }
     }
-    // A live entry with no condition always matches: nothing falls through.
-    for (index, step) in flow.steps.iter().enumerate() {
-        let always = step.branches.iter().enumerate().any(|(entry, branch)| {
-            let live = !graph
-                .dead_branches
-                .get(index)
-                .and_then(|entries| entries.get(entry))
-                .copied()
-                .unwrap_or(false);
-            live && matches!(conditions_of(branch), Conditions::Known(ref keys) if keys.is_empty())
-        });
-        if always && let Some(flag) = graph.fallthrough_dead.get_mut(index) {
+    for step in exhaustive {
+        if let Some(flag) = graph.fallthrough_dead.get_mut(step.index()) {
             *flag = true;
         }
     }
@@ -223,11 +223,12 @@ fn conditions_of(branch: &Branch) -> Conditions {
     Conditions::Known(keys)
 }
 
-/// Entries found dead from their conditions alone. Linear in the number of
-/// entries: repeats are found by hashing the whole condition set and each
-/// single condition (an earlier one-condition entry covers every later
-/// entry that includes it).
-fn syntactic_dead_entries(branches: &[Branch]) -> Vec<(usize, DeadReason)> {
+/// Entries found dead from their conditions alone, and whether an entry
+/// without a condition makes the table always match (nothing falls
+/// through). Linear in the number of entries: repeats are found by hashing
+/// the whole condition set and each single condition (an earlier
+/// one-condition entry covers every later entry that includes it).
+fn syntactic_dead_entries(branches: &[Branch]) -> (Vec<(usize, DeadReason)>, bool) {
     let mut dead = Vec::new();
     let mut unconditional: Option<usize> = None;
     let mut whole: HashMap<Vec<String>, usize> = HashMap::new();
@@ -249,12 +250,8 @@ fn syntactic_dead_entries(branches: &[Branch]) -> Vec<(usize, DeadReason)> {
             unconditional = Some(index);
             continue;
         }
-        let earlier = whole
-            .get(&keys)
-            .copied()
-            .into_iter()
-            .chain(keys.iter().filter_map(|key| single.get(key).copied()))
-            .min();
+        let earlier =
+            whole.get(&keys).copied().into_iter().chain(keys.iter().filter_map(|key| single.get(key).copied())).min();
         if let Some(earlier) = earlier {
             dead.push((index, DeadReason::Repeats(earlier)));
             continue;
@@ -264,7 +261,7 @@ fn syntactic_dead_entries(branches: &[Branch]) -> Vec<(usize, DeadReason)> {
         }
         whole.entry(keys).or_insert(index);
     }
-    dead
+    (dead, unconditional.is_some())
 }
 
 /// A point where earlier code-only entries cover a field's every value.
@@ -281,7 +278,13 @@ struct Candidate {
 /// table therefore always matches (nothing falls through). Definite
 /// assignment is asked only about such candidates, and only when there are
 /// some.
-fn covered_entries(program: &Program, flow_id: FlowId, flow: &Flow, graph: &FlowGraph) -> (Vec<DeadBranch>, Vec<StepId>) {
+fn covered_entries(
+    program: &Program,
+    flow_id: FlowId,
+    flow: &Flow,
+    entered_with: &[FieldId],
+    graph: &FlowGraph,
+) -> (Vec<DeadBranch>, Vec<StepId>) {
     let mut candidates = Vec::new();
     for (step_index, step) in flow.steps.iter().enumerate() {
         let dead_entries = graph.dead_branches.get(step_index);
@@ -315,8 +318,9 @@ fn covered_entries(program: &Program, flow_id: FlowId, flow: &Flow, graph: &Flow
     if candidates.is_empty() {
         return (Vec::new(), Vec::new());
     }
-    let queries: Vec<(StepId, FieldId)> = candidates.iter().map(|candidate| (candidate.step, candidate.field)).collect();
-    let answers = definitely_set_at_branches(flow, graph, &queries);
+    let queries: Vec<(StepId, FieldId)> =
+        candidates.iter().map(|candidate| (candidate.step, candidate.field)).collect();
+    let answers = definitely_set_at_branches(flow, entered_with, graph, &queries);
     // Per step, the earliest confirmed coverage decides.
     let mut earliest: HashMap<StepId, &Candidate> = HashMap::new();
     for (candidate, set) in candidates.iter().zip(answers) {
@@ -343,10 +347,7 @@ fn covered_entries(program: &Program, flow_id: FlowId, flow: &Flow, graph: &Flow
                 flow: flow_id,
                 step,
                 entry,
-                reason: DeadReason::Covered {
-                    field: candidate.field,
-                    entries: candidate.entries.clone(),
-                },
+                reason: DeadReason::Covered { field: candidate.field, entries: candidate.entries.clone() },
             });
         }
         exhaustive.push(step);
@@ -374,10 +375,12 @@ fn entry_coverage(program: &Program, branch: &Branch) -> Option<(FieldId, Values
 }
 
 /// Steps reached from the entry and the given roots, breadth first.
+/// Nodes reached from the entry and from steps entered by name (`roots`),
+/// breadth first.
 fn reach(graph: &FlowGraph, roots: &[StepId]) -> Vec<bool> {
-    let mut reached = vec![false; graph.len()];
+    let mut reached = vec![false; graph.nodes()];
     let mut queue: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
-    let starts = (!reached.is_empty()).then_some(0).into_iter().chain(roots.iter().map(|root| root.index()));
+    let starts = graph.entry().into_iter().chain(roots.iter().map(|root| root.index()));
     for start in starts {
         if let Some(flag) = reached.get_mut(start)
             && !*flag
@@ -386,31 +389,36 @@ fn reach(graph: &FlowGraph, roots: &[StepId]) -> Vec<bool> {
             queue.push_back(start);
         }
     }
-    while let Some(step) = queue.pop_front() {
-        for edge in graph.live_edges(step) {
-            if let Target::Step(target) = edge.target
-                && let Some(flag) = reached.get_mut(target.index())
+    while let Some(node) = queue.pop_front() {
+        for edge in graph.live_edges(node) {
+            if let To::Node(target) = edge.to
+                && let Some(flag) = reached.get_mut(target)
                 && !*flag
             {
                 *flag = true;
-                queue.push_back(target.index());
+                queue.push_back(target);
             }
         }
     }
     reached
 }
 
-/// Per step, whether an edge from a step that is not reached leads to it.
-fn led_from_unreached(graph: &FlowGraph, reachable: &[bool]) -> Vec<bool> {
-    let mut led = vec![false; graph.len()];
+/// Per step, whether an edge from a node that is not reached leads to it
+/// (directly, or to its listed arrival).
+fn led_from_unreached(graph: &FlowGraph, reached: &[bool]) -> Vec<bool> {
+    let mut led = vec![false; graph.steps()];
     for (source, edges) in graph.edges.iter().enumerate() {
-        if reachable.get(source).copied().unwrap_or(true) {
+        if reached.get(source).copied().unwrap_or(true) {
             continue;
         }
+        let (source_step, _) = graph.step_of(source);
         for edge in edges {
-            if let Target::Step(target) = edge.target
-                && target.index() != source
-                && let Some(flag) = led.get_mut(target.index())
+            let To::Node(target) = edge.to else {
+                continue;
+            };
+            let (target_step, _) = graph.step_of(target);
+            if target_step != source_step
+                && let Some(flag) = led.get_mut(target_step)
             {
                 *flag = true;
             }
@@ -464,13 +472,12 @@ fn dead_branch_diagnostic(program: &Program, dead: &DeadBranch) -> Option<Diagno
         }
     };
     let diagnostic = match &dead.reason {
-        DeadReason::AfterUnconditional(first) => Diagnostic::new(
-            Code::UnreachableBranch,
-            format!("this branch entry of `{}` is never evaluated", step.name),
-        )
-        .at(branch.span, "never evaluated")
-        .with_label(step.branches.get(*first)?.span, "this entry has no condition: it always matches")
-        .with_help("put the entry without a condition last: it is the fallback"),
+        DeadReason::AfterUnconditional(first) => {
+            Diagnostic::new(Code::UnreachableBranch, format!("this branch entry of `{}` is never evaluated", step.name))
+                .at(branch.span, "never evaluated")
+                .with_label(step.branches.get(*first)?.span, "this entry has no condition: it always matches")
+                .with_help("put the entry without a condition last: it is the fallback")
+        }
         DeadReason::Repeats(earlier) => Diagnostic::new(
             Code::UnreachableBranch,
             format!(
@@ -494,14 +501,12 @@ fn dead_branch_diagnostic(program: &Program, dead: &DeadBranch) -> Option<Diagno
             let listed = entry_list(entries);
             let mut diagnostic = Diagnostic::new(
                 Code::UnreachableBranch,
-                format!(
-                    "this branch entry of `{}` is never evaluated: {listed} every value of `{name}`",
-                    step.name
-                ),
+                format!("this branch entry of `{}` is never evaluated: {listed} every value of `{name}`", step.name),
             )
             .at(branch.span, "never evaluated");
             for entry in entries {
-                diagnostic = diagnostic.with_label(step.branches.get(*entry)?.span, format!("covers values of `{name}`"));
+                diagnostic =
+                    diagnostic.with_label(step.branches.get(*entry)?.span, format!("covers values of `{name}`"));
             }
             diagnostic.with_help(format!(
                 "`{name}` is always set here, so an earlier entry always matches; remove this entry"
@@ -509,4 +514,213 @@ fn dead_branch_diagnostic(program: &Program, dead: &DeadBranch) -> Option<Diagno
         }
     };
     Some(diagnostic)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::check_findings as check;
+
+    #[test]
+    fn entries_after_an_unconditional_one_are_never_evaluated() {
+        check(
+            r#"flow f { when "w"
+                step a { branch { else -> b
+                                  when "x" -> b } }
+                step b { say "b" } }"#,
+            &[("unreachable_branch", r#"when "x" -> b"#)],
+        );
+    }
+
+    #[test]
+    fn a_repeated_condition_never_matches_however_spelled() {
+        check(
+            r#"schema { n: int }
+            flow f { when "w"
+                step a { collect n
+                         branch { if n >= 2 and n < 5 -> b
+                                  if 5 > n and 2 <= n -> b
+                                  else -> b } }
+                step b { say "b" } }"#,
+            &[("unreachable_branch", "if 5 > n and 2 <= n -> b")],
+        );
+    }
+
+    #[test]
+    fn an_entry_including_an_earlier_single_condition_never_matches() {
+        check(
+            r#"schema { n: int }
+            flow f { when "w"
+                step a { collect n
+                         branch { when "yes" -> b
+                                  if n > 1 when "yes" -> b
+                                  else -> b } }
+                step b { say "b" } }"#,
+            &[("unreachable_branch", r#"if n > 1 when "yes" -> b"#)],
+        );
+    }
+
+    #[test]
+    fn an_if_that_folds_to_false_never_matches() {
+        check(
+            r#"flow f { when "w"
+                step a { branch { if "a" in ["b", "c"] -> b
+                                  else -> b } }
+                step b { say "b" } }"#,
+            &[("unreachable_branch", r#"if "a" in ["b", "c"] -> b"#)],
+        );
+    }
+
+    #[test]
+    fn covering_a_collected_bool_makes_the_rest_unreachable() {
+        check(
+            r#"schema { ok: bool }
+            flow f { when "w"
+                step a { collect ok
+                         branch { if ok -> b
+                                  if not ok -> c
+                                  when "x" -> c } }
+                step b { say "b"  next end }
+                step c { say "c" } }"#,
+            &[("unreachable_branch", r#"when "x" -> c"#)],
+        );
+    }
+
+    #[test]
+    fn covering_a_field_that_may_be_unset_leaves_the_fallback() {
+        check(
+            r#"schema { ok: bool }
+            flow f { when "w"
+                step a { when "maybe"  collect ok }
+                step r { branch { if ok is set and ok == true -> b
+                                  if ok is set and ok == false -> c
+                                  else -> c } }
+                step b { say "b"  next end }
+                step c { say "c" } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn the_fallthrough_of_a_covering_table_is_dead() {
+        // `after` follows `a` in the list but `a` always branches away.
+        check(
+            r#"schema { plan: enum(free, pro) }
+            flow f { when "w"
+                step a { collect plan
+                         branch { if plan == "free" -> b
+                                  if plan != "free" -> b } }
+                step after { say "never" }
+                step b { say "b" } }"#,
+            &[("unreachable_step", "after")],
+        );
+    }
+
+    #[test]
+    fn a_step_after_next_end_is_unreachable() {
+        check(
+            r#"flow f { when "w"
+                step a { say "a"  next end }
+                step b { say "b" } }"#,
+            &[("unreachable_step", "b")],
+        );
+    }
+
+    #[test]
+    fn passing_over_a_step_reaches_the_one_after_it() {
+        check(
+            r#"schema { n: int }
+            flow f { when "w"
+                step a { collect n }
+                step b { skip_if n > 1  say "b"  next end }
+                step c { say "c" } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn a_step_named_by_next_is_entered_not_passed_over() {
+        check(
+            r#"schema { n: int }
+            flow f { when "w"
+                step a { collect n  next b }
+                step b { skip_if n > 1  say "b"  next end }
+                step c { say "c" } }"#,
+            &[("unreachable_step", "c")],
+        );
+    }
+
+    #[test]
+    fn a_branch_directive_without_a_position_goes_on_in_list_order() {
+        // Not to `next`: the runtime continues with the next step in the list.
+        check(
+            r#"flow f { when "w"
+                step a { branch { when "x" -> { reply "ok" } }  next c }
+                step b { say "b"  next end }
+                step c { say "c" } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn a_goto_step_anywhere_makes_its_target_reachable() {
+        check(
+            r#"signal s { when "help"  then { goto_step f.c } }
+            flow f { when "w"
+                step a { say "a"  next end }
+                step c { say "c" } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn a_reset_leads_back_to_the_entry_only() {
+        check(
+            r#"schema { x: string }
+            flow f { when "w"
+                step a { collect x  next b }
+                step b { say "b"  emit reset  next end }
+                step c { say "c" } }"#,
+            &[("unreachable_step", "c")],
+        );
+    }
+
+    #[test]
+    fn a_step_whose_if_is_always_false_never_runs() {
+        check(
+            r#"flow f { when "w"
+                step a { say "a" }
+                step b { if 1 == 2  say "b" }
+                step c { say "c" } }"#,
+            &[("unreachable_step", "b")],
+        );
+    }
+
+    #[test]
+    fn steps_behind_an_unresolved_target_are_not_reported() {
+        check(
+            r#"flow f { when "w"
+                step a { say "a"  next bb }
+                step c { say "c"  next end }
+                step b { say "b" } }"#,
+            &[("unknown_target", "bb")],
+        );
+    }
+
+    #[test]
+    fn analyze_returns_what_the_checker_reports() {
+        let source = r#"flow f { when "w"
+            step a { branch { else -> c
+                              when "x" -> b } }
+            step b { say "b" }
+            step c { say "c" } }"#;
+        let file = crate::source::SourceFile::new("test.flow", source);
+        let compilation = crate::pipeline::compile(&file);
+        let reachability = super::analyze(&compilation.ir);
+        let step = |index: usize| (crate::ir::FlowId(0), crate::ir::StepId::from_index(index));
+        assert_eq!(reachability.unreachable_steps, [step(1)].into_iter().collect());
+        assert_eq!(
+            reachability.unreachable_branches,
+            [(crate::ir::FlowId(0), crate::ir::StepId(0), 1)].into_iter().collect()
+        );
+    }
 }

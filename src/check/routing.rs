@@ -52,7 +52,9 @@ fn unrouted_flows(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
         diagnostics.push(
             Diagnostic::new(Code::UnroutedFlow, format!("the flow `{}` is never entered", flow.name))
                 .at(flow.span, "no `when`, no `if`, not the default, and nothing jumps here")
-                .with_help("give it a `when` (or an `if`) so routing can pick it, or enter it from another flow with a `goto`"),
+                .with_help(
+                    "give it a `when` (or an `if`) so routing can pick it, or enter it from another flow with a `goto`",
+                ),
         );
     }
 }
@@ -65,17 +67,50 @@ fn shadowed_steps(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
                 continue;
             };
             diagnostics.push(
-                Diagnostic::new(
-                    Code::ShadowedStep,
-                    format!("the step `{}` has the same id as a flow", step.name),
-                )
-                .at(step.span, format!("in `{}`, a bare `{}` names this step", flow.name, step.name))
-                .with_label(shadowed.span, format!("the flow `{}` is declared here", shadowed.name))
-                .with_help(format!(
-                    "rename the step; to enter the flow `{}` from here, emit a `goto`",
-                    step.name
-                )),
+                Diagnostic::new(Code::ShadowedStep, format!("the step `{}` has the same id as a flow", step.name))
+                    .at(step.span, format!("in `{}`, a bare `{}` names this step", flow.name, step.name))
+                    .with_label(shadowed.span, format!("the flow `{}` is declared here", shadowed.name))
+                    .with_help(format!("rename the step; to enter the flow `{}` from here, emit a `goto`", step.name)),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::check_findings as check;
+
+    #[test]
+    fn a_flow_nothing_can_enter_is_unrouted() {
+        check(
+            r#"flow a { when "a"  step s { say "a" } }
+            schema { n: int }
+            flow lonely { step s { collect n  emit goto lonely } }"#,
+            &[("unrouted_flow", "lonely")],
+        );
+    }
+
+    #[test]
+    fn a_flow_entered_by_another_or_by_routing_is_routed() {
+        check(
+            r#"schema { n: int }
+            signal help { when "help"  then helper }
+            flow a { when "a"  complete next after  step s { say "a" } }
+            flow guarded { if n > 1  step s { say "g" } }
+            flow fallback { default  step s { say "f" } }
+            flow helper { step s { say "h" } }
+            flow after { step s { say "x" } }
+            flow job { auto step s { set n = 1 } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn a_step_named_like_a_flow_is_shadowed() {
+        check(
+            r#"flow a { when "a"  step b { say "b" } }
+            flow b { when "b"  step s { say "s" } }"#,
+            &[("shadowed_step", "b")],
+        );
     }
 }

@@ -32,18 +32,12 @@ pub fn display_path(path: &Path) -> String {
 /// Reads one program file.
 pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
     let name = display_path(path);
-    let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
-        path: name.clone(),
-        source,
-    })?;
+    let bytes = std::fs::read(path).map_err(|source| LoadError::Io { path: name.clone(), source })?;
     if bytes.len() > MAX_SOURCE_LEN {
         return Err(LoadError::TooLarge { path: name });
     }
     match String::from_utf8(bytes) {
-        Ok(text) => Ok(Loaded {
-            file: SourceFile::new(name, text),
-            encoding_error: None,
-        }),
+        Ok(text) => Ok(Loaded { file: SourceFile::new(name, text), encoding_error: None }),
         Err(error) => {
             let offset = error.utf8_error().valid_up_to();
             let text = String::from_utf8_lossy(error.as_bytes()).into_owned();
@@ -52,10 +46,7 @@ pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
             let diagnostic = Diagnostic::new(Code::Syntax, "the file is not valid UTF-8")
                 .at(Span::new(at, at.saturating_add(1)), format!("invalid byte at offset {offset}"))
                 .with_help("save the file as UTF-8");
-            Ok(Loaded {
-                file,
-                encoding_error: Some(diagnostic),
-            })
+            Ok(Loaded { file, encoding_error: Some(diagnostic) })
         }
     }
 }
@@ -66,17 +57,12 @@ pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
 pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
     let mut files = Vec::new();
     for path in paths {
-        let metadata = std::fs::metadata(path).map_err(|source| LoadError::Io {
-            path: display_path(path),
-            source,
-        })?;
+        let metadata = std::fs::metadata(path).map_err(|source| LoadError::Io { path: display_path(path), source })?;
         if metadata.is_dir() {
             let before = files.len();
             walk(path, &mut files)?;
             if files.len() == before {
-                return Err(LoadError::NoPrograms {
-                    path: display_path(path),
-                });
+                return Err(LoadError::NoPrograms { path: display_path(path) });
             }
         } else {
             files.push(path.clone());
@@ -86,10 +72,7 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
 }
 
 fn walk(directory: &Path, files: &mut Vec<PathBuf>) -> Result<(), LoadError> {
-    let io_error = |source| LoadError::Io {
-        path: display_path(directory),
-        source,
-    };
+    let io_error = |source| LoadError::Io { path: display_path(directory), source };
     let mut entries: Vec<PathBuf> = std::fs::read_dir(directory)
         .map_err(io_error)?
         .map(|entry| entry.map(|entry| entry.path()))

@@ -91,10 +91,8 @@ pub fn main() -> ExitCode {
 /// A crash is flowc's bug, never the user's: say so, and ask for a report.
 fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
-        let location = info
-            .location()
-            .map(|location| format!(" at {}:{}", location.file(), location.line()))
-            .unwrap_or_default();
+        let location =
+            info.location().map(|location| format!(" at {}:{}", location.file(), location.line())).unwrap_or_default();
         let message = info
             .payload()
             .downcast_ref::<&str>()

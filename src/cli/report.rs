@@ -11,10 +11,7 @@ pub fn stderr_style() -> Style {
     let color = std::io::stderr().is_terminal()
         && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
         && std::env::var("TERM").map_or(true, |term| term != "dumb");
-    let width = std::env::var("COLUMNS")
-        .ok()
-        .and_then(|columns| columns.parse().ok())
-        .unwrap_or(100);
+    let width = std::env::var("COLUMNS").ok().and_then(|columns| columns.parse().ok()).unwrap_or(100);
     Style { color, width }
 }
 
@@ -55,11 +52,7 @@ impl Tally {
     /// `checked 12 programs: 2 errors, 1 warning`.
     pub fn summary(&self) -> String {
         let plural = |count: usize, word: &str| {
-            if count == 1 {
-                format!("{count} {word}")
-            } else {
-                format!("{count} {word}s")
-            }
+            if count == 1 { format!("{count} {word}") } else { format!("{count} {word}s") }
         };
         format!(
             "checked {}: {}, {}",

@@ -411,6 +411,7 @@ impl Conversation<'_> {
             "/help" => eprintln!(
                 "/data          the collected data\n\
                  /trace         the last turn's directives and events\n\
+                 /graph         where the conversation stands, as Mermaid\n\
                  /reset         start a new conversation\n\
                  /save FILE     save the session as JSON\n\
                  /load FILE     load a session saved with /save\n\
@@ -427,6 +428,16 @@ impl Conversation<'_> {
                 }
                 None => eprintln!("no turn yet"),
             },
+            "/graph" => {
+                let program = &self.runtime.program;
+                let reachability = crate::check::reachability::analyze(program);
+                let mut text =
+                    crate::graph::mermaid::render(&crate::graph::build(program, &reachability, self.session.flow));
+                if let (Some(flow), Some(step)) = (self.session.flow, self.session.step) {
+                    crate::graph::mermaid::mark_current(&mut text, flow, step);
+                }
+                print!("{text}");
+            }
             "/reset" => {
                 let id = self.session.id.clone();
                 let version = self.session.version;

@@ -54,11 +54,7 @@ impl Type {
             Type::List(items) => format!("list({})", items.describe()),
             Type::Object(fields) => format!(
                 "object {{ {} }}",
-                fields
-                    .iter()
-                    .map(|(name, ty)| format!("{name}: {}", ty.describe()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                fields.iter().map(|(name, ty)| format!("{name}: {}", ty.describe())).collect::<Vec<_>>().join(", ")
             ),
             Type::Unknown => "unknown".into(),
         }
@@ -78,20 +74,49 @@ pub struct Expr {
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExprKind {
-    Literal { value: serde_json::Value },
-    List { items: Vec<Expr> },
-    Field { field: FieldId },
-    Context { key: ContextId },
+    Literal {
+        value: serde_json::Value,
+    },
+    List {
+        items: Vec<Expr>,
+    },
+    Field {
+        field: FieldId,
+    },
+    Context {
+        key: ContextId,
+    },
     /// A loop variable or tool param: `slot` indexes the frame the runtime
     /// keeps for the enclosing `for_each` nest or tool call.
-    Local { slot: u32, name: String },
+    Local {
+        slot: u32,
+        name: String,
+    },
     /// `env.NAME`, allowed only in http headers.
-    Env { name: String },
-    Member { object: Box<Expr>, member: String },
-    Unary { op: UnaryOp, operand: Box<Expr> },
-    Binary { op: BinaryOp, left: Box<Expr>, right: Box<Expr> },
-    IsSet { operand: Box<Expr>, negated: bool },
-    Call { function: Function, args: Vec<Expr> },
+    Env {
+        name: String,
+    },
+    Member {
+        object: Box<Expr>,
+        member: String,
+    },
+    Unary {
+        op: UnaryOp,
+        operand: Box<Expr>,
+    },
+    Binary {
+        op: BinaryOp,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
+    IsSet {
+        operand: Box<Expr>,
+        negated: bool,
+    },
+    Call {
+        function: Function,
+        args: Vec<Expr>,
+    },
     /// An expression whose error was reported; it is never evaluated
     /// because a program with errors does not run.
     Error,
@@ -110,14 +135,8 @@ pub enum Function {
 }
 
 impl Function {
-    pub const ALL: &'static [Function] = &[
-        Function::Len,
-        Function::Lower,
-        Function::Upper,
-        Function::Contains,
-        Function::Today,
-        Function::Now,
-    ];
+    pub const ALL: &'static [Function] =
+        &[Function::Len, Function::Lower, Function::Upper, Function::Contains, Function::Today, Function::Now];
 
     pub fn name(self) -> &'static str {
         match self {

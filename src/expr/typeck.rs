@@ -45,10 +45,7 @@ impl Checker<'_> {
                 ast::TemplatePart::Expr(expr) => TemplatePart::Expr(self.expr(expr)),
             })
             .collect();
-        Template {
-            parts,
-            span: template.span,
-        }
+        Template { parts, span: template.span }
     }
 
     /// An expression that must be a bool (`if`, `skip_if`, `where`).
@@ -97,32 +94,17 @@ impl Checker<'_> {
             ast::ExprKind::Binary { op, left, right } => self.binary(*op, left, right, span),
             ast::ExprKind::IsSet { operand, negated } => {
                 let operand = self.expr(operand);
-                Expr {
-                    kind: ExprKind::IsSet {
-                        operand: Box::new(operand),
-                        negated: *negated,
-                    },
-                    ty: Type::Bool,
-                    span,
-                }
+                Expr { kind: ExprKind::IsSet { operand: Box::new(operand), negated: *negated }, ty: Type::Bool, span }
             }
             ast::ExprKind::Call { function, args } => self.call(function, args, span),
-            ast::ExprKind::Error => Expr {
-                kind: ExprKind::Error,
-                ty: Type::Unknown,
-                span,
-            },
+            ast::ExprKind::Error => Expr { kind: ExprKind::Error, ty: Type::Unknown, span },
         }
     }
 
     fn error(&mut self, diagnostic: Diagnostic) -> Expr {
         let span = diagnostic.primary_span().unwrap_or_default();
         self.diagnostics.push(diagnostic);
-        Expr {
-            kind: ExprKind::Error,
-            ty: Type::Unknown,
-            span,
-        }
+        Expr { kind: ExprKind::Error, ty: Type::Unknown, span }
     }
 
     fn list(&mut self, items: &[ast::Expr], span: Span) -> Expr {
@@ -138,11 +120,7 @@ impl Checker<'_> {
                     self.diagnostics.push(
                         Diagnostic::new(
                             Code::TypeMismatch,
-                            format!(
-                                "a list mixes {} and {}",
-                                element.describe(),
-                                item.ty.describe()
-                            ),
+                            format!("a list mixes {} and {}", element.describe(), item.ty.describe()),
                         )
                         .at(item.span, format!("this is {}", item.ty.describe()))
                         .with_help("every item of a list has the same type"),
@@ -151,29 +129,18 @@ impl Checker<'_> {
                 }
             }
         }
-        Expr {
-            kind: ExprKind::List { items: typed },
-            ty: Type::List(element.into()),
-            span,
-        }
+        Expr { kind: ExprKind::List { items: typed }, ty: Type::List(element.into()), span }
     }
 
     fn path(&mut self, segments: &[ast::Name], span: Span) -> Expr {
         let Some((head, rest)) = segments.split_first() else {
-            return Expr {
-                kind: ExprKind::Error,
-                ty: Type::Unknown,
-                span,
-            };
+            return Expr { kind: ExprKind::Error, ty: Type::Unknown, span };
         };
         let name = head.value.as_str();
         let (base, rest) = if let Some(slot) = self.scope.locals.iter().rposition(|(local, _)| local == name) {
             let ty = self.scope.locals.get(slot).map_or(Type::Unknown, |(_, ty)| ty.clone());
             let expr = Expr {
-                kind: ExprKind::Local {
-                    slot: u32::try_from(slot).unwrap_or(u32::MAX),
-                    name: name.to_string(),
-                },
+                kind: ExprKind::Local { slot: u32::try_from(slot).unwrap_or(u32::MAX), name: name.to_string() },
                 ty,
                 span: head.span,
             };
@@ -187,14 +154,9 @@ impl Checker<'_> {
                 );
             };
             match self.scope.symbols.context.get(&key.value) {
-                Some((id, ty)) => (
-                    Expr {
-                        kind: ExprKind::Context { key: *id },
-                        ty: ty.clone(),
-                        span: head.span.to(key.span),
-                    },
-                    rest,
-                ),
+                Some((id, ty)) => {
+                    (Expr { kind: ExprKind::Context { key: *id }, ty: ty.clone(), span: head.span.to(key.span) }, rest)
+                }
                 None => {
                     let suggestion = did_you_mean(&key.value, self.scope.symbols.context.keys().map(String::as_str));
                     let help = match suggestion {
@@ -228,29 +190,14 @@ impl Checker<'_> {
             }
             (
                 Expr {
-                    kind: ExprKind::Env {
-                        name: variable.value.clone(),
-                    },
+                    kind: ExprKind::Env { name: variable.value.clone() },
                     ty: Type::String,
                     span: head.span.to(variable.span),
                 },
                 rest,
             )
-        } else if let Some((id, ty)) = self
-            .scope
-            .symbols
-            .fields
-            .get(name)
-            .filter(|_| self.scope.fields_visible)
-        {
-            (
-                Expr {
-                    kind: ExprKind::Field { field: *id },
-                    ty: ty.clone(),
-                    span: head.span,
-                },
-                rest,
-            )
+        } else if let Some((id, ty)) = self.scope.symbols.fields.get(name).filter(|_| self.scope.fields_visible) {
+            (Expr { kind: ExprKind::Field { field: *id }, ty: ty.clone(), span: head.span }, rest)
         } else {
             return self.error(self.unknown_name(head));
         };
@@ -305,14 +252,7 @@ impl Checker<'_> {
                 );
             }
         };
-        Expr {
-            kind: ExprKind::Member {
-                object: Box::new(object),
-                member: member.value.clone(),
-            },
-            ty,
-            span,
-        }
+        Expr { kind: ExprKind::Member { object: Box::new(object), member: member.value.clone() }, ty, span }
     }
 
     fn unary(&mut self, op: UnaryOp, operand: &ast::Expr, span: Span) -> Expr {
@@ -329,14 +269,7 @@ impl Checker<'_> {
                 operand.ty.clone()
             }
         };
-        Expr {
-            kind: ExprKind::Unary {
-                op,
-                operand: Box::new(operand),
-            },
-            ty,
-            span,
-        }
+        Expr { kind: ExprKind::Unary { op, operand: Box::new(operand) }, ty, span }
     }
 
     fn binary(&mut self, op: BinaryOp, left: &ast::Expr, right: &ast::Expr, span: Span) -> Expr {
@@ -364,15 +297,7 @@ impl Checker<'_> {
                 self.arithmetic(&left, &right, op)
             }
         };
-        Expr {
-            kind: ExprKind::Binary {
-                op,
-                left: Box::new(left),
-                right: Box::new(right),
-            },
-            ty,
-            span,
-        }
+        Expr { kind: ExprKind::Binary { op, left: Box::new(left), right: Box::new(right) }, ty, span }
     }
 
     fn expect_bool(&mut self, operand: &Expr, what: &str) {
@@ -383,12 +308,9 @@ impl Checker<'_> {
 
     fn mismatch(&mut self, operand: &Expr, message: &str) {
         self.diagnostics.push(
-            Diagnostic::new(
-                Code::TypeMismatch,
-                format!("{message}, found {}", operand.ty.describe()),
-            )
-            .at(operand.span, format!("this is {}", operand.ty.describe()))
-            .with_help("check the operand's type in the schema"),
+            Diagnostic::new(Code::TypeMismatch, format!("{message}, found {}", operand.ty.describe()))
+                .at(operand.span, format!("this is {}", operand.ty.describe()))
+                .with_help("check the operand's type in the schema"),
         );
     }
 
@@ -418,11 +340,7 @@ impl Checker<'_> {
     fn expect_membership(&mut self, left: &Expr, right: &Expr, op: BinaryOp) {
         match &right.ty {
             Type::List(element) => {
-                let element_probe = Expr {
-                    kind: ExprKind::Error,
-                    ty: (**element).clone(),
-                    span: right.span,
-                };
+                let element_probe = Expr { kind: ExprKind::Error, ty: (**element).clone(), span: right.span };
                 if let ExprKind::List { items } = &right.kind {
                     for item in items {
                         self.expect_comparable(left, item, op);
@@ -464,12 +382,7 @@ impl Checker<'_> {
                 self.diagnostics.push(
                     Diagnostic::new(
                         Code::TypeMismatch,
-                        format!(
-                            "`{}` between {} and {}",
-                            op.as_str(),
-                            left_ty.describe(),
-                            right_ty.describe()
-                        ),
+                        format!("`{}` between {} and {}", op.as_str(), left_ty.describe(), right_ty.describe()),
                     )
                     .at(culprit.span, format!("this is {}", culprit.ty.describe()))
                     .with_help(if op == BinaryOp::Add {
@@ -501,12 +414,7 @@ impl Checker<'_> {
             return self.error(
                 Diagnostic::new(
                     Code::WrongArity,
-                    format!(
-                        "`{}` takes {} argument{plural}, found {}",
-                        known.name(),
-                        known.arity(),
-                        typed_args.len()
-                    ),
+                    format!("`{}` takes {} argument{plural}, found {}", known.name(), known.arity(), typed_args.len()),
                 )
                 .at(span, format!("called with {}", typed_args.len()))
                 .with_help(signature(known)),
@@ -514,9 +422,7 @@ impl Checker<'_> {
         }
         let ty = match known {
             Function::Len => {
-                self.expect_args(&typed_args, known, |ty| {
-                    matches!(ty, Type::List(_) | Type::String | Type::Object(_))
-                });
+                self.expect_args(&typed_args, known, |ty| matches!(ty, Type::List(_) | Type::String | Type::Object(_)));
                 Type::Int
             }
             Function::Lower | Function::Upper => {
@@ -540,14 +446,7 @@ impl Checker<'_> {
             Function::Today => Type::Date,
             Function::Now => Type::DateTime,
         };
-        Expr {
-            kind: ExprKind::Call {
-                function: known,
-                args: typed_args,
-            },
-            ty,
-            span,
-        }
+        Expr { kind: ExprKind::Call { function: known, args: typed_args }, ty, span }
     }
 
     fn expect_args(&mut self, args: &[Expr], function: Function, accepts: impl Fn(&Type) -> bool) {
@@ -579,19 +478,11 @@ fn signature(function: Function) -> &'static str {
 
 fn describe_members(fields: &[(String, Type)]) -> String {
     let names: Vec<String> = fields.iter().map(|(name, _)| format!("`{name}`")).collect();
-    if names.is_empty() {
-        "no fields".to_string()
-    } else {
-        format!("fields {}", names.join(", "))
-    }
+    if names.is_empty() { "no fields".to_string() } else { format!("fields {}", names.join(", ")) }
 }
 
 fn literal(value: serde_json::Value, ty: Type, span: Span) -> Expr {
-    Expr {
-        kind: ExprKind::Literal { value },
-        ty,
-        span,
-    }
+    Expr { kind: ExprKind::Literal { value }, ty, span }
 }
 
 /// The common type of two list items, if any.
@@ -607,9 +498,7 @@ fn join(left: &Type, right: &Type) -> Option<Type> {
 /// The literal string of an expression, if it is one.
 fn string_literal(expr: &Expr) -> Option<&str> {
     match &expr.kind {
-        ExprKind::Literal {
-            value: serde_json::Value::String(text),
-        } => Some(text),
+        ExprKind::Literal { value: serde_json::Value::String(text) } => Some(text),
         _ => None,
     }
 }
@@ -624,45 +513,26 @@ impl Incomparable {
     fn into_diagnostic(self, left: &Expr, right: &Expr, op: BinaryOp) -> Diagnostic {
         match self {
             Incomparable::NotAValue { value, values } => {
-                let culprit = if string_literal(right).is_some_and(|text| text == value) {
-                    right
-                } else {
-                    left
-                };
+                let culprit = if string_literal(right).is_some_and(|text| text == value) { right } else { left };
                 let help = match did_you_mean(&value, values.iter().map(String::as_str)) {
                     Some(close) => format!("did you mean `{close}`?"),
                     None => format!("the values are {}", values.join(", ")),
                 };
-                Diagnostic::new(
-                    Code::TypeMismatch,
-                    format!("`{value}` is not a value of enum({})", values.join(", ")),
-                )
-                .at(culprit.span, "not one of the enum's values")
-                .with_help(help)
+                Diagnostic::new(Code::TypeMismatch, format!("`{value}` is not a value of enum({})", values.join(", ")))
+                    .at(culprit.span, "not one of the enum's values")
+                    .with_help(help)
             }
             Incomparable::NotADate { value, date_time } => {
-                let culprit = if string_literal(right).is_some_and(|text| text == value) {
-                    right
-                } else {
-                    left
-                };
-                let (kind, example) = if date_time {
-                    ("datetime", "2026-12-04T09:30:00Z")
-                } else {
-                    ("date", "2026-12-04")
-                };
+                let culprit = if string_literal(right).is_some_and(|text| text == value) { right } else { left };
+                let (kind, example) =
+                    if date_time { ("datetime", "2026-12-04T09:30:00Z") } else { ("date", "2026-12-04") };
                 Diagnostic::new(Code::TypeMismatch, format!("`{value}` is not a {kind}"))
                     .at(culprit.span, format!("compared with a {kind}"))
                     .with_help(format!("write it in ISO 8601, e.g. \"{example}\""))
             }
             Incomparable::Types => Diagnostic::new(
                 Code::TypeMismatch,
-                format!(
-                    "`{}` between {} and {}",
-                    op.as_str(),
-                    left.ty.describe(),
-                    right.ty.describe()
-                ),
+                format!("`{}` between {} and {}", op.as_str(), left.ty.describe(), right.ty.describe()),
             )
             .at(right.span, format!("this is {}", right.ty.describe()))
             .with_help(format!("both sides must have the same type; the left is {}", left.ty.describe())),
@@ -676,24 +546,16 @@ fn comparability(left: &Expr, right: &Expr) -> Option<Incomparable> {
         (Type::Unknown | Type::Null, _) | (_, Type::Unknown | Type::Null) => None,
         (Type::Enum(values), Type::String) => {
             let literal = string_literal(right)?;
-            (!values.iter().any(|value| value == literal)).then(|| Incomparable::NotAValue {
-                value: literal.to_string(),
-                values: values.to_vec(),
-            })
+            (!values.iter().any(|value| value == literal))
+                .then(|| Incomparable::NotAValue { value: literal.to_string(), values: values.to_vec() })
         }
         (Type::Date, Type::String) => {
             let literal = string_literal(right)?;
-            (!is_iso_date(literal)).then(|| Incomparable::NotADate {
-                value: literal.to_string(),
-                date_time: false,
-            })
+            (!is_iso_date(literal)).then(|| Incomparable::NotADate { value: literal.to_string(), date_time: false })
         }
         (Type::DateTime, Type::String) => {
             let literal = string_literal(right)?;
-            (!is_iso_datetime(literal)).then(|| Incomparable::NotADate {
-                value: literal.to_string(),
-                date_time: true,
-            })
+            (!is_iso_datetime(literal)).then(|| Incomparable::NotADate { value: literal.to_string(), date_time: true })
         }
         (Type::String, Type::Enum(_) | Type::Date | Type::DateTime) => None,
         (Type::Enum(left_values), Type::Enum(right_values)) => {
@@ -714,11 +576,7 @@ fn comparability(left: &Expr, right: &Expr) -> Option<Incomparable> {
 }
 
 fn probe(ty: &Type, span: Span) -> Expr {
-    Expr {
-        kind: ExprKind::Error,
-        ty: ty.clone(),
-        span,
-    }
+    Expr { kind: ExprKind::Error, ty: ty.clone(), span }
 }
 
 /// Why a value of `value`'s type cannot be stored in a place of `target`
@@ -734,9 +592,7 @@ pub fn assignability(value: &Expr, target: &Type) -> Option<String> {
             }
             _ => None,
         },
-        (Type::Enum(values), Type::Enum(given)) => {
-            (!given.iter().all(|value| values.contains(value))).then(found)
-        }
+        (Type::Enum(values), Type::Enum(given)) => (!given.iter().all(|value| values.contains(value))).then(found),
         (Type::String, Type::Enum(_)) => None,
         (Type::Date, Type::String) => match string_literal(value) {
             Some(literal) if !is_iso_date(literal) => Some(format!("found `{literal}`, which is not an ISO date")),
@@ -789,19 +645,15 @@ mod tests {
             ("confirmed", Type::Bool),
             ("date", Type::Date),
             ("plan", Type::Enum(vec!["free".to_string(), "pro".to_string()].into())),
-            (
-                "contacts",
-                Type::List(Type::Object(vec![("email".to_string(), Type::String)].into()).into()),
-            ),
+            ("contacts", Type::List(Type::Object(vec![("email".to_string(), Type::String)].into()).into())),
         ];
         for (index, (name, ty)) in fields.into_iter().enumerate() {
-            symbols
-                .fields
-                .insert(name.to_string(), (FieldId(u32::try_from(index).unwrap_or(0)), ty));
+            symbols.fields.insert(name.to_string(), (FieldId(u32::try_from(index).unwrap_or(0)), ty));
         }
-        symbols
-            .context
-            .insert("tier".to_string(), (ContextId(0), Type::Enum(vec!["basic".to_string(), "gold".to_string()].into())));
+        symbols.context.insert(
+            "tier".to_string(),
+            (ContextId(0), Type::Enum(vec!["basic".to_string(), "gold".to_string()].into())),
+        );
         symbols
     }
 
@@ -812,12 +664,7 @@ mod tests {
         let ast = parse_expr(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
         let locals = [("c".to_string(), Type::Object(vec![("email".to_string(), Type::String)].into()))];
         let mut checker = Checker {
-            scope: Scope {
-                symbols: &symbols,
-                fields_visible: true,
-                locals: &locals,
-                env_allowed: false,
-            },
+            scope: Scope { symbols: &symbols, fields_visible: true, locals: &locals, env_allowed: false },
             diagnostics: &mut diagnostics,
         };
         let typed = checker.expr(&ast);

@@ -230,3 +230,9 @@ mod tests {
         assert!(!live.contains("unreachable") && !live.contains("linkStyle"), "{live}");
     }
 }
+
+/// Marks a step as where a conversation stands (the REPL's `/graph`).
+pub fn mark_current(out: &mut String, flow: crate::ir::FlowId, step: crate::ir::StepId) {
+    let _ = writeln!(out, "  classDef current stroke:#d97706,stroke-width:4px");
+    let _ = writeln!(out, "  class {} current", super::NodeId::step(flow, step).as_str());
+}

@@ -45,7 +45,7 @@ impl NodeId {
         NodeId(format!("f{}_in", flow.0))
     }
 
-    fn step(flow: FlowId, step: StepId) -> NodeId {
+    pub(crate) fn step(flow: FlowId, step: StepId) -> NodeId {
         NodeId(format!("f{}_s{}", flow.0, step.0))
     }
 

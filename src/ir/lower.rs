@@ -17,9 +17,8 @@ use crate::syntax::ast;
 use std::collections::HashMap;
 
 /// Words that cannot name a field, flow, step or anything else.
-pub const RESERVED_WORDS: &[&str] = &[
-    "and", "or", "not", "in", "is", "set", "true", "false", "null", "context", "env", "end",
-];
+pub const RESERVED_WORDS: &[&str] =
+    &["and", "or", "not", "in", "is", "set", "true", "false", "null", "context", "env", "end"];
 
 /// Lowers a parsed program. The IR is always produced; it is only safe to
 /// run when no returned diagnostic is an error.
@@ -43,6 +42,9 @@ struct Lowerer {
     flow_names: Vec<String>,
     /// Per flow, whether lowering dropped part of it (see [`Flow::incomplete`]).
     incomplete: Vec<bool>,
+    /// Per field (by [`FieldId`]), its type: a lookup per write must not
+    /// scan the whole schema.
+    field_types: Vec<Type>,
 }
 
 struct ToolSignature {
@@ -89,16 +91,13 @@ impl IdKind {
 impl Lowerer {
     fn program(&mut self, program: &ast::Program) -> Program {
         let fields = self.declarations(&program.schema, IdKind::Field);
+        self.field_types = fields.iter().map(|field| field.ty.to_type()).collect();
         for (index, field) in fields.iter().enumerate() {
-            self.symbols
-                .fields
-                .insert(field.name.clone(), (FieldId::from_index(index), field.ty.to_type()));
+            self.symbols.fields.insert(field.name.clone(), (FieldId::from_index(index), field.ty.to_type()));
         }
         let context = self.declarations(&program.context, IdKind::ContextKey);
         for (index, key) in context.iter().enumerate() {
-            self.symbols
-                .context
-                .insert(key.name.clone(), (ContextId::from_index(index), key.ty.to_type()));
+            self.symbols.context.insert(key.name.clone(), (ContextId::from_index(index), key.ty.to_type()));
         }
 
         let tool_decls = self.unique(&program.tools, |tool| &tool.name, IdKind::Tool);
@@ -108,10 +107,7 @@ impl Lowerer {
         let mut tools_declared = Vec::with_capacity(tool_decls.len());
         for tool in &tool_decls {
             let params = self.declarations(&tool.params, IdKind::Param);
-            let returns = tool
-                .returns
-                .as_ref()
-                .map(|returns| self.declarations(&returns.value, IdKind::Field));
+            let returns = tool.returns.as_ref().map(|returns| self.declarations(&returns.value, IdKind::Field));
             self.tool_signatures.push(ToolSignature {
                 name: tool.name.value.clone(),
                 params: params.iter().map(|param| (param.name.clone(), param.ty.to_type())).collect(),
@@ -176,15 +172,7 @@ impl Lowerer {
         for (flow, incomplete) in flows.iter_mut().zip(&self.incomplete) {
             flow.incomplete = *incomplete;
         }
-        Program {
-            agent,
-            fields,
-            context,
-            tools,
-            signals,
-            flows,
-            default_flow: default_flow.map(|(flow, _)| flow),
-        }
+        Program { agent, fields, context, tools, signals, flows, default_flow: default_flow.map(|(flow, _)| flow) }
     }
 
     // ------------------------------------------------------------ ids
@@ -220,10 +208,8 @@ impl Lowerer {
         let well_formed = text.chars().next().is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
             && text.chars().all(|character| character.is_ascii_alphanumeric() || character == '_');
         if !well_formed {
-            let suggestion: String = text
-                .chars()
-                .map(|character| if character.is_ascii_alphanumeric() { character } else { '_' })
-                .collect();
+            let suggestion: String =
+                text.chars().map(|character| if character.is_ascii_alphanumeric() { character } else { '_' }).collect();
             self.diagnostics.push(
                 Diagnostic::new(Code::InvalidId, format!("`{text}` is not a valid {} id", kind.noun()))
                     .at(name.span, "ids are letters, digits and `_`, not starting with a digit")
@@ -270,11 +256,7 @@ impl Lowerer {
     fn declarations(&mut self, decls: &[ast::FieldDecl], kind: IdKind) -> Vec<Field> {
         self.unique(decls, |decl| &decl.name, kind)
             .into_iter()
-            .map(|decl| Field {
-                name: decl.name.value.clone(),
-                ty: self.value_type(&decl.ty),
-                span: decl.name.span,
-            })
+            .map(|decl| Field { name: decl.name.value.clone(), ty: self.value_type(&decl.ty), span: decl.name.span })
             .collect()
     }
 
@@ -290,23 +272,25 @@ impl Lowerer {
             "datetime" => TypeKind::DateTime,
             "enum" => self.enum_values(decl),
             "list" => match &decl.items {
-                Some(items) => TypeKind::List {
-                    items: Box::new(self.value_type(items)),
-                },
+                Some(items) => TypeKind::List { items: Box::new(self.value_type(items)) },
                 None => {
-                    self.schema_error(decl.name.span, "a list needs `items`", "say what the list holds: `list(string)` in .flow, `items: string` in YAML");
+                    self.schema_error(
+                        decl.name.span,
+                        "a list needs `items`",
+                        "say what the list holds: `list(string)` in .flow, `items: string` in YAML",
+                    );
                     TypeKind::Unknown
                 }
             },
-            "object" => match &decl.fields {
-                Some(fields) => TypeKind::Object {
-                    fields: self.declarations(&fields.value, IdKind::Field),
-                },
-                None => {
-                    self.schema_error(decl.name.span, "an object needs `fields`", "declare its fields: `object { name: string }` in .flow, `fields: { name: string }` in YAML");
-                    TypeKind::Unknown
+            "object" => {
+                match &decl.fields {
+                    Some(fields) => TypeKind::Object { fields: self.declarations(&fields.value, IdKind::Field) },
+                    None => {
+                        self.schema_error(decl.name.span, "an object needs `fields`", "declare its fields: `object { name: string }` in .flow, `fields: { name: string }` in YAML");
+                        TypeKind::Unknown
+                    }
                 }
-            },
+            }
             _ => {
                 let help = match did_you_mean(name, TYPE_NAMES.iter().copied()) {
                     Some(close) => format!("did you mean `{close}`?"),
@@ -334,7 +318,11 @@ impl Lowerer {
     fn enum_values(&mut self, decl: &ast::TypeExpr) -> TypeKind {
         let Some(values) = decl.values.as_ref().filter(|values| !values.value.is_empty()) else {
             let span = decl.values.as_ref().map_or(decl.name.span, |values| values.span);
-            self.schema_error(span, "an enum needs at least one value", "list its values: `enum(free, pro)` in .flow, `values: [free, pro]` in YAML");
+            self.schema_error(
+                span,
+                "an enum needs at least one value",
+                "list its values: `enum(free, pro)` in .flow, `values: [free, pro]` in YAML",
+            );
             return TypeKind::Unknown;
         };
         let mut seen: HashMap<&str, Span> = HashMap::new();
@@ -350,16 +338,19 @@ impl Lowerer {
                 self.schema_error(value.span, "an enum value cannot be empty", "remove the empty value");
             }
         }
-        TypeKind::Enum {
-            values: values.value.iter().map(|value| value.value.clone()).collect(),
-        }
+        TypeKind::Enum { values: values.value.iter().map(|value| value.value.clone()).collect() }
     }
 
     fn check_options(&mut self, decl: &ast::TypeExpr, kind: &TypeKind) {
-        let numeric_or_list = matches!(kind, TypeKind::Int | TypeKind::Float | TypeKind::List { .. } | TypeKind::Unknown);
+        let numeric_or_list =
+            matches!(kind, TypeKind::Int | TypeKind::Float | TypeKind::List { .. } | TypeKind::Unknown);
         for bound in [&decl.min, &decl.max].into_iter().flatten() {
             if !numeric_or_list {
-                self.schema_error(bound.span, "`min`/`max` apply to numbers and lists", "remove it, or use `pattern` for strings");
+                self.schema_error(
+                    bound.span,
+                    "`min`/`max` apply to numbers and lists",
+                    "remove it, or use `pattern` for strings",
+                );
             }
         }
         if let (Some(min), Some(max)) = (&decl.min, &decl.max)
@@ -402,8 +393,7 @@ impl Lowerer {
     }
 
     fn schema_error(&mut self, span: Span, message: &str, help: &str) {
-        self.diagnostics
-            .push(Diagnostic::new(Code::InvalidSchema, message).at(span, "here").with_help(help));
+        self.diagnostics.push(Diagnostic::new(Code::InvalidSchema, message).at(span, "here").with_help(help));
     }
 
     // ------------------------------------------------------------ values
@@ -438,12 +428,7 @@ impl Lowerer {
 
     fn checker<'a>(&'a self, locals: &'a [(String, Type)], diagnostics: &'a mut Vec<Diagnostic>) -> Checker<'a> {
         Checker {
-            scope: Scope {
-                symbols: &self.symbols,
-                fields_visible: true,
-                locals,
-                env_allowed: false,
-            },
+            scope: Scope { symbols: &self.symbols, fields_visible: true, locals, env_allowed: false },
             diagnostics,
         }
     }
@@ -528,23 +513,14 @@ impl Lowerer {
     }
 
     fn symbols_type(&self, field: FieldId) -> Type {
-        self.symbols
-            .fields
-            .values()
-            .find(|(id, _)| *id == field)
-            .map_or(Type::Unknown, |(_, ty)| ty.clone())
+        self.field_types.get(field.index()).cloned().unwrap_or(Type::Unknown)
     }
 
     // ------------------------------------------------------------ agent
 
     fn agent(&mut self, agent: Option<&ast::Agent>) -> Agent {
         let Some(agent) = agent else {
-            return Agent {
-                name: None,
-                identity: None,
-                rules: Vec::new(),
-                limits: Limits::default(),
-            };
+            return Agent { name: None, identity: None, rules: Vec::new(), limits: Limits::default() };
         };
         let mut limits = Limits::default();
         if let Some(value) = &agent.limits.max_auto_steps
@@ -639,18 +615,9 @@ impl Lowerer {
                     .map(|(name, value)| (name.value.clone(), self.tool_template(value, params, true)))
                     .collect();
                 let body = http.body.as_ref().map(|body| self.body(body, params));
-                let timeout_ms = http
-                    .timeout
-                    .as_ref()
-                    .and_then(|text| self.duration(text))
-                    .unwrap_or(DEFAULT_TOOL_TIMEOUT_MS);
-                Some(ToolImpl::Http {
-                    method,
-                    url,
-                    headers,
-                    body,
-                    timeout_ms,
-                })
+                let timeout_ms =
+                    http.timeout.as_ref().and_then(|text| self.duration(text)).unwrap_or(DEFAULT_TOOL_TIMEOUT_MS);
+                Some(ToolImpl::Http { method, url, headers, body, timeout_ms })
             }
             ast::ToolImpl::Exec(exec) => {
                 if exec.command.is_empty() || exec.command.iter().all(|part| part.value.trim().is_empty()) {
@@ -661,11 +628,8 @@ impl Lowerer {
                     );
                     return None;
                 }
-                let timeout_ms = exec
-                    .timeout
-                    .as_ref()
-                    .and_then(|text| self.duration(text))
-                    .unwrap_or(DEFAULT_TOOL_TIMEOUT_MS);
+                let timeout_ms =
+                    exec.timeout.as_ref().and_then(|text| self.duration(text)).unwrap_or(DEFAULT_TOOL_TIMEOUT_MS);
                 Some(ToolImpl::Exec {
                     command: exec.command.iter().map(|part| part.value.clone()).collect(),
                     timeout_ms,
@@ -697,12 +661,7 @@ impl Lowerer {
     fn tool_template(&mut self, template: &ast::Template, params: &[(String, Type)], env_allowed: bool) -> Template {
         let mut diagnostics = std::mem::take(&mut self.diagnostics);
         let typed = Checker {
-            scope: Scope {
-                symbols: &self.symbols,
-                fields_visible: false,
-                locals: params,
-                env_allowed,
-            },
+            scope: Scope { symbols: &self.symbols, fields_visible: false, locals: params, env_allowed },
             diagnostics: &mut diagnostics,
         }
         .template(template);
@@ -721,11 +680,7 @@ impl Lowerer {
             ast::BodyValue::String(template) => Body::String(self.tool_template(template, params, false)),
             ast::BodyValue::List(items) => Body::List(items.value.iter().map(|item| self.body(item, params)).collect()),
             ast::BodyValue::Object(members) => Body::Object(
-                members
-                    .value
-                    .iter()
-                    .map(|(name, value)| (name.value.clone(), self.body(value, params)))
-                    .collect(),
+                members.value.iter().map(|(name, value)| (name.value.clone(), self.body(value, params))).collect(),
             ),
         }
     }
@@ -747,9 +702,7 @@ impl Lowerer {
             None | Some(("always", _)) => Behavior::Always,
             Some(("once", _)) => Behavior::Once,
             Some(("cooldown", span)) => match &signal.cooldown {
-                Some(text) => Behavior::Cooldown {
-                    cooldown_ms: self.duration(text).unwrap_or(0),
-                },
+                Some(text) => Behavior::Cooldown { cooldown_ms: self.duration(text).unwrap_or(0) },
                 None => {
                     self.invalid_value(span, "`cooldown` needs a duration", "add `cooldown: 10m`");
                     Behavior::Always
@@ -767,7 +720,11 @@ impl Lowerer {
         if let Some(cooldown) = &signal.cooldown
             && !matches!(behavior, Behavior::Cooldown { .. })
         {
-            self.invalid_value(cooldown.span, "`cooldown` applies only with `behavior: cooldown`", "add `behavior: cooldown` or remove `cooldown`");
+            self.invalid_value(
+                cooldown.span,
+                "`cooldown` applies only with `behavior: cooldown`",
+                "add `behavior: cooldown` or remove `cooldown`",
+            );
         }
         let extract = self.fields(&signal.extract);
         let then = signal.then.as_ref().and_then(|then| match then {
@@ -787,8 +744,7 @@ impl Lowerer {
     }
 
     fn invalid_value(&mut self, span: Span, message: &str, help: &str) {
-        self.diagnostics
-            .push(Diagnostic::new(Code::InvalidValue, message).at(span, "here").with_help(help));
+        self.diagnostics.push(Diagnostic::new(Code::InvalidValue, message).at(span, "here").with_help(help));
     }
 
     /// A signal's bare target: a flow (there is no current flow to find a
@@ -836,7 +792,10 @@ impl Lowerer {
         for step in flow.steps.iter().filter(|step| step.id.is_none()) {
             self.diagnostics.push(
                 Diagnostic::new(Code::InvalidStep, "a step needs an `id`")
-                    .at(Span::new(step.span.start, step.span.start.saturating_add(1).min(step.span.end)), "this step has no id")
+                    .at(
+                        Span::new(step.span.start, step.span.start.saturating_add(1).min(step.span.end)),
+                        "this step has no id",
+                    )
                     .with_help("add `id: some_name`: targets and traces refer to steps by id"),
             );
         }
@@ -943,11 +902,7 @@ impl Lowerer {
                 );
                 Vec::new()
             }
-            Some(entries) => entries
-                .value
-                .iter()
-                .filter_map(|entry| self.branch(entry, scope))
-                .collect(),
+            Some(entries) => entries.value.iter().filter_map(|entry| self.branch(entry, scope)).collect(),
             None => Vec::new(),
         };
         let next = step.next.as_ref().and_then(|target| self.next(target, scope));
@@ -977,10 +932,7 @@ impl Lowerer {
             finalize: self.actions(&step.finalize, scope, &mut Vec::new()),
             tools: step.tools.iter().filter_map(|tool| self.tool_ref(tool)).collect(),
             max_asks,
-            on_no_answer: step
-                .on_no_answer
-                .as_ref()
-                .map(|directive| self.directive(directive, Some(scope), &[])),
+            on_no_answer: step.on_no_answer.as_ref().map(|directive| self.directive(directive, Some(scope), &[])),
             on_error,
             wait_ms,
             span,
@@ -1064,7 +1016,10 @@ impl Lowerer {
         let help = match did_you_mean(&name.value, candidates) {
             Some(close) => format!("did you mean `{close}`?"),
             None if !flows_allowed && self.flows.contains_key(&name.value) => {
-                format!("`next` names a step or `end`; to enter the flow `{}`, branch to it or emit a `goto`", name.value)
+                format!(
+                    "`next` names a step or `end`; to enter the flow `{}`, branch to it or emit a `goto`",
+                    name.value
+                )
             }
             None if flows_allowed => "name a step of this flow, a flow, or write a directive".to_string(),
             None => "name a step of this flow, or `end`".to_string(),
@@ -1117,7 +1072,9 @@ impl Lowerer {
                 )
                 .at(*second_span, "a second position field")
                 .with_label(*first_span, "the first position field")
-                .with_help("a directive moves the conversation one way: keep one of goto, goto_step, complete, abort, reset"),
+                .with_help(
+                    "a directive moves the conversation one way: keep one of goto, goto_step, complete, abort, reset",
+                ),
             );
         }
         if let (Some(reply), Some(abort)) = (&directive.reply, &directive.abort) {
@@ -1146,26 +1103,15 @@ impl Lowerer {
                     .with_help("give it a key: goto, goto_step, complete, abort, reset, reply, set, …"),
             );
         }
-        let set_context = directive
-            .set_context
-            .iter()
-            .filter_map(|assignment| self.context_write(assignment, locals))
-            .collect();
+        let set_context =
+            directive.set_context.iter().filter_map(|assignment| self.context_write(assignment, locals)).collect();
         Directive {
             position: positions.into_iter().next().and_then(|(_, _, position)| position),
             reply: directive.reply.as_ref().map(|reply| self.template(reply, locals)),
             set: self.writes(&directive.set, locals),
             set_context,
-            append_prompt: directive
-                .append_prompt
-                .iter()
-                .map(|text| self.template(text, locals))
-                .collect(),
-            inject_tools: directive
-                .inject_tools
-                .iter()
-                .filter_map(|tool| self.tool_ref(tool))
-                .collect(),
+            append_prompt: directive.append_prompt.iter().map(|text| self.template(text, locals)).collect(),
+            inject_tools: directive.inject_tools.iter().filter_map(|tool| self.tool_ref(tool)).collect(),
             halt: directive.halt.as_ref().is_some_and(|halt| halt.value),
             span: directive.span,
         }
@@ -1262,18 +1208,12 @@ impl Lowerer {
             match &action.kind {
                 ast::ActionKind::Set(assignments) => {
                     for write in self.writes(assignments, locals) {
-                        lowered.push(Action {
-                            kind: ActionKind::Set(write),
-                            span: action.span,
-                        });
+                        lowered.push(Action { kind: ActionKind::Set(write), span: action.span });
                     }
                 }
                 ast::ActionKind::Call(call) => {
                     if let Some(call) = self.call(call, locals) {
-                        lowered.push(Action {
-                            kind: ActionKind::Call(call),
-                            span: action.span,
-                        });
+                        lowered.push(Action { kind: ActionKind::Call(call), span: action.span });
                     }
                 }
                 ast::ActionKind::Emit(directive) => lowered.push(Action {
@@ -1281,17 +1221,12 @@ impl Lowerer {
                     span: action.span,
                 }),
                 ast::ActionKind::Say(template) => lowered.push(Action {
-                    kind: ActionKind::Say {
-                        text: self.template(template, locals),
-                    },
+                    kind: ActionKind::Say { text: self.template(template, locals) },
                     span: action.span,
                 }),
                 ast::ActionKind::ForEach(for_each) => {
                     let for_each = self.for_each(for_each, scope, locals);
-                    lowered.push(Action {
-                        kind: ActionKind::ForEach(for_each),
-                        span: action.span,
-                    });
+                    lowered.push(Action { kind: ActionKind::ForEach(for_each), span: action.span });
                 }
             }
         }
@@ -1318,13 +1253,7 @@ impl Lowerer {
         let filter = for_each.filter.as_ref().map(|filter| self.condition(filter, locals));
         let actions = self.actions(&for_each.actions, scope, locals);
         locals.pop();
-        ForEach {
-            items,
-            binding: for_each.binding.value.clone(),
-            slot,
-            filter,
-            actions,
-        }
+        ForEach { items, binding: for_each.binding.value.clone(), slot, filter, actions }
     }
 
     fn call(&mut self, call: &ast::Call, locals: &[(String, Type)]) -> Option<Call> {
@@ -1364,20 +1293,19 @@ impl Lowerer {
             if let Some(slot) = args.get_mut(index) {
                 if slot.is_some() {
                     self.diagnostics.push(
-                        Diagnostic::new(Code::WrongArguments, format!("the param `{}` is passed twice", arg.name.value))
-                            .at(arg.name.span, "passed again here")
-                            .with_help("pass each param once"),
+                        Diagnostic::new(
+                            Code::WrongArguments,
+                            format!("the param `{}` is passed twice", arg.name.value),
+                        )
+                        .at(arg.name.span, "passed again here")
+                        .with_help("pass each param once"),
                     );
                 }
                 *slot = Some(value);
             }
         }
-        let missing: Vec<&str> = params
-            .iter()
-            .zip(&args)
-            .filter(|(_, arg)| arg.is_none())
-            .map(|((name, _), _)| name.as_str())
-            .collect();
+        let missing: Vec<&str> =
+            params.iter().zip(&args).filter(|(_, arg)| arg.is_none()).map(|((name, _), _)| name.as_str()).collect();
         if !missing.is_empty() {
             let list = missing.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ");
             self.diagnostics.push(
@@ -1389,13 +1317,7 @@ impl Lowerer {
         let save = call.save.as_ref().and_then(|name| self.save(name, &tool_name, returns.as_deref()));
         let args = args
             .into_iter()
-            .map(|arg| {
-                arg.unwrap_or(Expr {
-                    kind: ExprKind::Error,
-                    ty: Type::Unknown,
-                    span: call.tool.span,
-                })
-            })
+            .map(|arg| arg.unwrap_or(Expr { kind: ExprKind::Error, ty: Type::Unknown, span: call.tool.span }))
             .collect();
         Some(Call { tool, args, save })
     }
@@ -1422,11 +1344,7 @@ impl Lowerer {
             [(single_name, single_type)] => (single_type.clone(), format!("`{single_name}`")),
             _ => (Type::Object(returns.to_vec().into()), "its result object".to_string()),
         };
-        let probe = Expr {
-            kind: ExprKind::Error,
-            ty: saved_type.clone(),
-            span: name.span,
-        };
+        let probe = Expr { kind: ExprKind::Error, ty: saved_type.clone(), span: name.span };
         if assignability(&probe, &field_type).is_some() {
             self.diagnostics.push(
                 Diagnostic::new(
@@ -1447,19 +1365,11 @@ impl Lowerer {
 }
 
 fn goto_directive(flow: FlowId, span: Span) -> Directive {
-    Directive {
-        position: Some(Position::Goto { flow, data: Vec::new() }),
-        span,
-        ..Directive::default()
-    }
+    Directive { position: Some(Position::Goto { flow, data: Vec::new() }), span, ..Directive::default() }
 }
 
 fn complete_directive(span: Span) -> Directive {
-    Directive {
-        position: Some(Position::Complete { next: None }),
-        span,
-        ..Directive::default()
-    }
+    Directive { position: Some(Position::Complete { next: None }), span, ..Directive::default() }
 }
 
 /// `30s`, `10m`, `2h`, `1d` in milliseconds.

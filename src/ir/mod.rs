@@ -86,12 +86,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits {
-            max_auto_steps: 10,
-            max_tool_rounds: 5,
-            max_turn_tokens: None,
-            turn_timeout_ms: 60_000,
-        }
+        Limits { max_auto_steps: 10, max_tool_rounds: 5, max_turn_tokens: None, turn_timeout_ms: 60_000 }
     }
 }
 
@@ -132,9 +127,15 @@ pub enum TypeKind {
     Date,
     #[serde(rename = "datetime")]
     DateTime,
-    Enum { values: Vec<String> },
-    List { items: Box<ValueType> },
-    Object { fields: Vec<Field> },
+    Enum {
+        values: Vec<String>,
+    },
+    List {
+        items: Box<ValueType>,
+    },
+    Object {
+        fields: Vec<Field>,
+    },
     /// A type whose declaration had an error.
     Unknown,
 }
@@ -152,11 +153,7 @@ impl ValueType {
             TypeKind::Enum { values } => Type::Enum(values.clone().into()),
             TypeKind::List { items } => Type::List(items.to_type().into()),
             TypeKind::Object { fields } => Type::Object(
-                fields
-                    .iter()
-                    .map(|field| (field.name.clone(), field.ty.to_type()))
-                    .collect::<Vec<_>>()
-                    .into(),
+                fields.iter().map(|field| (field.name.clone(), field.ty.to_type())).collect::<Vec<_>>().into(),
             ),
             TypeKind::Unknown => Type::Unknown,
         }

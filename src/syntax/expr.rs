@@ -105,7 +105,7 @@ pub struct ExprBuilder<'a> {
 }
 
 impl ExprBuilder<'_> {
-    /// Builds an expression from any rule of the expression ladder.
+    /// Builds an expression from an `expr` pair or one of its operands.
     pub fn expr(&mut self, pair: Pair<'_, Rule>, depth: usize) -> Expr {
         let span = self.map.pair_span(&pair);
         if depth > MAX_EXPR_DEPTH {
@@ -113,44 +113,7 @@ impl ExprBuilder<'_> {
             return Expr::error(span);
         }
         match pair.as_rule() {
-            Rule::expr => match pair.into_inner().next() {
-                Some(inner) => self.expr(inner, depth),
-                None => Expr::error(span),
-            },
-            Rule::or_expr | Rule::and_expr | Rule::add_expr | Rule::mul_expr => self.left_fold(pair, depth),
-            Rule::not_expr => {
-                let mut nots = 0usize;
-                let mut operand = None;
-                for inner in pair.into_inner() {
-                    if inner.as_rule() == Rule::not_op {
-                        nots += 1;
-                    } else {
-                        operand = Some(self.expr(inner, depth + nots));
-                    }
-                }
-                let mut expr = operand.unwrap_or_else(|| Expr::error(span));
-                for _ in 0..nots {
-                    expr = Expr { kind: ExprKind::Unary { op: UnaryOp::Not, operand: Box::new(expr) }, span };
-                }
-                expr
-            }
-            Rule::unary => {
-                let mut negations = 0usize;
-                let mut operand = None;
-                for inner in pair.into_inner() {
-                    if inner.as_rule() == Rule::neg_op {
-                        negations += 1;
-                    } else {
-                        operand = Some(self.expr(inner, depth + negations));
-                    }
-                }
-                let mut expr = operand.unwrap_or_else(|| Expr::error(span));
-                for _ in 0..negations {
-                    expr = negate(expr, span);
-                }
-                expr
-            }
-            Rule::cmp_expr => self.comparison(pair, depth),
+            Rule::expr => self.operators(pair, depth),
             Rule::int_lit => match pair.as_str().parse::<i64>() {
                 Ok(value) => Expr { kind: ExprKind::Int { value }, span },
                 Err(_) => {
@@ -188,59 +151,39 @@ impl ExprBuilder<'_> {
         }
     }
 
-    /// `a op b op c` as `((a op b) op c)`.
-    fn left_fold(&mut self, pair: Pair<'_, Rule>, depth: usize) -> Expr {
+    /// Applies precedence to a flat `expr` (operands and operators) with a
+    /// Pratt parser. Comparisons do not chain: `a < b < c` is refused, as
+    /// the language gives it no meaning.
+    fn operators(&mut self, pair: Pair<'_, Rule>, depth: usize) -> Expr {
         let span = self.map.pair_span(&pair);
-        let mut inner = pair.into_inner();
-        let Some(first) = inner.next() else {
+        let operators = pair.clone().into_inner().filter(|inner| is_operator(inner.as_rule())).count();
+        if depth + operators > MAX_EXPR_DEPTH {
+            self.diagnostics.push(too_deep_diagnostic(span));
             return Expr::error(span);
-        };
-        let mut left = self.expr(first, depth);
-        let mut chain = 0usize;
-        while let (Some(op_pair), Some(right_pair)) = (inner.next(), inner.next()) {
-            chain += 1;
-            if depth + chain > MAX_EXPR_DEPTH {
-                self.diagnostics.push(too_deep_diagnostic(span));
-                return Expr::error(span);
-            }
-            let op = match op_pair.as_str().trim() {
-                "or" => BinaryOp::Or,
-                "and" => BinaryOp::And,
-                "+" => BinaryOp::Add,
-                "-" => BinaryOp::Sub,
-                "*" => BinaryOp::Mul,
-                "/" => BinaryOp::Div,
-                _ => BinaryOp::Rem,
-            };
-            let right = self.expr(right_pair, depth + chain);
-            let joined = left.span.to(right.span);
-            left = Expr { kind: ExprKind::Binary { op, left: Box::new(left), right: Box::new(right) }, span: joined };
         }
-        left
-    }
-
-    fn comparison(&mut self, pair: Pair<'_, Rule>, depth: usize) -> Expr {
-        let span = self.map.pair_span(&pair);
-        let mut inner = pair.into_inner();
-        let Some(first) = inner.next() else {
-            return Expr::error(span);
-        };
-        let left = self.expr(first, depth + 1);
-        let Some(tail) = inner.next() else {
-            return left;
-        };
-        match tail.as_rule() {
-            Rule::is_set | Rule::is_not_set => Expr {
-                kind: ExprKind::IsSet { negated: tail.as_rule() == Rule::is_not_set, operand: Box::new(left) },
-                span,
-            },
-            _ => {
-                let mut parts = tail.into_inner();
-                let (Some(op_pair), Some(right_pair)) = (parts.next(), parts.next()) else {
-                    return Expr::error(span);
+        let map = self.map;
+        let builder = std::cell::RefCell::new(self);
+        let (expr, _) = pratt()
+            .map_primary(|operand| (builder.borrow_mut().expr(operand, depth + 1), false))
+            .map_prefix(|op, (operand, _)| {
+                let joined = map.pair_span(&op).to(operand.span);
+                let expr = match op.as_rule() {
+                    Rule::neg_op => negate(operand, joined),
+                    _ => Expr { kind: ExprKind::Unary { op: UnaryOp::Not, operand: Box::new(operand) }, span: joined },
                 };
-                let op_text: String = op_pair.as_str().split_whitespace().collect::<Vec<_>>().join(" ");
+                (expr, false)
+            })
+            .map_postfix(|(operand, _), op| {
+                let joined = operand.span.to(map.pair_span(&op));
+                let negated = op.as_rule() == Rule::is_not_set;
+                (Expr { kind: ExprKind::IsSet { operand: Box::new(operand), negated }, span: joined }, true)
+            })
+            .map_infix(|(left, left_compares), op, (right, _)| {
+                let joined = left.span.to(right.span);
+                let op_text: String = op.as_str().split_whitespace().collect::<Vec<_>>().join(" ");
                 let op = match op_text.as_str() {
+                    "or" => BinaryOp::Or,
+                    "and" => BinaryOp::And,
                     "==" => BinaryOp::Eq,
                     "!=" => BinaryOp::Ne,
                     "<" => BinaryOp::Lt,
@@ -248,12 +191,26 @@ impl ExprBuilder<'_> {
                     ">" => BinaryOp::Gt,
                     ">=" => BinaryOp::Ge,
                     "in" => BinaryOp::In,
-                    _ => BinaryOp::NotIn,
+                    "not in" => BinaryOp::NotIn,
+                    "+" => BinaryOp::Add,
+                    "-" => BinaryOp::Sub,
+                    "*" => BinaryOp::Mul,
+                    "/" => BinaryOp::Div,
+                    _ => BinaryOp::Rem,
                 };
-                let right = self.expr(right_pair, depth + 1);
-                Expr { kind: ExprKind::Binary { op, left: Box::new(left), right: Box::new(right) }, span }
-            }
-        }
+                let compares = is_comparison(op);
+                if compares && left_compares {
+                    builder.borrow_mut().diagnostics.push(
+                        Diagnostic::new(Code::Syntax, "comparisons do not chain")
+                            .at(joined, "two comparisons in a row")
+                            .with_help("join them with `and`, e.g. `1 < x and x < 5`"),
+                    );
+                    return (Expr::error(joined), false);
+                }
+                (Expr { kind: ExprKind::Binary { op, left: Box::new(left), right: Box::new(right) }, span: joined }, compares)
+            })
+            .parse(pair.into_inner());
+        expr
     }
 
     pub fn name(&self, pair: &Pair<'_, Rule>) -> Name {
@@ -287,6 +244,37 @@ impl ExprBuilder<'_> {
         let parts = self.template_parts(pair);
         Template { parts, span }
     }
+}
+
+fn is_operator(rule: Rule) -> bool {
+    matches!(
+        rule,
+        Rule::or_op | Rule::and_op | Rule::not_op | Rule::neg_op | Rule::cmp_op | Rule::add_op | Rule::mul_op
+            | Rule::is_set | Rule::is_not_set
+    )
+}
+
+fn is_comparison(op: BinaryOp) -> bool {
+    matches!(
+        op,
+        BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge | BinaryOp::In | BinaryOp::NotIn
+    )
+}
+
+/// The precedence table, lowest first (LANGUAGE.md section 2).
+fn pratt() -> &'static pest::pratt_parser::PrattParser<Rule> {
+    use pest::pratt_parser::{Assoc, Op, PrattParser};
+    static PRATT: std::sync::OnceLock<PrattParser<Rule>> = std::sync::OnceLock::new();
+    PRATT.get_or_init(|| {
+        PrattParser::new()
+            .op(Op::infix(Rule::or_op, Assoc::Left))
+            .op(Op::infix(Rule::and_op, Assoc::Left))
+            .op(Op::prefix(Rule::not_op))
+            .op(Op::infix(Rule::cmp_op, Assoc::Left) | Op::postfix(Rule::is_set) | Op::postfix(Rule::is_not_set))
+            .op(Op::infix(Rule::add_op, Assoc::Left))
+            .op(Op::infix(Rule::mul_op, Assoc::Left))
+            .op(Op::prefix(Rule::neg_op))
+    })
 }
 
 fn negate(expr: Expr, span: Span) -> Expr {
@@ -443,14 +431,8 @@ fn describe_rule(grammar_rule: Rule) -> String {
         // Everything an operand may start with: listing them one by one
         // ("`bool lit`, `list`, `neg op`, …") tells a reader less.
         Rule::expr
-        | Rule::or_expr
-        | Rule::and_expr
-        | Rule::not_expr
-        | Rule::cmp_expr
-        | Rule::add_expr
-        | Rule::mul_expr
-        | Rule::unary
         | Rule::exprs
+        | Rule::not_op
         | Rule::ident
         | Rule::path
         | Rule::call
@@ -467,7 +449,6 @@ fn describe_rule(grammar_rule: Rule) -> String {
         Rule::duration => "a duration (`30s`, `10m`, `2h`, `1d`)",
         Rule::limit_key => "a limit (`max_auto_steps`, `max_tool_rounds`, `max_turn_tokens`, `turn_timeout`)",
         Rule::or_op | Rule::and_op | Rule::cmp_op | Rule::add_op | Rule::mul_op => "an operator",
-        Rule::not_op => "`not`",
         Rule::is_set | Rule::is_not_set => "`is set`",
         Rule::interp => "`{{`",
         Rule::directive => "a directive",
@@ -545,6 +526,17 @@ mod tests {
         assert_eq!(diagnostics.len(), 1);
         assert_eq!(diagnostics[0].primary_span(), Some(Span::new(20, 21)));
         assert!(diagnostics[0].message.starts_with("expected"), "{}", diagnostics[0].message);
+    }
+
+    #[test]
+    fn comparisons_do_not_chain() {
+        let (expr, diagnostics) = parse("1 < guests < 5");
+        assert!(matches!(expr.kind, ExprKind::Error));
+        assert_eq!(diagnostics[0].message, "comparisons do not chain");
+        let (expr, diagnostics) = parse("(1 < guests) == true");
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert_eq!(shape(&expr), "((1 < guests) == true)");
+        assert_eq!(shape(&parse("not x is set and - -2 < y").0), "((Not (x is set)) and (2 < y))");
     }
 
     #[test]

@@ -33,14 +33,36 @@ pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
         let diagnostic = too_deep_diagnostic(map.span(offset, next_char_end(text, offset)));
         return (Program::default(), vec![diagnostic]);
     }
-    match FlowParser::parse(Rule::program, text) {
-        Ok(mut pairs) => {
-            let mut walker = Walker { text, map, diagnostics: Vec::new() };
-            let program = pairs.next().map(|program_pair| walker.program(program_pair)).unwrap_or_default();
-            (program, walker.diagnostics)
+    // One top-level construct at a time: pest keeps every token of what it
+    // parses, so parsing the whole file at once would hold the tokens of
+    // every flow in memory together.
+    let mut program = Program::default();
+    let mut diagnostics = Vec::new();
+    let mut offset = skip_trivia(text, 0);
+    while let Some(rest) = text.get(offset..).filter(|rest| !rest.is_empty()) {
+        let parsed = FlowParser::parse(Rule::item_only, rest);
+        let Some(item_only) = parsed.ok().and_then(|mut pairs| pairs.next()) else {
+            // Parse the whole program again for the diagnostic: it is the
+            // same failure, with the context pest needs to name what it
+            // expected.
+            if let Err(error) = FlowParser::parse(Rule::program, text) {
+                diagnostics.push(parse_failure(&error, text, map));
+            }
+            return (program, diagnostics);
+        };
+        let consumed = item_only.as_span().end();
+        let base = u32::try_from(offset).unwrap_or(u32::MAX);
+        let mut walker = Walker { text: rest, map: SpanMap::Exact { base }, diagnostics };
+        if let Some(item) = item_only.into_inner().next() {
+            walker.item(&mut program, item);
         }
-        Err(error) => (Program::default(), vec![parse_failure(&error, text, map)]),
+        diagnostics = walker.diagnostics;
+        if consumed == 0 {
+            break;
+        }
+        offset = skip_trivia(text, offset + consumed);
     }
+    (program, diagnostics)
 }
 
 /// The diagnostic for pest's failure: what was expected at the furthest
@@ -347,8 +369,18 @@ impl Walker<'_> {
             }
             _ => return,
         };
-        let end = last_token_end(self.text, last_child_end as usize, expr.span.end as usize);
-        expr.span.end = u32::try_from(end).unwrap_or(expr.span.end);
+        // Expression spans are file offsets; the walker's text starts at the
+        // item's base.
+        let base = match self.map {
+            SpanMap::Exact { base } => base,
+            SpanMap::Whole(_) => 0,
+        };
+        let end = last_token_end(
+            self.text,
+            last_child_end.saturating_sub(base) as usize,
+            expr.span.end.saturating_sub(base) as usize,
+        );
+        expr.span.end = u32::try_from(end).map_or(expr.span.end, |end| end.saturating_add(base));
     }
 
     fn tidy_template(&self, template: &mut Template) {
@@ -514,9 +546,9 @@ impl Walker<'_> {
 
     // ------------------------------------------------------------ program
 
-    fn program(&mut self, pair: Pair<'_, Rule>) -> Program {
-        let mut program = Program::default();
-        for item in pair.into_inner() {
+    /// Adds one top-level construct to the program.
+    fn item(&mut self, program: &mut Program, item: Pair<'_, Rule>) {
+        {
             match item.as_rule() {
                 Rule::agent => {
                     let agent = self.agent(item);
@@ -539,7 +571,6 @@ impl Walker<'_> {
                 _ => {}
             }
         }
-        program
     }
 
     // ------------------------------------------------------------ agent

@@ -119,14 +119,13 @@ fn json_is_one_array_of_the_documented_objects_on_stdout() {
     let run = flowc(&dir, &["check", "--format", "json", "booking.flow", "survey.flow"]);
     assert_eq!(run.code, 1);
     assert_eq!(run.stderr, "checked 2 programs: 1 error, 1 warning\n");
-    let value: serde_json::Value = serde_json::from_str(&run.stdout).unwrap_or_else(|error| panic!("{error}: {}", run.stdout));
+    let value: serde_json::Value =
+        serde_json::from_str(&run.stdout).unwrap_or_else(|error| panic!("{error}: {}", run.stdout));
     let items = value.as_array().unwrap_or_else(|| panic!("not an array: {value}"));
     assert_eq!(items.len(), 2);
-    let keys: Vec<&str> = items[0].as_object().map(|object| object.keys().map(String::as_str).collect()).unwrap_or_default();
-    assert_eq!(
-        keys,
-        ["file", "line", "column", "end_line", "end_column", "severity", "code", "message", "help"]
-    );
+    let keys: Vec<&str> =
+        items[0].as_object().map(|object| object.keys().map(String::as_str).collect()).unwrap_or_default();
+    assert_eq!(keys, ["file", "line", "column", "end_line", "end_column", "severity", "code", "message", "help"]);
     assert_eq!(
         items[0],
         serde_json::json!({
@@ -172,8 +171,16 @@ fn warnings_pass_unless_denied() {
 fn directories_are_searched_recursively_for_programs() {
     let dir = scratch("recursive");
     write(&dir, "programs/a.flow", CLEAN);
-    write(&dir, "programs/nested/b.yaml", "flows:\n  chat:\n    default: true\n    steps:\n      - id: talk\n        prompt: Hello\n");
-    write(&dir, "programs/nested/deeper/c.yml", "flows:\n  chat:\n    default: true\n    steps:\n      - id: talk\n        prompt: Hi\n");
+    write(
+        &dir,
+        "programs/nested/b.yaml",
+        "flows:\n  chat:\n    default: true\n    steps:\n      - id: talk\n        prompt: Hello\n",
+    );
+    write(
+        &dir,
+        "programs/nested/deeper/c.yml",
+        "flows:\n  chat:\n    default: true\n    steps:\n      - id: talk\n        prompt: Hi\n",
+    );
     write(&dir, "programs/notes.txt", "not a program");
     write(&dir, "programs/.hidden/d.flow", "this is not read");
     let run = flowc(&dir, &["check", "programs"]);

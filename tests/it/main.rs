@@ -3,5 +3,6 @@
 
 mod compile;
 mod fake;
+mod generated;
 mod providers;
 mod support;

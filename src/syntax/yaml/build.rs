@@ -12,43 +12,19 @@ use super::values::{Entry, Keyed, RepeatFinder, Values};
 use crate::diag::Diagnostic;
 use crate::source::{Span, Spanned};
 use crate::syntax::ast::{
-    Abort, Action, ActionKind, Agent, BodyValue, Branch, Call, Complete, Directive, ExecSpec,
-    FieldDecl, FlowDecl, ForEach, Goto, GotoStep, HttpSpec, Limits, Name, Number, OnError, Program,
-    SignalDecl, StepDecl, Then, ToolDecl, ToolImpl, TypeExpr,
+    Abort, Action, ActionKind, Agent, BodyValue, Branch, Call, Complete, Directive, ExecSpec, FieldDecl, FlowDecl,
+    ForEach, Goto, GotoStep, HttpSpec, Limits, Name, Number, OnError, Program, SignalDecl, StepDecl, Then, ToolDecl,
+    ToolImpl, TypeExpr,
 };
 
 const PROGRAM_KEYS: &[&str] = &["agent", "schema", "context", "tools", "signals", "flows"];
 const AGENT_KEYS: &[&str] = &["name", "identity", "rules", "limits"];
-const LIMIT_KEYS: &[&str] = &[
-    "max_auto_steps",
-    "max_tool_rounds",
-    "max_turn_tokens",
-    "turn_timeout",
-];
-const TYPE_KEYS: &[&str] = &[
-    "type",
-    "description",
-    "min",
-    "max",
-    "pattern",
-    "values",
-    "examples",
-    "items",
-    "fields",
-];
-const TOOL_KEYS: &[&str] = &[
-    "description",
-    "params",
-    "returns",
-    "http",
-    "exec",
-    "builtin",
-];
+const LIMIT_KEYS: &[&str] = &["max_auto_steps", "max_tool_rounds", "max_turn_tokens", "turn_timeout"];
+const TYPE_KEYS: &[&str] = &["type", "description", "min", "max", "pattern", "values", "examples", "items", "fields"];
+const TOOL_KEYS: &[&str] = &["description", "params", "returns", "http", "exec", "builtin"];
 const HTTP_KEYS: &[&str] = &["method", "url", "headers", "body", "timeout"];
 const EXEC_KEYS: &[&str] = &["command", "timeout"];
-const SIGNAL_KEYS: &[&str] = &[
-    "when", "if", "phase", "behavior", "cooldown", "extract", "then",
-];
+const SIGNAL_KEYS: &[&str] = &["when", "if", "phase", "behavior", "cooldown", "extract", "then"];
 const FLOW_KEYS: &[&str] = &[
     "title",
     "when",
@@ -112,9 +88,7 @@ const DIRECTIVE_HELP: &str =
 /// Builds the program held by `tree`, reporting what does not fit the
 /// language into `diagnostics`.
 pub fn build(tree: &Tree<'_>, diagnostics: &mut Vec<Diagnostic>) -> Program {
-    let mut builder = Builder {
-        values: Values { tree, diagnostics },
-    };
+    let mut builder = Builder { values: Values { tree, diagnostics } };
     builder.program(tree.root())
 }
 
@@ -142,31 +116,22 @@ impl<'tree> Builder<'tree, '_> {
             program.agent = self.agent(entry);
         }
         if let Some(entry) = sections.get("schema") {
-            program.schema = self
-                .field_decls(entry)
-                .map(|fields| fields.value)
-                .unwrap_or_default();
+            program.schema = self.field_decls(entry).map(|fields| fields.value).unwrap_or_default();
         }
         if let Some(entry) = sections.get("context") {
-            program.context = self
-                .field_decls(entry)
-                .map(|fields| fields.value)
-                .unwrap_or_default();
+            program.context = self.field_decls(entry).map(|fields| fields.value).unwrap_or_default();
         }
         if let Some(entry) = sections.get("tools") {
-            program.tools = self.declarations(entry, "tools", |builder, name, entry, span| {
-                builder.tool(name, entry, span)
-            });
+            program.tools =
+                self.declarations(entry, "tools", |builder, name, entry, span| builder.tool(name, entry, span));
         }
         if let Some(entry) = sections.get("signals") {
-            program.signals = self.declarations(entry, "signals", |builder, name, entry, span| {
-                builder.signal(name, entry, span)
-            });
+            program.signals =
+                self.declarations(entry, "signals", |builder, name, entry, span| builder.signal(name, entry, span));
         }
         if let Some(entry) = sections.get("flows") {
-            program.flows = self.declarations(entry, "flows", |builder, name, entry, span| {
-                builder.flow(name, entry, span)
-            });
+            program.flows =
+                self.declarations(entry, "flows", |builder, name, entry, span| builder.flow(name, entry, span));
         }
         program
     }
@@ -182,11 +147,8 @@ impl<'tree> Builder<'tree, '_> {
             return Vec::new();
         }
         if !self.values.is_mapping(entry.value) {
-            let help = format!(
-                "write each of the {plural} as `id:` followed by its keys, indented below it"
-            );
-            self.values
-                .wrong_shape(entry, &format!("a mapping of ids to {plural}"), help);
+            let help = format!("write each of the {plural} as `id:` followed by its keys, indented below it");
+            self.values.wrong_shape(entry, &format!("a mapping of ids to {plural}"), help);
             return Vec::new();
         }
         let tree = self.values.tree;
@@ -200,11 +162,7 @@ impl<'tree> Builder<'tree, '_> {
                 Some(scalar) => (&*scalar.value, name.span),
                 None => continue,
             };
-            let entry = Entry {
-                key,
-                key_span,
-                value,
-            };
+            let entry = Entry { key, key_span, value };
             if let Some(built) = declaration(self, name, entry, span) {
                 declarations.push(built);
             }
@@ -213,12 +171,7 @@ impl<'tree> Builder<'tree, '_> {
     }
 
     /// The keys of a declaration's body; an empty body is an empty mapping.
-    fn body(
-        &mut self,
-        entry: Entry<'_>,
-        allowed: &'static [&'static str],
-        what: &str,
-    ) -> Option<Keyed<'tree>> {
+    fn body(&mut self, entry: Entry<'_>, allowed: &'static [&'static str], what: &str) -> Option<Keyed<'tree>> {
         if self.values.is_nothing(entry.value) {
             return Some(self.values.keyed_mapping(entry.value, allowed, what));
         }
@@ -229,10 +182,7 @@ impl<'tree> Builder<'tree, '_> {
 
     fn agent(&mut self, entry: Entry<'_>) -> Option<Agent> {
         let keys = self.body(entry, AGENT_KEYS, "the agent")?;
-        let mut agent = Agent {
-            span: entry.key_span.to(self.values.span(entry.value)),
-            ..Agent::default()
-        };
+        let mut agent = Agent { span: entry.key_span.to(self.values.span(entry.value)), ..Agent::default() };
         if let Some(name) = keys.get("name") {
             agent.name = self.values.text(name, "a name");
         }
@@ -253,18 +203,10 @@ impl<'tree> Builder<'tree, '_> {
             return Limits::default();
         };
         Limits {
-            max_auto_steps: keys
-                .get("max_auto_steps")
-                .and_then(|value| self.values.int(value)),
-            max_tool_rounds: keys
-                .get("max_tool_rounds")
-                .and_then(|value| self.values.int(value)),
-            max_turn_tokens: keys
-                .get("max_turn_tokens")
-                .and_then(|value| self.values.int(value)),
-            turn_timeout: keys
-                .get("turn_timeout")
-                .and_then(|value| self.values.duration(value)),
+            max_auto_steps: keys.get("max_auto_steps").and_then(|value| self.values.int(value)),
+            max_tool_rounds: keys.get("max_tool_rounds").and_then(|value| self.values.int(value)),
+            max_turn_tokens: keys.get("max_turn_tokens").and_then(|value| self.values.int(value)),
+            turn_timeout: keys.get("turn_timeout").and_then(|value| self.values.duration(value)),
         }
     }
 
@@ -294,11 +236,7 @@ impl<'tree> Builder<'tree, '_> {
             let Some(key_scalar) = self.values.scalar(key_id) else {
                 continue;
             };
-            let field_entry = Entry {
-                key: &key_scalar.value,
-                key_span: name.span,
-                value,
-            };
+            let field_entry = Entry { key: &key_scalar.value, key_span: name.span, value };
             let Some(ty) = self.type_expr(field_entry) else {
                 continue;
             };
@@ -334,9 +272,7 @@ impl<'tree> Builder<'tree, '_> {
             );
             return None;
         }
-        let keys = self
-            .values
-            .keyed_mapping(entry.value, TYPE_KEYS, "a field type");
+        let keys = self.values.keyed_mapping(entry.value, TYPE_KEYS, "a field type");
         let Some(type_entry) = keys.get("type") else {
             self.values.missing_key(
                 span,
@@ -348,14 +284,9 @@ impl<'tree> Builder<'tree, '_> {
         };
         let name = self.values.name(type_entry, "a type name")?;
         let values = keys.get("values").and_then(|values_entry| {
-            if self.values.is_sequence(values_entry.value)
-                || self.values.is_nothing(values_entry.value)
-            {
+            if self.values.is_sequence(values_entry.value) || self.values.is_nothing(values_entry.value) {
                 let span = self.values.span(values_entry.value);
-                Some(Spanned::new(
-                    self.values.texts(values_entry, "a list of values"),
-                    span,
-                ))
+                Some(Spanned::new(self.values.texts(values_entry, "a list of values"), span))
             } else {
                 self.values.wrong_shape(
                     values_entry,
@@ -367,23 +298,16 @@ impl<'tree> Builder<'tree, '_> {
         });
         Some(TypeExpr {
             name,
-            description: keys
-                .get("description")
-                .and_then(|value| self.values.text(value, "a description")),
+            description: keys.get("description").and_then(|value| self.values.text(value, "a description")),
             min: keys.get("min").and_then(|value| self.values.number(value)),
             max: keys.get("max").and_then(|value| self.values.number(value)),
-            pattern: keys
-                .get("pattern")
-                .and_then(|value| self.values.text(value, "a pattern")),
+            pattern: keys.get("pattern").and_then(|value| self.values.text(value, "a pattern")),
             values,
             examples: keys
                 .get("examples")
                 .map(|value| self.values.texts(value, "a list of examples"))
                 .unwrap_or_default(),
-            items: keys
-                .get("items")
-                .and_then(|value| self.type_expr(value))
-                .map(Box::new),
+            items: keys.get("items").and_then(|value| self.type_expr(value)).map(Box::new),
             fields: keys.get("fields").and_then(|value| self.field_decls(value)),
             span,
         })
@@ -411,68 +335,43 @@ impl<'tree> Builder<'tree, '_> {
         implementations.sort_by_key(|implementation| implementation.span().start);
         Some(ToolDecl {
             name,
-            description: keys
-                .get("description")
-                .and_then(|value| self.values.text(value, "a description")),
+            description: keys.get("description").and_then(|value| self.values.text(value, "a description")),
             params: keys
                 .get("params")
                 .and_then(|value| self.field_decls(value))
                 .map(|fields| fields.value)
                 .unwrap_or_default(),
-            returns: keys
-                .get("returns")
-                .and_then(|value| self.field_decls(value)),
+            returns: keys.get("returns").and_then(|value| self.field_decls(value)),
             implementations,
             span,
         })
     }
 
     fn http(&mut self, entry: Entry<'_>) -> Option<ToolImpl> {
-        let keys = self
-            .values
-            .keyed(entry, HTTP_KEYS, "an `http` block", "a mapping")?;
+        let keys = self.values.keyed(entry, HTTP_KEYS, "an `http` block", "a mapping")?;
         let span = entry.key_span.to(self.values.span(entry.value));
         // A missing method or url is reported but the implementation is
         // kept, so the tool is not also reported as having none.
         let method = match keys.get("method") {
-            Some(method) => self.values.word(
-                method,
-                "an HTTP method",
-                "write `method: GET` (or POST, PUT, ...)",
-            ),
+            Some(method) => self.values.word(method, "an HTTP method", "write `method: GET` (or POST, PUT, ...)"),
             None => {
-                self.values.missing_key(
-                    span,
-                    "an `http` block",
-                    "method",
-                    "add `method: GET` (or POST, PUT, ...)",
-                );
+                self.values.missing_key(span, "an `http` block", "method", "add `method: GET` (or POST, PUT, ...)");
                 None
             }
         };
         let url = match keys.get("url") {
             Some(url) => self.values.template(url),
             None => {
-                self.values.missing_key(
-                    span,
-                    "an `http` block",
-                    "url",
-                    "add `url: \"https://...\"`",
-                );
+                self.values.missing_key(span, "an `http` block", "url", "add `url: \"https://...\"`");
                 None
             }
         };
         Some(ToolImpl::Http(HttpSpec {
             method: method.unwrap_or_else(|| Spanned::new(String::new(), entry.key_span)),
             url: url.unwrap_or_else(|| crate::syntax::ast::Template::literal("", entry.key_span)),
-            headers: keys
-                .get("headers")
-                .map(|headers| self.headers(headers))
-                .unwrap_or_default(),
+            headers: keys.get("headers").map(|headers| self.headers(headers)).unwrap_or_default(),
             body: keys.get("body").map(|body| self.body_value(body)),
-            timeout: keys
-                .get("timeout")
-                .and_then(|value| self.values.duration(value)),
+            timeout: keys.get("timeout").and_then(|value| self.values.duration(value)),
             span,
         }))
     }
@@ -497,15 +396,10 @@ impl<'tree> Builder<'tree, '_> {
                 continue;
             };
             if let Some(first_span) = repeats.earlier_use(key, key_span) {
-                self.values
-                    .repeated_key(key, key_span, first_span, "`headers`");
+                self.values.repeated_key(key, key_span, first_span, "`headers`");
                 continue;
             }
-            if let Some(template) = self.values.template(Entry {
-                key,
-                key_span,
-                value,
-            }) {
+            if let Some(template) = self.values.template(Entry { key, key_span, value }) {
                 headers.push((Spanned::new(key.to_string(), key_span), template));
             }
         }
@@ -517,11 +411,7 @@ impl<'tree> Builder<'tree, '_> {
         let span = self.values.span(entry.value);
         let tree = self.values.tree;
         if self.values.is_sequence(entry.value) {
-            let items = tree
-                .items(entry.value)
-                .iter()
-                .map(|item| self.body_value(entry.with_value(*item)))
-                .collect();
+            let items = tree.items(entry.value).iter().map(|item| self.body_value(entry.with_value(*item))).collect();
             return BodyValue::List(Spanned::new(items, span));
         }
         if self.values.is_mapping(entry.value) {
@@ -532,15 +422,10 @@ impl<'tree> Builder<'tree, '_> {
                     continue;
                 };
                 if let Some(first_span) = repeats.earlier_use(key, key_span) {
-                    self.values
-                        .repeated_key(key, key_span, first_span, "a `body` object");
+                    self.values.repeated_key(key, key_span, first_span, "a `body` object");
                     continue;
                 }
-                let member = self.body_value(Entry {
-                    key,
-                    key_span,
-                    value,
-                });
+                let member = self.body_value(Entry { key, key_span, value });
                 members.push((Spanned::new(key.to_string(), key_span), member));
             }
             return BodyValue::Object(Spanned::new(members, span));
@@ -549,9 +434,7 @@ impl<'tree> Builder<'tree, '_> {
         match resolved {
             Some(Resolved::Bool(value)) => BodyValue::Bool(Spanned::new(value, span)),
             Some(Resolved::Int(value)) => BodyValue::Number(Spanned::new(Number::Int(value), span)),
-            Some(Resolved::Float(value)) => {
-                BodyValue::Number(Spanned::new(Number::Float(value), span))
-            }
+            Some(Resolved::Float(value)) => BodyValue::Number(Spanned::new(Number::Float(value), span)),
             Some(Resolved::BigInt) => {
                 self.values.integer_too_large(span);
                 BodyValue::Null(span)
@@ -569,35 +452,22 @@ impl<'tree> Builder<'tree, '_> {
     fn exec(&mut self, entry: Entry<'_>) -> Option<ToolImpl> {
         let span = entry.key_span.to(self.values.span(entry.value));
         if self.values.is_mapping(entry.value) {
-            let keys = self
-                .values
-                .keyed_mapping(entry.value, EXEC_KEYS, "an `exec` block");
+            let keys = self.values.keyed_mapping(entry.value, EXEC_KEYS, "an `exec` block");
             let command = match keys.get("command") {
                 Some(command) => self.command(command)?,
                 None => {
-                    self.values.missing_key(
-                        span,
-                        "an `exec` block",
-                        "command",
-                        "add `command: [./program, arg]`",
-                    );
+                    self.values.missing_key(span, "an `exec` block", "command", "add `command: [./program, arg]`");
                     Vec::new()
                 }
             };
             return Some(ToolImpl::Exec(ExecSpec {
                 command,
-                timeout: keys
-                    .get("timeout")
-                    .and_then(|value| self.values.duration(value)),
+                timeout: keys.get("timeout").and_then(|value| self.values.duration(value)),
                 span,
             }));
         }
         let command = self.command(entry)?;
-        Some(ToolImpl::Exec(ExecSpec {
-            command,
-            timeout: None,
-            span,
-        }))
+        Some(ToolImpl::Exec(ExecSpec { command, timeout: None, span }))
     }
 
     fn command(&mut self, entry: Entry<'_>) -> Option<Vec<Spanned<String>>> {
@@ -621,28 +491,15 @@ impl<'tree> Builder<'tree, '_> {
         let keys = self.body(entry, SIGNAL_KEYS, "a signal")?;
         Some(SignalDecl {
             name,
-            when: keys
-                .get("when")
-                .map(|value| self.values.texts(value, "a condition"))
-                .unwrap_or_default(),
-            guard: keys
-                .get("if")
-                .map(|value| self.values.exprs(value))
-                .unwrap_or_default(),
-            phase: keys.get("phase").and_then(|value| {
-                self.values
-                    .word(value, "a phase", "write `phase: pre`, `post` or `both`")
-            }),
+            when: keys.get("when").map(|value| self.values.texts(value, "a condition")).unwrap_or_default(),
+            guard: keys.get("if").map(|value| self.values.exprs(value)).unwrap_or_default(),
+            phase: keys
+                .get("phase")
+                .and_then(|value| self.values.word(value, "a phase", "write `phase: pre`, `post` or `both`")),
             behavior: keys.get("behavior").and_then(|value| {
-                self.values.word(
-                    value,
-                    "a behavior",
-                    "write `behavior: always`, `once` or `cooldown`",
-                )
+                self.values.word(value, "a behavior", "write `behavior: always`, `once` or `cooldown`")
             }),
-            cooldown: keys
-                .get("cooldown")
-                .and_then(|value| self.values.duration(value)),
+            cooldown: keys.get("cooldown").and_then(|value| self.values.duration(value)),
             extract: keys
                 .get("extract")
                 .map(|value| self.values.names(value, "a list of field names"))
@@ -657,31 +514,16 @@ impl<'tree> Builder<'tree, '_> {
     fn flow(&mut self, name: Name, entry: Entry<'_>, span: Span) -> Option<FlowDecl> {
         let keys = self.body(entry, FLOW_KEYS, "a flow")?;
         let complete_next = keys.get("complete").and_then(|complete| {
-            let next_keys = self.values.keyed(
-                complete,
-                NEXT_KEYS,
-                "a flow's `complete`",
-                "`{ next: FLOW }`",
-            )?;
+            let next_keys = self.values.keyed(complete, NEXT_KEYS, "a flow's `complete`", "`{ next: FLOW }`")?;
             let next = next_keys.get("next")?;
             self.values.name(next, "a flow name")
         });
         Some(FlowDecl {
             name,
-            title: keys
-                .get("title")
-                .and_then(|value| self.values.text(value, "a title")),
-            when: keys
-                .get("when")
-                .map(|value| self.values.texts(value, "a condition"))
-                .unwrap_or_default(),
-            guard: keys
-                .get("if")
-                .map(|value| self.values.exprs(value))
-                .unwrap_or_default(),
-            default: keys
-                .get("default")
-                .and_then(|value| self.values.boolean(value)),
+            title: keys.get("title").and_then(|value| self.values.text(value, "a title")),
+            when: keys.get("when").map(|value| self.values.texts(value, "a condition")).unwrap_or_default(),
+            guard: keys.get("if").map(|value| self.values.exprs(value)).unwrap_or_default(),
+            default: keys.get("default").and_then(|value| self.values.boolean(value)),
             requires: keys
                 .get("requires")
                 .map(|value| self.values.names(value, "a list of field names"))
@@ -690,23 +532,11 @@ impl<'tree> Builder<'tree, '_> {
                 .get("optional")
                 .map(|value| self.values.names(value, "a list of field names"))
                 .unwrap_or_default(),
-            rules: keys
-                .get("rules")
-                .map(|value| self.values.templates(value))
-                .unwrap_or_default(),
-            on_enter: keys
-                .get("on_enter")
-                .map(|value| self.actions(value))
-                .unwrap_or_default(),
-            on_complete: keys
-                .get("on_complete")
-                .map(|value| self.actions(value))
-                .unwrap_or_default(),
+            rules: keys.get("rules").map(|value| self.values.templates(value)).unwrap_or_default(),
+            on_enter: keys.get("on_enter").map(|value| self.actions(value)).unwrap_or_default(),
+            on_complete: keys.get("on_complete").map(|value| self.actions(value)).unwrap_or_default(),
             complete_next,
-            steps: keys
-                .get("steps")
-                .map(|value| self.steps(value))
-                .unwrap_or_default(),
+            steps: keys.get("steps").map(|value| self.steps(value)).unwrap_or_default(),
             span,
         })
     }
@@ -724,36 +554,20 @@ impl<'tree> Builder<'tree, '_> {
             return Vec::new();
         }
         let tree = self.values.tree;
-        tree.items(entry.value)
-            .iter()
-            .filter_map(|item| self.step(entry.with_value(*item)))
-            .collect()
+        tree.items(entry.value).iter().filter_map(|item| self.step(entry.with_value(*item))).collect()
     }
 
     fn step(&mut self, entry: Entry<'_>) -> Option<StepDecl> {
-        let keys = self
-            .values
-            .keyed(entry, STEP_KEYS, "a step", "a step (a mapping with `id`)")?;
+        let keys = self.values.keyed(entry, STEP_KEYS, "a step", "a step (a mapping with `id`)")?;
         let list = |builder: &mut Self, key: &str| {
-            keys.get(key)
-                .map(|value| builder.values.names(value, "a list of names"))
-                .unwrap_or_default()
+            keys.get(key).map(|value| builder.values.names(value, "a list of names")).unwrap_or_default()
         };
-        let actions = |builder: &mut Self, key: &str| {
-            keys.get(key)
-                .map(|value| builder.actions(value))
-                .unwrap_or_default()
-        };
+        let actions =
+            |builder: &mut Self, key: &str| keys.get(key).map(|value| builder.actions(value)).unwrap_or_default();
         Some(StepDecl {
-            id: keys
-                .get("id")
-                .and_then(|value| self.values.name(value, "a step id")),
-            prompt: keys
-                .get("prompt")
-                .and_then(|value| self.values.template(value)),
-            say: keys
-                .get("say")
-                .and_then(|value| self.values.template(value)),
+            id: keys.get("id").and_then(|value| self.values.name(value, "a step id")),
+            prompt: keys.get("prompt").and_then(|value| self.values.template(value)),
+            say: keys.get("say").and_then(|value| self.values.template(value)),
             collect: keys
                 .get("collect")
                 .map(|value| self.values.names(value, "a list of field names"))
@@ -763,36 +577,20 @@ impl<'tree> Builder<'tree, '_> {
                 .map(|value| self.values.names(value, "a list of field names"))
                 .unwrap_or_default(),
             skip_if: keys.get("skip_if").map(|value| self.values.expr(value)),
-            when: keys
-                .get("when")
-                .map(|value| self.values.texts(value, "a condition"))
-                .unwrap_or_default(),
-            guard: keys
-                .get("if")
-                .map(|value| self.values.exprs(value))
-                .unwrap_or_default(),
-            auto: keys
-                .get("auto")
-                .and_then(|value| self.values.boolean(value)),
+            when: keys.get("when").map(|value| self.values.texts(value, "a condition")).unwrap_or_default(),
+            guard: keys.get("if").map(|value| self.values.exprs(value)).unwrap_or_default(),
+            auto: keys.get("auto").and_then(|value| self.values.boolean(value)),
             branches: keys.get("branches").and_then(|value| self.branches(value)),
-            next: keys
-                .get("next")
-                .and_then(|value| self.values.name(value, "a step id or `end`")),
+            next: keys.get("next").and_then(|value| self.values.name(value, "a step id or `end`")),
             actions: actions(self, "do"),
             on_enter: actions(self, "on_enter"),
             prepare: actions(self, "prepare"),
             finalize: actions(self, "finalize"),
             tools: list(self, "tools"),
-            max_asks: keys
-                .get("max_asks")
-                .and_then(|value| self.values.int(value)),
-            on_no_answer: keys
-                .get("on_no_answer")
-                .and_then(|value| self.directive(value)),
+            max_asks: keys.get("max_asks").and_then(|value| self.values.int(value)),
+            on_no_answer: keys.get("on_no_answer").and_then(|value| self.directive(value)),
             on_error: keys.get("on_error").and_then(|value| self.on_error(value)),
-            wait: keys
-                .get("wait")
-                .and_then(|value| self.values.duration(value)),
+            wait: keys.get("wait").and_then(|value| self.values.duration(value)),
             span: self.values.span(entry.value),
         })
     }
@@ -811,21 +609,12 @@ impl<'tree> Builder<'tree, '_> {
             return None;
         }
         let tree = self.values.tree;
-        let branches = tree
-            .items(entry.value)
-            .iter()
-            .filter_map(|item| self.branch(entry.with_value(*item)))
-            .collect();
+        let branches = tree.items(entry.value).iter().filter_map(|item| self.branch(entry.with_value(*item))).collect();
         Some(Spanned::new(branches, span))
     }
 
     fn branch(&mut self, entry: Entry<'_>) -> Option<Branch> {
-        let keys = self.values.keyed(
-            entry,
-            BRANCH_KEYS,
-            "a branch entry",
-            "a branch entry (a mapping with `then`)",
-        )?;
+        let keys = self.values.keyed(entry, BRANCH_KEYS, "a branch entry", "a branch entry (a mapping with `then`)")?;
         let span = self.values.span(entry.value);
         let then = match keys.get("then") {
             Some(then) => self.then(then),
@@ -840,18 +629,10 @@ impl<'tree> Builder<'tree, '_> {
             }
         };
         Some(Branch {
-            guard: keys
-                .get("if")
-                .map(|value| self.values.exprs(value))
-                .unwrap_or_default(),
-            when: keys
-                .get("when")
-                .map(|value| self.values.texts(value, "a condition"))
-                .unwrap_or_default(),
+            guard: keys.get("if").map(|value| self.values.exprs(value)).unwrap_or_default(),
+            when: keys.get("when").map(|value| self.values.texts(value, "a condition")).unwrap_or_default(),
             then,
-            label: keys
-                .get("label")
-                .and_then(|value| self.values.text(value, "a label")),
+            label: keys.get("label").and_then(|value| self.values.text(value, "a label")),
             span,
         })
     }
@@ -875,21 +656,16 @@ impl<'tree> Builder<'tree, '_> {
     /// `on_error: stop | continue | { retry: N, backoff: 2s }`.
     fn on_error(&mut self, entry: Entry<'_>) -> Option<OnError> {
         let span = self.values.span(entry.value);
-        let help =
-            "write `on_error: stop`, `on_error: continue` or `on_error: { retry: 3, backoff: 2s }`";
+        let help = "write `on_error: stop`, `on_error: continue` or `on_error: { retry: 3, backoff: 2s }`";
         if self.values.is_mapping(entry.value) {
-            let keys = self
-                .values
-                .keyed_mapping(entry.value, ON_ERROR_KEYS, "`on_error`");
+            let keys = self.values.keyed_mapping(entry.value, ON_ERROR_KEYS, "`on_error`");
             let Some(retry) = keys.get("retry") else {
                 self.values.missing_key(span, "`on_error`", "retry", help);
                 return None;
             };
             return Some(OnError::Retry {
                 times: self.values.int(retry)?,
-                backoff: keys
-                    .get("backoff")
-                    .and_then(|value| self.values.duration(value)),
+                backoff: keys.get("backoff").and_then(|value| self.values.duration(value)),
                 span,
             });
         }
@@ -897,11 +673,7 @@ impl<'tree> Builder<'tree, '_> {
             Some(Resolved::Str("stop")) => Some(OnError::Stop(span)),
             Some(Resolved::Str("continue")) => Some(OnError::Continue(span)),
             _ => {
-                self.values.wrong_shape(
-                    entry,
-                    "`stop`, `continue` or `{ retry: N, backoff: DURATION }`",
-                    help,
-                );
+                self.values.wrong_shape(entry, "`stop`, `continue` or `{ retry: N, backoff: DURATION }`", help);
                 None
             }
         }
@@ -922,10 +694,7 @@ impl<'tree> Builder<'tree, '_> {
             return Vec::new();
         }
         let tree = self.values.tree;
-        tree.items(entry.value)
-            .iter()
-            .filter_map(|item| self.action(entry.with_value(*item)))
-            .collect()
+        tree.items(entry.value).iter().filter_map(|item| self.action(entry.with_value(*item))).collect()
     }
 
     /// A one-key mapping: `set`, `call`, `emit`, `say` or `for_each`.
@@ -947,8 +716,7 @@ impl<'tree> Builder<'tree, '_> {
                 continue;
             };
             if !ACTION_KEYS.contains(&key) {
-                self.values
-                    .unknown_key(key, key_span, ACTION_KEYS, "an action");
+                self.values.unknown_key(key, key_span, ACTION_KEYS, "an action");
                 continue;
             }
             if let Some(first) = first_key_span {
@@ -961,15 +729,9 @@ impl<'tree> Builder<'tree, '_> {
                 continue;
             }
             first_key_span = Some(key_span);
-            let action_entry = Entry {
-                key,
-                key_span,
-                value,
-            };
+            let action_entry = Entry { key, key_span, value };
             let kind = match key {
-                "set" => Some(ActionKind::Set(
-                    self.values.assignments(action_entry, "`set`"),
-                )),
+                "set" => Some(ActionKind::Set(self.values.assignments(action_entry, "`set`"))),
                 "call" => self.call(action_entry).map(ActionKind::Call),
                 "emit" => self.directive(action_entry).map(ActionKind::Emit),
                 "say" => self.values.template(action_entry).map(ActionKind::Say),
@@ -988,91 +750,47 @@ impl<'tree> Builder<'tree, '_> {
     }
 
     fn call(&mut self, entry: Entry<'_>) -> Option<Call> {
-        let keys = self.values.keyed(
-            entry,
-            CALL_KEYS,
-            "a call",
-            "`{ tool: NAME, args: {...}, save: FIELD }`",
-        )?;
+        let keys = self.values.keyed(entry, CALL_KEYS, "a call", "`{ tool: NAME, args: {...}, save: FIELD }`")?;
         let span = entry.key_span.to(self.values.span(entry.value));
         let Some(tool) = keys.get("tool") else {
-            self.values.missing_key(
-                span,
-                "a call",
-                "tool",
-                "add `tool:` with the name of the tool to call",
-            );
+            self.values.missing_key(span, "a call", "tool", "add `tool:` with the name of the tool to call");
             return None;
         };
         Some(Call {
             tool: self.values.name(tool, "a tool name")?,
-            args: keys
-                .get("args")
-                .map(|args| self.values.assignments(args, "`args`"))
-                .unwrap_or_default(),
-            save: keys
-                .get("save")
-                .and_then(|save| self.values.name(save, "a field name")),
+            args: keys.get("args").map(|args| self.values.assignments(args, "`args`")).unwrap_or_default(),
+            save: keys.get("save").and_then(|save| self.values.name(save, "a field name")),
             span,
         })
     }
 
     fn for_each(&mut self, entry: Entry<'_>) -> Option<ForEach> {
-        let keys = self.values.keyed(
-            entry,
-            FOR_EACH_KEYS,
-            "`for_each`",
-            "`{ in: LIST, as: NAME, do: [actions] }`",
-        )?;
+        let keys = self.values.keyed(entry, FOR_EACH_KEYS, "`for_each`", "`{ in: LIST, as: NAME, do: [actions] }`")?;
         let span = entry.key_span.to(self.values.span(entry.value));
         let items = match keys.get("in") {
             Some(items) => Some(self.values.expr(items)),
             None => {
-                self.values.missing_key(
-                    span,
-                    "`for_each`",
-                    "in",
-                    "add `in:` with the list to go through",
-                );
+                self.values.missing_key(span, "`for_each`", "in", "add `in:` with the list to go through");
                 None
             }
         };
         let binding = match keys.get("as") {
             Some(binding) => self.values.name(binding, "a name"),
             None => {
-                self.values.missing_key(
-                    span,
-                    "`for_each`",
-                    "as",
-                    "add `as:` with a name for the current item",
-                );
+                self.values.missing_key(span, "`for_each`", "as", "add `as:` with a name for the current item");
                 None
             }
         };
         let filter = keys.get("where").map(|filter| self.values.expr(filter));
-        let actions = keys
-            .get("do")
-            .map(|actions| self.actions(actions))
-            .unwrap_or_default();
-        Some(ForEach {
-            items: items?,
-            binding: binding?,
-            filter,
-            actions,
-            span,
-        })
+        let actions = keys.get("do").map(|actions| self.actions(actions)).unwrap_or_default();
+        Some(ForEach { items: items?, binding: binding?, filter, actions, span })
     }
 
     // ------------------------------------------------------------ directives
 
     fn directive(&mut self, entry: Entry<'_>) -> Option<Directive> {
-        let keys = self
-            .values
-            .keyed(entry, DIRECTIVE_KEYS, "a directive", "a directive")?;
-        let mut directive = Directive {
-            span: self.values.span(entry.value),
-            ..Directive::default()
-        };
+        let keys = self.values.keyed(entry, DIRECTIVE_KEYS, "a directive", "a directive")?;
+        let mut directive = Directive { span: self.values.span(entry.value), ..Directive::default() };
         if let Some(goto) = keys.get("goto") {
             directive.goto = self.goto(goto);
         }
@@ -1115,51 +833,28 @@ impl<'tree> Builder<'tree, '_> {
         if self.values.is_mapping(entry.value) {
             let keys = self.values.keyed_mapping(entry.value, GOTO_KEYS, "`goto`");
             return Some(Goto {
-                flow: keys
-                    .get("flow")
-                    .and_then(|flow| self.values.name(flow, "a flow id")),
-                data: keys
-                    .get("data")
-                    .map(|data| self.values.assignments(data, "`data`"))
-                    .unwrap_or_default(),
+                flow: keys.get("flow").and_then(|flow| self.values.name(flow, "a flow id")),
+                data: keys.get("data").map(|data| self.values.assignments(data, "`data`")).unwrap_or_default(),
                 span,
             });
         }
-        let flow = self
-            .values
-            .name(entry, "a flow id or `{ flow: FLOW, data: {...} }`")?;
-        Some(Goto {
-            flow: Some(flow),
-            data: Vec::new(),
-            span,
-        })
+        let flow = self.values.name(entry, "a flow id or `{ flow: FLOW, data: {...} }`")?;
+        Some(Goto { flow: Some(flow), data: Vec::new(), span })
     }
 
     /// `goto_step: STEP` or `goto_step: { flow: FLOW, step: STEP }`.
     fn goto_step(&mut self, entry: Entry<'_>) -> Option<GotoStep> {
         let span = entry.key_span.to(self.values.span(entry.value));
         if self.values.is_mapping(entry.value) {
-            let keys = self
-                .values
-                .keyed_mapping(entry.value, GOTO_STEP_KEYS, "`goto_step`");
+            let keys = self.values.keyed_mapping(entry.value, GOTO_STEP_KEYS, "`goto_step`");
             return Some(GotoStep {
-                flow: keys
-                    .get("flow")
-                    .and_then(|flow| self.values.name(flow, "a flow id")),
-                step: keys
-                    .get("step")
-                    .and_then(|step| self.values.name(step, "a step id")),
+                flow: keys.get("flow").and_then(|flow| self.values.name(flow, "a flow id")),
+                step: keys.get("step").and_then(|step| self.values.name(step, "a step id")),
                 span,
             });
         }
-        let step = self
-            .values
-            .name(entry, "a step id or `{ flow: FLOW, step: STEP }`")?;
-        Some(GotoStep {
-            flow: None,
-            step: Some(step),
-            span,
-        })
+        let step = self.values.name(entry, "a step id or `{ flow: FLOW, step: STEP }`")?;
+        Some(GotoStep { flow: None, step: Some(step), span })
     }
 
     /// `complete: true`, `complete: false` (no completion) or
@@ -1167,13 +862,9 @@ impl<'tree> Builder<'tree, '_> {
     fn complete(&mut self, entry: Entry<'_>) -> Option<Complete> {
         let span = entry.key_span.to(self.values.span(entry.value));
         if self.values.is_mapping(entry.value) {
-            let keys = self
-                .values
-                .keyed_mapping(entry.value, NEXT_KEYS, "`complete`");
+            let keys = self.values.keyed_mapping(entry.value, NEXT_KEYS, "`complete`");
             return Some(Complete {
-                next: keys
-                    .get("next")
-                    .and_then(|next| self.values.name(next, "a flow id")),
+                next: keys.get("next").and_then(|next| self.values.name(next, "a flow id")),
                 span,
             });
         }
@@ -1198,10 +889,7 @@ impl<'tree> Builder<'tree, '_> {
             Some(Resolved::Bool(true)) => Some(Abort { reason: None, span }),
             Some(Resolved::Bool(false)) => None,
             Some(Resolved::Str(_) | Resolved::Int(_) | Resolved::BigInt | Resolved::Float(_)) => {
-                Some(Abort {
-                    reason: self.values.template(entry),
-                    span,
-                })
+                Some(Abort { reason: self.values.template(entry), span })
             }
             _ => {
                 self.values.wrong_shape(

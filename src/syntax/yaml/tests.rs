@@ -3,8 +3,7 @@
 use crate::diag::{Code, Diagnostic};
 use crate::source::{SourceFile, Span};
 use crate::syntax::ast::{
-    ActionKind, BodyValue, Directive, Expr, ExprKind, Number, OnError, Program, Template,
-    TemplatePart, Then, ToolImpl,
+    ActionKind, BodyValue, Directive, Expr, ExprKind, Number, OnError, Program, Template, TemplatePart, Then, ToolImpl,
 };
 use std::time::{Duration, Instant};
 
@@ -14,30 +13,19 @@ fn parse(text: &str) -> (Program, Vec<Diagnostic>) {
 
 fn parse_clean(text: &str) -> Program {
     let (program, diagnostics) = parse(text);
-    assert!(
-        diagnostics.is_empty(),
-        "unexpected diagnostics: {diagnostics:#?}"
-    );
+    assert!(diagnostics.is_empty(), "unexpected diagnostics: {diagnostics:#?}");
     program
 }
 
 fn only_diagnostic(text: &str) -> Diagnostic {
     let (_, diagnostics) = parse(text);
-    assert_eq!(
-        diagnostics.len(),
-        1,
-        "expected one diagnostic: {diagnostics:#?}"
-    );
+    assert_eq!(diagnostics.len(), 1, "expected one diagnostic: {diagnostics:#?}");
     diagnostics.into_iter().next().expect("one diagnostic")
 }
 
 /// The span of the `occurrence`-th (from 0) appearance of `needle`.
 fn span_of(text: &str, needle: &str, occurrence: usize) -> Span {
-    let start = text
-        .match_indices(needle)
-        .nth(occurrence)
-        .map(|(start, _)| start)
-        .expect("needle in text");
+    let start = text.match_indices(needle).nth(occurrence).map(|(start, _)| start).expect("needle in text");
     Span::from_range(start..start + needle.len())
 }
 
@@ -55,31 +43,20 @@ fn shape(expr: &Expr) -> String {
         ExprKind::Int { value } => value.to_string(),
         ExprKind::Float { value } => format!("{value:?}"),
         ExprKind::String { value } => format!("{value:?}"),
-        ExprKind::List { items } => format!(
-            "[{}]",
-            items.iter().map(shape).collect::<Vec<_>>().join(", ")
-        ),
-        ExprKind::Path { segments } => segments
-            .iter()
-            .map(|segment| segment.value.as_str())
-            .collect::<Vec<_>>()
-            .join("."),
+        ExprKind::List { items } => format!("[{}]", items.iter().map(shape).collect::<Vec<_>>().join(", ")),
+        ExprKind::Path { segments } => {
+            segments.iter().map(|segment| segment.value.as_str()).collect::<Vec<_>>().join(".")
+        }
         ExprKind::Unary { op, operand } => format!("({op:?} {})", shape(operand)),
         ExprKind::Binary { op, left, right } => {
             format!("({} {} {})", shape(left), op.as_str(), shape(right))
         }
         ExprKind::IsSet { operand, negated } => {
-            format!(
-                "({} is{} set)",
-                shape(operand),
-                if *negated { " not" } else { "" }
-            )
+            format!("({} is{} set)", shape(operand), if *negated { " not" } else { "" })
         }
-        ExprKind::Call { function, args } => format!(
-            "{}({})",
-            function.value,
-            args.iter().map(shape).collect::<Vec<_>>().join(", ")
-        ),
+        ExprKind::Call { function, args } => {
+            format!("{}({})", function.value, args.iter().map(shape).collect::<Vec<_>>().join(", "))
+        }
         ExprKind::Error => "<error>".into(),
     }
 }
@@ -265,24 +242,12 @@ fn every_key_reads_clean() {
     assert_eq!(main.on_complete.len(), 1);
     let ask = &main.steps[0];
     assert_eq!(ask.max_asks.as_ref().map(|max| max.value), Some(2));
-    assert!(
-        ask.on_no_answer
-            .as_ref()
-            .is_some_and(|directive| directive.abort.is_some() && directive.reply.is_some())
-    );
-    assert_eq!(
-        (ask.on_enter.len(), ask.prepare.len(), ask.finalize.len()),
-        (1, 1, 1)
-    );
+    assert!(ask.on_no_answer.as_ref().is_some_and(|directive| directive.abort.is_some() && directive.reply.is_some()));
+    assert_eq!((ask.on_enter.len(), ask.prepare.len(), ask.finalize.len()), (1, 1, 1));
     let work = &main.steps[1];
-    assert_eq!(
-        work.wait.as_ref().map(|wait| wait.value.as_str()),
-        Some("1h")
-    );
+    assert_eq!(work.wait.as_ref().map(|wait| wait.value.as_str()), Some("1h"));
     assert_eq!(work.actions.len(), 3);
-    let ActionKind::Emit(emitted) = &work.actions[2].kind else {
-        panic!()
-    };
+    let ActionKind::Emit(emitted) = &work.actions[2].kind else { panic!() };
     assert!(emitted.complete.is_some() && emitted.goto.is_some() && emitted.goto_step.is_some());
 }
 
@@ -291,114 +256,49 @@ fn booking_example_reads_into_the_expected_ast() {
     let program = parse_clean(BOOKING);
 
     let agent = program.agent.as_ref().expect("agent");
-    assert_eq!(
-        agent.name.as_ref().map(|name| name.value.as_str()),
-        Some("Concierge")
-    );
+    assert_eq!(agent.name.as_ref().map(|name| name.value.as_str()), Some("Concierge"));
     assert_eq!(agent.rules.len(), 1);
-    assert_eq!(
-        agent
-            .limits
-            .max_auto_steps
-            .as_ref()
-            .map(|limit| limit.value),
-        Some(10)
-    );
-    assert_eq!(
-        agent
-            .limits
-            .turn_timeout
-            .as_ref()
-            .map(|timeout| timeout.value.as_str()),
-        Some("60s")
-    );
+    assert_eq!(agent.limits.max_auto_steps.as_ref().map(|limit| limit.value), Some(10));
+    assert_eq!(agent.limits.turn_timeout.as_ref().map(|timeout| timeout.value.as_str()), Some("60s"));
 
-    let field_names: Vec<&str> = program
-        .schema
-        .iter()
-        .map(|field| field.name.value.as_str())
-        .collect();
-    assert_eq!(
-        field_names,
-        ["hotel", "date", "guests", "confirmed", "booking_id"]
-    );
+    let field_names: Vec<&str> = program.schema.iter().map(|field| field.name.value.as_str()).collect();
+    assert_eq!(field_names, ["hotel", "date", "guests", "confirmed", "booking_id"]);
     let hotel = &program.schema[0];
     assert_eq!(hotel.name.span, key_span(BOOKING, "hotel:", 0));
     assert_eq!(hotel.span.start, hotel.name.span.start);
     assert_eq!(hotel.span.end, span_of(BOOKING, "Ritz Paris] }", 0).end);
     assert_eq!(hotel.ty.name.value, "string");
-    let examples: Vec<&str> = hotel
-        .ty
-        .examples
-        .iter()
-        .map(|example| example.value.as_str())
-        .collect();
+    let examples: Vec<&str> = hotel.ty.examples.iter().map(|example| example.value.as_str()).collect();
     assert_eq!(examples, ["Grand Hotel", "Overlook", "Ritz Paris"]);
     let guests = &program.schema[2];
-    assert_eq!(
-        guests.ty.min.as_ref().map(|min| min.value),
-        Some(Number::Int(1))
-    );
-    assert_eq!(
-        guests.ty.max.as_ref().map(|max| max.value),
-        Some(Number::Int(10))
-    );
+    assert_eq!(guests.ty.min.as_ref().map(|min| min.value), Some(Number::Int(1)));
+    assert_eq!(guests.ty.max.as_ref().map(|max| max.value), Some(Number::Int(10)));
     assert_eq!(program.schema[3].ty.name.value, "bool");
     assert_eq!(program.schema[3].ty.name.span, span_of(BOOKING, "bool", 0));
 
     let tool = &program.tools[0];
     assert_eq!(tool.name.value, "book_hotel");
     assert_eq!(tool.params.len(), 3);
-    assert_eq!(
-        tool.returns.as_ref().map(|returns| returns.value.len()),
-        Some(1)
-    );
+    assert_eq!(tool.returns.as_ref().map(|returns| returns.value.len()), Some(1));
     let [ToolImpl::Exec(exec)] = tool.implementations.as_slice() else {
         panic!("one exec implementation: {:?}", tool.implementations)
     };
-    let command: Vec<&str> = exec
-        .command
-        .iter()
-        .map(|part| part.value.as_str())
-        .collect();
+    let command: Vec<&str> = exec.command.iter().map(|part| part.value.as_str()).collect();
     assert_eq!(command, ["python3", "tools/book_hotel.py"]);
-    assert_eq!(
-        exec.timeout.as_ref().map(|timeout| timeout.value.as_str()),
-        Some("10s")
-    );
+    assert_eq!(exec.timeout.as_ref().map(|timeout| timeout.value.as_str()), Some("10s"));
 
     let flow = &program.flows[0];
     assert_eq!(flow.name.value, "booking");
     assert_eq!(flow.name.span, key_span(BOOKING, "booking:", 0));
     assert_eq!(flow.span.start, flow.name.span.start);
     assert_eq!(flow.when[0].value, "the user wants to book a hotel room");
-    let requires: Vec<&str> = flow
-        .requires
-        .iter()
-        .map(|name| name.value.as_str())
-        .collect();
+    let requires: Vec<&str> = flow.requires.iter().map(|name| name.value.as_str()).collect();
     assert_eq!(requires, ["hotel", "date", "guests"]);
-    let step_ids: Vec<&str> = flow
-        .steps
-        .iter()
-        .map(|step| step.id.as_ref().map_or("", |id| id.value.as_str()))
-        .collect();
-    assert_eq!(
-        step_ids,
-        [
-            "ask_hotel",
-            "ask_date",
-            "ask_guests",
-            "confirm",
-            "book",
-            "cancelled"
-        ]
-    );
+    let step_ids: Vec<&str> =
+        flow.steps.iter().map(|step| step.id.as_ref().map_or("", |id| id.value.as_str())).collect();
+    assert_eq!(step_ids, ["ask_hotel", "ask_date", "ask_guests", "confirm", "book", "cancelled"]);
     let collected = span_of(BOOKING, "hotel]", 0);
-    assert_eq!(
-        flow.steps[0].collect[0].span,
-        Span::new(collected.start, collected.end - 1)
-    );
+    assert_eq!(flow.steps[0].collect[0].span, Span::new(collected.start, collected.end - 1));
 
     let confirm = &flow.steps[3];
     assert_eq!(
@@ -408,52 +308,26 @@ fn booking_example_reads_into_the_expected_ast() {
     let branches = &confirm.branches.as_ref().expect("branches").value;
     assert_eq!(branches.len(), 3);
     assert_eq!(shape(&branches[0].guard[0]), "(confirmed == true)");
-    assert_eq!(
-        branches[0].guard[0].span,
-        span_of(BOOKING, "confirmed == true", 0)
-    );
-    let Some(Then::Target(book)) = &branches[0].then else {
-        panic!("then is a target")
-    };
+    assert_eq!(branches[0].guard[0].span, span_of(BOOKING, "confirmed == true", 0));
+    let Some(Then::Target(book)) = &branches[0].then else { panic!("then is a target") };
     assert_eq!(book.value, "book");
-    assert_eq!(
-        branches[1].when[0].value,
-        "the user wants to change the date"
-    );
-    assert_eq!(
-        branches[1].label.as_ref().map(|label| label.value.as_str()),
-        Some("change date")
-    );
+    assert_eq!(branches[1].when[0].value, "the user wants to change the date");
+    assert_eq!(branches[1].label.as_ref().map(|label| label.value.as_str()), Some("change date"));
     assert!(branches[2].guard.is_empty() && branches[2].when.is_empty());
 
     let book_step = &flow.steps[4];
     assert_eq!(book_step.auto.as_ref().map(|auto| auto.value), Some(true));
-    assert_eq!(
-        book_step.next.as_ref().map(|next| next.value.as_str()),
-        Some("end")
-    );
-    let ActionKind::Call(call) = &book_step.actions[0].kind else {
-        panic!("a call")
-    };
+    assert_eq!(book_step.next.as_ref().map(|next| next.value.as_str()), Some("end"));
+    let ActionKind::Call(call) = &book_step.actions[0].kind else { panic!("a call") };
     assert_eq!(call.tool.value, "book_hotel");
-    let args: Vec<String> = call
-        .args
-        .iter()
-        .map(|arg| format!("{}={}", arg.name.value, shape(&arg.value)))
-        .collect();
+    let args: Vec<String> = call.args.iter().map(|arg| format!("{}={}", arg.name.value, shape(&arg.value))).collect();
     assert_eq!(args, ["hotel=hotel", "date=date", "guests=guests"]);
-    assert_eq!(
-        call.save.as_ref().map(|save| save.value.as_str()),
-        Some("booking_id")
-    );
+    assert_eq!(call.save.as_ref().map(|save| save.value.as_str()), Some("booking_id"));
     assert_eq!(
         template_shape(book_step.say.as_ref().expect("say")),
         "Booked! Your confirmation number is {booking_id}."
     );
-    assert_eq!(
-        template_shape(flow.steps[5].say.as_ref().expect("say")),
-        "No problem, nothing was booked."
-    );
+    assert_eq!(template_shape(flow.steps[5].say.as_ref().expect("say")), "No problem, nothing was booked.");
 }
 
 #[test]
@@ -462,30 +336,14 @@ fn schema_shorthands_and_nested_types() {
         "schema:\n  confirmed: bool\n  plan: { type: enum, values: [free, pro] }\n  ratio: { type: float, min: 0.5, max: 2 }\n  contacts: { type: list, items: { type: object, fields: { name: string, email: string } } }\n",
     );
     assert_eq!(program.schema[0].ty.name.value, "bool");
-    let values: Vec<&str> = program.schema[1]
-        .ty
-        .values
-        .as_ref()
-        .expect("values")
-        .value
-        .iter()
-        .map(|value| value.value.as_str())
-        .collect();
+    let values: Vec<&str> =
+        program.schema[1].ty.values.as_ref().expect("values").value.iter().map(|value| value.value.as_str()).collect();
     assert_eq!(values, ["free", "pro"]);
-    assert_eq!(
-        program.schema[2].ty.min.as_ref().map(|min| min.value),
-        Some(Number::Float(0.5))
-    );
+    assert_eq!(program.schema[2].ty.min.as_ref().map(|min| min.value), Some(Number::Float(0.5)));
     let items = program.schema[3].ty.items.as_ref().expect("items");
     assert_eq!(items.name.value, "object");
-    let members: Vec<&str> = items
-        .fields
-        .as_ref()
-        .expect("fields")
-        .value
-        .iter()
-        .map(|field| field.name.value.as_str())
-        .collect();
+    let members: Vec<&str> =
+        items.fields.as_ref().expect("fields").value.iter().map(|field| field.name.value.as_str()).collect();
     assert_eq!(members, ["name", "email"]);
 }
 
@@ -495,28 +353,15 @@ fn goto_shorthand_and_mapping() {
         "        do:\n          - emit: { goto: billing }\n          - emit: { goto: { flow: handoff, data: { reason: '\"late\"', count: 2 } } }\n",
     ));
     let actions = &program.flows[0].steps[0].actions;
-    let ActionKind::Emit(short) = &actions[0].kind else {
-        panic!()
-    };
+    let ActionKind::Emit(short) = &actions[0].kind else { panic!() };
     let goto = short.goto.as_ref().expect("goto");
-    assert_eq!(
-        goto.flow.as_ref().map(|flow| flow.value.as_str()),
-        Some("billing")
-    );
+    assert_eq!(goto.flow.as_ref().map(|flow| flow.value.as_str()), Some("billing"));
     assert!(goto.data.is_empty());
-    let ActionKind::Emit(long) = &actions[1].kind else {
-        panic!()
-    };
+    let ActionKind::Emit(long) = &actions[1].kind else { panic!() };
     let goto = long.goto.as_ref().expect("goto");
-    assert_eq!(
-        goto.flow.as_ref().map(|flow| flow.value.as_str()),
-        Some("handoff")
-    );
-    let data: Vec<String> = goto
-        .data
-        .iter()
-        .map(|item| format!("{}={}", item.name.value, shape(&item.value)))
-        .collect();
+    assert_eq!(goto.flow.as_ref().map(|flow| flow.value.as_str()), Some("handoff"));
+    let data: Vec<String> =
+        goto.data.iter().map(|item| format!("{}={}", item.name.value, shape(&item.value))).collect();
     assert_eq!(data, ["reason=\"late\"", "count=2"]);
 }
 
@@ -526,27 +371,14 @@ fn goto_step_shorthand_and_mapping() {
         "        do:\n          - emit: { goto_step: ask_date }\n          - emit: { goto_step: { flow: billing, step: ask_order } }\n",
     ));
     let actions = &program.flows[0].steps[0].actions;
-    let ActionKind::Emit(short) = &actions[0].kind else {
-        panic!()
-    };
+    let ActionKind::Emit(short) = &actions[0].kind else { panic!() };
     let goto_step = short.goto_step.as_ref().expect("goto_step");
     assert!(goto_step.flow.is_none());
-    assert_eq!(
-        goto_step.step.as_ref().map(|step| step.value.as_str()),
-        Some("ask_date")
-    );
-    let ActionKind::Emit(long) = &actions[1].kind else {
-        panic!()
-    };
+    assert_eq!(goto_step.step.as_ref().map(|step| step.value.as_str()), Some("ask_date"));
+    let ActionKind::Emit(long) = &actions[1].kind else { panic!() };
     let goto_step = long.goto_step.as_ref().expect("goto_step");
-    assert_eq!(
-        goto_step.flow.as_ref().map(|flow| flow.value.as_str()),
-        Some("billing")
-    );
-    assert_eq!(
-        goto_step.step.as_ref().map(|step| step.value.as_str()),
-        Some("ask_order")
-    );
+    assert_eq!(goto_step.flow.as_ref().map(|flow| flow.value.as_str()), Some("billing"));
+    assert_eq!(goto_step.step.as_ref().map(|step| step.value.as_str()), Some("ask_order"));
 }
 
 #[test]
@@ -559,18 +391,10 @@ fn complete_true_false_and_next() {
         ActionKind::Emit(directive) => directive.clone(),
         other => panic!("not an emit: {other:?}"),
     };
-    assert!(
-        emitted(0)
-            .complete
-            .as_ref()
-            .is_some_and(|complete| complete.next.is_none())
-    );
+    assert!(emitted(0).complete.as_ref().is_some_and(|complete| complete.next.is_none()));
     assert!(emitted(1).complete.is_none());
     assert_eq!(
-        emitted(2)
-            .complete
-            .and_then(|complete| complete.next)
-            .map(|next| next.value),
+        emitted(2).complete.and_then(|complete| complete.next).map(|next| next.value),
         Some("survey".to_string())
     );
 }
@@ -582,23 +406,11 @@ fn abort_true_or_reason_template() {
     ));
     let step = &program.flows[0].steps[0];
     let on_no_answer = step.on_no_answer.as_ref().expect("on_no_answer");
-    assert!(
-        on_no_answer
-            .abort
-            .as_ref()
-            .is_some_and(|abort| abort.reason.is_none())
-    );
+    assert!(on_no_answer.abort.as_ref().is_some_and(|abort| abort.reason.is_none()));
     let directive = directive_of(&program);
-    let reason = directive
-        .abort
-        .as_ref()
-        .and_then(|abort| abort.reason.as_ref())
-        .expect("reason");
+    let reason = directive.abort.as_ref().and_then(|abort| abort.reason.as_ref()).expect("reason");
     assert_eq!(template_shape(reason), "no answer from {name}");
-    assert_eq!(
-        directive.reset.as_ref().map(|reset| reset.value),
-        Some(false)
-    );
+    assert_eq!(directive.reset.as_ref().map(|reset| reset.value), Some(false));
     assert_eq!(directive.halt.as_ref().map(|halt| halt.value), Some(true));
 }
 
@@ -609,10 +421,7 @@ fn directive_writes_and_augmentations() {
     );
     let program = parse_clean(&text);
     let directive = directive_of(&program);
-    assert_eq!(
-        template_shape(directive.reply.as_ref().expect("reply")),
-        "Hi {name}"
-    );
+    assert_eq!(template_shape(directive.reply.as_ref().expect("reply")), "Hi {name}");
     assert_eq!(shape(&directive.set[0].value), "\"pro\"");
     assert_eq!(directive.set_context[0].name.value, "tier");
     assert_eq!(directive.append_prompt.len(), 1);
@@ -641,25 +450,12 @@ fn then_as_a_name_or_a_directive() {
     let program = parse_clean(text);
     let signal = &program.signals[0];
     assert_eq!(shape(&signal.guard[0]), "(context.tier == \"gold\")");
-    assert_eq!(
-        signal.phase.as_ref().map(|phase| phase.value.as_str()),
-        Some("pre")
-    );
-    assert_eq!(
-        signal
-            .cooldown
-            .as_ref()
-            .map(|cooldown| cooldown.value.as_str()),
-        Some("10m")
-    );
+    assert_eq!(signal.phase.as_ref().map(|phase| phase.value.as_str()), Some("pre"));
+    assert_eq!(signal.cooldown.as_ref().map(|cooldown| cooldown.value.as_str()), Some("10m"));
     assert_eq!(signal.extract[0].value, "reason");
-    let Some(Then::Directive(directive)) = &signal.then else {
-        panic!()
-    };
+    let Some(Then::Directive(directive)) = &signal.then else { panic!() };
     assert!(directive.goto.is_some());
-    let Some(Then::Target(target)) = &program.signals[1].then else {
-        panic!()
-    };
+    let Some(Then::Target(target)) = &program.signals[1].then else { panic!() };
     assert_eq!(target.value, "handoff");
     assert_eq!(target.span, span_of(text, "handoff", 1));
 }
@@ -671,14 +467,9 @@ fn on_error_forms() {
     let steps = &program.flows[0].steps;
     assert!(matches!(steps[0].on_error, Some(OnError::Stop(_))));
     assert!(matches!(steps[1].on_error, Some(OnError::Continue(_))));
-    let Some(OnError::Retry { times, backoff, .. }) = &steps[2].on_error else {
-        panic!()
-    };
+    let Some(OnError::Retry { times, backoff, .. }) = &steps[2].on_error else { panic!() };
     assert_eq!(times.value, 3);
-    assert_eq!(
-        backoff.as_ref().map(|backoff| backoff.value.as_str()),
-        Some("2s")
-    );
+    assert_eq!(backoff.as_ref().map(|backoff| backoff.value.as_str()), Some("2s"));
 }
 
 #[test]
@@ -700,41 +491,21 @@ fn tool_implementations_in_every_form() {
       timeout: 10
 "#;
     let program = parse_clean(text);
-    let [ToolImpl::Exec(exec)] = program.tools[0].implementations.as_slice() else {
-        panic!()
-    };
-    let command: Vec<&str> = exec
-        .command
-        .iter()
-        .map(|part| part.value.as_str())
-        .collect();
+    let [ToolImpl::Exec(exec)] = program.tools[0].implementations.as_slice() else { panic!() };
+    let command: Vec<&str> = exec.command.iter().map(|part| part.value.as_str()).collect();
     assert_eq!(command, ["./tools/a.sh", "--fast", "10"]);
-    let [ToolImpl::Exec(exec)] = program.tools[1].implementations.as_slice() else {
-        panic!()
-    };
+    let [ToolImpl::Exec(exec)] = program.tools[1].implementations.as_slice() else { panic!() };
     assert_eq!(exec.command[0].value, "./tools/b.sh");
-    let [ToolImpl::Builtin { name, .. }] = program.tools[2].implementations.as_slice() else {
-        panic!()
-    };
+    let [ToolImpl::Builtin { name, .. }] = program.tools[2].implementations.as_slice() else { panic!() };
     assert_eq!(name.value, "now");
-    let [ToolImpl::Http(http)] = program.tools[3].implementations.as_slice() else {
-        panic!()
-    };
+    let [ToolImpl::Http(http)] = program.tools[3].implementations.as_slice() else { panic!() };
     assert_eq!(http.method.value, "POST");
-    assert_eq!(
-        template_shape(&http.url),
-        "http://127.0.0.1:8080/bookings/{id}"
-    );
+    assert_eq!(template_shape(&http.url), "http://127.0.0.1:8080/bookings/{id}");
     assert_eq!(http.headers[0].0.value, "Authorization");
     assert_eq!(template_shape(&http.headers[0].1), "Bearer {env.TOKEN}");
     // A bare number stays text, so lowering can say the unit is missing.
-    assert_eq!(
-        http.timeout.as_ref().map(|timeout| timeout.value.as_str()),
-        Some("10")
-    );
-    let Some(BodyValue::Object(body)) = &http.body else {
-        panic!()
-    };
+    assert_eq!(http.timeout.as_ref().map(|timeout| timeout.value.as_str()), Some("10"));
+    let Some(BodyValue::Object(body)) = &http.body else { panic!() };
     let kinds: Vec<String> = body
         .value
         .iter()
@@ -750,16 +521,7 @@ fn tool_implementations_in_every_form() {
             format!("{}={kind}", name.value)
         })
         .collect();
-    assert_eq!(
-        kinds,
-        [
-            "hotel={hotel}",
-            "guests=Int(2)",
-            "vip=true",
-            "note=null",
-            "tags=list of 2"
-        ]
-    );
+    assert_eq!(kinds, ["hotel={hotel}", "guests=Int(2)", "vip=true", "note=null", "tags=list of 2"]);
 }
 
 #[test]
@@ -770,18 +532,9 @@ fn name_lists_and_rules_take_a_single_string() {
     assert_eq!(template_shape(&flow.rules[0]), "Keep answers short.");
     assert_eq!(flow.requires[0].value, "hotel");
     assert_eq!(flow.optional[0].value, "plan");
-    assert_eq!(
-        flow.default.as_ref().map(|default| default.value),
-        Some(true)
-    );
-    assert_eq!(
-        flow.complete_next.as_ref().map(|next| next.value.as_str()),
-        Some("survey")
-    );
-    assert_eq!(
-        flow.complete_next.as_ref().map(|next| next.span),
-        Some(span_of(text, "survey", 0))
-    );
+    assert_eq!(flow.default.as_ref().map(|default| default.value), Some(true));
+    assert_eq!(flow.complete_next.as_ref().map(|next| next.value.as_str()), Some("survey"));
+    assert_eq!(flow.complete_next.as_ref().map(|next| next.span), Some(span_of(text, "survey", 0)));
     assert_eq!(flow.steps[0].collect[0].value, "hotel");
     assert_eq!(flow.steps[0].tools[0].value, "lookup");
 }
@@ -798,25 +551,14 @@ fn set_values_are_expressions_and_literals() {
     let program = parse_clean(&one_step(
         "        do:\n          - set: { name: Bob, quoted: '\"Bob\"', guests: 2, ok: true, gone: ~, ratio: 1.5, plans: [1, 2], sum: a + 1 }\n",
     ));
-    let ActionKind::Set(assignments) = &program.flows[0].steps[0].actions[0].kind else {
-        panic!()
-    };
+    let ActionKind::Set(assignments) = &program.flows[0].steps[0].actions[0].kind else { panic!() };
     let shapes: Vec<String> = assignments
         .iter()
         .map(|assignment| format!("{}={}", assignment.name.value, shape(&assignment.value)))
         .collect();
     assert_eq!(
         shapes,
-        [
-            "name=Bob",
-            "quoted=\"Bob\"",
-            "guests=2",
-            "ok=true",
-            "gone=null",
-            "ratio=1.5",
-            "plans=[1, 2]",
-            "sum=(a + 1)"
-        ]
+        ["name=Bob", "quoted=\"Bob\"", "guests=2", "ok=true", "gone=null", "ratio=1.5", "plans=[1, 2]", "sum=(a + 1)"]
     );
 }
 
@@ -826,15 +568,10 @@ fn for_each_with_filter_and_nested_actions() {
         "        do:\n          - for_each:\n              in: contacts\n              as: c\n              where: c.email is set\n              do:\n                - say: \"Hi {{c.name}}\"\n                - call: { tool: send, args: { to: c.email } }\n",
     );
     let program = parse_clean(&text);
-    let ActionKind::ForEach(for_each) = &program.flows[0].steps[0].actions[0].kind else {
-        panic!()
-    };
+    let ActionKind::ForEach(for_each) = &program.flows[0].steps[0].actions[0].kind else { panic!() };
     assert_eq!(shape(&for_each.items), "contacts");
     assert_eq!(for_each.binding.value, "c");
-    assert_eq!(
-        for_each.filter.as_ref().map(shape).as_deref(),
-        Some("(c.email is set)")
-    );
+    assert_eq!(for_each.filter.as_ref().map(shape).as_deref(), Some("(c.email is set)"));
     assert_eq!(for_each.actions.len(), 2);
     assert!(matches!(for_each.actions[1].kind, ActionKind::Call(_)));
 }
@@ -853,10 +590,7 @@ fn unknown_key_suggests_the_closest_key() {
 fn unknown_key_far_from_any_lists_the_allowed_keys() {
     let diagnostic = only_diagnostic("agent:\n  zzzzzz: 1\n");
     assert_eq!(diagnostic.code, Code::UnknownKey);
-    assert_eq!(
-        diagnostic.help.as_deref(),
-        Some("the agent takes `name`, `identity`, `rules` or `limits`")
-    );
+    assert_eq!(diagnostic.help.as_deref(), Some("the agent takes `name`, `identity`, `rules` or `limits`"));
 }
 
 #[test]
@@ -902,52 +636,31 @@ fn wrong_shapes_are_syntax_errors() {
     let text = one_step("        collect: { hotel: 1 }\n");
     let diagnostic = only_diagnostic(&text);
     assert_eq!(diagnostic.code, Code::Syntax);
-    assert_eq!(
-        diagnostic.message,
-        "expected a list of field names for `collect`, found a mapping"
-    );
+    assert_eq!(diagnostic.message, "expected a list of field names for `collect`, found a mapping");
     assert!(diagnostic.help.is_some());
 
     let text = one_step("        max_asks: many\n");
     let diagnostic = only_diagnostic(&text);
-    assert_eq!(
-        diagnostic.message,
-        "expected a whole number for `max_asks`, found a text"
-    );
+    assert_eq!(diagnostic.message, "expected a whole number for `max_asks`, found a text");
     assert_eq!(diagnostic.primary_span(), Some(span_of(&text, "many", 0)));
 
     let diagnostic = only_diagnostic("signals:\n  s:\n    when: x\n    phase: 3\n");
-    assert_eq!(
-        diagnostic.message,
-        "expected a phase for `phase`, found a number"
-    );
+    assert_eq!(diagnostic.message, "expected a phase for `phase`, found a number");
 
     let diagnostic = only_diagnostic("flows: [a, b]\n");
-    assert_eq!(
-        diagnostic.message,
-        "expected a mapping of ids to flows for `flows`, found a list"
-    );
+    assert_eq!(diagnostic.message, "expected a mapping of ids to flows for `flows`, found a list");
 
     let text = one_step("        next:\n");
     let diagnostic = only_diagnostic(&text);
-    assert_eq!(
-        diagnostic.message,
-        "expected a step id or `end` for `next`, found nothing"
-    );
+    assert_eq!(diagnostic.message, "expected a step id or `end` for `next`, found nothing");
     assert_eq!(diagnostic.primary_span(), Some(span_of(&text, "next", 0)));
 }
 
 #[test]
 fn comma_separated_names_ask_for_a_list() {
     let diagnostic = only_diagnostic(&one_step("        collect: hotel, date\n"));
-    assert_eq!(
-        diagnostic.message,
-        "expected a list of field names for `collect`, found a text"
-    );
-    assert_eq!(
-        diagnostic.help.as_deref(),
-        Some("write one name or a list of names, e.g. `collect: [hotel, date]`")
-    );
+    assert_eq!(diagnostic.message, "expected a list of field names for `collect`, found a text");
+    assert_eq!(diagnostic.help.as_deref(), Some("write one name or a list of names, e.g. `collect: [hotel, date]`"));
 }
 
 #[test]
@@ -963,11 +676,7 @@ fn missing_then_is_reported_and_the_entry_kept() {
     let (program, diagnostics) = parse(&one_step("        branches:\n          - if: x\n"));
     assert_eq!(diagnostics.len(), 1);
     assert_eq!(diagnostics[0].message, "a branch entry needs `then`");
-    let branches = &program.flows[0].steps[0]
-        .branches
-        .as_ref()
-        .expect("branches")
-        .value;
+    let branches = &program.flows[0].steps[0].branches.as_ref().expect("branches").value;
     assert!(branches[0].then.is_none());
 }
 
@@ -977,10 +686,7 @@ fn expression_error_in_a_quoted_string_points_at_the_exact_byte() {
     let diagnostic = only_diagnostic(&text);
     assert_eq!(diagnostic.code, Code::Syntax);
     let second_operator = span_of(&text, "==", 1);
-    assert_eq!(
-        diagnostic.primary_span(),
-        Some(Span::new(second_operator.start, second_operator.start + 1))
-    );
+    assert_eq!(diagnostic.primary_span(), Some(Span::new(second_operator.start, second_operator.start + 1)));
 }
 
 #[test]
@@ -988,17 +694,14 @@ fn expression_spans_inside_single_quotes_and_plain_scalars() {
     let text = one_step("        skip_if: 'guests == \"two\"'\n        if: plan in [pro]\n");
     let program = parse_clean(&text);
     let step = &program.flows[0].steps[0];
-    let ExprKind::Binary { right, .. } = &step.skip_if.as_ref().expect("skip_if").kind else {
-        panic!()
-    };
+    let ExprKind::Binary { right, .. } = &step.skip_if.as_ref().expect("skip_if").kind else { panic!() };
     assert_eq!(right.span, span_of(&text, "\"two\"", 0));
     assert_eq!(step.guard[0].span, span_of(&text, "plan in [pro]", 0));
 }
 
 #[test]
 fn escaped_or_folded_strings_map_to_the_whole_scalar() {
-    let text =
-        one_step("        if: \"a ==\\t1\"\n        skip_if: >\n          b ==\n          2\n");
+    let text = one_step("        if: \"a ==\\t1\"\n        skip_if: >\n          b ==\n          2\n");
     let program = parse_clean(&text);
     let step = &program.flows[0].steps[0];
     assert_eq!(step.guard[0].span, span_of(&text, "\"a ==\\t1\"", 0));
@@ -1015,16 +718,10 @@ fn spans_are_bytes_after_non_ascii_text() {
     // accented letters at their exact bytes.
     let expected_start = span_of(text, "été", 0).start;
     assert_eq!(diagnostic.len(), 1, "{diagnostic:#?}");
-    assert_eq!(
-        diagnostic[0].primary_span().map(|span| span.start),
-        Some(expected_start)
-    );
+    assert_eq!(diagnostic[0].primary_span().map(|span| span.start), Some(expected_start));
     let program = parse("agent:\n  name: Café\nflows:\n  f: { steps: [{ id: s, if: ok }] }\n").0;
     let text = "agent:\n  name: Café\nflows:\n  f: { steps: [{ id: s, if: ok }] }\n";
-    assert_eq!(
-        program.flows[0].steps[0].guard[0].span,
-        span_of(text, "ok", 0)
-    );
+    assert_eq!(program.flows[0].steps[0].guard[0].span, span_of(text, "ok", 0));
 }
 
 #[test]
@@ -1032,10 +729,7 @@ fn a_byte_order_mark_is_skipped_and_spans_stay_bytes() {
     let text = "\u{feff}flows:\n  f:\n    steps: [{ id: s, if: ok }]\n";
     let program = parse_clean(text);
     assert_eq!(program.flows[0].name.span, key_span(text, "f:", 0));
-    assert_eq!(
-        program.flows[0].steps[0].guard[0].span,
-        span_of(text, "ok", 0)
-    );
+    assert_eq!(program.flows[0].steps[0].guard[0].span, span_of(text, "ok", 0));
 }
 
 #[test]
@@ -1043,38 +737,26 @@ fn aliases_are_expanded() {
     let text = "schema:\n  a: &money { type: float, min: 0 }\n  b: *money\n";
     let program = parse_clean(text);
     assert_eq!(program.schema[1].ty.name.value, "float");
-    assert_eq!(
-        program.schema[1].ty.min.as_ref().map(|min| min.value),
-        Some(Number::Int(0))
-    );
+    assert_eq!(program.schema[1].ty.min.as_ref().map(|min| min.value), Some(Number::Int(0)));
 }
 
 #[test]
 fn tab_indentation_is_refused() {
     let text = "flows:\n\tf:\n    steps: []\n";
     let diagnostic = only_diagnostic(text);
-    assert_eq!(
-        diagnostic.message,
-        "YAML indentation must use spaces, not tabs"
-    );
+    assert_eq!(diagnostic.message, "YAML indentation must use spaces, not tabs");
     assert_eq!(diagnostic.primary_span(), Some(Span::new(7, 8)));
 
     let text = "agent:\n  name: x\n  \tidentity: y\n";
     let diagnostic = only_diagnostic(text);
-    assert_eq!(
-        diagnostic.message,
-        "YAML indentation must use spaces, not tabs"
-    );
+    assert_eq!(diagnostic.message, "YAML indentation must use spaces, not tabs");
     assert_eq!(diagnostic.primary_span(), Some(span_of(text, "\t", 0)));
 }
 
 #[test]
 fn tabs_inside_block_text_are_content() {
     let program = parse_clean("agent:\n  identity: |\n    Use\n      \tthis table.\n");
-    let identity = program
-        .agent
-        .and_then(|agent| agent.identity)
-        .expect("identity");
+    let identity = program.agent.and_then(|agent| agent.identity).expect("identity");
     assert_eq!(template_shape(&identity), "Use\n  \tthis table.\n");
 }
 
@@ -1091,10 +773,7 @@ fn billion_laughs_is_refused_quickly() {
     assert!(started.elapsed() < Duration::from_secs(2));
     assert!(program.flows.is_empty());
     assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
-    assert_eq!(
-        diagnostics[0].message,
-        "aliases expand to more than 100000 nodes"
-    );
+    assert_eq!(diagnostics[0].message, "aliases expand to more than 100000 nodes");
 }
 
 #[test]
@@ -1103,10 +782,7 @@ fn ten_thousand_nested_lists_are_refused() {
     let diagnostic = only_diagnostic(&text);
     assert_eq!(diagnostic.message, "YAML nesting is deeper than 128 levels");
     let text = format!("{}\n", "- ".repeat(10_000));
-    assert_eq!(
-        only_diagnostic(&text).message,
-        "YAML nesting is deeper than 128 levels"
-    );
+    assert_eq!(only_diagnostic(&text).message, "YAML nesting is deeper than 128 levels");
 }
 
 #[test]
@@ -1129,9 +805,7 @@ fn nesting_just_under_the_limit_builds() {
 
     // Expression lists stop at the expression depth limit, as in strings.
     let list = format!("{}1{}", "[".repeat(100), "]".repeat(100));
-    let diagnostic = only_diagnostic(&one_step(&format!(
-        "        do: [{{ set: {{ x: {list} }} }}]\n"
-    )));
+    let diagnostic = only_diagnostic(&one_step(&format!("        do: [{{ set: {{ x: {list} }} }}]\n")));
     assert_eq!(diagnostic.message, "nesting is too deep");
 }
 
@@ -1139,14 +813,8 @@ fn nesting_just_under_the_limit_builds() {
 fn a_second_document_is_refused() {
     let text = "flows: {}\n---\nflows: {}\n";
     let diagnostic = only_diagnostic(text);
-    assert_eq!(
-        diagnostic.message,
-        "the file holds more than one YAML document"
-    );
-    assert_eq!(
-        diagnostic.primary_span().map(|span| span.start),
-        Some(span_of(text, "---", 0).start)
-    );
+    assert_eq!(diagnostic.message, "the file holds more than one YAML document");
+    assert_eq!(diagnostic.primary_span().map(|span| span.start), Some(span_of(text, "---", 0).start));
     // A trailing `---` starts an empty document: nothing is lost.
     parse_clean("flows: {}\n---\n");
 }
@@ -1157,11 +825,7 @@ fn yaml_errors_give_one_diagnostic_and_no_program() {
     let (program, diagnostics) = parse(text);
     assert!(program.flows.is_empty());
     assert_eq!(diagnostics.len(), 1);
-    assert!(
-        diagnostics[0].message.starts_with("invalid YAML: "),
-        "{}",
-        diagnostics[0].message
-    );
+    assert!(diagnostics[0].message.starts_with("invalid YAML: "), "{}", diagnostics[0].message);
     assert!(diagnostics[0].help.is_some());
 }
 
@@ -1174,10 +838,7 @@ fn unknown_anchor_is_named() {
 #[test]
 fn an_alias_inside_its_own_anchor_is_refused() {
     let diagnostic = only_diagnostic("flows: &loop { f: *loop }\n");
-    assert_eq!(
-        diagnostic.message,
-        "an alias refers to the node that contains it"
-    );
+    assert_eq!(diagnostic.message, "an alias refers to the node that contains it");
 }
 
 #[test]
@@ -1185,12 +846,8 @@ fn tags_other_than_core_schema_are_refused() {
     let (_, diagnostics) = parse("agent:\n  name: !secret Concierge\n");
     assert_eq!(diagnostics.len(), 1);
     assert_eq!(diagnostics[0].message, "unsupported YAML tag `!secret`");
-    let program = parse_clean(&one_step(
-        "        do:\n          - set: { code: !!str 42 }\n",
-    ));
-    let ActionKind::Set(assignments) = &program.flows[0].steps[0].actions[0].kind else {
-        panic!()
-    };
+    let program = parse_clean(&one_step("        do:\n          - set: { code: !!str 42 }\n"));
+    let ActionKind::Set(assignments) = &program.flows[0].steps[0].actions[0].kind else { panic!() };
     // `!!str` makes the text an expression to parse, as any string.
     assert_eq!(shape(&assignments[0].value), "42");
 }
@@ -1198,10 +855,7 @@ fn tags_other_than_core_schema_are_refused() {
 #[test]
 fn a_program_must_be_a_mapping() {
     let diagnostic = only_diagnostic("- a\n- b\n");
-    assert_eq!(
-        diagnostic.message,
-        "expected a mapping of program sections, found a list"
-    );
+    assert_eq!(diagnostic.message, "expected a mapping of program sections, found a list");
 }
 
 #[test]
@@ -1209,10 +863,7 @@ fn merge_keys_are_explained() {
     let text = "flows:\n  f:\n    steps:\n      - id: s\n        <<: {}\n";
     let diagnostic = only_diagnostic(text);
     assert_eq!(diagnostic.code, Code::UnknownKey);
-    assert_eq!(
-        diagnostic.help.as_deref(),
-        Some("YAML merge keys (`<<`) are not supported: write the keys out")
-    );
+    assert_eq!(diagnostic.help.as_deref(), Some("YAML merge keys (`<<`) are not supported: write the keys out"));
 }
 
 #[test]
@@ -1235,22 +886,14 @@ mod properties {
             for label in &diagnostic.labels {
                 assert!(label.span.start <= label.span.end, "{diagnostic:?}");
                 assert!((label.span.end as usize) <= text.len(), "{diagnostic:?}");
-                assert!(
-                    text.is_char_boundary(label.span.start as usize),
-                    "{diagnostic:?}"
-                );
-                assert!(
-                    text.is_char_boundary(label.span.end as usize),
-                    "{diagnostic:?}"
-                );
+                assert!(text.is_char_boundary(label.span.start as usize), "{diagnostic:?}");
+                assert!(text.is_char_boundary(label.span.end as usize), "{diagnostic:?}");
             }
         }
     }
 
-    const SNIPPETS: &[&str] = &[
-        ":", "-", "\t", "&a", "*a", "{", "[", "}", "]", "\n", " ", "'", "\"", "#", "!", "|", "{{",
-        "é",
-    ];
+    const SNIPPETS: &[&str] =
+        &[":", "-", "\t", "&a", "*a", "{", "[", "}", "]", "\n", " ", "'", "\"", "#", "!", "|", "{{", "é"];
 
     #[derive(Clone, Debug)]
     enum Mutation {
@@ -1263,11 +906,9 @@ mod properties {
     fn mutation() -> impl Strategy<Value = Mutation> {
         prop_oneof![
             (any::<usize>(), 0usize..40).prop_map(|(at, len)| Mutation::Delete(at, len)),
-            (any::<usize>(), 0..SNIPPETS.len())
-                .prop_map(|(at, snippet)| Mutation::Insert(at, snippet)),
+            (any::<usize>(), 0..SNIPPETS.len()).prop_map(|(at, snippet)| Mutation::Insert(at, snippet)),
             (any::<usize>(), 0usize..80).prop_map(|(at, len)| Mutation::Duplicate(at, len)),
-            (any::<usize>(), any::<usize>(), 1usize..40)
-                .prop_map(|(a, b, len)| Mutation::Swap(a, b, len)),
+            (any::<usize>(), any::<usize>(), 1usize..40).prop_map(|(a, b, len)| Mutation::Swap(a, b, len)),
         ]
     }
 

@@ -125,9 +125,7 @@ impl<'input> Tree<'input> {
 
     fn run(&self, range: ChildRange) -> &[NodeId] {
         let start = range.start as usize;
-        self.children
-            .get(start..start + range.len as usize)
-            .unwrap_or(&[])
+        self.children.get(start..start + range.len as usize).unwrap_or(&[])
     }
 
     /// The items of a sequence (empty for any other node).
@@ -168,11 +166,7 @@ pub fn read<'input>(text: &'input str, diagnostics: &mut Vec<Diagnostic>) -> Opt
     let outcome = reader.run(diagnostics);
     let tab_reported = reader.report_tab_indentation(outcome.as_ref().err(), diagnostics);
     match outcome {
-        Ok(root) => Some(Tree {
-            nodes: reader.nodes,
-            children: reader.children,
-            root,
-        }),
+        Ok(root) => Some(Tree { nodes: reader.nodes, children: reader.children, root }),
         Err(ReadError::Scan(error)) => {
             // A tab on the failing line is the cause; saphyr's wording for
             // it ("found a tab", "did not find expected key") is less clear.
@@ -309,12 +303,7 @@ impl<'input> Reader<'input> {
         })
     }
 
-    fn open_collection(
-        &mut self,
-        is_mapping: bool,
-        anchor: usize,
-        span: Span,
-    ) -> Result<(), ReadError> {
+    fn open_collection(&mut self, is_mapping: bool, anchor: usize, span: Span) -> Result<(), ReadError> {
         if self.open.len() >= MAX_DEPTH {
             return Err(too_deep(span));
         }
@@ -324,10 +313,7 @@ impl<'input> Reader<'input> {
         self.open.push(OpenCollection {
             is_mapping,
             start: span.start,
-            is_flow: self
-                .text
-                .get(span.range())
-                .is_some_and(|source| source.trim_end().ends_with(['[', '{'])),
+            is_flow: self.text.get(span.range()).is_some_and(|source| source.trim_end().ends_with(['[', '{'])),
             anchor,
             first_pending: self.pending.len(),
             expanded_size: 1,
@@ -346,66 +332,25 @@ impl<'input> Reader<'input> {
         self.children.extend_from_slice(run);
         let child_count = u32::try_from(run.len()).unwrap_or(u32::MAX);
         self.pending.truncate(collection.first_pending);
-        let range = ChildRange {
-            start: first_child,
-            len: child_count,
-        };
+        let range = ChildRange { start: first_child, len: child_count };
         // saphyr's span for a closing bracket may run on over the spaces after it.
-        let end = if collection.is_flow {
-            end_span.start.saturating_add(1).min(end_span.end)
-        } else {
-            collection.end
-        };
-        let kind = if collection.is_mapping {
-            NodeKind::Mapping(range)
-        } else {
-            NodeKind::Sequence(range)
-        };
-        let id = self.push_node(Node {
-            kind,
-            span: Span::new(collection.start, end.max(collection.start)),
-        });
-        self.complete(
-            id,
-            collection.anchor,
-            collection.expanded_size,
-            collection.height + 1,
-            root,
-        );
+        let end = if collection.is_flow { end_span.start.saturating_add(1).min(end_span.end) } else { collection.end };
+        let kind = if collection.is_mapping { NodeKind::Mapping(range) } else { NodeKind::Sequence(range) };
+        let id = self.push_node(Node { kind, span: Span::new(collection.start, end.max(collection.start)) });
+        self.complete(id, collection.anchor, collection.expanded_size, collection.height + 1, root);
     }
 
     /// Records a finished node: under its anchor, and as a child of the
     /// innermost open collection (or as the root).
-    fn complete(
-        &mut self,
-        id: NodeId,
-        anchor: usize,
-        expanded_size: u64,
-        height: usize,
-        root: &mut Option<NodeId>,
-    ) {
+    fn complete(&mut self, id: NodeId, anchor: usize, expanded_size: u64, height: usize, root: &mut Option<NodeId>) {
         if anchor > 0 {
-            self.set_anchor(
-                anchor,
-                Some(AnchoredNode {
-                    id,
-                    expanded_size,
-                    height,
-                }),
-            );
+            self.set_anchor(anchor, Some(AnchoredNode { id, expanded_size, height }));
         }
         let end = self.node_end(id);
         self.add_child(id, expanded_size, height, end, root);
     }
 
-    fn add_child(
-        &mut self,
-        id: NodeId,
-        expanded_size: u64,
-        height: usize,
-        end: u32,
-        root: &mut Option<NodeId>,
-    ) {
+    fn add_child(&mut self, id: NodeId, expanded_size: u64, height: usize, end: u32, root: &mut Option<NodeId>) {
         match self.open.last_mut() {
             Some(parent) => {
                 self.pending.push(id);
@@ -421,12 +366,7 @@ impl<'input> Reader<'input> {
         self.nodes.get(id as usize).map_or(0, |node| node.span.end)
     }
 
-    fn alias(
-        &mut self,
-        anchor: usize,
-        span: Span,
-        root: &mut Option<NodeId>,
-    ) -> Result<(), ReadError> {
+    fn alias(&mut self, anchor: usize, span: Span, root: &mut Option<NodeId>) -> Result<(), ReadError> {
         let Some(target) = self.anchors.get(anchor).copied().flatten() else {
             return Err(refused(
                 Diagnostic::new(Code::Syntax, "an alias refers to the node that contains it")
@@ -440,23 +380,14 @@ impl<'input> Reader<'input> {
         self.alias_expansion = self.alias_expansion.saturating_add(target.expanded_size);
         if self.alias_expansion > MAX_ALIAS_EXPANSION {
             return Err(refused(
-                Diagnostic::new(
-                    Code::Syntax,
-                    format!("aliases expand to more than {MAX_ALIAS_EXPANSION} nodes"),
-                )
-                .at(span, "this alias takes the expansion over the limit")
-                .with_help("each alias is a full copy of its anchor; use fewer or smaller anchors"),
+                Diagnostic::new(Code::Syntax, format!("aliases expand to more than {MAX_ALIAS_EXPANSION} nodes"))
+                    .at(span, "this alias takes the expansion over the limit")
+                    .with_help("each alias is a full copy of its anchor; use fewer or smaller anchors"),
             ));
         }
         // The alias's span is where it is used; the shared node keeps the
         // anchor's span, which is where its content is written.
-        self.add_child(
-            target.id,
-            target.expanded_size,
-            target.height,
-            span.end,
-            root,
-        );
+        self.add_child(target.id, target.expanded_size, target.height, span.end, root);
         Ok(())
     }
 
@@ -475,13 +406,7 @@ impl<'input> Reader<'input> {
         id
     }
 
-    fn push_scalar(
-        &mut self,
-        value: Cow<'input, str>,
-        style: ScalarStyle,
-        span: Span,
-        tagged_string: bool,
-    ) -> NodeId {
+    fn push_scalar(&mut self, value: Cow<'input, str>, style: ScalarStyle, span: Span, tagged_string: bool) -> NodeId {
         let verbatim = verbatim_span(self.text, &value, style, span);
         // The span starts at the scalar itself, not at an anchor or tag before it.
         let span = match (verbatim, style) {
@@ -491,23 +416,10 @@ impl<'input> Reader<'input> {
             }
             _ => span,
         };
-        if self.has_tab
-            && self
-                .text
-                .get(span.range())
-                .is_some_and(|source| source.contains('\n'))
-        {
+        if self.has_tab && self.text.get(span.range()).is_some_and(|source| source.contains('\n')) {
             self.multiline_scalars.push(span);
         }
-        self.push_node(Node {
-            kind: NodeKind::Scalar(Scalar {
-                value,
-                style,
-                verbatim,
-                tagged_string,
-            }),
-            span,
-        })
+        self.push_node(Node { kind: NodeKind::Scalar(Scalar { value, style, verbatim, tagged_string }), span })
     }
 
     /// Reports a tag flowc does not accept; returns whether it is `!!str`.
@@ -534,11 +446,7 @@ impl<'input> Reader<'input> {
     /// of a multi-line scalar. When the YAML reader failed, only a tab up to
     /// the line after the failure counts, as its likely cause. Returns
     /// whether a tab was reported.
-    fn report_tab_indentation(
-        &self,
-        failure: Option<&ReadError>,
-        diagnostics: &mut Vec<Diagnostic>,
-    ) -> bool {
+    fn report_tab_indentation(&self, failure: Option<&ReadError>, diagnostics: &mut Vec<Diagnostic>) -> bool {
         if !self.has_tab {
             return false;
         }
@@ -571,8 +479,7 @@ impl<'input> Reader<'input> {
     fn scan_error_diagnostic(&self, error: &ScanError) -> Diagnostic {
         let mut start = self.offsets.byte_offset(error.marker().index());
         // saphyr reports a misplaced tab at the character after it.
-        let after_tab =
-            start > 0 && self.text.get(start as usize - 1..start as usize) == Some("\t");
+        let after_tab = start > 0 && self.text.get(start as usize - 1..start as usize) == Some("\t");
         if after_tab {
             start -= 1;
         }
@@ -588,9 +495,7 @@ impl<'input> Reader<'input> {
             let name = alias_name_at(self.text, start as usize);
             return Diagnostic::new(Code::Syntax, format!("unknown anchor `{name}`"))
                 .at(span, "no anchor of this name comes before")
-                .with_help(format!(
-                    "define the anchor first (`&{name}`), then refer to it (`*{name}`)"
-                ));
+                .with_help(format!("define the anchor first (`&{name}`), then refer to it (`*{name}`)"));
         }
         let help = if at_tab {
             "YAML separates values with spaces: replace this tab with a space"
@@ -617,23 +522,13 @@ fn too_deep(span: Span) -> ReadError {
 }
 
 fn too_deep_diagnostic(span: Span) -> Diagnostic {
-    Diagnostic::new(
-        Code::Syntax,
-        format!("YAML nesting is deeper than {MAX_DEPTH} levels"),
-    )
-    .at(
-        Span::new(span.start, span.start.saturating_add(1)),
-        "too deep here",
-    )
-    .with_help("a program never needs this much nesting; flatten the structure")
+    Diagnostic::new(Code::Syntax, format!("YAML nesting is deeper than {MAX_DEPTH} levels"))
+        .at(Span::new(span.start, span.start.saturating_add(1)), "too deep here")
+        .with_help("a program never needs this much nesting; flatten the structure")
 }
 
 fn second_document(document_start: Span, first_node: Span) -> ReadError {
-    let span = if document_start.is_empty() {
-        first_node
-    } else {
-        document_start
-    };
+    let span = if document_start.is_empty() { first_node } else { document_start };
     refused(
         Diagnostic::new(Code::Syntax, "the file holds more than one YAML document")
             .at(span, "a second document starts here")
@@ -656,11 +551,7 @@ fn verbatim_span(text: &str, value: &str, style: ScalarStyle, span: Span) -> Opt
         return None;
     }
     if style != ScalarStyle::Plain {
-        let quote = if style == ScalarStyle::SingleQuoted {
-            "'"
-        } else {
-            "\""
-        };
+        let quote = if style == ScalarStyle::SingleQuoted { "'" } else { "\"" };
         let opening = value_start.checked_sub(1)?;
         if text.get(opening..value_start)? != quote || text.get(value_end..end)? != quote {
             return None;
@@ -698,10 +589,7 @@ fn end_of_next_line(text: &str, offset: usize) -> usize {
 
 fn next_char_end(text: &str, offset: u32) -> u32 {
     let start = offset as usize;
-    let width = text
-        .get(start..)
-        .and_then(|rest| rest.chars().next())
-        .map_or(0, char::len_utf8);
+    let width = text.get(start..).and_then(|rest| rest.chars().next()).map_or(0, char::len_utf8);
     u32::try_from(start + width).unwrap_or(offset)
 }
 
@@ -709,9 +597,8 @@ fn next_char_end(text: &str, offset: u32) -> u32 {
 fn alias_name_at(text: &str, offset: usize) -> &str {
     let rest = text.get(offset..).unwrap_or("");
     let rest = rest.strip_prefix('*').unwrap_or(rest);
-    let end = rest
-        .find(|character: char| character.is_whitespace() || ",[]{}".contains(character))
-        .unwrap_or(rest.len());
+    let end =
+        rest.find(|character: char| character.is_whitespace() || ",[]{}".contains(character)).unwrap_or(rest.len());
     rest.get(..end).unwrap_or("")
 }
 
@@ -737,11 +624,7 @@ impl<'input> CharOffsets<'input> {
                 .map(|(offset, _)| u32::try_from(offset).unwrap_or(u32::MAX))
                 .collect()
         };
-        CharOffsets {
-            text,
-            is_ascii,
-            checkpoints,
-        }
+        CharOffsets { text, is_ascii, checkpoints }
     }
 
     fn byte_offset(&self, char_index: usize) -> u32 {
@@ -753,9 +636,7 @@ impl<'input> CharOffsets<'input> {
                 Some(checkpoint) => {
                     let base = *checkpoint as usize;
                     let tail = self.text.get(base..).unwrap_or("");
-                    tail.char_indices()
-                        .nth(char_index % CHECKPOINT_EVERY)
-                        .map_or(text_len, |(offset, _)| base + offset)
+                    tail.char_indices().nth(char_index % CHECKPOINT_EVERY).map_or(text_len, |(offset, _)| base + offset)
                 }
                 None => text_len,
             }
@@ -777,10 +658,7 @@ pub fn resolve_plain(value: &str) -> Resolved<'_> {
     };
     // Most scalars are words; only these first characters can start a
     // null, a boolean or a number.
-    if !matches!(
-        first,
-        b'0'..=b'9' | b'+' | b'-' | b'.' | b'~' | b'n' | b'N' | b't' | b'T' | b'f' | b'F'
-    ) {
+    if !matches!(first, b'0'..=b'9' | b'+' | b'-' | b'.' | b'~' | b'n' | b'N' | b't' | b'T' | b'f' | b'F') {
         return Resolved::Str(value);
     }
     match value {
@@ -809,12 +687,8 @@ fn resolve_int(value: &str) -> Option<Resolved<'_>> {
     let radix_digits = |prefix: &str, radix: u32| {
         value
             .strip_prefix(prefix)
-            .filter(|digits| {
-                !digits.is_empty() && digits.chars().all(|digit| digit.is_digit(radix))
-            })
-            .map(|digits| {
-                i64::from_str_radix(digits, radix).map_or(Resolved::BigInt, Resolved::Int)
-            })
+            .filter(|digits| !digits.is_empty() && digits.chars().all(|digit| digit.is_digit(radix)))
+            .map(|digits| i64::from_str_radix(digits, radix).map_or(Resolved::BigInt, Resolved::Int))
     };
     if let Some(resolved) = radix_digits("0x", 16).or_else(|| radix_digits("0o", 8)) {
         return Some(resolved);
@@ -830,13 +704,7 @@ fn resolve_int(value: &str) -> Option<Resolved<'_>> {
 fn is_core_float(value: &str) -> bool {
     let bytes = value.as_bytes();
     let mut index = usize::from(matches!(bytes.first(), Some(b'-' | b'+')));
-    let count_digits = |from: usize| {
-        bytes
-            .iter()
-            .skip(from)
-            .take_while(|byte| byte.is_ascii_digit())
-            .count()
-    };
+    let count_digits = |from: usize| bytes.iter().skip(from).take_while(|byte| byte.is_ascii_digit()).count();
     let integer_digits = count_digits(index);
     index += integer_digits;
     let mut fraction_digits = 0;
@@ -904,21 +772,7 @@ mod tests {
         for (text, expected) in cases {
             assert_eq!(resolve_plain(text), expected, "{text:?}");
         }
-        for text in [
-            "yes",
-            "no",
-            "on",
-            "60s",
-            "1:30",
-            "0x",
-            "0xG",
-            "1e",
-            ".",
-            "-",
-            "nulls",
-            "2024-01-05",
-            "1_000",
-        ] {
+        for text in ["yes", "no", "on", "60s", "1:30", "0x", "0xG", "1e", ".", "-", "nulls", "2024-01-05", "1_000"] {
             assert_eq!(resolve_plain(text), Resolved::Str(text), "{text:?}");
         }
         assert!(matches!(resolve_plain(".nan"), Resolved::Float(value) if value.is_nan()));
@@ -935,15 +789,7 @@ mod tests {
                 _ => panic!("a scalar"),
             })
             .collect();
-        assert_eq!(
-            kinds,
-            [
-                Resolved::Str("true"),
-                Resolved::Str("42"),
-                Resolved::Str("null"),
-                Resolved::Int(42)
-            ]
-        );
+        assert_eq!(kinds, [Resolved::Str("true"), Resolved::Str("42"), Resolved::Str("null"), Resolved::Int(42)]);
     }
 
     #[test]
@@ -988,12 +834,7 @@ mod tests {
         let text = "é: ü\n".repeat(40) + "last: ok\n";
         let tree = read_ok(&text);
         let (key, value) = tree.entries(tree.root()).last().expect("an entry");
-        assert_eq!(
-            tree.node(key).span.range(),
-            text.find("last")
-                .map(|start| start..start + 4)
-                .expect("last")
-        );
+        assert_eq!(tree.node(key).span.range(), text.find("last").map(|start| start..start + 4).expect("last"));
         assert_eq!(&text[tree.node(value).span.range()], "ok");
     }
 
@@ -1003,10 +844,7 @@ mod tests {
         let aliases = vec!["*a"; 100].join(", ");
         let text = format!("a: &a {long}\nb: [{aliases}]\n");
         let diagnostic = read_error(&text);
-        assert_eq!(
-            diagnostic.message,
-            "aliases expand to more than 100000 nodes"
-        );
+        assert_eq!(diagnostic.message, "aliases expand to more than 100000 nodes");
     }
 
     #[test]
@@ -1019,15 +857,8 @@ mod tests {
     #[test]
     fn alias_depth_counts_toward_the_limit() {
         let deep = format!("{}1{}", "[".repeat(100), "]".repeat(100));
-        let text = format!(
-            "a: &deep {deep}\nb: {}*deep{}\n",
-            "[".repeat(40),
-            "]".repeat(40)
-        );
-        assert_eq!(
-            read_error(&text).message,
-            "YAML nesting is deeper than 128 levels"
-        );
+        let text = format!("a: &deep {deep}\nb: {}*deep{}\n", "[".repeat(40), "]".repeat(40));
+        assert_eq!(read_error(&text).message, "YAML nesting is deeper than 128 levels");
     }
 
     #[test]
@@ -1044,10 +875,7 @@ mod tests {
     fn a_tab_indented_continuation_line_is_the_cause() {
         let text = "a:\n  b: 1\n\tc: 2\n";
         let diagnostic = read_error(text);
-        assert_eq!(
-            diagnostic.message,
-            "YAML indentation must use spaces, not tabs"
-        );
+        assert_eq!(diagnostic.message, "YAML indentation must use spaces, not tabs");
         assert_eq!(diagnostic.primary_span(), Some(Span::new(10, 11)));
     }
 

@@ -55,15 +55,9 @@ const SMALL_MAPPING: usize = 16;
 impl<'a> RepeatFinder<'a> {
     pub fn new(entry_count: usize) -> RepeatFinder<'a> {
         if entry_count > SMALL_MAPPING {
-            RepeatFinder {
-                small: Vec::new(),
-                large: Some(HashMap::with_capacity(entry_count)),
-            }
+            RepeatFinder { small: Vec::new(), large: Some(HashMap::with_capacity(entry_count)) }
         } else {
-            RepeatFinder {
-                small: Vec::with_capacity(entry_count),
-                large: None,
-            }
+            RepeatFinder { small: Vec::with_capacity(entry_count), large: None }
         }
     }
 
@@ -116,25 +110,20 @@ impl<'tree, 'input> Values<'tree, 'input> {
 
     /// A key with no value (`steps:`), or a `null`/`~`.
     pub fn is_nothing(&self, id: NodeId) -> bool {
-        self.scalar(id)
-            .is_some_and(|scalar| scalar.resolve() == Resolved::Null)
+        self.scalar(id).is_some_and(|scalar| scalar.resolve() == Resolved::Null)
     }
 
     /// The span of a scalar's value without its quotes, anchor or tag, when
     /// known; else the node's span.
     pub fn value_span(&self, id: NodeId) -> Span {
-        self.scalar(id)
-            .and_then(|scalar| scalar.verbatim)
-            .unwrap_or_else(|| self.span(id))
+        self.scalar(id).and_then(|scalar| scalar.verbatim).unwrap_or_else(|| self.span(id))
     }
 
     /// Offsets in a scalar's value map to the file exactly when the value
     /// is a verbatim copy of its source; otherwise every span is the scalar.
     pub fn span_map(&self, id: NodeId) -> SpanMap {
         match self.scalar(id).and_then(|scalar| scalar.verbatim) {
-            Some(verbatim) => SpanMap::Exact {
-                base: verbatim.start,
-            },
+            Some(verbatim) => SpanMap::Exact { base: verbatim.start },
             None => SpanMap::Whole(self.span(id)),
         }
     }
@@ -160,11 +149,9 @@ impl<'tree, 'input> Values<'tree, 'input> {
         let found = self.describe(entry.value);
         let message = format!("expected {expected} for `{}`, found {found}", entry.key);
         let diagnostic = if found == "nothing" {
-            Diagnostic::new(Code::Syntax, message)
-                .at(entry.key_span, format!("`{}` has no value", entry.key))
+            Diagnostic::new(Code::Syntax, message).at(entry.key_span, format!("`{}` has no value", entry.key))
         } else {
-            Diagnostic::new(Code::Syntax, message)
-                .at(self.span(entry.value), format!("this is {found}"))
+            Diagnostic::new(Code::Syntax, message).at(self.span(entry.value), format!("this is {found}"))
         };
         self.diagnostics.push(diagnostic.with_help(help));
     }
@@ -198,17 +185,9 @@ impl<'tree, 'input> Values<'tree, 'input> {
 
     /// Like [`Values::keyed`] for a value known to be a mapping, or nothing
     /// (read as an empty mapping).
-    pub fn keyed_mapping(
-        &mut self,
-        mapping: NodeId,
-        allowed: &'static [&'static str],
-        what: &str,
-    ) -> Keyed<'tree> {
+    pub fn keyed_mapping(&mut self, mapping: NodeId, allowed: &'static [&'static str], what: &str) -> Keyed<'tree> {
         debug_assert!(allowed.len() <= MAX_KEYS);
-        let mut keyed = Keyed {
-            allowed,
-            found: [None; MAX_KEYS],
-        };
+        let mut keyed = Keyed { allowed, found: [None; MAX_KEYS] };
         let tree = self.tree;
         for (key_id, value) in tree.entries(mapping) {
             let Some((key, key_span)) = self.key_text(key_id) else {
@@ -227,11 +206,7 @@ impl<'tree, 'input> Values<'tree, 'input> {
                     self.repeated_key(key, key_span, first_span, what);
                 }
                 None => {
-                    *slot = Some(Entry {
-                        key,
-                        key_span,
-                        value,
-                    });
+                    *slot = Some(Entry { key, key_span, value });
                 }
             }
         }
@@ -241,9 +216,7 @@ impl<'tree, 'input> Values<'tree, 'input> {
     pub fn unknown_key(&mut self, key: &str, key_span: Span, allowed: &[&str], what: &str) {
         let help = match did_you_mean(key, allowed.iter().copied()) {
             // YAML 1.2 has no merge key; flowc reads `<<` as any other key.
-            _ if key == "<<" => {
-                String::from("YAML merge keys (`<<`) are not supported: write the keys out")
-            }
+            _ if key == "<<" => String::from("YAML merge keys (`<<`) are not supported: write the keys out"),
             Some(suggestion) => format!("did you mean `{suggestion}`?"),
             None => format!("{what} takes {}", key_list(allowed)),
         };
@@ -256,13 +229,10 @@ impl<'tree, 'input> Values<'tree, 'input> {
 
     pub fn repeated_key(&mut self, key: &str, key_span: Span, first_span: Span, what: &str) {
         self.diagnostics.push(
-            Diagnostic::new(
-                Code::DuplicateKey,
-                format!("key `{key}` appears twice in {what}"),
-            )
-            .at(key_span, "used again here")
-            .with_label(first_span, "first used here")
-            .with_help("keep one of them: a YAML mapping's keys must be unique"),
+            Diagnostic::new(Code::DuplicateKey, format!("key `{key}` appears twice in {what}"))
+                .at(key_span, "used again here")
+                .with_label(first_span, "first used here")
+                .with_help("keep one of them: a YAML mapping's keys must be unique"),
         );
     }
 
@@ -275,12 +245,9 @@ impl<'tree, 'input> Values<'tree, 'input> {
             None => {
                 let found = self.describe(key_id);
                 self.diagnostics.push(
-                    Diagnostic::new(
-                        Code::Syntax,
-                        format!("expected a name as a mapping key, found {found}"),
-                    )
-                    .at(self.span(key_id), format!("this key is {found}"))
-                    .with_help("keys are plain names; quote the key if it is meant as text"),
+                    Diagnostic::new(Code::Syntax, format!("expected a name as a mapping key, found {found}"))
+                        .at(self.span(key_id), format!("this key is {found}"))
+                        .with_help("keys are plain names; quote the key if it is meant as text"),
                 );
                 None
             }
@@ -307,12 +274,7 @@ impl<'tree, 'input> Values<'tree, 'input> {
 
     /// One name or a list of names (`collect: hotel`, `collect: [hotel, date]`).
     pub fn names(&mut self, entry: Entry<'_>, expected_list: &str) -> Vec<Name> {
-        let help = || {
-            format!(
-                "write one name or a list of names, e.g. `{}: [hotel, date]`",
-                entry.key
-            )
-        };
+        let help = || format!("write one name or a list of names, e.g. `{}: [hotel, date]`", entry.key);
         if self.is_sequence(entry.value) {
             let tree = self.tree;
             return tree
@@ -341,16 +303,11 @@ impl<'tree, 'input> Values<'tree, 'input> {
     /// as written, so `title: 2024` is the text "2024".
     pub fn text(&mut self, entry: Entry<'_>, expected: &str) -> Option<Text> {
         match self.scalar(entry.value) {
-            Some(scalar) if scalar.resolve() != Resolved::Null => Some(Spanned::new(
-                scalar.value.to_string(),
-                self.span(entry.value),
-            )),
+            Some(scalar) if scalar.resolve() != Resolved::Null => {
+                Some(Spanned::new(scalar.value.to_string(), self.span(entry.value)))
+            }
             _ => {
-                self.wrong_shape(
-                    entry,
-                    expected,
-                    "write a text; quote it if it contains `: ` or ` #`",
-                );
+                self.wrong_shape(entry, expected, "write a text; quote it if it contains `: ` or ` #`");
                 None
             }
         }
@@ -403,11 +360,7 @@ impl<'tree, 'input> Values<'tree, 'input> {
     pub fn templates(&mut self, entry: Entry<'_>) -> Vec<Template> {
         if self.is_sequence(entry.value) {
             let tree = self.tree;
-            return tree
-                .items(entry.value)
-                .iter()
-                .filter_map(|item| self.template(entry.with_value(*item)))
-                .collect();
+            return tree.items(entry.value).iter().filter_map(|item| self.template(entry.with_value(*item))).collect();
         }
         if self.is_nothing(entry.value) {
             return Vec::new();
@@ -439,10 +392,7 @@ impl<'tree, 'input> Values<'tree, 'input> {
                 .iter()
                 .map(|item| self.expr_at_depth(entry.with_value(*item), depth + 1))
                 .collect();
-            return Expr {
-                kind: ExprKind::List { items },
-                span,
-            };
+            return Expr { kind: ExprKind::List { items }, span };
         }
         let Some(scalar) = self.scalar(entry.value) else {
             self.wrong_shape(
@@ -479,11 +429,7 @@ impl<'tree, 'input> Values<'tree, 'input> {
     pub fn exprs(&mut self, entry: Entry<'_>) -> Vec<Expr> {
         if self.is_sequence(entry.value) {
             let tree = self.tree;
-            return tree
-                .items(entry.value)
-                .iter()
-                .map(|item| self.expr(entry.with_value(*item)))
-                .collect();
+            return tree.items(entry.value).iter().map(|item| self.expr(entry.with_value(*item))).collect();
         }
         if self.is_nothing(entry.value) {
             return Vec::new();
@@ -497,10 +443,7 @@ impl<'tree, 'input> Values<'tree, 'input> {
             return Vec::new();
         }
         if !self.is_mapping(entry.value) {
-            let help = format!(
-                "write one `name: expression` per line under `{}`",
-                entry.key
-            );
+            let help = format!("write one `name: expression` per line under `{}`", entry.key);
             self.wrong_shape(entry, "a mapping of names to expressions", help);
             return Vec::new();
         }
@@ -515,15 +458,8 @@ impl<'tree, 'input> Values<'tree, 'input> {
                 self.repeated_key(key, key_span, first_span, what);
                 continue;
             }
-            let value = self.expr(Entry {
-                key,
-                key_span,
-                value,
-            });
-            assignments.push(Assignment {
-                name: Spanned::new(key.to_string(), key_span),
-                value,
-            });
+            let value = self.expr(Entry { key, key_span, value });
+            assignments.push(Assignment { name: Spanned::new(key.to_string(), key_span), value });
         }
         assignments
     }
@@ -572,22 +508,12 @@ impl<'tree, 'input> Values<'tree, 'input> {
     /// A duration as written (`30s`). A bare number is kept as its text so
     /// lowering can say the unit is missing.
     pub fn duration(&mut self, entry: Entry<'_>) -> Option<Text> {
-        match self
-            .scalar(entry.value)
-            .map(|scalar| (scalar, scalar.resolve()))
-        {
-            Some((
-                scalar,
-                Resolved::Str(_) | Resolved::Int(_) | Resolved::BigInt | Resolved::Float(_),
-            )) => Some(Spanned::new(
-                scalar.value.to_string(),
-                self.span(entry.value),
-            )),
+        match self.scalar(entry.value).map(|scalar| (scalar, scalar.resolve())) {
+            Some((scalar, Resolved::Str(_) | Resolved::Int(_) | Resolved::BigInt | Resolved::Float(_))) => {
+                Some(Spanned::new(scalar.value.to_string(), self.span(entry.value)))
+            }
             _ => {
-                let help = format!(
-                    "write a number and a unit, e.g. `{}: 30s` (s, m, h or d)",
-                    entry.key
-                );
+                let help = format!("write a number and a unit, e.g. `{}: 30s` (s, m, h or d)", entry.key);
                 self.wrong_shape(entry, "a duration", help);
                 None
             }
@@ -612,9 +538,7 @@ impl<'tree, 'input> Values<'tree, 'input> {
 fn simple_path(text: &str, map: SpanMap) -> Option<Expr> {
     let is_ident = |segment: &str| {
         let mut bytes = segment.bytes();
-        bytes
-            .next()
-            .is_some_and(|first| first.is_ascii_alphabetic() || first == b'_')
+        bytes.next().is_some_and(|first| first.is_ascii_alphabetic() || first == b'_')
             && bytes.all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
     };
     let mut segments = Vec::new();
@@ -623,20 +547,14 @@ fn simple_path(text: &str, map: SpanMap) -> Option<Expr> {
         if !is_ident(segment) {
             return None;
         }
-        segments.push(Spanned::new(
-            segment.to_string(),
-            map.span(offset, offset + segment.len()),
-        ));
+        segments.push(Spanned::new(segment.to_string(), map.span(offset, offset + segment.len())));
         offset += segment.len() + 1;
     }
     let first = segments.first()?;
     if matches!(first.value.as_str(), "true" | "false" | "null" | "not") {
         return None;
     }
-    Some(Expr {
-        kind: ExprKind::Path { segments },
-        span: map.span(0, text.len()),
-    })
+    Some(Expr { kind: ExprKind::Path { segments }, span: map.span(0, text.len()) })
 }
 
 /// "`id`, `prompt` or `say`".
@@ -691,9 +609,7 @@ mod tests {
             let as_json = |expr: &Expr| serde_json::to_string(expr).unwrap_or_default();
             assert_eq!(as_json(&fast), as_json(&parsed), "{text:?}");
         }
-        for text in [
-            "true", "null", "not", "true.x", "x.", "a..b", "a-b", "é", "",
-        ] {
+        for text in ["true", "null", "not", "true.x", "x.", "a..b", "a-b", "é", ""] {
             assert!(simple_path(text, map).is_none(), "{text:?}");
         }
     }
