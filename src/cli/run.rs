@@ -99,11 +99,7 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
     let program = Arc::new(compilation.ir);
     let base_dir = program_dir(&args.file);
     let (clock, ids) = clock::from_env().map_err(|error| RunError::Usage(error.to_string()))?;
-    let tool_env = ToolEnv {
-        base_dir,
-        clock,
-        ids,
-    };
+    let tool_env = ToolEnv { base_dir, clock, ids };
     let data = parse_object(args.data.as_deref(), "--data")?;
     let context = parse_object(args.context.as_deref(), "--context")?;
     let context = validate_context(&program, &context)?;
@@ -124,17 +120,12 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
         record: args.record.clone(),
         ..crate::llm::ProviderFlags::default()
     };
-    let config = crate::llm::config::load(Some(&args.file), &flags).map_err(|error| RunError::Usage(error.to_string()))?;
+    let config =
+        crate::llm::config::load(Some(&args.file), &flags).map_err(|error| RunError::Usage(error.to_string()))?;
     let provider = crate::llm::build_provider(&config).map_err(|error| RunError::Usage(error.to_string()))?;
-    let options = RuntimeOptions {
-        tool_env,
-        tools: ToolRegistry::default(),
-    };
+    let options = RuntimeOptions { tool_env, tools: ToolRegistry::default() };
     let mut runtime = Runtime::new(Arc::clone(&program), provider, options);
-    let store = args
-        .session
-        .as_ref()
-        .map(|_| FileStore::default_in(Path::new(".")));
+    let store = args.session.as_ref().map(|_| FileStore::default_in(Path::new(".")));
     let mut session = match (&args.session, &store) {
         (Some(id), Some(store)) => match store.load(id).map_err(|error| RunError::Usage(error.to_string()))? {
             Some(session) => session,
@@ -167,9 +158,7 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
 
 fn program_dir(file: &Path) -> PathBuf {
     let absolute = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
-    absolute
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+    absolute.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
 fn parse_object(text: Option<&str>, flag: &str) -> Result<serde_json::Map<String, serde_json::Value>, RunError> {
@@ -189,7 +178,8 @@ fn validate_context(program: &Program, context: &serde_json::Map<String, serde_j
         let Some(key) = program.context.iter().find(|key| key.name == *name) else {
             return Err(RunError::Usage(format!("unknown context key `{name}`: the program declares no such key")));
         };
-        let value = validate(value, &key.ty).map_err(|reason| RunError::Usage(format!("invalid context `{name}`: {reason}")))?;
+        let value = validate(value, &key.ty)
+            .map_err(|reason| RunError::Usage(format!("invalid context `{name}`: {reason}")))?;
         validated.insert(name.clone(), value);
     }
     Ok(validated)
@@ -206,7 +196,8 @@ fn initialize(
         let Some(field) = program.fields.iter().find(|field| field.name == *name) else {
             return Err(RunError::Usage(format!("unknown field `{name}` in --data")));
         };
-        let value = validate(value, &field.ty).map_err(|reason| RunError::Usage(format!("invalid `{name}` in --data: {reason}")))?;
+        let value = validate(value, &field.ty)
+            .map_err(|reason| RunError::Usage(format!("invalid `{name}` in --data: {reason}")))?;
         session.data.insert(name.clone(), value);
     }
     session.context.extend(context);
@@ -300,12 +291,7 @@ fn read_script(path: Option<&Path>) -> Result<Vec<String>, RunError> {
             text
         }
     };
-    Ok(text
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
-        .map(str::to_string)
-        .collect())
+    Ok(text.lines().map(str::trim).filter(|line| !line.is_empty()).map(str::to_string).collect())
 }
 
 struct Conversation<'a> {
@@ -327,10 +313,8 @@ impl Conversation<'_> {
         let mut working = self.session.clone();
         let result = self.runtime.respond(&mut working, message).map_err(|error: TurnError| error.to_string())?;
         if let Some(store) = self.store {
-            let stored_version = store
-                .load(&working.id)
-                .map_err(|error| error.to_string())?
-                .map_or(0, |stored| stored.version);
+            let stored_version =
+                store.load(&working.id).map_err(|error| error.to_string())?.map_or(0, |stored| stored.version);
             let expected = if stored_version == 0 { 0 } else { expected_version };
             store.save(&working, expected).map_err(|error| error.to_string())?;
         }
@@ -490,20 +474,11 @@ fn run_workflow(
                 _ => "completed",
             };
             let percent = progress.index * 100 / progress.total.max(1);
-            eprintln!(
-                "step {} of {} {status} ({percent}%): {}",
-                progress.index, progress.total, progress.id
-            );
+            eprintln!("step {} of {} {status} ({percent}%): {}", progress.index, progress.total, progress.id);
         }
     };
     let sleep = |duration: std::time::Duration| std::thread::sleep(duration);
-    let mut runner = WorkflowRunner {
-        program,
-        tools: &tools,
-        tool_env,
-        sleep: &sleep,
-        on_progress: &mut on_progress,
-    };
+    let mut runner = WorkflowRunner { program, tools: &tools, tool_env, sleep: &sleep, on_progress: &mut on_progress };
     let mut run = runner.start(flow, data, context).map_err(|error| RunError::Usage(error.to_string()))?;
     runner.run(&mut run);
     for warning in &run.warnings {
@@ -519,10 +494,7 @@ fn run_workflow(
     } else {
         let summary = match run.status {
             RunStatus::Completed => "completed".to_string(),
-            RunStatus::Waiting => format!(
-                "waiting: resumes at {}",
-                run.resume_at.clone().unwrap_or_default()
-            ),
+            RunStatus::Waiting => format!("waiting: resumes at {}", run.resume_at.clone().unwrap_or_default()),
             RunStatus::Aborted => "aborted".to_string(),
             RunStatus::Failed => run.failure_summary().unwrap_or_else(|| "failed".to_string()),
             RunStatus::Running => "stopped".to_string(),
