@@ -146,6 +146,12 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// Marks a step as where a conversation stands (the REPL's `/graph`).
+pub fn mark_current(out: &mut String, flow: crate::ir::FlowId, step: crate::ir::StepId) {
+    let _ = writeln!(out, "  classDef current stroke:#d97706,stroke-width:4px");
+    let _ = writeln!(out, "  class {} current", super::NodeId::step(flow, step).as_str());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,10 +235,4 @@ mod tests {
         assert!(live.contains("  f0_s0 -->|\"x #124; y\"| f0_s1\n"), "{live}");
         assert!(!live.contains("unreachable") && !live.contains("linkStyle"), "{live}");
     }
-}
-
-/// Marks a step as where a conversation stands (the REPL's `/graph`).
-pub fn mark_current(out: &mut String, flow: crate::ir::FlowId, step: crate::ir::StepId) {
-    let _ = writeln!(out, "  classDef current stroke:#d97706,stroke-width:4px");
-    let _ = writeln!(out, "  class {} current", super::NodeId::step(flow, step).as_str());
 }

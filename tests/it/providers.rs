@@ -3,6 +3,8 @@
 //! flowc sends, what it does with each answer, record and replay, and the
 //! faults a user meets first (a bad key, a rate limit).
 
+#![allow(clippy::unwrap_used)]
+
 use crate::fake::{self, Facts, FakeServer, Reply};
 use crate::support::{flowc_env, root, stderr, stdout, temp_dir};
 use serde_json::{Value, json};
