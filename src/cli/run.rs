@@ -50,7 +50,7 @@ pub struct RunArgs {
     /// The model name (overrides flowc.toml and FLOWC_MODEL)
     #[arg(long)]
     pub model: Option<String>,
-    /// The endpoint of an OpenAI-compatible server (overrides OPENAI_BASE_URL)
+    /// The endpoint root: an OpenAI-compatible server's /v1, or Anthropic's host (overrides OPENAI_BASE_URL and flowc.toml)
     #[arg(long)]
     pub base_url: Option<String>,
     /// Store every model request and answer of the run in FILE (keys redacted)
@@ -350,6 +350,19 @@ impl Conversation<'_> {
             "{name} — talking to the {} model. /help for commands, Ctrl-D to quit.",
             self.runtime.provider_name()
         );
+        // Replies are printed as the model writes them; what was printed is
+        // kept so that the end of the turn prints only what is missing.
+        let streamed = Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = Arc::clone(&streamed);
+        self.runtime.set_stream(Box::new(move |chunk: &str| {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(chunk.as_bytes());
+            let _ = out.flush();
+            if let Ok(mut text) = sink.lock() {
+                text.push_str(chunk);
+            }
+        }));
+        let take_streamed = || streamed.lock().map(|mut text| std::mem::take(&mut *text)).unwrap_or_default();
         loop {
             match editor.readline("you> ") {
                 Ok(line) => {
@@ -364,9 +377,13 @@ impl Conversation<'_> {
                         }
                         continue;
                     }
-                    match self.turn(&line) {
+                    take_streamed();
+                    let outcome = self.turn(&line);
+                    let shown = take_streamed();
+                    match outcome {
                         Ok(result) => {
-                            println!("{}", result.reply);
+                            print!("{}", after_stream(&shown, &result.reply));
+                            let _ = std::io::stdout().flush();
                             let trace = result.trace_line();
                             if self.color {
                                 eprintln!("\x1b[2m{trace}\x1b[0m");
@@ -375,7 +392,12 @@ impl Conversation<'_> {
                             }
                             self.last = Some(result);
                         }
-                        Err(error) => eprintln!("error: {error} (the session is unchanged)"),
+                        Err(error) => {
+                            if !shown.is_empty() {
+                                println!();
+                            }
+                            eprintln!("error: {error} (the session is unchanged)");
+                        }
                     }
                 }
                 Err(rustyline::error::ReadlineError::Interrupted) => continue,
@@ -457,6 +479,20 @@ impl Conversation<'_> {
     }
 }
 
+/// What the REPL prints when a turn ends, after `streamed` was shown as
+/// the reply was written: the rest of the reply (normally just the line
+/// break), or, when the reply turned out different (a post-model `reply`
+/// directive replaced the model's text), the reply on a line of its own.
+fn after_stream(streamed: &str, reply: &str) -> String {
+    if streamed.is_empty() {
+        return format!("{reply}\n");
+    }
+    match reply.strip_prefix(streamed) {
+        Some(rest) => format!("{rest}\n"),
+        None => format!("\n{reply}\n"),
+    }
+}
+
 fn run_workflow(
     args: &RunArgs,
     program: &Program,
@@ -508,4 +544,17 @@ fn run_workflow(
         RunStatus::Failed => Outcome::Failure,
         _ => Outcome::Success,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::after_stream;
+
+    #[test]
+    fn a_streamed_reply_is_not_printed_twice() {
+        assert_eq!(after_stream("", "Booked!"), "Booked!\n", "nothing streamed: the whole reply");
+        assert_eq!(after_stream("For which date?", "For which date?"), "\n");
+        assert_eq!(after_stream("Welcome!", "Welcome!\nFor which date?"), "\nFor which date?\n");
+        assert_eq!(after_stream("Let me check", "Sorry, no rooms."), "\nSorry, no rooms.\n");
+    }
 }

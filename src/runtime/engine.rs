@@ -66,6 +66,9 @@ pub enum TurnError {
 /// Receives every event of a turn as it happens.
 pub type Observer = Box<dyn FnMut(&Event) + Send>;
 
+/// Receives the reply of a turn as it is written (see [`Runtime::set_stream`]).
+pub type StreamSink = Box<dyn FnMut(&str) + Send>;
+
 /// What a runtime needs besides the program and the model.
 #[derive(Clone)]
 pub struct RuntimeOptions {
@@ -81,6 +84,7 @@ pub struct Runtime {
     tool_env: ToolEnv,
     program_hash: String,
     observer: Option<Observer>,
+    stream: Option<StreamSink>,
 }
 
 /// Where a turn goes next (one transition per [`Turn::step`] during
@@ -131,7 +135,26 @@ pub enum Progress {
 impl Runtime {
     pub fn new(program: Arc<Program>, provider: Box<dyn Provider>, options: RuntimeOptions) -> Runtime {
         let program_hash = program_hash(&program);
-        Runtime { program, provider, tools: options.tools, tool_env: options.tool_env, program_hash, observer: None }
+        Runtime {
+            program,
+            provider,
+            tools: options.tools,
+            tool_env: options.tool_env,
+            program_hash,
+            observer: None,
+            stream: None,
+        }
+    }
+
+    /// Receives the reply of each turn that calls the model while it is
+    /// written, for a terminal to show it as it streams: the turn's `say`
+    /// texts first (when the model is about to be called), then a line
+    /// break and the model's text, piece by piece. Unless a post-model
+    /// `reply` directive replaces the model's text, what the sink received
+    /// is [`TurnResult::reply`]; a turn without a model call sends nothing.
+    /// A turn that fails may have sent part of a reply.
+    pub fn set_stream(&mut self, sink: StreamSink) {
+        self.stream = Some(sink);
     }
 
     /// Receives every event as it happens (the REPL's live trace).
@@ -1323,7 +1346,27 @@ impl Turn<'_> {
                 events: Vec::new(),
                 emissions: Vec::new(),
             };
-            let response = self.runtime.provider.respond(&request, &mut tool_loop, &mut |_chunk: &str| {})?;
+            let mut stream = self.runtime.stream.as_mut();
+            // The `say` texts lead the reply: shown at once, with the line
+            // break that joins them to the model's text sent only once that
+            // text starts.
+            let said = self.says.join("\n");
+            if let Some(sink) = stream.as_mut()
+                && !said.is_empty()
+            {
+                sink(&said);
+            }
+            let mut separated = said.is_empty();
+            let mut on_text = |chunk: &str| {
+                if let Some(sink) = stream.as_mut() {
+                    if !separated && !chunk.is_empty() {
+                        separated = true;
+                        sink("\n");
+                    }
+                    sink(chunk);
+                }
+            };
+            let response = self.runtime.provider.respond(&request, &mut tool_loop, &mut on_text)?;
             self.tool_rounds = tool_loop.rounds;
             self.tool_limit_hit = tool_loop.limit_hit;
             let tool_events = std::mem::take(&mut tool_loop.events);

@@ -52,6 +52,8 @@ pub enum Reply {
     },
     /// `text/event-stream`, one chunk per event.
     Stream(Vec<String>),
+    /// A stream with a pause before every chunk after the first.
+    Paced(Vec<String>, Duration),
 }
 
 impl Reply {
@@ -60,6 +62,14 @@ impl Reply {
             status,
             headers: vec![("content-type".into(), "application/json".into())],
             body: body.to_string(),
+        }
+    }
+
+    /// The same stream, pausing `every` between chunks.
+    pub fn paced(self, every: Duration) -> Reply {
+        match self {
+            Reply::Stream(chunks) | Reply::Paced(chunks, _) => Reply::Paced(chunks, every),
+            full => full,
         }
     }
 
@@ -178,23 +188,29 @@ fn write_reply(stream: &mut TcpStream, reply: Reply) {
             let _ = stream.write_all(head.as_bytes());
             let _ = stream.write_all(body.as_bytes());
         }
-        Reply::Stream(chunks) => {
-            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n\
-                        transfer-encoding: chunked\r\nconnection: close\r\n\r\n";
-            if stream.write_all(head.as_bytes()).is_err() {
-                return;
-            }
-            for chunk in chunks {
-                let framed = format!("{:x}\r\n{chunk}\r\n", chunk.len());
-                if stream.write_all(framed.as_bytes()).and_then(|()| stream.flush()).is_err() {
-                    return;
-                }
-            }
-            let _ = stream.write_all(b"0\r\n\r\n");
-        }
+        Reply::Stream(chunks) => write_stream(stream, chunks, Duration::ZERO),
+        Reply::Paced(chunks, pause) => write_stream(stream, chunks, pause),
     }
     let _ = stream.flush();
     let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+fn write_stream(stream: &mut TcpStream, chunks: Vec<String>, pause: Duration) {
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n\
+                transfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+    if stream.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    for (index, chunk) in chunks.into_iter().enumerate() {
+        if index > 0 && !pause.is_zero() {
+            std::thread::sleep(pause);
+        }
+        let framed = format!("{:x}\r\n{chunk}\r\n", chunk.len());
+        if stream.write_all(framed.as_bytes()).and_then(|()| stream.flush()).is_err() {
+            return;
+        }
+    }
+    let _ = stream.write_all(b"0\r\n\r\n");
 }
 
 // ------------------------------------------------------------ the "model"

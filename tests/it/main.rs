@@ -5,4 +5,5 @@ mod compile;
 mod fake;
 mod generated;
 mod providers;
+mod repl;
 mod support;
