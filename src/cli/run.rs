@@ -147,7 +147,9 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
         json: args.json,
         color: style.color,
         last: None,
+        modes: None,
     };
+    conversation.modes = conversation.runtime.provider_modes();
     if interactive {
         conversation.repl()
     } else {
@@ -302,6 +304,8 @@ struct Conversation<'a> {
     json: bool,
     color: bool,
     last: Option<TurnResult>,
+    /// What the provider negotiated with its server, to say when it changes.
+    modes: Option<String>,
 }
 
 impl Conversation<'_> {
@@ -311,7 +315,9 @@ impl Conversation<'_> {
         self.cancel.reset();
         let expected_version = self.session.version;
         let mut working = self.session.clone();
-        let result = self.runtime.respond(&mut working, message).map_err(|error: TurnError| error.to_string())?;
+        let result = self.runtime.respond(&mut working, message);
+        self.note_modes();
+        let result = result.map_err(|error: TurnError| error.to_string())?;
         if let Some(store) = self.store {
             let stored_version =
                 store.load(&working.id).map_err(|error| error.to_string())?.map_or(0, |stored| stored.version);
@@ -320,6 +326,22 @@ impl Conversation<'_> {
         }
         *self.session = working;
         Ok(result)
+    }
+
+    /// Says on stderr when the provider changed how it talks to the server
+    /// (a server refused `json_schema` or `tool_choice: auto`), which
+    /// `flowc.toml` can then set from the start.
+    fn note_modes(&mut self) {
+        let modes = self.runtime.provider_modes();
+        if modes != self.modes {
+            if let Some(now) = &modes {
+                eprintln!(
+                    "note: the server refused a setting; {} now uses {now} (put it in flowc.toml to skip the probing)",
+                    self.runtime.provider_name()
+                );
+            }
+            self.modes = modes;
+        }
     }
 
     fn script(&mut self, lines: &[String]) -> Result<Outcome, RunError> {

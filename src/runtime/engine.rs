@@ -166,6 +166,11 @@ impl Runtime {
         self.provider.name()
     }
 
+    /// What the provider negotiated with its server so far ([`Provider::modes`]).
+    pub fn provider_modes(&self) -> Option<String> {
+        self.provider.modes()
+    }
+
     pub fn program_hash(&self) -> &str {
         &self.program_hash
     }

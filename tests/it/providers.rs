@@ -405,3 +405,39 @@ fn a_rate_limit_with_retry_after_is_waited_out() {
     let waited = requests[1].at.duration_since(requests[0].at);
     assert!(waited >= Duration::from_millis(900), "Retry-After: 1 was honoured ({waited:?})");
 }
+
+#[test]
+fn a_server_that_refuses_json_schema_gets_json_object_and_the_user_is_told_once() {
+    let dir = temp_dir("fallback");
+    let script = write_script(&dir, &SCRIPT[..2]);
+    let facts = booking_facts();
+    // llama-cpp-python as shipped: a 500 naming the response format.
+    let server = FakeServer::start(Arc::new(move |request: &fake::Request, _| {
+        if request.json()["response_format"]["type"] == "json_schema" {
+            Reply::json(500, &json!({"error": {"message": "Unsupported response_format type: json_schema"}}))
+        } else {
+            fake::openai_answer(&facts, request)
+        }
+    }));
+    let base_url = format!("{}/v1", server.url);
+    let program = root().join("flows/booking.flow");
+    let output = run(&program, &script, &["--provider", "openai", "--base-url", &base_url], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let turns = turns(&output);
+    assert_eq!(turns[1]["data"], json!({"hotel": "The Grand Hotel"}));
+    assert_eq!(turns[0]["llm_calls"], 2, "the refused request is not a model call");
+    assert_eq!(
+        stderr(&output),
+        "note: the server refused a setting; openai:gpt-4o-mini now uses structured_output = \"json_object\", \
+         tool_choice = \"auto\" (put it in flowc.toml to skip the probing)\n"
+    );
+    let formats: Vec<Value> = server
+        .requests()
+        .iter()
+        .filter(|r| !r.is_stream())
+        .map(|r| r.json()["response_format"]["type"].clone())
+        .collect();
+    assert_eq!(formats, ["json_schema", "json_object", "json_object"], "the fallback is kept for the session");
+    // No key is needed for a server of one's own.
+    assert!(server.requests().iter().all(|request| request.header("authorization").is_none()));
+}
