@@ -49,7 +49,7 @@ pub struct RunArgs {
     /// The model name (overrides flowc.toml and FLOWC_MODEL)
     #[arg(long)]
     pub model: Option<String>,
-    /// The endpoint of an OpenAI-compatible server (overrides OPENAI_BASE_URL)
+    /// The endpoint root: an OpenAI-compatible server's /v1, or Anthropic's host (overrides OPENAI_BASE_URL and flowc.toml)
     #[arg(long)]
     pub base_url: Option<String>,
     /// Store every model request and answer of the run in FILE (keys redacted)
@@ -95,11 +95,7 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
     let program = Arc::new(compilation.ir);
     let base_dir = program_dir(&args.file);
     let (clock, ids) = clock::from_env().map_err(|error| RunError::Usage(error.to_string()))?;
-    let tool_env = ToolEnv {
-        base_dir,
-        clock,
-        ids,
-    };
+    let tool_env = ToolEnv { base_dir, clock, ids };
     let data = parse_object(args.data.as_deref(), "--data")?;
     let context = parse_object(args.context.as_deref(), "--context")?;
     let context = validate_context(&program, &context)?;
@@ -120,17 +116,12 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
         record: args.record.clone(),
         ..crate::llm::ProviderFlags::default()
     };
-    let config = crate::llm::config::load(Some(&args.file), &flags).map_err(|error| RunError::Usage(error.to_string()))?;
+    let config =
+        crate::llm::config::load(Some(&args.file), &flags).map_err(|error| RunError::Usage(error.to_string()))?;
     let provider = crate::llm::build_provider(&config).map_err(|error| RunError::Usage(error.to_string()))?;
-    let options = RuntimeOptions {
-        tool_env,
-        tools: ToolRegistry::default(),
-    };
+    let options = RuntimeOptions { tool_env, tools: ToolRegistry::default() };
     let mut runtime = Runtime::new(Arc::clone(&program), provider, options);
-    let store = args
-        .session
-        .as_ref()
-        .map(|_| FileStore::default_in(Path::new(".")));
+    let store = args.session.as_ref().map(|_| FileStore::default_in(Path::new(".")));
     let mut session = match (&args.session, &store) {
         (Some(id), Some(store)) => match store.load(id).map_err(|error| RunError::Usage(error.to_string()))? {
             Some(session) => session,
@@ -152,7 +143,9 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
         json: args.json,
         color: style.color,
         last: None,
+        modes: None,
     };
+    conversation.modes = conversation.runtime.provider_modes();
     if interactive {
         conversation.repl()
     } else {
@@ -163,9 +156,7 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
 
 fn program_dir(file: &Path) -> PathBuf {
     let absolute = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
-    absolute
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+    absolute.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
 fn parse_object(text: Option<&str>, flag: &str) -> Result<serde_json::Map<String, serde_json::Value>, RunError> {
@@ -185,7 +176,8 @@ fn validate_context(program: &Program, context: &serde_json::Map<String, serde_j
         let Some(key) = program.context.iter().find(|key| key.name == *name) else {
             return Err(RunError::Usage(format!("unknown context key `{name}`: the program declares no such key")));
         };
-        let value = validate(value, &key.ty).map_err(|reason| RunError::Usage(format!("invalid context `{name}`: {reason}")))?;
+        let value = validate(value, &key.ty)
+            .map_err(|reason| RunError::Usage(format!("invalid context `{name}`: {reason}")))?;
         validated.insert(name.clone(), value);
     }
     Ok(validated)
@@ -202,7 +194,8 @@ fn initialize(
         let Some(field) = program.fields.iter().find(|field| field.name == *name) else {
             return Err(RunError::Usage(format!("unknown field `{name}` in --data")));
         };
-        let value = validate(value, &field.ty).map_err(|reason| RunError::Usage(format!("invalid `{name}` in --data: {reason}")))?;
+        let value = validate(value, &field.ty)
+            .map_err(|reason| RunError::Usage(format!("invalid `{name}` in --data: {reason}")))?;
         session.data.insert(name.clone(), value);
     }
     session.context.extend(context);
@@ -296,12 +289,7 @@ fn read_script(path: Option<&Path>) -> Result<Vec<String>, RunError> {
             text
         }
     };
-    Ok(text
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
-        .map(str::to_string)
-        .collect())
+    Ok(text.lines().map(str::trim).filter(|line| !line.is_empty()).map(str::to_string).collect())
 }
 
 struct Conversation<'a> {
@@ -312,6 +300,8 @@ struct Conversation<'a> {
     json: bool,
     color: bool,
     last: Option<TurnResult>,
+    /// What the provider negotiated with its server, to say when it changes.
+    modes: Option<String>,
 }
 
 impl Conversation<'_> {
@@ -321,17 +311,33 @@ impl Conversation<'_> {
         self.cancel.reset();
         let expected_version = self.session.version;
         let mut working = self.session.clone();
-        let result = self.runtime.respond(&mut working, message).map_err(|error: TurnError| error.to_string())?;
+        let result = self.runtime.respond(&mut working, message);
+        self.note_modes();
+        let result = result.map_err(|error: TurnError| error.to_string())?;
         if let Some(store) = self.store {
-            let stored_version = store
-                .load(&working.id)
-                .map_err(|error| error.to_string())?
-                .map_or(0, |stored| stored.version);
+            let stored_version =
+                store.load(&working.id).map_err(|error| error.to_string())?.map_or(0, |stored| stored.version);
             let expected = if stored_version == 0 { 0 } else { expected_version };
             store.save(&working, expected).map_err(|error| error.to_string())?;
         }
         *self.session = working;
         Ok(result)
+    }
+
+    /// Says on stderr when the provider changed how it talks to the server
+    /// (a server refused `json_schema` or `tool_choice: auto`), which
+    /// `flowc.toml` can then set from the start.
+    fn note_modes(&mut self) {
+        let modes = self.runtime.provider_modes();
+        if modes != self.modes {
+            if let Some(now) = &modes {
+                eprintln!(
+                    "note: the server refused a setting; {} now uses {now} (put it in flowc.toml to skip the probing)",
+                    self.runtime.provider_name()
+                );
+            }
+            self.modes = modes;
+        }
     }
 
     fn script(&mut self, lines: &[String]) -> Result<Outcome, RunError> {
@@ -362,6 +368,19 @@ impl Conversation<'_> {
             "{name} — talking to the {} model. /help for commands, Ctrl-D to quit.",
             self.runtime.provider_name()
         );
+        // Replies are printed as the model writes them; what was printed is
+        // kept so that the end of the turn prints only what is missing.
+        let streamed = Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = Arc::clone(&streamed);
+        self.runtime.set_stream(Box::new(move |chunk: &str| {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(chunk.as_bytes());
+            let _ = out.flush();
+            if let Ok(mut text) = sink.lock() {
+                text.push_str(chunk);
+            }
+        }));
+        let take_streamed = || streamed.lock().map(|mut text| std::mem::take(&mut *text)).unwrap_or_default();
         loop {
             match editor.readline("you> ") {
                 Ok(line) => {
@@ -376,9 +395,13 @@ impl Conversation<'_> {
                         }
                         continue;
                     }
-                    match self.turn(&line) {
+                    take_streamed();
+                    let outcome = self.turn(&line);
+                    let shown = take_streamed();
+                    match outcome {
                         Ok(result) => {
-                            println!("{}", result.reply);
+                            print!("{}", after_stream(&shown, &result.reply));
+                            let _ = std::io::stdout().flush();
                             let trace = result.trace_line();
                             if self.color {
                                 eprintln!("\x1b[2m{trace}\x1b[0m");
@@ -387,7 +410,12 @@ impl Conversation<'_> {
                             }
                             self.last = Some(result);
                         }
-                        Err(error) => eprintln!("error: {error} (the session is unchanged)"),
+                        Err(error) => {
+                            if !shown.is_empty() {
+                                println!();
+                            }
+                            eprintln!("error: {error} (the session is unchanged)");
+                        }
                     }
                 }
                 Err(rustyline::error::ReadlineError::Interrupted) => continue,
@@ -469,6 +497,20 @@ impl Conversation<'_> {
     }
 }
 
+/// What the REPL prints when a turn ends, after `streamed` was shown as
+/// the reply was written: the rest of the reply (normally just the line
+/// break), or, when the reply turned out different (a post-model `reply`
+/// directive replaced the model's text), the reply on a line of its own.
+fn after_stream(streamed: &str, reply: &str) -> String {
+    if streamed.is_empty() {
+        return format!("{reply}\n");
+    }
+    match reply.strip_prefix(streamed) {
+        Some(rest) => format!("{rest}\n"),
+        None => format!("\n{reply}\n"),
+    }
+}
+
 fn run_workflow(
     args: &RunArgs,
     program: &Program,
@@ -486,20 +528,11 @@ fn run_workflow(
                 _ => "completed",
             };
             let percent = progress.index * 100 / progress.total.max(1);
-            eprintln!(
-                "step {} of {} {status} ({percent}%): {}",
-                progress.index, progress.total, progress.id
-            );
+            eprintln!("step {} of {} {status} ({percent}%): {}", progress.index, progress.total, progress.id);
         }
     };
     let sleep = |duration: std::time::Duration| std::thread::sleep(duration);
-    let mut runner = WorkflowRunner {
-        program,
-        tools: &tools,
-        tool_env,
-        sleep: &sleep,
-        on_progress: &mut on_progress,
-    };
+    let mut runner = WorkflowRunner { program, tools: &tools, tool_env, sleep: &sleep, on_progress: &mut on_progress };
     let mut run = runner.start(flow, data, context).map_err(|error| RunError::Usage(error.to_string()))?;
     runner.run(&mut run);
     for warning in &run.warnings {
@@ -515,10 +548,7 @@ fn run_workflow(
     } else {
         let summary = match run.status {
             RunStatus::Completed => "completed".to_string(),
-            RunStatus::Waiting => format!(
-                "waiting: resumes at {}",
-                run.resume_at.clone().unwrap_or_default()
-            ),
+            RunStatus::Waiting => format!("waiting: resumes at {}", run.resume_at.clone().unwrap_or_default()),
             RunStatus::Aborted => "aborted".to_string(),
             RunStatus::Failed => run.failure_summary().unwrap_or_else(|| "failed".to_string()),
             RunStatus::Running => "stopped".to_string(),
@@ -532,4 +562,17 @@ fn run_workflow(
         RunStatus::Failed => Outcome::Failure,
         _ => Outcome::Success,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::after_stream;
+
+    #[test]
+    fn a_streamed_reply_is_not_printed_twice() {
+        assert_eq!(after_stream("", "Booked!"), "Booked!\n", "nothing streamed: the whole reply");
+        assert_eq!(after_stream("For which date?", "For which date?"), "\n");
+        assert_eq!(after_stream("Welcome!", "Welcome!\nFor which date?"), "\nFor which date?\n");
+        assert_eq!(after_stream("Let me check", "Sorry, no rooms."), "\nSorry, no rooms.\n");
+    }
 }

@@ -51,12 +51,7 @@ pub trait Bindings {
 pub fn eval(expr: &Expr, bindings: &dyn Bindings, warnings: &mut Vec<String>) -> Value {
     match &expr.kind {
         ExprKind::Literal { value } => value.clone(),
-        ExprKind::List { items } => Value::Array(
-            items
-                .iter()
-                .map(|item| eval(item, bindings, warnings))
-                .collect(),
-        ),
+        ExprKind::List { items } => Value::Array(items.iter().map(|item| eval(item, bindings, warnings)).collect()),
         ExprKind::Field { field } => bindings.field(*field),
         ExprKind::Context { key } => bindings.context(*key),
         ExprKind::Local { slot, .. } => bindings.local(*slot),
@@ -65,14 +60,8 @@ pub fn eval(expr: &Expr, bindings: &dyn Bindings, warnings: &mut Vec<String>) ->
             Value::Object(mut map) => map.shift_remove(member).unwrap_or(Value::Null),
             _ => Value::Null,
         },
-        ExprKind::Unary {
-            op: UnaryOp::Not,
-            operand,
-        } => Value::Bool(!is_true(&eval(operand, bindings, warnings))),
-        ExprKind::Unary {
-            op: UnaryOp::Neg,
-            operand,
-        } => {
+        ExprKind::Unary { op: UnaryOp::Not, operand } => Value::Bool(!is_true(&eval(operand, bindings, warnings))),
+        ExprKind::Unary { op: UnaryOp::Neg, operand } => {
             let value = eval(operand, bindings, warnings);
             negate(&value, expr.ty == Type::Float, warnings)
         }
@@ -130,10 +119,7 @@ impl Num {
             return None;
         };
         // A u64 above i64::MAX cannot be an int here; it is kept as a float.
-        number
-            .as_i64()
-            .map(Num::Int)
-            .or_else(|| number.as_f64().map(Num::Float))
+        number.as_i64().map(Num::Int).or_else(|| number.as_f64().map(Num::Float))
     }
 
     fn as_f64(self) -> f64 {
@@ -171,9 +157,7 @@ fn int_value(value: Option<i64>, what: &str, warnings: &mut Vec<String>) -> Valu
     match value {
         Some(value) => Value::from(value),
         None => {
-            warnings.push(format!(
-                "{what} overflows 64-bit integers; the result is null"
-            ));
+            warnings.push(format!("{what} overflows 64-bit integers; the result is null"));
             Value::Null
         }
     }
@@ -226,13 +210,7 @@ fn binary(
                 BinaryOp::In => Value::Bool(contained(&left_value, &right_value, temporal)),
                 BinaryOp::NotIn => Value::Bool(!contained(&left_value, &right_value, temporal)),
                 BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => {
-                    arithmetic(
-                        op,
-                        &left_value,
-                        &right_value,
-                        expr.ty == Type::Float,
-                        warnings,
-                    )
+                    arithmetic(op, &left_value, &right_value, expr.ty == Type::Float, warnings)
                 }
                 // Handled above; kept for exhaustiveness.
                 BinaryOp::And | BinaryOp::Or => Value::Null,
@@ -261,9 +239,7 @@ fn instant(text: &str) -> Option<DateTime<Utc>> {
     if let Ok(datetime) = DateTime::parse_from_rfc3339(text) {
         return Some(datetime.to_utc());
     }
-    NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
-        .ok()
-        .map(|datetime| datetime.and_utc())
+    NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f").ok().map(|datetime| datetime.and_utc())
 }
 
 fn equal(left: &Value, right: &Value, temporal: bool) -> bool {
@@ -288,9 +264,7 @@ fn equal(left: &Value, right: &Value, temporal: bool) -> bool {
         (Value::Object(left_map), Value::Object(right_map)) => {
             left_map.len() == right_map.len()
                 && left_map.iter().all(|(key, left_member)| {
-                    right_map
-                        .get(key)
-                        .is_some_and(|right_member| equal(left_member, right_member, false))
+                    right_map.get(key).is_some_and(|right_member| equal(left_member, right_member, false))
                 })
         }
         _ => left == right,
@@ -305,11 +279,7 @@ fn ordered(left: &Value, right: &Value, temporal: bool, accept: fn(Ordering) -> 
             _ => None,
         },
         (Value::String(left_text), Value::String(right_text)) => {
-            let instants = if temporal {
-                instant(left_text).zip(instant(right_text))
-            } else {
-                None
-            };
+            let instants = if temporal { instant(left_text).zip(instant(right_text)) } else { None };
             match instants {
                 Some((left_instant, right_instant)) => Some(left_instant.cmp(&right_instant)),
                 None => Some(left_text.cmp(right_text)),
@@ -329,25 +299,16 @@ fn contained(needle: &Value, haystack: &Value, temporal: bool) -> bool {
     }
 }
 
-fn arithmetic(
-    op: BinaryOp,
-    left: &Value,
-    right: &Value,
-    float: bool,
-    warnings: &mut Vec<String>,
-) -> Value {
+fn arithmetic(op: BinaryOp, left: &Value, right: &Value, float: bool, warnings: &mut Vec<String>) -> Value {
     if left.is_null() || right.is_null() {
         return Value::Null;
     }
     let what = format!("`{} {} {}`", to_text(left), op.as_str(), to_text(right));
-    if let (BinaryOp::Add, Value::String(left_text), Value::String(right_text)) = (op, left, right)
-    {
+    if let (BinaryOp::Add, Value::String(left_text), Value::String(right_text)) = (op, left, right) {
         return Value::String(format!("{left_text}{right_text}"));
     }
     let (Some(left_number), Some(right_number)) = (Num::of(left), Num::of(right)) else {
-        warnings.push(format!(
-            "{what} mixes values arithmetic cannot combine; the result is null"
-        ));
+        warnings.push(format!("{what} mixes values arithmetic cannot combine; the result is null"));
         return Value::Null;
     };
     let (left_number, right_number) = match (left_number, right_number) {
@@ -388,12 +349,7 @@ fn arithmetic(
     }
 }
 
-fn call(
-    function: Function,
-    args: &[Expr],
-    bindings: &dyn Bindings,
-    warnings: &mut Vec<String>,
-) -> Value {
+fn call(function: Function, args: &[Expr], bindings: &dyn Bindings, warnings: &mut Vec<String>) -> Value {
     match function {
         Function::Today => {
             return Value::String(bindings.now().date_naive().format("%Y-%m-%d").to_string());
@@ -403,10 +359,7 @@ fn call(
         }
         _ => {}
     }
-    let values: Vec<Value> = args
-        .iter()
-        .map(|arg| eval(arg, bindings, warnings))
-        .collect();
+    let values: Vec<Value> = args.iter().map(|arg| eval(arg, bindings, warnings)).collect();
     match (function, values.as_slice()) {
         (Function::Len, [Value::Null]) => Value::from(0),
         (Function::Len, [Value::String(text)]) => Value::from(text.chars().count()),
@@ -417,9 +370,7 @@ fn call(
         (Function::Contains, [haystack, needle]) if !haystack.is_null() && !needle.is_null() => {
             let temporal = args.iter().any(|arg| is_temporal(&arg.ty));
             match haystack {
-                Value::Array(_) | Value::String(_) => {
-                    Value::Bool(contained(needle, haystack, temporal))
-                }
+                Value::Array(_) | Value::String(_) => Value::Bool(contained(needle, haystack, temporal)),
                 _ => Value::Null,
             }
         }
@@ -442,13 +393,7 @@ mod tests {
     }
 
     fn object_type(fields: &[(&str, Type)]) -> Type {
-        Type::Object(
-            fields
-                .iter()
-                .map(|(name, ty)| (name.to_string(), ty.clone()))
-                .collect::<Vec<_>>()
-                .into(),
-        )
+        Type::Object(fields.iter().map(|(name, ty)| (name.to_string(), ty.clone())).collect::<Vec<_>>().into())
     }
 
     fn session() -> TestBindings {
@@ -470,16 +415,8 @@ mod tests {
                 ("plan", plan, json!("pro")),
                 ("tags", Type::List(Type::String.into()), json!(["a", "b"])),
                 ("days", Type::List(Type::Date.into()), json!(["2026-01-04"])),
-                (
-                    "contact",
-                    contact.clone(),
-                    json!({"name": "Ada", "email": "ada@example.com"}),
-                ),
-                (
-                    "contacts",
-                    Type::List(contact.clone().into()),
-                    json!([{"name": "Ada"}]),
-                ),
+                ("contact", contact.clone(), json!({"name": "Ada", "email": "ada@example.com"})),
+                ("contacts", Type::List(contact.clone().into()), json!([{"name": "Ada"}])),
                 ("nobody", contact, Value::Null),
                 ("missing", Type::Int, Value::Null),
                 ("nothing", Type::String, Value::Null),
@@ -491,9 +428,7 @@ mod tests {
 
     impl Bindings for TestBindings {
         fn field(&self, field: FieldId) -> Value {
-            self.fields
-                .get(field.index())
-                .map_or(Value::Null, |(_, _, value)| value.clone())
+            self.fields.get(field.index()).map_or(Value::Null, |(_, _, value)| value.clone())
         }
         fn context(&self, _key: ContextId) -> Value {
             self.tier.clone()
@@ -508,23 +443,17 @@ mod tests {
             (name == "TOKEN").then(|| "secret".to_string())
         }
         fn now(&self) -> DateTime<Utc> {
-            DateTime::parse_from_rfc3339("2026-01-05T10:00:00Z")
-                .map(|at| at.to_utc())
-                .unwrap_or_default()
+            DateTime::parse_from_rfc3339("2026-01-05T10:00:00Z").map(|at| at.to_utc()).unwrap_or_default()
         }
     }
 
     fn scope_symbols(bindings: &TestBindings) -> Symbols {
         let mut symbols = Symbols::default();
         for (index, (name, ty, _)) in bindings.fields.iter().enumerate() {
-            symbols
-                .fields
-                .insert(name.to_string(), (FieldId::from_index(index), ty.clone()));
+            symbols.fields.insert(name.to_string(), (FieldId::from_index(index), ty.clone()));
         }
         let tier = Type::Enum(vec!["basic".to_string(), "gold".to_string()].into());
-        symbols
-            .context
-            .insert("tier".to_string(), (ContextId(0), tier));
+        symbols.context.insert("tier".to_string(), (ContextId(0), tier));
         symbols
     }
 
@@ -537,19 +466,11 @@ mod tests {
         let ast = parse_expr(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
         let locals = [("c".to_string(), object_type(&[("email", Type::String)]))];
         let typed = Checker {
-            scope: Scope {
-                symbols: &symbols,
-                fields_visible: true,
-                locals: &locals,
-                env_allowed: true,
-            },
+            scope: Scope { symbols: &symbols, fields_visible: true, locals: &locals, env_allowed: true },
             diagnostics: &mut diagnostics,
         }
         .expr(&ast);
-        let codes: Vec<&str> = diagnostics
-            .iter()
-            .map(|diagnostic| diagnostic.code.as_str())
-            .collect();
+        let codes: Vec<&str> = diagnostics.iter().map(|diagnostic| diagnostic.code.as_str()).collect();
         assert!(codes.is_empty(), "{text}: {codes:?}");
         let mut warnings = Vec::new();
         let value = eval(&typed, &bindings, &mut warnings);
@@ -570,10 +491,7 @@ mod tests {
         let (value, warnings) = run(text);
         assert_eq!(value, Value::Null, "{text}");
         assert_eq!(warnings.len(), 1, "{text}: {warnings:?}");
-        assert!(
-            warnings.iter().all(|warning| warning.contains(needle)),
-            "{text}: {warnings:?}"
-        );
+        assert!(warnings.iter().all(|warning| warning.contains(needle)), "{text}: {warnings:?}");
     }
 
     #[test]
@@ -675,10 +593,7 @@ mod tests {
 
     #[test]
     fn today_and_now_come_from_the_clock() {
-        check(&[
-            ("today()", json!("2026-01-05")),
-            ("now()", json!("2026-01-05T10:00:00Z")),
-        ]);
+        check(&[("today()", json!("2026-01-05")), ("now()", json!("2026-01-05T10:00:00Z"))]);
     }
 
     #[test]
@@ -777,10 +692,7 @@ mod tests {
 
     #[test]
     fn strings_join_with_plus() {
-        check(&[
-            ("hotel + \"!\"", json!("Grand Hotel!")),
-            ("\"a\" + 'b'", json!("ab")),
-        ]);
+        check(&[("hotel + \"!\"", json!("Grand Hotel!")), ("\"a\" + 'b'", json!("ab"))]);
     }
 
     #[test]
@@ -842,12 +754,7 @@ mod tests {
         let mut diagnostics = Vec::new();
         let ast = parse_template(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
         let template = Checker {
-            scope: Scope {
-                symbols: &symbols,
-                fields_visible: true,
-                locals: &[],
-                env_allowed: false,
-            },
+            scope: Scope { symbols: &symbols, fields_visible: true, locals: &[], env_allowed: false },
             diagnostics: &mut diagnostics,
         }
         .template(&ast);
@@ -865,10 +772,7 @@ mod tests {
             ("{{confirmed}}/{{declined}}", "true/false"),
             ("{{ 7 / 2.0 }}", "3.5"),
             ("{{tags}}", "[\"a\",\"b\"]"),
-            (
-                "{{contact}}",
-                "{\"name\":\"Ada\",\"email\":\"ada@example.com\"}",
-            ),
+            ("{{contact}}", "{\"name\":\"Ada\",\"email\":\"ada@example.com\"}"),
             ("on {{date}}", "on 2026-01-04"),
             ("no braces", "no braces"),
         ] {

@@ -236,4 +236,3 @@ mod tests {
         assert!(!live.contains("unreachable") && !live.contains("linkStyle"), "{live}");
     }
 }
-

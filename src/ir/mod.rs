@@ -544,10 +544,8 @@ impl ValueType {
 
 /// The JSON schema of an object with these fields (all required, no others).
 pub fn object_schema(fields: &[Field]) -> serde_json::Value {
-    let properties: serde_json::Map<String, serde_json::Value> = fields
-        .iter()
-        .map(|field| (field.name.clone(), field.ty.json_schema()))
-        .collect();
+    let properties: serde_json::Map<String, serde_json::Value> =
+        fields.iter().map(|field| (field.name.clone(), field.ty.json_schema())).collect();
     let required: Vec<&str> = fields.iter().map(|field| field.name.as_str()).collect();
     serde_json::json!({
         "type": "object",

@@ -258,6 +258,14 @@ pub trait Provider: Send {
     /// The provider's name for traces (`offline`, `openai:gpt-4o-mini`).
     fn name(&self) -> String;
 
+    /// How the provider talks to its server, where that is negotiated
+    /// during a session (OpenAI-compatible servers: the structured-output
+    /// mode and the tool choice, after any fallback), in `flowc.toml`
+    /// syntax; `None` for providers with nothing to negotiate.
+    fn modes(&self) -> Option<String> {
+        None
+    }
+
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError>;
 
     /// Writes the reply. `on_text` receives the reply as it streams (all at

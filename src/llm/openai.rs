@@ -273,6 +273,14 @@ impl Provider for OpenAi {
         format!("openai:{}", self.model)
     }
 
+    fn modes(&self) -> Option<String> {
+        let choice = match self.tool_choice {
+            ToolChoiceMode::Auto => "auto",
+            ToolChoiceMode::Forced => "forced",
+        };
+        Some(format!("structured_output = \"{}\", tool_choice = \"{choice}\"", self.mode.as_str()))
+    }
+
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
         if request.is_empty() {
             return Ok(Understanding::default());

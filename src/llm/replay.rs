@@ -190,6 +190,10 @@ impl Provider for Recorder {
         self.inner.name()
     }
 
+    fn modes(&self) -> Option<String> {
+        self.inner.modes()
+    }
+
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
         let result = self.inner.understand(request);
         let request = request_json(request);

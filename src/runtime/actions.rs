@@ -25,11 +25,7 @@ pub struct Scope<'a> {
 
 impl Bindings for Scope<'_> {
     fn field(&self, field: FieldId) -> Value {
-        self.program
-            .field(field)
-            .and_then(|declared| self.data.get(&declared.name))
-            .cloned()
-            .unwrap_or(Value::Null)
+        self.program.field(field).and_then(|declared| self.data.get(&declared.name)).cloned().unwrap_or(Value::Null)
     }
 
     fn context(&self, key: ContextId) -> Value {
@@ -149,13 +145,8 @@ impl ActionRunner<'_> {
                     out.results.push(result);
                 }
                 ActionKind::Emit(directive) => {
-                    let scope = Scope {
-                        program: self.program,
-                        data,
-                        context,
-                        locals,
-                        clock: self.tool_env.clock.as_ref(),
-                    };
+                    let scope =
+                        Scope { program: self.program, data, context, locals, clock: self.tool_env.clock.as_ref() };
                     let emission = evaluate_directive(directive, emission_source, &scope, &mut out.warnings);
                     out.emissions.push(emission);
                 }
@@ -178,11 +169,7 @@ impl ActionRunner<'_> {
                             None => true,
                         };
                         if keep {
-                            let nested = ActionSource {
-                                kind: source.kind,
-                                path: source.path,
-                                numbered: false,
-                            };
+                            let nested = ActionSource { kind: source.kind, path: source.path, numbered: false };
                             self.run(&for_each.actions, &nested, data, context, locals, out)?;
                         }
                     }
@@ -194,24 +181,19 @@ impl ActionRunner<'_> {
     }
 
     fn eval(&self, expr: &Expr, data: &Data, context: &Data, locals: &[Value], out: &mut ActionOutput) -> Value {
-        let scope = Scope {
-            program: self.program,
-            data,
-            context,
-            locals,
-            clock: self.tool_env.clock.as_ref(),
-        };
+        let scope = Scope { program: self.program, data, context, locals, clock: self.tool_env.clock.as_ref() };
         eval(expr, &scope, &mut out.warnings)
     }
 
-    fn render(&self, template: &Template, data: &Data, context: &Data, locals: &[Value], out: &mut ActionOutput) -> String {
-        let scope = Scope {
-            program: self.program,
-            data,
-            context,
-            locals,
-            clock: self.tool_env.clock.as_ref(),
-        };
+    fn render(
+        &self,
+        template: &Template,
+        data: &Data,
+        context: &Data,
+        locals: &[Value],
+        out: &mut ActionOutput,
+    ) -> String {
+        let scope = Scope { program: self.program, data, context, locals, clock: self.tool_env.clock.as_ref() };
         render(template, &scope, &mut out.warnings)
     }
 
@@ -219,10 +201,8 @@ impl ActionRunner<'_> {
         let Some(declared) = self.program.field(field) else {
             return Ok(());
         };
-        let value = validate(&value, &declared.ty).map_err(|reason| ActionError::InvalidWrite {
-            field: declared.name.clone(),
-            reason,
-        })?;
+        let value = validate(&value, &declared.ty)
+            .map_err(|reason| ActionError::InvalidWrite { field: declared.name.clone(), reason })?;
         if value.is_null() {
             data.remove(&declared.name);
         } else {
@@ -265,49 +245,40 @@ fn strip_directive(result: &Value) -> Value {
 }
 
 /// Evaluates an IR directive into an emission.
-pub fn evaluate_directive(directive: &Directive, source: Source, scope: &Scope<'_>, warnings: &mut Vec<String>) -> Emission {
+pub fn evaluate_directive(
+    directive: &Directive,
+    source: Source,
+    scope: &Scope<'_>,
+    warnings: &mut Vec<String>,
+) -> Emission {
     let program = scope.program;
     let field_name = |field: FieldId| program.field(field).map_or_else(String::new, |field| field.name.clone());
     let position = directive.position.as_ref().map(|position| match position {
         Position::Goto { flow, data } => Move::Goto {
             flow: *flow,
-            data: data
-                .iter()
-                .map(|write| (field_name(write.field), eval(&write.value, scope, warnings)))
-                .collect(),
+            data: data.iter().map(|write| (field_name(write.field), eval(&write.value, scope, warnings))).collect(),
         },
         Position::GotoStep { flow, step } => Move::GotoStep { flow: *flow, step: *step },
         Position::Complete { next } => Move::Complete { next: *next },
-        Position::Abort { reason } => Move::Abort {
-            reason: reason.as_ref().map(|reason| render(reason, scope, warnings)),
-        },
+        Position::Abort { reason } => {
+            Move::Abort { reason: reason.as_ref().map(|reason| render(reason, scope, warnings)) }
+        }
         Position::Reset => Move::Reset,
     });
     Emission {
         source,
         position,
         reply: directive.reply.as_ref().map(|reply| render(reply, scope, warnings)),
-        set: directive
-            .set
-            .iter()
-            .map(|write| (field_name(write.field), eval(&write.value, scope, warnings)))
-            .collect(),
+        set: directive.set.iter().map(|write| (field_name(write.field), eval(&write.value, scope, warnings))).collect(),
         set_context: directive
             .set_context
             .iter()
             .map(|write| {
-                let name = program
-                    .context
-                    .get(write.key.index())
-                    .map_or_else(String::new, |key| key.name.clone());
+                let name = program.context.get(write.key.index()).map_or_else(String::new, |key| key.name.clone());
                 (name, eval(&write.value, scope, warnings))
             })
             .collect(),
-        append_prompt: directive
-            .append_prompt
-            .iter()
-            .map(|text| render(text, scope, warnings))
-            .collect(),
+        append_prompt: directive.append_prompt.iter().map(|text| render(text, scope, warnings)).collect(),
         inject_tools: directive.inject_tools.clone(),
         halt: directive.halt,
     }
@@ -359,9 +330,7 @@ pub fn emission_from_json(program: &Program, json: &Value, source: Source) -> (E
                 positions.push(Move::Complete { next });
             }
             ("abort", Value::Bool(true)) => positions.push(Move::Abort { reason: None }),
-            ("abort", Value::String(reason)) => positions.push(Move::Abort {
-                reason: Some(reason.clone()),
-            }),
+            ("abort", Value::String(reason)) => positions.push(Move::Abort { reason: Some(reason.clone()) }),
             ("reset", Value::Bool(true)) => positions.push(Move::Reset),
             ("reply", Value::String(reply)) => emission.reply = Some(reply.clone()),
             ("set", Value::Object(writes)) => {
@@ -372,9 +341,7 @@ pub fn emission_from_json(program: &Program, json: &Value, source: Source) -> (E
             }
             ("append_prompt", Value::String(text)) => emission.append_prompt.push(text.clone()),
             ("append_prompt", Value::Array(texts)) => {
-                emission
-                    .append_prompt
-                    .extend(texts.iter().filter_map(Value::as_str).map(str::to_string));
+                emission.append_prompt.extend(texts.iter().filter_map(Value::as_str).map(str::to_string));
             }
             ("inject_tools", Value::Array(names)) => {
                 for name in names.iter().filter_map(Value::as_str) {

@@ -24,9 +24,7 @@ pub type ClockAndIds = (Arc<dyn Clock>, Arc<dyn IdSource>);
 /// Why the environment does not describe a clock.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ClockError {
-    #[error(
-        "FLOWC_NOW=`{value}` is not a time; write RFC 3339 (2026-01-05T10:00:00Z) or a date (2026-01-05)"
-    )]
+    #[error("FLOWC_NOW=`{value}` is not a time; write RFC 3339 (2026-01-05T10:00:00Z) or a date (2026-01-05)")]
     InvalidNow { value: String },
 }
 
@@ -53,9 +51,7 @@ impl FixedClock {
             .map(|datetime| datetime.to_utc())
             .ok()
             .or_else(|| {
-                NaiveDateTime::parse_from_str(trimmed, "%Y-%m-%dT%H:%M:%S%.f")
-                    .ok()
-                    .map(|datetime| datetime.and_utc())
+                NaiveDateTime::parse_from_str(trimmed, "%Y-%m-%dT%H:%M:%S%.f").ok().map(|datetime| datetime.and_utc())
             })
             .or_else(|| {
                 NaiveDate::parse_from_str(trimmed, "%Y-%m-%d")
@@ -63,11 +59,7 @@ impl FixedClock {
                     .and_then(|date| date.and_hms_opt(0, 0, 0))
                     .map(|datetime| datetime.and_utc())
             });
-        instant
-            .map(FixedClock)
-            .ok_or_else(|| ClockError::InvalidNow {
-                value: text.to_string(),
-            })
+        instant.map(FixedClock).ok_or_else(|| ClockError::InvalidNow { value: text.to_string() })
     }
 }
 
@@ -91,8 +83,7 @@ impl IdSource for RandomIds {
         if getrandom::fill(&mut bytes).is_err() {
             let nanos = Utc::now().timestamp_nanos_opt().unwrap_or_default();
             let count = self.fallback.fetch_add(1, Ordering::Relaxed);
-            let mut state =
-                nanos.unsigned_abs() ^ u64::from(std::process::id()).rotate_left(32) ^ count;
+            let mut state = nanos.unsigned_abs() ^ u64::from(std::process::id()).rotate_left(32) ^ count;
             bytes = random_bytes(&mut state);
         }
         format_uuid_v4(bytes)
@@ -108,9 +99,7 @@ pub struct SeededIds {
 
 impl SeededIds {
     pub fn new(seed: u64) -> SeededIds {
-        SeededIds {
-            state: AtomicU64::new(seed),
-        }
+        SeededIds { state: AtomicU64::new(seed) }
     }
 
     /// A seed from `FLOWC_SEED`: a decimal number as is, any other text
@@ -126,9 +115,7 @@ impl IdSource for SeededIds {
     fn next_id(&self) -> String {
         // Each id takes two splitmix64 steps; reserving both at once keeps
         // the sequence deterministic per id even across threads.
-        let start = self
-            .state
-            .fetch_add(SPLITMIX_GAMMA.wrapping_mul(2), Ordering::Relaxed);
+        let start = self.state.fetch_add(SPLITMIX_GAMMA.wrapping_mul(2), Ordering::Relaxed);
         let mut state = start;
         format_uuid_v4(random_bytes(&mut state))
     }
@@ -156,9 +143,7 @@ fn random_bytes(state: &mut u64) -> [u8; 16] {
 }
 
 fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx` with the RFC 9562 version and
@@ -168,25 +153,14 @@ fn format_uuid_v4(mut bytes: [u8; 16]) -> String {
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
     let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
     let group = |range: std::ops::Range<usize>| hex.get(range).unwrap_or_default();
-    format!(
-        "{}-{}-{}-{}-{}",
-        group(0..8),
-        group(8..12),
-        group(12..16),
-        group(16..20),
-        group(20..32)
-    )
+    format!("{}-{}-{}-{}-{}", group(0..8), group(8..12), group(12..16), group(16..20), group(20..32))
 }
 
 /// The clock and id source the environment asks for: `FLOWC_NOW` freezes
 /// the clock (a bad value is an error to report), `FLOWC_SEED` seeds the
 /// ids. Unset or empty variables mean the real clock and random ids.
 pub fn from_env() -> Result<ClockAndIds, ClockError> {
-    let read = |name: &str| {
-        std::env::var(name)
-            .ok()
-            .filter(|value| !value.trim().is_empty())
-    };
+    let read = |name: &str| std::env::var(name).ok().filter(|value| !value.trim().is_empty());
     from_values(read("FLOWC_NOW").as_deref(), read("FLOWC_SEED").as_deref())
 }
 
@@ -211,13 +185,9 @@ mod tests {
         let groups: Vec<&str> = id.split('-').collect();
         let lengths: Vec<usize> = groups.iter().map(|group| group.len()).collect();
         lengths == [8, 4, 4, 4, 12]
-            && id
-                .chars()
-                .all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c))
+            && id.chars().all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c))
             && groups.get(2).is_some_and(|group| group.starts_with('4'))
-            && groups
-                .get(3)
-                .is_some_and(|group| group.starts_with(['8', '9', 'a', 'b']))
+            && groups.get(3).is_some_and(|group| group.starts_with(['8', '9', 'a', 'b']))
     }
 
     #[test]
@@ -233,9 +203,7 @@ mod tests {
         }
         assert_eq!(
             FixedClock::parse("yesterday").err(),
-            Some(ClockError::InvalidNow {
-                value: "yesterday".to_string()
-            })
+            Some(ClockError::InvalidNow { value: "yesterday".to_string() })
         );
     }
 
@@ -265,10 +233,7 @@ mod tests {
         assert_eq!(unique.len(), 50);
         assert!(sequence.iter().all(|id| is_uuid_v4(id)), "{sequence:?}");
         assert_ne!(SeededIds::new(8).next_id(), SeededIds::new(7).next_id());
-        assert_eq!(
-            SeededIds::from_text("test").next_id(),
-            SeededIds::from_text("test").next_id()
-        );
+        assert_eq!(SeededIds::from_text("test").next_id(), SeededIds::from_text("test").next_id());
     }
 
     #[test]
@@ -276,10 +241,7 @@ mod tests {
         let ids = RandomIds::default();
         let first = ids.next_id();
         let second = ids.next_id();
-        assert!(
-            is_uuid_v4(&first) && is_uuid_v4(&second),
-            "{first} {second}"
-        );
+        assert!(is_uuid_v4(&first) && is_uuid_v4(&second), "{first} {second}");
         assert_ne!(first, second);
     }
 }

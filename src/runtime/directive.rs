@@ -223,10 +223,7 @@ mod tests {
     }
 
     fn with_position(source: &str, position: Move) -> Emission {
-        Emission {
-            position: Some(position),
-            ..emission(source)
-        }
+        Emission { position: Some(position), ..emission(source) }
     }
 
     #[test]

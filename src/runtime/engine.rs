@@ -73,6 +73,9 @@ pub enum TurnError {
 /// Receives every event of a turn as it happens.
 pub type Observer = Box<dyn FnMut(&Event) + Send>;
 
+/// Receives the reply of a turn as it is written (see [`Runtime::set_stream`]).
+pub type StreamSink = Box<dyn FnMut(&str) + Send>;
+
 /// What a runtime needs besides the program and the model.
 #[derive(Clone)]
 pub struct RuntimeOptions {
@@ -88,6 +91,7 @@ pub struct Runtime {
     tool_env: ToolEnv,
     program_hash: String,
     observer: Option<Observer>,
+    stream: Option<StreamSink>,
 }
 
 /// Where a turn goes next (one transition per [`Turn::step`] during
@@ -97,7 +101,11 @@ enum Cursor {
     EnterFlow(FlowId, StepId),
     Enter(FlowId, StepId),
     /// A step the message may answer: asks again or executes.
-    Evaluate { flow: FlowId, step: StepId, fresh: bool },
+    Evaluate {
+        flow: FlowId,
+        step: StepId,
+        fresh: bool,
+    },
     Execute(FlowId, StepId),
     Leave(FlowId, StepId),
     FlowDone(FlowId, Option<FlowId>, bool),
@@ -141,7 +149,19 @@ impl Runtime {
             tool_env: options.tool_env,
             program_hash,
             observer: None,
+            stream: None,
         }
+    }
+
+    /// Receives the reply of each turn that calls the model while it is
+    /// written, for a terminal to show it as it streams: the turn's `say`
+    /// texts first (when the model is about to be called), then a line
+    /// break and the model's text, piece by piece. Unless a post-model
+    /// `reply` directive replaces the model's text, what the sink received
+    /// is [`TurnResult::reply`]; a turn without a model call sends nothing.
+    /// A turn that fails may have sent part of a reply.
+    pub fn set_stream(&mut self, sink: StreamSink) {
+        self.stream = Some(sink);
     }
 
     /// Receives every event as it happens (the REPL's live trace).
@@ -151,6 +171,11 @@ impl Runtime {
 
     pub fn provider_name(&self) -> String {
         self.provider.name()
+    }
+
+    /// What the provider negotiated with its server so far ([`Provider::modes`]).
+    pub fn provider_modes(&self) -> Option<String> {
+        self.provider.modes()
     }
 
     pub fn program_hash(&self) -> &str {
@@ -315,12 +340,7 @@ impl Turn<'_> {
     }
 
     fn over_token_budget(&self) -> bool {
-        self.runtime
-            .program
-            .agent
-            .limits
-            .max_turn_tokens
-            .is_some_and(|limit| self.usage.total_tokens() > limit)
+        self.runtime.program.agent.limits.max_turn_tokens.is_some_and(|limit| self.usage.total_tokens() > limit)
     }
 
     fn flow_name(&self, flow: FlowId) -> String {
@@ -370,19 +390,14 @@ impl Turn<'_> {
         let message = self.message.clone();
         self.emit(Event::TurnStarted { turn, message });
         if let Some(pending) = self.session.pending.take() {
-            self.emit(Event::PendingApplied {
-                source: pending.source.to_string(),
-            });
+            self.emit(Event::PendingApplied { source: pending.source.to_string() });
             let mut pending = pending;
             pending.source = Source("pending".to_string());
             self.record(&pending, true);
             self.apply_writes(&pending.set, &pending.set_context, &pending.source.to_string());
             self.halt |= pending.halt;
             if let Some(reply) = pending.reply.clone() {
-                self.post_bus.push(Emission {
-                    reply: Some(reply),
-                    ..Emission::new(pending.source.clone())
-                });
+                self.post_bus.push(Emission { reply: Some(reply), ..Emission::new(pending.source.clone()) });
             }
             self.cursor = match pending.position.clone() {
                 Some(position) => self.position_cursor(position),
@@ -398,11 +413,7 @@ impl Turn<'_> {
     /// Where the conversation stands without routing.
     fn current_cursor(&self) -> Cursor {
         match (self.session.flow, self.session.step) {
-            (Some(flow), Some(step)) => Cursor::Evaluate {
-                flow,
-                step,
-                fresh: false,
-            },
+            (Some(flow), Some(step)) => Cursor::Evaluate { flow, step, fresh: false },
             (Some(flow), None) => Cursor::Enter(flow, StepId(0)),
             _ => Cursor::Idle,
         }
@@ -416,9 +427,7 @@ impl Turn<'_> {
         let candidates: Vec<FlowId> = (0..program.flows.len())
             .map(FlowId::from_index)
             .filter(|flow| {
-                program
-                    .flow(*flow)
-                    .is_some_and(|declared| !declared.workflow && self.guard_passes(&declared.guard))
+                program.flow(*flow).is_some_and(|declared| !declared.workflow && self.guard_passes(&declared.guard))
             })
             .collect();
         let routable: Vec<FlowId> = candidates
@@ -495,10 +504,7 @@ impl Turn<'_> {
                 .iter()
                 .chain(&early_post)
                 .filter_map(|signal| program.signals.get(*signal))
-                .map(|signal| Question {
-                    id: signal.name.clone(),
-                    when: signal.when.clone(),
-                })
+                .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
                 .collect(),
             today: self.runtime.tool_env.clock.now().date_naive().to_string(),
         };
@@ -528,9 +534,7 @@ impl Turn<'_> {
         }
         let answered_current = current_step.is_some_and(|step| {
             step.collect.iter().any(|field| {
-                program
-                    .field(*field)
-                    .is_some_and(|declared| self.understanding.fields.contains_key(&declared.name))
+                program.field(*field).is_some_and(|declared| self.understanding.fields.contains_key(&declared.name))
             })
         });
         let mut route: Option<(FlowId, &'static str)> = match (active, understood_flow) {
@@ -541,16 +545,11 @@ impl Turn<'_> {
                 .iter()
                 .copied()
                 .find(|flow| {
-                    program
-                        .flow(*flow)
-                        .is_some_and(|declared| declared.when.is_empty() && !declared.guard.is_empty())
+                    program.flow(*flow).is_some_and(|declared| declared.when.is_empty() && !declared.guard.is_empty())
                 })
                 .map(|flow| (flow, "if"))
                 .or_else(|| {
-                    program
-                        .default_flow
-                        .filter(|flow| candidates.contains(flow))
-                        .map(|flow| (flow, "default"))
+                    program.default_flow.filter(|flow| candidates.contains(flow)).map(|flow| (flow, "default"))
                 }),
         };
 
@@ -563,19 +562,12 @@ impl Turn<'_> {
             if self.understanding.signals.get(&signal.name) != Some(&true) {
                 continue;
             }
-            self.emit(Event::SignalMatched {
-                signal: signal.name.clone(),
-                phase: "pre",
-            });
+            self.emit(Event::SignalMatched { signal: signal.name.clone(), phase: "pre" });
             self.fire_signal(&signal.name);
             if let Some(directive) = &signal.then {
                 let mut warnings = Vec::new();
-                let emission = evaluate_directive(
-                    directive,
-                    Source::new("signal", &signal.name),
-                    &self.scope(&[]),
-                    &mut warnings,
-                );
+                let emission =
+                    evaluate_directive(directive, Source::new("signal", &signal.name), &self.scope(&[]), &mut warnings);
                 for warning in warnings {
                     self.warn(warning);
                 }
@@ -610,7 +602,8 @@ impl Turn<'_> {
             self.warn(warning.clone());
         }
         for (index, emission) in signal_emissions.iter().enumerate() {
-            let applied = merged.position.as_ref().is_none_or(|(_, winner)| *winner == index) || emission.position.is_none();
+            let applied =
+                merged.position.as_ref().is_none_or(|(_, winner)| *winner == index) || emission.position.is_none();
             self.record(emission, applied);
         }
         self.apply_writes(&merged.set, &merged.set_context, "signals");
@@ -640,10 +633,7 @@ impl Turn<'_> {
                     reason: format!("routed to `{}`", self.flow_name(flow)),
                 });
             }
-            self.emit(Event::Routed {
-                flow: self.flow_name(flow),
-                reason,
-            });
+            self.emit(Event::Routed { flow: self.flow_name(flow), reason });
             self.cursor = Cursor::EnterFlow(flow, StepId(0));
         } else {
             self.cursor = self.current_cursor();
@@ -666,10 +656,7 @@ impl Turn<'_> {
 
     fn history_window(&self) -> Vec<Message> {
         let history = &self.session.history;
-        history
-            .get(history.len().saturating_sub(HISTORY_WINDOW)..)
-            .unwrap_or_default()
-            .to_vec()
+        history.get(history.len().saturating_sub(HISTORY_WINDOW)..).unwrap_or_default().to_vec()
     }
 
     /// Signals of these phases whose guard holds and whose behavior allows
@@ -717,11 +704,8 @@ impl Turn<'_> {
             let Some(flow) = program.flow(*flow_id) else {
                 continue;
             };
-            let start = if Some(*flow_id) == self.session.flow {
-                self.session.step.map_or(0, StepId::index)
-            } else {
-                0
-            };
+            let start =
+                if Some(*flow_id) == self.session.flow { self.session.step.map_or(0, StepId::index) } else { 0 };
             for step in flow.steps.iter().skip(start) {
                 for (index, entry) in step.branches.iter().enumerate() {
                     if entry.when.is_empty() {
@@ -768,11 +752,7 @@ impl Turn<'_> {
                 Ok(valid) => staged.push((name.clone(), valid)),
                 Err(reason) => {
                     rejected = true;
-                    self.emit(Event::ExtractionRejected {
-                        field: name.clone(),
-                        value: value.clone(),
-                        reason,
-                    });
+                    self.emit(Event::ExtractionRejected { field: name.clone(), value: value.clone(), reason });
                 }
             }
         }
@@ -782,26 +762,16 @@ impl Turn<'_> {
             return;
         }
         for (name, value) in staged {
-            self.emit(Event::Extracted {
-                field: name.clone(),
-                value: value.clone(),
-            });
+            self.emit(Event::Extracted { field: name.clone(), value: value.clone() });
             self.session.data.insert(name, value);
         }
     }
 
     fn count_call(&mut self, purpose: Purpose, usage: Usage) {
-        let usage = Usage {
-            calls: usage.calls.max(1),
-            ..usage
-        };
+        let usage = Usage { calls: usage.calls.max(1), ..usage };
         self.usage.add(usage);
         let provider = self.runtime.provider.name();
-        self.emit(Event::ModelCalled {
-            purpose,
-            provider,
-            usage,
-        });
+        self.emit(Event::ModelCalled { purpose, provider, usage });
     }
 
     // ------------------------------------------------------------ 4. resolve
@@ -832,11 +802,8 @@ impl Turn<'_> {
                 let path = format!("{}.on_enter", flow.name);
                 self.run_hook(&flow.on_enter, &path)?;
                 if !self.apply_pre_positions() {
-                    self.cursor = if step_id == StepId(0) {
-                        self.entry_cursor(flow_id)
-                    } else {
-                        Cursor::Enter(flow_id, step_id)
-                    };
+                    self.cursor =
+                        if step_id == StepId(0) { self.entry_cursor(flow_id) } else { Cursor::Enter(flow_id, step_id) };
                 }
             }
             Cursor::Enter(flow_id, step_id) => {
@@ -848,18 +815,11 @@ impl Turn<'_> {
                 self.session.flow = Some(flow_id);
                 self.session.step = Some(step_id);
                 self.session.asks = 0;
-                self.emit(Event::StepEntered {
-                    flow: self.flow_name(flow_id),
-                    step: step.name.clone(),
-                });
+                self.emit(Event::StepEntered { flow: self.flow_name(flow_id), step: step.name.clone() });
                 let path = format!("{}.{}.on_enter", self.flow_name(flow_id), step.name);
                 self.run_hook(&step.on_enter, &path)?;
                 if !self.apply_pre_positions() {
-                    self.cursor = Cursor::Evaluate {
-                        flow: flow_id,
-                        step: step_id,
-                        fresh: true,
-                    };
+                    self.cursor = Cursor::Evaluate { flow: flow_id, step: step_id, fresh: true };
                 }
             }
             Cursor::Evaluate { flow, step, fresh } => self.evaluate(&program, flow, step, fresh)?,
@@ -879,10 +839,7 @@ impl Turn<'_> {
                 self.session.asks = 0;
                 match next_override.or(flow.complete_next) {
                     Some(next) => {
-                        self.emit(Event::Routed {
-                            flow: self.flow_name(next),
-                            reason: "complete.next",
-                        });
+                        self.emit(Event::Routed { flow: self.flow_name(next), reason: "complete.next" });
                         self.cursor = Cursor::EnterFlow(next, StepId(0));
                     }
                     None => self.stop_with(StopReason::FlowComplete),
@@ -890,10 +847,7 @@ impl Turn<'_> {
             }
             Cursor::Abort => {
                 if let Some(flow) = self.session.flow {
-                    self.emit(Event::FlowLeft {
-                        flow: self.flow_name(flow),
-                        reason: "aborted".to_string(),
-                    });
+                    self.emit(Event::FlowLeft { flow: self.flow_name(flow), reason: "aborted".to_string() });
                 }
                 self.session.flow = None;
                 self.session.step = None;
@@ -945,10 +899,7 @@ impl Turn<'_> {
         if step.auto {
             // An auto step whose `requires` are unset cannot run and cannot
             // ask: the flow cannot go on.
-            self.warn(format!(
-                "the auto step `{}` requires fields that are not set; the flow stops here",
-                step.name
-            ));
+            self.warn(format!("the auto step `{}` requires fields that are not set; the flow stops here", step.name));
             self.mark_executed(&step.name);
             self.stop_with(StopReason::NeedsInput);
             return Ok(());
@@ -974,11 +925,7 @@ impl Turn<'_> {
                     self.session.asks = 0;
                     self.cursor = match emission.position {
                         Some(position) => self.position_cursor(position),
-                        None => Cursor::Evaluate {
-                            flow: flow_id,
-                            step: step_id,
-                            fresh: true,
-                        },
+                        None => Cursor::Evaluate { flow: flow_id, step: step_id, fresh: true },
                     };
                 }
                 None => {
@@ -993,11 +940,7 @@ impl Turn<'_> {
         }
         self.session.asks += 1;
         let ask = self.session.asks;
-        self.emit(Event::StepAsked {
-            flow: flow.name.clone(),
-            step: step.name.clone(),
-            ask,
-        });
+        self.emit(Event::StepAsked { flow: flow.name.clone(), step: step.name.clone(), ask });
         self.mark_executed(&step.name);
         self.asking = Some((flow_id, step_id));
         let path = format!("{}.{}.prepare", flow.name, step.name);
@@ -1035,11 +978,7 @@ impl Turn<'_> {
         self.session.step = Some(step_id);
         self.mark_executed(&step.name);
         let path = format!("{}.{}", flow.name, step.name);
-        let source = ActionSource {
-            kind: "action",
-            path: &path,
-            numbered: true,
-        };
+        let source = ActionSource { kind: "action", path: &path, numbered: true };
         self.run_actions(&step.actions, &source, false)?;
         if step.collect.is_empty()
             && let Some(prompt) = &step.prompt
@@ -1051,10 +990,7 @@ impl Turn<'_> {
             let text = self.render(say);
             self.says.push(text);
         }
-        self.emit(Event::StepExecuted {
-            flow: flow.name.clone(),
-            step: step.name.clone(),
-        });
+        self.emit(Event::StepExecuted { flow: flow.name.clone(), step: step.name.clone() });
         if self.apply_pre_positions() {
             return Ok(());
         }
@@ -1133,7 +1069,8 @@ impl Turn<'_> {
             Then::Step(target) => self.cursor = Cursor::Enter(flow_id, *target),
             Then::Directive(directive) => {
                 let mut warnings = Vec::new();
-                let emission = evaluate_directive(directive, Source::new("branch", &base), &self.scope(&[]), &mut warnings);
+                let emission =
+                    evaluate_directive(directive, Source::new("branch", &base), &self.scope(&[]), &mut warnings);
                 for warning in warnings {
                     self.warn(warning);
                 }
@@ -1143,7 +1080,12 @@ impl Turn<'_> {
                 // A branch evaluated before the model call is pre-model:
                 // its reply and augmentation act in this turn.
                 if emission.reply.is_some() || emission.has_augmentation() {
-                    self.pre_bus.push(Emission { position: None, set: Vec::new(), set_context: Vec::new(), ..emission.clone() });
+                    self.pre_bus.push(Emission {
+                        position: None,
+                        set: Vec::new(),
+                        set_context: Vec::new(),
+                        ..emission.clone()
+                    });
                     self.pre_applied = self.pre_bus.len();
                 }
                 self.cursor = match emission.position {
@@ -1194,11 +1136,9 @@ impl Turn<'_> {
         for (index, candidate) in flow.steps.iter().enumerate().skip(step_id.index() + 1) {
             let reason = self.skip_reason(flow, candidate);
             match reason {
-                Some(reason) => self.emit(Event::StepSkipped {
-                    flow: flow.name.clone(),
-                    step: candidate.name.clone(),
-                    reason,
-                }),
+                Some(reason) => {
+                    self.emit(Event::StepSkipped { flow: flow.name.clone(), step: candidate.name.clone(), reason })
+                }
                 None => return Cursor::Enter(flow_id, StepId::from_index(index)),
             }
         }
@@ -1294,12 +1234,7 @@ impl Turn<'_> {
         };
         for (tool, duration_ms, error) in out.tool_calls.drain(..) {
             let ok = error.is_none();
-            self.events.push(Event::ToolCalled {
-                tool,
-                ok,
-                duration_ms,
-                error,
-            });
+            self.events.push(Event::ToolCalled { tool, ok, duration_ms, error });
         }
         for warning in std::mem::take(&mut out.warnings) {
             self.warn(warning);
@@ -1311,7 +1246,12 @@ impl Turn<'_> {
 
     /// Runs a step's `do` (or a pre-model hook): writes commit together,
     /// says join the reply, emissions join the pre-model bus.
-    fn run_actions(&mut self, actions: &[crate::ir::Action], source: &ActionSource<'_>, post: bool) -> Result<(), TurnError> {
+    fn run_actions(
+        &mut self,
+        actions: &[crate::ir::Action],
+        source: &ActionSource<'_>,
+        post: bool,
+    ) -> Result<(), TurnError> {
         if actions.is_empty() {
             return Ok(());
         }
@@ -1319,10 +1259,7 @@ impl Turn<'_> {
         self.says.extend(out.says);
         for emission in out.emissions {
             let directive = describe(&emission, &self.runtime.program);
-            self.emit(Event::DirectiveEmitted {
-                source: emission.source.to_string(),
-                directive,
-            });
+            self.emit(Event::DirectiveEmitted { source: emission.source.to_string(), directive });
             if post {
                 self.post_bus.push(emission);
             } else {
@@ -1333,20 +1270,12 @@ impl Turn<'_> {
     }
 
     fn run_hook(&mut self, actions: &[crate::ir::Action], path: &str) -> Result<(), TurnError> {
-        let source = ActionSource {
-            kind: "hook",
-            path,
-            numbered: false,
-        };
+        let source = ActionSource { kind: "hook", path, numbered: false };
         self.run_actions(actions, &source, false)
     }
 
     fn run_post_hook(&mut self, actions: &[crate::ir::Action], path: &str) -> Result<(), TurnError> {
-        let source = ActionSource {
-            kind: "hook",
-            path,
-            numbered: false,
-        };
+        let source = ActionSource { kind: "hook", path, numbered: false };
         self.run_actions(actions, &source, true)
     }
 
@@ -1363,7 +1292,8 @@ impl Turn<'_> {
         // once, when the whole pre-model bus is merged before the reply.
         let merged = merge(&fresh);
         for (index, emission) in fresh.iter().enumerate() {
-            let lost = emission.position.is_some() && merged.position.as_ref().is_some_and(|(_, winner)| *winner != index);
+            let lost =
+                emission.position.is_some() && merged.position.as_ref().is_some_and(|(_, winner)| *winner != index);
             self.record(emission, !lost);
         }
         self.apply_writes(&merged.set, &merged.set_context, "pre-model bus");
@@ -1401,11 +1331,7 @@ impl Turn<'_> {
             }
         }
         for (is_context, name, value) in staged {
-            let target = if is_context {
-                &mut self.session.context
-            } else {
-                &mut self.session.data
-            };
+            let target = if is_context { &mut self.session.context } else { &mut self.session.data };
             if value.is_null() {
                 target.remove(&name);
             } else {
@@ -1417,15 +1343,9 @@ impl Turn<'_> {
     fn record(&mut self, emission: &Emission, applied: bool) {
         let directive = describe(emission, &self.runtime.program);
         if applied {
-            self.emit(Event::DirectiveApplied {
-                source: emission.source.to_string(),
-            });
+            self.emit(Event::DirectiveApplied { source: emission.source.to_string() });
         }
-        self.records.push(DirectiveRecord {
-            source: emission.source.to_string(),
-            directive,
-            applied,
-        });
+        self.records.push(DirectiveRecord { source: emission.source.to_string(), directive, applied });
     }
 
     // ------------------------------------------------------------ 5. respond
@@ -1465,10 +1385,27 @@ impl Turn<'_> {
                 events: Vec::new(),
                 emissions: Vec::new(),
             };
-            let response = self
-                .runtime
-                .provider
-                .respond(&request, &mut tool_loop, &mut |_chunk: &str| {})?;
+            let mut stream = self.runtime.stream.as_mut();
+            // The `say` texts lead the reply: shown at once, with the line
+            // break that joins them to the model's text sent only once that
+            // text starts.
+            let said = self.says.join("\n");
+            if let Some(sink) = stream.as_mut()
+                && !said.is_empty()
+            {
+                sink(&said);
+            }
+            let mut separated = said.is_empty();
+            let mut on_text = |chunk: &str| {
+                if let Some(sink) = stream.as_mut() {
+                    if !separated && !chunk.is_empty() {
+                        separated = true;
+                        sink("\n");
+                    }
+                    sink(chunk);
+                }
+            };
+            let response = self.runtime.provider.respond(&request, &mut tool_loop, &mut on_text)?;
             self.tool_rounds = tool_loop.rounds;
             self.tool_limit_hit = tool_loop.limit_hit;
             let tool_events = std::mem::take(&mut tool_loop.events);
@@ -1504,7 +1441,8 @@ impl Turn<'_> {
                     emission.source
                 ));
             }
-            let lost = emission.position.is_some() && post.position.as_ref().is_some_and(|(_, winner)| *winner != index);
+            let lost =
+                emission.position.is_some() && post.position.as_ref().is_some_and(|(_, winner)| *winner != index);
             if emission.source.0 != "pending" {
                 self.record(emission, !lost);
             }
@@ -1657,10 +1595,7 @@ impl Turn<'_> {
             }
         }
         let mut history = self.history_window();
-        history.push(Message {
-            role: Role::User,
-            text: self.message.clone(),
-        });
+        history.push(Message { role: Role::User, text: self.message.clone() });
         let request = UnderstandRequest {
             message: self.message.clone(),
             history,
@@ -1675,10 +1610,7 @@ impl Turn<'_> {
             signals: unanswered
                 .iter()
                 .filter_map(|signal| program.signals.get(*signal))
-                .map(|signal| Question {
-                    id: signal.name.clone(),
-                    when: signal.when.clone(),
-                })
+                .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
                 .collect(),
             today: self.runtime.tool_env.clock.now().date_naive().to_string(),
         };
@@ -1729,11 +1661,7 @@ impl Turn<'_> {
         }
         let merged = merge(&armed);
         let mut pending = Emission::new(Source(
-            armed
-                .iter()
-                .map(|emission| emission.source.to_string())
-                .collect::<Vec<_>>()
-                .join("+"),
+            armed.iter().map(|emission| emission.source.to_string()).collect::<Vec<_>>().join("+"),
         ));
         pending.position = merged.position.map(|(position, _)| position);
         pending.reply = merged.reply.map(|(reply, _)| reply);
@@ -1741,7 +1669,10 @@ impl Turn<'_> {
         pending.set_context = merged.set_context;
         for emission in &armed {
             if emission.has_augmentation() {
-                self.warn(format!("{}: halt, append_prompt and inject_tools of a post-phase signal are dropped", emission.source));
+                self.warn(format!(
+                    "{}: halt, append_prompt and inject_tools of a post-phase signal are dropped",
+                    emission.source
+                ));
             }
             self.records.push(DirectiveRecord {
                 source: emission.source.to_string(),
@@ -1758,21 +1689,11 @@ impl Turn<'_> {
     fn finish(&mut self) -> TurnResult {
         let stop = self.stop.unwrap_or(StopReason::NeedsInput);
         self.emit(Event::TurnFinished { stopped_reason: stop });
-        self.session.history.push(Message {
-            role: Role::User,
-            text: self.message.clone(),
-        });
+        self.session.history.push(Message { role: Role::User, text: self.message.clone() });
         if !self.reply.is_empty() || !self.says.is_empty() {
-            let text = if self.reply.is_empty() {
-                self.says.join("\n")
-            } else {
-                self.reply.clone()
-            };
+            let text = if self.reply.is_empty() { self.says.join("\n") } else { self.reply.clone() };
             self.reply = text.clone();
-            self.session.history.push(Message {
-                role: Role::Assistant,
-                text,
-            });
+            self.session.history.push(Message { role: Role::Assistant, text });
         }
         self.session.usage.add(self.usage);
         self.session.version += 1;
@@ -1845,12 +1766,7 @@ impl ToolLoop for TurnToolLoop<'_> {
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         match result {
             Ok(result) => {
-                self.events.push(Event::ToolCalled {
-                    tool: name.to_string(),
-                    ok: true,
-                    duration_ms,
-                    error: None,
-                });
+                self.events.push(Event::ToolCalled { tool: name.to_string(), ok: true, duration_ms, error: None });
                 if let Some(directive) = result.get("directive") {
                     let (emission, warnings) =
                         super::actions::emission_from_json(self.program, directive, Source::new("tool", name));
@@ -1894,12 +1810,7 @@ fn flow_choice(program: &Program, flow: &Flow) -> FlowChoice {
             examples.extend(declared.ty.examples.iter().cloned());
         }
     }
-    FlowChoice {
-        name: flow.name.clone(),
-        title: flow.title.clone(),
-        when: flow.when.clone(),
-        examples,
-    }
+    FlowChoice { name: flow.name.clone(), title: flow.title.clone(), when: flow.when.clone(), examples }
 }
 
 pub(crate) fn field_spec(field: &crate::ir::Field, asked: bool) -> FieldSpec {
@@ -1922,19 +1833,12 @@ pub(crate) fn field_spec(field: &crate::ir::Field, asked: bool) -> FieldSpec {
 }
 
 fn question_id(base: &str, count: usize, index: usize) -> String {
-    if count == 1 {
-        base.to_string()
-    } else {
-        format!("{base}.{}", index + 1)
-    }
+    if count == 1 { base.to_string() } else { format!("{base}.{}", index + 1) }
 }
 
 fn push_questions(questions: &mut Vec<Question>, base: &str, whens: &[String]) {
     for (index, when) in whens.iter().enumerate() {
-        questions.push(Question {
-            id: question_id(base, whens.len(), index),
-            when: vec![when.clone()],
-        });
+        questions.push(Question { id: question_id(base, whens.len(), index), when: vec![when.clone()] });
     }
 }
 

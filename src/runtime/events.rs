@@ -89,11 +89,7 @@ pub struct Tokens {
 
 impl From<Usage> for Tokens {
     fn from(usage: Usage) -> Tokens {
-        Tokens {
-            prompt: usage.prompt,
-            completion: usage.completion,
-            cached: usage.cached,
-        }
+        Tokens { prompt: usage.prompt, completion: usage.completion, cached: usage.cached }
     }
 }
 
@@ -142,11 +138,7 @@ impl TurnResult {
             (Some(flow), None) => flow.clone(),
             _ => "no flow".to_string(),
         };
-        let executed = if self.executed_steps.is_empty() {
-            "-".to_string()
-        } else {
-            self.executed_steps.join(", ")
-        };
+        let executed = if self.executed_steps.is_empty() { "-".to_string() } else { self.executed_steps.join(", ") };
         format!(
             "[{position} · ran {executed} · {} · {} model call{}]",
             self.stopped_reason.as_str(),

@@ -46,11 +46,7 @@ pub struct SignalRecord {
 
 impl Session {
     pub fn new(id: impl Into<String>, program_hash: impl Into<String>) -> Session {
-        Session {
-            id: id.into(),
-            program_hash: program_hash.into(),
-            ..Session::default()
-        }
+        Session { id: id.into(), program_hash: program_hash.into(), ..Session::default() }
     }
 }
 

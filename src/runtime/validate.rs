@@ -58,13 +58,9 @@ fn string(value: &Value, ty: &ValueType) -> Result<Value, String> {
         return Err(not_a(value, "a string"));
     };
     if let Some(pattern) = &ty.pattern {
-        let regex = compiled(pattern)
-            .map_err(|_| format!("the pattern `{pattern}` is not a valid regex"))?;
+        let regex = compiled(pattern).map_err(|_| format!("the pattern `{pattern}` is not a valid regex"))?;
         if !regex.is_match(text) {
-            return Err(format!(
-                "`{}` does not match the pattern `{pattern}`",
-                excerpt(text)
-            ));
+            return Err(format!("`{}` does not match the pattern `{pattern}`", excerpt(text)));
         }
     }
     Ok(value.clone())
@@ -97,8 +93,7 @@ fn float(value: &Value, ty: &ValueType) -> Result<Value, String> {
         return Err(not_a(value, "a number"));
     };
     let float = number.as_f64().unwrap_or(f64::NAN);
-    let normalized =
-        Number::from_f64(float).ok_or_else(|| format!("`{number}` is not a finite number"))?;
+    let normalized = Number::from_f64(float).ok_or_else(|| format!("`{number}` is not a finite number"))?;
     bounds(float, &number.to_string(), ty)?;
     Ok(Value::Number(normalized))
 }
@@ -110,10 +105,7 @@ fn bounds(measure: f64, shown: &str, ty: &ValueType) -> Result<(), String> {
         && measure < min
     {
         return Err(if is_list {
-            format!(
-                "the list has {shown} items, fewer than the minimum {}",
-                bound(min)
-            )
+            format!("the list has {shown} items, fewer than the minimum {}", bound(min))
         } else {
             format!("`{shown}` is below the minimum {}", bound(min))
         });
@@ -122,10 +114,7 @@ fn bounds(measure: f64, shown: &str, ty: &ValueType) -> Result<(), String> {
         && measure > max
     {
         return Err(if is_list {
-            format!(
-                "the list has {shown} items, more than the maximum {}",
-                bound(max)
-            )
+            format!("the list has {shown} items, more than the maximum {}", bound(max))
         } else {
             format!("`{shown}` is above the maximum {}", bound(max))
         });
@@ -162,13 +151,10 @@ fn date(value: &Value) -> Result<Value, String> {
 fn has_date_shape(text: &str) -> bool {
     let bytes = text.as_bytes();
     bytes.len() == 10
-        && bytes
-            .iter()
-            .enumerate()
-            .all(|(position, byte)| match position {
-                4 | 7 => *byte == b'-',
-                _ => byte.is_ascii_digit(),
-            })
+        && bytes.iter().enumerate().all(|(position, byte)| match position {
+            4 | 7 => *byte == b'-',
+            _ => byte.is_ascii_digit(),
+        })
 }
 
 fn datetime(value: &Value) -> Result<Value, String> {
@@ -181,19 +167,12 @@ fn datetime(value: &Value) -> Result<Value, String> {
         .map(|datetime| datetime.to_utc())
         .ok()
         .or_else(|| {
-            NaiveDateTime::parse_from_str(trimmed, "%Y-%m-%dT%H:%M:%S%.f")
-                .ok()
-                .map(|datetime| datetime.and_utc())
+            NaiveDateTime::parse_from_str(trimmed, "%Y-%m-%dT%H:%M:%S%.f").ok().map(|datetime| datetime.and_utc())
         })
         .filter(|_| starts_with_date);
     match parsed {
-        Some(datetime) => Ok(Value::String(
-            datetime.to_rfc3339_opts(SecondsFormat::AutoSi, true),
-        )),
-        None => Err(format!(
-            "`{}` is not a datetime (e.g. 2026-12-04T09:30:00Z)",
-            excerpt(text)
-        )),
+        Some(datetime) => Ok(Value::String(datetime.to_rfc3339_opts(SecondsFormat::AutoSi, true))),
+        None => Err(format!("`{}` is not a datetime (e.g. 2026-12-04T09:30:00Z)", excerpt(text))),
     }
 }
 
@@ -205,18 +184,10 @@ fn enumeration(value: &Value, values: &[String]) -> Result<Value, String> {
     let declared = values
         .iter()
         .find(|declared| *declared == wanted)
-        .or_else(|| {
-            values
-                .iter()
-                .find(|declared| declared.to_lowercase() == wanted.to_lowercase())
-        });
+        .or_else(|| values.iter().find(|declared| declared.to_lowercase() == wanted.to_lowercase()));
     match declared {
         Some(declared) => Ok(Value::String(declared.clone())),
-        None => Err(format!(
-            "`{}` is not one of {}",
-            excerpt(text),
-            values.join(", ")
-        )),
+        None => Err(format!("`{}` is not one of {}", excerpt(text), values.join(", "))),
     }
 }
 
@@ -227,8 +198,7 @@ fn list(value: &Value, items: &ValueType, ty: &ValueType) -> Result<Value, Strin
     bounds(elements.len() as f64, &elements.len().to_string(), ty)?;
     let mut normalized = Vec::with_capacity(elements.len());
     for (position, element) in elements.iter().enumerate() {
-        let element = validate(element, items)
-            .map_err(|reason| format!("item {}: {reason}", position + 1))?;
+        let element = validate(element, items).map_err(|reason| format!("item {}: {reason}", position + 1))?;
         normalized.push(element);
     }
     Ok(Value::Array(normalized))
@@ -238,10 +208,7 @@ fn object(value: &Value, fields: &[crate::ir::Field]) -> Result<Value, String> {
     let Value::Object(members) = value else {
         return Err(not_a(value, "an object"));
     };
-    if let Some(unknown) = members
-        .keys()
-        .find(|key| !fields.iter().any(|field| field.name == **key))
-    {
+    if let Some(unknown) = members.keys().find(|key| !fields.iter().any(|field| field.name == **key)) {
         let declared: Vec<&str> = fields.iter().map(|field| field.name.as_str()).collect();
         let known = if declared.is_empty() {
             "it declares no fields".to_string()
@@ -254,8 +221,7 @@ fn object(value: &Value, fields: &[crate::ir::Field]) -> Result<Value, String> {
     let mut normalized = Map::new();
     for field in fields {
         if let Some(member) = members.get(&field.name) {
-            let member = validate(member, &field.ty)
-                .map_err(|reason| format!("`{}`: {reason}", field.name))?;
+            let member = validate(member, &field.ty).map_err(|reason| format!("`{}`: {reason}", field.name))?;
             normalized.insert(field.name.clone(), member);
         }
     }
@@ -272,10 +238,7 @@ fn not_a(value: &Value, expected: &str) -> String {
         Value::Array(_) => "a list",
         Value::Object(_) => "an object",
     };
-    format!(
-        "`{}` is {kind}, not {expected}",
-        excerpt(&crate::expr::eval::to_text(value))
-    )
+    format!("`{}` is {kind}, not {expected}", excerpt(&crate::expr::eval::to_text(value)))
 }
 
 /// At most 60 characters of a value, for a reason that stays one line.
@@ -295,9 +258,7 @@ fn compiled(pattern: &str) -> Result<Arc<Regex>, regex::Error> {
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     // A poisoned lock only means another thread panicked mid-insert; the
     // map itself is still sound.
-    let mut map = cache
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut map = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(regex) = map.get(pattern) {
         return Ok(Arc::clone(regex));
     }
@@ -314,78 +275,42 @@ mod tests {
     use serde_json::json;
 
     fn ty(kind: TypeKind) -> ValueType {
-        ValueType {
-            kind,
-            description: None,
-            min: None,
-            max: None,
-            pattern: None,
-            examples: Vec::new(),
-        }
+        ValueType { kind, description: None, min: None, max: None, pattern: None, examples: Vec::new() }
     }
 
     fn bounded(kind: TypeKind, min: Option<f64>, max: Option<f64>) -> ValueType {
-        ValueType {
-            min,
-            max,
-            ..ty(kind)
-        }
+        ValueType { min, max, ..ty(kind) }
     }
 
     fn plan() -> ValueType {
-        ty(TypeKind::Enum {
-            values: vec!["free".to_string(), "pro".to_string()],
-        })
+        ty(TypeKind::Enum { values: vec!["free".to_string(), "pro".to_string()] })
     }
 
     fn field(name: &str, value_type: ValueType) -> Field {
-        Field {
-            name: name.to_string(),
-            ty: value_type,
-            span: Span::default(),
-        }
+        Field { name: name.to_string(), ty: value_type, span: Span::default() }
     }
 
     fn contact() -> ValueType {
-        ty(TypeKind::Object {
-            fields: vec![
-                field("name", ty(TypeKind::String)),
-                field("age", ty(TypeKind::Int)),
-            ],
-        })
+        ty(TypeKind::Object { fields: vec![field("name", ty(TypeKind::String)), field("age", ty(TypeKind::Int))] })
     }
 
     /// Each value validates to the expected normalized value.
     fn check_ok(value_type: &ValueType, cases: &[(Value, Value)]) {
         for (value, expected) in cases {
-            assert_eq!(
-                validate(value, value_type).as_ref(),
-                Ok(expected),
-                "{value}"
-            );
+            assert_eq!(validate(value, value_type).as_ref(), Ok(expected), "{value}");
         }
     }
 
     /// Each value is rejected with exactly this reason.
     fn check_err(value_type: &ValueType, cases: &[(Value, &str)]) {
         for (value, reason) in cases {
-            assert_eq!(
-                validate(value, value_type),
-                Err(reason.to_string()),
-                "{value}"
-            );
+            assert_eq!(validate(value, value_type), Err(reason.to_string()), "{value}");
         }
     }
 
     #[test]
     fn null_is_always_valid() {
-        for kind in [
-            TypeKind::String,
-            TypeKind::Int,
-            TypeKind::Bool,
-            TypeKind::Date,
-            TypeKind::DateTime,
-        ] {
+        for kind in [TypeKind::String, TypeKind::Int, TypeKind::Bool, TypeKind::Date, TypeKind::DateTime] {
             assert_eq!(validate(&Value::Null, &ty(kind)), Ok(Value::Null));
         }
         assert_eq!(validate(&Value::Null, &plan()), Ok(Value::Null));
@@ -395,62 +320,23 @@ mod tests {
     #[test]
     fn strings() {
         let string = ty(TypeKind::String);
-        check_ok(
-            &string,
-            &[
-                (json!("Grand Hotel"), json!("Grand Hotel")),
-                (json!(""), json!("")),
-            ],
-        );
+        check_ok(&string, &[(json!("Grand Hotel"), json!("Grand Hotel")), (json!(""), json!(""))]);
         check_err(
             &string,
-            &[
-                (json!(2), "`2` is a number, not a string"),
-                (json!(true), "`true` is a bool, not a string"),
-            ],
+            &[(json!(2), "`2` is a number, not a string"), (json!(true), "`true` is a bool, not a string")],
         );
     }
 
     #[test]
     fn patterns_search_as_written() {
-        let code = ValueType {
-            pattern: Some("[A-Z]{3}-[0-9]+".to_string()),
-            ..ty(TypeKind::String)
-        };
-        check_ok(
-            &code,
-            &[
-                (json!("ABC-12"), json!("ABC-12")),
-                (json!("ref ABC-12 ok"), json!("ref ABC-12 ok")),
-            ],
-        );
-        check_err(
-            &code,
-            &[(
-                json!("abc-12"),
-                "`abc-12` does not match the pattern `[A-Z]{3}-[0-9]+`",
-            )],
-        );
-        let anchored = ValueType {
-            pattern: Some("^[0-9]{5}$".to_string()),
-            ..ty(TypeKind::String)
-        };
+        let code = ValueType { pattern: Some("[A-Z]{3}-[0-9]+".to_string()), ..ty(TypeKind::String) };
+        check_ok(&code, &[(json!("ABC-12"), json!("ABC-12")), (json!("ref ABC-12 ok"), json!("ref ABC-12 ok"))]);
+        check_err(&code, &[(json!("abc-12"), "`abc-12` does not match the pattern `[A-Z]{3}-[0-9]+`")]);
+        let anchored = ValueType { pattern: Some("^[0-9]{5}$".to_string()), ..ty(TypeKind::String) };
         check_ok(&anchored, &[(json!("75001"), json!("75001"))]);
-        check_err(
-            &anchored,
-            &[(
-                json!("750012"),
-                "`750012` does not match the pattern `^[0-9]{5}$`",
-            )],
-        );
-        let broken = ValueType {
-            pattern: Some("(".to_string()),
-            ..ty(TypeKind::String)
-        };
-        check_err(
-            &broken,
-            &[(json!("x"), "the pattern `(` is not a valid regex")],
-        );
+        check_err(&anchored, &[(json!("750012"), "`750012` does not match the pattern `^[0-9]{5}$`")]);
+        let broken = ValueType { pattern: Some("(".to_string()), ..ty(TypeKind::String) };
+        check_err(&broken, &[(json!("x"), "the pattern `(` is not a valid regex")]);
     }
 
     #[test]
@@ -458,12 +344,7 @@ mod tests {
         let int_type = ty(TypeKind::Int);
         check_ok(
             &int_type,
-            &[
-                (json!(2), json!(2)),
-                (json!(2.0), json!(2)),
-                (json!(-7), json!(-7)),
-                (json!(1e3), json!(1000)),
-            ],
+            &[(json!(2), json!(2)), (json!(2.0), json!(2)), (json!(-7), json!(-7)), (json!(1e3), json!(1000))],
         );
         let value = validate(&json!(2.0), &int_type);
         assert!(value.as_ref().is_ok_and(Value::is_i64), "{value:?}");
@@ -473,10 +354,7 @@ mod tests {
                 (json!("2"), "`2` is a string, not an int"),
                 (json!(2.5), "`2.5` is not a whole number"),
                 (json!(1e19), "`1e+19` is too large for an int"),
-                (
-                    json!(u64::MAX),
-                    "`18446744073709551615` is too large for an int",
-                ),
+                (json!(u64::MAX), "`18446744073709551615` is too large for an int"),
                 (json!([1]), "`[1]` is a list, not an int"),
             ],
         );
@@ -485,61 +363,33 @@ mod tests {
     #[test]
     fn floats_accept_any_number() {
         let float_type = ty(TypeKind::Float);
-        check_ok(
-            &float_type,
-            &[(json!(2.5), json!(2.5)), (json!(2), json!(2.0))],
-        );
+        check_ok(&float_type, &[(json!(2.5), json!(2.5)), (json!(2), json!(2.0))]);
         let value = validate(&json!(2), &float_type);
         assert!(value.as_ref().is_ok_and(Value::is_f64), "{value:?}");
-        check_err(
-            &float_type,
-            &[(json!("2.5"), "`2.5` is a string, not a number")],
-        );
+        check_err(&float_type, &[(json!("2.5"), "`2.5` is a string, not a number")]);
     }
 
     #[test]
     fn number_bounds() {
         let guests = bounded(TypeKind::Int, Some(1.0), Some(10.0));
-        check_ok(
-            &guests,
-            &[
-                (json!(1), json!(1)),
-                (json!(10), json!(10)),
-                (json!(10.0), json!(10)),
-            ],
-        );
-        check_err(
-            &guests,
-            &[
-                (json!(45), "`45` is above the maximum 10"),
-                (json!(0), "`0` is below the minimum 1"),
-            ],
-        );
+        check_ok(&guests, &[(json!(1), json!(1)), (json!(10), json!(10)), (json!(10.0), json!(10))]);
+        check_err(&guests, &[(json!(45), "`45` is above the maximum 10"), (json!(0), "`0` is below the minimum 1")]);
         let ratio = bounded(TypeKind::Float, Some(0.5), Some(1.5));
         check_ok(&ratio, &[(json!(0.5), json!(0.5))]);
         check_err(
             &ratio,
-            &[
-                (json!(0.25), "`0.25` is below the minimum 0.5"),
-                (json!(2), "`2` is above the maximum 1.5"),
-            ],
+            &[(json!(0.25), "`0.25` is below the minimum 0.5"), (json!(2), "`2` is above the maximum 1.5")],
         );
     }
 
     #[test]
     fn bools_are_strict() {
         let flag = ty(TypeKind::Bool);
-        check_ok(
-            &flag,
-            &[(json!(true), json!(true)), (json!(false), json!(false))],
-        );
+        check_ok(&flag, &[(json!(true), json!(true)), (json!(false), json!(false))]);
         check_err(
             &flag,
             &[
-                (
-                    json!("yes"),
-                    "`yes` is a string, not a bool (true or false)",
-                ),
+                (json!("yes"), "`yes` is a string, not a bool (true or false)"),
                 (json!(1), "`1` is a number, not a bool (true or false)"),
             ],
         );
@@ -548,30 +398,15 @@ mod tests {
     #[test]
     fn dates_are_iso_calendar_days() {
         let day = ty(TypeKind::Date);
-        check_ok(
-            &day,
-            &[
-                (json!("2026-12-04"), json!("2026-12-04")),
-                (json!(" 2028-02-29 "), json!("2028-02-29")),
-            ],
-        );
+        check_ok(&day, &[(json!("2026-12-04"), json!("2026-12-04")), (json!(" 2028-02-29 "), json!("2028-02-29"))]);
         check_err(
             &day,
             &[
-                (
-                    json!("2026-02-30"),
-                    "`2026-02-30` is not a day of the calendar",
-                ),
+                (json!("2026-02-30"), "`2026-02-30` is not a day of the calendar"),
                 (json!("2026-2-3"), "`2026-2-3` is not a date (YYYY-MM-DD)"),
                 (json!("tomorrow"), "`tomorrow` is not a date (YYYY-MM-DD)"),
-                (
-                    json!("2026-12-04T10:00:00Z"),
-                    "`2026-12-04T10:00:00Z` is not a date (YYYY-MM-DD)",
-                ),
-                (
-                    json!(20261204),
-                    "`20261204` is a number, not a date (YYYY-MM-DD)",
-                ),
+                (json!("2026-12-04T10:00:00Z"), "`2026-12-04T10:00:00Z` is not a date (YYYY-MM-DD)"),
+                (json!(20261204), "`20261204` is a number, not a date (YYYY-MM-DD)"),
             ],
         );
     }
@@ -583,32 +418,17 @@ mod tests {
             &at,
             &[
                 (json!("2026-01-05T10:00:00Z"), json!("2026-01-05T10:00:00Z")),
-                (
-                    json!("2026-01-05T11:00:00+01:00"),
-                    json!("2026-01-05T10:00:00Z"),
-                ),
+                (json!("2026-01-05T11:00:00+01:00"), json!("2026-01-05T10:00:00Z")),
                 (json!("2026-01-05T10:00:00"), json!("2026-01-05T10:00:00Z")),
-                (
-                    json!("2026-01-05T10:00:00.250Z"),
-                    json!("2026-01-05T10:00:00.250Z"),
-                ),
+                (json!("2026-01-05T10:00:00.250Z"), json!("2026-01-05T10:00:00.250Z")),
             ],
         );
         check_err(
             &at,
             &[
-                (
-                    json!("2026-01-05"),
-                    "`2026-01-05` is not a datetime (e.g. 2026-12-04T09:30:00Z)",
-                ),
-                (
-                    json!("2026-01-05T25:00:00Z"),
-                    "`2026-01-05T25:00:00Z` is not a datetime (e.g. 2026-12-04T09:30:00Z)",
-                ),
-                (
-                    json!("soon"),
-                    "`soon` is not a datetime (e.g. 2026-12-04T09:30:00Z)",
-                ),
+                (json!("2026-01-05"), "`2026-01-05` is not a datetime (e.g. 2026-12-04T09:30:00Z)"),
+                (json!("2026-01-05T25:00:00Z"), "`2026-01-05T25:00:00Z` is not a datetime (e.g. 2026-12-04T09:30:00Z)"),
+                (json!("soon"), "`soon` is not a datetime (e.g. 2026-12-04T09:30:00Z)"),
             ],
         );
     }
@@ -618,49 +438,24 @@ mod tests {
         let plan = plan();
         check_ok(
             &plan,
-            &[
-                (json!("pro"), json!("pro")),
-                (json!("PRO"), json!("pro")),
-                (json!(" Free "), json!("free")),
-            ],
+            &[(json!("pro"), json!("pro")), (json!("PRO"), json!("pro")), (json!(" Free "), json!("free"))],
         );
         check_err(
             &plan,
-            &[
-                (json!("gold"), "`gold` is not one of free, pro"),
-                (json!(1), "`1` is a number, not one of free, pro"),
-            ],
+            &[(json!("gold"), "`gold` is not one of free, pro"), (json!(1), "`1` is a number, not one of free, pro")],
         );
     }
 
     #[test]
     fn lists_check_length_and_items() {
-        let tags = ValueType {
-            min: Some(1.0),
-            max: Some(2.0),
-            ..ty(TypeKind::List {
-                items: Box::new(plan()),
-            })
-        };
-        check_ok(
-            &tags,
-            &[
-                (json!(["PRO"]), json!(["pro"])),
-                (json!(["free", null]), json!(["free", null])),
-            ],
-        );
+        let tags = ValueType { min: Some(1.0), max: Some(2.0), ..ty(TypeKind::List { items: Box::new(plan()) }) };
+        check_ok(&tags, &[(json!(["PRO"]), json!(["pro"])), (json!(["free", null]), json!(["free", null]))]);
         check_err(
             &tags,
             &[
                 (json!([]), "the list has 0 items, fewer than the minimum 1"),
-                (
-                    json!(["pro", "pro", "pro"]),
-                    "the list has 3 items, more than the maximum 2",
-                ),
-                (
-                    json!(["pro", "gold"]),
-                    "item 2: `gold` is not one of free, pro",
-                ),
+                (json!(["pro", "pro", "pro"]), "the list has 3 items, more than the maximum 2"),
+                (json!(["pro", "gold"]), "item 2: `gold` is not one of free, pro"),
                 (json!("pro"), "`pro` is a string, not a list"),
             ],
         );
@@ -672,10 +467,7 @@ mod tests {
         check_ok(
             &contact,
             &[
-                (
-                    json!({"age": 3.0, "name": "Ada"}),
-                    json!({"name": "Ada", "age": 3}),
-                ),
+                (json!({"age": 3.0, "name": "Ada"}), json!({"name": "Ada", "age": 3})),
                 (json!({"name": "Ada"}), json!({"name": "Ada"})),
                 (json!({}), json!({})),
             ],
@@ -683,36 +475,19 @@ mod tests {
         check_err(
             &contact,
             &[
-                (
-                    json!({"name": "Ada", "email": "a@b.c"}),
-                    "unknown field `email` (the fields are name, age)",
-                ),
-                (
-                    json!({"age": "three"}),
-                    "`age`: `three` is a string, not an int",
-                ),
+                (json!({"name": "Ada", "email": "a@b.c"}), "unknown field `email` (the fields are name, age)"),
+                (json!({"age": "three"}), "`age`: `three` is a string, not an int"),
                 (json!(["Ada"]), "`[\"Ada\"]` is a list, not an object"),
             ],
         );
-        let nested = ty(TypeKind::List {
-            items: Box::new(contact),
-        });
-        check_err(
-            &nested,
-            &[(
-                json!([{"name": "Ada"}, {"age": 1.5}]),
-                "item 2: `age`: `1.5` is not a whole number",
-            )],
-        );
+        let nested = ty(TypeKind::List { items: Box::new(contact) });
+        check_err(&nested, &[(json!([{"name": "Ada"}, {"age": 1.5}]), "item 2: `age`: `1.5` is not a whole number")]);
     }
 
     #[test]
     fn long_values_are_cut_in_reasons() {
         let long = "x".repeat(100);
         let reason = validate(&json!(long), &plan()).err().unwrap_or_default();
-        assert!(
-            reason.starts_with(&format!("`{}…`", "x".repeat(60))),
-            "{reason}"
-        );
+        assert!(reason.starts_with(&format!("`{}…`", "x".repeat(60))), "{reason}");
     }
 }

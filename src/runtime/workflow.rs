@@ -102,24 +102,24 @@ pub struct WorkflowRunner<'a> {
 
 impl WorkflowRunner<'_> {
     /// Validates the inputs and creates the run.
-    pub fn start(&self, flow_id: FlowId, inputs: &serde_json::Map<String, Value>, context: Data) -> Result<WorkflowRun, StartError> {
+    pub fn start(
+        &self,
+        flow_id: FlowId,
+        inputs: &serde_json::Map<String, Value>,
+        context: Data,
+    ) -> Result<WorkflowRun, StartError> {
         let flow_name = self.program.flow(flow_id).map_or_else(String::new, |flow| flow.name.clone());
         let flow = self.program.flow(flow_id);
         if let Some(step) = flow.and_then(|flow| flow.steps.iter().find(|step| !step.auto)) {
-            return Err(StartError::NotAWorkflow {
-                flow: flow_name,
-                step: step.name.clone(),
-            });
+            return Err(StartError::NotAWorkflow { flow: flow_name, step: step.name.clone() });
         }
         let mut data = Data::new();
         for (name, value) in inputs {
             let Some(field) = self.program.fields.iter().find(|field| field.name == *name) else {
                 return Err(StartError::UnknownInput { field: name.clone() });
             };
-            let value = validate(value, &field.ty).map_err(|reason| StartError::InvalidInput {
-                field: name.clone(),
-                reason,
-            })?;
+            let value = validate(value, &field.ty)
+                .map_err(|reason| StartError::InvalidInput { field: name.clone(), reason })?;
             if !value.is_null() {
                 data.insert(name.clone(), value);
             }
@@ -135,10 +135,7 @@ impl WorkflowRunner<'_> {
             })
             .unwrap_or_default();
         if !missing.is_empty() {
-            return Err(StartError::MissingInputs {
-                flow: flow_name,
-                missing: missing.join(", "),
-            });
+            return Err(StartError::MissingInputs { flow: flow_name, missing: missing.join(", ") });
         }
         let steps = flow
             .map(|flow| {
@@ -316,19 +313,11 @@ impl WorkflowRunner<'_> {
     }
 
     fn execute(&self, run: &mut WorkflowRun, flow_name: &str, step: &Step) -> Result<StepOutcome, String> {
-        let runner = ActionRunner {
-            program: self.program,
-            tools: self.tools,
-            tool_env: self.tool_env,
-        };
+        let runner = ActionRunner { program: self.program, tools: self.tools, tool_env: self.tool_env };
         let path = format!("{flow_name}.{}", step.name);
         let mut data = run.data.clone();
         let mut out = ActionOutput::default();
-        let source = ActionSource {
-            kind: "action",
-            path: &path,
-            numbered: true,
-        };
+        let source = ActionSource { kind: "action", path: &path, numbered: true };
         runner
             .run(&step.actions, &source, &mut data, &run.context, &mut Vec::new(), &mut out)
             .map_err(|error| error.to_string())?;
@@ -361,10 +350,7 @@ impl WorkflowRunner<'_> {
             }
         };
         run.data = data;
-        Ok(StepOutcome {
-            output,
-            position: merged.position.map(|(position, _)| position),
-        })
+        Ok(StepOutcome { output, position: merged.position.map(|(position, _)| position) })
     }
 
     /// The next step: branches (a `when` cannot be asked without a user or
@@ -423,9 +409,10 @@ impl WorkflowRunner<'_> {
     fn linear_successor(&self, run: &mut WorkflowRun, step_id: StepId) -> Option<StepId> {
         let flow = self.program.flow(run.flow)?;
         for (index, candidate) in flow.steps.iter().enumerate().skip(step_id.index() + 1) {
-            let skipped = candidate.skip_if.as_ref().is_some_and(|skip_if| self.holds(run, std::slice::from_ref(skip_if)))
-                || !self.holds(run, &candidate.guard)
-                || !candidate.when.is_empty();
+            let skipped =
+                candidate.skip_if.as_ref().is_some_and(|skip_if| self.holds(run, std::slice::from_ref(skip_if)))
+                    || !self.holds(run, &candidate.guard)
+                    || !candidate.when.is_empty();
             if skipped {
                 if let Some(record) = run.steps.get_mut(index) {
                     record.status = StepStatus::Skipped;
@@ -452,8 +439,7 @@ impl WorkflowRunner<'_> {
                 None
             }
             Move::Goto { .. } | Move::GotoStep { .. } => {
-                run.warnings
-                    .push("a workflow cannot move to another flow; the directive was ignored".to_string());
+                run.warnings.push("a workflow cannot move to another flow; the directive was ignored".to_string());
                 Some(None)
             }
         }
@@ -468,9 +454,7 @@ impl WorkflowRunner<'_> {
             clock: self.tool_env.clock.as_ref(),
         };
         let mut warnings = Vec::new();
-        let holds = conditions
-            .iter()
-            .all(|condition| is_true(&eval(condition, &scope, &mut warnings)));
+        let holds = conditions.iter().all(|condition| is_true(&eval(condition, &scope, &mut warnings)));
         run.warnings.extend(warnings);
         holds
     }
@@ -485,10 +469,8 @@ impl WorkflowRun {
     /// The run in the JSON shape of DESIGN.md.
     pub fn to_json(&self, program: &Program) -> Value {
         let flow = program.flow(self.flow);
-        let stopped_step = self
-            .stopped_at
-            .and_then(|step| flow.and_then(|flow| flow.step(step)))
-            .map(|step| step.name.clone());
+        let stopped_step =
+            self.stopped_at.and_then(|step| flow.and_then(|flow| flow.step(step))).map(|step| step.name.clone());
         let stopped_reason = match self.status {
             RunStatus::Completed => "flow_complete",
             RunStatus::Failed => "error",
@@ -515,6 +497,7 @@ impl WorkflowRun {
         let step = self.stopped_at?;
         let record = self.steps.get(step.index())?;
         let error = record.error.as_deref()?;
-        (self.status == RunStatus::Failed).then(|| format!("failed at step {} ({}): {error}", step.index() + 1, record.id))
+        (self.status == RunStatus::Failed)
+            .then(|| format!("failed at step {} ({}): {error}", step.index() + 1, record.id))
     }
 }

@@ -16,9 +16,7 @@ pub struct FileStore {
 
 impl FileStore {
     pub fn new(directory: impl Into<PathBuf>) -> FileStore {
-        FileStore {
-            directory: directory.into(),
-        }
+        FileStore { directory: directory.into() }
     }
 
     /// `.flowc/sessions` under `root`.
@@ -31,10 +29,7 @@ impl FileStore {
     }
 
     fn io_error(id: &str, error: &std::io::Error) -> StoreError {
-        StoreError::Io {
-            id: id.to_string(),
-            message: error.to_string(),
-        }
+        StoreError::Io { id: id.to_string(), message: error.to_string() }
     }
 }
 
@@ -76,10 +71,9 @@ impl SessionStore for FileStore {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(error) => return Err(FileStore::io_error(id, &error)),
         };
-        serde_json::from_str(&text).map(Some).map_err(|error| StoreError::Corrupt {
-            id: id.to_string(),
-            message: error.to_string(),
-        })
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|error| StoreError::Corrupt { id: id.to_string(), message: error.to_string() })
     }
 
     fn save(&self, session: &Session, expected_version: u64) -> Result<(), StoreError> {
@@ -89,16 +83,10 @@ impl SessionStore for FileStore {
         let _lock = LockFile::acquire(self.directory.join(format!("{id}.lock")), id)?;
         let stored = self.load(id)?.map_or(0, |stored| stored.version);
         if stored != expected_version {
-            return Err(StoreError::Conflict {
-                id: id.to_string(),
-                stored,
-                expected: expected_version,
-            });
+            return Err(StoreError::Conflict { id: id.to_string(), stored, expected: expected_version });
         }
-        let text = serde_json::to_string_pretty(session).map_err(|error| StoreError::Io {
-            id: id.to_string(),
-            message: error.to_string(),
-        })?;
+        let text = serde_json::to_string_pretty(session)
+            .map_err(|error| StoreError::Io { id: id.to_string(), message: error.to_string() })?;
         let temporary = self.directory.join(format!(".{id}.json.tmp"));
         let write = || -> std::io::Result<()> {
             let mut file = fs::File::create(&temporary)?;

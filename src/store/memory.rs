@@ -13,10 +13,10 @@ pub struct MemoryStore {
 impl SessionStore for MemoryStore {
     fn load(&self, id: &str) -> Result<Option<Session>, StoreError> {
         check_id(id)?;
-        let sessions = self.sessions.lock().map_err(|_| StoreError::Io {
-            id: id.to_string(),
-            message: "the store's lock is poisoned".to_string(),
-        })?;
+        let sessions = self
+            .sessions
+            .lock()
+            .map_err(|_| StoreError::Io { id: id.to_string(), message: "the store's lock is poisoned".to_string() })?;
         Ok(sessions.get(id).cloned())
     }
 
@@ -28,11 +28,7 @@ impl SessionStore for MemoryStore {
         })?;
         let stored = sessions.get(&session.id).map_or(0, |stored| stored.version);
         if stored != expected_version {
-            return Err(StoreError::Conflict {
-                id: session.id.clone(),
-                stored,
-                expected: expected_version,
-            });
+            return Err(StoreError::Conflict { id: session.id.clone(), stored, expected: expected_version });
         }
         sessions.insert(session.id.clone(), session.clone());
         Ok(())

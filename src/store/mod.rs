@@ -34,12 +34,6 @@ pub trait SessionStore {
 pub fn check_id(id: &str) -> Result<(), StoreError> {
     let valid = !id.is_empty()
         && id.len() <= 128
-        && id
-            .chars()
-            .all(|character| character.is_ascii_alphanumeric() || character == '-' || character == '_');
-    if valid {
-        Ok(())
-    } else {
-        Err(StoreError::InvalidId { id: id.to_string() })
-    }
+        && id.chars().all(|character| character.is_ascii_alphanumeric() || character == '-' || character == '_');
+    if valid { Ok(()) } else { Err(StoreError::InvalidId { id: id.to_string() }) }
 }

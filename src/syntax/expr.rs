@@ -207,7 +207,10 @@ impl ExprBuilder<'_> {
                     );
                     return (Expr::error(joined), false);
                 }
-                (Expr { kind: ExprKind::Binary { op, left: Box::new(left), right: Box::new(right) }, span: joined }, compares)
+                (
+                    Expr { kind: ExprKind::Binary { op, left: Box::new(left), right: Box::new(right) }, span: joined },
+                    compares,
+                )
             })
             .parse(pair.into_inner());
         expr
@@ -249,15 +252,29 @@ impl ExprBuilder<'_> {
 fn is_operator(rule: Rule) -> bool {
     matches!(
         rule,
-        Rule::or_op | Rule::and_op | Rule::not_op | Rule::neg_op | Rule::cmp_op | Rule::add_op | Rule::mul_op
-            | Rule::is_set | Rule::is_not_set
+        Rule::or_op
+            | Rule::and_op
+            | Rule::not_op
+            | Rule::neg_op
+            | Rule::cmp_op
+            | Rule::add_op
+            | Rule::mul_op
+            | Rule::is_set
+            | Rule::is_not_set
     )
 }
 
 fn is_comparison(op: BinaryOp) -> bool {
     matches!(
         op,
-        BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge | BinaryOp::In | BinaryOp::NotIn
+        BinaryOp::Eq
+            | BinaryOp::Ne
+            | BinaryOp::Lt
+            | BinaryOp::Le
+            | BinaryOp::Gt
+            | BinaryOp::Ge
+            | BinaryOp::In
+            | BinaryOp::NotIn
     )
 }
 

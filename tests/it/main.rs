@@ -2,9 +2,13 @@
 //! as one test binary of modules.
 
 mod compile;
+mod fake;
 mod generated;
 #[cfg(unix)]
 mod repl;
+#[cfg(unix)]
+mod repl_stream;
+mod providers;
 mod run;
 mod runtime;
 mod support;

@@ -80,3 +80,55 @@ macro_rules! snapshot {
         });
     };
 }
+
+/// Runs the real binary in `dir` with `env` set on top of a clean model
+/// environment (no provider, model, key or base URL inherited), stdin
+/// closed, and a bounded wait: a run still going after `timeout` is killed
+/// and the test fails.
+pub fn flowc_env(dir: &Path, args: &[&str], env: &[(&str, &str)], timeout: std::time::Duration) -> Output {
+    use std::process::Stdio;
+    let scratch = temp_dir(&format!("run-{}", unique()));
+    let out_path = scratch.join("stdout");
+    let err_path = scratch.join("stderr");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_flowc"));
+    command
+        .args(args)
+        .current_dir(dir)
+        .env("FLOWC_NOW", "2026-01-05T10:00:00Z")
+        .env("FLOWC_SEED", "7")
+        .env("NO_COLOR", "1");
+    for variable in ["FLOWC_PROVIDER", "FLOWC_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"] {
+        command.env_remove(variable);
+    }
+    command.envs(env.iter().copied());
+    command
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).expect("stdout file"))
+        .stderr(std::fs::File::create(&err_path).expect("stderr file"));
+    let mut child = command.spawn().expect("flowc starts");
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("flowc is waitable") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("flowc {args:?} did not finish within {timeout:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let output = Output {
+        status,
+        stdout: std::fs::read(&out_path).expect("stdout"),
+        stderr: std::fs::read(&err_path).expect("stderr"),
+    };
+    let _ = std::fs::remove_dir_all(&scratch);
+    output
+}
+
+/// A number unique within this test process.
+pub fn unique() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+}

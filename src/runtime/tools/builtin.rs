@@ -13,12 +13,7 @@ use crate::ir::{Builtin, Tool, TypeKind};
 use chrono::SecondsFormat;
 use serde_json::{Map, Value};
 
-pub(super) fn call(
-    tool: &Tool,
-    builtin: Builtin,
-    args: &Map<String, Value>,
-    env: &ToolEnv,
-) -> Value {
+pub(super) fn call(tool: &Tool, builtin: Builtin, args: &Map<String, Value>, env: &ToolEnv) -> Value {
     let single_return = match tool.returns.as_deref() {
         Some([only]) => Some(only),
         _ => None,
@@ -27,8 +22,7 @@ pub(super) fn call(
     match builtin {
         Builtin::Now => {
             let now = env.clock.now();
-            let wants_date =
-                single_return.is_some_and(|field| matches!(field.ty.kind, TypeKind::Date));
+            let wants_date = single_return.is_some_and(|field| matches!(field.ty.kind, TypeKind::Date));
             let text = if wants_date {
                 now.date_naive().format("%Y-%m-%d").to_string()
             } else {
@@ -69,22 +63,12 @@ mod tests {
 
     #[test]
     fn now_reads_the_clock() {
+        assert_eq!(run(Builtin::Now, None, json!({})), json!({"now": "2026-01-05T10:00:00Z"}));
         assert_eq!(
-            run(Builtin::Now, None, json!({})),
-            json!({"now": "2026-01-05T10:00:00Z"})
-        );
-        assert_eq!(
-            run(
-                Builtin::Now,
-                Some(&[("started_at", TypeKind::DateTime)]),
-                json!({})
-            ),
+            run(Builtin::Now, Some(&[("started_at", TypeKind::DateTime)]), json!({})),
             json!({"started_at": "2026-01-05T10:00:00Z"})
         );
-        assert_eq!(
-            run(Builtin::Now, Some(&[("today", TypeKind::Date)]), json!({})),
-            json!({"today": "2026-01-05"})
-        );
+        assert_eq!(run(Builtin::Now, Some(&[("today", TypeKind::Date)]), json!({})), json!({"today": "2026-01-05"}));
     }
 
     #[test]
@@ -92,43 +76,22 @@ mod tests {
         let Value::Object(result) = run(Builtin::Uuid, None, json!({})) else {
             panic!("not an object");
         };
-        let id = result
-            .get("uuid")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let id = result.get("uuid").and_then(Value::as_str).unwrap_or_default();
         assert_eq!(id.len(), 36, "{id}");
-        let renamed = run(
-            Builtin::Uuid,
-            Some(&[("booking_id", TypeKind::String)]),
-            json!({}),
-        );
-        assert!(
-            renamed.get("booking_id").is_some_and(Value::is_string),
-            "{renamed}"
-        );
+        let renamed = run(Builtin::Uuid, Some(&[("booking_id", TypeKind::String)]), json!({}));
+        assert!(renamed.get("booking_id").is_some_and(Value::is_string), "{renamed}");
     }
 
     #[test]
     fn echo_returns_its_arguments() {
+        assert_eq!(run(Builtin::Echo, None, json!({"a": 1, "b": [true]})), json!({"a": 1, "b": [true]}));
         assert_eq!(
-            run(Builtin::Echo, None, json!({"a": 1, "b": [true]})),
-            json!({"a": 1, "b": [true]})
-        );
-        assert_eq!(
-            run(
-                Builtin::Echo,
-                Some(&[("copy", TypeKind::String)]),
-                json!({"text": "hi"})
-            ),
+            run(Builtin::Echo, Some(&[("copy", TypeKind::String)]), json!({"text": "hi"})),
             json!({"copy": "hi"})
         );
         // Several values are never guessed into one field: the check fails.
         assert_eq!(
-            run(
-                Builtin::Echo,
-                Some(&[("copy", TypeKind::String)]),
-                json!({"a": "x", "b": "y"})
-            ),
+            run(Builtin::Echo, Some(&[("copy", TypeKind::String)]), json!({"a": "x", "b": "y"})),
             json!({"error": "`builtin` returned an invalid result: the declared field `copy` is missing (it has a, b)"})
         );
     }

@@ -50,14 +50,8 @@ pub(super) fn call(
             let _ = stdin.write_all(&input);
         });
     }
-    let stdout = child
-        .stdout
-        .take()
-        .map(|pipe| read_on_thread(pipe, MAX_STDOUT, Keep::Head));
-    let stderr = child
-        .stderr
-        .take()
-        .map(|pipe| read_on_thread(pipe, STDERR_KEPT * 4, Keep::Tail));
+    let stdout = child.stdout.take().map(|pipe| read_on_thread(pipe, MAX_STDOUT, Keep::Head));
+    let stderr = child.stderr.take().map(|pipe| read_on_thread(pipe, STDERR_KEPT * 4, Keep::Tail));
 
     let status = match wait_until(&mut child, deadline) {
         Ok(Some(status)) => status,
@@ -67,16 +61,12 @@ pub(super) fn call(
         }
         Err(error) => {
             kill(&mut child);
-            return Err(ToolError::failed(
-                tool,
-                format!("lost track of `{program}`: {error}"),
-            ));
+            return Err(ToolError::failed(tool, format!("lost track of `{program}`: {error}")));
         }
     };
     // The child has exited, but a process it left behind may still hold the
     // pipes open: waiting for them is bounded by the same deadline.
-    let (Some(stdout), Some(stderr)) = (collect(stdout, deadline), collect(stderr, deadline))
-    else {
+    let (Some(stdout), Some(stderr)) = (collect(stdout, deadline), collect(stderr, deadline)) else {
         kill_group(&child);
         return Err(ToolError::timeout(tool, timeout_ms));
     };
@@ -90,18 +80,12 @@ pub(super) fn call(
         } else {
             stderr_text(&stderr)
         };
-        return Err(ToolError::failed(
-            tool,
-            format!("{}: {detail}", describe_exit(status)),
-        ));
+        return Err(ToolError::failed(tool, format!("{}: {detail}", describe_exit(status))));
     }
     if stdout.overflowed {
         return Err(ToolError::invalid(
             tool,
-            format!(
-                "it printed more than {} MiB on stdout",
-                MAX_STDOUT / (1024 * 1024)
-            ),
+            format!("it printed more than {} MiB on stdout", MAX_STDOUT / (1024 * 1024)),
         ));
     }
     parse_output(tool, &stdout.bytes)
@@ -131,8 +115,7 @@ fn resolve(program: &str, base_dir: &Path) -> PathBuf {
     let path = Path::new(program);
     let has_separator = path.components().count() > 1;
     if path.is_relative() && has_separator {
-        let base =
-            std::path::absolute(working_dir(base_dir)).unwrap_or_else(|_| base_dir.to_path_buf());
+        let base = std::path::absolute(working_dir(base_dir)).unwrap_or_else(|_| base_dir.to_path_buf());
         base.join(path)
     } else {
         path.to_path_buf()
@@ -141,11 +124,7 @@ fn resolve(program: &str, base_dir: &Path) -> PathBuf {
 
 /// An empty directory (a program read from stdin) means the current one.
 fn working_dir(base_dir: &Path) -> &Path {
-    if base_dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        base_dir
-    }
+    if base_dir.as_os_str().is_empty() { Path::new(".") } else { base_dir }
 }
 
 /// Polls for the exit until the deadline: `Ok(None)` when it passed.
@@ -221,17 +200,10 @@ struct Output {
 
 /// Drains a pipe to its end on a thread, keeping at most `limit` bytes, so
 /// the child never blocks on a full pipe.
-fn read_on_thread(
-    mut pipe: impl Read + Send + 'static,
-    limit: usize,
-    keep: Keep,
-) -> mpsc::Receiver<Output> {
+fn read_on_thread(mut pipe: impl Read + Send + 'static, limit: usize, keep: Keep) -> mpsc::Receiver<Output> {
     let (sender, receiver) = mpsc::channel();
     thread::spawn(move || {
-        let mut output = Output {
-            bytes: Vec::new(),
-            overflowed: false,
-        };
+        let mut output = Output { bytes: Vec::new(), overflowed: false };
         let mut chunk = [0u8; 64 * 1024];
         loop {
             let read = match pipe.read(&mut chunk) {
@@ -247,9 +219,7 @@ fn read_on_thread(
                     if data.len() > room {
                         output.overflowed = true;
                     }
-                    output
-                        .bytes
-                        .extend_from_slice(data.get(..room.min(data.len())).unwrap_or_default());
+                    output.bytes.extend_from_slice(data.get(..room.min(data.len())).unwrap_or_default());
                 }
                 Keep::Tail => {
                     output.bytes.extend_from_slice(data);
@@ -269,10 +239,7 @@ fn read_on_thread(
 
 fn collect(receiver: Option<mpsc::Receiver<Output>>, deadline: Instant) -> Option<Output> {
     let Some(receiver) = receiver else {
-        return Some(Output {
-            bytes: Vec::new(),
-            overflowed: false,
-        });
+        return Some(Output { bytes: Vec::new(), overflowed: false });
     };
     let remaining = deadline.saturating_duration_since(Instant::now());
     receiver.recv_timeout(remaining).ok()
@@ -287,37 +254,23 @@ fn stderr_text(stderr: &Output) -> String {
         start += 1;
     }
     let tail = text.get(start..).unwrap_or_default();
-    if start > 0 || stderr.overflowed {
-        format!("…{tail}")
-    } else {
-        tail.to_string()
-    }
+    if start > 0 || stderr.overflowed { format!("…{tail}") } else { tail.to_string() }
 }
 
 fn parse_output(tool: &Tool, bytes: &[u8]) -> Result<Value, ToolError> {
     let text = String::from_utf8_lossy(bytes);
     let text = text.trim();
     if text.is_empty() {
-        return Err(ToolError::invalid(
-            tool,
-            "it printed nothing on stdout; a JSON object was expected",
-        ));
+        return Err(ToolError::invalid(tool, "it printed nothing on stdout; a JSON object was expected"));
     }
     match serde_json::from_str::<Value>(text) {
         Ok(value @ Value::Object(_)) => Ok(value),
-        Ok(other) => Err(ToolError::invalid(
-            tool,
-            format!(
-                "{} on stdout is not a JSON object",
-                super::describe_json(&other)
-            ),
-        )),
+        Ok(other) => {
+            Err(ToolError::invalid(tool, format!("{} on stdout is not a JSON object", super::describe_json(&other))))
+        }
         Err(error) => Err(ToolError::invalid(
             tool,
-            format!(
-                "stdout is not JSON ({error}); it starts with `{}`",
-                excerpt(text, 80)
-            ),
+            format!("stdout is not JSON ({error}); it starts with `{}`", excerpt(text, 80)),
         )),
     }
 }
@@ -337,8 +290,7 @@ mod tests {
 
     impl TempDir {
         fn new(name: &str) -> TempDir {
-            let dir =
-                std::env::temp_dir().join(format!("flowc-exec-{}-{name}", std::process::id()));
+            let dir = std::env::temp_dir().join(format!("flowc-exec-{}-{name}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
             assert!(std::fs::create_dir_all(dir.join("tools")).is_ok());
             TempDir(dir)
@@ -375,30 +327,17 @@ mod tests {
             "lookup",
             &[("email", TypeKind::String)],
             returns,
-            Some(ToolImpl::Exec {
-                command: command.iter().map(|part| part.to_string()).collect(),
-                timeout_ms,
-            }),
+            Some(ToolImpl::Exec { command: command.iter().map(|part| part.to_string()).collect(), timeout_ms }),
         );
-        ToolRegistry::default().call(
-            &tool,
-            &args(json!({"email": "ada@example.com"})),
-            &env(dir.to_path_buf()),
-        )
+        ToolRegistry::default().call(&tool, &args(json!({"email": "ada@example.com"})), &env(dir.to_path_buf()))
     }
 
     fn failed(message: &str) -> Result<Value, ToolError> {
-        Err(ToolError::Failed {
-            tool: "lookup".to_string(),
-            message: message.to_string(),
-        })
+        Err(ToolError::Failed { tool: "lookup".to_string(), message: message.to_string() })
     }
 
     fn invalid(message: &str) -> Result<Value, ToolError> {
-        Err(ToolError::InvalidResult {
-            tool: "lookup".to_string(),
-            message: message.to_string(),
-        })
+        Err(ToolError::InvalidResult { tool: "lookup".to_string(), message: message.to_string() })
     }
 
     #[test]
@@ -409,19 +348,9 @@ mod tests {
             "echo.sh",
             "#!/bin/sh\nread -r line\nprintf '{\"input\": %s, \"cwd\": \"%s\", \"argv\": \"%s\"}\\n' \"$line\" \"$(pwd)\" \"$1 $2\"\n",
         );
-        let result = run(
-            &dir,
-            &["./tools/echo.sh", "a b", "$HOME"],
-            2_000,
-            Some(&[("input", TypeKind::Unknown)]),
-        );
-        let cwd = std::fs::canonicalize(&*dir)
-            .map(|path| path.display().to_string())
-            .unwrap_or_default();
-        assert_eq!(
-            result,
-            Ok(json!({"input": {"email": "ada@example.com"}, "cwd": cwd, "argv": "a b $HOME"}))
-        );
+        let result = run(&dir, &["./tools/echo.sh", "a b", "$HOME"], 2_000, Some(&[("input", TypeKind::Unknown)]));
+        let cwd = std::fs::canonicalize(&*dir).map(|path| path.display().to_string()).unwrap_or_default();
+        assert_eq!(result, Ok(json!({"input": {"email": "ada@example.com"}, "cwd": cwd, "argv": "a b $HOME"})));
         // The same script through a relative path without `./`, and via PATH.
         let result = run(&dir, &["sh", "tools/echo.sh"], 2_000, None);
         assert!(result.is_ok(), "{result:?}");
@@ -434,58 +363,30 @@ mod tests {
         script(&dir, "hang.sh", "#!/bin/sh\nsleep 30\necho '{}'\n");
         let started = Instant::now();
         let result = run(&dir, &["./tools/hang.sh"], 200, None);
-        assert_eq!(
-            result,
-            Err(ToolError::Timeout {
-                tool: "lookup".to_string(),
-                ms: 200
-            })
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(3),
-            "{:?}",
-            started.elapsed()
-        );
+        assert_eq!(result, Err(ToolError::Timeout { tool: "lookup".to_string(), ms: 200 }));
+        assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
     }
 
     #[test]
     fn a_background_process_holding_stdout_cannot_hang_the_call() {
         let dir = TempDir::new("background");
-        script(
-            &dir,
-            "leak.sh",
-            "#!/bin/sh\necho '{\"ok\": true}'\nsleep 30 &\nexit 0\n",
-        );
+        script(&dir, "leak.sh", "#!/bin/sh\necho '{\"ok\": true}'\nsleep 30 &\nexit 0\n");
         let started = Instant::now();
         let result = run(&dir, &["./tools/leak.sh"], 300, None);
-        assert!(
-            matches!(result, Err(ToolError::Timeout { .. })),
-            "{result:?}"
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(3),
-            "{:?}",
-            started.elapsed()
-        );
+        assert!(matches!(result, Err(ToolError::Timeout { .. })), "{result:?}");
+        assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
     }
 
     #[test]
     fn a_non_zero_exit_keeps_the_code_and_stderr() {
         let dir = TempDir::new("fail");
-        script(
-            &dir,
-            "fail.sh",
-            "#!/bin/sh\necho 'working' \necho 'customer service is down' >&2\nexit 1\n",
-        );
+        script(&dir, "fail.sh", "#!/bin/sh\necho 'working' \necho 'customer service is down' >&2\nexit 1\n");
         assert_eq!(
             run(&dir, &["./tools/fail.sh"], 2_000, None),
             failed("exited with code 1: customer service is down")
         );
         script(&dir, "quiet.sh", "#!/bin/sh\necho 'partial'\nexit 3\n");
-        assert_eq!(
-            run(&dir, &["./tools/quiet.sh"], 2_000, None),
-            failed("exited with code 3: stdout: partial")
-        );
+        assert_eq!(run(&dir, &["./tools/quiet.sh"], 2_000, None), failed("exited with code 3: stdout: partial"));
     }
 
     #[test]
@@ -496,8 +397,7 @@ mod tests {
             "noisy.sh",
             "#!/bin/sh\ni=0\nwhile [ $i -lt 2000 ]; do echo \"line $i of noise\" >&2; i=$((i+1)); done\necho 'the real error' >&2\nexit 2\n",
         );
-        let Err(ToolError::Failed { message, .. }) = run(&dir, &["./tools/noisy.sh"], 5_000, None)
-        else {
+        let Err(ToolError::Failed { message, .. }) = run(&dir, &["./tools/noisy.sh"], 5_000, None) else {
             panic!("the tool should fail");
         };
         assert!(message.starts_with("exited with code 2: …"), "{message}");
@@ -508,25 +408,15 @@ mod tests {
     #[test]
     fn invalid_json_is_an_error_naming_the_first_bytes() {
         let dir = TempDir::new("invalid");
-        script(
-            &dir,
-            "bad.sh",
-            "#!/bin/sh\necho 'Customer: Ada (not json)'\n",
-        );
+        script(&dir, "bad.sh", "#!/bin/sh\necho 'Customer: Ada (not json)'\n");
         let result = run(&dir, &["./tools/bad.sh"], 2_000, None);
         let Err(ToolError::InvalidResult { message, .. }) = &result else {
             panic!("{result:?}");
         };
         assert!(message.starts_with("stdout is not JSON ("), "{message}");
-        assert!(
-            message.ends_with("it starts with `Customer: Ada (not json)`"),
-            "{message}"
-        );
+        assert!(message.ends_with("it starts with `Customer: Ada (not json)`"), "{message}");
         script(&dir, "list.sh", "#!/bin/sh\necho '[1, 2]'\n");
-        assert_eq!(
-            run(&dir, &["./tools/list.sh"], 2_000, None),
-            invalid("a list on stdout is not a JSON object")
-        );
+        assert_eq!(run(&dir, &["./tools/list.sh"], 2_000, None), invalid("a list on stdout is not a JSON object"));
         script(&dir, "silent.sh", "#!/bin/sh\nexit 0\n");
         assert_eq!(
             run(&dir, &["./tools/silent.sh"], 2_000, None),
@@ -543,18 +433,8 @@ mod tests {
             "large.sh",
             "#!/bin/sh\nhead -c 300000 /dev/zero | tr '\\0' 'e' >&2\nprintf '{\"blob\": \"'\nhead -c 1048576 /dev/zero | tr '\\0' 'x'\nprintf '\"}'\n",
         );
-        let result = run(
-            &dir,
-            &["./tools/large.sh"],
-            10_000,
-            Some(&[("blob", TypeKind::String)]),
-        );
-        let length = result
-            .as_ref()
-            .ok()
-            .and_then(|value| value.get("blob"))
-            .and_then(Value::as_str)
-            .map(str::len);
+        let result = run(&dir, &["./tools/large.sh"], 10_000, Some(&[("blob", TypeKind::String)]));
+        let length = result.as_ref().ok().and_then(|value| value.get("blob")).and_then(Value::as_str).map(str::len);
         assert_eq!(length, Some(1_048_576), "{:?}", result.map(|_| ()));
     }
 
@@ -562,21 +442,10 @@ mod tests {
     fn relative_programs_resolve_against_an_absolute_program_directory() {
         let resolved = super::resolve("./tools/x.sh", Path::new("flows"));
         assert!(resolved.is_absolute(), "{}", resolved.display());
-        assert!(
-            resolved.ends_with("flows/tools/x.sh"),
-            "{}",
-            resolved.display()
-        );
-        assert_eq!(
-            super::resolve("python3", Path::new("flows")),
-            PathBuf::from("python3")
-        );
+        assert!(resolved.ends_with("flows/tools/x.sh"), "{}", resolved.display());
+        assert_eq!(super::resolve("python3", Path::new("flows")), PathBuf::from("python3"));
         let from_cwd = super::resolve("tools/x.py", Path::new(""));
-        assert!(
-            from_cwd.is_absolute() && from_cwd.ends_with("tools/x.py"),
-            "{}",
-            from_cwd.display()
-        );
+        assert!(from_cwd.is_absolute() && from_cwd.ends_with("tools/x.py"), "{}", from_cwd.display());
     }
 
     #[test]
@@ -584,11 +453,7 @@ mod tests {
         let flows = Path::new(env!("CARGO_MANIFEST_DIR")).join("flows");
         let tool = tool(
             "book_hotel",
-            &[
-                ("hotel", TypeKind::String),
-                ("date", TypeKind::Date),
-                ("guests", TypeKind::Int),
-            ],
+            &[("hotel", TypeKind::String), ("date", TypeKind::Date), ("guests", TypeKind::Int)],
             Some(&[("booking_id", TypeKind::String)]),
             Some(ToolImpl::Exec {
                 command: vec!["python3".to_string(), "tools/book_hotel.py".to_string()],
@@ -598,11 +463,7 @@ mod tests {
         let call_args = args(json!({"hotel": "Grand Hotel", "date": "2026-12-04", "guests": 2}));
         let first = ToolRegistry::default().call(&tool, &call_args, &env(flows.clone()));
         let second = ToolRegistry::default().call(&tool, &call_args, &env(flows));
-        let id = first
-            .as_ref()
-            .ok()
-            .and_then(|result| result.get("booking_id"))
-            .and_then(Value::as_str);
+        let id = first.as_ref().ok().and_then(|result| result.get("booking_id")).and_then(Value::as_str);
         assert!(id.is_some_and(|id| id.starts_with("GH-")), "{first:?}");
         assert_eq!(first, second);
     }
@@ -614,9 +475,6 @@ mod tests {
         let Err(ToolError::Failed { message, .. }) = &result else {
             panic!("{result:?}");
         };
-        assert!(
-            message.starts_with("cannot run `./tools/nope.sh`: "),
-            "{message}"
-        );
+        assert!(message.starts_with("cannot run `./tools/nope.sh`: "), "{message}");
     }
 }

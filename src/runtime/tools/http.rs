@@ -53,26 +53,15 @@ pub(super) fn call(
     // empty text; a tool call has no trace to put the warning in.
     let mut warnings = Vec::new();
     let url = render_url(request.url, &bindings, &mut warnings);
-    let parsed = reqwest::Url::parse(&url).map_err(|error| {
-        ToolError::failed(
-            tool,
-            format!("the url `{}` is not valid: {error}", excerpt(&url, 200)),
-        )
-    })?;
+    let parsed = reqwest::Url::parse(&url)
+        .map_err(|error| ToolError::failed(tool, format!("the url `{}` is not valid: {error}", excerpt(&url, 200))))?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(ToolError::failed(
-            tool,
-            format!("the url `{}` is not http or https", excerpt(&url, 200)),
-        ));
+        return Err(ToolError::failed(tool, format!("the url `{}` is not http or https", excerpt(&url, 200))));
     }
     let headers = headers(tool, request.headers, &bindings, &mut warnings)?;
     let body = match request.body {
         Some(body) => Some(render_body(body, &bindings, &mut warnings)),
-        None if matches!(
-            request.method,
-            HttpMethod::Post | HttpMethod::Put | HttpMethod::Patch
-        ) =>
-        {
+        None if matches!(request.method, HttpMethod::Post | HttpMethod::Put | HttpMethod::Patch) => {
             Some(Value::Object(args.clone()))
         }
         None => None,
@@ -86,10 +75,8 @@ pub(super) fn call(
         HttpMethod::Patch => reqwest::Method::PATCH,
         HttpMethod::Delete => reqwest::Method::DELETE,
     };
-    let mut builder = client
-        .request(method, parsed)
-        .timeout(Duration::from_millis(request.timeout_ms))
-        .headers(headers);
+    let mut builder =
+        client.request(method, parsed).timeout(Duration::from_millis(request.timeout_ms)).headers(headers);
     if let Some(body) = &body {
         builder = builder.body(serde_json::to_vec(body).unwrap_or_default());
     }
@@ -97,46 +84,31 @@ pub(super) fn call(
         if error.is_timeout() {
             ToolError::timeout(tool, request.timeout_ms)
         } else {
-            ToolError::failed(
-                tool,
-                format!("cannot reach `{}`: {}", excerpt(&url, 200), cause(&error)),
-            )
+            ToolError::failed(tool, format!("cannot reach `{}`: {}", excerpt(&url, 200), cause(&error)))
         }
     })?;
 
     let status = response.status();
     let mut bytes = Vec::new();
-    response
-        .take(MAX_RESPONSE + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|error| {
-            if is_timeout(&error) {
-                ToolError::timeout(tool, request.timeout_ms)
-            } else {
-                ToolError::failed(
-                    tool,
-                    format!("reading the response failed: {}", cause(&error)),
-                )
-            }
-        })?;
+    response.take(MAX_RESPONSE + 1).read_to_end(&mut bytes).map_err(|error| {
+        if is_timeout(&error) {
+            ToolError::timeout(tool, request.timeout_ms)
+        } else {
+            ToolError::failed(tool, format!("reading the response failed: {}", cause(&error)))
+        }
+    })?;
     let text = String::from_utf8_lossy(&bytes);
     if !status.is_success() {
         let body_excerpt = match text.trim() {
             "" => String::new(),
             body => format!(": {}", excerpt(body, 300)),
         };
-        return Err(ToolError::failed(
-            tool,
-            format!("HTTP {status}{body_excerpt}"),
-        ));
+        return Err(ToolError::failed(tool, format!("HTTP {status}{body_excerpt}")));
     }
     if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > MAX_RESPONSE {
         return Err(ToolError::invalid(
             tool,
-            format!(
-                "the response is larger than {} MiB",
-                MAX_RESPONSE / (1024 * 1024)
-            ),
+            format!("the response is larger than {} MiB", MAX_RESPONSE / (1024 * 1024)),
         ));
     }
     parse_response(tool, text.trim())
@@ -150,17 +122,11 @@ fn parse_response(tool: &Tool, text: &str) -> Result<Value, ToolError> {
         Ok(value @ Value::Object(_)) => Ok(value),
         Ok(other) => Err(ToolError::invalid(
             tool,
-            format!(
-                "the response, {}, is not a JSON object",
-                super::describe_json(&other)
-            ),
+            format!("the response, {}, is not a JSON object", super::describe_json(&other)),
         )),
         Err(error) => Err(ToolError::invalid(
             tool,
-            format!(
-                "the response is not JSON ({error}); it starts with `{}`",
-                excerpt(text, 80)
-            ),
+            format!("the response is not JSON ({error}); it starts with `{}`", excerpt(text, 80)),
         )),
     }
 }
@@ -190,20 +156,14 @@ fn headers(
     map.insert(ACCEPT, HeaderValue::from_static("application/json"));
     map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     for (name, template) in declared {
-        let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-            ToolError::failed(
-                tool,
-                format!("`{}` is not a valid header name", excerpt(name, 60)),
-            )
-        })?;
+        let header_name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ToolError::failed(tool, format!("`{}` is not a valid header name", excerpt(name, 60))))?;
         let rendered = eval::render(template, bindings, warnings);
         // The value may hold a secret from `env`: never echo it.
         let mut value = HeaderValue::from_str(&rendered).map_err(|_| {
             ToolError::failed(
                 tool,
-                format!(
-                    "the value of header `{name}` is not valid (a line break or control character?)"
-                ),
+                format!("the value of header `{name}` is not valid (a line break or control character?)"),
             )
         })?;
         if name.eq_ignore_ascii_case("authorization") {
@@ -214,11 +174,7 @@ fn headers(
     Ok(map)
 }
 
-fn render_url(
-    template: &Template,
-    bindings: &ToolBindings<'_>,
-    warnings: &mut Vec<String>,
-) -> String {
+fn render_url(template: &Template, bindings: &ToolBindings<'_>, warnings: &mut Vec<String>) -> String {
     let mut url = String::new();
     for part in &template.parts {
         match part {
@@ -251,22 +207,12 @@ fn render_body(body: &Body, bindings: &ToolBindings<'_>, warnings: &mut Vec<Stri
         Body::Bool(flag) => Value::Bool(*flag),
         Body::Number(number) => Value::Number(number.clone()),
         Body::String(template) => match template.parts.as_slice() {
-            [TemplatePart::Expr(expr)] if !matches!(expr.kind, ExprKind::Error) => {
-                eval::eval(expr, bindings, warnings)
-            }
+            [TemplatePart::Expr(expr)] if !matches!(expr.kind, ExprKind::Error) => eval::eval(expr, bindings, warnings),
             _ => Value::String(eval::render(template, bindings, warnings)),
         },
-        Body::List(items) => Value::Array(
-            items
-                .iter()
-                .map(|item| render_body(item, bindings, warnings))
-                .collect(),
-        ),
+        Body::List(items) => Value::Array(items.iter().map(|item| render_body(item, bindings, warnings)).collect()),
         Body::Object(members) => Value::Object(
-            members
-                .iter()
-                .map(|(name, member)| (name.clone(), render_body(member, bindings, warnings)))
-                .collect(),
+            members.iter().map(|(name, member)| (name.clone(), render_body(member, bindings, warnings))).collect(),
         ),
     }
 }
@@ -285,14 +231,9 @@ fn is_timeout(error: &std::io::Error) -> bool {
     if error.kind() == std::io::ErrorKind::TimedOut {
         return true;
     }
-    let mut source = error
-        .get_ref()
-        .map(|inner| inner as &(dyn std::error::Error + 'static));
+    let mut source = error.get_ref().map(|inner| inner as &(dyn std::error::Error + 'static));
     while let Some(current) = source {
-        if current
-            .downcast_ref::<reqwest::Error>()
-            .is_some_and(reqwest::Error::is_timeout)
-        {
+        if current.downcast_ref::<reqwest::Error>().is_some_and(reqwest::Error::is_timeout) {
             return true;
         }
         source = current.source();
@@ -362,28 +303,18 @@ mod tests {
 
     impl Received {
         fn header(&self, name: &str) -> Option<&str> {
-            self.headers
-                .iter()
-                .find(|(key, _)| key.eq_ignore_ascii_case(name))
-                .map(|(_, value)| value.as_str())
+            self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
         }
     }
 
     /// A one-request HTTP server on 127.0.0.1: answers with `status` and
     /// `body` after `delay`, and reports what it received.
-    fn serve(
-        status: &'static str,
-        body: &'static str,
-        delay: Duration,
-    ) -> (String, mpsc::Receiver<Received>) {
+    fn serve(status: &'static str, body: &'static str, delay: Duration) -> (String, mpsc::Receiver<Received>) {
         let listener = TcpListener::bind("127.0.0.1:0");
         let Ok(listener) = listener else {
             panic!("cannot bind 127.0.0.1");
         };
-        let address = listener
-            .local_addr()
-            .map(|address| address.to_string())
-            .unwrap_or_default();
+        let address = listener.local_addr().map(|address| address.to_string()).unwrap_or_default();
         let (sender, receiver) = mpsc::channel();
         thread::spawn(move || {
             let Ok((stream, _)) = listener.accept() else {
@@ -400,15 +331,10 @@ mod tests {
                     break;
                 }
                 if let Some((name, value)) = line.trim_end().split_once(':') {
-                    received
-                        .headers
-                        .push((name.trim().to_string(), value.trim().to_string()));
+                    received.headers.push((name.trim().to_string(), value.trim().to_string()));
                 }
             }
-            let length = received
-                .header("content-length")
-                .and_then(|value| value.parse::<usize>().ok())
-                .unwrap_or(0);
+            let length = received.header("content-length").and_then(|value| value.parse::<usize>().ok()).unwrap_or(0);
             let mut request_body = vec![0u8; length];
             let _ = reader.read_exact(&mut request_body);
             received.body = String::from_utf8_lossy(&request_body).to_string();
@@ -430,17 +356,9 @@ mod tests {
         let symbols = Symbols::default();
         let mut diagnostics = Vec::new();
         let ast = parse_template(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
-        let locals = [
-            ("id".to_string(), Type::String),
-            ("guests".to_string(), Type::Int),
-        ];
+        let locals = [("id".to_string(), Type::String), ("guests".to_string(), Type::Int)];
         let typed = Checker {
-            scope: Scope {
-                symbols: &symbols,
-                fields_visible: false,
-                locals: &locals,
-                env_allowed,
-            },
+            scope: Scope { symbols: &symbols, fields_visible: false, locals: &locals, env_allowed },
             diagnostics: &mut diagnostics,
         }
         .template(&ast);
@@ -462,10 +380,7 @@ mod tests {
             Some(ToolImpl::Http {
                 method,
                 url: template(url, false),
-                headers: headers
-                    .iter()
-                    .map(|(name, value)| (name.to_string(), template(value, true)))
-                    .collect(),
+                headers: headers.iter().map(|(name, value)| (name.to_string(), template(value, true))).collect(),
                 body,
                 timeout_ms,
             }),
@@ -473,17 +388,11 @@ mod tests {
     }
 
     fn call(tool: &crate::ir::Tool) -> Result<Value, ToolError> {
-        ToolRegistry::default().call(
-            tool,
-            &args(json!({"id": "a b/c", "guests": 2})),
-            &env(PathBuf::from(".")),
-        )
+        ToolRegistry::default().call(tool, &args(json!({"id": "a b/c", "guests": 2})), &env(PathBuf::from(".")))
     }
 
     fn received(receiver: &mpsc::Receiver<Received>) -> Received {
-        receiver
-            .recv_timeout(Duration::from_secs(5))
-            .unwrap_or_default()
+        receiver.recv_timeout(Duration::from_secs(5)).unwrap_or_default()
     }
 
     #[test]
@@ -491,24 +400,11 @@ mod tests {
         // PATH is always set; reading it keeps the test from mutating the
         // environment other threads read.
         let path = std::env::var("PATH").unwrap_or_default();
-        let (base, receiver) = serve(
-            "201 Created",
-            r#"{"booking_id": "GH-7", "note": "kept"}"#,
-            Duration::ZERO,
-        );
+        let (base, receiver) = serve("201 Created", r#"{"booking_id": "GH-7", "note": "kept"}"#, Duration::ZERO);
         let body = Body::Object(vec![
-            (
-                "guests".to_string(),
-                Body::String(template("{{guests}}", false)),
-            ),
-            (
-                "label".to_string(),
-                Body::String(template("{{guests}} guests for {{id}}", false)),
-            ),
-            (
-                "fixed".to_string(),
-                Body::List(vec![Body::Bool(true), Body::Null, Body::Number(3.into())]),
-            ),
+            ("guests".to_string(), Body::String(template("{{guests}}", false))),
+            ("label".to_string(), Body::String(template("{{guests}} guests for {{id}}", false))),
+            ("fixed".to_string(), Body::List(vec![Body::Bool(true), Body::Null, Body::Number(3.into())])),
         ]);
         let tool = http_tool(
             HttpMethod::Post,
@@ -521,24 +417,15 @@ mod tests {
             Some(body),
             5_000,
         );
-        assert_eq!(
-            call(&tool),
-            Ok(json!({"booking_id": "GH-7", "note": "kept"}))
-        );
+        assert_eq!(call(&tool), Ok(json!({"booking_id": "GH-7", "note": "kept"})));
         let seen = received(&receiver);
         assert_eq!(seen.request_line, "POST /bookings/a%20b%2Fc?n=2 HTTP/1.1");
-        assert_eq!(
-            seen.header("authorization"),
-            Some(format!("Bearer {path}").as_str())
-        );
+        assert_eq!(seen.header("authorization"), Some(format!("Bearer {path}").as_str()));
         assert_eq!(seen.header("x-missing"), Some("[]"));
         assert_eq!(seen.header("x-guests"), Some("2"));
         assert_eq!(seen.header("content-type"), Some("application/json"));
         let sent: Value = serde_json::from_str(&seen.body).unwrap_or_default();
-        assert_eq!(
-            sent,
-            json!({"guests": 2, "label": "2 guests for a b/c", "fixed": [true, null, 3]})
-        );
+        assert_eq!(sent, json!({"guests": 2, "label": "2 guests for a b/c", "fixed": [true, null, 3]}));
     }
 
     #[test]
@@ -554,13 +441,7 @@ mod tests {
     #[test]
     fn get_sends_no_body() {
         let (base, receiver) = serve("200 OK", r#"{"booking_id": "GH-1"}"#, Duration::ZERO);
-        let tool = http_tool(
-            HttpMethod::Get,
-            &format!("{base}/x/{{{{id}}}}"),
-            &[],
-            None,
-            5_000,
-        );
+        let tool = http_tool(HttpMethod::Get, &format!("{base}/x/{{{{id}}}}"), &[], None, 5_000);
         assert!(call(&tool).is_ok());
         let seen = received(&receiver);
         assert_eq!(seen.request_line, "GET /x/a%20b%2Fc HTTP/1.1");
@@ -569,18 +450,13 @@ mod tests {
 
     #[test]
     fn a_server_error_is_a_tool_error_with_status_and_body() {
-        let (base, _receiver) = serve(
-            "500 Internal Server Error",
-            r#"{"error": "database down"}"#,
-            Duration::ZERO,
-        );
+        let (base, _receiver) = serve("500 Internal Server Error", r#"{"error": "database down"}"#, Duration::ZERO);
         let tool = http_tool(HttpMethod::Post, &format!("{base}/x"), &[], None, 5_000);
         assert_eq!(
             call(&tool),
             Err(ToolError::Failed {
                 tool: "remote".to_string(),
-                message: r#"HTTP 500 Internal Server Error: {"error": "database down"}"#
-                    .to_string()
+                message: r#"HTTP 500 Internal Server Error: {"error": "database down"}"#.to_string()
             })
         );
     }
@@ -593,14 +469,8 @@ mod tests {
         let Err(ToolError::InvalidResult { message, .. }) = &result else {
             panic!("{result:?}");
         };
-        assert!(
-            message.starts_with("the response is not JSON ("),
-            "{message}"
-        );
-        assert!(
-            message.ends_with("it starts with `<html>oops</html>`"),
-            "{message}"
-        );
+        assert!(message.starts_with("the response is not JSON ("), "{message}");
+        assert!(message.ends_with("it starts with `<html>oops</html>`"), "{message}");
     }
 
     #[test]
@@ -618,25 +488,11 @@ mod tests {
 
     #[test]
     fn a_slow_server_times_out() {
-        let (base, _receiver) = serve(
-            "200 OK",
-            r#"{"booking_id": "late"}"#,
-            Duration::from_secs(3),
-        );
+        let (base, _receiver) = serve("200 OK", r#"{"booking_id": "late"}"#, Duration::from_secs(3));
         let tool = http_tool(HttpMethod::Post, &format!("{base}/x"), &[], None, 200);
         let started = Instant::now();
-        assert_eq!(
-            call(&tool),
-            Err(ToolError::Timeout {
-                tool: "remote".to_string(),
-                ms: 200
-            })
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "{:?}",
-            started.elapsed()
-        );
+        assert_eq!(call(&tool), Err(ToolError::Timeout { tool: "remote".to_string(), ms: 200 }));
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     }
 
     #[test]
@@ -646,21 +502,12 @@ mod tests {
             .and_then(|listener| listener.local_addr())
             .map(|address| address.to_string())
             .unwrap_or_default();
-        let tool = http_tool(
-            HttpMethod::Post,
-            &format!("http://{address}/x"),
-            &[],
-            None,
-            2_000,
-        );
+        let tool = http_tool(HttpMethod::Post, &format!("http://{address}/x"), &[], None, 2_000);
         let result = call(&tool);
         let Err(ToolError::Failed { message, .. }) = &result else {
             panic!("{result:?}");
         };
-        assert!(
-            message.starts_with(&format!("cannot reach `http://{address}/x`: ")),
-            "{message}"
-        );
+        assert!(message.starts_with(&format!("cannot reach `http://{address}/x`: ")), "{message}");
     }
 
     #[test]

@@ -42,36 +42,22 @@ pub enum ToolError {
 
 impl ToolError {
     fn failed(tool: &Tool, message: impl Into<String>) -> ToolError {
-        ToolError::Failed {
-            tool: tool.name.clone(),
-            message: message.into(),
-        }
+        ToolError::Failed { tool: tool.name.clone(), message: message.into() }
     }
 
     fn invalid(tool: &Tool, message: impl Into<String>) -> ToolError {
-        ToolError::InvalidResult {
-            tool: tool.name.clone(),
-            message: message.into(),
-        }
+        ToolError::InvalidResult { tool: tool.name.clone(), message: message.into() }
     }
 
     fn timeout(tool: &Tool, ms: u64) -> ToolError {
-        ToolError::Timeout {
-            tool: tool.name.clone(),
-            ms,
-        }
+        ToolError::Timeout { tool: tool.name.clone(), ms }
     }
 }
 
 /// A tool implementation. The runtime validates arguments before and
 /// results after the call.
 pub trait ToolHandler: Send + Sync {
-    fn call(
-        &self,
-        tool: &Tool,
-        args: &Map<String, Value>,
-        env: &ToolEnv,
-    ) -> Result<Value, ToolError>;
+    fn call(&self, tool: &Tool, args: &Map<String, Value>, env: &ToolEnv) -> Result<Value, ToolError>;
 }
 
 /// The tools a run uses: the program's own (by kind) unless a handler is
@@ -89,12 +75,7 @@ impl ToolRegistry {
     /// Calls a tool and checks its result against `returns`: an object
     /// holding every declared field with a valid value (extra keys are
     /// kept; a `directive` key is left for the runtime).
-    pub fn call(
-        &self,
-        tool: &Tool,
-        args: &Map<String, Value>,
-        env: &ToolEnv,
-    ) -> Result<Value, ToolError> {
+    pub fn call(&self, tool: &Tool, args: &Map<String, Value>, env: &ToolEnv) -> Result<Value, ToolError> {
         let result = match self.overrides.get(&tool.name) {
             Some(handler) => handler.call(tool, args, env)?,
             None => call_implementation(tool, args, env)?,
@@ -106,32 +87,13 @@ impl ToolRegistry {
 /// Runs the program's own implementation of a tool, without checking the
 /// result: what [`ToolRegistry::call`] does when no override is registered,
 /// and what an override may delegate to (a double that records real calls).
-pub fn call_implementation(
-    tool: &Tool,
-    args: &Map<String, Value>,
-    env: &ToolEnv,
-) -> Result<Value, ToolError> {
+pub fn call_implementation(tool: &Tool, args: &Map<String, Value>, env: &ToolEnv) -> Result<Value, ToolError> {
     match &tool.implementation {
         Some(ToolImpl::Builtin { builtin }) => Ok(builtin::call(tool, *builtin, args, env)),
-        Some(ToolImpl::Exec {
-            command,
-            timeout_ms,
-        }) => exec::call(tool, command, *timeout_ms, args, env),
-        Some(ToolImpl::Http {
-            method,
-            url,
-            headers,
-            body,
-            timeout_ms,
-        }) => http::call(
+        Some(ToolImpl::Exec { command, timeout_ms }) => exec::call(tool, command, *timeout_ms, args, env),
+        Some(ToolImpl::Http { method, url, headers, body, timeout_ms }) => http::call(
             tool,
-            &http::Request {
-                method: *method,
-                url,
-                headers,
-                body: body.as_ref(),
-                timeout_ms: *timeout_ms,
-            },
+            &http::Request { method: *method, url, headers, body: body.as_ref(), timeout_ms: *timeout_ms },
             args,
             env,
         ),
@@ -144,23 +106,14 @@ pub fn call_implementation(
 /// The result must be an object with every declared return field, valid.
 fn check_result(tool: &Tool, result: Value) -> Result<Value, ToolError> {
     let Value::Object(mut members) = result else {
-        return Err(ToolError::invalid(
-            tool,
-            format!("{} is not a JSON object", describe_json(&result)),
-        ));
+        return Err(ToolError::invalid(tool, format!("{} is not a JSON object", describe_json(&result))));
     };
     for field in tool.returns.iter().flatten() {
         let Some(value) = members.get_mut(&field.name) else {
             let present: Vec<&str> = members.keys().map(String::as_str).collect();
-            let found = if present.is_empty() {
-                "it is empty".to_string()
-            } else {
-                format!("it has {}", present.join(", "))
-            };
-            return Err(ToolError::invalid(
-                tool,
-                format!("the declared field `{}` is missing ({found})", field.name),
-            ));
+            let found =
+                if present.is_empty() { "it is empty".to_string() } else { format!("it has {}", present.join(", ")) };
+            return Err(ToolError::invalid(tool, format!("the declared field `{}` is missing ({found})", field.name)));
         };
         *value = validate(value, &field.ty)
             .map_err(|reason| ToolError::invalid(tool, format!("`{}`: {reason}", field.name)))?;
@@ -182,11 +135,7 @@ fn describe_json(value: &Value) -> String {
 
 /// At most `limit` characters of `text`, on one line, marked when cut.
 fn excerpt(text: &str, limit: usize) -> String {
-    let single_line: String = text
-        .trim()
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let single_line: String = text.trim().chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     match single_line.char_indices().nth(limit) {
         Some((cut, _)) => format!("{}…", single_line.get(..cut).unwrap_or_default()),
         None => single_line,
@@ -203,24 +152,13 @@ pub(crate) mod tests {
     use std::sync::Mutex;
 
     pub(crate) fn value_type(kind: TypeKind) -> ValueType {
-        ValueType {
-            kind,
-            description: None,
-            min: None,
-            max: None,
-            pattern: None,
-            examples: Vec::new(),
-        }
+        ValueType { kind, description: None, min: None, max: None, pattern: None, examples: Vec::new() }
     }
 
     pub(crate) fn fields(declared: &[(&str, TypeKind)]) -> Vec<Field> {
         declared
             .iter()
-            .map(|(name, kind)| Field {
-                name: name.to_string(),
-                ty: value_type(kind.clone()),
-                span: Span::default(),
-            })
+            .map(|(name, kind)| Field { name: name.to_string(), ty: value_type(kind.clone()), span: Span::default() })
             .collect()
     }
 
@@ -242,17 +180,10 @@ pub(crate) mod tests {
 
     pub(crate) fn env(base_dir: PathBuf) -> ToolEnv {
         let clock = FixedClock::parse("2026-01-05T10:00:00Z").map_or_else(
-            |_| {
-                Arc::new(crate::runtime::clock::SystemClock)
-                    as Arc<dyn crate::runtime::clock::Clock>
-            },
+            |_| Arc::new(crate::runtime::clock::SystemClock) as Arc<dyn crate::runtime::clock::Clock>,
             |clock| Arc::new(clock) as Arc<dyn crate::runtime::clock::Clock>,
         );
-        ToolEnv {
-            base_dir,
-            clock,
-            ids: Arc::new(SeededIds::new(1)),
-        }
+        ToolEnv { base_dir, clock, ids: Arc::new(SeededIds::new(1)) }
     }
 
     pub(crate) fn args(value: Value) -> Map<String, Value> {
@@ -269,12 +200,7 @@ pub(crate) mod tests {
     }
 
     impl ToolHandler for Recorder {
-        fn call(
-            &self,
-            tool: &Tool,
-            args: &Map<String, Value>,
-            _env: &ToolEnv,
-        ) -> Result<Value, ToolError> {
+        fn call(&self, tool: &Tool, args: &Map<String, Value>, _env: &ToolEnv) -> Result<Value, ToolError> {
             if let Ok(mut calls) = self.calls.lock() {
                 calls.push((tool.name.clone(), args.clone()));
             }
@@ -287,10 +213,7 @@ pub(crate) mod tests {
             "book_hotel",
             &[("hotel", TypeKind::String), ("guests", TypeKind::Int)],
             Some(&[("booking_id", TypeKind::String)]),
-            Some(ToolImpl::Exec {
-                command: vec!["./does-not-exist.sh".to_string()],
-                timeout_ms: 1_000,
-            }),
+            Some(ToolImpl::Exec { command: vec!["./does-not-exist.sh".to_string()], timeout_ms: 1_000 }),
         )
     }
 
@@ -304,28 +227,15 @@ pub(crate) mod tests {
         registry.register("book_hotel", recorder.clone());
         let call_args = args(json!({"hotel": "Grand Hotel", "guests": 2}));
         let result = registry.call(&booking_tool(), &call_args, &env(PathBuf::from(".")));
-        assert_eq!(
-            result,
-            Ok(json!({"booking_id": "GH-1", "directive": {"goto": "survey"}}))
-        );
-        let calls = recorder
-            .calls
-            .lock()
-            .map(|calls| calls.clone())
-            .unwrap_or_default();
+        assert_eq!(result, Ok(json!({"booking_id": "GH-1", "directive": {"goto": "survey"}})));
+        let calls = recorder.calls.lock().map(|calls| calls.clone()).unwrap_or_default();
         assert_eq!(calls, vec![("book_hotel".to_string(), call_args)]);
     }
 
     #[test]
     fn overrides_are_by_name_only() {
         let mut registry = ToolRegistry::default();
-        registry.register(
-            "other_tool",
-            Arc::new(Recorder {
-                answer: json!({}),
-                calls: Mutex::new(Vec::new()),
-            }),
-        );
+        registry.register("other_tool", Arc::new(Recorder { answer: json!({}), calls: Mutex::new(Vec::new()) }));
         // Not overridden: the exec implementation runs and its program is missing.
         let result = registry.call(&booking_tool(), &Map::new(), &env(PathBuf::from(".")));
         assert!(
@@ -336,49 +246,22 @@ pub(crate) mod tests {
 
     fn check(answer: Value) -> Result<Value, ToolError> {
         let mut registry = ToolRegistry::default();
-        registry.register(
-            "book_hotel",
-            Arc::new(Recorder {
-                answer,
-                calls: Mutex::new(Vec::new()),
-            }),
-        );
+        registry.register("book_hotel", Arc::new(Recorder { answer, calls: Mutex::new(Vec::new()) }));
         registry.call(&booking_tool(), &Map::new(), &env(PathBuf::from(".")))
     }
 
     #[test]
     fn results_are_checked_against_returns() {
         let invalid = |message: &str| {
-            Err(ToolError::InvalidResult {
-                tool: "book_hotel".to_string(),
-                message: message.to_string(),
-            })
+            Err(ToolError::InvalidResult { tool: "book_hotel".to_string(), message: message.to_string() })
         };
-        assert_eq!(
-            check(json!({"booking_id": "A", "extra": 1})),
-            Ok(json!({"booking_id": "A", "extra": 1}))
-        );
-        assert_eq!(
-            check(json!({"booking_id": null})),
-            Ok(json!({"booking_id": null}))
-        );
-        assert_eq!(
-            check(json!({"id": "A"})),
-            invalid("the declared field `booking_id` is missing (it has id)")
-        );
-        assert_eq!(
-            check(json!({})),
-            invalid("the declared field `booking_id` is missing (it is empty)")
-        );
-        assert_eq!(
-            check(json!({"booking_id": 7})),
-            invalid("`booking_id`: `7` is a number, not a string")
-        );
+        assert_eq!(check(json!({"booking_id": "A", "extra": 1})), Ok(json!({"booking_id": "A", "extra": 1})));
+        assert_eq!(check(json!({"booking_id": null})), Ok(json!({"booking_id": null})));
+        assert_eq!(check(json!({"id": "A"})), invalid("the declared field `booking_id` is missing (it has id)"));
+        assert_eq!(check(json!({})), invalid("the declared field `booking_id` is missing (it is empty)"));
+        assert_eq!(check(json!({"booking_id": 7})), invalid("`booking_id`: `7` is a number, not a string"));
         assert_eq!(check(json!(["A"])), invalid("a list is not a JSON object"));
-        assert_eq!(
-            check(json!("A")),
-            invalid("the string `A` is not a JSON object")
-        );
+        assert_eq!(check(json!("A")), invalid("the string `A` is not a JSON object"));
     }
 
     #[test]
@@ -387,23 +270,13 @@ pub(crate) mod tests {
             "plan",
             &[],
             Some(&[
-                (
-                    "tier",
-                    TypeKind::Enum {
-                        values: vec!["free".to_string(), "pro".to_string()],
-                    },
-                ),
+                ("tier", TypeKind::Enum { values: vec!["free".to_string(), "pro".to_string()] }),
                 ("count", TypeKind::Int),
             ]),
-            Some(ToolImpl::Builtin {
-                builtin: Builtin::Echo,
-            }),
+            Some(ToolImpl::Builtin { builtin: Builtin::Echo }),
         );
-        let result = ToolRegistry::default().call(
-            &tool,
-            &args(json!({"tier": "PRO", "count": 2.0})),
-            &env(PathBuf::from(".")),
-        );
+        let result =
+            ToolRegistry::default().call(&tool, &args(json!({"tier": "PRO", "count": 2.0})), &env(PathBuf::from(".")));
         assert_eq!(result, Ok(json!({"tier": "pro", "count": 2})));
     }
 
