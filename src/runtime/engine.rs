@@ -1637,10 +1637,7 @@ impl Turn<'_> {
             if answer.signals.contains_key(&signal.name) {
                 extracting.extend(signal.extract.iter().copied());
             }
-            self.emit(Event::SignalMatched {
-                signal: signal.name.clone(),
-                phase: "post",
-            });
+            self.emit(Event::SignalMatched { signal: signal.name.clone(), phase: "post" });
             self.fire_signal(&signal.name);
             if let Some(directive) = &signal.then {
                 let mut warnings = Vec::new();

@@ -48,10 +48,7 @@ pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
                         .spawn_scoped(scope, move || parse_items(text, range))
                 })
                 .collect();
-            handles
-                .into_iter()
-                .map(|handle| handle.ok().and_then(|handle| handle.join().ok()).flatten())
-                .collect()
+            handles.into_iter().map(|handle| handle.ok().and_then(|handle| handle.join().ok()).flatten()).collect()
         });
         if let Some(parsed) = parsed {
             return merge_pieces(parsed);
@@ -177,10 +174,12 @@ fn split_at_items(text: &str, pieces: usize) -> Vec<std::ops::Range<usize>> {
         index += 1;
     }
     cuts.push(text.len());
-    cuts.windows(2).filter_map(|pair| match pair {
-        [start, end] if start < end => Some(*start..*end),
-        _ => None,
-    }).collect()
+    cuts.windows(2)
+        .filter_map(|pair| match pair {
+            [start, end] if start < end => Some(*start..*end),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The diagnostic for pest's failure: what was expected at the furthest

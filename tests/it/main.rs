@@ -4,11 +4,11 @@
 mod compile;
 mod fake;
 mod generated;
+mod providers;
 #[cfg(unix)]
 mod repl;
 #[cfg(unix)]
 mod repl_stream;
-mod providers;
 mod run;
 mod runtime;
 mod support;
