@@ -69,7 +69,7 @@ pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
 }
 
 /// Below this size a program is parsed on one thread.
-const PARALLEL_THRESHOLD: usize = 512 * 1024;
+const PARALLEL_THRESHOLD: usize = 128 * 1024;
 
 /// Stack for parser threads: pest and the walk recurse per bracket level.
 const PARSER_STACK: usize = 16 * 1024 * 1024;
