@@ -316,13 +316,19 @@ impl Provider for OpenAi {
         let mut sink = TextSink::new(on_text);
         let mut usage = Usage::default();
         let mut rounds = 0;
+        // Calls made in forced mode: a small model asked to choose again
+        // tends to repeat the call it just made, which would spend every
+        // round on it. The same call twice is read as "reply".
+        let mut called: Vec<(String, Value)> = Vec::new();
         while rounds < MAX_ROUNDS {
             rounds += 1;
             let offer_tools = !request.tools.is_empty() && tools.may_call();
             if offer_tools && self.tool_choice == ToolChoiceMode::Forced {
                 let (action, decision_usage) = self.decide(&messages, &request.tools)?;
                 usage.add(decision_usage);
-                if let Some((name, arguments)) = action {
+                if let Some((name, arguments)) = action
+                    && !called.iter().any(|(made, with)| *made == name && *with == arguments)
+                {
                     let result = run_tool(tools, &name, Ok(arguments.clone()));
                     // One plain note, not a made-up assistant turn: servers
                     // without tool support render it, and small models
@@ -332,6 +338,7 @@ impl Provider for OpenAi {
                          and returned {result}. Use this in your reply.)"
                     );
                     messages.push(chat("user", &note));
+                    called.push((name, arguments));
                     continue;
                 }
             }

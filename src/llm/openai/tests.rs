@@ -437,6 +437,25 @@ fn auto_refused_switches_to_forced_choice() {
 }
 
 #[test]
+fn a_repeated_forced_call_is_read_as_reply() {
+    let call = "{\"action\": \"book_hotel\", \"arguments\": {\"hotel\": \"Ritz\"}}";
+    let server = TestServer::start(vec![
+        tool_completion("next_action", call),
+        tool_completion("next_action", call),
+        text_stream(&["Booked."]),
+    ]);
+    let config = ProviderConfig { tool_choice: ToolChoiceMode::Forced, ..config(&server.url) };
+    let mut provider = OpenAi::new(&config).unwrap();
+    let mut tools = Tools::allowing(5);
+    let (result, _) = collect(&mut provider, &respond_request(vec![booking_tool()]), &mut tools);
+    let response = result.unwrap();
+    assert_eq!(response.text, "Booked.");
+    assert_eq!(response.usage.calls, 3, "two decisions and the reply");
+    assert_eq!(tools.calls.len(), 1, "the tool runs once");
+    assert!(server.request(2).json().get("tools").is_none());
+}
+
+#[test]
 fn refused_stream_options_are_dropped() {
     let server = TestServer::start(vec![
         Reply::json(
