@@ -100,9 +100,10 @@ converse() { # PROGRAM SCRIPT LABEL POLICY CWD
 failed=0
 # The booking conversation starts from the standard json_schema form, which
 # this server refuses: flowc falls back by itself and says so. The others
-# start from the settings the note recommends.
+# start from the settings the note recommends. Temperature 0, so that a run
+# repeats the last one.
 mkdir -p "$WORK/probe" "$WORK/known"
-printf 'provider = "openai"\nmodel = "smollm2"\nbase_url = "%s"\ntimeout = "180s"\n' "$URL" >"$WORK/probe/flowc.toml"
+printf 'provider = "openai"\nmodel = "smollm2"\nbase_url = "%s"\ntimeout = "180s"\ntemperature = 0\n' "$URL" >"$WORK/probe/flowc.toml"
 cp "$WORK/probe/flowc.toml" "$WORK/known/flowc.toml"
 printf 'structured_output = "json_object"\ntool_choice = "forced"\n' >>"$WORK/known/flowc.toml"
 converse "$ROOT/flows/booking.flow" "$WORK/booking.txt" booking strict "$WORK/probe" || failed=1

@@ -280,6 +280,27 @@ fn truncated_json_gets_one_repair() {
 }
 
 #[test]
+fn a_runaway_answer_is_clipped_in_the_repair_and_patterns_are_not_sent() {
+    // What llama.cpp's grammar for `[^@ ]+` lets a small model write: the
+    // string never closes.
+    let runaway = format!("{{\"fields\": {{\"email\": \"x\\\",{}", "Theuser's:-order_id:123,".repeat(300));
+    let server = TestServer::start(vec![completion(&runaway, "length"), completion(&good_answer(), "stop")]);
+    let mut request = booking_request();
+    request.fields.push(crate::llm::schema::tests::field(
+        "email",
+        "string",
+        json!({"type": "string", "pattern": "^[^@ ]+@[^@ ]+$"}),
+    ));
+    provider(&server).understand(&request).unwrap();
+    let first = server.request(0).json();
+    let email = &first["response_format"]["json_schema"]["schema"]["properties"]["fields"]["properties"]["email"];
+    assert_eq!(email["anyOf"][0], json!({"type": "string"}), "no pattern reaches the server");
+    let echoed = server.request(1).json()["messages"][2]["content"].as_str().unwrap().to_string();
+    assert_eq!(echoed.chars().count(), 2001);
+    assert!(echoed.ends_with('…'));
+}
+
+#[test]
 fn a_second_invalid_answer_fails_cleanly() {
     let wrong = json!({"flow": "billing", "fields": {"guests": "two"}}).to_string();
     let server = TestServer::start(vec![completion(&wrong, "stop"), completion(&wrong, "stop")]);
