@@ -13,12 +13,15 @@
 #    json_schema to json_object), a streamed reply, a tool round (auto
 #    refused, then forced choice), and a broken answer from a tiny
 #    max_tokens that must be repaired or fail cleanly.
-# 2. Conversations: `flowc run FILE --provider openai --script FILE --json`
-#    on the booking and support examples: every turn must complete, with at
-#    most one understand and one respond call per turn (tool rounds aside);
-#    then the booking conversation again with max_tokens = 8, where every
-#    turn must complete or fail cleanly (exit 0 or 1, never a crash).
-#    Skipped, with a note, while `flowc run` does not exist.
+# 2. Conversations: `flowc run FILE --script FILE --json --record FILE`
+#    (provider openai, from a flowc.toml) on the booking and support
+#    examples and on booking with a tool on its confirm step: every turn
+#    must complete (its understanding passed validation), with at most one
+#    understand and one respond call per turn, plus tool rounds and
+#    repairs (scripts/real-model-converse.py prints the figures per turn:
+#    time, calls, tokens, and the mode flowc settled on). Then a broken
+#    answer: a turn with max_tokens = 8 must be repaired or fail cleanly,
+#    with the stored session (--session) unchanged.
 #
 # Env: REALLLM_DIR (default /tmp/realllm), REALLLM_PORT (default 8765).
 set -euo pipefail
@@ -46,6 +49,10 @@ trap cleanup EXIT
 echo "== setting up the server in $DIR (first time: about 5 minutes)"
 bash "$REAL/setup.sh" "$DIR" >"$WORK/setup.log" 2>&1 || { tail -20 "$WORK/setup.log" >&2; exit 2; }
 
+if curl -fsS "$URL/models" >/dev/null 2>&1; then
+  echo "real-model-test: something already answers on port $PORT: set REALLLM_PORT" >&2
+  exit 2
+fi
 echo "== starting $DIR/serve-raw.sh $PORT"
 "$DIR/serve-raw.sh" "$PORT" >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
@@ -67,10 +74,10 @@ echo "== conversations"
 cargo build --quiet --bin flowc
 FLOWC="$ROOT/target/debug/flowc"
 [ -n "${CARGO_TARGET_DIR:-}" ] && FLOWC="$CARGO_TARGET_DIR/debug/flowc"
-if ! "$FLOWC" run --help >/dev/null 2>&1; then
-  echo "real-model-test: \`flowc run\` is not available yet: conversations skipped"
-  exit 0
-fi
+# Settings come from a flowc.toml in each working directory (the example
+# programs have none beside them).
+unset FLOWC_MODEL
+export FLOWC_SEED=7
 
 cat >"$WORK/booking.txt" <<'EOF'
 Hi, I'd like to book a hotel room
@@ -86,56 +93,69 @@ It's a technical problem, the service is down
 yes, thanks
 EOF
 
-# Runs one conversation; prints its per-turn figures and checks them.
-# $1 program, $2 script, $3 label, $4 "strict" (every turn must complete) or
-# "lenient" (a turn may fail, cleanly).
-converse() {
-  local program="$1" script="$2" label="$3" policy="$4" status=0
-  OPENAI_BASE_URL="$URL" "$FLOWC" run "$program" --provider openai --script "$script" --json \
-    >"$WORK/$label.jsonl" 2>"$WORK/$label.err" || status=$?
-  python3 - "$WORK/$label.jsonl" "$WORK/$label.err" "$label" "$policy" "$status" <<'PYEOF'
-import json, sys
-path, err_path, label, policy, status = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
-stderr = open(err_path).read()
-problems = []
-if status not in (0, 1) or "panicked" in stderr:
-    problems.append(f"flowc exited {status}")
-if policy == "strict" and status != 0:
-    problems.append(f"flowc exited {status}")
-turns = []
-for number, line in enumerate(open(path), 1):
-    try:
-        turns.append(json.loads(line))
-    except json.JSONDecodeError:
-        problems.append(f"line {number} of stdout is not JSON")
-calls = [turn.get("llm_calls", 0) for turn in turns]
-print(f"{label}: {len(turns)} turns, model calls per turn {calls}, "
-      f"mean {sum(calls) / max(len(calls), 1):.2f}, max {max(calls, default=0)}")
-for turn in turns:
-    tokens = turn.get("tokens", {})
-    print(f"  turn {turn.get('turn')}: {turn.get('stopped_reason')}, flow {turn.get('flow')}, "
-          f"step {turn.get('step')}, calls {turn.get('llm_calls')}, tokens {tokens}")
-    tool_rounds = sum(1 for d in turn.get("directives", []) if str(d.get("source", "")).startswith("tool:"))
-    if policy == "strict" and turn.get("stopped_reason") == "error":
-        problems.append(f"turn {turn.get('turn')} failed")
-    if turn.get("llm_calls", 0) > 2 + tool_rounds:
-        problems.append(f"turn {turn.get('turn')} made {turn.get('llm_calls')} model calls")
-if policy == "lenient" and status == 1 and "invalid" not in stderr and "error" not in stderr:
-    problems.append("a failed turn gave no clear message")
-for problem in problems:
-    print(f"  FAIL: {problem}")
-sys.exit(1 if problems else 0)
-PYEOF
+converse() { # PROGRAM SCRIPT LABEL POLICY CWD
+  python3 "$ROOT/scripts/real-model-converse.py" "$FLOWC" "$1" "$2" "$3" "$4" "$5" "$WORK/$3.rec.json"
 }
 
 failed=0
-converse "$ROOT/flows/booking.flow" "$WORK/booking.txt" booking strict || failed=1
-converse "$ROOT/flows/support.yaml" "$WORK/support.txt" support strict || failed=1
+# The booking conversation starts from the standard json_schema form, which
+# this server refuses: flowc falls back by itself and says so. The others
+# start from the settings the note recommends. Temperature 0, so that a run
+# repeats the last one.
+mkdir -p "$WORK/probe" "$WORK/known"
+printf 'provider = "openai"\nmodel = "smollm2"\nbase_url = "%s"\ntimeout = "180s"\ntemperature = 0\n' "$URL" >"$WORK/probe/flowc.toml"
+cp "$WORK/probe/flowc.toml" "$WORK/known/flowc.toml"
+printf 'structured_output = "json_object"\ntool_choice = "forced"\n' >>"$WORK/known/flowc.toml"
+converse "$ROOT/flows/booking.flow" "$WORK/booking.txt" booking strict "$WORK/probe" || failed=1
+converse "$ROOT/flows/support.yaml" "$WORK/support.txt" support strict "$WORK/known" || failed=1
 
-# A broken answer: max_tokens = 8 truncates the JSON. flowc.toml is read
-# from the working directory (the programs have none beside them).
+# A step that exposes a tool: booking.flow with check_availability on the
+# confirm step, tool choice forced (this server ignores `auto`).
+mkdir -p "$WORK/tool/tools"
+cp "$ROOT/flows/tools/book_hotel.py" "$WORK/tool/tools/"
+printf 'import json, sys\njson.load(sys.stdin)\nprint(json.dumps({"rooms_left": 3}))\n' >"$WORK/tool/tools/availability.py"
+cp "$WORK/known/flowc.toml" "$WORK/tool/flowc.toml"
+python3 - "$ROOT/flows/booking.flow" "$WORK/tool/booking.flow" <<'EOF'
+import sys
+source = open(sys.argv[1]).read()
+tool = ('tool check_availability(hotel: string, date: date) -> { rooms_left: int } {\n'
+        '  description "How many rooms are left at a hotel on a date."\n'
+        '  exec "python3" "tools/availability.py"\n  timeout 10s\n}\n\nflow booking')
+changed = source.replace("flow booking", tool, 1).replace(
+    "    collect confirmed\n", "    collect confirmed\n    tools check_availability\n", 1)
+assert "tools check_availability" in changed
+open(sys.argv[2], "w").write(changed)
+EOF
+converse "$WORK/tool/booking.flow" "$WORK/booking.txt" booking-with-a-tool strict "$WORK/tool" || failed=1
+
+# A broken answer: max_tokens = 8 truncates the understand JSON. The turn
+# must be repaired or fail cleanly, leaving the stored session as it was.
 mkdir -p "$WORK/tiny"
-printf 'provider = "openai"\nmodel = "smollm2"\nbase_url = "%s"\nmax_tokens = 8\n' "$URL" >"$WORK/tiny/flowc.toml"
-(cd "$WORK/tiny" && converse "$ROOT/flows/booking.flow" "$WORK/booking.txt" booking-max-tokens-8 lenient) || failed=1
+cp "$WORK/known/flowc.toml" "$WORK/tiny/flowc.toml"
+head -1 "$WORK/booking.txt" >"$WORK/first.txt"
+sed -n 2p "$WORK/booking.txt" >"$WORK/second.txt"
+if ! (cd "$WORK/tiny" && "$FLOWC" run "$ROOT/flows/booking.flow" --session broken --script "$WORK/first.txt" \
+  --json >/dev/null 2>"$WORK/tiny-first.err"); then
+  echo "broken answer: FAIL: the first turn failed: $(cat "$WORK/tiny-first.err")"
+  failed=1
+fi
+cp "$WORK/tiny/.flowc/sessions/broken.json" "$WORK/before.json" 2>/dev/null || : >"$WORK/before.json"
+printf 'max_tokens = 8\n' >>"$WORK/tiny/flowc.toml"
+status=0
+started=$(date +%s%N)
+(cd "$WORK/tiny" && "$FLOWC" run "$ROOT/flows/booking.flow" --session broken --script "$WORK/second.txt" --json \
+  >"$WORK/tiny.jsonl" 2>"$WORK/tiny.err") || status=$?
+elapsed="$(( ($(date +%s%N) - started) / 1000000 )) ms"
+if [ "$status" = 0 ]; then
+  echo "broken answer (max_tokens 8): repaired in $elapsed: $(head -c 300 "$WORK/tiny.jsonl")"
+elif [ "$status" = 1 ] && grep -q "invalid_output" "$WORK/tiny.err" \
+  && cmp -s "$WORK/before.json" "$WORK/tiny/.flowc/sessions/broken.json"; then
+  echo "broken answer (max_tokens 8): failed cleanly in $elapsed, the stored session unchanged:"
+  echo "  $(cat "$WORK/tiny.err")"
+else
+  echo "broken answer (max_tokens 8): FAIL: exit $status: $(cat "$WORK/tiny.err")"
+  cmp -s "$WORK/before.json" "$WORK/tiny/.flowc/sessions/broken.json" || echo "  FAIL: the stored session changed"
+  failed=1
+fi
 
 exit "$failed"

@@ -32,6 +32,10 @@ use std::collections::BTreeMap;
 const UNDERSTAND_FUNCTION: &str = "understanding";
 /// The function a forced-choice round calls.
 const ACTION_FUNCTION: &str = "next_action";
+/// How much of an invalid answer the repair call repeats: an answer that
+/// ran on to `max_tokens` would otherwise push the repair past the
+/// model's context.
+const MAX_REPAIR_ECHO: usize = 2000;
 /// A safety net against a tool loop whose `may_call` never says no.
 const MAX_ROUNDS: usize = 32;
 
@@ -145,7 +149,7 @@ impl OpenAi {
         // The repair goes back as plain messages whatever the mode: servers
         // with partial tool support render them all.
         if let Some(repair) = repair {
-            messages.push(chat("assistant", &repair.answer));
+            messages.push(chat("assistant", &clip(&repair.answer, MAX_REPAIR_ECHO)));
             messages.push(chat("user", &prompt::repair(&repair.error)));
         }
         let mut body = self.body(&messages);
@@ -285,7 +289,7 @@ impl Provider for OpenAi {
         if request.is_empty() {
             return Ok(Understanding::default());
         }
-        let answer_schema = understanding_schema(request);
+        let answer_schema = schema::without_patterns(&understanding_schema(request));
         let mut usage = Usage::default();
         let mut repair: Option<Repair> = None;
         loop {
@@ -316,13 +320,19 @@ impl Provider for OpenAi {
         let mut sink = TextSink::new(on_text);
         let mut usage = Usage::default();
         let mut rounds = 0;
+        // Calls made in forced mode: a small model asked to choose again
+        // tends to repeat the call it just made, which would spend every
+        // round on it. The same call twice is read as "reply".
+        let mut called: Vec<(String, Value)> = Vec::new();
         while rounds < MAX_ROUNDS {
             rounds += 1;
             let offer_tools = !request.tools.is_empty() && tools.may_call();
             if offer_tools && self.tool_choice == ToolChoiceMode::Forced {
                 let (action, decision_usage) = self.decide(&messages, &request.tools)?;
                 usage.add(decision_usage);
-                if let Some((name, arguments)) = action {
+                if let Some((name, arguments)) = action
+                    && !called.iter().any(|(made, with)| *made == name && *with == arguments)
+                {
                     let result = run_tool(tools, &name, Ok(arguments.clone()));
                     // One plain note, not a made-up assistant turn: servers
                     // without tool support render it, and small models
@@ -332,6 +342,7 @@ impl Provider for OpenAi {
                          and returned {result}. Use this in your reply.)"
                     );
                     messages.push(chat("user", &note));
+                    called.push((name, arguments));
                     continue;
                 }
             }
@@ -567,6 +578,14 @@ fn chat_message(message: &Message) -> Value {
         Role::Assistant => "assistant",
     };
     chat(role, &message.text)
+}
+
+/// The first `limit` characters of `text`, with `…` when it was longer.
+fn clip(text: &str, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
 }
 
 fn mentions(message: &str, word: &str) -> bool {

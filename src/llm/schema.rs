@@ -98,6 +98,34 @@ pub fn strict_schema(schema: &Value) -> Value {
     }
 }
 
+/// The schema without `pattern`s, for servers that constrain decoding
+/// with a grammar. llama.cpp's converter turns a negated class such as
+/// `[^@ ]` into a grammar that also admits `"` and `\`, so a string never
+/// has to close and a small model writes on until the context is full.
+/// Patterns stay in the prompt, and the runtime checks every value
+/// against the field's full schema.
+pub fn without_patterns(schema: &Value) -> Value {
+    let Value::Object(map) = schema else {
+        return schema.clone();
+    };
+    let mut out = Map::new();
+    for (key, value) in map {
+        let value = match (key.as_str(), value) {
+            ("pattern", Value::String(_)) => continue,
+            ("properties", Value::Object(properties)) => Value::Object(
+                properties.iter().map(|(name, property)| (name.clone(), without_patterns(property))).collect(),
+            ),
+            ("items" | "additionalProperties" | "not", Value::Object(_)) => without_patterns(value),
+            ("anyOf" | "oneOf" | "allOf" | "prefixItems", Value::Array(schemas)) => {
+                Value::Array(schemas.iter().map(without_patterns).collect())
+            }
+            _ => value.clone(),
+        };
+        out.insert(key.clone(), value);
+    }
+    Value::Object(out)
+}
+
 /// A compact picture of the expected answer for prompts that carry no
 /// schema (`json_object` on servers that ignore the schema, `prompt` mode):
 /// `{"flow": "booking" | "support" | null, "fields": {"guests": integer | null}}`.
@@ -377,6 +405,30 @@ pub(crate) mod tests {
             max: None,
             asked: false,
         }
+    }
+
+    #[test]
+    fn patterns_are_left_out_of_constrained_schemas() {
+        let email = json!({"type": "string", "pattern": "^[^@ ]+@[^@ ]+$", "description": "Email"});
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "email": {"anyOf": [email, {"type": "null"}]},
+                "pattern": {"type": "string", "pattern": "^x$"},
+                "codes": {"type": "array", "items": {"type": "string", "pattern": "^[A-Z]+$"}},
+            },
+        });
+        assert_eq!(
+            without_patterns(&schema),
+            json!({
+                "type": "object",
+                "properties": {
+                    "email": {"anyOf": [{"type": "string", "description": "Email"}, {"type": "null"}]},
+                    "pattern": {"type": "string"},
+                    "codes": {"type": "array", "items": {"type": "string"}},
+                },
+            })
+        );
     }
 
     #[test]

@@ -280,6 +280,27 @@ fn truncated_json_gets_one_repair() {
 }
 
 #[test]
+fn a_runaway_answer_is_clipped_in_the_repair_and_patterns_are_not_sent() {
+    // What llama.cpp's grammar for `[^@ ]+` lets a small model write: the
+    // string never closes.
+    let runaway = format!("{{\"fields\": {{\"email\": \"x\\\",{}", "Theuser's:-order_id:123,".repeat(300));
+    let server = TestServer::start(vec![completion(&runaway, "length"), completion(&good_answer(), "stop")]);
+    let mut request = booking_request();
+    request.fields.push(crate::llm::schema::tests::field(
+        "email",
+        "string",
+        json!({"type": "string", "pattern": "^[^@ ]+@[^@ ]+$"}),
+    ));
+    provider(&server).understand(&request).unwrap();
+    let first = server.request(0).json();
+    let email = &first["response_format"]["json_schema"]["schema"]["properties"]["fields"]["properties"]["email"];
+    assert_eq!(email["anyOf"][0], json!({"type": "string"}), "no pattern reaches the server");
+    let echoed = server.request(1).json()["messages"][2]["content"].as_str().unwrap().to_string();
+    assert_eq!(echoed.chars().count(), 2001);
+    assert!(echoed.ends_with('…'));
+}
+
+#[test]
 fn a_second_invalid_answer_fails_cleanly() {
     let wrong = json!({"flow": "billing", "fields": {"guests": "two"}}).to_string();
     let server = TestServer::start(vec![completion(&wrong, "stop"), completion(&wrong, "stop")]);
@@ -434,6 +455,25 @@ fn auto_refused_switches_to_forced_choice() {
     let reply = server.request(3).json();
     assert_eq!(reply["stream"], true);
     assert!(reply.get("tools").is_none());
+}
+
+#[test]
+fn a_repeated_forced_call_is_read_as_reply() {
+    let call = "{\"action\": \"book_hotel\", \"arguments\": {\"hotel\": \"Ritz\"}}";
+    let server = TestServer::start(vec![
+        tool_completion("next_action", call),
+        tool_completion("next_action", call),
+        text_stream(&["Booked."]),
+    ]);
+    let config = ProviderConfig { tool_choice: ToolChoiceMode::Forced, ..config(&server.url) };
+    let mut provider = OpenAi::new(&config).unwrap();
+    let mut tools = Tools::allowing(5);
+    let (result, _) = collect(&mut provider, &respond_request(vec![booking_tool()]), &mut tools);
+    let response = result.unwrap();
+    assert_eq!(response.text, "Booked.");
+    assert_eq!(response.usage.calls, 3, "two decisions and the reply");
+    assert_eq!(tools.calls.len(), 1, "the tool runs once");
+    assert!(server.request(2).json().get("tools").is_none());
 }
 
 #[test]
