@@ -7,11 +7,11 @@
 //! the machine that runs it; the ratios are what to compare across machines.
 
 use flowc::source::SourceFile;
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// Counts live and peak heap bytes.
+/// Counts live and peak heap bytes, over the allocator the binary uses.
 struct Counting;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -24,7 +24,7 @@ static COUNTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: same contract as the caller's.
-        let pointer = unsafe { System.alloc(layout) };
+        let pointer = unsafe { mimalloc::MiMalloc.alloc(layout) };
         if !pointer.is_null() && COUNTING.load(Ordering::Relaxed) {
             let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
             PEAK.fetch_max(live, Ordering::Relaxed);
@@ -34,7 +34,7 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
         // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(pointer, layout) };
+        unsafe { mimalloc::MiMalloc.dealloc(pointer, layout) };
         if COUNTING.load(Ordering::Relaxed) {
             LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
         }

@@ -55,7 +55,15 @@ pub fn run(args: &CheckArgs) -> Outcome {
         };
         let diagnostics = match loaded.encoding_error {
             Some(encoding_error) => vec![encoding_error],
-            None => compile(&loaded.file).diagnostics,
+            None => {
+                let compilation = compile(&loaded.file);
+                let diagnostics = compilation.diagnostics.clone();
+                // The AST and IR of a large program take a noticeable time
+                // to free; the process is about to exit, so leave that to
+                // the operating system.
+                std::mem::forget(compilation);
+                diagnostics
+            }
         };
         tally.add(&diagnostics);
         match args.format {
