@@ -239,6 +239,22 @@ pub enum Then {
     Directive(Directive),
 }
 
+/// The keys of a directive, in the order LANGUAGE.md lists them: the YAML
+/// keys, and the `.flow` clause keywords.
+pub const DIRECTIVE_KEYS: &[&str] = &[
+    "goto",
+    "goto_step",
+    "complete",
+    "abort",
+    "reset",
+    "reply",
+    "set",
+    "set_context",
+    "append_prompt",
+    "inject_tools",
+    "halt",
+];
+
 /// A directive object. Every key is kept as written, so lowering can report
 /// two position fields or `reply` with `abort`.
 #[derive(Clone, Debug, Default, Serialize)]

@@ -289,20 +289,6 @@ const STEP_CLAUSES: &[&str] = &[
 const FLOW_CLAUSES: &[&str] =
     &["when", "if", "default", "requires", "optional", "rule", "on_enter", "on_complete", "complete", "auto", "step"];
 const ACTIONS: &[&str] = &["set", "call", "emit", "for", "say"];
-const DIRECTIVE_CLAUSES: &[&str] = &[
-    "goto",
-    "goto_step",
-    "complete",
-    "abort",
-    "reset",
-    "reply",
-    "set",
-    "set_context",
-    "append_prompt",
-    "inject_tools",
-    "halt",
-    "{",
-];
 const EXPRESSION_STARTS: &[&str] = &["\"", "'", "(", "[", "-", "_", "true", "false", "null", "not"];
 const OPERATORS: &[&str] = &["+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "and", "or", "in", "not", "is"];
 
@@ -350,7 +336,8 @@ fn describe_expected(tokens: &[String], deepest: &[Rule]) -> Option<String> {
         } else {
             "a directive clause (`goto`, `goto_step`, `complete`, `abort`, `reset`, `reply`, `set`, …)"
         };
-        take(&mut literals, DIRECTIVE_CLAUSES, description.to_string(), &mut parts);
+        take(&mut literals, super::ast::DIRECTIVE_KEYS, description.to_string(), &mut parts);
+        literals.retain(|literal| literal != "{");
     }
     if has(&literals, "agent") && has(&literals, "schema") {
         let description = "`agent`, `schema`, `context`, `tool`, `signal` or `flow`".to_string();

@@ -66,19 +66,6 @@ const ON_ERROR_KEYS: &[&str] = &["retry", "backoff"];
 const ACTION_KEYS: &[&str] = &["set", "call", "emit", "say", "for_each"];
 const CALL_KEYS: &[&str] = &["tool", "args", "save"];
 const FOR_EACH_KEYS: &[&str] = &["in", "as", "where", "do"];
-const DIRECTIVE_KEYS: &[&str] = &[
-    "goto",
-    "goto_step",
-    "complete",
-    "abort",
-    "reset",
-    "reply",
-    "set",
-    "set_context",
-    "append_prompt",
-    "inject_tools",
-    "halt",
-];
 const GOTO_KEYS: &[&str] = &["flow", "data"];
 const GOTO_STEP_KEYS: &[&str] = &["flow", "step"];
 
@@ -789,7 +776,7 @@ impl<'tree> Builder<'tree, '_> {
     // ------------------------------------------------------------ directives
 
     fn directive(&mut self, entry: Entry<'_>) -> Option<Directive> {
-        let keys = self.values.keyed(entry, DIRECTIVE_KEYS, "a directive", "a directive")?;
+        let keys = self.values.keyed(entry, super::super::ast::DIRECTIVE_KEYS, "a directive", "a directive")?;
         let mut directive = Directive { span: self.values.span(entry.value), ..Directive::default() };
         if let Some(goto) = keys.get("goto") {
             directive.goto = self.goto(goto);
