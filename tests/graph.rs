@@ -12,8 +12,8 @@ use flowc::cli::graph::{Format, render};
 use flowc::cli::load::load_file;
 use flowc::expr::{Expr, ExprKind, Template, TemplatePart, Type};
 use flowc::ir::{
-    Agent, Behavior, Branch, Directive, Field, FieldId, Flow, FlowId, Next, OnError, Phase, Position, Program, Signal,
-    Step, StepId, Then, TypeKind, ValueType,
+    Agent, Behavior, Branch, Directive, Field, FieldId, Flow, FlowId, Next, Phase, Position, Program, Signal, Step,
+    StepId, Then, TypeKind, ValueType,
 };
 use flowc::pipeline::compile;
 use flowc::source::Span;
@@ -383,32 +383,6 @@ fn hostile_field(name: &str) -> Field {
     }
 }
 
-fn hostile_step(name: &str) -> Step {
-    Step {
-        name: name.to_string(),
-        auto: false,
-        prompt: None,
-        say: None,
-        collect: Vec::new(),
-        requires: Vec::new(),
-        skip_if: None,
-        when: Vec::new(),
-        guard: Vec::new(),
-        branches: Vec::new(),
-        next: None,
-        actions: Vec::new(),
-        on_enter: Vec::new(),
-        prepare: Vec::new(),
-        finalize: Vec::new(),
-        tools: Vec::new(),
-        max_asks: 3,
-        on_no_answer: None,
-        on_error: OnError::Stop,
-        wait_ms: None,
-        span: Span::default(),
-    }
-}
-
 fn literal(text: &str) -> Expr {
     Expr { kind: ExprKind::Literal { value: text.into() }, ty: Type::String, span: Span::default() }
 }
@@ -422,7 +396,7 @@ fn hostile_program() -> Program {
         let other = FlowId::from_index((flow_index + 1) % 4);
         let mut steps: Vec<Step> = Vec::new();
         for (step_index, step_name) in HOSTILE.iter().enumerate() {
-            let mut step = hostile_step(step_name);
+            let mut step = Step::named(*step_name);
             let text = HOSTILE.get((step_index + flow_index) % HOSTILE.len()).copied().unwrap_or("x");
             let field = FieldId::from_index(step_index);
             match step_index % 6 {

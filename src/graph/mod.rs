@@ -791,7 +791,7 @@ fn restrict(graph: Graph, program: &Program, flow_id: FlowId) -> Graph {
 mod tests {
     use super::*;
     use crate::expr::{Expr, ExprKind, Type};
-    use crate::ir::{Agent, Behavior, Branch, Field, FieldId, ForEach, OnError, Phase, Signal, TypeKind, ValueType};
+    use crate::ir::{Agent, Behavior, Branch, Field, FieldId, ForEach, Phase, Signal, TypeKind, ValueType};
     use crate::source::Span;
     use crate::syntax::ast::BinaryOp;
 
@@ -820,38 +820,12 @@ mod tests {
         expr(ExprKind::IsSet { operand: Box::new(expr(ExprKind::Field { field: FieldId(field) })), negated: false })
     }
 
-    fn step(name: &str) -> Step {
-        Step {
-            name: name.to_string(),
-            auto: false,
-            prompt: None,
-            say: None,
-            collect: Vec::new(),
-            requires: Vec::new(),
-            skip_if: None,
-            when: Vec::new(),
-            guard: Vec::new(),
-            branches: Vec::new(),
-            next: None,
-            actions: Vec::new(),
-            on_enter: Vec::new(),
-            prepare: Vec::new(),
-            finalize: Vec::new(),
-            tools: Vec::new(),
-            max_asks: crate::ir::DEFAULT_MAX_ASKS,
-            on_no_answer: None,
-            on_error: OnError::Stop,
-            wait_ms: None,
-            span: Span::default(),
-        }
-    }
-
     fn ask(name: &str, collect: u32) -> Step {
-        Step { collect: vec![FieldId(collect)], ..step(name) }
+        Step { collect: vec![FieldId(collect)], ..Step::named(name) }
     }
 
     fn auto(name: &str) -> Step {
-        Step { auto: true, ..step(name) }
+        Step { auto: true, ..Step::named(name) }
     }
 
     fn branch(guard: Vec<Expr>, when: &[&str], then: Then) -> Branch {
@@ -968,8 +942,10 @@ mod tests {
             branch(Vec::new(), &[], Then::Step(StepId(5))),
         ];
         let book = Step { next: Some(Next::End), ..auto("book") };
-        let cancelled =
-            Step { say: Some(crate::expr::Template { parts: Vec::new(), span: Span::default() }), ..step("cancelled") };
+        let cancelled = Step {
+            say: Some(crate::expr::Template { parts: Vec::new(), span: Span::default() }),
+            ..Step::named("cancelled")
+        };
         let mut booking =
             flow("booking", vec![ask("ask_hotel", 0), ask("ask_date", 1), ask_guests, confirm, book, cancelled]);
         booking.when = vec!["the user wants to book a hotel room".to_string()];
@@ -1008,7 +984,7 @@ cancelled -> complete0
         choose.next = Some(Next::Step(StepId(2)));
         choose.on_no_answer = Some(moving(Position::Reset));
         choose.max_asks = 2;
-        let program = program(vec![flow("f", vec![choose, step("skipped"), step("last")])]);
+        let program = program(vec![flow("f", vec![choose, Step::named("skipped"), Step::named("last")])]);
         check(
             &program,
             &Reachability::default(),
@@ -1037,7 +1013,7 @@ last -> complete0
         first.branches = vec![branch(vec![equals(2, 1.into())], &[], Then::Directive(writes.clone()))];
         first.next = Some(Next::End);
         first.on_no_answer = Some(writes);
-        let program = program(vec![flow("f", vec![first, step("second")])]);
+        let program = program(vec![flow("f", vec![first, Step::named("second")])]);
         check(
             &program,
             &Reachability::default(),
@@ -1055,13 +1031,13 @@ second -> complete0
 
     #[test]
     fn conditional_steps_chain_their_bypasses_up_to_completion() {
-        let mut maybe = step("maybe");
+        let mut maybe = Step::named("maybe");
         maybe.when = vec!["the user wants extras".to_string()];
-        let mut guarded = step("guarded");
+        let mut guarded = Step::named("guarded");
         guarded.guard = vec![equals(2, 2.into())];
         let program = program(vec![
             flow("f", vec![maybe.clone(), guarded.clone()]),
-            flow("g", vec![step("first"), maybe, guarded]),
+            flow("g", vec![Step::named("first"), maybe, guarded]),
         ]);
         check(
             &program,
@@ -1092,7 +1068,7 @@ guarded -> complete1
             branch(Vec::new(), &[], Then::Step(StepId(2))),
             branch(vec![equals(3, true.into())], &[], Then::Step(StepId(1))),
         ];
-        let program = program(vec![flow("f", vec![first, step("orphan"), step("last")])]);
+        let program = program(vec![flow("f", vec![first, Step::named("orphan"), Step::named("last")])]);
         let reachability = Reachability {
             unreachable_steps: [(FlowId(0), StepId(1))].into_iter().collect(),
             unreachable_branches: [(FlowId(0), StepId(0), 1)].into_iter().collect(),
@@ -1131,7 +1107,7 @@ last -> complete0
         let mut triage = flow("triage", vec![triage_step]);
         triage.default = true;
         triage.complete_next = Some(FlowId(1));
-        let mut survey = flow("survey", vec![step("rate")]);
+        let mut survey = flow("survey", vec![Step::named("rate")]);
         survey.on_enter = vec![emit(Position::Complete { next: None })];
         let mut job = flow("job", vec![Step { wait_ms: Some(60_000), ..auto("pause") }]);
         job.requires = vec![FieldId(0)];

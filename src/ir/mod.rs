@@ -310,6 +310,37 @@ pub struct Step {
     pub span: Span,
 }
 
+impl Step {
+    /// A step with this name and nothing else: no prompt, no fields, no
+    /// edges, the default `max_asks`, `on_error: stop`. Tests and tools that
+    /// build IR by hand start from it.
+    pub fn named(name: impl Into<String>) -> Step {
+        Step {
+            name: name.into(),
+            auto: false,
+            prompt: None,
+            say: None,
+            collect: Vec::new(),
+            requires: Vec::new(),
+            skip_if: None,
+            when: Vec::new(),
+            guard: Vec::new(),
+            branches: Vec::new(),
+            next: None,
+            actions: Vec::new(),
+            on_enter: Vec::new(),
+            prepare: Vec::new(),
+            finalize: Vec::new(),
+            tools: Vec::new(),
+            max_asks: DEFAULT_MAX_ASKS,
+            on_no_answer: None,
+            on_error: OnError::Stop,
+            wait_ms: None,
+            span: Span::default(),
+        }
+    }
+}
+
 /// Default number of asks before `on_no_answer` applies.
 pub const DEFAULT_MAX_ASKS: u32 = 3;
 

@@ -386,24 +386,10 @@ fn only_yes_no(tokens: &[Token]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::field;
     use super::super::text::tokenize;
     use super::*;
     use serde_json::json;
-
-    fn field(name: &str, kind: &str) -> FieldSpec {
-        FieldSpec {
-            name: name.to_string(),
-            kind: kind.to_string(),
-            schema: json!({}),
-            description: None,
-            values: vec![],
-            examples: vec![],
-            pattern: None,
-            min: None,
-            max: None,
-            asked: false,
-        }
-    }
 
     fn asked(mut field: FieldSpec) -> FieldSpec {
         field.asked = true;

@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 
 const TODAY: &str = "2026-01-05";
 
-fn field(name: &str, kind: &str) -> FieldSpec {
+/// A field spec with nothing but a name and a type (shared with the
+/// unit tests of `extract`).
+pub(super) fn field(name: &str, kind: &str) -> FieldSpec {
     FieldSpec {
         name: name.to_string(),
         kind: kind.to_string(),
