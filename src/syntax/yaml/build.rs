@@ -7,7 +7,7 @@
 //! included: lowering reports `duplicate_id` once for both syntaxes. Every
 //! other mapping has a fixed key set or free keys checked for repeats here.
 
-use super::tree::{NodeId, Resolved, Scalar, Tree};
+use super::tree::{NodeId, NodeKind, Resolved, Scalar, Tree};
 use super::values::{Entry, Keyed, RepeatFinder, Values};
 use crate::diag::Diagnostic;
 use crate::source::{Span, Spanned};
@@ -73,14 +73,25 @@ const DIRECTIVE_HELP: &str =
     "a directive is a mapping such as `{ goto: FLOW }`, `{ reply: TEXT }` or `{ abort: true }`";
 
 /// Builds the program held by `tree`, reporting what does not fit the
-/// language into `diagnostics`.
-pub fn build(tree: &Tree<'_>, diagnostics: &mut Vec<Diagnostic>) -> Program {
-    let mut builder = Builder { values: Values { tree, diagnostics } };
+/// language into `diagnostics`. `taken` holds the flows built by
+/// [`flow_body`] while the tree was read, by the number of their
+/// [`NodeKind::Taken`] node.
+pub fn build(tree: &Tree<'_>, taken: Vec<Option<FlowDecl>>, diagnostics: &mut Vec<Diagnostic>) -> Program {
+    let mut builder = Builder { values: Values { tree, diagnostics }, taken };
     builder.program(tree.root())
+}
+
+/// Builds one flow declaration, `key: value` in the `flows` section, from a
+/// tree still being read (see [`super::tree::FlowSink`]).
+pub fn flow_body(tree: &Tree<'_>, key: NodeId, value: NodeId, diagnostics: &mut Vec<Diagnostic>) -> Option<FlowDecl> {
+    let mut builder = Builder { values: Values { tree, diagnostics }, taken: Vec::new() };
+    let (name, entry, span) = builder.declaration_entry(key, value)?;
+    builder.flow(name, entry, span)
 }
 
 struct Builder<'tree, 'input> {
     values: Values<'tree, 'input>,
+    taken: Vec<Option<FlowDecl>>,
 }
 
 impl<'tree> Builder<'tree, '_> {
@@ -141,20 +152,24 @@ impl<'tree> Builder<'tree, '_> {
         let tree = self.values.tree;
         let mut declarations = Vec::with_capacity(tree.entry_count(entry.value));
         for (key_id, value) in tree.entries(entry.value) {
-            let Some(name) = self.values.key_name(key_id) else {
+            let Some((name, entry, span)) = self.declaration_entry(key_id, value) else {
                 continue;
             };
-            let span = name.span.to(self.values.span(value));
-            let (key, key_span) = match self.values.scalar(key_id) {
-                Some(scalar) => (&*scalar.value, name.span),
-                None => continue,
-            };
-            let entry = Entry { key, key_span, value };
             if let Some(built) = declaration(self, name, entry, span) {
                 declarations.push(built);
             }
         }
         declarations
+    }
+
+    /// The name, entry and whole span of one `id: body` declaration; `None`
+    /// (reported) when the key is not a name.
+    fn declaration_entry(&mut self, key_id: NodeId, value: NodeId) -> Option<(Name, Entry<'tree>, Span)> {
+        let name = self.values.key_name(key_id)?;
+        let span = name.span.to(self.values.span(value));
+        let key = &*self.values.scalar(key_id)?.value;
+        let entry = Entry { key, key_span: name.span, value };
+        Some((name, entry, span))
     }
 
     /// The keys of a declaration's body; an empty body is an empty mapping.
@@ -499,6 +514,9 @@ impl<'tree> Builder<'tree, '_> {
     // ------------------------------------------------------------ flows
 
     fn flow(&mut self, name: Name, entry: Entry<'_>, span: Span) -> Option<FlowDecl> {
+        if let NodeKind::Taken(taken) = self.values.tree.node(entry.value).kind {
+            return self.taken.get_mut(taken as usize).and_then(Option::take);
+        }
         let keys = self.body(entry, FLOW_KEYS, "a flow")?;
         let complete_next = keys.get("complete").and_then(|complete| {
             let next_keys = self.values.keyed(complete, NEXT_KEYS, "a flow's `complete`", "`{ next: FLOW }`")?;

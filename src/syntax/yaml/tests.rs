@@ -981,3 +981,74 @@ mod properties {
         }
     }
 }
+
+/// Reads `text` with every flow left in the tree and built afterwards, the
+/// way the front end worked before flows were built while reading.
+fn parse_whole_tree(text: &str) -> (Program, Vec<Diagnostic>) {
+    let mut diagnostics = Vec::new();
+    let program = match super::tree::read(text, &mut diagnostics, None) {
+        Some(tree) => super::build::build(&tree, Vec::new(), &mut diagnostics),
+        None => Program::default(),
+    };
+    (program, diagnostics)
+}
+
+fn assert_same_as_whole_tree(text: &str) {
+    let (streamed, mut streamed_diagnostics) = parse(text);
+    let (whole, mut whole_diagnostics) = parse_whole_tree(text);
+    crate::diag::sort_diagnostics(&mut streamed_diagnostics);
+    crate::diag::sort_diagnostics(&mut whole_diagnostics);
+    let json = |program: &Program| serde_json::to_string(program).expect("the AST serializes");
+    assert_eq!(json(&streamed), json(&whole), "the AST differs for:\n{text}");
+    assert_eq!(
+        format!("{streamed_diagnostics:?}"),
+        format!("{whole_diagnostics:?}"),
+        "diagnostics differ for:\n{text}"
+    );
+}
+
+#[test]
+fn flows_built_while_reading_equal_flows_built_from_the_whole_tree() {
+    let examples = ["booking.yaml", "support.yaml"]
+        .map(|name| std::fs::read_to_string(format!("{}/flows/{name}", env!("CARGO_MANIFEST_DIR"))).expect("example"));
+    for text in examples {
+        assert_same_as_whole_tree(&text);
+    }
+    assert_same_as_whole_tree(&crate::testgen::large_program_yaml(30, 12));
+    // Mistakes inside flows: unknown keys, wrong shapes, bad expressions.
+    assert_same_as_whole_tree(
+        "flows:\n  a:\n    stpes: []\n    steps:\n      - id: x\n        prompt: 'hi {{ 1 + }}'\n  b: [1]\n  c:\n  7: { steps: 3 }\n",
+    );
+}
+
+#[test]
+fn anchors_keep_their_flow_in_the_tree_for_later_aliases() {
+    let text = "flows:\n  a: &shared\n    steps:\n      - id: x\n        say: Hi\n  b: *shared\n  c:\n    steps:\n      - &step { id: y, say: Yo }\n  d:\n    steps: [*step]\n";
+    assert_same_as_whole_tree(text);
+    let program = parse_clean(text);
+    let steps: Vec<Vec<&str>> = program
+        .flows
+        .iter()
+        .map(|flow| flow.steps.iter().filter_map(|step| step.id.as_ref()).map(|id| id.value.as_str()).collect())
+        .collect();
+    assert_eq!(steps, [["x"], ["x"], ["y"], ["y"]]);
+}
+
+#[test]
+fn a_repeated_flows_section_is_reported_and_not_built() {
+    let text = "flows:\n  a:\n    steps: [{ id: x, say: Hi }]\nflows:\n  b:\n    stpes: []\n";
+    assert_same_as_whole_tree(text);
+    let (program, diagnostics) = parse(text);
+    assert_eq!(program.flows.len(), 1);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    assert!(diagnostics[0].message.contains("flows"), "{diagnostics:#?}");
+}
+
+#[test]
+fn a_yaml_error_after_the_flows_drops_what_they_reported() {
+    let text = "flows:\n  a:\n    stpes: []\n  b: [unclosed\n";
+    let (program, diagnostics) = parse(text);
+    assert!(program.flows.is_empty());
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    assert!(diagnostics[0].message.starts_with("invalid YAML"), "{diagnostics:#?}");
+}

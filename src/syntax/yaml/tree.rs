@@ -54,7 +54,21 @@ pub enum NodeKind<'input> {
     Scalar(Scalar<'input>),
     Sequence(ChildRange),
     Mapping(ChildRange),
+    /// A flow's body, handed to the [`FlowSink`] as soon as it was complete
+    /// and then dropped from the tree; the number is what the sink returned.
+    Taken(u32),
 }
+
+/// Receives each flow body of the top-level `flows` mapping the moment its
+/// last event is read, with the tree as it is then (`key` and `value` are
+/// valid in it), and returns a number to remember it by. The reader then
+/// drops the body's nodes, so the tree holds one flow at a time and memory
+/// stays proportional to the largest flow, not to the file.
+///
+/// A body stays in the tree, and is not passed here, when an anchor is
+/// defined in it or on it (a later alias may refer to it), when its key is
+/// not a scalar, or when it is not a mapping.
+pub type FlowSink<'sink, 'input> = &'sink mut dyn FnMut(&Tree<'input>, NodeId, NodeId) -> u32;
 
 #[derive(Clone, Copy, Debug)]
 pub struct ChildRange {
@@ -161,9 +175,13 @@ impl<'input> Tree<'input> {
 /// Reads one YAML document. `None` when it cannot be read; the reason is in
 /// `diagnostics`. A tree may also come with diagnostics (a refused tag, tab
 /// indentation the YAML reader tolerated).
-pub fn read<'input>(text: &'input str, diagnostics: &mut Vec<Diagnostic>) -> Option<Tree<'input>> {
+pub fn read<'input>(
+    text: &'input str,
+    diagnostics: &mut Vec<Diagnostic>,
+    flow_sink: Option<FlowSink<'_, 'input>>,
+) -> Option<Tree<'input>> {
     let mut reader = Reader::new(text);
-    let outcome = reader.run(diagnostics);
+    let outcome = reader.run(diagnostics, flow_sink);
     let tab_reported = reader.report_tab_indentation(outcome.as_ref().err(), diagnostics);
     match outcome {
         Ok(root) => Some(Tree { nodes: reader.nodes, children: reader.children, root }),
@@ -197,6 +215,12 @@ struct OpenCollection {
     anchor: usize,
     /// Where this collection's children start in `Reader::pending`.
     first_pending: usize,
+    /// `Reader::nodes` and `Reader::children` when it opened: its subtree
+    /// is everything after.
+    first_node: usize,
+    first_child: usize,
+    /// `Reader::anchors_defined` when it opened.
+    anchors_before: usize,
     /// Nodes in the collection with aliases expanded, itself included.
     expanded_size: u64,
     /// Levels below it, aliases expanded.
@@ -221,6 +245,8 @@ struct Reader<'input> {
     open: Vec<OpenCollection>,
     /// Indexed by saphyr's anchor id; `None` while the anchored node is open.
     anchors: Vec<Option<AnchoredNode>>,
+    /// How many anchors have been defined so far.
+    anchors_defined: usize,
     alias_expansion: u64,
     /// Scalars spanning several lines: a tab at the start of one of their
     /// lines is content, not indentation. Collected only when the text has
@@ -239,13 +265,18 @@ impl<'input> Reader<'input> {
             pending: Vec::new(),
             open: Vec::new(),
             anchors: Vec::new(),
+            anchors_defined: 0,
             alias_expansion: 0,
             multiline_scalars: Vec::new(),
             has_tab: text.contains('\t'),
         }
     }
 
-    fn run(&mut self, diagnostics: &mut Vec<Diagnostic>) -> Result<NodeId, ReadError> {
+    fn run(
+        &mut self,
+        diagnostics: &mut Vec<Diagnostic>,
+        mut flow_sink: Option<FlowSink<'_, 'input>>,
+    ) -> Result<NodeId, ReadError> {
         let mut parser = Parser::new_from_str(self.text);
         let mut root: Option<NodeId> = None;
         let mut documents = 0usize;
@@ -289,7 +320,7 @@ impl<'input> Reader<'input> {
                     self.open_collection(is_mapping, anchor, span)?;
                 }
                 Event::SequenceEnd | Event::MappingEnd => {
-                    self.close_collection(span, &mut root);
+                    self.close_collection(span, &mut root, &mut flow_sink);
                 }
                 Event::Alias(anchor) => self.alias(anchor, span, &mut root)?,
             }
@@ -316,6 +347,9 @@ impl<'input> Reader<'input> {
             is_flow: self.text.get(span.range()).is_some_and(|source| source.trim_end().ends_with(['[', '{'])),
             anchor,
             first_pending: self.pending.len(),
+            first_node: self.nodes.len(),
+            first_child: self.children.len(),
+            anchors_before: self.anchors_defined,
             expanded_size: 1,
             height: 0,
             end: span.end,
@@ -323,7 +357,12 @@ impl<'input> Reader<'input> {
         Ok(())
     }
 
-    fn close_collection(&mut self, end_span: Span, root: &mut Option<NodeId>) {
+    fn close_collection(
+        &mut self,
+        end_span: Span,
+        root: &mut Option<NodeId>,
+        flow_sink: &mut Option<FlowSink<'_, 'input>>,
+    ) {
         let Some(collection) = self.open.pop() else {
             return;
         };
@@ -336,8 +375,71 @@ impl<'input> Reader<'input> {
         // saphyr's span for a closing bracket may run on over the spaces after it.
         let end = if collection.is_flow { end_span.start.saturating_add(1).min(end_span.end) } else { collection.end };
         let kind = if collection.is_mapping { NodeKind::Mapping(range) } else { NodeKind::Sequence(range) };
-        let id = self.push_node(Node { kind, span: Span::new(collection.start, end.max(collection.start)) });
+        let span = Span::new(collection.start, end.max(collection.start));
+        let mut id = self.push_node(Node { kind, span });
+        if let Some(flow_sink) = flow_sink.as_mut()
+            && let Some(key) = self.flow_key(&collection)
+        {
+            id = self.hand_over(&collection, key, id, flow_sink);
+        }
         self.complete(id, collection.anchor, collection.expanded_size, collection.height + 1, root);
+    }
+
+    /// The key of `collection` when it has just closed as a flow body that
+    /// can be handed to the [`FlowSink`]: a mapping that is the value of a
+    /// scalar key in the mapping under the root's first `flows` key, with no
+    /// anchor on or in it.
+    fn flow_key(&self, collection: &OpenCollection) -> Option<NodeId> {
+        let [root, flows] = self.open.as_slice() else {
+            return None;
+        };
+        if !(collection.is_mapping && flows.is_mapping && root.is_mapping)
+            || collection.anchor != 0
+            || self.anchors_defined != collection.anchors_before
+        {
+            return None;
+        }
+        // An open mapping's pending children alternate key, value: an odd
+        // count means the last one is the key whose value is being read.
+        let root_pending = self.pending.get(root.first_pending..flows.first_pending).unwrap_or(&[]);
+        let flows_pending = self.pending.get(flows.first_pending..).unwrap_or(&[]);
+        let waiting_key = |pending: &[NodeId]| (pending.len() % 2 == 1).then(|| pending.last().copied()).flatten();
+        let is_scalar =
+            |id: NodeId| matches!(self.nodes.get(id as usize), Some(Node { kind: NodeKind::Scalar(_), .. }));
+        let key_text = |id: NodeId| match self.nodes.get(id as usize).map(|node| &node.kind) {
+            Some(NodeKind::Scalar(scalar)) => Some(&*scalar.value),
+            _ => None,
+        };
+        let section = waiting_key(root_pending)?;
+        let root_keys = root_pending.iter().step_by(2);
+        // The builder reads the first `flows` section; a repeated one is
+        // reported there and left unread, so it must not be built here.
+        let first_flows_key = root_keys.copied().find(|key| key_text(*key) == Some("flows"));
+        if first_flows_key != Some(section) {
+            return None;
+        }
+        let key = waiting_key(flows_pending)?;
+        is_scalar(key).then_some(key)
+    }
+
+    /// Passes a complete flow body to the sink, then replaces its subtree
+    /// with one [`NodeKind::Taken`] node, which is returned.
+    fn hand_over(
+        &mut self,
+        collection: &OpenCollection,
+        key: NodeId,
+        body: NodeId,
+        flow_sink: &mut dyn FnMut(&Tree<'input>, NodeId, NodeId) -> u32,
+    ) -> NodeId {
+        let tree =
+            Tree { nodes: std::mem::take(&mut self.nodes), children: std::mem::take(&mut self.children), root: body };
+        let taken = flow_sink(&tree, key, body);
+        let span = tree.node(body).span;
+        self.nodes = tree.nodes;
+        self.children = tree.children;
+        self.nodes.truncate(collection.first_node);
+        self.children.truncate(collection.first_child);
+        self.push_node(Node { kind: NodeKind::Taken(taken), span })
     }
 
     /// Records a finished node: under its anchor, and as a child of the
@@ -392,6 +494,7 @@ impl<'input> Reader<'input> {
     }
 
     fn set_anchor(&mut self, anchor: usize, node: Option<AnchoredNode>) {
+        self.anchors_defined += 1;
         if self.anchors.len() <= anchor {
             self.anchors.resize(anchor + 1, None);
         }
@@ -736,14 +839,14 @@ mod tests {
 
     fn read_ok(text: &str) -> Tree<'_> {
         let mut diagnostics = Vec::new();
-        let tree = read(text, &mut diagnostics);
+        let tree = read(text, &mut diagnostics, None);
         assert!(diagnostics.is_empty(), "{diagnostics:#?}");
         tree.expect("a tree")
     }
 
     fn read_error(text: &str) -> Diagnostic {
         let mut diagnostics = Vec::new();
-        assert!(read(text, &mut diagnostics).is_none());
+        assert!(read(text, &mut diagnostics, None).is_none());
         assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
         diagnostics.remove(0)
     }
@@ -845,6 +948,40 @@ mod tests {
         let text = format!("a: &a {long}\nb: [{aliases}]\n");
         let diagnostic = read_error(&text);
         assert_eq!(diagnostic.message, "aliases expand to more than 100000 nodes");
+    }
+
+    /// The flow names the sink received, in order, and what became of each
+    /// body in the finished tree.
+    fn handed_over(text: &str) -> (Vec<String>, Vec<bool>) {
+        let mut names = Vec::new();
+        let mut sink = |tree: &Tree<'_>, key: NodeId, value: NodeId| {
+            let NodeKind::Scalar(key) = &tree.node(key).kind else { panic!("a scalar key") };
+            assert!(matches!(tree.node(value).kind, NodeKind::Mapping(_)), "a mapping body");
+            names.push(key.value.to_string());
+            u32::try_from(names.len() - 1).expect("few flows")
+        };
+        let mut diagnostics = Vec::new();
+        let tree = read(text, &mut diagnostics, Some(&mut sink)).expect("a tree");
+        assert!(diagnostics.is_empty(), "{diagnostics:#?}");
+        let (_, flows) = tree
+            .entries(tree.root())
+            .find(|(key, _)| matches!(&tree.node(*key).kind, NodeKind::Scalar(s) if s.value == "flows"))
+            .expect("flows");
+        let taken = tree.entries(flows).map(|(_, body)| matches!(tree.node(body).kind, NodeKind::Taken(_))).collect();
+        (names, taken)
+    }
+
+    #[test]
+    fn flow_bodies_are_handed_over_unless_an_anchor_may_need_them() {
+        let text = "agent: { name: A }\nflows:\n  a: { steps: [] }\n  b: &kept { steps: [] }\n  c: { steps: [&inner x] }\n  d: *kept\n  e: 3\n  f:\n    steps: [*inner]\n";
+        let (names, taken) = handed_over(text);
+        assert_eq!(names, ["a", "f"]);
+        assert_eq!(taken, [true, false, false, false, false, true]);
+        // Only the root's first `flows` section, and only mappings under it.
+        let (names, _) = handed_over("flows:\n  a: {}\nsignals:\n  s: { when: x }\nflows:\n  b: {}\n");
+        assert_eq!(names, ["a"]);
+        let (names, _) = handed_over("agent:\n  flows:\n    a: {}\nflows: {}\n");
+        assert!(names.is_empty());
     }
 
     #[test]

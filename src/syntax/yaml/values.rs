@@ -132,7 +132,7 @@ impl<'tree, 'input> Values<'tree, 'input> {
     pub fn describe(&self, id: NodeId) -> &'static str {
         match &self.tree.node(id).kind {
             NodeKind::Sequence(_) => "a list",
-            NodeKind::Mapping(_) => "a mapping",
+            NodeKind::Mapping(_) | NodeKind::Taken(_) => "a mapping",
             NodeKind::Scalar(scalar) => match scalar.resolve() {
                 Resolved::Null if scalar.is_empty_plain() => "nothing",
                 Resolved::Null => "`null`",
