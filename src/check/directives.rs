@@ -52,7 +52,7 @@ fn emitted(actions: &[ast::Action]) -> Vec<&ast::Directive> {
     while let Some(top) = stack.last_mut() {
         match top.next() {
             Some(action) => match &action.kind {
-                ast::ActionKind::Emit(directive) => out.push(directive),
+                ast::ActionKind::Emit(directive) => out.push(&**directive),
                 ast::ActionKind::ForEach(for_each) => stack.push(for_each.actions.iter()),
                 _ => {}
             },

@@ -208,7 +208,7 @@ pub struct StepDecl {
     pub finalize: Vec<Action>,
     pub tools: Vec<Name>,
     pub max_asks: Option<Spanned<i64>>,
-    pub on_no_answer: Option<Directive>,
+    pub on_no_answer: Option<Box<Directive>>,
     pub on_error: Option<OnError>,
     /// A duration as written (`2d`).
     pub wait: Option<Text>,
@@ -228,15 +228,14 @@ pub struct Branch {
 }
 
 /// Where a branch, signal or `on_no_answer` sends the conversation.
-// A `Then` lives inside a branch or signal declaration, built once per
-// program; boxing the directive would cost more code than the bytes it saves.
-#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Then {
     /// A bare name: a step of the current flow, else a flow.
     Target(Name),
-    Directive(Directive),
+    // Boxed: a directive is ten times the size of a name, and most branch
+    // entries are a name.
+    Directive(Box<Directive>),
 }
 
 /// The keys of a directive, in the order LANGUAGE.md lists them: the YAML
@@ -323,9 +322,9 @@ pub struct Action {
 pub enum ActionKind {
     Set(Vec<Assignment>),
     Call(Call),
-    Emit(Directive),
+    Emit(Box<Directive>),
     Say(Template),
-    ForEach(ForEach),
+    ForEach(Box<ForEach>),
 }
 
 #[derive(Clone, Debug, Serialize)]

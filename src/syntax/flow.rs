@@ -1069,7 +1069,10 @@ impl Walker<'_> {
             span,
         };
         let mut seen = Seen::default();
-        for inner in pair.into_inner() {
+        let items = pair.into_inner();
+        // Steps are most of a program's AST: allocate exactly, not by doubling.
+        flow.steps.reserve_exact(items.clone().filter(|item| item.as_rule() == Rule::step).count());
+        for inner in items {
             let inner_span = self.span(&inner);
             match inner.as_rule() {
                 Rule::name => flow.name = self.name(&inner),
@@ -1165,7 +1168,7 @@ impl Walker<'_> {
                     }
                 }
                 Rule::on_no_answer if self.first_time(&mut seen, "on_no_answer", span, "step") => {
-                    step.on_no_answer = self.on_no_answer(inner);
+                    step.on_no_answer = self.on_no_answer(inner).map(Box::new);
                 }
                 Rule::on_error if self.first_time(&mut seen, "on_error", span, "step") => {
                     step.on_error = self.on_error(inner);
@@ -1271,9 +1274,9 @@ impl Walker<'_> {
         let kind = match pair.as_rule() {
             Rule::say => ActionKind::Say(self.template_value(pair)?),
             Rule::set_action => ActionKind::Set(self.assignments(pair)),
-            Rule::emit_action => ActionKind::Emit(self.directive(Self::value(pair)?)),
+            Rule::emit_action => ActionKind::Emit(Box::new(self.directive(Self::value(pair)?))),
             Rule::call_action => ActionKind::Call(self.call(pair)?),
-            Rule::for_each => ActionKind::ForEach(self.for_each(pair, depth)?),
+            Rule::for_each => ActionKind::ForEach(Box::new(self.for_each(pair, depth)?)),
             _ => return None,
         };
         Some(Action { kind, span })
@@ -1350,7 +1353,7 @@ impl Walker<'_> {
     /// A branch, signal or `emit` target: a bare name or a directive.
     fn target(&mut self, pair: Pair<'_, Rule>) -> Then {
         if pair.as_rule() == Rule::directive {
-            Then::Directive(self.directive(pair))
+            Then::Directive(Box::new(self.directive(pair)))
         } else {
             Then::Target(self.name(&pair))
         }

@@ -558,8 +558,11 @@ impl<'tree> Builder<'tree, '_> {
             );
             return Vec::new();
         }
-        let tree = self.values.tree;
-        tree.items(entry.value).iter().filter_map(|item| self.step(entry.with_value(*item))).collect()
+        let items = self.values.tree.items(entry.value);
+        // Steps are most of a program's AST: allocate exactly, not by doubling.
+        let mut steps = Vec::with_capacity(items.len());
+        steps.extend(items.iter().filter_map(|item| self.step(entry.with_value(*item))));
+        steps
     }
 
     fn step(&mut self, entry: Entry<'_>) -> Option<StepDecl> {
@@ -593,7 +596,7 @@ impl<'tree> Builder<'tree, '_> {
             finalize: actions(self, "finalize"),
             tools: list(self, "tools"),
             max_asks: keys.get("max_asks").and_then(|value| self.values.int(value)),
-            on_no_answer: keys.get("on_no_answer").and_then(|value| self.directive(value)),
+            on_no_answer: keys.get("on_no_answer").and_then(|value| self.directive(value)).map(Box::new),
             on_error: keys.get("on_error").and_then(|value| self.on_error(value)),
             wait: keys.get("wait").and_then(|value| self.values.duration(value)),
             span: self.values.span(entry.value),
@@ -645,7 +648,7 @@ impl<'tree> Builder<'tree, '_> {
     /// `then: NAME` (a step, else a flow) or `then: { directive }`.
     fn then(&mut self, entry: Entry<'_>) -> Option<Then> {
         if self.values.is_mapping(entry.value) {
-            return self.directive(entry).map(Then::Directive);
+            return self.directive(entry).map(|directive| Then::Directive(Box::new(directive)));
         }
         if let Some(Resolved::Str(_)) = self.values.scalar(entry.value).map(Scalar::resolve) {
             return self.values.name(entry, "a target").map(Then::Target);
@@ -738,9 +741,9 @@ impl<'tree> Builder<'tree, '_> {
             let kind = match key {
                 "set" => Some(ActionKind::Set(self.values.assignments(action_entry, "`set`"))),
                 "call" => self.call(action_entry).map(ActionKind::Call),
-                "emit" => self.directive(action_entry).map(ActionKind::Emit),
+                "emit" => self.directive(action_entry).map(|directive| ActionKind::Emit(Box::new(directive))),
                 "say" => self.values.template(action_entry).map(ActionKind::Say),
-                _ => self.for_each(action_entry).map(ActionKind::ForEach),
+                _ => self.for_each(action_entry).map(|for_each| ActionKind::ForEach(Box::new(for_each))),
             };
             action = kind.map(|kind| Action { kind, span });
         }
