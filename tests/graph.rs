@@ -485,7 +485,7 @@ fn hostile_program() -> Program {
             phase: [Phase::Pre, Phase::Post, Phase::Both].get(index).copied().unwrap_or(Phase::Pre),
             behavior: Behavior::Always,
             extract: Vec::new(),
-            then: Some(moving(match index {
+            then: Some(*moving(match index {
                 0 => Position::Goto { flow: FlowId(1), data: Vec::new() },
                 1 => Position::Reset,
                 _ => Position::Abort { reason: None },
@@ -516,8 +516,8 @@ fn equals(field: FieldId, text: &str) -> Expr {
     }
 }
 
-fn moving(position: Position) -> Directive {
-    Directive { position: Some(position), ..Directive::default() }
+fn moving(position: Position) -> Box<Directive> {
+    Box::new(Directive { position: Some(position), ..Directive::default() })
 }
 
 /// A line without its double-quoted strings; in DOT a backslash escapes

@@ -81,7 +81,7 @@ pub(crate) fn emitted(actions: &[Action]) -> Vec<&Directive> {
     all_actions(actions)
         .into_iter()
         .filter_map(|action| match &action.kind {
-            ActionKind::Emit(directive) => Some(directive),
+            ActionKind::Emit(directive) => Some(&**directive),
             _ => None,
         })
         .collect()

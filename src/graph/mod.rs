@@ -832,8 +832,8 @@ mod tests {
         Branch { guard, when: when.iter().map(ToString::to_string).collect(), then, label: None, span: Span::default() }
     }
 
-    fn moving(position: Position) -> Directive {
-        Directive { position: Some(position), ..Directive::default() }
+    fn moving(position: Position) -> Box<Directive> {
+        Box::new(Directive { position: Some(position), ..Directive::default() })
     }
 
     fn emit(position: Position) -> Action {
@@ -1006,10 +1006,10 @@ last -> complete0
         // in the list (not `next`); `on_no_answer` without one asks again.
         let mut first = ask("first", 0);
         first.skip_if = Some(is_set(0));
-        let writes = Directive {
+        let writes = Box::new(Directive {
             set: vec![crate::ir::Write { field: FieldId(2), value: equals(2, 1.into()) }],
             ..Directive::default()
-        };
+        });
         first.branches = vec![branch(vec![equals(2, 1.into())], &[], Then::Directive(writes.clone()))];
         first.next = Some(Next::End);
         first.on_no_answer = Some(writes);
@@ -1095,13 +1095,13 @@ last -> complete0
     fn flows_connect_through_directives_signals_and_complete_next() {
         let mut triage_step = ask("pick", 0);
         triage_step.actions = vec![Action {
-            kind: ActionKind::ForEach(ForEach {
+            kind: ActionKind::ForEach(Box::new(ForEach {
                 items: is_set(0),
                 binding: "item".to_string(),
                 slot: 0,
                 filter: None,
                 actions: vec![emit(Position::Goto { flow: FlowId(1), data: Vec::new() })],
-            }),
+            })),
             span: Span::default(),
         }];
         let mut triage = flow("triage", vec![triage_step]);
@@ -1119,7 +1119,7 @@ last -> complete0
             phase: Phase::Pre,
             behavior: Behavior::Always,
             extract: Vec::new(),
-            then: Some(moving(Position::Abort { reason: None })),
+            then: Some(*moving(Position::Abort { reason: None })),
             span: Span::default(),
         }];
         check(

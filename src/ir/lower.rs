@@ -932,7 +932,10 @@ impl Lowerer {
             finalize: self.actions(&step.finalize, scope, &mut Vec::new()),
             tools: step.tools.iter().filter_map(|tool| self.tool_ref(tool)).collect(),
             max_asks,
-            on_no_answer: step.on_no_answer.as_ref().map(|directive| self.directive(directive, Some(scope), &[])),
+            on_no_answer: step
+                .on_no_answer
+                .as_ref()
+                .map(|directive| Box::new(self.directive(directive, Some(scope), &[]))),
             on_error,
             wait_ms,
             span,
@@ -947,7 +950,7 @@ impl Lowerer {
         };
         let then = match then {
             ast::Then::Target(name) => self.then_target(name, scope)?,
-            ast::Then::Directive(directive) => Then::Directive(self.directive(directive, Some(scope), &[])),
+            ast::Then::Directive(directive) => Then::Directive(Box::new(self.directive(directive, Some(scope), &[]))),
         };
         Some(Branch {
             guard,
@@ -964,10 +967,10 @@ impl Lowerer {
             return Some(Then::Step(step));
         }
         if let Some(flow) = self.flows.get(&name.value) {
-            return Some(Then::Directive(goto_directive(*flow, name.span)));
+            return Some(Then::Directive(Box::new(goto_directive(*flow, name.span))));
         }
         if name.value == "end" {
-            return Some(Then::Directive(complete_directive(name.span)));
+            return Some(Then::Directive(Box::new(complete_directive(name.span))));
         }
         self.report_step_target(name, scope, true);
         None
@@ -1217,7 +1220,7 @@ impl Lowerer {
                     }
                 }
                 ast::ActionKind::Emit(directive) => lowered.push(Action {
-                    kind: ActionKind::Emit(self.directive(directive, Some(scope), locals)),
+                    kind: ActionKind::Emit(Box::new(self.directive(directive, Some(scope), locals))),
                     span: action.span,
                 }),
                 ast::ActionKind::Say(template) => lowered.push(Action {
@@ -1226,7 +1229,7 @@ impl Lowerer {
                 }),
                 ast::ActionKind::ForEach(for_each) => {
                     let for_each = self.for_each(for_each, scope, locals);
-                    lowered.push(Action { kind: ActionKind::ForEach(for_each), span: action.span });
+                    lowered.push(Action { kind: ActionKind::ForEach(Box::new(for_each)), span: action.span });
                 }
             }
         }

@@ -304,7 +304,7 @@ pub struct Step {
     pub finalize: Vec<Action>,
     pub tools: Vec<ToolId>,
     pub max_asks: u32,
-    pub on_no_answer: Option<Directive>,
+    pub on_no_answer: Option<Box<Directive>>,
     pub on_error: OnError,
     pub wait_ms: Option<u64>,
     pub span: Span,
@@ -366,7 +366,8 @@ pub struct Branch {
 pub enum Then {
     /// A step of the same flow.
     Step(StepId),
-    Directive(Directive),
+    // Boxed, like the AST's: most branch entries name a step.
+    Directive(Box<Directive>),
 }
 
 /// A resolved directive: at most one position field, writes, augmentation.
@@ -428,9 +429,10 @@ pub struct Action {
 pub enum ActionKind {
     Set(Write),
     Call(Call),
-    Emit(Directive),
+    // Boxed: both are several times the size of the common `set`.
+    Emit(Box<Directive>),
     Say { text: Template },
-    ForEach(ForEach),
+    ForEach(Box<ForEach>),
 }
 
 #[derive(Clone, Debug, Serialize)]
