@@ -36,7 +36,7 @@ pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
     // Large programs are cut at top-level item boundaries and the pieces
     // parsed on all cores; a piece that fails sends the whole file through
     // the sequential path, so diagnostics never depend on the cut.
-    let pieces = split_at_items(text, parallelism());
+    let pieces = split_at_items(text, super::parallelism());
     if pieces.len() > 1 {
         let parsed: Option<Vec<(Program, Vec<Diagnostic>)>> = std::thread::scope(|scope| {
             let handles: Vec<_> = pieces
@@ -44,7 +44,7 @@ pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
                 .map(|range| {
                     let range = range.clone();
                     std::thread::Builder::new()
-                        .stack_size(PARSER_STACK)
+                        .stack_size(super::PARSER_STACK)
                         .spawn_scoped(scope, move || parse_items(text, range))
                 })
                 .collect();
@@ -66,16 +66,6 @@ pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
             (Program::default(), diagnostics)
         }
     }
-}
-
-/// Below this size a program is parsed on one thread.
-const PARALLEL_THRESHOLD: usize = 128 * 1024;
-
-/// Stack for parser threads: pest and the walk recurse per bracket level.
-const PARSER_STACK: usize = 16 * 1024 * 1024;
-
-fn parallelism() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(8)
 }
 
 /// Parses the top-level items in `range` one at a time: pest keeps every
@@ -135,7 +125,7 @@ fn duplicate_agent(first: &Agent, second: &Agent) -> Diagnostic {
 /// item ends (a `}` back at depth 0, outside strings and comments). Small
 /// programs stay whole.
 fn split_at_items(text: &str, pieces: usize) -> Vec<std::ops::Range<usize>> {
-    if pieces <= 1 || text.len() < PARALLEL_THRESHOLD {
+    if pieces <= 1 || text.len() < super::PARALLEL_THRESHOLD {
         return std::iter::once(0..text.len()).collect();
     }
     let target = text.len() / pieces;

@@ -26,6 +26,17 @@ pub fn parse(file: &SourceFile) -> (ast::Program, Vec<Diagnostic>) {
     }
 }
 
+/// Below this size a program is parsed on one thread.
+pub(crate) const PARALLEL_THRESHOLD: usize = 128 * 1024;
+
+/// Stack for parser threads: pest and the AST builders recurse per bracket
+/// level.
+const PARSER_STACK: usize = 16 * 1024 * 1024;
+
+fn parallelism() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(8)
+}
+
 /// Whether a file has nothing but white space and `#` comments (both
 /// syntaxes use `#` for comments).
 fn is_blank(file: &SourceFile) -> bool {

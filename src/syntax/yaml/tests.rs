@@ -993,18 +993,23 @@ fn parse_whole_tree(text: &str) -> (Program, Vec<Diagnostic>) {
     (program, diagnostics)
 }
 
+/// Both ways of building flows while reading, on one thread and on two,
+/// give what building from the whole tree gives.
 fn assert_same_as_whole_tree(text: &str) {
-    let (streamed, mut streamed_diagnostics) = parse(text);
-    let (whole, mut whole_diagnostics) = parse_whole_tree(text);
-    crate::diag::sort_diagnostics(&mut streamed_diagnostics);
-    crate::diag::sort_diagnostics(&mut whole_diagnostics);
     let json = |program: &Program| serde_json::to_string(program).expect("the AST serializes");
-    assert_eq!(json(&streamed), json(&whole), "the AST differs for:\n{text}");
-    assert_eq!(
-        format!("{streamed_diagnostics:?}"),
-        format!("{whole_diagnostics:?}"),
-        "diagnostics differ for:\n{text}"
-    );
+    let (whole, mut whole_diagnostics) = parse_whole_tree(text);
+    crate::diag::sort_diagnostics(&mut whole_diagnostics);
+    for (how, (streamed, mut streamed_diagnostics)) in
+        [("in order", super::parse_in_order(text)), ("pipelined", super::parse_pipelined(text))]
+    {
+        crate::diag::sort_diagnostics(&mut streamed_diagnostics);
+        assert_eq!(json(&streamed), json(&whole), "the AST differs, {how}, for:\n{text}");
+        assert_eq!(
+            format!("{streamed_diagnostics:?}"),
+            format!("{whole_diagnostics:?}"),
+            "diagnostics differ, {how}, for:\n{text}"
+        );
+    }
 }
 
 #[test]
@@ -1015,6 +1020,15 @@ fn flows_built_while_reading_equal_flows_built_from_the_whole_tree() {
         assert_same_as_whole_tree(&text);
     }
     assert_same_as_whole_tree(&crate::testgen::large_program_yaml(30, 12));
+    // Past the size at which `parse` itself builds on a second thread.
+    let large = crate::testgen::large_program_yaml(200, 20);
+    assert!(large.len() > crate::syntax::PARALLEL_THRESHOLD);
+    assert_same_as_whole_tree(&large);
+    // Aliases from flows to the schema and to another flow's anchor: those
+    // flows are built on the reading thread.
+    assert_same_as_whole_tree(
+        "schema:\n  name: &text string\nflows:\n  a:\n    steps: [&ask { id: x, prompt: Hi, collect: [name] }]\n  b:\n    title: *text\n    steps: [*ask]\n  c:\n    steps: [{ id: y, say: Yo }]\n",
+    );
     // Mistakes inside flows: unknown keys, wrong shapes, bad expressions.
     assert_same_as_whole_tree(
         "flows:\n  a:\n    stpes: []\n    steps:\n      - id: x\n        prompt: 'hi {{ 1 + }}'\n  b: [1]\n  c:\n  7: { steps: 3 }\n",

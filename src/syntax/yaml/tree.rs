@@ -43,13 +43,13 @@ pub struct Tree<'input> {
     root: NodeId,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Node<'input> {
     pub kind: NodeKind<'input>,
     pub span: Span,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum NodeKind<'input> {
     Scalar(Scalar<'input>),
     Sequence(ChildRange),
@@ -60,15 +60,62 @@ pub enum NodeKind<'input> {
 }
 
 /// Receives each flow body of the top-level `flows` mapping the moment its
-/// last event is read, with the tree as it is then (`key` and `value` are
-/// valid in it), and returns a number to remember it by. The reader then
-/// drops the body's nodes, so the tree holds one flow at a time and memory
-/// stays proportional to the largest flow, not to the file.
+/// last event is read, and returns a number to remember it by. The reader
+/// then drops the body's nodes, so the tree holds one flow at a time and
+/// memory stays proportional to the largest flow, not to the file.
 ///
 /// A body stays in the tree, and is not passed here, when an anchor is
 /// defined in it or on it (a later alias may refer to it), when its key is
 /// not a scalar, or when it is not a mapping.
-pub type FlowSink<'sink, 'input> = &'sink mut dyn FnMut(&Tree<'input>, NodeId, NodeId) -> u32;
+pub type FlowSink<'sink, 'input> = &'sink mut dyn FnMut(FlowBody<'_, 'input>) -> u32;
+
+/// A complete flow body, as the reader hands it to a [`FlowSink`].
+pub struct FlowBody<'tree, 'input> {
+    /// The tree as it is when the body ends: `key` and `value` are valid in it.
+    pub tree: &'tree mut Tree<'input>,
+    pub key: NodeId,
+    pub value: NodeId,
+    /// Where the body's own nodes and child runs start in `tree`.
+    first_node: usize,
+    first_child: usize,
+    /// No alias in the body: it refers to no node outside itself.
+    self_contained: bool,
+}
+
+impl<'input> FlowBody<'_, 'input> {
+    /// Moves the body out of the tree being read into `into` (emptied
+    /// first, its buffers reused), with the body as root and a copy of the
+    /// key, so that it can be built on another thread while reading goes
+    /// on; returns the key's id in it. Hands `into` back unchanged when an
+    /// alias in the body refers to a node outside it.
+    pub fn detach(&mut self, mut into: Tree<'input>) -> Result<(Tree<'input>, NodeId), Tree<'input>> {
+        let offsets = u32::try_from(self.first_node).ok().zip(u32::try_from(self.first_child).ok());
+        let key = self.tree.nodes.get(self.key as usize).cloned();
+        let (Some((first_node, first_child)), Some(key), true) = (offsets, key, self.self_contained) else {
+            return Err(into);
+        };
+        let rebase = |range: ChildRange| ChildRange { start: range.start - first_child, len: range.len };
+        into.nodes.clear();
+        into.children.clear();
+        into.nodes.extend(self.tree.nodes.drain(self.first_node..).map(|node| match node.kind {
+            NodeKind::Sequence(range) => Node { kind: NodeKind::Sequence(rebase(range)), span: node.span },
+            NodeKind::Mapping(range) => Node { kind: NodeKind::Mapping(rebase(range)), span: node.span },
+            _ => node,
+        }));
+        into.children.extend(self.tree.children.drain(self.first_child..).map(|id| id - first_node));
+        into.root = self.value - first_node;
+        let key_id = u32::try_from(into.nodes.len()).unwrap_or(u32::MAX);
+        into.nodes.push(key);
+        Ok((into, key_id))
+    }
+}
+
+impl Tree<'_> {
+    /// A tree with no nodes, for [`FlowBody::detach`] to fill.
+    pub fn empty() -> Self {
+        Tree { nodes: Vec::new(), children: Vec::new(), root: 0 }
+    }
+}
 
 #[derive(Clone, Copy, Debug)]
 pub struct ChildRange {
@@ -76,7 +123,7 @@ pub struct ChildRange {
     len: u32,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Scalar<'input> {
     pub value: Cow<'input, str>,
     pub style: ScalarStyle,
@@ -219,8 +266,9 @@ struct OpenCollection {
     /// is everything after.
     first_node: usize,
     first_child: usize,
-    /// `Reader::anchors_defined` when it opened.
+    /// `Reader::anchors_defined` and `Reader::aliases_used` when it opened.
     anchors_before: usize,
+    aliases_before: usize,
     /// Nodes in the collection with aliases expanded, itself included.
     expanded_size: u64,
     /// Levels below it, aliases expanded.
@@ -245,8 +293,9 @@ struct Reader<'input> {
     open: Vec<OpenCollection>,
     /// Indexed by saphyr's anchor id; `None` while the anchored node is open.
     anchors: Vec<Option<AnchoredNode>>,
-    /// How many anchors have been defined so far.
+    /// How many anchors have been defined, and aliases used, so far.
     anchors_defined: usize,
+    aliases_used: usize,
     alias_expansion: u64,
     /// Scalars spanning several lines: a tab at the start of one of their
     /// lines is content, not indentation. Collected only when the text has
@@ -266,6 +315,7 @@ impl<'input> Reader<'input> {
             open: Vec::new(),
             anchors: Vec::new(),
             anchors_defined: 0,
+            aliases_used: 0,
             alias_expansion: 0,
             multiline_scalars: Vec::new(),
             has_tab: text.contains('\t'),
@@ -350,6 +400,7 @@ impl<'input> Reader<'input> {
             first_node: self.nodes.len(),
             first_child: self.children.len(),
             anchors_before: self.anchors_defined,
+            aliases_before: self.aliases_used,
             expanded_size: 1,
             height: 0,
             end: span.end,
@@ -429,12 +480,19 @@ impl<'input> Reader<'input> {
         collection: &OpenCollection,
         key: NodeId,
         body: NodeId,
-        flow_sink: &mut dyn FnMut(&Tree<'input>, NodeId, NodeId) -> u32,
+        flow_sink: &mut dyn FnMut(FlowBody<'_, 'input>) -> u32,
     ) -> NodeId {
-        let tree =
+        let mut tree =
             Tree { nodes: std::mem::take(&mut self.nodes), children: std::mem::take(&mut self.children), root: body };
-        let taken = flow_sink(&tree, key, body);
         let span = tree.node(body).span;
+        let taken = flow_sink(FlowBody {
+            tree: &mut tree,
+            key,
+            value: body,
+            first_node: collection.first_node,
+            first_child: collection.first_child,
+            self_contained: self.aliases_used == collection.aliases_before,
+        });
         self.nodes = tree.nodes;
         self.children = tree.children;
         self.nodes.truncate(collection.first_node);
@@ -479,6 +537,7 @@ impl<'input> Reader<'input> {
         if self.open.len() + target.height > MAX_DEPTH {
             return Err(too_deep(span));
         }
+        self.aliases_used += 1;
         self.alias_expansion = self.alias_expansion.saturating_add(target.expanded_size);
         if self.alias_expansion > MAX_ALIAS_EXPANSION {
             return Err(refused(
@@ -954,9 +1013,9 @@ mod tests {
     /// body in the finished tree.
     fn handed_over(text: &str) -> (Vec<String>, Vec<bool>) {
         let mut names = Vec::new();
-        let mut sink = |tree: &Tree<'_>, key: NodeId, value: NodeId| {
-            let NodeKind::Scalar(key) = &tree.node(key).kind else { panic!("a scalar key") };
-            assert!(matches!(tree.node(value).kind, NodeKind::Mapping(_)), "a mapping body");
+        let mut sink = |body: FlowBody<'_, '_>| {
+            let NodeKind::Scalar(key) = &body.tree.node(body.key).kind else { panic!("a scalar key") };
+            assert!(matches!(body.tree.node(body.value).kind, NodeKind::Mapping(_)), "a mapping body");
             names.push(key.value.to_string());
             u32::try_from(names.len() - 1).expect("few flows")
         };
