@@ -78,25 +78,39 @@ fn program(syntax: &str, flows: usize) -> SourceFile {
     }
 }
 
+/// The process's CPU time so far in the kernel, from `/proc/self/stat`
+/// (Linux; zero elsewhere).
+fn kernel_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses: stime is the
+    // 13th, in clock ticks of 1/100 s on Linux.
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: u64 = after_name.split_whitespace().nth(12).and_then(|field| field.parse().ok()).unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
 /// Child mode (`--child SYNTAX FLOWS RUNS`): parses the program `RUNS`
-/// times and prints each time in nanoseconds, one per line.
+/// times and prints, one line per run, the wall time and the kernel time
+/// it took in nanoseconds.
 fn child(arguments: &[String]) {
     let [syntax, flows, runs] = arguments else {
         panic!("usage: --child SYNTAX FLOWS RUNS");
     };
     let file = program(syntax, flows.parse().expect("a number of flows"));
     for _ in 0..runs.parse::<usize>().expect("a number of runs") {
+        let kernel_before = kernel_time();
         let started = Instant::now();
         std::hint::black_box(parse_and_lower(&file));
-        println!("{}", started.elapsed().as_nanos());
+        let elapsed = started.elapsed();
+        println!("{} {}", elapsed.as_nanos(), (kernel_time() - kernel_before).as_nanos());
     }
 }
 
-/// Runs child processes and returns every time they printed. `warm` keeps
+/// Runs child processes and returns every (wall, kernel) time they printed. `warm` keeps
 /// mimalloc from returning freed memory to the OS between runs, so that
 /// the runs after the first reuse memory the process already has, whatever
 /// the size of the input.
-fn in_children(syntax: &str, flows: usize, processes: usize, runs: usize, warm: bool) -> Vec<Duration> {
+fn in_children(syntax: &str, flows: usize, processes: usize, runs: usize, warm: bool) -> Vec<(Duration, Duration)> {
     let exe = std::env::current_exe().expect("the bench's own path");
     let mut times = Vec::new();
     for _ in 0..processes {
@@ -108,8 +122,14 @@ fn in_children(syntax: &str, flows: usize, processes: usize, runs: usize, warm: 
         let output = command.output().expect("the bench runs itself");
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         let printed = String::from_utf8_lossy(&output.stdout).into_owned();
-        let mut own: Vec<Duration> =
-            printed.lines().map(|line| Duration::from_nanos(line.parse().expect("nanoseconds"))).collect();
+        let nanoseconds = |field: Option<&str>| Duration::from_nanos(field.and_then(|f| f.parse().ok()).expect("ns"));
+        let mut own: Vec<(Duration, Duration)> = printed
+            .lines()
+            .map(|line| {
+                let mut fields = line.split_whitespace();
+                (nanoseconds(fields.next()), nanoseconds(fields.next()))
+            })
+            .collect();
         if warm {
             // The first run is the one that faults the memory in.
             own.remove(0);
@@ -133,10 +153,14 @@ fn main() {
         for (mode, warm, small_processes, small_runs, large_processes, large_runs) in
             [("cold", false, 7, 1, 3, 1), ("warm", true, 1, 8, 1, 4)]
         {
-            let small_time = median(in_children(syntax, 1_000, small_processes, small_runs, warm));
-            let large_time = median(in_children(syntax, 10_000, large_processes, large_runs, warm));
+            let small_runs = in_children(syntax, 1_000, small_processes, small_runs, warm);
+            let large_runs = in_children(syntax, 10_000, large_processes, large_runs, warm);
+            let small_time = median(small_runs.iter().map(|run| run.0).collect());
+            let large_time = median(large_runs.iter().map(|run| run.0).collect());
+            let small_kernel = median(small_runs.iter().map(|run| run.1).collect());
+            let large_kernel = median(large_runs.iter().map(|run| run.1).collect());
             println!(
-                "  {label:5} {mode}  1,000 flows: {:5.2} MB in {:7.2} ms = {:5.1} MB/s | 10,000 flows: {:5.2} MB in {:7.2} ms = {:5.1} MB/s | 10x input: {:.2}x time",
+                "  {label:5} {mode}  1,000 flows: {:5.2} MB in {:7.2} ms = {:5.1} MB/s | 10,000 flows: {:5.2} MB in {:7.2} ms = {:5.1} MB/s | 10x input: {:.2}x time | kernel time {:.0} ms, {:.0} ms",
                 small.text.len() as f64 / 1e6,
                 small_time.as_secs_f64() * 1e3,
                 mb_per_second(small.text.len(), small_time),
@@ -144,6 +168,8 @@ fn main() {
                 large_time.as_secs_f64() * 1e3,
                 mb_per_second(large_bytes, large_time),
                 large_time.as_secs_f64() / small_time.as_secs_f64(),
+                small_kernel.as_secs_f64() * 1e3,
+                large_kernel.as_secs_f64() * 1e3,
             );
         }
         LIVE.store(0, Ordering::Relaxed);
