@@ -95,8 +95,9 @@ fn binary_runs() {
         return;
     }
     let big = testgen::large_program(3_000, 20);
+    let big_yaml = testgen::large_program_yaml(2_500, 20);
     let small = testgen::large_program(1, 20);
-    for (name, text) in [("big.flow", &big), ("small.flow", &small)] {
+    for (name, text) in [("big.flow", &big), ("big.yaml", &big_yaml), ("small.flow", &small)] {
         let path = dir.join(name);
         if std::fs::write(&path, text).is_err() {
             continue;
