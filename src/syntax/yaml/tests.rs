@@ -980,6 +980,24 @@ mod properties {
             check_returns(&text);
         }
     }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Whatever a mutation breaks, building flows while reading (on one
+        /// thread or two) changes nothing in the AST or the diagnostics.
+        #[test]
+        fn mutated_programs_build_the_same_while_reading(
+            base in prop_oneof![Just(BOOKING), Just(EVERY_KEY)],
+            mutations in proptest::collection::vec(mutation(), 1..8),
+        ) {
+            let mut text = base.to_string();
+            for mutation in &mutations {
+                apply(&mut text, mutation);
+            }
+            super::assert_same_as_whole_tree(&text);
+        }
+    }
 }
 
 /// Reads `text` with every flow left in the tree and built afterwards, the
