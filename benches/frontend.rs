@@ -139,14 +139,63 @@ fn in_children(syntax: &str, flows: usize, processes: usize, runs: usize, warm: 
     times
 }
 
+/// How long a `--touch` child waits before it takes memory: long enough
+/// for a VM's balloon driver to have handed back to the host what earlier
+/// processes freed (free page reporting waits about 2 s), so that the
+/// memory is as fresh as it is for a command run now and then.
+const IDLE_BEFORE_TOUCH: Duration = Duration::from_secs(3);
+
+/// Child mode (`--touch BYTES`): after [`IDLE_BEFORE_TOUCH`], takes `BYTES`
+/// of fresh memory, writes one byte per page, and prints the wall and
+/// kernel time that took, as [`child`] does. It is the memory cost alone,
+/// with no parsing: what any program pays for pages it uses for the first
+/// time.
+fn touch(bytes: &str) {
+    let bytes: usize = bytes.parse().expect("a number of bytes");
+    std::thread::sleep(IDLE_BEFORE_TOUCH);
+    let kernel_before = kernel_time();
+    let started = Instant::now();
+    let mut memory = vec![0u8; bytes];
+    for page in memory.chunks_mut(4096) {
+        page[0] = 1;
+    }
+    std::hint::black_box(&memory);
+    let elapsed = started.elapsed();
+    println!("{} {}", elapsed.as_nanos(), (kernel_time() - kernel_before).as_nanos());
+}
+
+/// Runs `--touch` in fresh processes; the median (wall, kernel) time.
+fn touch_in_children(bytes: usize, processes: usize) -> (Duration, Duration) {
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let runs: Vec<(Duration, Duration)> = (0..processes)
+        .map(|_| {
+            let output = std::process::Command::new(&exe)
+                .args(["--touch", &bytes.to_string()])
+                .output()
+                .expect("the bench runs itself");
+            let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+            let mut fields =
+                printed.split_whitespace().map(|field| Duration::from_nanos(field.parse().expect("nanoseconds")));
+            (fields.next().unwrap_or_default(), fields.next().unwrap_or_default())
+        })
+        .collect();
+    (median(runs.iter().map(|run| run.0).collect()), median(runs.iter().map(|run| run.1).collect()))
+}
+
 fn main() {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
     if let Some(at) = arguments.iter().position(|argument| argument == "--child") {
         return child(&arguments[at + 1..]);
     }
+    if let Some(bytes) =
+        arguments.iter().position(|argument| argument == "--touch").and_then(|at| arguments.get(at + 1))
+    {
+        return touch(bytes);
+    }
     println!("front end: parse + lower, median of runs, programs of 1,000 flows x 20 steps and 10x that");
     println!("  cold: one run per fresh process, as `flowc compile` and `flowc check` do");
     println!("  warm: repeated in one process that keeps the memory it freed, as a long-running server would");
+    let mut largest_peak = 0;
     for (label, syntax) in [(".flow", "flow"), ("YAML", "yaml")] {
         let small = program(syntax, 1_000);
         let large_bytes = program(syntax, 10_000).text.len();
@@ -185,7 +234,22 @@ fn main() {
             peak as f64 / 1e6,
             peak as f64 / small.text.len() as f64,
         );
+        largest_peak = largest_peak.max(peak);
     }
+    // What cold runs pay for memory alone on this machine: the 1,000 flows'
+    // peak heap, and ten times it, first touched by a fresh process.
+    let (small_touch, small_touch_kernel) = touch_in_children(largest_peak, 3);
+    let (large_touch, large_touch_kernel) = touch_in_children(largest_peak * 10, 3);
+    println!(
+        "memory alone, no parsing: a fresh process that first waits {} s takes and touches {:.0} MB in {:.0} ms (kernel {:.0} ms), {:.0} MB in {:.0} ms (kernel {:.0} ms)",
+        IDLE_BEFORE_TOUCH.as_secs(),
+        largest_peak as f64 / 1e6,
+        small_touch.as_secs_f64() * 1e3,
+        small_touch_kernel.as_secs_f64() * 1e3,
+        largest_peak as f64 * 10.0 / 1e6,
+        large_touch.as_secs_f64() * 1e3,
+        large_touch_kernel.as_secs_f64() * 1e3,
+    );
 
     let binary = env!("CARGO_BIN_EXE_flowc");
     let program = concat!(env!("CARGO_MANIFEST_DIR"), "/flows/booking.flow");
