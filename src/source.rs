@@ -2,6 +2,7 @@
 //! IR node is expressed in.
 
 use serde::Serialize;
+use std::cell::Cell;
 
 /// A half-open byte range `[start, end)` into one source file.
 ///
@@ -44,10 +45,44 @@ fn clamp_u32(value: usize) -> u32 {
     u32::try_from(value).unwrap_or(u32::MAX)
 }
 
+thread_local! {
+    /// Set while [`write_json`] writes without spans.
+    static SPANS_OMITTED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The `skip_serializing_if` of every `span` field of the AST and the IR:
+/// spans are left out of `flowc compile` unless asked for. A flag read
+/// while serializing, rather than removing the keys from a JSON tree
+/// afterwards, lets the output stream: a JSON tree of a large program's IR
+/// is many times the size of the IR itself.
+pub fn spans_omitted(_: &Span) -> bool {
+    SPANS_OMITTED.get()
+}
+
+/// Writes `value` (the AST, the IR or a part of either) as JSON, with or
+/// without its `span` fields.
+pub fn write_json<T: Serialize + ?Sized>(
+    value: &T,
+    with_spans: bool,
+    pretty: bool,
+    out: impl std::io::Write,
+) -> serde_json::Result<()> {
+    /// Restores the flag even when serializing fails or unwinds.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SPANS_OMITTED.set(self.0);
+        }
+    }
+    let _restore = Restore(SPANS_OMITTED.replace(!with_spans));
+    if pretty { serde_json::to_writer_pretty(out, value) } else { serde_json::to_writer(out, value) }
+}
+
 /// A value with the span it was read from.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Spanned<T> {
     pub value: T,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 

@@ -2,7 +2,8 @@
 //! or its diagnostics on stderr and exit 1 when it has errors.
 
 use super::load::compile_file;
-use super::{Outcome, print_stdout};
+use super::{Outcome, write_stdout};
+use crate::source::write_json;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -33,17 +34,11 @@ pub fn run(args: &CompileArgs) -> Outcome {
     if compilation.has_errors() {
         return Outcome::Failure;
     }
-    let json = match args.emit {
-        Emit::Json => crate::ir::to_json(&compilation.ir, args.spans),
-        Emit::Ast => {
-            let mut value = serde_json::to_value(&compilation.ast).unwrap_or(serde_json::Value::Null);
-            if !args.spans {
-                crate::ir::strip_spans(&mut value);
-            }
-            value
+    write_stdout(|out| {
+        match args.emit {
+            Emit::Json => write_json(&compilation.ir, args.spans, true, &mut *out)?,
+            Emit::Ast => write_json(&compilation.ast, args.spans, true, &mut *out)?,
         }
-    };
-    let mut text = serde_json::to_string_pretty(&json).unwrap_or_default();
-    text.push('\n');
-    print_stdout(&text)
+        out.write_all(b"\n")
+    })
 }

@@ -109,8 +109,14 @@ fn install_panic_hook() {
 /// Writes a result to stdout. A closed pipe (`flowc compile x | head`) is
 /// not an error: the reader has what it wanted.
 pub fn print_stdout(text: &str) -> Outcome {
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+    write_stdout(|out| out.write_all(text.as_bytes()))
+}
+
+/// Writes a result to stdout as it is produced, through a buffer, with
+/// [`print_stdout`]'s handling of a closed pipe.
+pub fn write_stdout(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Outcome {
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    match write(&mut stdout).and_then(|()| stdout.flush()) {
         Ok(()) => Outcome::Success,
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Outcome::Success,
         Err(error) => {

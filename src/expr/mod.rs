@@ -68,6 +68,7 @@ pub struct Expr {
     pub kind: ExprKind,
     #[serde(rename = "type")]
     pub ty: Type,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -166,6 +167,7 @@ impl Function {
 #[derive(Clone, Debug, Serialize)]
 pub struct Template {
     pub parts: Vec<TemplatePart>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 

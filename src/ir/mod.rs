@@ -97,6 +97,7 @@ pub struct Field {
     pub name: String,
     #[serde(rename = "type")]
     pub ty: ValueType,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -170,6 +171,7 @@ pub struct Tool {
     pub returns: Option<Vec<Field>>,
     /// `None` when the declaration had no valid implementation (reported).
     pub implementation: Option<ToolImpl>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -235,6 +237,7 @@ pub struct Signal {
     pub behavior: Behavior,
     pub extract: Vec<FieldId>,
     pub then: Option<Directive>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -272,6 +275,7 @@ pub struct Flow {
     pub on_complete: Vec<Action>,
     pub complete_next: Option<FlowId>,
     pub steps: Vec<Step>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
     /// Part of this flow's structure could not be read or resolved (a
     /// syntax error inside it, a target that names nothing, a step without
@@ -307,6 +311,7 @@ pub struct Step {
     pub on_no_answer: Option<Box<Directive>>,
     pub on_error: OnError,
     pub wait_ms: Option<u64>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -358,6 +363,7 @@ pub struct Branch {
     pub when: Vec<String>,
     pub then: Then,
     pub label: Option<String>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -380,6 +386,7 @@ pub struct Directive {
     pub append_prompt: Vec<Template>,
     pub inject_tools: Vec<ToolId>,
     pub halt: bool,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -421,6 +428,7 @@ pub struct ContextWrite {
 pub struct Action {
     #[serde(flatten)]
     pub kind: ActionKind,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -430,9 +438,21 @@ pub enum ActionKind {
     Set(Write),
     Call(Call),
     // Boxed: both are several times the size of the common `set`.
+    #[serde(serialize_with = "serialize_emitted")]
     Emit(Box<Directive>),
-    Say { text: Template },
+    Say {
+        text: Template,
+    },
     ForEach(Box<ForEach>),
+}
+
+/// An emitted directive is written under its own key, `directive`: merged
+/// into the action's object, its `span` would collide with the action's.
+fn serialize_emitted<S: serde::Serializer>(directive: &Directive, serializer: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct;
+    let mut emitted = serializer.serialize_struct("Emit", 1)?;
+    emitted.serialize_field("directive", directive)?;
+    emitted.end()
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -490,34 +510,6 @@ impl Flow {
 
     pub fn step_by_name(&self, name: &str) -> Option<StepId> {
         self.steps.iter().position(|step| step.name == name).map(StepId::from_index)
-    }
-}
-
-/// The IR as JSON: stable key order (declaration order), spans only when
-/// asked for.
-pub fn to_json(program: &Program, with_spans: bool) -> serde_json::Value {
-    let mut value = serde_json::to_value(program).unwrap_or(serde_json::Value::Null);
-    if !with_spans {
-        strip_spans(&mut value);
-    }
-    value
-}
-
-/// Removes every `span` key, recursively.
-pub fn strip_spans(value: &mut serde_json::Value) {
-    match value {
-        serde_json::Value::Object(map) => {
-            map.shift_remove("span");
-            for child in map.values_mut() {
-                strip_spans(child);
-            }
-        }
-        serde_json::Value::Array(items) => {
-            for item in items {
-                strip_spans(item);
-            }
-        }
-        _ => {}
     }
 }
 

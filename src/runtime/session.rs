@@ -52,12 +52,26 @@ impl Session {
 
 /// A stable hash of a program's IR, for [`Session::program_hash`].
 pub fn program_hash(program: &crate::ir::Program) -> String {
-    let json = crate::ir::to_json(program, false).to_string();
-    // FNV-1a: stable across Rust versions and platforms, unlike `DefaultHasher`.
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in json.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    // FNV-1a over the IR's compact JSON without spans: stable across Rust
+    // versions and platforms, unlike `DefaultHasher`, and unchanged by edits
+    // that only move code around.
+    struct Fnv1a(u64);
+    impl std::io::Write for Fnv1a {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            for byte in bytes {
+                self.0 ^= u64::from(*byte);
+                self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+            }
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
+    let mut hasher = Fnv1a(0xcbf2_9ce4_8422_2325);
+    // Writing into the hasher cannot fail, and the IR has no map with
+    // non-string keys.
+    let _ = crate::source::write_json(program, false, false, &mut hasher);
+    let hash = hasher.0;
     format!("{hash:016x}")
 }

@@ -33,6 +33,7 @@ pub struct Agent {
     pub identity: Option<Template>,
     pub rules: Vec<Template>,
     pub limits: Limits,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -51,6 +52,7 @@ pub struct Limits {
 pub struct FieldDecl {
     pub name: Name,
     pub ty: TypeExpr,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -69,6 +71,7 @@ pub struct TypeExpr {
     pub items: Option<Box<TypeExpr>>,
     /// Object members; `None` when absent.
     pub fields: Option<Spanned<Vec<FieldDecl>>>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -98,6 +101,7 @@ pub struct ToolDecl {
     pub returns: Option<Spanned<Vec<FieldDecl>>>,
     /// Every implementation given; exactly one is valid (`invalid_tool` otherwise).
     pub implementations: Vec<ToolImpl>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -106,7 +110,11 @@ pub struct ToolDecl {
 pub enum ToolImpl {
     Http(HttpSpec),
     Exec(ExecSpec),
-    Builtin { name: Name, span: Span },
+    Builtin {
+        name: Name,
+        #[serde(skip_serializing_if = "crate::source::spans_omitted")]
+        span: Span,
+    },
 }
 
 impl ToolImpl {
@@ -127,6 +135,7 @@ pub struct HttpSpec {
     /// `None`: the params are sent as a JSON object.
     pub body: Option<BodyValue>,
     pub timeout: Option<Text>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -147,6 +156,7 @@ pub struct ExecSpec {
     /// The program and its arguments; no shell is involved.
     pub command: Vec<Text>,
     pub timeout: Option<Text>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -162,6 +172,7 @@ pub struct SignalDecl {
     pub cooldown: Option<Text>,
     pub extract: Vec<Name>,
     pub then: Option<Then>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -182,6 +193,7 @@ pub struct FlowDecl {
     /// `complete: { next: F }`.
     pub complete_next: Option<Name>,
     pub steps: Vec<StepDecl>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -212,6 +224,7 @@ pub struct StepDecl {
     pub on_error: Option<OnError>,
     /// A duration as written (`2d`).
     pub wait: Option<Text>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -224,6 +237,7 @@ pub struct Branch {
     /// `None` when the entry has no `then` (a syntax error already reported).
     pub then: Option<Then>,
     pub label: Option<Text>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -269,6 +283,7 @@ pub struct Directive {
     pub append_prompt: Vec<Template>,
     pub inject_tools: Vec<Name>,
     pub halt: Option<Spanned<bool>>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -277,6 +292,7 @@ pub struct Goto {
     /// `None` for `goto: {}` (an `invalid_directive`).
     pub flow: Option<Name>,
     pub data: Vec<Assignment>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -286,6 +302,7 @@ pub struct GotoStep {
     pub flow: Option<Name>,
     /// `None` for an empty `goto_step: {}` (an `invalid_directive`).
     pub step: Option<Name>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -294,6 +311,7 @@ pub struct GotoStep {
 #[derive(Clone, Debug, Serialize)]
 pub struct Complete {
     pub next: Option<Name>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -301,6 +319,7 @@ pub struct Complete {
 #[derive(Clone, Debug, Serialize)]
 pub struct Abort {
     pub reason: Option<Template>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -314,6 +333,7 @@ pub struct Assignment {
 #[derive(Clone, Debug, Serialize)]
 pub struct Action {
     pub kind: ActionKind,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -332,6 +352,7 @@ pub struct Call {
     pub tool: Name,
     pub args: Vec<Assignment>,
     pub save: Option<Name>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -341,6 +362,7 @@ pub struct ForEach {
     pub binding: Name,
     pub filter: Option<Expr>,
     pub actions: Vec<Action>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -349,13 +371,19 @@ pub struct ForEach {
 pub enum OnError {
     Stop(Span),
     Continue(Span),
-    Retry { times: Spanned<i64>, backoff: Option<Text>, span: Span },
+    Retry {
+        times: Spanned<i64>,
+        backoff: Option<Text>,
+        #[serde(skip_serializing_if = "crate::source::spans_omitted")]
+        span: Span,
+    },
 }
 
 /// `{{ expr }}` interpolations within text.
 #[derive(Clone, Debug, Serialize)]
 pub struct Template {
     pub parts: Vec<TemplatePart>,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
@@ -376,6 +404,7 @@ impl Template {
 #[derive(Clone, Debug, Serialize)]
 pub struct Expr {
     pub kind: ExprKind,
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 

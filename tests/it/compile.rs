@@ -37,6 +37,81 @@ fn spans_appear_only_when_asked() {
 }
 
 #[test]
+fn no_object_has_a_key_twice_with_or_without_spans() {
+    // `input_loop.flow` emits directives from actions: their span and the
+    // action's would be one key twice if the directive were merged in.
+    for emit in ["json", "ast"] {
+        for spans in [false, true] {
+            let mut arguments = vec!["compile", "tests/fixtures/ok/input_loop.flow", "--emit", emit];
+            if spans {
+                arguments.push("--spans");
+            }
+            let output = flowc(&arguments);
+            assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+            let printed = stdout(&output);
+            let mut deserializer = serde_json::Deserializer::from_str(&printed);
+            serde::de::Deserializer::deserialize_any(&mut deserializer, UniqueKeys)
+                .unwrap_or_else(|error| panic!("--emit {emit}, spans {spans}: {error}"));
+        }
+    }
+}
+
+/// Visits a JSON document and fails on an object with a key twice (which
+/// `serde_json::Value` would silently collapse).
+struct UniqueKeys;
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeys {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("any JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                return Err(serde::de::Error::custom(format!("the key `{key}` appears twice in one object")));
+            }
+            map.next_value_seed(UniqueKeys)?;
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<(), A::Error> {
+        while items.next_element_seed(UniqueKeys)?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for UniqueKeys {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+#[test]
 fn emit_ast_prints_the_syntax_tree() {
     let output = flowc(&["compile", "flows/support.yaml", "--emit", "ast"]);
     assert_eq!(output.status.code(), Some(0));
