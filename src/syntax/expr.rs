@@ -144,7 +144,10 @@ impl ExprBuilder<'_> {
                 Expr { kind: ExprKind::Call { function, args }, span }
             }
             Rule::path => {
-                let segments = pair.into_inner().map(|segment| self.name(&segment)).collect();
+                // `collect()` would give the usual one segment room for four.
+                let segments_in = pair.into_inner();
+                let mut segments = Vec::with_capacity(segments_in.len());
+                segments.extend(segments_in.map(|segment| self.name(&segment)));
                 Expr { kind: ExprKind::Path { segments }, span }
             }
             _ => Expr::error(span),

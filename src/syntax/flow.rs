@@ -16,6 +16,7 @@ use super::ast::{
     ExprKind, FieldDecl, FlowDecl, ForEach, Goto, GotoStep, HttpSpec, Limits, Name, Number, OnError, Program,
     SignalDecl, StepDecl, Template, TemplatePart, Text, Then, ToolDecl, ToolImpl, TypeExpr,
 };
+use super::compact::Compact;
 use super::expr::{self, ExprBuilder, MAX_EXPR_DEPTH, SpanMap};
 use super::grammar::{FlowParser, Rule};
 use crate::diag::{Code, Diagnostic};
@@ -1093,6 +1094,7 @@ impl Walker<'_> {
                 _ => {}
             }
         }
+        flow.compact();
         flow
     }
 

@@ -4,6 +4,7 @@
 //! read together with every diagnostic it found.
 
 pub mod ast;
+pub mod compact;
 pub mod expr;
 pub mod flow;
 pub mod grammar;

@@ -16,6 +16,7 @@ use crate::syntax::ast::{
     ForEach, Goto, GotoStep, HttpSpec, Limits, Name, Number, OnError, Program, SignalDecl, StepDecl, Then, ToolDecl,
     ToolImpl, TypeExpr,
 };
+use crate::syntax::compact::Compact;
 
 const PROGRAM_KEYS: &[&str] = &["agent", "schema", "context", "tools", "signals", "flows"];
 const AGENT_KEYS: &[&str] = &["name", "identity", "rules", "limits"];
@@ -523,7 +524,7 @@ impl<'tree> Builder<'tree, '_> {
             let next = next_keys.get("next")?;
             self.values.name(next, "a flow name")
         });
-        Some(FlowDecl {
+        let mut flow = FlowDecl {
             name,
             title: keys.get("title").and_then(|value| self.values.text(value, "a title")),
             when: keys.get("when").map(|value| self.values.texts(value, "a condition")).unwrap_or_default(),
@@ -543,7 +544,9 @@ impl<'tree> Builder<'tree, '_> {
             complete_next,
             steps: keys.get("steps").map(|value| self.steps(value)).unwrap_or_default(),
             span,
-        })
+        };
+        flow.compact();
+        Some(flow)
     }
 
     fn steps(&mut self, entry: Entry<'_>) -> Vec<StepDecl> {
