@@ -13,7 +13,7 @@
 //! front ends refuse deeper ones), so these walks recurse; [`MAX_DEPTH`]
 //! guards them anyway, answering "unknown" past it.
 
-use crate::expr::{Expr, ExprKind, Function};
+use crate::expr::{Expr, ExprKind, Function, Literal};
 use crate::ir::{FieldId, Program, TypeKind};
 use crate::syntax::ast::{BinaryOp, UnaryOp};
 use serde_json::Value;
@@ -47,7 +47,7 @@ fn fold_at(expr: &Expr, depth: usize) -> Option<Value> {
     }
     let depth = depth + 1;
     match &expr.kind {
-        ExprKind::Literal { value } => Some(value.clone()),
+        ExprKind::Literal { value } => Some(value.to_value()),
         ExprKind::List { items } => {
             items.iter().map(|item| fold_at(item, depth)).collect::<Option<Vec<_>>>().map(Value::Array)
         }
@@ -231,10 +231,10 @@ fn write_key(expr: &Expr, out: &mut String, depth: usize) -> bool {
         ExprKind::Literal { value } => {
             // Numbers by value, so `1` and `1.0` agree.
             match value {
-                Value::Number(number) => out.push_str(&format!("n{}", number.as_f64().unwrap_or(f64::NAN))),
+                Literal::Number(number) => out.push_str(&format!("n{}", number.as_f64().unwrap_or(f64::NAN))),
                 other => {
                     out.push('l');
-                    out.push_str(&other.to_string());
+                    out.push_str(&other.to_value().to_string());
                 }
             }
             true

@@ -50,7 +50,7 @@ pub trait Bindings {
 /// (division by zero) add a line to `warnings` for the trace.
 pub fn eval(expr: &Expr, bindings: &dyn Bindings, warnings: &mut Vec<String>) -> Value {
     match &expr.kind {
-        ExprKind::Literal { value } => value.clone(),
+        ExprKind::Literal { value } => value.to_value(),
         ExprKind::List { items } => Value::Array(items.iter().map(|item| eval(item, bindings, warnings)).collect()),
         ExprKind::Field { field } => bindings.field(*field),
         ExprKind::Context { key } => bindings.context(*key),

@@ -4,7 +4,7 @@
 //! `wrong_arity`, `type_mismatch`) and replaced by an [`ExprKind::Error`] of
 //! [`Type::Unknown`], so a single mistake is reported once.
 
-use super::{Expr, ExprKind, Function, Template, TemplatePart, Type};
+use super::{Expr, ExprKind, Function, Literal, Template, TemplatePart, Type};
 use crate::diag::{Code, Diagnostic, did_you_mean};
 use crate::ir::{ContextId, FieldId};
 use crate::source::Span;
@@ -80,11 +80,11 @@ impl Checker<'_> {
     pub fn expr(&mut self, expr: &ast::Expr) -> Expr {
         let span = expr.span;
         match &expr.kind {
-            ast::ExprKind::Null => literal(serde_json::Value::Null, Type::Null, span),
+            ast::ExprKind::Null => literal(Literal::Null, Type::Null, span),
             ast::ExprKind::Bool { value } => literal((*value).into(), Type::Bool, span),
             ast::ExprKind::Int { value } => literal((*value).into(), Type::Int, span),
             ast::ExprKind::Float { value } => match serde_json::Number::from_f64(*value) {
-                Some(number) => literal(serde_json::Value::Number(number), Type::Float, span),
+                Some(number) => literal(Literal::Number(number), Type::Float, span),
                 None => self.error(Diagnostic::new(Code::Syntax, "this number is not finite").at(span, "here")),
             },
             ast::ExprKind::String { value } => literal(value.clone().into(), Type::String, span),
@@ -481,7 +481,7 @@ fn describe_members(fields: &[(String, Type)]) -> String {
     if names.is_empty() { "no fields".to_string() } else { format!("fields {}", names.join(", ")) }
 }
 
-fn literal(value: serde_json::Value, ty: Type, span: Span) -> Expr {
+fn literal(value: Literal, ty: Type, span: Span) -> Expr {
     Expr { kind: ExprKind::Literal { value }, ty, span }
 }
 
@@ -498,7 +498,7 @@ fn join(left: &Type, right: &Type) -> Option<Type> {
 /// The literal string of an expression, if it is one.
 fn string_literal(expr: &Expr) -> Option<&str> {
     match &expr.kind {
-        ExprKind::Literal { value: serde_json::Value::String(text) } => Some(text),
+        ExprKind::Literal { value: Literal::String(text) } => Some(text),
         _ => None,
     }
 }

@@ -6,7 +6,7 @@
 //! language's precedence) and a program written in `.flow` or YAML draws the
 //! same. The text is plain: escaping for Mermaid or DOT is the emitters' job.
 
-use crate::expr::{Expr, ExprKind, Template, TemplatePart};
+use crate::expr::{Expr, ExprKind, Literal, Template, TemplatePart};
 use crate::ir::{Directive, Position, Program};
 use crate::syntax::ast::{BinaryOp, UnaryOp};
 
@@ -158,20 +158,10 @@ fn write_list(program: &Program, items: &[Expr], out: &mut String) {
     }
 }
 
-fn write_literal(value: &serde_json::Value, out: &mut String) {
+fn write_literal(value: &Literal, out: &mut String) {
     match value {
-        serde_json::Value::String(text) => write_string(text, out),
-        serde_json::Value::Array(items) => {
-            out.push('[');
-            for (position, item) in items.iter().enumerate() {
-                if position > 0 {
-                    out.push_str(", ");
-                }
-                write_literal(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
+        Literal::String(text) => write_string(text, out),
+        other => out.push_str(&other.to_value().to_string()),
     }
 }
 

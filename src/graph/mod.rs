@@ -808,7 +808,7 @@ mod tests {
     }
 
     /// `field == value` over field index `field`.
-    fn equals(field: u32, value: serde_json::Value) -> Expr {
+    fn equals(field: u32, value: crate::expr::Literal) -> Expr {
         expr(ExprKind::Binary {
             op: BinaryOp::Eq,
             left: Box::new(expr(ExprKind::Field { field: FieldId(field) })),
