@@ -464,6 +464,7 @@ fn hostile_program() -> Program {
             default: flow_index == 0,
             workflow: false,
             requires: Vec::new(),
+            requires_spans: Vec::new(),
             optional: Vec::new(),
             rules: Vec::new(),
             on_enter: Vec::new(),

@@ -4,53 +4,38 @@
 //! the field, nothing ever asks for it. Workflows are exempt: their
 //! `requires` are the inputs a run is started with (section 8).
 //!
-//! The IR keeps the resolved field ids of `requires` but not where each
-//! name was written, so the names' spans come from the AST.
+//! The IR keeps where each of a flow's `requires` is named
+//! ([`Flow::requires_spans`]), and the warning points there.
 
 use crate::diag::{Code, Diagnostic};
 use crate::ir::{FieldId, Flow, Program};
-use crate::source::Span;
-use crate::syntax::ast;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
-pub(crate) fn check(ast: &ast::Program, program: &Program, diagnostics: &mut Vec<Diagnostic>) {
-    // IR flows keep the span of their declaration's name; a duplicate
-    // declaration (already an error) has no IR flow and is skipped.
-    let flows: HashMap<Span, &Flow> = program.flows.iter().map(|flow| (flow.span, flow)).collect();
-    let fields: HashMap<&str, FieldId> = program
-        .fields
-        .iter()
-        .enumerate()
-        .map(|(index, field)| (field.name.as_str(), FieldId::from_index(index)))
-        .collect();
-    for flow_decl in &ast.flows {
-        let Some(flow) = flows.get(&flow_decl.name.span) else {
-            continue;
-        };
+pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+    for flow in &program.flows {
         if flow.workflow || flow.incomplete {
             continue;
         }
         let collected: HashSet<FieldId> = flow.steps.iter().flat_map(|step| step.collect.iter().copied()).collect();
-        for name in &flow_decl.requires {
-            let Some(field) = fields.get(name.value.as_str()) else {
-                continue;
-            };
+        for (field, span) in flow.requires.iter().zip(&flow.requires_spans) {
             if collected.contains(field) {
                 continue;
             }
-            diagnostics.push(
-                Diagnostic::new(
-                    Code::UncollectedRequired,
-                    format!("the flow `{}` requires `{}`, but no step collects it", flow.name, name.value),
-                )
-                .at(name.span, "only pre-extracted: nothing asks for it")
-                .with_help(format!(
-                    "collect `{}` in a step of `{}`, or list it under `optional`",
-                    name.value, flow.name
-                )),
-            );
+            let Some(name) = program.field(*field).map(|field| field.name.as_str()) else {
+                continue;
+            };
+            diagnostics.push(uncollected(flow, name, *span));
         }
     }
+}
+
+fn uncollected(flow: &Flow, name: &str, span: crate::source::Span) -> Diagnostic {
+    Diagnostic::new(
+        Code::UncollectedRequired,
+        format!("the flow `{}` requires `{name}`, but no step collects it", flow.name),
+    )
+    .at(span, "only pre-extracted: nothing asks for it")
+    .with_help(format!("collect `{name}` in a step of `{}`, or list it under `optional`", flow.name))
 }
 
 #[cfg(test)]

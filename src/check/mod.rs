@@ -33,16 +33,24 @@ use crate::diag::Diagnostic;
 use crate::ir::Program;
 use crate::syntax::ast;
 
-/// Runs every pass and returns what they found (unsorted).
-pub fn check(ast: &ast::Program, program: &Program) -> Vec<Diagnostic> {
+/// Runs the passes that read the source's shape, which lowering does not
+/// keep; they run before lowering consumes the AST. Returns what they found
+/// (unsorted).
+pub fn check_ast(ast: &ast::Program) -> Vec<Diagnostic> {
+    let mut diagnostics = Vec::new();
+    directives::check(ast, &mut diagnostics);
+    diagnostics
+}
+
+/// Runs every pass over the IR and returns what they found (unsorted).
+pub fn check(program: &Program) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
     let analysis = reachability::analysis(program);
     reachability::check(program, &analysis, &mut diagnostics);
     assignment::check(program, &analysis, &mut diagnostics);
     cycles::check(program, &analysis, &mut diagnostics);
     routing::check(program, &mut diagnostics);
-    directives::check(ast, &mut diagnostics);
-    fields::check(ast, program, &mut diagnostics);
+    fields::check(program, &mut diagnostics);
     diagnostics
 }
 

@@ -1,7 +1,7 @@
 //! `flowc compile FILE`: the IR (or AST) of one program as JSON on stdout,
 //! or its diagnostics on stderr and exit 1 when it has errors.
 
-use super::load::compile_file;
+use super::load::compile_file_with;
 use super::{Outcome, write_stdout};
 use crate::source::write_json;
 use std::path::PathBuf;
@@ -27,7 +27,11 @@ pub enum Emit {
 }
 
 pub fn run(args: &CompileArgs) -> Outcome {
-    let compilation = match compile_file(&args.file) {
+    let compile = match args.emit {
+        Emit::Json => crate::pipeline::compile,
+        Emit::Ast => crate::pipeline::compile_keeping_ast,
+    };
+    let compilation = match compile_file_with(&args.file, compile) {
         Ok(compilation) => compilation,
         Err(outcome) => return outcome,
     };

@@ -101,6 +101,14 @@ fn walk(directory: &Path, files: &mut Vec<PathBuf>) -> Result<(), LoadError> {
 /// with when there is nothing to compile: 2 for an I/O error, 1 for a file
 /// that is not UTF-8.
 pub fn compile_file(path: &Path) -> Result<crate::pipeline::Compilation, super::Outcome> {
+    compile_file_with(path, crate::pipeline::compile)
+}
+
+/// [`compile_file`] through the given pipeline entry.
+pub fn compile_file_with(
+    path: &Path,
+    compile: impl FnOnce(&crate::source::SourceFile) -> crate::pipeline::Compilation,
+) -> Result<crate::pipeline::Compilation, super::Outcome> {
     let loaded = load_file(path).map_err(|error| {
         eprintln!("error: {error}");
         super::Outcome::Error
@@ -110,7 +118,7 @@ pub fn compile_file(path: &Path) -> Result<crate::pipeline::Compilation, super::
         super::report::print_diagnostics(&loaded.file, &[encoding_error], style);
         return Err(super::Outcome::Failure);
     }
-    let compilation = crate::pipeline::compile(&loaded.file);
+    let compilation = compile(&loaded.file);
     super::report::print_diagnostics(&loaded.file, &compilation.diagnostics, style);
     Ok(compilation)
 }

@@ -850,6 +850,7 @@ mod tests {
             default: false,
             workflow,
             requires: Vec::new(),
+            requires_spans: Vec::new(),
             optional: Vec::new(),
             rules: Vec::new(),
             on_enter: Vec::new(),

@@ -22,7 +22,11 @@ pub const RESERVED_WORDS: &[&str] =
 
 /// Lowers a parsed program. The IR is always produced; it is only safe to
 /// run when no returned diagnostic is an error.
-pub fn lower(program: &ast::Program) -> (Program, Vec<Diagnostic>) {
+///
+/// The AST is consumed: each flow's syntax tree is dropped as soon as the
+/// flow is lowered, so the AST and the IR of a large program are never both
+/// whole in memory. Flows are most of both.
+pub fn lower(program: ast::Program) -> (Program, Vec<Diagnostic>) {
     let mut lowerer = Lowerer::default();
     let ir = lowerer.program(program);
     (ir, lowerer.diagnostics)
@@ -89,7 +93,7 @@ impl IdKind {
 }
 
 impl Lowerer {
-    fn program(&mut self, program: &ast::Program) -> Program {
+    fn program(&mut self, program: ast::Program) -> Program {
         let fields = self.declarations(&program.schema, IdKind::Field);
         self.field_types = fields.iter().map(|field| field.ty.to_type()).collect();
         for (index, field) in fields.iter().enumerate() {
@@ -123,15 +127,20 @@ impl Lowerer {
             .map(|(tool, (params, returns))| self.tool(tool, params, returns))
             .collect();
 
-        let flow_decls = self.unique(&program.flows, |flow| &flow.name, IdKind::Flow);
-        let mut flow_steps = Vec::with_capacity(flow_decls.len());
-        for (index, flow) in flow_decls.iter().enumerate() {
+        // Every flow and step name is known before any flow is lowered: a
+        // target may name a flow declared later.
+        let kept_flows = self.unique_indices(&program.flows, |flow| &flow.name, IdKind::Flow);
+        let mut kept_steps: Vec<Option<Vec<usize>>> = vec![None; program.flows.len()];
+        for (index, &decl_index) in kept_flows.iter().enumerate() {
+            let Some(flow) = program.flows.get(decl_index) else {
+                continue;
+            };
             let flow_id = FlowId::from_index(index);
             self.flows.insert(flow.name.value.clone(), flow_id);
             self.flow_names.push(flow.name.value.clone());
             let mut steps = HashMap::new();
-            let step_decls = self.step_decls(flow);
-            for step in &step_decls {
+            let step_indices = self.step_indices(flow);
+            for step in step_indices.iter().filter_map(|&step_index| flow.steps.get(step_index)) {
                 if let Some(id) = &step.id {
                     let step_id = StepId::from_index(steps.len());
                     steps.insert(id.value.clone(), step_id);
@@ -139,14 +148,23 @@ impl Lowerer {
                 }
             }
             self.steps.push(steps);
-            self.incomplete.push(step_decls.len() != flow.steps.len());
-            flow_steps.push(step_decls);
+            self.incomplete.push(step_indices.len() != flow.steps.len());
+            if let Some(slot) = kept_steps.get_mut(decl_index) {
+                *slot = Some(step_indices);
+            }
         }
         let mut default_flow: Option<(FlowId, Span)> = None;
-        let mut flows = Vec::with_capacity(flow_decls.len());
-        for (index, (flow_decl, step_decls)) in flow_decls.iter().zip(&flow_steps).enumerate() {
-            let flow_id = FlowId::from_index(index);
-            let flow = self.flow(flow_decl, step_decls, flow_id);
+        let mut flows = Vec::with_capacity(kept_flows.len());
+        // Declarations left out by `unique_indices` have no slot and are
+        // dropped unlowered; each kept flow's AST is dropped once lowered.
+        for (flow_decl, step_indices) in program.flows.into_iter().zip(kept_steps) {
+            let Some(step_indices) = step_indices else {
+                continue;
+            };
+            let flow_id = FlowId::from_index(flows.len());
+            let step_decls: Vec<&ast::StepDecl> =
+                step_indices.iter().filter_map(|&step_index| flow_decl.steps.get(step_index)).collect();
+            let flow = self.flow(&flow_decl, &step_decls, flow_id);
             if let Some(default) = flow_decl.default.as_ref().filter(|default| default.value) {
                 match default_flow {
                     Some((first, first_span)) => self.diagnostics.push(
@@ -180,9 +198,14 @@ impl Lowerer {
     /// Keeps the first declaration of each name, reporting later ones as
     /// `duplicate_id` and bad names as `invalid_id`.
     fn unique<'a, T>(&mut self, decls: &'a [T], name_of: impl Fn(&T) -> &ast::Name, kind: IdKind) -> Vec<&'a T> {
+        self.unique_indices(decls, name_of, kind).into_iter().filter_map(|index| decls.get(index)).collect()
+    }
+
+    /// [`Self::unique`], as the indices of the declarations kept.
+    fn unique_indices<T>(&mut self, decls: &[T], name_of: impl Fn(&T) -> &ast::Name, kind: IdKind) -> Vec<usize> {
         let mut seen: HashMap<&str, Span> = HashMap::with_capacity(decls.len());
         let mut kept = Vec::with_capacity(decls.len());
-        for decl in decls {
+        for (index, decl) in decls.iter().enumerate() {
             let name = name_of(decl);
             self.check_id(name, kind);
             if let Some(first) = seen.get(name.value.as_str()) {
@@ -198,7 +221,7 @@ impl Lowerer {
                 continue;
             }
             seen.insert(&name.value, name.span);
-            kept.push(decl);
+            kept.push(index);
         }
         kept
     }
@@ -224,11 +247,12 @@ impl Lowerer {
         }
     }
 
-    /// Steps that get an id: the first of each name, reporting the rest.
-    fn step_decls<'a>(&mut self, flow: &'a ast::FlowDecl) -> Vec<&'a ast::StepDecl> {
+    /// Steps that get an id, by index: the first of each name, reporting the
+    /// rest.
+    fn step_indices(&mut self, flow: &ast::FlowDecl) -> Vec<usize> {
         let mut seen: HashMap<&str, Span> = HashMap::with_capacity(flow.steps.len());
         let mut kept = Vec::with_capacity(flow.steps.len());
-        for step in &flow.steps {
+        for (index, step) in flow.steps.iter().enumerate() {
             let Some(id) = &step.id else {
                 continue;
             };
@@ -246,7 +270,7 @@ impl Lowerer {
                 continue;
             }
             seen.insert(&id.value, id.span);
-            kept.push(step);
+            kept.push(index);
         }
         kept
     }
@@ -776,7 +800,8 @@ impl Lowerer {
     fn flow(&mut self, flow: &ast::FlowDecl, step_decls: &[&ast::StepDecl], flow_id: FlowId) -> Flow {
         let scope = FlowScope { flow: flow_id };
         let guard = flow.guard.iter().map(|expr| self.condition(expr, &[])).collect();
-        let requires = self.fields(&flow.requires);
+        let (requires, requires_spans) =
+            flow.requires.iter().filter_map(|name| self.field(name).map(|field| (field, name.span))).unzip();
         let optional = self.fields(&flow.optional);
         let rules = flow.rules.iter().map(|rule| self.template(rule, &[])).collect();
         let on_enter = self.actions(&flow.on_enter, scope, &mut Vec::new());
@@ -809,6 +834,7 @@ impl Lowerer {
             default: flow.default.as_ref().is_some_and(|default| default.value),
             workflow,
             requires,
+            requires_spans,
             optional,
             rules,
             on_enter,

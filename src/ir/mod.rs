@@ -269,6 +269,9 @@ pub struct Flow {
     /// All steps are `auto`: a workflow, run without a user.
     pub workflow: bool,
     pub requires: Vec<FieldId>,
+    /// Where each of `requires` is named, for diagnostics.
+    #[serde(skip)]
+    pub requires_spans: Vec<Span>,
     pub optional: Vec<FieldId>,
     pub rules: Vec<Template>,
     pub on_enter: Vec<Action>,
