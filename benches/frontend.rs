@@ -3,14 +3,23 @@
 //! 1× to 10× the input, the peak memory (of the 1,000-flow program), and
 //! `flowc compile` of a ~100-line program including process start.
 //!
-//! Each size is measured cold and warm, in child processes of this bench.
-//! Cold is one parse per fresh process: every page of the AST and IR is
-//! new to it, and the kernel must zero it (on a VM, the host may have to
-//! back it too), which is what a `flowc` command pays. Warm repeats the
-//! parse in one process whose allocator keeps what it freed. Comparing a
-//! warm small input with a cold large one would measure the allocator, not
-//! the front end: with default settings mimalloc hands large freed regions
-//! back to the OS, so only the small input stays warm between runs.
+//! Each size is measured in child processes of this bench, three ways:
+//!
+//! - *fresh*: one parse per new process, started after the machine has been
+//!   idle for [`IDLE`], which is what a `flowc` command run now and then
+//!   pays. Every page of the AST and IR is new to the process; on a VM
+//!   whose balloon hands freed memory back to the host (this development
+//!   machine's does, after about two seconds), the host must back each page
+//!   again, at both sizes alike.
+//! - *back to back*: one parse per new process, the processes started one
+//!   after the other. On such a VM the small input's processes reuse pages
+//!   the previous one has just freed while the large input's mostly cannot,
+//!   so the ratio measures the VM's memory as much as the front end; it is
+//!   printed for comparison.
+//! - *warm*: the parse repeated in one process whose allocator keeps what it
+//!   freed, which is what a long-running server pays, and which isolates
+//!   the front end's own work. (With default settings mimalloc hands large
+//!   freed regions back to the OS, so only a small input would stay warm.)
 //!
 //! Run: `cargo bench --bench frontend`. Figures are wall-clock medians on
 //! the machine that runs it; the ratios are what to compare across machines.
@@ -89,14 +98,15 @@ fn kernel_time() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-/// Child mode (`--child SYNTAX FLOWS RUNS`): parses the program `RUNS`
-/// times and prints, one line per run, the wall time and the kernel time
-/// it took in nanoseconds.
+/// Child mode (`--child SYNTAX FLOWS RUNS IDLE_MS`): waits `IDLE_MS`, then
+/// parses the program `RUNS` times and prints, one line per run, the wall
+/// time and the kernel time it took in nanoseconds.
 fn child(arguments: &[String]) {
-    let [syntax, flows, runs] = arguments else {
-        panic!("usage: --child SYNTAX FLOWS RUNS");
+    let [syntax, flows, runs, idle_ms] = arguments else {
+        panic!("usage: --child SYNTAX FLOWS RUNS IDLE_MS");
     };
     let file = program(syntax, flows.parse().expect("a number of flows"));
+    std::thread::sleep(Duration::from_millis(idle_ms.parse().expect("milliseconds")));
     for _ in 0..runs.parse::<usize>().expect("a number of runs") {
         let kernel_before = kernel_time();
         let started = Instant::now();
@@ -106,16 +116,36 @@ fn child(arguments: &[String]) {
     }
 }
 
-/// Runs child processes and returns every (wall, kernel) time they printed. `warm` keeps
+/// How the children of one measurement run: see the module doc.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Fresh,
+    BackToBack,
+    Warm,
+}
+
+impl Mode {
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Fresh => "fresh",
+            Mode::BackToBack => "back to back",
+            Mode::Warm => "warm",
+        }
+    }
+}
+
+/// Runs child processes and returns every (wall, kernel) time they printed. `Warm` keeps
 /// mimalloc from returning freed memory to the OS between runs, so that
 /// the runs after the first reuse memory the process already has, whatever
 /// the size of the input.
-fn in_children(syntax: &str, flows: usize, processes: usize, runs: usize, warm: bool) -> Vec<(Duration, Duration)> {
+fn in_children(syntax: &str, flows: usize, processes: usize, runs: usize, mode: Mode) -> Vec<(Duration, Duration)> {
     let exe = std::env::current_exe().expect("the bench's own path");
+    let idle_ms = if mode == Mode::Fresh { IDLE.as_millis() } else { 0 };
+    let warm = mode == Mode::Warm;
     let mut times = Vec::new();
     for _ in 0..processes {
         let mut command = std::process::Command::new(&exe);
-        command.args(["--child", syntax, &flows.to_string(), &runs.to_string()]);
+        command.args(["--child", syntax, &flows.to_string(), &runs.to_string(), &idle_ms.to_string()]);
         if warm {
             command.env("MIMALLOC_PURGE_DELAY", "-1");
         }
@@ -139,20 +169,21 @@ fn in_children(syntax: &str, flows: usize, processes: usize, runs: usize, warm: 
     times
 }
 
-/// How long a `--touch` child waits before it takes memory: long enough
-/// for a VM's balloon driver to have handed back to the host what earlier
-/// processes freed (free page reporting waits about 2 s), so that the
-/// memory is as fresh as it is for a command run now and then.
-const IDLE_BEFORE_TOUCH: Duration = Duration::from_secs(3);
+/// How long a `--touch` child, or a child measuring fresh, waits before it
+/// takes memory: long enough for a VM's balloon driver to have handed back
+/// to the host what earlier processes freed (free page reporting waits
+/// about 2 s), so that the memory is as fresh as it is for a command run
+/// now and then.
+const IDLE: Duration = Duration::from_secs(3);
 
-/// Child mode (`--touch BYTES`): after [`IDLE_BEFORE_TOUCH`], takes `BYTES`
+/// Child mode (`--touch BYTES`): after [`IDLE`], takes `BYTES`
 /// of fresh memory, writes one byte per page, and prints the wall and
 /// kernel time that took, as [`child`] does. It is the memory cost alone,
 /// with no parsing: what any program pays for pages it uses for the first
 /// time.
 fn touch(bytes: &str) {
     let bytes: usize = bytes.parse().expect("a number of bytes");
-    std::thread::sleep(IDLE_BEFORE_TOUCH);
+    std::thread::sleep(IDLE);
     let kernel_before = kernel_time();
     let started = Instant::now();
     let mut memory = vec![0u8; bytes];
@@ -193,23 +224,25 @@ fn main() {
         return touch(bytes);
     }
     println!("front end: parse + lower, median of runs, programs of 1,000 flows x 20 steps and 10x that");
-    println!("  cold: one run per fresh process, as `flowc compile` and `flowc check` do");
+    println!("  fresh: one run per new process, after {} s idle, as `flowc compile` and `flowc check` run now and then", IDLE.as_secs());
+    println!("  back to back: one run per new process, started one after the other (not comparable across sizes on a VM that hands freed memory back)");
     println!("  warm: repeated in one process that keeps the memory it freed, as a long-running server would");
     let mut largest_peak = 0;
     for (label, syntax) in [(".flow", "flow"), ("YAML", "yaml")] {
         let small = program(syntax, 1_000);
         let large_bytes = program(syntax, 10_000).text.len();
-        for (mode, warm, small_processes, small_runs, large_processes, large_runs) in
-            [("cold", false, 7, 1, 3, 1), ("warm", true, 1, 8, 1, 4)]
+        for (mode, small_processes, small_runs, large_processes, large_runs) in
+            [(Mode::Fresh, 5, 1, 3, 1), (Mode::BackToBack, 7, 1, 3, 1), (Mode::Warm, 1, 8, 1, 4)]
         {
-            let small_runs = in_children(syntax, 1_000, small_processes, small_runs, warm);
-            let large_runs = in_children(syntax, 10_000, large_processes, large_runs, warm);
+            let small_runs = in_children(syntax, 1_000, small_processes, small_runs, mode);
+            let large_runs = in_children(syntax, 10_000, large_processes, large_runs, mode);
             let small_time = median(small_runs.iter().map(|run| run.0).collect());
             let large_time = median(large_runs.iter().map(|run| run.0).collect());
             let small_kernel = median(small_runs.iter().map(|run| run.1).collect());
             let large_kernel = median(large_runs.iter().map(|run| run.1).collect());
             println!(
-                "  {label:5} {mode}  1,000 flows: {:5.2} MB in {:7.2} ms = {:5.1} MB/s | 10,000 flows: {:5.2} MB in {:7.2} ms = {:5.1} MB/s | 10x input: {:.2}x time | kernel time {:.0} ms, {:.0} ms",
+                "  {label:5} {:12}  1,000 flows: {:5.2} MB in {:7.2} ms = {:5.1} MB/s | 10,000 flows: {:5.2} MB in {:7.2} ms = {:5.1} MB/s | 10x input: {:.2}x time | kernel time {:.0} ms, {:.0} ms",
+                mode.label(),
                 small.text.len() as f64 / 1e6,
                 small_time.as_secs_f64() * 1e3,
                 mb_per_second(small.text.len(), small_time),
@@ -242,7 +275,7 @@ fn main() {
     let (large_touch, large_touch_kernel) = touch_in_children(largest_peak * 10, 3);
     println!(
         "memory alone, no parsing: a fresh process that first waits {} s takes and touches {:.0} MB in {:.0} ms (kernel {:.0} ms), {:.0} MB in {:.0} ms (kernel {:.0} ms)",
-        IDLE_BEFORE_TOUCH.as_secs(),
+        IDLE.as_secs(),
         largest_peak as f64 / 1e6,
         small_touch.as_secs_f64() * 1e3,
         small_touch_kernel.as_secs_f64() * 1e3,
