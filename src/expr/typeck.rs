@@ -96,7 +96,7 @@ impl Checker<'_> {
                 let operand = self.expr(operand);
                 Expr { kind: ExprKind::IsSet { operand: Box::new(operand), negated: *negated }, ty: Type::Bool, span }
             }
-            ast::ExprKind::Call { function, args } => self.call(function, args, span),
+            ast::ExprKind::Call(call) => self.call(&call.function, &call.args, span),
             ast::ExprKind::Error => Expr { kind: ExprKind::Error, ty: Type::Unknown, span },
         }
     }

@@ -288,9 +288,9 @@ impl Compact for Expr {
                 left.compact();
                 right.compact();
             }
-            ExprKind::Call { function, args } => {
-                function.compact();
-                args.compact();
+            ExprKind::Call(call) => {
+                call.function.compact();
+                call.args.compact();
             }
             ExprKind::Null
             | ExprKind::Bool { .. }

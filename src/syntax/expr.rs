@@ -9,7 +9,7 @@
 //! scalars), or as the whole scalar when escapes or line folding mean the
 //! value's characters are not the file's.
 
-use super::ast::{BinaryOp, Expr, ExprKind, Name, Template, TemplatePart, UnaryOp};
+use super::ast::{BinaryOp, Expr, ExprKind, FunctionCall, Name, Template, TemplatePart, UnaryOp};
 use super::grammar::{FlowParser, Rule};
 use crate::diag::{Code, Diagnostic};
 use crate::source::{Span, Spanned};
@@ -141,7 +141,7 @@ impl ExprBuilder<'_> {
                     return Expr::error(span);
                 };
                 let args = inner.map(|arg| self.expr(arg, depth + 1)).collect();
-                Expr { kind: ExprKind::Call { function, args }, span }
+                Expr { kind: ExprKind::Call(Box::new(FunctionCall { function, args })), span }
             }
             Rule::path => {
                 // `collect()` would give the usual one segment room for four.
@@ -510,8 +510,8 @@ mod tests {
             ExprKind::IsSet { operand, negated } => {
                 format!("({} is{} set)", shape(operand), if *negated { " not" } else { "" })
             }
-            ExprKind::Call { function, args } => {
-                format!("{}({})", function.value, args.iter().map(shape).collect::<Vec<_>>().join(", "))
+            ExprKind::Call(call) => {
+                format!("{}({})", call.function.value, call.args.iter().map(shape).collect::<Vec<_>>().join(", "))
             }
             ExprKind::Error => "<error>".into(),
         }

@@ -458,9 +458,9 @@ impl Walker<'_> {
                 items.iter_mut().for_each(|item| self.tidy_expr(item));
                 items.last().map_or(expr.span.start, |item| item.span.end)
             }
-            ExprKind::Call { function, args } => {
-                args.iter_mut().for_each(|arg| self.tidy_expr(arg));
-                args.last().map_or(function.span.end, |arg| arg.span.end)
+            ExprKind::Call(call) => {
+                call.args.iter_mut().for_each(|arg| self.tidy_expr(arg));
+                call.args.last().map_or(call.function.span.end, |arg| arg.span.end)
             }
             _ => return,
         };

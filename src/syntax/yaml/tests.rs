@@ -54,8 +54,8 @@ fn shape(expr: &Expr) -> String {
         ExprKind::IsSet { operand, negated } => {
             format!("({} is{} set)", shape(operand), if *negated { " not" } else { "" })
         }
-        ExprKind::Call { function, args } => {
-            format!("{}({})", function.value, args.iter().map(shape).collect::<Vec<_>>().join(", "))
+        ExprKind::Call(call) => {
+            format!("{}({})", call.function.value, call.args.iter().map(shape).collect::<Vec<_>>().join(", "))
         }
         ExprKind::Error => "<error>".into(),
     }
