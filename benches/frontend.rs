@@ -232,7 +232,7 @@ fn main() {
         let small = program(syntax, 1_000);
         let large_bytes = program(syntax, 10_000).text.len();
         for (mode, small_processes, small_runs, large_processes, large_runs) in
-            [(Mode::Fresh, 5, 1, 3, 1), (Mode::BackToBack, 7, 1, 3, 1), (Mode::Warm, 1, 8, 1, 4)]
+            [(Mode::Fresh, 7, 1, 5, 1), (Mode::BackToBack, 7, 1, 3, 1), (Mode::Warm, 1, 8, 1, 4)]
         {
             let small_runs = in_children(syntax, 1_000, small_processes, small_runs, mode);
             let large_runs = in_children(syntax, 10_000, large_processes, large_runs, mode);
@@ -284,22 +284,26 @@ fn main() {
         large_touch_kernel.as_secs_f64() * 1e3,
     );
 
+    // The issue asks for a program of about 100 lines: the two examples
+    // nearest that size, one in each syntax.
     let binary = env!("CARGO_BIN_EXE_flowc");
-    let program = concat!(env!("CARGO_MANIFEST_DIR"), "/flows/booking.flow");
-    let lines = std::fs::read_to_string(program).map(|text| text.lines().count()).unwrap_or(0);
-    let samples: Vec<Duration> = (0..30)
-        .map(|_| {
-            let started = Instant::now();
-            let status = std::process::Command::new(binary)
-                .args(["compile", program])
-                .stdout(std::process::Stdio::null())
-                .status();
-            assert!(status.is_ok_and(|status| status.success()), "flowc compile succeeds");
-            started.elapsed()
-        })
-        .collect();
-    println!(
-        "flowc compile flows/booking.flow ({lines} lines), process start included: median {:.2} ms",
-        median(samples).as_secs_f64() * 1e3
-    );
+    for example in ["flows/booking.flow", "flows/support.yaml"] {
+        let program = format!("{}/{example}", env!("CARGO_MANIFEST_DIR"));
+        let lines = std::fs::read_to_string(&program).map(|text| text.lines().count()).unwrap_or(0);
+        let samples: Vec<Duration> = (0..30)
+            .map(|_| {
+                let started = Instant::now();
+                let status = std::process::Command::new(binary)
+                    .args(["compile", &program])
+                    .stdout(std::process::Stdio::null())
+                    .status();
+                assert!(status.is_ok_and(|status| status.success()), "flowc compile succeeds");
+                started.elapsed()
+            })
+            .collect();
+        println!(
+            "flowc compile {example} ({lines} lines), process start included: median {:.2} ms",
+            median(samples).as_secs_f64() * 1e3
+        );
+    }
 }
