@@ -232,7 +232,7 @@ fn main() {
         let small = program(syntax, 1_000);
         let large_bytes = program(syntax, 10_000).text.len();
         for (mode, small_processes, small_runs, large_processes, large_runs) in
-            [(Mode::Fresh, 7, 1, 5, 1), (Mode::BackToBack, 7, 1, 3, 1), (Mode::Warm, 1, 8, 1, 4)]
+            [(Mode::Fresh, 7, 1, 5, 1), (Mode::BackToBack, 7, 1, 3, 1), (Mode::Warm, 1, 12, 1, 5)]
         {
             let small_runs = in_children(syntax, 1_000, small_processes, small_runs, mode);
             let large_runs = in_children(syntax, 10_000, large_processes, large_runs, mode);
