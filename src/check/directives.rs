@@ -6,7 +6,8 @@
 //! dropped in its post half (section 11). A tool's result can carry a
 //! directive too, but what a tool returns is only known at run time.
 //!
-//! This pass reads the AST: the IR keeps no span for a `halt: true` or an
+//! This pass reads the AST (through [`super::check_ast`], before lowering
+//! consumes it): the IR keeps no span for a `halt: true` or an
 //! `inject_tools` list, and the warning points at the key itself.
 
 use crate::diag::{Code, Diagnostic};
