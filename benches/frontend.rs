@@ -98,14 +98,27 @@ fn kernel_time() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-/// Child mode (`--child SYNTAX FLOWS RUNS IDLE_MS`): waits `IDLE_MS`, then
-/// parses the program `RUNS` times and prints, one line per run, the wall
-/// time and the kernel time it took in nanoseconds.
+/// Writes the programs the children parse, once per bench run, so that a
+/// child reads its program from a file and starts parsing at once, as a
+/// `flowc` command does. (A child that generated a 10,000-flow program
+/// itself would spend a second on it first, and on a VM that hands freed
+/// memory back, that second decides what its memory costs.)
+fn program_file(directory: &std::path::Path, syntax: &str, flows: usize) -> std::path::PathBuf {
+    let path = directory.join(format!("bench-{flows}.{syntax}"));
+    if !path.exists() {
+        std::fs::write(&path, &program(syntax, flows).text).expect("the bench writes its programs");
+    }
+    path
+}
+
+/// Child mode (`--child PATH RUNS IDLE_MS`): reads the program, waits
+/// `IDLE_MS`, then parses it `RUNS` times and prints, one line per run, the
+/// wall time and the kernel time it took in nanoseconds.
 fn child(arguments: &[String]) {
-    let [syntax, flows, runs, idle_ms] = arguments else {
-        panic!("usage: --child SYNTAX FLOWS RUNS IDLE_MS");
+    let [path, runs, idle_ms] = arguments else {
+        panic!("usage: --child PATH RUNS IDLE_MS");
     };
-    let file = program(syntax, flows.parse().expect("a number of flows"));
+    let file = SourceFile::new(path.as_str(), std::fs::read_to_string(path).expect("the program"));
     std::thread::sleep(Duration::from_millis(idle_ms.parse().expect("milliseconds")));
     for _ in 0..runs.parse::<usize>().expect("a number of runs") {
         let kernel_before = kernel_time();
@@ -138,14 +151,14 @@ impl Mode {
 /// mimalloc from returning freed memory to the OS between runs, so that
 /// the runs after the first reuse memory the process already has, whatever
 /// the size of the input.
-fn in_children(syntax: &str, flows: usize, processes: usize, runs: usize, mode: Mode) -> Vec<(Duration, Duration)> {
+fn in_children(path: &std::path::Path, processes: usize, runs: usize, mode: Mode) -> Vec<(Duration, Duration)> {
     let exe = std::env::current_exe().expect("the bench's own path");
     let idle_ms = if mode == Mode::Fresh { IDLE.as_millis() } else { 0 };
     let warm = mode == Mode::Warm;
     let mut times = Vec::new();
     for _ in 0..processes {
         let mut command = std::process::Command::new(&exe);
-        command.args(["--child", syntax, &flows.to_string(), &runs.to_string(), &idle_ms.to_string()]);
+        command.arg("--child").arg(path).args([runs.to_string(), idle_ms.to_string()]);
         if warm {
             command.env("MIMALLOC_PURGE_DELAY", "-1");
         }
@@ -224,18 +237,27 @@ fn main() {
         return touch(bytes);
     }
     println!("front end: parse + lower, median of runs, programs of 1,000 flows x 20 steps and 10x that");
-    println!("  fresh: one run per new process, after {} s idle, as `flowc compile` and `flowc check` run now and then", IDLE.as_secs());
-    println!("  back to back: one run per new process, started one after the other (not comparable across sizes on a VM that hands freed memory back)");
+    println!(
+        "  fresh: one run per new process, after {} s idle, as `flowc compile` and `flowc check` run now and then",
+        IDLE.as_secs()
+    );
+    println!(
+        "  back to back: one run per new process, started one after the other (not comparable across sizes on a VM that hands freed memory back)"
+    );
     println!("  warm: repeated in one process that keeps the memory it freed, as a long-running server would");
+    let directory = std::env::temp_dir().join(format!("flowc-bench-frontend-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).expect("a temporary directory");
     let mut largest_peak = 0;
     for (label, syntax) in [(".flow", "flow"), ("YAML", "yaml")] {
         let small = program(syntax, 1_000);
-        let large_bytes = program(syntax, 10_000).text.len();
+        let small_path = program_file(&directory, syntax, 1_000);
+        let large_path = program_file(&directory, syntax, 10_000);
+        let large_bytes = std::fs::metadata(&large_path).map_or(0, |metadata| metadata.len() as usize);
         for (mode, small_processes, small_runs, large_processes, large_runs) in
             [(Mode::Fresh, 7, 1, 5, 1), (Mode::BackToBack, 7, 1, 3, 1), (Mode::Warm, 1, 12, 1, 5)]
         {
-            let small_runs = in_children(syntax, 1_000, small_processes, small_runs, mode);
-            let large_runs = in_children(syntax, 10_000, large_processes, large_runs, mode);
+            let small_runs = in_children(&small_path, small_processes, small_runs, mode);
+            let large_runs = in_children(&large_path, large_processes, large_runs, mode);
             let small_time = median(small_runs.iter().map(|run| run.0).collect());
             let large_time = median(large_runs.iter().map(|run| run.0).collect());
             let small_kernel = median(small_runs.iter().map(|run| run.1).collect());
@@ -269,7 +291,8 @@ fn main() {
         );
         largest_peak = largest_peak.max(peak);
     }
-    // What cold runs pay for memory alone on this machine: the 1,000 flows'
+    let _ = std::fs::remove_dir_all(&directory);
+    // What fresh runs pay for memory alone on this machine: the 1,000 flows'
     // peak heap, and ten times it, first touched by a fresh process.
     let (small_touch, small_touch_kernel) = touch_in_children(largest_peak, 3);
     let (large_touch, large_touch_kernel) = touch_in_children(largest_peak * 10, 3);
