@@ -13,9 +13,9 @@
 //!   again, at both sizes alike.
 //! - *back to back*: one parse per new process, the processes started one
 //!   after the other. On such a VM the small input's processes reuse pages
-//!   the previous one has just freed while the large input's mostly cannot,
-//!   so the ratio measures the VM's memory as much as the front end; it is
-//!   printed for comparison.
+//!   the previous one has just freed while the large input's, which run
+//!   longer than the balloon's delay, mostly cannot, so the ratio measures
+//!   the VM's memory as much as the front end; it is printed for comparison.
 //! - *warm*: the parse repeated in one process whose allocator keeps what it
 //!   freed, which is what a long-running server pays, and which isolates
 //!   the front end's own work. (With default settings mimalloc hands large
