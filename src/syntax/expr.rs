@@ -487,7 +487,7 @@ fn describe_rule(grammar_rule: Rule) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn parse(text: &str) -> (Expr, Vec<Diagnostic>) {
@@ -496,7 +496,9 @@ mod tests {
         (expr, diagnostics)
     }
 
-    fn shape(expr: &Expr) -> String {
+    /// An expression as a fully parenthesized string, for asserting on
+    /// structure (the YAML front end's tests use it too).
+    pub(crate) fn shape(expr: &Expr) -> String {
         match &expr.kind {
             ExprKind::Null => "null".into(),
             ExprKind::Bool { value } => value.to_string(),

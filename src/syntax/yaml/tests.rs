@@ -3,8 +3,9 @@
 use crate::diag::{Code, Diagnostic};
 use crate::source::{SourceFile, Span};
 use crate::syntax::ast::{
-    ActionKind, BodyValue, Directive, Expr, ExprKind, Number, OnError, Program, Template, TemplatePart, Then, ToolImpl,
+    ActionKind, BodyValue, Directive, ExprKind, Number, OnError, Program, Template, TemplatePart, Then, ToolImpl,
 };
+use crate::syntax::expr::tests::shape;
 use std::time::{Duration, Instant};
 
 fn parse(text: &str) -> (Program, Vec<Diagnostic>) {
@@ -34,31 +35,6 @@ fn key_span(text: &str, needle: &str, occurrence: usize) -> Span {
     let span = span_of(text, needle, occurrence);
     let indentation = needle.len() - needle.trim_start().len();
     Span::from_range(span.start as usize + indentation..span.end as usize - 1)
-}
-
-fn shape(expr: &Expr) -> String {
-    match &expr.kind {
-        ExprKind::Null => "null".into(),
-        ExprKind::Bool { value } => value.to_string(),
-        ExprKind::Int { value } => value.to_string(),
-        ExprKind::Float { value } => format!("{value:?}"),
-        ExprKind::String { value } => format!("{value:?}"),
-        ExprKind::List { items } => format!("[{}]", items.iter().map(shape).collect::<Vec<_>>().join(", ")),
-        ExprKind::Path { segments } => {
-            segments.iter().map(|segment| segment.value.as_str()).collect::<Vec<_>>().join(".")
-        }
-        ExprKind::Unary { op, operand } => format!("({op:?} {})", shape(operand)),
-        ExprKind::Binary { op, left, right } => {
-            format!("({} {} {})", shape(left), op.as_str(), shape(right))
-        }
-        ExprKind::IsSet { operand, negated } => {
-            format!("({} is{} set)", shape(operand), if *negated { " not" } else { "" })
-        }
-        ExprKind::Call(call) => {
-            format!("{}({})", call.function.value, call.args.iter().map(shape).collect::<Vec<_>>().join(", "))
-        }
-        ExprKind::Error => "<error>".into(),
-    }
 }
 
 fn template_shape(template: &Template) -> String {
