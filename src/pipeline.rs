@@ -77,3 +77,40 @@ fn damaged_flows(ast: &ast::Program, front_end: &[Diagnostic]) -> HashSet<Span> 
         .map(|flow_decl| flow_decl.name.span)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::compile;
+    use crate::source::SourceFile;
+
+    fn codes(name: &str, text: &str) -> Vec<&'static str> {
+        compile(&SourceFile::new(name, text)).diagnostics.iter().map(|diagnostic| diagnostic.code.as_str()).collect()
+    }
+
+    #[test]
+    fn a_flow_the_front_end_could_not_read_whole_gets_no_flow_sensitive_findings() {
+        // The misspelt `nxt` is what made `c` reachable: without the flow
+        // marked incomplete, `c` would be reported unreachable as well.
+        let damaged = "flows:\n  f:\n    when: w\n    steps:\n      - id: a\n        say: a\n        nxt: c\n      - id: b\n        say: b\n        next: end\n      - id: c\n        say: c\n";
+        assert_eq!(codes("t.yaml", damaged), ["unknown_key"]);
+        let intact = damaged.replace("        nxt: c\n", "");
+        assert_eq!(codes("t.yaml", &intact), ["unreachable_step"]);
+    }
+
+    #[test]
+    fn keeping_the_ast_changes_no_finding() {
+        let text = r#"schema { a: string  b: string }
+            flow f { when "w"  requires b
+                step s { collect a }
+                step t { finalize { emit { halt } }  say "t {{a}}" } }
+            flow g { when "v"
+                step u { collect a  next nowhere } }"#;
+        let file = SourceFile::new("t.flow", text);
+        let kept = super::compile_keeping_ast(&file);
+        assert!(kept.ast.as_ref().is_some_and(|ast| ast.flows.len() == 2));
+        let consumed = compile(&file);
+        assert_eq!(kept.diagnostics, consumed.diagnostics);
+        let codes: Vec<&str> = consumed.diagnostics.iter().map(|diagnostic| diagnostic.code.as_str()).collect();
+        assert_eq!(codes, ["uncollected_required", "dropped_field", "unknown_target"]);
+    }
+}
