@@ -1,8 +1,8 @@
 //! The static checks: passes over the IR (and the AST where a check needs
 //! the source's shape: [`check_ast`], run before lowering consumes it),
-//! each family in its own module, each owning its diagnostics. Lowering already reported what could not be resolved
-//! (unknown targets, types, tools, ids, directives); these passes prove the
-//! rest:
+//! each family in its own module, each owning its diagnostics. Lowering
+//! already reported what could not be resolved (unknown targets, types,
+//! tools, ids, directives); these passes prove the rest:
 //!
 //! | module            | codes                                         |
 //! | ----------------- | --------------------------------------------- |
