@@ -28,6 +28,20 @@ pub enum ClockError {
     InvalidNow { value: String },
 }
 
+/// The time a `wait` of `wait_ms` started at `now` ends, or `None` when it
+/// is past the latest time a timestamp can hold (year 262,143): the
+/// compiler bounds `wait`, but a program built by other means is not
+/// checked, and an overflow must fail the run, not crash it.
+pub fn resume_time(now: DateTime<Utc>, wait_ms: u64) -> Option<DateTime<Utc>> {
+    let wait = chrono::TimeDelta::try_milliseconds(i64::try_from(wait_ms).ok()?)?;
+    now.checked_add_signed(wait)
+}
+
+/// Why a `wait` whose [`resume_time`] is `None` stops the run.
+pub fn wait_out_of_range(wait_ms: u64) -> String {
+    format!("a wait of {wait_ms} ms ends past the latest time flowc can record; wait less")
+}
+
 /// The real time.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
