@@ -78,15 +78,16 @@ impl miette::Diagnostic for Report<'_> {
     }
 
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
-        let labels = self.diagnostic.labels.iter().zip(&self.excerpt.labels).enumerate().map(|(index, (label, span))| {
-            let span = SourceSpan::from(span.clone());
-            let text = (!label.text.is_empty()).then(|| label.text.clone());
-            if index == 0 {
-                LabeledSpan::new_primary_with_span(text, span)
-            } else {
-                LabeledSpan::new_with_span(text, span)
-            }
-        });
+        let labels =
+            self.diagnostic.labels.iter().zip(&self.excerpt.labels).enumerate().map(|(index, (label, span))| {
+                let span = SourceSpan::from(span.clone());
+                let text = (!label.text.is_empty()).then(|| label.text.clone());
+                if index == 0 {
+                    LabeledSpan::new_primary_with_span(text, span)
+                } else {
+                    LabeledSpan::new_with_span(text, span)
+                }
+            });
         Some(Box::new(labels))
     }
 }
@@ -95,8 +96,11 @@ impl miette::Diagnostic for Report<'_> {
 pub fn render_human(file: &SourceFile, diagnostic: &Diagnostic, style: Style) -> String {
     let theme = if style.color { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
     let handler = GraphicalReportHandler::new_themed(theme).with_width(style.width).with_links(false);
-    let report =
-        Report { diagnostic, excerpt: Excerpt::new(file, diagnostic), code: format!("flowc::{}", diagnostic.code.as_str()) };
+    let report = Report {
+        diagnostic,
+        excerpt: Excerpt::new(file, diagnostic),
+        code: format!("flowc::{}", diagnostic.code.as_str()),
+    };
     let mut out = String::new();
     if handler.render_report(&mut out, &report).is_err() {
         // miette only fails on a formatter error; fall back to one line.
@@ -172,7 +176,8 @@ impl<'a> Excerpt<'a> {
             }
         }
         let points: Vec<usize> = spans.iter().flat_map(|&(start, end)| [start, end]).collect();
-        let mut excerpt = Excerpt { file, text: String::new(), pieces: Vec::new(), chunks: Vec::new(), labels: Vec::new() };
+        let mut excerpt =
+            Excerpt { file, text: String::new(), pieces: Vec::new(), chunks: Vec::new(), labels: Vec::new() };
         for (start, end) in merged {
             let chunk_start = excerpt.text.len();
             let mut line_start = start;
@@ -315,8 +320,12 @@ impl SourceCode for Excerpt<'_> {
 fn line_bounds(text: &str, offset: usize) -> (usize, usize) {
     let bytes = text.as_bytes();
     let offset = offset.min(bytes.len());
-    let start = bytes.get(..offset).and_then(|head| head.iter().rposition(|&byte| byte == b'\n')).map_or(0, |at| at + 1);
-    let end = bytes.get(offset..).and_then(|tail| tail.iter().position(|&byte| byte == b'\n')).map_or(bytes.len(), |at| offset + at);
+    let start =
+        bytes.get(..offset).and_then(|head| head.iter().rposition(|&byte| byte == b'\n')).map_or(0, |at| at + 1);
+    let end = bytes
+        .get(offset..)
+        .and_then(|tail| tail.iter().position(|&byte| byte == b'\n'))
+        .map_or(bytes.len(), |at| offset + at);
     (start, end)
 }
 
