@@ -397,6 +397,41 @@ mod tests {
     }
 
     #[test]
+    fn a_long_line_is_clipped_around_the_label_with_the_true_column() {
+        let text = format!("flow a \"{}\" {{ x }}\nnext line\n", "é".repeat(70_000));
+        let at = text.find("x }").unwrap_or_default();
+        let file = SourceFile::new("long.flow", text.as_str());
+        let diagnostic = Diagnostic::new(Code::Syntax, "unexpected `x`")
+            .at(Span::from_range(at..at + 1), "unexpected here")
+            .with_label(Span::new(0, 4), "in this flow");
+        let out = render_human(&file, &diagnostic, Style::PLAIN);
+        let column = file.line_col(u32::try_from(at).unwrap_or_default()).column;
+        assert!(out.contains(&format!("[long.flow:1:{column}]")), "{out}");
+        assert!(out.contains("éé\" { x }"), "{out}");
+        assert!(out.contains("flow a \"éé"), "both ends of the line are shown: {out}");
+        assert!(out.contains("…"), "{out}");
+        assert!(out.contains("2 │ next line"), "line numbers are the file's: {out}");
+        assert!(out.lines().all(|line| line.chars().count() < 300), "{out}");
+    }
+
+    #[test]
+    fn labels_far_apart_keep_their_own_line_numbers() {
+        let lines: Vec<String> = (1..=40).map(|number| format!("line {number}")).collect();
+        let text = lines.join("\n");
+        let file = SourceFile::new("far.flow", text.as_str());
+        let second = text.find("line 5\n").unwrap_or_default();
+        let last = text.find("line 40").unwrap_or_default();
+        let diagnostic = Diagnostic::new(Code::Syntax, "two places")
+            .at(Span::from_range(last..last + 4), "here")
+            .with_label(Span::from_range(second..second + 4), "and here");
+        let out = render_human(&file, &diagnostic, Style::PLAIN);
+        assert!(out.contains("[far.flow:40:1]"), "{out}");
+        assert!(out.contains("5 │ line 5"), "{out}");
+        assert!(out.contains("40 │ line 40"), "{out}");
+        assert!(!out.contains("line 20"), "only the labels' lines and their neighbours: {out}");
+    }
+
+    #[test]
     fn json_positions_are_one_based() {
         let file = SourceFile::new("a.flow", "x\nabc\n");
         let diagnostic = Diagnostic::new(Code::Syntax, "bad").at(Span::new(3, 5), "here");

@@ -25,11 +25,9 @@
 use crate::llm::ProviderError;
 #[cfg(doc)]
 use crate::llm::ToolLoop;
-use regex::Regex;
 use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 

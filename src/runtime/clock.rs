@@ -195,6 +195,17 @@ pub fn from_values(now: Option<&str>, seed: Option<&str>) -> Result<ClockAndIds,
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_wait_past_the_latest_time_has_no_resume_time() {
+        let now = FixedClock::parse("2026-01-05T10:00:00Z").map(|clock| clock.0).unwrap_or_default();
+        assert_eq!(
+            resume_time(now, 86_400_000).map(|time| time.to_rfc3339()),
+            Some("2026-01-06T10:00:00+00:00".to_string())
+        );
+        assert_eq!(resume_time(now, 100_000_000 * 86_400_000), None);
+        assert_eq!(resume_time(now, u64::MAX), None);
+    }
+
     fn is_uuid_v4(id: &str) -> bool {
         let groups: Vec<&str> = id.split('-').collect();
         let lengths: Vec<usize> = groups.iter().map(|group| group.len()).collect();
