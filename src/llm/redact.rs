@@ -76,9 +76,10 @@ impl Redactor {
         }
     }
 
-    /// How much of a stream's end may be the start of a secret or of a
-    /// key-shaped word, and so must wait for the next piece.
-    fn unsafe_tail(&self, text: &str) -> usize {
+    /// Where the part of a stream that can be redacted now ends: before
+    /// any tail that may be the start of a secret or of a key-shaped word,
+    /// and before any match that reaches into that tail.
+    fn safe_end(&self, text: &str) -> usize {
         let longest = self.secrets.iter().map(String::len).max().unwrap_or(0);
         let word = text
             .chars()
@@ -91,7 +92,24 @@ impl Redactor {
             let trimmed = head.trim_end();
             if trimmed.ends_with("Bearer") { head.len() - trimmed.len() + "Bearer".len() } else { 0 }
         });
-        longest.saturating_sub(1).max(word + bearer).min(text.len())
+        let mut cut = text.len() - longest.saturating_sub(1).max(word + bearer).min(text.len());
+        let mut matches: Vec<(usize, usize)> = self
+            .secrets
+            .iter()
+            .flat_map(|secret| text.match_indices(secret.as_str()).map(|(at, found)| (at, at + found.len())))
+            .collect();
+        if let Some(pattern) = KEY_PATTERN.as_ref() {
+            matches.extend(pattern.find_iter(text).map(|found| (found.start(), found.end())));
+        }
+        for (start, end) in matches {
+            if start < cut && end >= cut {
+                cut = start;
+            }
+        }
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        cut
     }
 }
 
@@ -105,14 +123,10 @@ struct Stream<'r> {
 impl Stream<'_> {
     fn push(&mut self, piece: &str, sink: &mut dyn FnMut(&str)) {
         self.pending.push_str(piece);
-        let clean = self.redactor.text(&self.pending);
-        let mut cut = clean.len() - self.redactor.unsafe_tail(&clean);
-        while !clean.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let (ready, rest) = clean.split_at(cut);
+        let cut = self.redactor.safe_end(&self.pending);
+        let (ready, rest) = self.pending.split_at(cut);
         if !ready.is_empty() {
-            sink(ready);
+            sink(&self.redactor.text(ready));
         }
         self.pending = rest.to_string();
     }
