@@ -29,7 +29,7 @@ pub enum ClockError {
 }
 
 /// The time a `wait` of `wait_ms` started at `now` ends, or `None` when it
-/// is past the latest time a timestamp can hold (year 262,143): the
+/// is past the latest time a timestamp can hold (about the year 262,000): the
 /// compiler bounds `wait`, but a program built by other means is not
 /// checked, and an overflow must fail the run, not crash it.
 pub fn resume_time(now: DateTime<Utc>, wait_ms: u64) -> Option<DateTime<Utc>> {
