@@ -21,6 +21,9 @@ use serde::Serialize;
 const LONG_LINE: usize = 240;
 /// Bytes kept on either side of a label's start and end on a clipped line.
 const MARGIN: usize = 40;
+/// Lines between two labels' contexts shown rather than split into two
+/// snippets.
+const MERGE_GAP: usize = 3;
 /// Marks text left out of a clipped line.
 const ELLIPSIS: &str = "…";
 
@@ -156,7 +159,8 @@ impl<'a> Excerpt<'a> {
                 (start, end)
             })
             .collect();
-        // Whole lines around each label, merged when they touch.
+        // Whole lines around each label, merged when they touch or only a
+        // few lines lie between them (shown then, as miette would).
         let mut ranges: Vec<(usize, usize)> = spans
             .iter()
             .map(|&(start, end)| {
@@ -169,9 +173,12 @@ impl<'a> Excerpt<'a> {
             .collect();
         ranges.sort_unstable();
         let mut merged: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
+        let line_of = |offset: usize| file.line_col(u32::try_from(offset).unwrap_or(u32::MAX)).line;
         for (start, end) in ranges {
             match merged.last_mut() {
-                Some(last) if start <= last.1 + 1 => last.1 = last.1.max(end),
+                Some(last) if start <= last.1 + 1 || line_of(start) <= line_of(last.1) + 1 + MERGE_GAP => {
+                    last.1 = last.1.max(end);
+                }
                 _ => merged.push((start, end)),
             }
         }
@@ -310,7 +317,9 @@ impl SourceCode for Excerpt<'_> {
             SourceSpan::from(data_start..data_start + contents.data().len()),
             chunk.first_line + contents.line(),
             column,
-            contents.line_count(),
+            // Counted from the file's start, as miette's own sources count
+            // it: miette decides from it which snippets to join.
+            chunk.first_line + contents.line_count(),
         )))
     }
 }

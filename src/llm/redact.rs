@@ -77,22 +77,32 @@ impl Redactor {
     }
 
     /// Where the part of a stream that can be redacted now ends: before
-    /// any tail that may be the start of a secret or of a key-shaped word,
-    /// and before any match that reaches into that tail.
+    /// a tail that may be the start of a secret or of a key-shaped word
+    /// (`sk-…`, `Bearer …`), and before any match that reaches into it.
+    /// Other text is passed on at once, so a reply still streams.
     fn safe_end(&self, text: &str) -> usize {
-        let longest = self.secrets.iter().map(String::len).max().unwrap_or(0);
-        let word = text
+        let mut hold = 0;
+        for secret in &self.secrets {
+            let longest = secret.len().saturating_sub(1).min(text.len());
+            let partial = (1..=longest).rev().find(|&len| secret.get(..len).is_some_and(|head| text.ends_with(head)));
+            hold = hold.max(partial.unwrap_or(0));
+        }
+        let word: usize = text
             .chars()
             .rev()
             .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '*' | '.'))
             .map(char::len_utf8)
-            .sum::<usize>();
-        // "Bearer " before the word belongs to it.
-        let bearer = text.get(..text.len() - word).map_or(0, |head| {
-            let trimmed = head.trim_end();
-            if trimmed.ends_with("Bearer") { head.len() - trimmed.len() + "Bearer".len() } else { 0 }
-        });
-        let mut cut = text.len() - longest.saturating_sub(1).max(word + bearer).min(text.len());
+            .sum();
+        let head = text.get(..text.len() - word).unwrap_or("");
+        let tail = text.get(text.len() - word..).unwrap_or("");
+        if !tail.is_empty() && (tail.starts_with("sk-") || "sk-".starts_with(tail) || "Bearer".starts_with(tail)) {
+            hold = hold.max(word);
+        }
+        let before = head.trim_end();
+        if before.ends_with("Bearer") && (word > 0 || before.len() < head.len()) {
+            hold = hold.max(text.len() - (before.len() - "Bearer".len()));
+        }
+        let mut cut = text.len() - hold.min(text.len());
         let mut matches: Vec<(usize, usize)> = self
             .secrets
             .iter()
