@@ -362,3 +362,98 @@ fn http_headers_follow_a_redirect_within_the_origin() {
     let landing = requests.iter().find(|seen| seen.request_line.starts_with("GET /landing "));
     assert_eq!(landing.and_then(|seen| seen.header("x-api-key")), Some("t0ken"), "{requests:?}");
 }
+
+// ------------------------------------------------------ secrets (item 9)
+
+/// Not shaped like a provider key, so only the configured-secret rule can
+/// catch it.
+const LEAKED_KEY: &str = "corp-gateway-7f3a9c21d4";
+
+/// A chat-completions answer whose message content is `content`.
+fn completion(content: &str) -> crate::fake::Reply {
+    crate::fake::Reply::json(
+        200,
+        &serde_json::json!({
+            "id": "chatcmpl-leak",
+            "object": "chat.completion",
+            "created": 1_767_607_200,
+            "model": "gpt-test",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }),
+    )
+}
+
+/// A streamed reply of `text`, five characters an event.
+fn streamed(text: &str) -> crate::fake::Reply {
+    let chars: Vec<char> = text.chars().collect();
+    let mut chunks: Vec<String> = chars
+        .chunks(5)
+        .map(|piece| {
+            let piece: String = piece.iter().collect();
+            let event = serde_json::json!({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
+            format!("data: {event}\n\n")
+        })
+        .collect();
+    chunks.push(format!(
+        "data: {}\n\n",
+        serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    ));
+    chunks.push("data: [DONE]\n\n".to_string());
+    crate::fake::Reply::Stream(chunks)
+}
+
+fn run_against(handler: crate::fake::Handler, record: &str) -> (Output, String) {
+    let server = crate::fake::FakeServer::start(handler);
+    let dir = temp_dir(&format!("reliability-secrets-{record}"));
+    write(
+        &dir,
+        "chat.flow",
+        "flow chat \"Chat\" {\n  default\n  step s { prompt \"Answer the user.\" }\n}\n\
+         flow billing \"Billing\" {\n  when \"the user asks about billing\"\n  step b { prompt \"Help with billing.\" }\n}\n",
+    );
+    let base_url = format!("{}/v1", server.url);
+    let args = ["run", "chat.flow", "--provider", "openai", "--base-url", &base_url, "--record", record, "--json"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend(["--script", "messages.txt"]);
+    write(&dir, "messages.txt", "hello\n");
+    let output = flowc_env(&dir, &args, &[("OPENAI_API_KEY", LEAKED_KEY)], TIMEOUT);
+    let recording = std::fs::read_to_string(dir.join(record)).unwrap_or_default();
+    (output, recording)
+}
+
+fn assert_no_leak(output: &Output, recording: &str) {
+    assert!(!stdout(output).contains(LEAKED_KEY), "stdout: {}", stdout(output));
+    assert!(!stderr(output).contains(LEAKED_KEY), "stderr: {}", stderr(output));
+    assert!(!recording.contains(LEAKED_KEY), "recording: {recording}");
+}
+
+#[test]
+fn a_reply_repeating_the_api_key_is_redacted() {
+    let handler: crate::fake::Handler = Arc::new(|request: &crate::fake::Request, _| {
+        if request.is_stream() {
+            streamed(&format!("Sure, the key is {LEAKED_KEY}; keep it safe."))
+        } else {
+            completion(r#"{"flow": null}"#)
+        }
+    });
+    let (output, recording) = run_against(handler, "reply.json");
+    assert_eq!(assert_clear_exit(&output, "run"), 0, "{}", stderr(&output));
+    assert_no_leak(&output, &recording);
+    assert!(stdout(&output).contains("Sure, the key is [redacted]; keep it safe."), "{}", stdout(&output));
+}
+
+#[test]
+fn an_invalid_answer_quoting_the_api_key_is_redacted() {
+    let handler: crate::fake::Handler = Arc::new(|request: &crate::fake::Request, _| {
+        if request.is_stream() {
+            streamed("unused")
+        } else {
+            completion(&format!(r#"{{"flow": "{LEAKED_KEY}"}}"#))
+        }
+    });
+    let (output, recording) = run_against(handler, "invalid.json");
+    assert_eq!(assert_clear_exit(&output, "run"), 1, "{}", stderr(&output));
+    assert_no_leak(&output, &recording);
+    assert!(stderr(&output).contains("[redacted]"), "{}", stderr(&output));
+}
