@@ -164,16 +164,20 @@ impl<'a> Excerpt<'a> {
         let mut ranges: Vec<(usize, usize)> = spans
             .iter()
             .map(|&(start, end)| {
-                let (first, _) = line_bounds(text, start);
-                let (_, last) = line_bounds(text, end);
-                let before = if first == 0 { 0 } else { line_bounds(text, first - 1).0 };
-                let after = if last >= text.len() { last } else { line_bounds(text, last + 1).1 };
+                let (first, _) = line_bounds(file, start);
+                let (_, last) = line_bounds(file, end);
+                let before = if first == 0 { 0 } else { line_bounds(file, first - 1).0 };
+                let after = if last >= text.len() { last } else { line_bounds(file, last + 1).1 };
                 (before, after)
             })
             .collect();
         ranges.sort_unstable();
         let mut merged: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
-        let line_of = |offset: usize| file.line_col(u32::try_from(offset).unwrap_or(u32::MAX)).line;
+        // Asked at a line's start, `line_col` counts no characters.
+        let line_of = |offset: usize| {
+            let line_start = line_bounds(file, offset).0;
+            file.line_col(u32::try_from(line_start).unwrap_or(u32::MAX)).line
+        };
         for (start, end) in ranges {
             match merged.last_mut() {
                 Some(last) if start <= last.1 + 1 || line_of(start) <= line_of(last.1) + 1 + MERGE_GAP => {
@@ -189,7 +193,7 @@ impl<'a> Excerpt<'a> {
             let chunk_start = excerpt.text.len();
             let mut line_start = start;
             loop {
-                let (_, line_end) = line_bounds(text, line_start);
+                let (_, line_end) = line_bounds(file, line_start);
                 excerpt.push_line(line_start, line_end, &points);
                 if line_end >= end || line_end >= text.len() {
                     break;
@@ -245,10 +249,8 @@ impl<'a> Excerpt<'a> {
         }
         if cursor < end {
             self.text.push_str(ELLIPSIS);
-            if has_break {
-                self.text.push('\n');
-            }
-        } else if has_break {
+        }
+        if has_break {
             self.push_piece(end, end + 1);
         }
     }
@@ -308,9 +310,15 @@ impl SourceCode for Excerpt<'_> {
         let local = SourceSpan::from((start - chunk.start)..(end - chunk.start));
         let contents = text.read_span(&local, context_lines_before, context_lines_after)?;
         let data_start = chunk.start + contents.span().offset();
-        let column = self
-            .to_original(data_start)
-            .map_or(0, |original| self.file.line_col(u32::try_from(original).unwrap_or(u32::MAX)).column - 1);
+        // Context reads start at a line's start; only a label's own read
+        // needs its column counted.
+        let at_line_start = data_start == chunk.start || self.text.as_bytes().get(data_start - 1) == Some(&b'\n');
+        let column = if at_line_start {
+            0
+        } else {
+            self.to_original(data_start)
+                .map_or(0, |original| self.file.line_col(u32::try_from(original).unwrap_or(u32::MAX)).column - 1)
+        };
         Ok(Box::new(MietteSpanContents::new_named(
             self.file.name.clone(),
             contents.data(),
@@ -324,18 +332,8 @@ impl SourceCode for Excerpt<'_> {
     }
 }
 
-/// The line holding `offset`: its first byte and its `\n` (or the end of
-/// the text).
-fn line_bounds(text: &str, offset: usize) -> (usize, usize) {
-    let bytes = text.as_bytes();
-    let offset = offset.min(bytes.len());
-    let start =
-        bytes.get(..offset).and_then(|head| head.iter().rposition(|&byte| byte == b'\n')).map_or(0, |at| at + 1);
-    let end = bytes
-        .get(offset..)
-        .and_then(|tail| tail.iter().position(|&byte| byte == b'\n'))
-        .map_or(bytes.len(), |at| offset + at);
-    (start, end)
+fn line_bounds(file: &SourceFile, offset: usize) -> (usize, usize) {
+    file.line_bounds(u32::try_from(offset).unwrap_or(u32::MAX))
 }
 
 fn floor_char_boundary(text: &str, offset: usize) -> usize {

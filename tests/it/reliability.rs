@@ -391,7 +391,8 @@ fn streamed(text: &str) -> crate::fake::Reply {
         .chunks(5)
         .map(|piece| {
             let piece: String = piece.iter().collect();
-            let event = serde_json::json!({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
+            let event =
+                serde_json::json!({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
             format!("data: {event}\n\n")
         })
         .collect();
@@ -446,11 +447,7 @@ fn a_reply_repeating_the_api_key_is_redacted() {
 #[test]
 fn an_invalid_answer_quoting_the_api_key_is_redacted() {
     let handler: crate::fake::Handler = Arc::new(|request: &crate::fake::Request, _| {
-        if request.is_stream() {
-            streamed("unused")
-        } else {
-            completion(&format!(r#"{{"flow": "{LEAKED_KEY}"}}"#))
-        }
+        if request.is_stream() { streamed("unused") } else { completion(&format!(r#"{{"flow": "{LEAKED_KEY}"}}"#)) }
     });
     let (output, recording) = run_against(handler, "invalid.json");
     assert_eq!(assert_clear_exit(&output, "run"), 1, "{}", stderr(&output));
