@@ -176,9 +176,11 @@ impl SourceKind {
         if lower.ends_with(".yaml") || lower.ends_with(".yml") { SourceKind::Yaml } else { SourceKind::Flow }
     }
 
-    /// Whether a path names a program flowc reads when walking a directory.
+    /// Whether a path names a program flowc reads (any case, as
+    /// [`SourceKind::from_path`] reads it).
     pub fn is_program_path(path: &std::path::Path) -> bool {
-        matches!(path.extension().and_then(|ext| ext.to_str()), Some("flow" | "yaml" | "yml"))
+        let extension = path.extension().and_then(|ext| ext.to_str()).map(str::to_ascii_lowercase);
+        matches!(extension.as_deref(), Some("flow" | "yaml" | "yml"))
     }
 }
 
