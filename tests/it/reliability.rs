@@ -454,3 +454,29 @@ fn an_invalid_answer_quoting_the_api_key_is_redacted() {
     assert_no_leak(&output, &recording);
     assert!(stderr(&output).contains("[redacted]"), "{}", stderr(&output));
 }
+
+// ----------------------------------------------------- the README tour
+
+/// The README's tour is a real run: its messages, replayed as a script,
+/// print its replies and trace lines.
+#[test]
+fn the_readme_tour_is_what_flowc_prints() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let block: Vec<&str> = readme
+        .split("$ flowc run flows/booking.flow\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the tour block")
+        .lines()
+        .collect();
+    let messages: Vec<&str> = block.iter().filter_map(|line| line.strip_prefix("you> ")).collect();
+    let shown: Vec<&str> =
+        block.iter().copied().filter(|line| !line.starts_with("you> ") && !line.starts_with("Concierge — ")).collect();
+    assert!(messages.len() >= 2 && shown.len() >= 4, "{block:?}");
+    let output = flowc_in(root(), &["run", "flows/booking.flow"], Some(&format!("{}\n", messages.join("\n"))));
+    assert_eq!(assert_clear_exit(&output, "run"), 0);
+    let printed = format!("{}{}", stdout(&output), stderr(&output));
+    for line in shown {
+        assert!(printed.lines().any(|printed| printed == line), "the README shows {line:?}; flowc printed:\n{printed}");
+    }
+}
