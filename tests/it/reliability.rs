@@ -480,3 +480,18 @@ fn the_readme_tour_is_what_flowc_prints() {
         assert!(printed.lines().any(|printed| printed == line), "the README shows {line:?}; flowc printed:\n{printed}");
     }
 }
+
+#[test]
+fn the_readme_script_ships_and_runs() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let command = "flowc run flows/support.yaml --script flows/support.chat --json";
+    assert!(readme.contains(command), "the README runs {command}");
+    let output =
+        flowc_env(root(), &["run", "flows/support.yaml", "--script", "flows/support.chat", "--json"], &[], TIMEOUT);
+    assert_eq!(assert_clear_exit(&output, "run"), 0, "{}", stderr(&output));
+    let turns: Vec<serde_json::Value> =
+        stdout(&output).lines().filter_map(|line| serde_json::from_str(line).ok()).collect();
+    let script = std::fs::read_to_string(root().join("flows/support.chat")).expect("flows/support.chat");
+    assert_eq!(turns.len(), script.lines().filter(|line| !line.trim().is_empty()).count());
+    assert!(turns.iter().all(|turn| turn["reply"].as_str().is_some_and(|reply| !reply.is_empty())), "{turns:?}");
+}
