@@ -19,5 +19,5 @@ pub mod runtime;
 pub mod source;
 pub mod store;
 pub mod syntax;
-#[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testgen;

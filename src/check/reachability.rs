@@ -18,9 +18,10 @@
 //! Flows that lowering could not build whole ([`crate::ir::Flow::incomplete`])
 //! get no step report: the missing edge would be the cause, already reported.
 
-use super::assignment::{definitely_set_at_branches, entered_with};
 use super::conditions::{Values, conjuncts, coverage, domain, fold_bool, key, when_key};
+use super::dataflow::definitely_set_at_branches;
 use super::flowgraph::{self, FlowGraph, To};
+use super::summary::entered_with;
 use crate::diag::{Code, Diagnostic};
 use crate::ir::{Branch, FieldId, Flow, FlowId, Position, Program, StepId};
 use crate::source::Span;
@@ -90,7 +91,7 @@ pub(crate) struct Analysis {
     /// Per flow, per node of its graph (steps, then listed arrivals).
     pub reached_nodes: Vec<Vec<bool>>,
     /// Per flow, the fields set whenever it is entered (see
-    /// [`super::assignment::entered_with`]).
+    /// [`super::summary::entered_with`]).
     pub entered_with: Vec<Vec<FieldId>>,
     pub dead_branches: Vec<DeadBranch>,
     pub unreachable_steps: Vec<UnreachableStep>,
