@@ -1,9 +1,11 @@
 //! The expression language after resolution: every name is a field, a
 //! context key, a local (loop variable or tool param) or an environment
 //! variable, and every node carries its static [`Type`]. [`typeck`] builds it
-//! from the AST; the runtime evaluates it.
+//! from the AST; the runtime evaluates it ([`eval`]), with what each
+//! operator does to values in [`ops`], which the checker's folding shares.
 
 pub mod eval;
+pub mod ops;
 pub mod typeck;
 
 use crate::ir::{ContextId, FieldId};
