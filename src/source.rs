@@ -1,5 +1,6 @@
 //! Source files and byte spans: the coordinates every diagnostic, AST node and
-//! IR node is expressed in.
+//! IR node is expressed in. A [`SourceFile`] is built from text its caller
+//! read; nothing here reads files.
 
 use serde::Serialize;
 use std::cell::Cell;

@@ -465,6 +465,57 @@ mod tests {
         assert_eq!(folded("1 == 1.0"), Some(true));
     }
 
+    /// Constant expressions need no data; reading any is a bug in the test.
+    struct NoData;
+
+    impl crate::expr::eval::Bindings for NoData {
+        fn field(&self, _: FieldId) -> Value {
+            unreachable!("a constant condition reads no field")
+        }
+        fn context(&self, _: crate::ir::ContextId) -> Value {
+            unreachable!("a constant condition reads no context")
+        }
+        fn local(&self, _: u32) -> Value {
+            unreachable!("a constant condition reads no local")
+        }
+        fn env(&self, _: &str) -> Option<String> {
+            None
+        }
+        fn now(&self) -> chrono::DateTime<chrono::Utc> {
+            chrono::DateTime::UNIX_EPOCH
+        }
+    }
+
+    /// The checker calls a branch dead only when the runtime would find its
+    /// condition false: the fold and the evaluator share one meaning of
+    /// each operator. Before they did, `[1] == [1.0]` folded false (the
+    /// runtime says true) and `7 / 2 == 3` did not fold at all.
+    #[test]
+    fn constant_conditions_fold_to_what_the_runtime_computes() {
+        let cases = [
+            ("[1] == [1.0]", Some(true)),
+            ("7 / 2 == 3", Some(true)),
+            ("-7 % 2 == -1", Some(true)),
+            ("2 * 1.5 == 3", Some(true)),
+            ("\"b\" < \"a\"", Some(false)),
+            ("\"a\" + \"b\" == \"ab\"", Some(true)),
+            ("null not in [1, 2]", Some(true)),
+            ("-(1) < 0", Some(true)),
+            // The runtime warns and gives null: left to it, not folded.
+            ("1 / 0 == 0", None),
+            ("9223372036854775807 + 1 > 0", None),
+        ];
+        for (text, expected) in cases {
+            let (program, expr) = condition(text);
+            assert!(program.flows.first().is_some_and(|flow| !flow.incomplete), "{text} does not compile");
+            assert_eq!(fold_bool(&expr), expected, "{text}");
+            if let Some(expected) = expected {
+                let value = crate::expr::eval::eval(&expr, &NoData, &mut Vec::new());
+                assert_eq!(crate::expr::eval::is_true(&value), expected, "the runtime's {text}");
+            }
+        }
+    }
+
     #[test]
     fn conditions_on_data_do_not_fold() {
         assert_eq!(folded("n > 1"), None);

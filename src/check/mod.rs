@@ -19,7 +19,7 @@
 //! [`dataflow`] which fields are set on every path (asked by both
 //! [`assignment`] and [`reachability`]). Every pass is linear (or n log n) in the size of
 //! the program and uses no recursion whose depth grows with it, except over
-//! expressions, whose depth the front ends bound.
+//! expressions, whose depth the front ends bound. No pass does I/O.
 
 mod assignment;
 mod conditions;

@@ -1,6 +1,7 @@
 //! Diagnostics as data: every front end, lowering and check pass pushes
 //! [`Diagnostic`]s; rendering (miette for people, JSON for tools) is separate
-//! and lives in [`render`].
+//! and lives in [`render`], which writes to the writer its caller passes
+//! and does no other I/O.
 
 pub mod render;
 

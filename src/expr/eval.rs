@@ -12,7 +12,7 @@
 use super::ops::{self, Typing, contained, is_temporal};
 pub use super::ops::{is_true, to_text};
 use super::{Expr, ExprKind, Function, Template, TemplatePart, Type};
-use crate::ir::{ContextId, FieldId};
+use crate::ids::{ContextId, FieldId};
 use crate::syntax::ast::BinaryOp;
 use chrono::SecondsFormat;
 use serde_json::Value;
@@ -130,6 +130,7 @@ fn call(function: Function, args: &[Expr], bindings: &dyn Bindings, warnings: &m
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::{DateTime, Utc};
     use crate::expr::typeck::{Checker, Scope, Symbols};
     use crate::syntax::expr::{SpanMap, parse_expr, parse_template};
     use serde_json::json;

@@ -20,6 +20,8 @@
 //! Not drawn: directives inside tool results (their target is data the
 //! tool returns at run time) and a workflow step's `on_error` (a failed run
 //! ends the run; it is not a position in the flow).
+//!
+//! No I/O: the emitters return text, which the CLI writes.
 
 mod label;
 
