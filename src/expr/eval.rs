@@ -130,9 +130,9 @@ fn call(function: Function, args: &[Expr], bindings: &dyn Bindings, warnings: &m
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::{DateTime, Utc};
     use crate::expr::typeck::{Checker, Scope, Symbols};
     use crate::syntax::expr::{SpanMap, parse_expr, parse_template};
+    use chrono::{DateTime, Utc};
     use serde_json::json;
 
     /// A session with a fixed clock; unset fields are absent.
