@@ -224,6 +224,7 @@ impl Runtime {
             started: Instant::now(),
             understanding: Understanding::default(),
             asked_fields: BTreeSet::new(),
+            extracted_this_turn: BTreeSet::new(),
             events: Vec::new(),
             records: Vec::new(),
             pre_bus: Vec::new(),
@@ -232,6 +233,7 @@ impl Runtime {
             says: Vec::new(),
             instructions: Vec::new(),
             asking: None,
+            batch: Vec::new(),
             executed: Vec::new(),
             auto_steps: 0,
             transitions: 0,
@@ -257,6 +259,9 @@ pub struct Turn<'a> {
     started: Instant,
     understanding: Understanding,
     asked_fields: BTreeSet<FieldId>,
+    /// Fields the understanding step wrote from this turn's message: a new
+    /// run of a flow entered in the same turn keeps them.
+    extracted_this_turn: BTreeSet<String>,
     events: Vec<Event>,
     records: Vec<DirectiveRecord>,
     pre_bus: Vec<Emission>,
@@ -265,6 +270,10 @@ pub struct Turn<'a> {
     says: Vec<String>,
     instructions: Vec<String>,
     asking: Option<(FlowId, StepId)>,
+    /// The steps this turn's reply covers, in the order they ran: conversation
+    /// steps entered this turn and executed, and the step that asks. Each
+    /// ran its `prepare`; each runs its `finalize` after the reply.
+    batch: Vec<(FlowId, StepId)>,
     executed: Vec<String>,
     auto_steps: u32,
     transitions: u32,
@@ -634,6 +643,7 @@ impl Turn<'_> {
                 });
             }
             self.emit(Event::Routed { flow: self.flow_name(flow), reason });
+            self.start_run(flow);
             self.cursor = Cursor::EnterFlow(flow, StepId(0));
         } else {
             self.cursor = self.current_cursor();
@@ -763,6 +773,7 @@ impl Turn<'_> {
         }
         for (name, value) in staged {
             self.emit(Event::Extracted { field: name.clone(), value: value.clone() });
+            self.extracted_this_turn.insert(name.clone());
             self.session.data.insert(name, value);
         }
     }
@@ -840,6 +851,7 @@ impl Turn<'_> {
                 match next_override.or(flow.complete_next) {
                     Some(next) => {
                         self.emit(Event::Routed { flow: self.flow_name(next), reason: "complete.next" });
+                        self.start_run(next);
                         self.cursor = Cursor::EnterFlow(next, StepId(0));
                     }
                     None => self.stop_with(StopReason::FlowComplete),
@@ -945,6 +957,7 @@ impl Turn<'_> {
         self.asking = Some((flow_id, step_id));
         let path = format!("{}.{}.prepare", flow.name, step.name);
         self.run_hook(&step.prepare, &path)?;
+        self.batch.push((flow_id, step_id));
         if self.apply_pre_positions() {
             return Ok(());
         }
@@ -974,12 +987,25 @@ impl Turn<'_> {
             }
             self.auto_steps += 1;
         }
+        // The step the message answers had its model call (and hooks) when
+        // it asked; a conversation step entered this turn joins the batch.
+        let answered = self.original.flow == Some(flow_id) && self.original.step == Some(step_id);
+        let joins_batch = !step.auto && !answered;
         self.session.flow = Some(flow_id);
         self.session.step = Some(step_id);
         self.mark_executed(&step.name);
         let path = format!("{}.{}", flow.name, step.name);
         let source = ActionSource { kind: "action", path: &path, numbered: true };
-        self.run_actions(&step.actions, &source, false)?;
+        match self.run_actions(&step.actions, &source, false) {
+            Ok(()) => {}
+            Err(TurnError::Action(failure)) => return self.step_failed(flow, step, flow_id, step_id, &failure),
+            Err(error) => return Err(error),
+        }
+        if joins_batch {
+            let path = format!("{}.{}.prepare", flow.name, step.name);
+            self.run_hook(&step.prepare, &path)?;
+            self.batch.push((flow_id, step_id));
+        }
         if step.collect.is_empty()
             && let Some(prompt) = &step.prompt
         {
@@ -1009,6 +1035,49 @@ impl Turn<'_> {
             return Ok(());
         }
         self.cursor = Cursor::Leave(flow_id, step_id);
+        Ok(())
+    }
+
+    /// A step's actions failed (a tool call, an invalid write). Nothing they
+    /// wrote is kept. A conversation answers instead of failing the turn:
+    /// the step's `on_error` directive (its `reply` is said; with no
+    /// position the conversation stays at the step, and the next message
+    /// runs it again), or by default an apology and the flow aborted, so
+    /// that nothing more acts on the failed attempt.
+    fn step_failed(
+        &mut self,
+        flow: &Flow,
+        step: &Step,
+        flow_id: FlowId,
+        step_id: StepId,
+        failure: &ActionError,
+    ) -> Result<(), TurnError> {
+        self.emit(Event::StepFailed { flow: flow.name.clone(), step: step.name.clone(), error: failure.to_string() });
+        self.session.flow = Some(flow_id);
+        self.session.step = Some(step_id);
+        self.session.asks = 0;
+        let Some(directive) = &step.on_error_then else {
+            let title = flow.title.clone().unwrap_or_else(|| flow.name.clone());
+            self.says.push(format!("Sorry, something went wrong, so I stopped \"{title}\". Nothing more was done."));
+            self.cursor = Cursor::Abort;
+            return Ok(());
+        };
+        let source = Source::new("on_error", format!("{}.{}", flow.name, step.name));
+        let mut warnings = Vec::new();
+        let emission = evaluate_directive(directive, source, &self.scope(&[]), &mut warnings);
+        for warning in warnings {
+            self.warn(warning);
+        }
+        self.record(&emission, true);
+        let source_name = emission.source.to_string();
+        self.apply_writes(&emission.set, &emission.set_context, &source_name);
+        if let Some(reply) = emission.reply.clone() {
+            self.says.push(reply);
+        }
+        match emission.position {
+            Some(position) => self.cursor = self.position_cursor(position),
+            None => self.stop_with(StopReason::NeedsInput),
+        }
         Ok(())
     }
 
@@ -1182,6 +1251,8 @@ impl Turn<'_> {
         match position {
             Move::Goto { flow, data } => {
                 let writes = data;
+                // The run starts before its `with` data is written.
+                self.start_run(flow);
                 self.apply_writes(&writes, &[], "goto");
                 if let Some(current) = current {
                     self.emit(Event::FlowLeft {
@@ -1200,7 +1271,10 @@ impl Turn<'_> {
             }
             Move::Complete { next } => match current {
                 Some(flow) => Cursor::FlowDone(flow, next, true),
-                None => next.map_or(Cursor::Idle, |next| Cursor::EnterFlow(next, StepId(0))),
+                None => next.map_or(Cursor::Idle, |next| {
+                    self.start_run(next);
+                    Cursor::EnterFlow(next, StepId(0))
+                }),
             },
             Move::Abort { reason } => {
                 if let Some(reason) = reason {
@@ -1209,9 +1283,39 @@ impl Turn<'_> {
                 Cursor::Abort
             }
             Move::Reset => match current {
-                Some(flow) => Cursor::Enter(flow, StepId(0)),
+                Some(flow) => {
+                    self.start_run(flow);
+                    Cursor::Enter(flow, StepId(0))
+                }
                 None => Cursor::Idle,
             },
+        }
+    }
+
+    /// A new run of a flow starts: the fields of its [`Flow::fresh`] are
+    /// cleared, so nothing collected in an earlier run (a consent above
+    /// all) acts in this one. Values the understanding step read from this
+    /// turn's message stay: the message that routes here may already
+    /// answer the flow's questions.
+    fn start_run(&mut self, flow_id: FlowId) {
+        let program = self.program();
+        let Some(flow) = program.flow(flow_id) else {
+            return;
+        };
+        let mut cleared = Vec::new();
+        for field in &flow.fresh {
+            let Some(declared) = program.field(*field) else {
+                continue;
+            };
+            if self.extracted_this_turn.contains(&declared.name) {
+                continue;
+            }
+            if self.session.data.remove(&declared.name).is_some() {
+                cleared.push(declared.name.clone());
+            }
+        }
+        if !cleared.is_empty() {
+            self.emit(Event::FieldsCleared { flow: flow.name.clone(), fields: cleared });
         }
     }
 
@@ -1421,11 +1525,20 @@ impl Turn<'_> {
         if self.halt && self.stop == Some(StopReason::NeedsInput) {
             self.stop = Some(StopReason::Halt);
         }
-        if let Some((flow, step)) = self.asking
-            && let Some(step) = program.flow(flow).and_then(|found| found.step(step))
-        {
+        // Every step of the batch finalizes, in order. The reply is written:
+        // a failing `finalize` is traced and dropped, not a failed turn.
+        for (flow, step) in std::mem::take(&mut self.batch) {
+            let Some(step) = program.flow(flow).and_then(|found| found.step(step)) else {
+                continue;
+            };
             let path = format!("{}.{}.finalize", self.flow_name(flow), step.name);
-            self.run_post_hook(&step.finalize, &path)?;
+            match self.run_post_hook(&step.finalize, &path) {
+                Ok(()) => {}
+                Err(TurnError::Action(failure)) => {
+                    self.emit(Event::HookFailed { hook: path, error: failure.to_string() })
+                }
+                Err(error) => return Err(error),
+            }
         }
         // The post-model bus: writes and a position for the next turn;
         // augmentation can no longer act.
@@ -1516,6 +1629,7 @@ impl Turn<'_> {
         let program = self.program();
         match position {
             Move::Goto { flow, data } => {
+                self.start_run(flow);
                 self.apply_writes(&data, &[], "goto");
                 self.enter_parked(&program, flow, StepId(0))?;
             }
@@ -1534,6 +1648,7 @@ impl Turn<'_> {
                 self.session.flow = None;
                 self.session.step = None;
                 if let Some(next) = next {
+                    self.start_run(next);
                     self.enter_parked(&program, next, StepId(0))?;
                 }
             }
@@ -1546,7 +1661,8 @@ impl Turn<'_> {
                 self.stop = Some(StopReason::Aborted);
             }
             Move::Reset => {
-                if self.session.flow.is_some() {
+                if let Some(flow) = self.session.flow {
+                    self.start_run(flow);
                     self.session.step = Some(StepId(0));
                     self.session.asks = 0;
                 }
