@@ -75,7 +75,7 @@ pub(crate) fn step_directives(step: &Step) -> Vec<(StepPart, &Directive)> {
     if let Some(directive) = &step.on_no_answer {
         out.push((StepPart::OnNoAnswer, directive));
     }
-    if let Some(directive) = &step.on_error_then {
+    if let Some(crate::ir::Recovery::Directive(directive)) = &step.recovery {
         out.push((StepPart::OnError, directive));
     }
     out

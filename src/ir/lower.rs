@@ -855,13 +855,13 @@ impl Lowerer {
     }
 
     /// A workflow step's `on_error` is a policy (`stop`, `continue`,
-    /// `retry`); a conversation step's is a directive (or `stop`): each
-    /// kind means nothing in the other.
+    /// `retry`); a conversation step's is a directive or `stop`: the others
+    /// mean nothing in a conversation, and a directive nothing in a run
+    /// without a user.
     fn on_error_kinds(&mut self, step_decls: &[&ast::StepDecl], workflow: bool) {
         for step in step_decls {
             let (span, what) = match &step.on_error {
                 Some(ast::OnError::Directive(directive)) if workflow => (directive.span, "a directive"),
-                Some(ast::OnError::Stop(span)) if !workflow => (*span, "`stop`"),
                 Some(ast::OnError::Continue(span)) if !workflow => (*span, "`continue`"),
                 Some(ast::OnError::Retry { span, .. }) if !workflow => (*span, "`retry`"),
                 _ => continue,
@@ -873,7 +873,7 @@ impl Lowerer {
                     .with_help("a workflow step takes `stop`, `continue` or `retry N backoff DURATION`")
             } else {
                 Diagnostic::new(Code::InvalidStep, format!("`on_error` of the conversation step `{name}` is {what}"))
-                    .at(span, "only workflow steps stop, continue or retry")
+                    .at(span, "only workflow steps continue or retry")
                     .with_help("a conversation step takes a directive: `reply \"…\"` (and stay), `goto_step STEP` or `abort \"…\"`")
             };
             self.diagnostics.push(diagnostic);
@@ -966,8 +966,13 @@ impl Lowerer {
             None => Vec::new(),
         };
         let next = step.next.as_ref().and_then(|target| self.next(target, scope));
-        let on_error_then = match &step.on_error {
-            Some(ast::OnError::Directive(directive)) => Some(Box::new(self.directive(directive, Some(scope), &[]))),
+        // Which kind a step may have is checked with its flow, once the flow
+        // is known to be a workflow or a conversation.
+        let recovery = match &step.on_error {
+            Some(ast::OnError::Directive(directive)) => {
+                Some(Recovery::Directive(Box::new(self.directive(directive, Some(scope), &[]))))
+            }
+            Some(ast::OnError::Stop(_)) => Some(Recovery::Stop),
             _ => None,
         };
         let on_error = match &step.on_error {
@@ -1001,7 +1006,7 @@ impl Lowerer {
                 .as_ref()
                 .map(|directive| Box::new(self.directive(directive, Some(scope), &[]))),
             on_error,
-            on_error_then,
+            recovery,
             wait_ms,
             span,
         }

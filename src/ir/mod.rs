@@ -325,12 +325,11 @@ pub struct Step {
     pub on_no_answer: Option<Box<Directive>>,
     /// A workflow step's failure policy.
     pub on_error: OnError,
-    /// A conversation step's answer to a failed action (a tool call, an
-    /// invalid write): its `reply` is the turn's answer, its position where
-    /// the conversation goes; with no position it stays at the step. `None`
-    /// takes the default: an apology and the flow is aborted.
+    /// A conversation step's `on_error`: what a turn does when the step's
+    /// actions fail (a tool call, an invalid write). `None` takes the
+    /// default: an apology, and the flow is aborted.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub on_error_then: Option<Box<Directive>>,
+    pub recovery: Option<Recovery>,
     pub wait_ms: Option<u64>,
     #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
@@ -361,7 +360,7 @@ impl Step {
             max_asks: DEFAULT_MAX_ASKS,
             on_no_answer: None,
             on_error: OnError::Stop,
-            on_error_then: None,
+            recovery: None,
             wait_ms: None,
             span: Span::default(),
         }
@@ -493,6 +492,18 @@ pub struct ForEach {
     pub slot: u32,
     pub filter: Option<Expr>,
     pub actions: Vec<Action>,
+}
+
+/// A conversation step's answer to a failure of its actions.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Recovery {
+    /// `on_error: stop`: the turn fails with the error, and the session
+    /// stays as it was before the turn (for embedders that handle errors).
+    Stop,
+    /// Its `reply` is the turn's answer, its position where the
+    /// conversation goes; with no position it stays at the failed step.
+    Directive(Box<Directive>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

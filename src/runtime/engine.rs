@@ -40,7 +40,7 @@ use super::tools::{ToolEnv, ToolError, ToolRegistry};
 use super::validate::validate;
 use crate::expr::eval::{eval, is_true, render};
 use crate::expr::{Expr, ExprKind, Template};
-use crate::ir::{Behavior, FieldId, Flow, FlowId, Next, Phase, Program, Step, StepId, Then, ToolId};
+use crate::ir::{Behavior, FieldId, Flow, FlowId, Next, Phase, Program, Recovery, Step, StepId, Then, ToolId};
 use crate::llm::{
     FieldSpec, FlowChoice, Message, Provider, ProviderError, Question, RespondRequest, Role, ToolLoop, ToolSpec,
     UnderstandRequest, Understanding, Usage,
@@ -998,7 +998,7 @@ impl Turn<'_> {
         let source = ActionSource { kind: "action", path: &path, numbered: true };
         match self.run_actions(&step.actions, &source, false) {
             Ok(()) => {}
-            Err(TurnError::Action(failure)) => return self.step_failed(flow, step, flow_id, step_id, &failure),
+            Err(TurnError::Action(failure)) => return self.step_failed(flow, step, flow_id, step_id, failure),
             Err(error) => return Err(error),
         }
         if joins_batch {
@@ -1043,20 +1043,26 @@ impl Turn<'_> {
     /// the step's `on_error` directive (its `reply` is said; with no
     /// position the conversation stays at the step, and the next message
     /// runs it again), or by default an apology and the flow aborted, so
-    /// that nothing more acts on the failed attempt.
+    /// that nothing more acts on the failed attempt. `on_error: stop` fails
+    /// the turn instead, leaving the session as it was.
     fn step_failed(
         &mut self,
         flow: &Flow,
         step: &Step,
         flow_id: FlowId,
         step_id: StepId,
-        failure: &ActionError,
+        failure: ActionError,
     ) -> Result<(), TurnError> {
+        let directive = match &step.recovery {
+            Some(Recovery::Stop) => return Err(failure.into()),
+            Some(Recovery::Directive(directive)) => Some(directive),
+            None => None,
+        };
         self.emit(Event::StepFailed { flow: flow.name.clone(), step: step.name.clone(), error: failure.to_string() });
         self.session.flow = Some(flow_id);
         self.session.step = Some(step_id);
         self.session.asks = 0;
-        let Some(directive) = &step.on_error_then else {
+        let Some(directive) = directive else {
             let title = flow.title.clone().unwrap_or_else(|| flow.name.clone());
             self.says.push(format!("Sorry, something went wrong, so I stopped \"{title}\". Nothing more was done."));
             self.cursor = Cursor::Abort;
