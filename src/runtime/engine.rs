@@ -923,19 +923,9 @@ impl Turn<'_> {
             match &step.on_no_answer {
                 Some(directive) => {
                     let source = Source::new("on_no_answer", format!("{}.{}", flow.name, step.name));
-                    let mut warnings = Vec::new();
-                    let emission = evaluate_directive(directive, source, &self.scope(&[]), &mut warnings);
-                    for warning in warnings {
-                        self.warn(warning);
-                    }
-                    self.record(&emission, true);
-                    let source_name = emission.source.to_string();
-                    self.apply_writes(&emission.set, &emission.set_context, &source_name);
-                    if let Some(reply) = emission.reply.clone() {
-                        self.says.push(reply);
-                    }
+                    let position = self.apply_step_directive(directive, source);
                     self.session.asks = 0;
-                    self.cursor = match emission.position {
+                    self.cursor = match position {
                         Some(position) => self.position_cursor(position),
                         None => Cursor::Evaluate { flow: flow_id, step: step_id, fresh: true },
                     };
@@ -1069,6 +1059,17 @@ impl Turn<'_> {
             return Ok(());
         };
         let source = Source::new("on_error", format!("{}.{}", flow.name, step.name));
+        match self.apply_step_directive(directive, source) {
+            Some(position) => self.cursor = self.position_cursor(position),
+            None => self.stop_with(StopReason::NeedsInput),
+        }
+        Ok(())
+    }
+
+    /// Applies a step's own directive (`on_no_answer`, `on_error`) at once:
+    /// records it, writes its data, says its `reply`; returns its position
+    /// for the caller to move by.
+    fn apply_step_directive(&mut self, directive: &crate::ir::Directive, source: Source) -> Option<Move> {
         let mut warnings = Vec::new();
         let emission = evaluate_directive(directive, source, &self.scope(&[]), &mut warnings);
         for warning in warnings {
@@ -1080,11 +1081,7 @@ impl Turn<'_> {
         if let Some(reply) = emission.reply.clone() {
             self.says.push(reply);
         }
-        match emission.position {
-            Some(position) => self.cursor = self.position_cursor(position),
-            None => self.stop_with(StopReason::NeedsInput),
-        }
-        Ok(())
+        emission.position
     }
 
     fn leave(&mut self, program: &Program, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
