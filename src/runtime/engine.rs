@@ -818,7 +818,8 @@ impl Turn<'_> {
                 }
             }
             Cursor::Enter(flow_id, step_id) => {
-                let Some(step) = program.flow(flow_id).and_then(|flow| flow.step(step_id)) else {
+                let Some((flow, step)) = program.flow(flow_id).and_then(|flow| Some((flow, flow.step(step_id)?)))
+                else {
                     // A flow with no steps completes at once.
                     self.cursor = Cursor::FlowDone(flow_id, None, false);
                     return Ok(());
@@ -827,8 +828,9 @@ impl Turn<'_> {
                 self.session.step = Some(step_id);
                 self.session.asks = 0;
                 self.emit(Event::StepEntered { flow: self.flow_name(flow_id), step: step.name.clone() });
-                let path = format!("{}.{}.on_enter", self.flow_name(flow_id), step.name);
-                self.run_hook(&step.on_enter, &path)?;
+                if !self.run_step_hook(flow, step, (flow_id, step_id), &step.on_enter, "on_enter")? {
+                    return Ok(());
+                }
                 if !self.apply_pre_positions() {
                     self.cursor = Cursor::Evaluate { flow: flow_id, step: step_id, fresh: true };
                 }
@@ -945,8 +947,9 @@ impl Turn<'_> {
         self.emit(Event::StepAsked { flow: flow.name.clone(), step: step.name.clone(), ask });
         self.mark_executed(&step.name);
         self.asking = Some((flow_id, step_id));
-        let path = format!("{}.{}.prepare", flow.name, step.name);
-        self.run_hook(&step.prepare, &path)?;
+        if !self.run_step_hook(flow, step, (flow_id, step_id), &step.prepare, "prepare")? {
+            return Ok(());
+        }
         self.batch.push((flow_id, step_id));
         if self.apply_pre_positions() {
             return Ok(());
@@ -992,8 +995,9 @@ impl Turn<'_> {
             Err(error) => return Err(error),
         }
         if joins_batch {
-            let path = format!("{}.{}.prepare", flow.name, step.name);
-            self.run_hook(&step.prepare, &path)?;
+            if !self.run_step_hook(flow, step, (flow_id, step_id), &step.prepare, "prepare")? {
+                return Ok(());
+            }
             self.batch.push((flow_id, step_id));
         }
         if step.collect.is_empty()
@@ -1028,8 +1032,8 @@ impl Turn<'_> {
         Ok(())
     }
 
-    /// A step's actions failed (a tool call, an invalid write). Nothing they
-    /// wrote is kept. A conversation answers instead of failing the turn:
+    /// A step's actions failed (a tool call, an invalid write) in its `do`,
+    /// `on_enter` or `prepare`. Nothing they wrote is kept. A conversation answers instead of failing the turn:
     /// the step's `on_error` directive (its `reply` is said; with no
     /// position the conversation stays at the step, and the next message
     /// runs it again), or by default an apology and the flow aborted, so
@@ -1064,6 +1068,28 @@ impl Turn<'_> {
             None => self.stop_with(StopReason::NeedsInput),
         }
         Ok(())
+    }
+
+    /// Runs a step's `on_enter` or `prepare` hook. Its failure is the
+    /// step's: `on_error` answers it. Returns whether the hook ran; when it
+    /// did not, the failure has already moved the turn on.
+    fn run_step_hook(
+        &mut self,
+        flow: &Flow,
+        step: &Step,
+        (flow_id, step_id): (FlowId, StepId),
+        actions: &[crate::ir::Action],
+        hook: &str,
+    ) -> Result<bool, TurnError> {
+        let path = format!("{}.{}.{hook}", flow.name, step.name);
+        match self.run_hook(actions, &path) {
+            Ok(()) => Ok(true),
+            Err(TurnError::Action(failure)) => {
+                self.step_failed(flow, step, flow_id, step_id, failure)?;
+                Ok(false)
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// Applies a step's own directive (`on_no_answer`, `on_error`) at once:

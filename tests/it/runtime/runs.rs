@@ -216,6 +216,37 @@ fn on_error_goto_step_moves_on_and_abort_ends_with_its_reason() {
     assert_eq!(aborted.stopped_reason, StopReason::Aborted);
 }
 
+#[test]
+fn a_failing_prepare_hook_is_the_step_failing() {
+    let double = Double::failing("the lookup service is down");
+    let mut tools = ToolRegistry::default();
+    tools.register("lookup", double.clone());
+    let mut harness = Harness::with_tools(
+        r#"
+schema { email: string  name: string }
+tool lookup(email: string) -> { name: string } { builtin echo }
+flow f "F" {
+  when "the user wants f"
+  step ask_email { prompt "Email?" collect email }
+  step greet {
+    prompt "Greet {{name}}. Anything else?"
+    collect name
+    prepare { call lookup(email) -> name }
+    on_error reply "I could not look you up just now."
+  }
+}
+"#,
+        tools,
+    );
+    harness.say_with("f", Understood::new().flow("f"));
+    let failed = harness.say_with("a@b.c", Understood::new().field("email", json!("a@b.c")));
+    assert_eq!(failed.reply, "I could not look you up just now.");
+    assert_eq!(failed.step.as_deref(), Some("greet"));
+    assert_eq!(step_failures(&failed).len(), 1);
+    assert_eq!(harness.calls_last_turn().1, 0, "the reply is the on_error one: no model call");
+    assert_eq!(double.calls().len(), 1);
+}
+
 // ------------------------------------------------------------ batched hooks
 
 #[test]
