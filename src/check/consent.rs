@@ -1,26 +1,81 @@
-//! `kept_consent` (a warning): a flow that calls a tool carries a `bool` it
-//! collects (its consent, such as `confirmed`) from one run to the next
-//! with `keep`. A second run would then find the consent already given and
-//! act without asking: a second booking made on the first booking's "yes".
-//! By default a flow's collected fields are cleared when a new run starts,
-//! so only `keep` can cause this.
+//! `kept_consent` (a warning): a flow that calls a tool can be entered again
+//! with a `bool` it collects (its consent, such as `confirmed`) still set
+//! from an earlier run, and act without asking: a second booking made on
+//! the first booking's "yes". By default a flow's collected fields are
+//! cleared when a new run starts, so two things cause this:
+//!
+//! - the flow lists the consent in `keep`;
+//! - another flow (or a signal) jumps into it with `goto_step`, which is a
+//!   jump into the middle of a run, not a new run, unless the jump clears
+//!   the consent itself (`set confirmed = null`).
 
 use super::walk;
 use crate::diag::{Code, Diagnostic};
-use crate::ir::{ActionKind, Flow, Program, TypeKind};
+use crate::ir::{ActionKind, FieldId, Flow, Position, Program, TypeKind};
 
 pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
-    for flow in &program.flows {
-        if !calls_a_tool(flow) {
-            continue;
+    kept(program, diagnostics);
+    jumped_into(program, diagnostics);
+}
+
+/// The bools a flow's steps collect, when the flow calls a tool.
+fn consents(program: &Program, flow: &Flow) -> Vec<FieldId> {
+    if !calls_a_tool(flow) {
+        return Vec::new();
+    }
+    let mut fields: Vec<FieldId> = flow
+        .steps
+        .iter()
+        .flat_map(|step| step.collect.iter().copied())
+        .filter(|field| program.field(*field).is_some_and(|declared| matches!(declared.ty.kind, TypeKind::Bool)))
+        .collect();
+    fields.sort_unstable();
+    fields.dedup();
+    fields
+}
+
+fn jumped_into(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+    walk::directives(program, |site, directive| {
+        let Some(Position::GotoStep { flow: target, .. }) = &directive.position else {
+            return;
+        };
+        if site.flow() == Some(*target) {
+            return;
         }
+        let Some(flow) = program.flow(*target) else {
+            return;
+        };
+        let cleared = |field: &FieldId| directive.set.iter().any(|write| write.field == *field);
+        for field in consents(program, flow).iter().filter(|field| !cleared(field)) {
+            let Some(declared) = program.field(*field) else {
+                continue;
+            };
+            diagnostics.push(
+                Diagnostic::new(
+                    Code::KeptConsent,
+                    format!(
+                        "`goto_step` enters `{}` mid-run, where `{}` from an earlier run may still be set",
+                        flow.name, declared.name
+                    ),
+                )
+                .at(directive.span, "a jump into a flow is not a new run: nothing is cleared")
+                .with_help(format!(
+                    "start a new run with `goto {}`, or clear the consent in the same directive: `set {} = null`",
+                    flow.name, declared.name
+                )),
+            );
+        }
+    });
+}
+
+fn kept(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+    for flow in &program.flows {
+        let consents = consents(program, flow);
         for (field_id, span) in flow.keep.iter().zip(&flow.keep_spans) {
             let Some(field) = program.field(*field_id) else {
                 continue;
             };
-            let is_bool = matches!(field.ty.kind, TypeKind::Bool);
-            let collected = flow.steps.iter().any(|step| step.collect.contains(field_id));
-            if !is_bool || !collected {
+            if !consents.contains(field_id) {
                 continue;
             }
             diagnostics.push(
@@ -111,6 +166,20 @@ flow booking {
     #[test]
     fn the_default_clears_the_consent() {
         check_findings(&program(""), &[]);
+    }
+
+    #[test]
+    fn jumping_into_a_flow_that_collects_a_consent() {
+        let jumping = format!(
+            "{}\nflow other {{\n  when \"the user wants other\"\n  step go {{ say \"x\" }}\n  auto step jump {{ JUMP }}\n}}\n",
+            program("")
+        );
+        check_findings(
+            &jumping.replace("JUMP", "emit goto_step booking.confirm"),
+            &[("kept_consent", "goto_step booking.confirm")],
+        );
+        check_findings(&jumping.replace("JUMP", "emit { goto_step booking.confirm set confirmed = null }"), &[]);
+        check_findings(&jumping.replace("JUMP", "emit goto booking"), &[]);
     }
 
     #[test]
