@@ -27,6 +27,14 @@
 //!   a `phase: both` signal that matched before the reply does not fire
 //!   again after it, and a turn that applied a pending directive (and so
 //!   skipped understanding) still asks the post-phase signals that are open.
+//! - A new run of a flow (routed to, `goto`, `complete.next`, `reset`)
+//!   starts without the fields of [`Flow::fresh`], except those extracted
+//!   from this turn's message; a `goto_step` is a jump, not a new run.
+//! - The batch is the conversation steps entered and run this turn plus the
+//!   step that asks: each runs `prepare` when it runs and `finalize` after
+//!   the reply, in order; a failing `finalize` is traced, not a failed turn.
+//! - A conversation step whose `do`, `on_enter` or `prepare` fails is
+//!   answered by its `on_error` (default: an apology and the flow aborted).
 //! - `turn_timeout` stops a turn only where the session can resume: before
 //!   a step is evaluated or executed, never between running a step and
 //!   leaving it (the next turn would run it again).
@@ -1033,12 +1041,13 @@ impl Turn<'_> {
     }
 
     /// A step's actions failed (a tool call, an invalid write) in its `do`,
-    /// `on_enter` or `prepare`. Nothing they wrote is kept. A conversation answers instead of failing the turn:
-    /// the step's `on_error` directive (its `reply` is said; with no
-    /// position the conversation stays at the step, and the next message
-    /// runs it again), or by default an apology and the flow aborted, so
-    /// that nothing more acts on the failed attempt. `on_error: stop` fails
-    /// the turn instead, leaving the session as it was.
+    /// `on_enter` or `prepare`; nothing they wrote is kept. A conversation
+    /// answers instead of failing the turn: by the step's `on_error`
+    /// directive (its `reply` is said; with no position the conversation
+    /// stays at the step and the next message runs it again), or by default
+    /// with an apology and the flow aborted, so that nothing more acts on
+    /// the failed attempt. `on_error: stop` fails the turn instead, leaving
+    /// the session as it was.
     fn step_failed(
         &mut self,
         flow: &Flow,
