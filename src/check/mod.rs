@@ -12,6 +12,7 @@
 //! | [`routing`]       | `unrouted_flow`, `shadowed_step`              |
 //! | [`directives`]    | `dropped_field`                               |
 //! | [`fields`]        | `uncollected_required`                        |
+//! | [`consent`]       | `kept_consent`                                |
 //!
 //! [`flowgraph`] is the step graph they share, [`conditions`] what can be
 //! told about a condition statically, [`walk`] the traversal of nested
@@ -23,6 +24,7 @@
 
 mod assignment;
 mod conditions;
+mod consent;
 mod cycles;
 mod dataflow;
 mod directives;
@@ -55,6 +57,7 @@ pub fn check(program: &Program) -> Vec<Diagnostic> {
     cycles::check(program, &analysis, &mut diagnostics);
     routing::check(program, &mut diagnostics);
     fields::check(program, &mut diagnostics);
+    consent::check(program, &mut diagnostics);
     diagnostics
 }
 

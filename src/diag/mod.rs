@@ -47,6 +47,7 @@ pub enum Code {
     UncollectedRequired,
     ShadowedStep,
     UnroutedFlow,
+    KeptConsent,
 }
 
 impl Code {
@@ -82,6 +83,7 @@ impl Code {
         Code::UncollectedRequired,
         Code::ShadowedStep,
         Code::UnroutedFlow,
+        Code::KeptConsent,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -117,6 +119,7 @@ impl Code {
             Code::UncollectedRequired => "uncollected_required",
             Code::ShadowedStep => "shadowed_step",
             Code::UnroutedFlow => "unrouted_flow",
+            Code::KeptConsent => "kept_consent",
         }
     }
 
@@ -126,7 +129,8 @@ impl Code {
             | Code::DroppedField
             | Code::UncollectedRequired
             | Code::ShadowedStep
-            | Code::UnroutedFlow => Severity::Warning,
+            | Code::UnroutedFlow
+            | Code::KeptConsent => Severity::Warning,
             _ => Severity::Error,
         }
     }
