@@ -42,7 +42,45 @@ fn main() {
     }
 
     println!();
+    diagnostic_cascades();
+
+    println!();
     binary_runs();
+}
+
+/// Issue 13: one long line that yields a diagnostic every two bytes (a run
+/// of `""`, each a second description of the same field). Compiling and
+/// positioning every diagnostic (line and column, as `--format json` does)
+/// must scale linearly: columns used to be counted from the line's start
+/// for each one, 24 s at 1 MB.
+fn diagnostic_cascades() {
+    let line_of_quotes = |bytes: usize| format!("schema {{\n  company: string {}\n}}\n", "\"".repeat(bytes));
+    let mut times = Vec::new();
+    for bytes in [100_000, 1_000_000] {
+        let file = SourceFile::new("quotes.flow", line_of_quotes(bytes));
+        let mut best = Duration::MAX;
+        let mut diagnostics = 0;
+        for _ in 0..3 {
+            let start = Instant::now();
+            let compilation = compile(&file);
+            let positioned: usize = compilation
+                .diagnostics
+                .iter()
+                .map(|diagnostic| flowc::diag::render::to_json(&file, diagnostic).column)
+                .fold(0, usize::wrapping_add);
+            std::hint::black_box(positioned);
+            best = best.min(start.elapsed());
+            diagnostics = compilation.diagnostics.len();
+        }
+        report(&format!("a {} KB line of quotes, positioned", bytes / 1000), &file.text, best, diagnostics);
+        times.push(best);
+    }
+    if let [small, large] = times.as_slice() {
+        println!(
+            "scaling: 10x the quotes took {:.2}x the time (linear is 10x; it was 100x before issue 13)",
+            large.as_secs_f64() / small.as_secs_f64()
+        );
+    }
 }
 
 fn mb(text: &str) -> f64 {

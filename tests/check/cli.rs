@@ -233,3 +233,48 @@ fn usage_errors_exit_two() {
     assert_eq!(flowc(&dir, &["check"]).code, 2);
     assert_eq!(flowc(&dir, &["check", "--format", "xml", "a.flow"]).code, 2);
 }
+
+/// A reproducer of the reliability probe (issue 13), by file name.
+fn reliability_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reliability").join(name)
+}
+
+#[test]
+fn a_cascade_of_diagnostics_is_shown_up_to_the_limit_and_counted_whole() {
+    // Issue 13: 25 KB of `{{x}}` on one line wrote 252 MB to stderr, one
+    // rendering of the whole line per unknown field.
+    let path = reliability_fixture("diag_amplification_25KB.flow");
+    let dir = scratch("cascade_is_capped");
+    let run = flowc(&dir, &["check", &path.to_string_lossy()]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let rendered = run.stderr.matches("flowc::unknown_field").count();
+    assert_eq!(rendered, 100, "only the first 100 are rendered");
+    assert!(run.stderr.contains("more diagnostics in"), "{}", &run.stderr[run.stderr.len().saturating_sub(500)..]);
+    assert!(run.stderr.len() < 4_000_000, "{} bytes on stderr", run.stderr.len());
+    let summary = run.stderr.lines().last().unwrap_or_default();
+    let counted: usize = summary
+        .split_once(": ")
+        .and_then(|(_, counts)| counts.split_whitespace().next())
+        .and_then(|errors| errors.parse().ok())
+        .unwrap_or(0);
+    assert!(counted > 1_000, "the summary counts every error: {summary}");
+
+    let all = flowc(&dir, &["check", "--max-diagnostics", "0", "--format", "json", &path.to_string_lossy()]);
+    let json: serde_json::Value = serde_json::from_str(&all.stdout).unwrap_or_default();
+    assert_eq!(json.as_array().map(Vec::len), Some(counted), "`--max-diagnostics 0` shows them all");
+}
+
+#[test]
+fn a_line_of_quotes_gives_a_bounded_json_report() {
+    // Issue 13: 256 KB of `"` took 1.6 s (24 s at 1 MB) in `--format json`,
+    // columns being counted from the start of the line for each of 131,071
+    // diagnostics; and the report was 36 MB.
+    let path = reliability_fixture("quotes_256KB.flow");
+    let dir = scratch("quotes_json");
+    let run = flowc(&dir, &["check", "--format", "json", &path.to_string_lossy()]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).unwrap_or_default();
+    assert_eq!(json.as_array().map(Vec::len), Some(100));
+    assert!(run.stderr.contains("131071 errors"), "{}", run.stderr);
+    assert!(run.stderr.contains("130971 more diagnostics"), "{}", run.stderr);
+}
