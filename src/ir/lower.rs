@@ -10,6 +10,7 @@
 
 use super::*;
 use crate::diag::{Code, Diagnostic, did_you_mean};
+use crate::duration::{DurationError, MAX_DURATION_DAYS, parse_duration_ms};
 use crate::expr::typeck::{Checker, Scope, Symbols, assignability};
 use crate::expr::{Expr, ExprKind, Template, Type};
 use crate::source::{Span, Spanned};
@@ -423,17 +424,21 @@ impl Lowerer {
     // ------------------------------------------------------------ values
 
     fn duration(&mut self, text: &ast::Text) -> Option<u64> {
-        match parse_duration(&text.value) {
-            Some(ms) => Some(ms),
-            None => {
-                self.diagnostics.push(
-                    Diagnostic::new(Code::InvalidDuration, format!("`{}` is not a duration", text.value))
-                        .at(text.span, "expected a whole number and a unit")
-                        .with_help("write e.g. `30s`, `10m`, `2h` or `1d`"),
-                );
-                None
+        let diagnostic = match parse_duration_ms(&text.value) {
+            Ok(ms) => return Some(ms),
+            Err(DurationError::Malformed) => {
+                Diagnostic::new(Code::InvalidDuration, format!("`{}` is not a duration", text.value))
+                    .at(text.span, "expected a whole number and a unit")
+                    .with_help("write e.g. `500ms`, `30s`, `10m`, `2h` or `1d`")
             }
-        }
+            Err(DurationError::TooLong) => {
+                Diagnostic::new(Code::InvalidDuration, format!("`{}` is longer than flowc allows", text.value))
+                    .at(text.span, format!("longer than `{MAX_DURATION_DAYS}d`"))
+                    .with_help(format!("a duration is at most `{MAX_DURATION_DAYS}d` (about ten years)"))
+            }
+        };
+        self.diagnostics.push(diagnostic);
+        None
     }
 
     fn positive(&mut self, value: &Spanned<i64>, what: &str) -> Option<u32> {
@@ -1399,34 +1404,4 @@ fn goto_directive(flow: FlowId, span: Span) -> Directive {
 
 fn complete_directive(span: Span) -> Directive {
     Directive { position: Some(Position::Complete { next: None }), span, ..Directive::default() }
-}
-
-/// `30s`, `10m`, `2h`, `1d` in milliseconds.
-pub fn parse_duration(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let unit_at = text.find(|character: char| !character.is_ascii_digit())?;
-    let (digits, unit) = text.split_at(unit_at);
-    let amount: u64 = digits.parse().ok()?;
-    let unit_ms: u64 = match unit {
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return None,
-    };
-    amount.checked_mul(unit_ms)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_have_a_unit() {
-        assert_eq!(parse_duration("30s"), Some(30_000));
-        assert_eq!(parse_duration("2d"), Some(172_800_000));
-        assert_eq!(parse_duration("10"), None);
-        assert_eq!(parse_duration("5ms"), None);
-        assert_eq!(parse_duration("99999999999999999999d"), None);
-    }
 }
