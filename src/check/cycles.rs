@@ -16,23 +16,117 @@
 //! components are found with an iterative Tarjan, linear in its size. Each
 //! cyclic component is reported once, at its first step in source order,
 //! with one cycle through that step spelled out.
+//!
+//! A cycle whose only waits are input steps waits on the first lap only:
+//! each step asks until its fields are set, and once every field is set
+//! nothing in the cycle asks again (issue 13: a ring of two steps that
+//! collect the same field answered every later turn with an empty reply at
+//! the auto-step cap). Such a cycle is an `auto_cycle` too, unless a step
+//! in it can write (and so clear) a field one of its steps waits on.
 
 use super::flowgraph::{To, directive_target};
 use super::reachability::Analysis;
-use super::walk::emitted;
+use super::walk::{all_actions, emitted, step_directives};
 use crate::diag::{Code, Diagnostic};
-use crate::ir::{FlowId, Program, Step, StepId};
-use std::collections::VecDeque;
+use crate::ir::{Action, ActionKind, Directive, FieldId, FlowId, Position, Program, Step, StepId};
+use std::collections::{HashSet, VecDeque};
 
 const NONE: u32 = u32::MAX;
 
 pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Vec<Diagnostic>) {
-    let graph = ProgramGraph::build(program, analysis);
+    let graph = ProgramGraph::build(program, analysis, waits);
+    let mut in_auto_cycle = vec![false; graph.nodes.len()];
     for component in graph.cyclic_components() {
-        if let Some(diagnostic) = report(program, &graph, &component) {
+        for node in &component {
+            if let Some(flag) = in_auto_cycle.get_mut(*node as usize) {
+                *flag = true;
+            }
+        }
+        if let Some(diagnostic) = report(program, &graph, &component, Kind::NeverWaits) {
             diagnostics.push(diagnostic);
         }
     }
+    check_rings(program, analysis, &in_auto_cycle, diagnostics);
+}
+
+/// Cycles that wait only for input that the first lap collects for good
+/// (see the module doc). Cycles already reported are left alone: the two
+/// graphs share their node numbering.
+fn check_rings(program: &Program, analysis: &Analysis, in_auto_cycle: &[bool], diagnostics: &mut Vec<Diagnostic>) {
+    let graph = ProgramGraph::build(program, analysis, |step| step.wait_ms.is_some());
+    for component in graph.cyclic_components() {
+        if component.iter().any(|node| in_auto_cycle.get(*node as usize).copied().unwrap_or(false)) {
+            continue;
+        }
+        let steps: Vec<(FlowId, &Step)> = component
+            .iter()
+            .filter_map(|node| graph.nodes.get(*node as usize))
+            .filter(|(_, _, listed)| !listed)
+            .filter_map(|(flow, step, _)| Some((*flow, program.flow(*flow)?.step(*step)?)))
+            .collect();
+        let waited_on: HashSet<FieldId> = steps
+            .iter()
+            .filter(|(_, step)| waits(step))
+            .flat_map(|(_, step)| step.collect.iter().chain(&step.requires).copied())
+            .collect();
+        if waited_on.is_empty() {
+            continue;
+        }
+        let mut written = HashSet::new();
+        for (_, step) in &steps {
+            step_writes(step, &mut written);
+        }
+        // Entering another flow runs its hooks, which may clear a field.
+        let flows: HashSet<FlowId> = steps.iter().map(|(flow, _)| *flow).collect();
+        if flows.len() > 1 {
+            for flow in flows.iter().filter_map(|flow| program.flow(*flow)) {
+                actions_writes(&flow.on_enter, &mut written);
+                actions_writes(&flow.on_complete, &mut written);
+            }
+        }
+        if waited_on.is_disjoint(&written) {
+            diagnostics.extend(report(program, &graph, &component, Kind::WaitsOnFirstLapOnly));
+        }
+    }
+}
+
+/// Every field a step's actions, hooks and directives can write.
+fn step_writes(step: &Step, written: &mut HashSet<FieldId>) {
+    for hook in [&step.actions, &step.on_enter, &step.prepare, &step.finalize] {
+        actions_writes(hook, written);
+    }
+    for (_, directive) in step_directives(step) {
+        directive_writes(directive, written);
+    }
+}
+
+fn actions_writes(actions: &[Action], written: &mut HashSet<FieldId>) {
+    for action in all_actions(actions) {
+        match &action.kind {
+            ActionKind::Set(write) => {
+                written.insert(write.field);
+            }
+            ActionKind::Call(call) => written.extend(call.save),
+            ActionKind::Emit(directive) => directive_writes(directive, written),
+            ActionKind::Say { .. } | ActionKind::ForEach(_) => {}
+        }
+    }
+}
+
+fn directive_writes(directive: &Directive, written: &mut HashSet<FieldId>) {
+    written.extend(directive.set.iter().map(|write| write.field));
+    if let Some(Position::Goto { data, .. }) = &directive.position {
+        written.extend(data.iter().map(|write| write.field));
+    }
+}
+
+/// Which of the two faults a reported cycle has.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// No step of the cycle waits.
+    NeverWaits,
+    /// Its steps wait for input, but only until the first lap has set it.
+    WaitsOnFirstLapOnly,
 }
 
 /// Whether a step can stop the walk: it waits for input or for time.
@@ -51,7 +145,8 @@ struct ProgramGraph {
 }
 
 impl ProgramGraph {
-    fn build(program: &Program, analysis: &Analysis) -> ProgramGraph {
+    /// The graph where the steps `stops` names end the walk.
+    fn build(program: &Program, analysis: &Analysis, stops: impl Fn(&Step) -> bool) -> ProgramGraph {
         let mut offsets = Vec::with_capacity(program.flows.len());
         let mut nodes = Vec::new();
         for (flow_index, graph) in analysis.graphs.iter().enumerate() {
@@ -114,7 +209,7 @@ impl ProgramGraph {
                 let (step_index, listed) = graph.step_of(node);
                 // A step that waits stops the walk: nothing leaves it
                 // without input (its listed arrival may still pass it over).
-                if !listed && flow.steps.get(step_index).is_some_and(waits) {
+                if !listed && flow.steps.get(step_index).is_some_and(&stops) {
                     continue;
                 }
                 let Some(source) = global(flow_id, node) else {
@@ -277,7 +372,7 @@ fn lower(lowlink: &mut [u32], node: u32, value: u32) {
     }
 }
 
-fn report(program: &Program, graph: &ProgramGraph, component: &[u32]) -> Option<Diagnostic> {
+fn report(program: &Program, graph: &ProgramGraph, component: &[u32], kind: Kind) -> Option<Diagnostic> {
     let cycle = graph.cycle_through(component);
     let (first_flow, first_step_id, _) = graph.nodes.get(*cycle.first()? as usize).copied()?;
     let single_flow =
@@ -324,10 +419,20 @@ fn report(program: &Program, graph: &ProgramGraph, component: &[u32]) -> Option<
     } else {
         spelled.join(" → ")
     };
-    let message = if runs == 1 && cycle.len() == 1 {
-        format!("the step {} loops to itself without waiting for input", name(first_flow, first_step_id))
+    let looping = if runs == 1 && cycle.len() == 1 {
+        format!("the step {} loops to itself", name(first_flow, first_step_id))
     } else {
-        format!("the steps {path} loop without waiting for input")
+        format!("the steps {path} loop")
+    };
+    let (message, help) = match kind {
+        Kind::NeverWaits => (
+            format!("{looping} without waiting for input"),
+            "give the cycle a step that waits: one that collects input (not `auto`), or an auto step with `wait`; or a way out",
+        ),
+        Kind::WaitsOnFirstLapOnly => (
+            format!("{looping} without waiting for input once the fields they ask for are set"),
+            "after one lap every field the cycle asks for is set and no step asks again: give it a way out (a `branch` or `next` to another step, `complete`), clear a field it collects (`set FIELD = null`), or add an auto step with `wait`",
+        ),
     };
     let mut diagnostic = Diagnostic::new(Code::AutoCycle, message).at(first_step.span, "the cycle starts here");
     for (flow, step) in steps_in_cycle.iter().skip(1).take(5) {
@@ -335,9 +440,7 @@ fn report(program: &Program, graph: &ProgramGraph, component: &[u32]) -> Option<
             diagnostic = diagnostic.with_label(step.span, "part of the cycle");
         }
     }
-    Some(diagnostic.with_help(
-        "give the cycle a step that waits: one that collects input (not `auto`), or an auto step with `wait`; or a way out",
-    ))
+    Some(diagnostic.with_help(help))
 }
 
 #[cfg(test)]
@@ -372,6 +475,41 @@ mod tests {
             flow f { when "w"
                 step a { collect x  next b }
                 auto step b { set x = null  next a } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn a_ring_of_input_steps_whose_fields_stay_set_is_a_cycle() {
+        check(
+            r#"schema { a: string "Anything" }
+            flow f { default
+                step s1 { prompt "A?" collect a  next s2 }
+                step s2 { prompt "A again?" collect a  next s1 } }"#,
+            &[("auto_cycle", "s1")],
+        );
+        check(
+            r#"schema { answer: string }
+            flow f { default
+                step ask { collect answer  branch { if answer == "yes" -> { complete }  else -> ask } } }"#,
+            &[("auto_cycle", "ask")],
+        );
+    }
+
+    #[test]
+    fn a_ring_that_clears_what_it_collects_asks_again() {
+        check(
+            r#"schema { answer: string }
+            flow f { default
+                step ask { collect answer
+                    branch { if answer == "yes" -> { complete }  else -> { set answer = null  goto_step ask } } } }"#,
+            &[],
+        );
+        check(
+            r#"schema { a: string  b: string }
+            flow f { default
+                step s1 { collect a  next s2 }
+                step s2 { collect b  do { set a = null }  next s1 } }"#,
             &[],
         );
     }
