@@ -19,7 +19,14 @@ use pest::iterators::Pair;
 /// How far expressions may nest (operators and brackets together). Deeper
 /// input is refused with a diagnostic rather than risking the stack in the
 /// passes that walk expressions recursively.
-pub const MAX_EXPR_DEPTH: usize = 32;
+pub const MAX_EXPR_DEPTH: usize = 64;
+
+/// How deep brackets of any kind may nest in a `.flow` file, checked on the
+/// raw text before pest runs (pest recurses once per level): an expression
+/// at the deepest [`MAX_EXPR_DEPTH`] sits inside blocks (`flow`, `step`,
+/// `for`, `branch`), which nest too, so the text may go deeper than one
+/// expression. The builders then refuse what is too deep, precisely.
+pub const MAX_BRACKET_DEPTH: usize = 2 * MAX_EXPR_DEPTH;
 
 /// Maps offsets within a parsed text back to the file.
 #[derive(Clone, Copy, Debug)]
@@ -341,7 +348,7 @@ pub fn unescape_text(pair: Pair<'_, Rule>) -> String {
     value
 }
 
-/// The offset of the first bracket nested deeper than [`MAX_EXPR_DEPTH`],
+/// The offset of the first bracket nested deeper than [`MAX_BRACKET_DEPTH`],
 /// ignoring brackets inside quoted strings and comments.
 pub fn too_deep(text: &str) -> Option<usize> {
     let mut depth = 0usize;
@@ -367,7 +374,7 @@ pub fn too_deep(text: &str) -> Option<usize> {
                 }
                 b'(' | b'[' | b'{' => {
                     depth += 1;
-                    if depth > MAX_EXPR_DEPTH {
+                    if depth > MAX_BRACKET_DEPTH {
                         return Some(offset);
                     }
                 }

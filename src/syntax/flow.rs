@@ -31,7 +31,10 @@ pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
     // Refused before pest runs: the generated parser recurses once per
     // bracket level, and so does the walk below.
     if let Some(offset) = expr::too_deep(text) {
-        let diagnostic = too_deep_diagnostic(map.span(offset, next_char_end(text, offset)));
+        let mut diagnostic = too_deep_diagnostic(map.span(offset, next_char_end(text, offset)));
+        if let Some(label) = diagnostic.labels.first_mut() {
+            label.text = format!("more than {} brackets deep here", expr::MAX_BRACKET_DEPTH);
+        }
         return (Program::default(), vec![diagnostic]);
     }
     // Large programs are cut at top-level item boundaries and the pieces

@@ -278,3 +278,32 @@ fn a_line_of_quotes_gives_a_bounded_json_report() {
     assert!(run.stderr.contains("131071 errors"), "{}", run.stderr);
     assert!(run.stderr.contains("130971 more diagnostics"), "{}", run.stderr);
 }
+
+#[test]
+fn an_expression_64_levels_deep_runs_in_both_syntaxes() {
+    // The evaluator and the type checker recurse per level: the deepest
+    // expression the front ends accept must run on the binary's own stack.
+    let dir = scratch("nested_64_runs");
+    for yaml in [false, true] {
+        let (text, name) = super::stress::nested_condition(64, yaml);
+        write(&dir, name, text);
+        let output = Command::new(env!("CARGO_BIN_EXE_flowc"))
+            .args(["run", name, "--json"])
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write as _;
+                if let Some(mut stdin) = child.stdin.take() {
+                    stdin.write_all(b"5\n")?;
+                }
+                child.wait_with_output()
+            })
+            .unwrap_or_else(|error| panic!("cannot run flowc: {error}"));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&output.stderr));
+        assert!(stdout.contains(r#""count":6"#), "{name}: {stdout}");
+    }
+}
