@@ -785,8 +785,10 @@ impl Lowerer {
         if name.value == "end" {
             return Some(complete_directive(name.span));
         }
+        let directive = misspelt_directive(&name.value);
         let help = match did_you_mean(&name.value, self.flow_names.iter().map(String::as_str)) {
             Some(close) => format!("did you mean `{close}`?"),
+            None if directive.is_some() => directive.unwrap_or_default(),
             None if self.step_owners.contains_key(&name.value) => {
                 "a signal's target is a flow; for a step use `goto_step` with its flow (`goto_step F.S` in .flow, `goto_step: { flow: F, step: S }` in YAML)".to_string()
             }
@@ -1047,8 +1049,10 @@ impl Lowerer {
             candidates.extend(self.flow_names.iter().map(String::as_str));
         }
         let what = if flows_allowed { "step or flow" } else { "step" };
+        let directive = if flows_allowed { misspelt_directive(&name.value) } else { None };
         let help = match did_you_mean(&name.value, candidates) {
             Some(close) => format!("did you mean `{close}`?"),
+            None if directive.is_some() => directive.unwrap_or_default(),
             None if !flows_allowed && self.flows.contains_key(&name.value) => {
                 format!(
                     "`next` names a step or `end`; to enter the flow `{}`, branch to it or emit a `goto`",
@@ -1396,6 +1400,13 @@ impl Lowerer {
         }
         Some(field)
     }
+}
+
+/// The did-you-mean for a target that is a misspelt directive with no
+/// argument (`-> compelte`), which the front end read as a name.
+fn misspelt_directive(name: &str) -> Option<String> {
+    let keyword = did_you_mean(name, ["complete", "abort", "reset"])?;
+    Some(format!("did you mean the directive `{keyword}`? (`{keyword}` in .flow, `{{ {keyword}: true }}` in YAML)"))
 }
 
 fn goto_directive(flow: FlowId, span: Span) -> Directive {

@@ -307,3 +307,23 @@ fn an_expression_64_levels_deep_runs_in_both_syntaxes() {
         assert!(stdout.contains(r#""count":6"#), "{name}: {stdout}");
     }
 }
+
+#[test]
+fn newcomer_mistakes_get_a_did_you_mean_or_the_right_place() {
+    // Issue 13: a misspelt keyword and a misspelt directive as a target got
+    // no suggestion; an unclosed `{` was reported at the next step.
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/check");
+    let dir = scratch("newcomer");
+    for (fixture, line, help) in [
+        ("syntax/misspelt_keyword.flow", 5, "did you mean `collect`?"),
+        ("unknown_target/misspelt_directive.flow", 6, "did you mean the directive `complete`?"),
+        ("syntax/unclosed_brace.flow", 6, "add the missing `}`"),
+    ] {
+        let path = fixtures.join(fixture);
+        let run = flowc(&dir, &["check", "--format", "json", &path.to_string_lossy()]);
+        let json: serde_json::Value = serde_json::from_str(&run.stdout).unwrap_or_default();
+        let first = &json[0];
+        assert_eq!(first["line"], line, "{fixture}: {}", run.stdout);
+        assert!(first["help"].as_str().is_some_and(|text| text.starts_with(help)), "{fixture}: {}", run.stdout);
+    }
+}
