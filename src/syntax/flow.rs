@@ -267,58 +267,37 @@ fn open_braces(text: &str, failed_at: usize) -> OpenBraces {
     let mut open: Vec<(usize, usize)> = Vec::new();
     let mut open_at_failure: Option<Vec<usize>> = None;
     let mut misindented = Vec::new();
-    let mut quote: Option<u8> = None;
     let mut indent = 0usize;
     let mut line_is_blank = true;
-    let mut bytes = text.bytes().enumerate();
-    while let Some((offset, byte)) = bytes.next() {
+    for (offset, byte) in expr::code_bytes(text) {
         if offset >= failed_at && open_at_failure.is_none() {
             open_at_failure = Some(open.iter().map(|(at, _)| *at).collect());
         }
-        let leads_line = line_is_blank && quote.is_none() && !matches!(byte, b' ' | b'\t' | b'\n' | b'\r');
+        let leads_line = line_is_blank && !matches!(byte, b' ' | b'\t' | b'\n' | b'\r');
         match byte {
-            b'\n' if quote.is_none() => {
+            b'\n' => {
                 line_is_blank = true;
                 indent = 0;
             }
             b' ' | b'\t' if line_is_blank => indent += 1,
             _ => line_is_blank = false,
         }
-        match quote {
-            Some(closing) => match byte {
-                b'\\' => {
-                    bytes.next();
-                }
-                _ if byte == closing => quote = None,
-                _ => {}
-            },
-            None => match byte {
-                b'"' | b'\'' => quote = Some(byte),
-                b'#' => {
-                    for (_, skipped) in bytes.by_ref() {
-                        if skipped == b'\n' {
-                            line_is_blank = true;
-                            indent = 0;
-                            break;
-                        }
+        match byte {
+            b'{' => open.push((offset, indent)),
+            b'}' => {
+                let matching = open.iter().rposition(|(_, opened_at)| *opened_at == indent);
+                let skipped_over = match matching {
+                    Some(position) if leads_line && offset < failed_at => open.len() - position - 1,
+                    _ => 0,
+                };
+                for _ in 0..skipped_over {
+                    if let Some((at, _)) = open.pop() {
+                        misindented.push(at);
                     }
                 }
-                b'{' => open.push((offset, indent)),
-                b'}' => {
-                    let matching = open.iter().rposition(|(_, opened_at)| *opened_at == indent);
-                    let skipped_over = match matching {
-                        Some(position) if leads_line && offset < failed_at => open.len() - position - 1,
-                        _ => 0,
-                    };
-                    for _ in 0..skipped_over {
-                        if let Some((at, _)) = open.pop() {
-                            misindented.push(at);
-                        }
-                    }
-                    open.pop();
-                }
-                _ => {}
-            },
+                open.pop();
+            }
+            _ => {}
         }
     }
     let unclosed_in_file = open.len() + misindented.len();
