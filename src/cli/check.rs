@@ -61,8 +61,8 @@ pub fn run(args: &CheckArgs) -> Outcome {
         let diagnostics = match loaded.encoding_error {
             Some(encoding_error) => vec![encoding_error],
             None => {
-                let compilation = compile(&loaded.file);
-                let diagnostics = compilation.diagnostics.clone();
+                let mut compilation = compile(&loaded.file);
+                let diagnostics = std::mem::take(&mut compilation.diagnostics);
                 // The AST and IR of a large program take a noticeable time
                 // to free; the process is about to exit, so leave that to
                 // the operating system.

@@ -501,8 +501,13 @@ fn too_deep_diagnostic(span: Span) -> Diagnostic {
 
 /// The single-valued clauses already met in one construct, to report a
 /// second one as YAML reports a key given twice.
+///
+/// The second list holds the clauses whose repeat is already reported: a
+/// clause given a third time or more is the same mistake, and reporting
+/// each one made a line of 1 MB of `""` (a type's description, again and
+/// again) half a million diagnostics (issue 13).
 #[derive(Default)]
-struct Seen(Vec<(&'static str, Span)>);
+struct Seen(Vec<(&'static str, Span)>, Vec<&'static str>);
 
 /// Walks a successful parse into the AST, collecting what it refuses.
 struct Walker<'text> {
@@ -715,10 +720,14 @@ impl Walker<'_> {
     }
 
     /// Whether this is the first `keyword` clause of a construct; a second
-    /// one is reported and ignored.
+    /// one is reported and ignored, and any later one only ignored.
     fn first_time(&mut self, seen: &mut Seen, keyword: &'static str, span: Span, construct: &str) -> bool {
         if let Some((_, first)) = seen.0.iter().find(|(known, _)| *known == keyword) {
             let first = *first;
+            if seen.1.contains(&keyword) {
+                return false;
+            }
+            seen.1.push(keyword);
             self.diagnostics.push(
                 Diagnostic::new(Code::DuplicateKey, format!("`{keyword}` is given twice in this {construct}"))
                     .at(span, "given again here")
@@ -2679,6 +2688,13 @@ flow handoff {
         );
         assert_eq!(error.primary_span(), Some(Span::new(24, 30)));
         assert_eq!(error.primary_span().map(|span| slice(source, span)), Some("colect"));
+    }
+
+    #[test]
+    fn a_clause_repeated_many_times_is_reported_once() {
+        let (_, diagnostics) = parse_text(&format!("schema {{ company: string {} }}", "\"\"".repeat(1_000)));
+        let messages: Vec<&str> = diagnostics.iter().map(|diagnostic| diagnostic.message.as_str()).collect();
+        assert_eq!(messages, ["`description` is given twice in this type"]);
     }
 
     #[test]
