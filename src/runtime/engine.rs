@@ -66,6 +66,8 @@ pub enum TurnError {
     Tool(#[from] ToolError),
     #[error("{0}")]
     Action(#[from] ActionError),
+    #[error("{0}")]
+    Wait(String),
     #[error("the session belongs to another version of the program (hash {found}, expected {expected})")]
     ProgramMismatch { found: String, expected: String },
 }
@@ -995,8 +997,8 @@ impl Turn<'_> {
             return Ok(());
         }
         if let Some(wait_ms) = step.wait_ms {
-            let resume = self.runtime.tool_env.clock.now()
-                + chrono::Duration::milliseconds(i64::try_from(wait_ms).unwrap_or(i64::MAX));
+            let resume = super::clock::resume_time(self.runtime.tool_env.clock.now(), wait_ms)
+                .ok_or_else(|| TurnError::Wait(super::clock::wait_out_of_range(wait_ms)))?;
             self.resume_at = Some(resume.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
             self.cursor = Cursor::Leave(flow_id, step_id);
             self.leave(program, flow_id, step_id)?;

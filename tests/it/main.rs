@@ -5,6 +5,7 @@ mod compile;
 mod fake;
 mod generated;
 mod providers;
+mod reliability;
 #[cfg(unix)]
 mod repl;
 #[cfg(unix)]
