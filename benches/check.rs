@@ -84,6 +84,10 @@ fn diagnostic_cascades() {
     }
 }
 
+fn mb(text: &str) -> f64 {
+    text.len() as f64 / 1_000_000.0
+}
+
 /// The fastest of `runs` compilations, and the number of diagnostics.
 fn best_of(runs: usize, text: &str) -> (Duration, usize) {
     let file = SourceFile::new("bench.flow", text);
