@@ -22,7 +22,9 @@
 //! nothing in the cycle asks again (issue 13: a ring of two steps that
 //! collect the same field answered every later turn with an empty reply at
 //! the auto-step cap). Such a cycle is an `auto_cycle` too, unless a step
-//! in it can write (and so clear) a field one of its steps waits on.
+//! in it can write (and so clear) a field one of its steps waits on, or it
+//! can start a new run of one of its flows, which clears their `fresh`
+//! fields.
 
 use super::flowgraph::{To, directive_target};
 use super::reachability::Analysis;
@@ -58,28 +60,37 @@ fn check_rings(program: &Program, analysis: &Analysis, in_auto_cycle: &[bool], d
         if component.iter().any(|node| in_auto_cycle.get(*node as usize).copied().unwrap_or(false)) {
             continue;
         }
-        let steps: Vec<(FlowId, &Step)> = component
+        let steps: Vec<(FlowId, &Step, bool)> = component
             .iter()
             .filter_map(|node| graph.nodes.get(*node as usize))
             .filter(|(_, _, listed)| !listed)
-            .filter_map(|(flow, step, _)| Some((*flow, program.flow(*flow)?.step(*step)?)))
+            .filter_map(|(flow, step, _)| {
+                let steps = &program.flow(*flow)?.steps;
+                Some((*flow, steps.get(step.index())?, step.index() + 1 == steps.len()))
+            })
             .collect();
         let waited_on: HashSet<FieldId> = steps
             .iter()
-            .filter(|(_, step)| waits(step))
-            .flat_map(|(_, step)| step.collect.iter().chain(&step.requires).copied())
+            .filter(|(_, step, _)| waits(step))
+            .flat_map(|(_, step, _)| step.collect.iter().chain(&step.requires).copied())
             .collect();
         if waited_on.is_empty() {
             continue;
         }
         let mut written = HashSet::new();
-        for (_, step) in &steps {
+        for (_, step, _) in &steps {
             step_writes(step, &mut written);
         }
-        // Entering another flow runs its hooks, which may clear a field.
-        let flows: HashSet<FlowId> = steps.iter().map(|(flow, _)| *flow).collect();
-        if flows.len() > 1 {
-            for flow in flows.iter().filter_map(|flow| program.flow(*flow)) {
+        // A new run of a flow (`goto`, `complete`, `reset`) clears the
+        // fields its steps collect, and entering a flow runs its hooks: a
+        // cycle that may pass through either may ask again.
+        let flows: HashSet<FlowId> = steps.iter().map(|(flow, _, _)| *flow).collect();
+        let starts_runs = steps.iter().any(|(flow, step, last)| starts_a_run(program, *flow, step, *last, &flows));
+        for flow in flows.iter().filter_map(|flow| program.flow(*flow)) {
+            if starts_runs {
+                written.extend(flow.fresh.iter().copied());
+            }
+            if starts_runs || flows.len() > 1 {
                 actions_writes(&flow.on_enter, &mut written);
                 actions_writes(&flow.on_complete, &mut written);
             }
@@ -87,6 +98,33 @@ fn check_rings(program: &Program, analysis: &Analysis, in_auto_cycle: &[bool], d
         if waited_on.is_disjoint(&written) {
             diagnostics.extend(report(program, &graph, &component, Kind::WaitsOnFirstLapOnly));
         }
+    }
+}
+
+/// Whether a step can start a new run of a flow of the cycle (`flows`):
+/// a `goto` or `complete next` into one, a `reset`, or a completion of
+/// its own flow (`complete`, `next end`, or no `next` on the last step)
+/// that `complete next` or `on_complete` leads back into one.
+fn starts_a_run(program: &Program, flow_id: FlowId, step: &Step, last_of_flow: bool, flows: &HashSet<FlowId>) -> bool {
+    let Some(flow) = program.flow(flow_id) else {
+        return false;
+    };
+    let completion_restarts = flow.complete_next.is_some_and(|next| flows.contains(&next))
+        || emitted(&flow.on_complete).into_iter().any(|directive| restarts(directive, flows, false));
+    let completes = matches!(step.next, Some(crate::ir::Next::End)) || (step.next.is_none() && last_of_flow);
+    (completes && completion_restarts)
+        || step_directives(step).iter().any(|(_, directive)| restarts(directive, flows, completion_restarts))
+}
+
+/// Whether a directive starts a new run of one of `flows`; a bare
+/// `complete` does when the flow's completion leads back.
+fn restarts(directive: &Directive, flows: &HashSet<FlowId>, completion_restarts: bool) -> bool {
+    match &directive.position {
+        Some(Position::Goto { flow, .. }) => flows.contains(flow),
+        Some(Position::Complete { next: Some(next) }) => flows.contains(next),
+        Some(Position::Complete { next: None }) => completion_restarts,
+        Some(Position::Reset) => true,
+        Some(Position::GotoStep { .. } | Position::Abort { .. }) | None => false,
     }
 }
 
@@ -511,6 +549,24 @@ mod tests {
                 step s1 { collect a  next s2 }
                 step s2 { collect b  do { set a = null }  next s1 } }"#,
             &[],
+        );
+    }
+
+    #[test]
+    fn a_ring_through_a_new_run_of_the_flow_asks_again() {
+        // `goto` and `reset` start a new run, which clears what the flow's
+        // steps collect; `keep` carries a field over, and then it loops.
+        check(
+            r#"schema { n: int }
+            flow f { default
+                step s { collect n  emit goto f } }"#,
+            &[],
+        );
+        check(
+            r#"schema { n: int }
+            flow f { default  keep n
+                step s { collect n  emit reset } }"#,
+            &[("auto_cycle", "s")],
         );
     }
 

@@ -678,7 +678,7 @@ mod tests {
             r#"schema { x: string }
             flow f { when "w"
                 step a { collect x  next b }
-                step b { say "b"  set x = null  emit reset  next end }
+                step b { say "b"  emit reset  next end }
                 step c { say "c" } }"#,
             &[("unreachable_step", "c")],
         );

@@ -85,7 +85,7 @@ mod tests {
         check(
             r#"flow a { when "a"  step s { say "a" } }
             schema { n: int }
-            flow lonely { step s { collect n  set n = null  emit goto lonely } }"#,
+            flow lonely { step s { collect n  emit goto lonely } }"#,
             &[("unrouted_flow", "lonely")],
         );
     }
