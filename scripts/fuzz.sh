@@ -5,6 +5,8 @@
 #
 #   scripts/fuzz.sh                 100,000 inputs, seed from the clock
 #   scripts/fuzz.sh 500000 42       500,000 inputs, seed 42 (to replay a run)
+#   FUZZ_SECONDS=3600 scripts/fuzz.sh 100000000
+#                                   as many inputs as an hour allows
 #   FUZZ_PROFILE=debug scripts/fuzz.sh 20000
 #                                   no release build of the tests (slower per
 #                                   input, but nothing new to compile)
@@ -21,4 +23,7 @@ if [ "${FUZZ_PROFILE:-release}" = "debug" ]; then
   profile=()
 fi
 export FLOWC_FUZZ_ITERATIONS="$iterations" FLOWC_FUZZ_SEED="$seed"
+if [ -n "${FUZZ_SECONDS:-}" ]; then
+  export FLOWC_FUZZ_SECONDS="$FUZZ_SECONDS"
+fi
 cargo test "${profile[@]}" --test check fuzz:: -- --nocapture --test-threads 1

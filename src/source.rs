@@ -145,6 +145,11 @@ impl SourceFile {
     fn continuations_before(&self, offset: usize) -> usize {
         let block = offset / COLUMN_BLOCK;
         let before_block = self.continuations_before_block.get(block).copied().unwrap_or(0) as usize;
+        let after_block = self.continuations_before_block.get(block + 1).map(|&count| count as usize);
+        if after_block == Some(before_block) {
+            // An ASCII block (the common case): nothing to count.
+            return before_block;
+        }
         let in_block = self
             .text
             .as_bytes()

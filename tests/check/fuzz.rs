@@ -11,7 +11,8 @@
 //! directory: fix the bug, then move the file into the corpus.
 //!
 //! `FLOWC_FUZZ_ITERATIONS` and `FLOWC_FUZZ_SEED` set the run's size and
-//! seed; `scripts/fuzz.sh` runs a long one before a release.
+//! seed, `FLOWC_FUZZ_SECONDS` stops it after that long; `scripts/fuzz.sh`
+//! runs a long one before a release.
 
 use super::props::{Mutation, TOKENS, apply, read_corpus};
 use flowc::cli::graph::{Format, render};
@@ -21,7 +22,7 @@ use flowc::pipeline::compile_keeping_ast;
 use flowc::source::{SourceFile, write_json};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A few hundred inputs: under a minute in a debug build on two cores.
 const DEFAULT_ITERATIONS: usize = 500;
@@ -205,12 +206,19 @@ fn the_fuzz_corpus_replays_without_a_panic_or_hang() {
 fn mutated_programs_never_panic_or_hang_in_the_front_end_commands() {
     let iterations = env_number("FLOWC_FUZZ_ITERATIONS").map_or(DEFAULT_ITERATIONS, |value| value as usize);
     let seed = env_number("FLOWC_FUZZ_SEED").unwrap_or(DEFAULT_SEED);
+    let stop_at = env_number("FLOWC_FUZZ_SECONDS").map(|seconds| Instant::now() + Duration::from_secs(seconds));
     let seeds = seeds();
     assert!(seeds.len() > 10, "too few programs to mutate: {}", seeds.len());
     let mut random = Random(seed);
     let (mut panics, mut hangs) = (Vec::new(), Vec::new());
     let mut fuzzed = 0;
     for iteration in 0..iterations {
+        if stop_at.is_some_and(|stop_at| Instant::now() >= stop_at) {
+            break;
+        }
+        if iteration > 0 && iteration % 10_000 == 0 {
+            println!("… {iteration} inputs, {} panics, {} hangs", panics.len(), hangs.len());
+        }
         let (name, original) = &seeds[random.below(seeds.len())];
         let mut text = original.clone();
         mutate(&mut random, &mut text);
