@@ -26,7 +26,7 @@
 //! can start a new run of one of its flows, which clears their `fresh`
 //! fields.
 
-use super::flowgraph::{To, directive_target};
+use super::flowgraph::{To, Via, directive_target};
 use super::reachability::Analysis;
 use super::walk::{all_actions, emitted, step_directives};
 use crate::diag::{Code, Diagnostic};
@@ -36,7 +36,7 @@ use std::collections::{HashSet, VecDeque};
 const NONE: u32 = u32::MAX;
 
 pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Vec<Diagnostic>) {
-    let graph = ProgramGraph::build(program, analysis, waits);
+    let graph = ProgramGraph::build(program, analysis, waits, true);
     let mut in_auto_cycle = vec![false; graph.nodes.len()];
     for component in graph.cyclic_components() {
         for node in &component {
@@ -55,7 +55,9 @@ pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Ve
 /// (see the module doc). Cycles already reported are left alone: the two
 /// graphs share their node numbering.
 fn check_rings(program: &Program, analysis: &Analysis, in_auto_cycle: &[bool], diagnostics: &mut Vec<Diagnostic>) {
-    let graph = ProgramGraph::build(program, analysis, |step| step.wait_ms.is_some());
+    // Only the ordinary ways on: `on_no_answer` fires only when a step asks
+    // (it waits), and `on_error` only when a step fails.
+    let graph = ProgramGraph::build(program, analysis, |step| step.wait_ms.is_some(), false);
     for component in graph.cyclic_components() {
         if component.iter().any(|node| in_auto_cycle.get(*node as usize).copied().unwrap_or(false)) {
             continue;
@@ -183,8 +185,14 @@ struct ProgramGraph {
 }
 
 impl ProgramGraph {
-    /// The graph where the steps `stops` names end the walk.
-    fn build(program: &Program, analysis: &Analysis, stops: impl Fn(&Step) -> bool) -> ProgramGraph {
+    /// The graph where the steps `stops` names end the walk, with or
+    /// without the `on_no_answer` and `on_error` edges.
+    fn build(
+        program: &Program,
+        analysis: &Analysis,
+        stops: impl Fn(&Step) -> bool,
+        with_recovery: bool,
+    ) -> ProgramGraph {
         let mut offsets = Vec::with_capacity(program.flows.len());
         let mut nodes = Vec::new();
         for (flow_index, graph) in analysis.graphs.iter().enumerate() {
@@ -255,6 +263,9 @@ impl ProgramGraph {
                 };
                 let mut targets = Vec::new();
                 for edge in graph.live_edges(node) {
+                    if !with_recovery && edge.via == Via::Recovery {
+                        continue;
+                    }
                     match edge.to {
                         To::Node(target) => targets.extend(global(flow_id, target)),
                         To::Enter(flow, step) => targets.extend(enter(flow, step)),
@@ -567,6 +578,19 @@ mod tests {
             flow f { default  keep n
                 step s { collect n  emit reset } }"#,
             &[("auto_cycle", "s")],
+        );
+    }
+
+    #[test]
+    fn a_ring_only_through_on_error_is_not_reported() {
+        // Taken only when the tool fails: the ordinary way on completes.
+        check(
+            r#"schema { ok: bool  id: string }
+            tool book() -> { id: string } { builtin uuid }
+            flow f { default
+                step confirm { collect ok }
+                auto step book { call book() -> id  on_error { reply "down"  goto_step confirm } } }"#,
+            &[],
         );
     }
 
