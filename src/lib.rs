@@ -8,13 +8,13 @@
 //! keeping sessions in a [`store`]. [`pipeline`] runs the compile stages in
 //! order; [`diag`] holds the diagnostics every stage reports; [`source`]
 //! the text and spans they point into; [`ids`] the typed indices the IR and
-//! its expressions share.
+//! its expressions share; [`duration`] the one duration grammar.
 //!
 //! Where I/O happens (each module's own docs say the same):
 //!
 //! | module | I/O |
 //! | ------ | --- |
-//! | [`syntax`], [`ir`], [`expr`], [`check`], [`graph`], [`pipeline`], [`diag`], [`source`], [`ids`] | none: they work on text and values handed to them (a [`source::SourceFile`] is built by its caller from text the caller read; JSON and diagnostics are written to a writer the caller passes) |
+//! | [`syntax`], [`ir`], [`expr`], [`check`], [`graph`], [`pipeline`], [`diag`], [`source`], [`ids`], [`duration`] | none: they work on text and values handed to them (a [`source::SourceFile`] is built by its caller from text the caller read; JSON and diagnostics are written to a writer the caller passes) |
 //! | [`runtime`] | runs tools: `exec` tools start processes, `http` tools make network requests; the clock reads the system time and the `FLOWC_NOW`/`FLOWC_SEED` environment variables |
 //! | [`llm`] | network requests to model providers; reads `flowc.toml` and API-key environment variables; `--record` writes and `replay:` reads a recording file |
 //! | [`store`] | the file store reads and writes session JSON under `.flowc/sessions/`; the memory store none |
@@ -27,6 +27,7 @@
 pub mod check;
 pub mod cli;
 pub mod diag;
+pub mod duration;
 pub mod expr;
 pub mod graph;
 pub mod ids;

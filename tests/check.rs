@@ -18,6 +18,8 @@
 
 #[path = "check/cli.rs"]
 mod cli;
+#[path = "check/fuzz.rs"]
+mod fuzz;
 #[path = "check/modules.rs"]
 mod modules;
 #[path = "check/props.rs"]

@@ -323,7 +323,7 @@ mod tests {
                 r#"flow f { when "w"
                 step s1 { collect a }
                 step s2 { collect ok  say "{{a}}"
-                          branch { if ok == true -> s1
+                          branch { if ok == true -> { set a = null  goto_step s1 }
                                    else -> s3 } }
                 step s3 { say "{{a}} {{ok}}" } }"#,
             ),

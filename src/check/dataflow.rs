@@ -61,7 +61,7 @@ impl<'a> Dataflow<'a> {
                     Via::Skip => Carry::Skipped,
                     Via::Arrive => Carry::Arrive,
                     Via::Branch(entry) => Carry::Branch(entry),
-                    Via::Fallthrough | Via::Directive => Carry::Ran,
+                    Via::Fallthrough | Via::Directive | Via::Recovery => Carry::Ran,
                 };
                 let (Ok(source_u32), Ok(target_u32)) = (u32::try_from(source), u32::try_from(target)) else {
                     continue;
