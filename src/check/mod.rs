@@ -29,7 +29,7 @@ mod fields;
 mod flowgraph;
 pub mod reachability;
 mod routing;
-mod walk;
+pub(crate) mod walk;
 
 use crate::diag::Diagnostic;
 use crate::ir::Program;
