@@ -47,6 +47,7 @@ pub enum Code {
     ShadowedStep,
     UnroutedFlow,
     KeptConsent,
+    KeptUncollected,
 }
 
 impl Code {
@@ -83,6 +84,7 @@ impl Code {
         Code::ShadowedStep,
         Code::UnroutedFlow,
         Code::KeptConsent,
+        Code::KeptUncollected,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -119,6 +121,7 @@ impl Code {
             Code::ShadowedStep => "shadowed_step",
             Code::UnroutedFlow => "unrouted_flow",
             Code::KeptConsent => "kept_consent",
+            Code::KeptUncollected => "kept_uncollected",
         }
     }
 
@@ -129,7 +132,8 @@ impl Code {
             | Code::UncollectedRequired
             | Code::ShadowedStep
             | Code::UnroutedFlow
-            | Code::KeptConsent => Severity::Warning,
+            | Code::KeptConsent
+            | Code::KeptUncollected => Severity::Warning,
             _ => Severity::Error,
         }
     }
