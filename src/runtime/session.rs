@@ -25,6 +25,12 @@ pub struct Session {
     pub asks: u32,
     /// Set fields only; an absent field is unset (null).
     pub data: Data,
+    /// What the current step showed when it last asked, if it collects a
+    /// confirmation: the values its consent is about ([`Step::confirms`]).
+    ///
+    /// [`Step::confirms`]: crate::ir::Step::confirms
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered: Option<Offered>,
     pub context: Data,
     pub history: Vec<Message>,
     /// Armed by a post-phase signal; applied first thing next turn.
@@ -34,6 +40,15 @@ pub struct Session {
     pub usage: Usage,
     /// Incremented on every saved turn (stores compare-and-swap on it).
     pub version: u64,
+}
+
+/// The values a confirming step asked about, keyed by field name (an unset
+/// field is `null`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Offered {
+    pub flow: FlowId,
+    pub step: StepId,
+    pub values: BTreeMap<String, serde_json::Value>,
 }
 
 /// What a signal's `behavior` needs to remember.
