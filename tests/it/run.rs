@@ -155,7 +155,7 @@ fn booking_in_one_message_asks_to_confirm_in_the_first_reply() {
     assert_eq!(turns[0]["executed_steps"], json!(["ask_hotel", "ask_date", "confirm"]));
     assert_eq!(
         turns[0]["data"],
-        json!({ "hotel": "Grand Hotel", "date": "2026-12-04", "guests": 2, "offered_date": "2026-12-04" })
+        json!({ "hotel": "Grand Hotel", "date": "2026-12-04", "guests": 2 })
     );
     assert_eq!(turns[1]["data"]["booking_id"], "GH-28745CD2");
 }
@@ -170,7 +170,7 @@ fn booking_changing_the_date_at_confirmation_asks_for_the_date_again() {
     );
     assert_eq!(turns[1]["reply"], "For which date?");
     assert_eq!(turns[1]["step"], "ask_date");
-    assert_eq!(turns[1]["directives"][0]["source"], "branch:booking.confirm#3");
+    assert_eq!(turns[1]["directives"][0]["source"], "branch:booking.confirm#2");
     assert!(turns[1]["data"].get("date").is_none(), "the branch unset the date");
     assert_eq!(turns[2]["reply"], "Shall I book Grand Hotel on 2026-12-06 for 2 guests?");
     assert_eq!(turns[3]["reply"], "Booked! Your confirmation number is GH-BBCFEF72.");
@@ -225,17 +225,51 @@ fn booking_no_with_a_new_date_confirms_the_new_date() {
     assert_eq!(changed["step"], "confirm");
     assert_eq!(changed["data"]["date"], "2026-12-12");
     assert!(changed["data"].get("confirmed").is_none(), "the `no` was about the old date");
-    assert_eq!(changed["directives"][0]["source"], "branch:booking.confirm#1");
+    // No branch decided it: the confirmation was reopened by the new date.
+    assert_eq!(changed["directives"], json!([]));
     assert_eq!(turns[2]["executed_steps"], json!(["confirm", "book"]));
     assert_eq!(turns[2]["data"]["date"], "2026-12-12");
 }
 
+/// "No, 3 guests" cancelled the booking: only a changed date re-confirmed.
+/// A consent binds to every value the confirmation asked about.
+#[test]
+fn booking_no_with_new_guests_confirms_the_new_count() {
+    let turns = snapshot_conversation(
+        "booking_no_with_new_guests",
+        "flows/booking.flow",
+        &["Book the Grand Hotel for 2 guests on 2026-12-04", "No, 3 guests", "yes"],
+        &[],
+    );
+    assert_eq!(turns[1]["reply"], "Shall I book Grand Hotel on 2026-12-04 for 3 guests?");
+    assert_eq!(turns[1]["step"], "confirm");
+    assert!(turns[1]["data"].get("confirmed").is_none(), "the `no` was about 2 guests");
+    assert_eq!(turns[2]["executed_steps"], json!(["confirm", "book"]));
+    assert_eq!(turns[2]["data"]["guests"], 3);
+}
+
+#[test]
+fn booking_another_hotel_at_confirmation_confirms_that_hotel() {
+    let turns = snapshot_conversation(
+        "booking_another_hotel",
+        "flows/booking.flow",
+        &["Book the Grand Hotel for 2 guests on 2026-12-04", "actually the Overlook", "yes"],
+        &[],
+    );
+    assert_eq!(turns[1]["reply"], "Shall I book Overlook on 2026-12-04 for 2 guests?");
+    assert!(turns[1]["data"].get("booking_id").is_none());
+    assert_eq!(turns[2]["executed_steps"], json!(["confirm", "book"]));
+    assert_eq!(turns[2]["data"]["hotel"], "Overlook");
+}
+
 #[test]
 fn booking_yaml_holds_the_same_conversation() {
-    let scripts: [&[&str]; 3] = [
+    let scripts: [&[&str]; 5] = [
         &["Hi, I'd like to book a hotel room", "The Grand Hotel, please", "2026-12-04", "2 guests", "yes"],
         &["Book the Grand Hotel for 2 guests on 2026-12-04", "yes", "Now book the Overlook for 3 guests on 2027-01-10"],
         &["Book the Grand Hotel for 2 guests on 2026-12-04", "No, make it December 12 instead", "yes"],
+        &["Book the Grand Hotel for 2 guests on 2026-12-04", "No, 3 guests", "yes"],
+        &["Book the Grand Hotel for 2 guests on 2026-12-04", "actually the Overlook", "yes"],
     ];
     for messages in scripts {
         let (_, from_flow) = conversation("flows/booking.flow", messages, &[]);

@@ -327,3 +327,67 @@ flow f "F" {
     assert_eq!(harness.data("note"), None, "the failed hook's writes are dropped together");
     assert_eq!(double.calls().len(), 1);
 }
+
+// ------------------------------------------------ a consent binds to its values
+
+fn reopened(result: &flowc::runtime::events::TurnResult) -> Vec<(Vec<String>, Vec<String>)> {
+    result
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            Event::ConfirmationReopened { changed, cleared, .. } => Some((changed.clone(), cleared.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// "No, the Ritz": the `no` was about the Grand, so it neither cancels nor
+/// books; the step asks again about the Ritz, and the next `yes` books it.
+#[test]
+fn a_no_that_changes_a_confirmed_value_asks_again_with_the_new_value() {
+    let mut harness = booking("");
+    harness.say_with("book the Grand", Understood::new().flow("booking").field("hotel", json!("Grand")));
+    let changed = harness
+        .say_with("no, the Ritz", Understood::new().field("hotel", json!("Ritz")).field("confirmed", json!(false)));
+    assert_eq!(changed.reply, "reply: Book Ritz?");
+    assert_eq!(changed.stopped_reason, StopReason::NeedsInput);
+    assert_eq!(harness.data("confirmed"), None);
+    assert_eq!(reopened(&changed), [(vec!["hotel".to_string()], vec!["confirmed".to_string()])]);
+    let booked = harness.say_with("yes", Understood::new().field("confirmed", json!(true)));
+    assert_eq!(booked.reply, "Booked Ritz.");
+}
+
+/// A `yes` given together with a new value confirms nothing yet: the user
+/// has not seen the booking with that value.
+#[test]
+fn a_yes_that_changes_a_confirmed_value_asks_again() {
+    let mut harness = booking("");
+    harness.say_with("book the Grand", Understood::new().flow("booking").field("hotel", json!("Grand")));
+    let changed = harness
+        .say_with("yes, the Ritz", Understood::new().field("hotel", json!("Ritz")).field("confirmed", json!(true)));
+    assert_eq!(changed.reply, "reply: Book Ritz?");
+    assert_eq!(harness.data("booking_id"), None, "nothing booked on a yes to another hotel");
+}
+
+/// An answer that repeats the value it was asked about is an answer.
+#[test]
+fn an_answer_that_leaves_the_values_as_shown_is_taken() {
+    let mut harness = booking("");
+    harness.say_with("book the Grand", Understood::new().flow("booking").field("hotel", json!("Grand")));
+    let booked = harness
+        .say_with("yes, the Grand", Understood::new().field("hotel", json!("Grand")).field("confirmed", json!(true)));
+    assert_eq!(booked.reply, "Booked Grand.");
+    assert!(reopened(&booked).is_empty());
+}
+
+/// A new offer is not an unanswered ask: changing one's mind as often as
+/// `max_asks` does not abort the flow.
+#[test]
+fn reopening_does_not_use_up_max_asks() {
+    let mut harness = booking("");
+    harness.say_with("book the Grand", Understood::new().flow("booking").field("hotel", json!("Grand")));
+    for hotel in ["Ritz", "Savoy", "Plaza", "Adlon"] {
+        let changed = harness.say_with(hotel, Understood::new().field("hotel", json!(hotel)));
+        assert_eq!(changed.reply, format!("reply: Book {hotel}?"));
+    }
+}
