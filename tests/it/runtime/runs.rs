@@ -18,6 +18,7 @@ flow booking "Booking" {
   step ask_hotel { prompt "Which hotel?" collect hotel }
   step confirm {
     prompt "Book {{hotel}}?"
+    requires hotel
     collect confirmed
     branch {
       if confirmed == true -> book
