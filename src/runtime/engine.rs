@@ -821,7 +821,20 @@ impl Turn<'_> {
                 self.session.flow = Some(flow_id);
                 self.session.step = None;
                 let path = format!("{}.on_enter", flow.name);
-                self.run_hook(&flow.on_enter, &path)?;
+                match self.run_hook(&flow.on_enter, &path) {
+                    Ok(()) => {}
+                    // The flow's `on_enter` is part of entering the step the
+                    // flow is entered at, so that step's `on_error` answers
+                    // it (by default: an apology, and the flow aborted).
+                    Err(TurnError::Action(failure)) => {
+                        let Some(step) = flow.step(step_id) else {
+                            return Err(failure.into());
+                        };
+                        self.step_failed(flow, step, flow_id, step_id, failure)?;
+                        return Ok(());
+                    }
+                    Err(error) => return Err(error),
+                }
                 if !self.apply_pre_positions() {
                     self.cursor =
                         if step_id == StepId(0) { self.entry_cursor(flow_id) } else { Cursor::Enter(flow_id, step_id) };
@@ -855,7 +868,17 @@ impl Turn<'_> {
                 };
                 let _ = by_directive;
                 let path = format!("{}.on_complete", flow.name);
-                self.run_post_hook(&flow.on_complete, &path)?;
+                // `on_complete` is a post-model hook, like `finalize`: the
+                // flow's steps have acted (a booking is made), so a failure
+                // here must not hide that from the user by failing the turn.
+                // Its writes and directives are dropped together and traced.
+                match self.run_post_hook(&flow.on_complete, &path) {
+                    Ok(()) => {}
+                    Err(TurnError::Action(failure)) => {
+                        self.emit(Event::HookFailed { hook: path, error: failure.to_string() })
+                    }
+                    Err(error) => return Err(error),
+                }
                 self.emit(Event::FlowCompleted { flow: flow.name.clone() });
                 self.session.flow = None;
                 self.session.step = None;

@@ -329,6 +329,64 @@ flow f "F" {
     assert_eq!(double.calls().len(), 1);
 }
 
+const FLOW_HOOKS: &str = r#"
+schema { a: string  id: string  note: string }
+tool audit(a: string) -> { id: string } { builtin echo }
+flow f "F" {
+  when "the user wants f"
+  HOOK
+  step ask_a {
+    prompt "A?"
+    collect a
+    ON_ERROR
+  }
+  auto step done { say "Done with {{a}}." }
+}
+"#;
+
+fn flow_hooks(hook: &str, on_error: &str) -> Harness {
+    let mut tools = ToolRegistry::default();
+    tools.register("audit", Double::failing("audit log unavailable"));
+    Harness::with_tools(&FLOW_HOOKS.replace("HOOK", hook).replace("ON_ERROR", on_error), tools)
+}
+
+/// A flow's failing `on_enter` used to fail the whole turn: it is answered
+/// by the `on_error` of the step the flow is entered at, by default with
+/// an apology and the flow aborted.
+#[test]
+fn a_failing_flow_on_enter_is_answered_by_the_entry_step() {
+    let hook = r#"on_enter { set note = "entered"  call audit(a: "x") -> id }"#;
+    let mut harness = flow_hooks(hook, "");
+    let failed = harness.say_with("f", Understood::new().flow("f"));
+    assert_eq!(failed.reply, "Sorry, something went wrong, so I stopped \"F\". Nothing more was done.");
+    assert_eq!(failed.stopped_reason, StopReason::Aborted);
+    assert_eq!(step_failures(&failed).len(), 1, "{:?}", failed.events);
+    assert_eq!(harness.data("note"), None, "the failed hook wrote nothing");
+
+    let mut harness = flow_hooks(hook, r#"on_error reply "The audit log is down.""#);
+    let answered = harness.say_with("f", Understood::new().flow("f"));
+    assert_eq!(answered.reply, "The audit log is down.");
+    assert_eq!((answered.flow.as_deref(), answered.step.as_deref()), (Some("f"), Some("ask_a")));
+}
+
+/// A flow's failing `on_complete` is a post-model hook failing, as a
+/// `finalize` does: traced and dropped; the flow's steps have acted and the
+/// user hears so.
+#[test]
+fn a_failing_flow_on_complete_is_traced_and_the_flow_completes() {
+    let mut harness = flow_hooks(r#"on_complete { set note = "completed"  call audit(a) -> id }"#, "");
+    harness.say_with("f", Understood::new().flow("f"));
+    let done = harness.say_with("x", Understood::new().field("a", json!("x")));
+    assert_eq!(done.reply, "Done with x.");
+    assert_eq!(done.stopped_reason, StopReason::FlowComplete);
+    assert!(
+        done.events.iter().any(|event| matches!(event, Event::HookFailed { hook, .. } if hook == "f.on_complete")),
+        "{:?}",
+        done.events
+    );
+    assert_eq!(harness.data("note"), None, "the failed hook's writes are dropped together");
+}
+
 // ------------------------------------------------ a consent binds to its values
 
 fn reopened(result: &flowc::runtime::events::TurnResult) -> Vec<(Vec<String>, Vec<String>)> {
