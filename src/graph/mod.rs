@@ -362,7 +362,9 @@ impl<'a> Builder<'a> {
         }
 
         if !flow.workflow {
-            for target in self.error_targets(flow_id, step, &node) {
+            // The flow's `on_enter` fails as part of entering its first step.
+            let flow_hook = if step_id == StepId(0) { flow.on_enter.as_slice() } else { &[] };
+            for target in self.error_targets(flow_id, step, flow_hook, &node) {
                 self.place(&node, target, vec!["on_error".to_string()], unreachable);
             }
         }
@@ -376,8 +378,9 @@ impl<'a> Builder<'a> {
     /// (docs/language.md, "When a step's actions fail"): its `on_error`
     /// directive; one without a position stays at the step, which the next
     /// message runs again; with none, the default aborts the flow, drawn
-    /// only for a step that calls a tool before the reply.
-    fn error_targets(&mut self, flow_id: FlowId, step: &Step, node: &NodeId) -> Vec<Target> {
+    /// only for a step that calls a tool before the reply (or, for the
+    /// first step, whose flow's `on_enter` does).
+    fn error_targets(&mut self, flow_id: FlowId, step: &Step, flow_hook: &[Action], node: &NodeId) -> Vec<Target> {
         match &step.recovery {
             Some(Recovery::Stop) => Vec::new(),
             Some(Recovery::Directive(directive)) => match &directive.position {
@@ -389,7 +392,7 @@ impl<'a> Builder<'a> {
                     vec![Target { to: node.clone(), label, kind: EdgeKind::OnError }]
                 }
             },
-            None if calls_before_reply(step) => {
+            None if calls_before_reply(step) || calls_a_tool(flow_hook) => {
                 vec![Target { to: self.abort(flow_id), label: vec!["abort".to_string()], kind: EdgeKind::OnError }]
             }
             None => Vec::new(),
@@ -777,10 +780,11 @@ fn step_kind(step: &Step) -> NodeKind {
 /// Whether a step's `do`, `on_enter` or `prepare` calls a tool, nested
 /// `for_each` bodies included: the failures its `on_error` answers.
 fn calls_before_reply(step: &Step) -> bool {
-    [&step.actions, &step.on_enter, &step.prepare]
-        .into_iter()
-        .flat_map(|actions| all_actions(actions))
-        .any(|action| matches!(action.kind, ActionKind::Call(_)))
+    [&step.actions, &step.on_enter, &step.prepare].into_iter().any(|actions| calls_a_tool(actions))
+}
+
+fn calls_a_tool(actions: &[Action]) -> bool {
+    all_actions(actions).into_iter().any(|action| matches!(action.kind, ActionKind::Call(_)))
 }
 
 fn needs_input(step: &Step) -> bool {
