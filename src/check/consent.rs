@@ -16,7 +16,7 @@
 
 use super::walk;
 use crate::diag::{Code, Diagnostic, did_you_mean};
-use crate::ir::{ActionKind, FieldId, Flow, Position, Program, TypeKind};
+use crate::ir::{FieldId, Flow, Position, Program, TypeKind};
 
 pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
     kept(program, diagnostics);
@@ -37,10 +37,9 @@ fn kept_uncollected(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
             let collected_names = collected.iter().filter_map(|id| program.field(*id)).map(|field| field.name.as_str());
             let help = match did_you_mean(&field.name, collected_names) {
                 Some(close) => format!("did you mean `{close}`?"),
-                None => format!(
-                    "`keep` carries fields a step of `{}` collects; remove `{}` from it",
-                    flow.name, field.name
-                ),
+                None => {
+                    format!("`keep` carries fields a step of `{}` collects; remove `{}` from it", flow.name, field.name)
+                }
             };
             diagnostics.push(
                 Diagnostic::new(
@@ -135,9 +134,7 @@ fn kept(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
 /// Whether any step of the flow, or its hooks, calls a tool (in its
 /// actions or by offering tools to the model).
 fn calls_a_tool(flow: &Flow) -> bool {
-    let calls = |actions: &[crate::ir::Action]| {
-        walk::all_actions(actions).iter().any(|action| matches!(action.kind, ActionKind::Call(_)))
-    };
+    let calls = walk::calls_a_tool;
     calls(&flow.on_enter)
         || calls(&flow.on_complete)
         || flow.steps.iter().any(|step| {

@@ -31,10 +31,8 @@ pub mod dot;
 pub mod mermaid;
 
 use crate::check::reachability::Reachability;
-use crate::check::walk::all_actions;
-use crate::ir::{
-    Action, ActionKind, Directive, Flow, FlowId, Next, Position, Program, Recovery, Step, StepId, Then,
-};
+use crate::check::walk::calls_a_tool;
+use crate::ir::{Action, ActionKind, Directive, Flow, FlowId, Next, Position, Program, Recovery, Step, StepId, Then};
 use label::{all_of, duration_text, effects_text, expr_text, position_text, quoted};
 use std::collections::BTreeMap;
 
@@ -781,10 +779,6 @@ fn step_kind(step: &Step) -> NodeKind {
 /// `for_each` bodies included: the failures its `on_error` answers.
 fn calls_before_reply(step: &Step) -> bool {
     [&step.actions, &step.on_enter, &step.prepare].into_iter().any(|actions| calls_a_tool(actions))
-}
-
-fn calls_a_tool(actions: &[Action]) -> bool {
-    all_actions(actions).into_iter().any(|action| matches!(action.kind, ActionKind::Call(_)))
 }
 
 fn needs_input(step: &Step) -> bool {

@@ -850,6 +850,8 @@ impl Turn<'_> {
                 self.session.flow = Some(flow_id);
                 self.session.step = Some(step_id);
                 self.session.asks = 0;
+                // What an earlier visit offered is not what this one will.
+                self.session.offered = None;
                 self.emit(Event::StepEntered { flow: self.flow_name(flow_id), step: step.name.clone() });
                 if !self.run_step_hook(flow, step, (flow_id, step_id), &step.on_enter, "on_enter")? {
                     return Ok(());
@@ -942,7 +944,10 @@ impl Turn<'_> {
         // A reopened confirmation already holds the user's change of course
         // ("No, 3 guests"): asking it again with the new value is the
         // answer, not an AI entry that would ask for the value once more.
-        if !fresh && !reopened && let Some(index) = self.interrupting_branch(flow, step) {
+        if !fresh
+            && !reopened
+            && let Some(index) = self.interrupting_branch(flow, step)
+        {
             self.mark_executed(&step.name);
             self.take_branch(flow_id, step_id, index);
             return Ok(());
@@ -1052,12 +1057,7 @@ impl Turn<'_> {
         }
         // A new offer, not an unanswered one: it does not use up `max_asks`.
         self.session.asks = 0;
-        self.emit(Event::ConfirmationReopened {
-            flow: flow.name.clone(),
-            step: step.name.clone(),
-            changed,
-            cleared,
-        });
+        self.emit(Event::ConfirmationReopened { flow: flow.name.clone(), step: step.name.clone(), changed, cleared });
         true
     }
 

@@ -153,10 +153,7 @@ fn booking_in_one_message_asks_to_confirm_in_the_first_reply() {
     );
     assert_eq!(turns[0]["reply"], "Shall I book Grand Hotel on 2026-12-04 for 2 guests?");
     assert_eq!(turns[0]["executed_steps"], json!(["ask_hotel", "ask_date", "confirm"]));
-    assert_eq!(
-        turns[0]["data"],
-        json!({ "hotel": "Grand Hotel", "date": "2026-12-04", "guests": 2 })
-    );
+    assert_eq!(turns[0]["data"], json!({ "hotel": "Grand Hotel", "date": "2026-12-04", "guests": 2 }));
     assert_eq!(turns[1]["data"]["booking_id"], "GH-28745CD2");
 }
 
@@ -347,10 +344,7 @@ fn issue_12_on_error_and_batched_hooks_replay_as_recorded() {
     assert_eq!(turns[1]["step"], "book", "on_error reply stays at the step");
     assert_eq!(turns[2]["reply"], "Sorry, something went wrong, so I stopped \"Order a room\". Nothing more was done.");
     assert_eq!(turns[2]["stopped_reason"], "aborted");
-    assert_eq!(
-        turns[3]["data"]["notes"],
-        "intro prepared, ask_color prepared, intro finalized, ask_color finalized"
-    );
+    assert_eq!(turns[3]["data"]["notes"], "intro prepared, ask_color prepared, intro finalized, ask_color finalized");
 }
 
 // ------------------------------------------------------------ support
