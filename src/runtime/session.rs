@@ -90,3 +90,17 @@ pub fn program_hash(program: &crate::ir::Program) -> String {
     let hash = hasher.0;
     format!("{hash:016x}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sessions stored before `offered` existed still load.
+    #[test]
+    fn a_session_without_an_offer_loads() {
+        let stored = serde_json::to_value(Session::new("s1", "hash")).unwrap_or_default();
+        assert!(stored.get("offered").is_none(), "nothing stored when nothing was offered");
+        let loaded: Result<Session, _> = serde_json::from_value(stored);
+        assert!(loaded.is_ok_and(|session| session.offered.is_none()));
+    }
+}

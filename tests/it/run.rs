@@ -630,6 +630,24 @@ fn script_mode_without_json_prints_replies_and_the_trace_on_stderr() {
     );
 }
 
+/// What a confirmation asked about is part of the stored session: "No, 3
+/// guests" in a later process still asks again for 3 guests.
+#[test]
+fn a_stored_session_remembers_what_its_confirmation_offered() {
+    let dir = temp_dir("run-offered");
+    let booking = root().join("flows/booking.flow").to_string_lossy().into_owned();
+    let args = ["run", &booking, "--session", "b1", "--json"];
+    let first = flowc_in(&dir, &args, Some("Book the Grand Hotel for 2 guests on 2026-12-04\n"));
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let stored = std::fs::read_to_string(dir.join(".flowc/sessions/b1.json")).unwrap_or_default();
+    assert!(stored.contains("\"offered\""), "{stored}");
+    let second = flowc_in(&dir, &args, Some("No, 3 guests\n"));
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+    let turn: Value = serde_json::from_str(stdout(&second).trim()).unwrap_or_default();
+    assert_eq!(turn["reply"], "Shall I book Grand Hotel on 2026-12-04 for 3 guests?");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_session_resumes_across_runs_and_a_failed_turn_leaves_the_stored_one_as_it_was() {
     let dir = temp_dir("run-sessions");
