@@ -34,7 +34,12 @@
 //!   step that asks: each runs `prepare` when it runs and `finalize` after
 //!   the reply, in order; a failing `finalize` is traced, not a failed turn.
 //! - A conversation step whose `do`, `on_enter` or `prepare` fails is
-//!   answered by its `on_error` (default: an apology and the flow aborted).
+//!   answered by its `on_error` (default: an apology and the flow aborted);
+//!   a failing flow `on_enter` by the `on_error` of the step it enters; a
+//!   failing flow `on_complete` is traced and dropped, like `finalize`.
+//! - A step that collects a `bool` binds it to the values it asked about
+//!   ([`Step::confirms`], kept as [`Session::offered`]): when one changed
+//!   before the step is left, the `bool` is cleared and the step asks again.
 //! - `turn_timeout` stops a turn only where the session can resume: before
 //!   a step is evaluated or executed, never between running a step and
 //!   leaving it (the next turn would run it again).
