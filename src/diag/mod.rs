@@ -48,6 +48,7 @@ pub enum Code {
     ShadowedStep,
     UnroutedFlow,
     KeptConsent,
+    KeptUncollected,
 }
 
 impl Code {
@@ -84,6 +85,7 @@ impl Code {
         Code::ShadowedStep,
         Code::UnroutedFlow,
         Code::KeptConsent,
+        Code::KeptUncollected,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -120,6 +122,7 @@ impl Code {
             Code::ShadowedStep => "shadowed_step",
             Code::UnroutedFlow => "unrouted_flow",
             Code::KeptConsent => "kept_consent",
+            Code::KeptUncollected => "kept_uncollected",
         }
     }
 
@@ -130,7 +133,8 @@ impl Code {
             | Code::UncollectedRequired
             | Code::ShadowedStep
             | Code::UnroutedFlow
-            | Code::KeptConsent => Severity::Warning,
+            | Code::KeptConsent
+            | Code::KeptUncollected => Severity::Warning,
             _ => Severity::Error,
         }
     }
