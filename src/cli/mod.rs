@@ -7,7 +7,11 @@ pub mod compile;
 pub mod graph;
 pub mod load;
 pub mod report;
+pub mod resume;
 pub mod run;
+pub mod runs;
+pub mod sessions;
+pub mod worker;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
@@ -34,6 +38,14 @@ pub enum Command {
     Graph(graph::GraphArgs),
     /// Hold a conversation with a program, or run a workflow
     Run(run::RunArgs),
+    /// Continue a waiting workflow run
+    Resume(resume::ResumeArgs),
+    /// Resume due workflow runs as they come due
+    Worker(worker::WorkerArgs),
+    /// List or show stored workflow runs
+    Runs(runs::RunsArgs),
+    /// List, show or delete stored conversations
+    Sessions(sessions::SessionsArgs),
 }
 
 /// How a command ended, as the process exit code documents it.
@@ -84,6 +96,10 @@ pub fn main() -> ExitCode {
         Command::Compile(args) => compile::run(&args),
         Command::Graph(args) => graph::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Resume(args) => resume::run(&args),
+        Command::Worker(args) => worker::run(&args),
+        Command::Runs(args) => runs::run(&args),
+        Command::Sessions(args) => sessions::run(&args),
     };
     outcome.exit_code()
 }
