@@ -97,7 +97,8 @@ pub fn execute(
             let now = tool_env.clock.now().timestamp();
             let renewed = Claim { holder: claim.holder.clone(), now, until: now.saturating_add(LEASE_SECONDS) };
             let expected = stored.version;
-            let next = StoredRun { run: run.clone(), version: expected.saturating_add(1), due_at: None, ..stored.clone() };
+            let next =
+                StoredRun { run: run.clone(), version: expected.saturating_add(1), due_at: None, ..stored.clone() };
             match store.save_run(&next, expected, Some(&renewed)) {
                 Ok(()) => {
                     *stored = next;
@@ -217,7 +218,10 @@ pub fn report(run: &WorkflowRun, program: Option<&Program>, json: bool, location
             return Outcome::Error;
         }
         if run.status == RunStatus::Waiting {
-            eprintln!("note: the run is stored in {location}; `flowc resume {}` or `flowc worker` goes on with it", run.run);
+            eprintln!(
+                "note: the run is stored in {location}; `flowc resume {}` or `flowc worker` goes on with it",
+                run.run
+            );
         }
     }
     match run.status {

@@ -164,7 +164,9 @@ pub fn adopt(program: &Program, hash: &str, session: &mut Session) -> Result<(),
             return Err(incompatible("it was saved without the name of its step".to_string(), delete));
         }
     };
-    for (kind, stored, declared) in [("field", &session.data, &program.fields), ("context key", &session.context, &program.context)] {
+    for (kind, stored, declared) in
+        [("field", &session.data, &program.fields), ("context key", &session.context, &program.context)]
+    {
         for (name, value) in stored {
             let Some(declaration) = declared.iter().find(|declaration| declaration.name == *name) else {
                 return Err(incompatible(
@@ -241,7 +243,8 @@ flow booking "Book a hotel" {
     #[test]
     fn a_removed_step_or_a_retyped_field_names_the_session_and_what_to_do() {
         let (old, old_hash) = program(BOOKING);
-        let without_step = BOOKING.replace("  step ask_guests {\n    prompt \"How many guests?\"\n    collect guests\n  }\n", "");
+        let without_step =
+            BOOKING.replace("  step ask_guests {\n    prompt \"How many guests?\"\n    collect guests\n  }\n", "");
         let (new, new_hash) = program(&without_step);
         let error = adopt(&new, &new_hash, &mut stored_on(&old, &old_hash)).unwrap_err();
         assert_eq!(error.problem, "its step `booking.ask_guests` is no longer in the program");

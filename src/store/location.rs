@@ -12,9 +12,7 @@ pub enum StoreLocation {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LocationError {
-    #[error(
-        "unknown store `{0}` (use sqlite:PATH; a PostgreSQL store (postgres://…) is not available in this build)"
-    )]
+    #[error("unknown store `{0}` (use sqlite:PATH; a PostgreSQL store (postgres://…) is not available in this build)")]
     Unknown(String),
     #[error("cannot read the [store] table of {path}: {message}")]
     Config { path: String, message: String },

@@ -27,7 +27,9 @@ pub const HISTORY_KEPT: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("session `{id}` was changed by someone else (stored version {stored}, expected {expected}); run the turn again")]
+    #[error(
+        "session `{id}` was changed by someone else (stored version {stored}, expected {expected}); run the turn again"
+    )]
     Conflict { id: String, stored: u64, expected: u64 },
     #[error("run `{id}` was changed by someone else (stored version {stored}, expected {expected})")]
     RunConflict { id: String, stored: u64, expected: u64 },

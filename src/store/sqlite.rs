@@ -13,9 +13,7 @@
 //! The schema is versioned with `PRAGMA user_version`; [`MIGRATIONS`] takes
 //! a database of any older version to the current one.
 
-use super::{
-    Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id, check_loaded,
-};
+use super::{Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id, check_loaded};
 use crate::llm::Message;
 use crate::runtime::session::Session;
 use crate::runtime::workflow::WorkflowRun;
@@ -194,8 +192,12 @@ pub fn migrate(connection: &mut Connection, migrations: &[&str]) -> Result<(), S
         let Some(migration) = migrations.get(version) else {
             return transaction.commit().map_err(|error| error.to_string());
         };
-        transaction.execute_batch(migration).map_err(|error| format!("migration to version {}: {error}", version + 1))?;
-        transaction.pragma_update(None, "user_version", i64::try_from(version + 1).unwrap_or(i64::MAX)).map_err(|error| error.to_string())?;
+        transaction
+            .execute_batch(migration)
+            .map_err(|error| format!("migration to version {}: {error}", version + 1))?;
+        transaction
+            .pragma_update(None, "user_version", i64::try_from(version + 1).unwrap_or(i64::MAX))
+            .map_err(|error| error.to_string())?;
         transaction.commit().map_err(|error| error.to_string())?;
     }
 }
@@ -228,8 +230,8 @@ impl SessionStore for SqliteStore {
         check_id(id)?;
         let version = to_i64(id, session.version)?;
         let expected = to_i64(id, expected_version)?;
-        let state =
-            serde_json::to_string(session).map_err(|error| StoreError::Io { id: id.to_string(), message: error.to_string() })?;
+        let state = serde_json::to_string(session)
+            .map_err(|error| StoreError::Io { id: id.to_string(), message: error.to_string() })?;
         let mut connection = self.connection(id)?;
         let transaction =
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
@@ -478,9 +480,8 @@ impl RunStore for SqliteStore {
                 ))
                 .map_err(sql_error("*"))?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let rows = statement
-                .query_map(params![0, claim.now, false, limit], |row| row.get(0))
-                .map_err(sql_error("*"))?;
+            let rows =
+                statement.query_map(params![0, claim.now, false, limit], |row| row.get(0)).map_err(sql_error("*"))?;
             rows.collect::<Result<_, _>>().map_err(sql_error("*"))?
         };
         let mut runs = Vec::with_capacity(ids.len());
@@ -523,7 +524,8 @@ mod tests {
         let store = SqliteStore::open(&temp_db("roundtrip")).unwrap();
         let mut first = session("s1", 1);
         first.data.insert("hotel".into(), "Ritz".into());
-        let said = [Message { role: Role::User, text: "hi".into() }, Message { role: Role::Assistant, text: "hello".into() }];
+        let said =
+            [Message { role: Role::User, text: "hi".into() }, Message { role: Role::Assistant, text: "hello".into() }];
         store.save(&first, 0, &said).unwrap();
         let mut second = first.clone();
         second.version = 2;

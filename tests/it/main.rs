@@ -4,6 +4,8 @@
 mod compile;
 mod fake;
 mod generated;
+#[cfg(unix)]
+mod kill;
 mod providers;
 #[cfg(unix)]
 mod repl;
@@ -12,3 +14,4 @@ mod repl_stream;
 mod run;
 mod runtime;
 mod support;
+mod workflows;
