@@ -1,4 +1,4 @@
-//! Where the store is: `--store`, else `FLOWC_STORE`, else `[store] url` in
+//! Where the store is (SQLite or PostgreSQL): `--store`, else `FLOWC_STORE`, else `[store] url` in
 //! `flowc.toml`, else `.flowc/flowc.db` beside the program (or in the
 //! working directory for commands that name no program).
 
@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 pub enum StoreLocation {
     /// A SQLite database file.
     Sqlite(PathBuf),
+    /// A PostgreSQL connection URL (`postgres://user:password@host/db`).
+    Postgres(String),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +24,7 @@ impl std::fmt::Display for StoreLocation {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StoreLocation::Sqlite(path) => write!(formatter, "sqlite:{}", path.display()),
+            StoreLocation::Postgres(url) => write!(formatter, "{}", super::postgres::redact(url)),
         }
     }
 }
@@ -29,6 +32,9 @@ impl std::fmt::Display for StoreLocation {
 impl StoreLocation {
     pub fn parse(text: &str) -> Result<StoreLocation, LocationError> {
         let text = text.trim();
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            return Ok(StoreLocation::Postgres(text.to_string()));
+        }
         match text.strip_prefix("sqlite:") {
             Some(path) if !path.is_empty() => Ok(StoreLocation::Sqlite(PathBuf::from(path))),
             _ => Err(LocationError::Unknown(text.to_string())),
@@ -131,6 +137,11 @@ mod tests {
     fn an_unknown_store_or_a_bad_store_table_is_an_error() {
         assert!(matches!(StoreLocation::parse("mysql://x"), Err(LocationError::Unknown(_))));
         assert!(matches!(StoreLocation::parse("sqlite:"), Err(LocationError::Unknown(_))));
+        assert_eq!(
+            StoreLocation::parse("postgres://u:p@h/db").unwrap().to_string(),
+            "postgres://u:***@h/db",
+            "a password is never shown"
+        );
         let dir = temp_dir("bad-table");
         std::fs::write(dir.join("flowc.toml"), "[store]\npath = \"x\"\n").unwrap();
         assert!(matches!(resolve_with(None, None, None, &dir), Err(LocationError::Config { .. })));

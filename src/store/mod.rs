@@ -1,7 +1,8 @@
 //! Durable state behind two traits, so the runtime never knows where it
 //! lives: conversations ([`SessionStore`]) and workflow runs ([`RunStore`]).
-//! SQLite (bundled, WAL) is the store on disk; an in-memory session store
-//! serves tests and embedders.
+//! SQLite (bundled, WAL) is the store on one machine, PostgreSQL the store
+//! many machines share; an in-memory session store serves tests and
+//! embedders.
 //!
 //! Every write is one transaction with a compare-and-swap on a version: a
 //! turn or a step saves only if nobody saved since it loaded, and a kill at
@@ -12,6 +13,7 @@
 
 pub mod location;
 pub mod memory;
+pub mod postgres;
 pub mod sqlite;
 
 use crate::llm::Message;
@@ -135,6 +137,7 @@ impl<T: SessionStore + RunStore + Send + Sync> Store for T {}
 pub fn open(location: &StoreLocation) -> Result<Box<dyn Store>, StoreError> {
     match location {
         StoreLocation::Sqlite(path) => Ok(Box::new(sqlite::SqliteStore::open(path)?)),
+        StoreLocation::Postgres(url) => Ok(Box::new(postgres::PostgresStore::connect(url)?)),
     }
 }
 
