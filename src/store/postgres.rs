@@ -94,8 +94,14 @@ pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let credentials = url.get(scheme + 3..at).unwrap_or_default();
-            let user = credentials.split(':').next().unwrap_or_default();
-            format!("{}{user}:***{}", url.get(..scheme + 3).unwrap_or_default(), url.get(at..).unwrap_or_default())
+            match credentials.split_once(':') {
+                Some((user, _)) => format!(
+                    "{}{user}:***{}",
+                    url.get(..scheme + 3).unwrap_or_default(),
+                    url.get(at..).unwrap_or_default()
+                ),
+                None => url.to_string(),
+            }
         }
         _ => url.to_string(),
     }
@@ -133,7 +139,8 @@ impl SessionStore for PostgresStore {
     fn load(&self, id: &str) -> Result<Option<Session>, StoreError> {
         check_id(id)?;
         let mut client = self.client(id)?;
-        let row = client.query_opt("SELECT version, state FROM sessions WHERE id = $1", &[&id]).map_err(sql_error(id))?;
+        let row =
+            client.query_opt("SELECT version, state FROM sessions WHERE id = $1", &[&id]).map_err(sql_error(id))?;
         let Some(row) = row else {
             return Ok(None);
         };
@@ -450,5 +457,6 @@ mod tests {
     fn a_password_never_appears_in_messages() {
         assert_eq!(redact("postgres://flowc:secret@127.0.0.1:5432/db"), "postgres://flowc:***@127.0.0.1:5432/db");
         assert_eq!(redact("postgres://127.0.0.1/db"), "postgres://127.0.0.1/db");
+        assert_eq!(redact("postgres://flowc@127.0.0.1/db"), "postgres://flowc@127.0.0.1/db");
     }
 }

@@ -13,5 +13,6 @@ mod repl;
 mod repl_stream;
 mod run;
 mod runtime;
+mod store;
 mod support;
 mod workflows;
