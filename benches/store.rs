@@ -52,11 +52,20 @@ fn booking_program() -> Arc<flowc::ir::Program> {
 
 /// `conversations` booking conversations by one writer, each turn
 /// committed; the per-turn times (respond + commit).
-fn writer(location: &StoreLocation, name: &str, conversations: usize) -> Vec<Duration> {
+fn writer(
+    location: &StoreLocation,
+    name: &str,
+    conversations: usize,
+    start: &std::sync::Barrier,
+) -> (Vec<Duration>, Instant, Instant) {
     let program = booking_program();
     let mut runtime = runtime(&program, booking_answers());
     let store = open(location);
     let mut samples = Vec::with_capacity(conversations * BOOKING_TURNS.len());
+    // Compiling and connecting are not a turn's cost: every writer starts
+    // its turns at the same moment.
+    start.wait();
+    let began = Instant::now();
     for conversation in 0..conversations {
         let mut session: Session = runtime.new_session(format!("{name}-{conversation}"));
         for message in BOOKING_TURNS {
@@ -75,27 +84,37 @@ fn writer(location: &StoreLocation, name: &str, conversations: usize) -> Vec<Dur
         }
         black_box(&session);
     }
-    samples
+    (samples, began, Instant::now())
 }
 
 fn turns(location: &StoreLocation, label: &str, writers: usize, conversations: usize) {
     let prefix = format!("bench{}", std::process::id());
-    let started = Instant::now();
+    let barrier = Arc::new(std::sync::Barrier::new(writers));
     let handles: Vec<_> = (0..writers)
         .map(|index| {
             let location = location.clone();
             let name = format!("{prefix}-{writers}w{index}");
-            std::thread::spawn(move || writer(&location, &name, conversations))
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || writer(&location, &name, conversations, &barrier))
         })
         .collect();
     let mut samples: Vec<Duration> = Vec::new();
+    let mut first_start: Option<Instant> = None;
+    let mut last_end: Option<Instant> = None;
     for handle in handles {
         match handle.join() {
-            Ok(mut part) => samples.append(&mut part),
+            Ok((mut part, began, ended)) => {
+                samples.append(&mut part);
+                first_start = Some(first_start.map_or(began, |first| first.min(began)));
+                last_end = Some(last_end.map_or(ended, |last| last.max(ended)));
+            }
             Err(_) => std::process::exit(1),
         }
     }
-    let elapsed = started.elapsed();
+    let elapsed = match (first_start, last_end) {
+        (Some(first), Some(last)) => last.duration_since(first),
+        _ => Duration::from_secs(1),
+    };
     let per_second = samples.len() as f64 / elapsed.as_secs_f64();
     let p50 = percentile(&mut samples, 50.0);
     let p99 = percentile(&mut samples, 99.0);
@@ -103,6 +122,37 @@ fn turns(location: &StoreLocation, label: &str, writers: usize, conversations: u
         "{label:<10} booking turn, {writers} writer{}: {:>7} turns  p50 {p50:>8.1} µs  p99 {p99:>8.1} µs  {per_second:>8.0} turns/s",
         if writers == 1 { " " } else { "s" },
         samples.len()
+    );
+}
+
+/// One session for `turns` turns: the cost of a turn near the start and
+/// near the end of a long conversation (it must not grow).
+fn long_conversation(location: &StoreLocation, label: &str, turns: usize) {
+    let program = booking_program();
+    let mut runtime = runtime(&program, booking_answers());
+    let store = open(location);
+    let mut session: Session = runtime.new_session(format!("long{}", std::process::id()));
+    let mut samples = Vec::with_capacity(turns);
+    for index in 0..turns {
+        let message = BOOKING_TURNS.get(index % BOOKING_TURNS.len()).copied().unwrap_or_default();
+        let started = Instant::now();
+        let before = session.clone();
+        if runtime.respond(&mut session, message).is_err() {
+            std::process::exit(1);
+        }
+        session.record_position(&program);
+        if commit_turn(store.as_ref(), &before, &mut session).is_err() {
+            std::process::exit(1);
+        }
+        samples.push(started.elapsed());
+    }
+    let window = (turns / 10).max(1);
+    let mut first: Vec<Duration> = samples.iter().take(window).copied().collect();
+    let mut last: Vec<Duration> = samples.iter().rev().take(window).copied().collect();
+    println!(
+        "{label:<10} one session, {turns} turns: p50 {:.1} µs over the first {window}, {:.1} µs over the last {window}",
+        percentile(&mut first, 50.0),
+        percentile(&mut last, 50.0)
     );
 }
 
@@ -310,6 +360,7 @@ fn main() {
     turns(&sqlite, "sqlite", 1, conversations);
     turns(&sqlite, "sqlite", 8, conversations / 8);
     sqlite_bytes_per_session(&sqlite_path, conversations + conversations / 8 * 8);
+    long_conversation(&sqlite, "sqlite", if quick { 2000 } else { 10_000 });
     resumes(&sqlite, "sqlite", 1, runs, &dir);
     resumes(&sqlite, "sqlite", 2, runs, &dir);
     recovery(&dir);

@@ -63,7 +63,10 @@ pub fn run(args: &WorkerArgs) -> Outcome {
                         RunStatus::Waiting => stored.run.resume_at.as_ref().map(|at| format!(" until {at}")),
                         _ => None,
                     };
-                    println!("resumed {id}: {status}{}", detail.unwrap_or_default());
+                    let line = format!("resumed {id}: {status}{}\n", detail.unwrap_or_default());
+                    if super::print_stdout(&line) != Outcome::Success {
+                        return Outcome::Error;
+                    }
                 }
                 Err(error) => {
                     eprintln!("error: run {id}: {error}");

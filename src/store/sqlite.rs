@@ -90,7 +90,7 @@ impl SqliteStore {
             std::fs::create_dir_all(parent).map_err(|error| open_error(error.to_string()))?;
         }
         let mut connection = Connection::open(path).map_err(|error| open_error(error.to_string()))?;
-        connection.busy_timeout(Duration::from_secs(30)).map_err(|error| open_error(error.to_string()))?;
+        connection.busy_handler(Some(wait_for_writer)).map_err(|error| open_error(error.to_string()))?;
         set_wal(&connection).map_err(|error| open_error(error.to_string()))?;
         connection.pragma_update(None, "synchronous", "NORMAL").map_err(|error| open_error(error.to_string()))?;
         migrate(&mut connection, MIGRATIONS).map_err(open_error)?;
@@ -155,6 +155,20 @@ impl SqliteStore {
             let _ = std::fs::rename(&dir, dir.with_file_name("sessions.imported"));
         }
     }
+}
+
+/// Waits for another writer to commit: SQLite's own busy timeout sleeps
+/// in steps of up to 100 ms, far longer than a turn's transaction holds
+/// the lock, so concurrent writers would mostly sleep. Short waits first,
+/// then 1 ms ones, for about 30 s in all before giving up (`false`).
+fn wait_for_writer(attempt: i32) -> bool {
+    let pause = match attempt {
+        0..200 => Duration::from_micros(20),
+        200..30_000 => Duration::from_millis(1),
+        _ => return false,
+    };
+    std::thread::sleep(pause);
+    true
 }
 
 /// WAL mode, retried: a database another process is creating at the same
