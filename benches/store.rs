@@ -310,7 +310,8 @@ fn recovery(dir: &Path) {
     use std::io::Write;
     let path = dir.join("kill.db");
     let store = format!("sqlite:{}", path.display());
-    let script: String = (0..2000).map(|index| if index % 5 == 0 { "Hi, I'd like to book a hotel room\n" } else { "2\n" }).collect();
+    let script: String =
+        (0..2000).map(|index| if index % 5 == 0 { "Hi, I'd like to book a hotel room\n" } else { "2\n" }).collect();
     let mut times = Vec::new();
     for _ in 0..20 {
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_flowc"))

@@ -116,4 +116,3 @@ pub fn machine() -> String {
         .unwrap_or_else(|| "unknown CPU".to_string());
     format!("{cores} cores, {model}")
 }
-

@@ -439,6 +439,8 @@ impl Conversation<'_> {
         let mut parts = line.splitn(2, ' ');
         let command = parts.next().unwrap_or_default();
         let argument = parts.next().map(str::trim).unwrap_or_default();
+        // An export names its position, so an edited program can load it.
+        self.session.record_position(&self.runtime.program);
         match command {
             "/quit" | "/exit" => return true,
             "/help" => eprintln!(
@@ -481,10 +483,7 @@ impl Conversation<'_> {
                 self.last = None;
                 eprintln!("started over");
             }
-            "/save" if !argument.is_empty() => match {
-                self.session.record_position(&self.runtime.program);
-                serde_json::to_string_pretty(&*self.session)
-            } {
+            "/save" if !argument.is_empty() => match serde_json::to_string_pretty(&*self.session) {
                 Ok(text) => match std::fs::write(argument, text) {
                     Ok(()) => eprintln!("saved to {argument}"),
                     Err(error) => eprintln!("error: cannot write {argument}: {error}"),

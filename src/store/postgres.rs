@@ -61,7 +61,14 @@ pub struct PostgresStore {
 }
 
 fn sql_error(id: &str) -> impl Fn(postgres::Error) -> StoreError + '_ {
-    move |error| StoreError::Io { id: id.to_string(), message: error.to_string() }
+    // The server's own message says what went wrong; the client's Display
+    // says only "db error".
+    move |error| StoreError::Io {
+        id: id.to_string(),
+        message: error
+            .as_db_error()
+            .map_or_else(|| error.to_string(), |db| format!("{}: {}", db.severity(), db.message())),
+    }
 }
 
 fn to_i64(id: &str, value: u64) -> Result<i64, StoreError> {
@@ -433,15 +440,23 @@ impl RunStore for PostgresStore {
     fn claim_due(&self, claim: &Claim, limit: usize) -> Result<Vec<StoredRun>, StoreError> {
         let mut client = self.client("*")?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // As in the SQLite store: runs left by a dead holder first, then the
+        // due ones, oldest first; each an index range scan. SKIP LOCKED
+        // passes over rows another worker is claiming this instant.
         let rows = client
             .query(
-                &format!(
-                    "UPDATE runs SET claimed_by = $2, claimed_until = $3 WHERE id IN (
-                         SELECT id FROM runs WHERE {}
-                         ORDER BY due_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
-                     RETURNING {RUN_COLUMNS}",
-                    takeable("$1", "false")
-                ),
+                "WITH dead AS (
+                     SELECT id FROM runs WHERE status = 'running'
+                         AND (claimed_until IS NULL OR claimed_until < $1)
+                         LIMIT $4 FOR UPDATE SKIP LOCKED),
+                 due AS (
+                     SELECT id, due_at FROM runs WHERE status = 'waiting' AND due_at <= $1
+                         AND (claimed_until IS NULL OR claimed_until < $1)
+                         ORDER BY due_at LIMIT $4 FOR UPDATE SKIP LOCKED),
+                 taken AS (
+                     (SELECT id FROM dead) UNION ALL (SELECT id FROM due ORDER BY due_at) LIMIT $4)
+                 UPDATE runs SET claimed_by = $2, claimed_until = $3 FROM taken WHERE runs.id = taken.id
+                 RETURNING runs.id, runs.state, runs.program, runs.program_hash, runs.version, runs.due_at",
                 &[&claim.now, &claim.holder, &claim.until, &limit],
             )
             .map_err(sql_error("*"))?;

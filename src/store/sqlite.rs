@@ -487,17 +487,25 @@ impl RunStore for SqliteStore {
         let mut connection = self.connection("*")?;
         let transaction =
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error("*"))?;
-        let ids: Vec<String> = {
-            let mut statement = transaction
-                .prepare_cached(&format!(
-                    "SELECT id FROM runs WHERE ?1 = ?1 AND {TAKEABLE} ORDER BY due_at, id LIMIT ?4"
-                ))
-                .map_err(sql_error("*"))?;
-            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let rows =
-                statement.query_map(params![0, claim.now, false, limit], |row| row.get(0)).map_err(sql_error("*"))?;
-            rows.collect::<Result<_, _>>().map_err(sql_error("*"))?
-        };
+        // Two index range scans on (status, due_at), never a scan of the
+        // runs that ended: runs left by a dead holder first, then the due
+        // ones, oldest first.
+        let mut ids: Vec<String> = Vec::new();
+        for query in [
+            "SELECT id FROM runs WHERE status = 'running' AND (claimed_until IS NULL OR claimed_until < ?1) LIMIT ?2",
+            "SELECT id FROM runs WHERE status = 'waiting' AND due_at <= ?1
+                 AND (claimed_until IS NULL OR claimed_until < ?1) ORDER BY due_at LIMIT ?2",
+        ] {
+            let wanted = i64::try_from(limit.saturating_sub(ids.len())).unwrap_or(i64::MAX);
+            if wanted == 0 {
+                break;
+            }
+            let mut statement = transaction.prepare_cached(query).map_err(sql_error("*"))?;
+            let rows = statement.query_map(params![claim.now, wanted], |row| row.get(0)).map_err(sql_error("*"))?;
+            for id in rows {
+                ids.push(id.map_err(sql_error("*"))?);
+            }
+        }
         let mut runs = Vec::with_capacity(ids.len());
         for id in &ids {
             transaction
