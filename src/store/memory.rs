@@ -7,13 +7,16 @@ use crate::runtime::session::Session;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
+/// Each session with its transcript.
+type Sessions = BTreeMap<String, (Session, Vec<Message>)>;
+
 #[derive(Default)]
 pub struct MemoryStore {
-    sessions: Mutex<BTreeMap<String, (Session, Vec<Message>)>>,
+    sessions: Mutex<Sessions>,
 }
 
 impl MemoryStore {
-    fn sessions(&self, id: &str) -> Result<MutexGuard<'_, BTreeMap<String, (Session, Vec<Message>)>>, StoreError> {
+    fn sessions(&self, id: &str) -> Result<MutexGuard<'_, Sessions>, StoreError> {
         self.sessions
             .lock()
             .map_err(|_| StoreError::Io { id: id.to_string(), message: "the store's lock is poisoned".to_string() })

@@ -54,7 +54,7 @@ pub const MIGRATIONS: &[&str] = &[
 ];
 
 /// Any number that no other flowc lock uses: the migration lock's key.
-const MIGRATION_LOCK: i64 = 0x666c_6f77_63;
+const MIGRATION_LOCK: i64 = 0x0066_6c6f_7763;
 
 pub struct PostgresStore {
     client: Mutex<Client>,
