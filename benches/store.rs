@@ -190,22 +190,7 @@ fn postgres_bytes_per_session(url: &str) {
     }
 }
 
-const PAUSING: &str = r#"
-schema {
-  n: int "A counter"
-}
-flow pausing "Pause an hour" {
-  auto step one {
-    set n = 1
-  }
-  auto step pause {
-    wait 1h
-  }
-  auto step two {
-    set n = 2
-  }
-}
-"#;
+const PAUSING: &str = include_str!("../tests/fixtures/workflows/pausing.flow");
 
 /// `count` runs of PAUSING waiting in `location`, due at once.
 fn waiting_runs(location: &StoreLocation, program_file: &Path, count: usize, prefix: &str) {
@@ -215,6 +200,15 @@ fn waiting_runs(location: &StoreLocation, program_file: &Path, count: usize, pre
         base_dir: program_file.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf),
         clock: Arc::new(clock),
         ids: Arc::new(SeededIds::new(7)),
+    };
+    let Ok(mut run) = flowc::runtime::workflow::start(
+        &program,
+        &tool_env,
+        flowc::ir::FlowId(0),
+        &serde_json::Map::new(),
+        Default::default(),
+    ) else {
+        std::process::exit(1);
     };
     let tools = ToolRegistry::default();
     let sleep = |_: Duration| {};
@@ -227,9 +221,6 @@ fn waiting_runs(location: &StoreLocation, program_file: &Path, count: usize, pre
         sleep: &sleep,
         on_progress: &mut on_progress,
         checkpoint: &mut checkpoint,
-    };
-    let Ok(mut run) = runner.start(flowc::ir::FlowId(0), &serde_json::Map::new(), Default::default()) else {
-        std::process::exit(1);
     };
     if runner.run(&mut run).is_err() {
         std::process::exit(1);

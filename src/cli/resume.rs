@@ -46,6 +46,17 @@ pub fn open_store(flag: Option<&str>, program: Option<&Path>) -> Result<(Box<dyn
     Ok((store, location))
 }
 
+/// The store and the clock (`FLOWC_NOW`, `FLOWC_SEED`) of a command that
+/// works on stored runs.
+pub fn open_with_clock(flag: Option<&str>) -> Result<(Box<dyn Store>, StoreLocation, clock::ClockAndIds), Outcome> {
+    let (store, location) = open_store(flag, None)?;
+    let clock = clock::from_env().map_err(|error| {
+        eprintln!("error: {error}");
+        Outcome::Error
+    })?;
+    Ok((store, location, clock))
+}
+
 /// This process's name on the claims it takes: unique among processes,
 /// whatever the id seed.
 pub fn holder_name() -> String {
@@ -231,16 +242,9 @@ pub fn report(run: &WorkflowRun, program: Option<&Program>, json: bool, location
 }
 
 pub fn run(args: &ResumeArgs) -> Outcome {
-    let (store, location) = match open_store(args.store.as_deref(), None) {
+    let (store, location, (clock, ids)) = match open_with_clock(args.store.as_deref()) {
         Ok(opened) => opened,
         Err(outcome) => return outcome,
-    };
-    let (clock, ids) = match clock::from_env() {
-        Ok(pair) => pair,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return Outcome::Error;
-        }
     };
     let stored = match store.load_run(&args.id) {
         Ok(Some(stored)) => stored,

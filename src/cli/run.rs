@@ -17,7 +17,6 @@ use crate::runtime::events::TurnResult;
 use crate::runtime::session::{Data, Session, adopt};
 use crate::runtime::tools::{ToolEnv, ToolRegistry};
 use crate::runtime::validate::validate;
-use crate::runtime::workflow::WorkflowRunner;
 use crate::store::{Store, StoreError, StoredRun};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -543,19 +542,8 @@ fn run_workflow(
         Ok(opened) => opened,
         Err(outcome) => return Ok(outcome),
     };
-    let tools = ToolRegistry::default();
-    let sleep = |duration: std::time::Duration| std::thread::sleep(duration);
-    let mut on_progress = |_: &crate::runtime::workflow::StepProgress| {};
-    let mut checkpoint = |_: &crate::runtime::workflow::WorkflowRun| Ok(());
-    let runner = WorkflowRunner {
-        program,
-        tools: &tools,
-        tool_env,
-        sleep: &sleep,
-        on_progress: &mut on_progress,
-        checkpoint: &mut checkpoint,
-    };
-    let run = runner.start(flow, data, context).map_err(|error| RunError::Usage(error.to_string()))?;
+    let run = crate::runtime::workflow::start(program, tool_env, flow, data, context)
+        .map_err(|error| RunError::Usage(error.to_string()))?;
     let file = std::fs::canonicalize(&args.file).unwrap_or_else(|_| args.file.clone());
     let holder = super::resume::holder_name();
     let claim = super::resume::claim_at(&holder, tool_env.clock.as_ref());

@@ -5,8 +5,7 @@
 //! others once its lease is over.
 
 use super::Outcome;
-use super::resume::{claim_at, holder_name, open_store, resume_claimed};
-use crate::runtime::clock;
+use super::resume::{claim_at, holder_name, open_with_clock, resume_claimed};
 use crate::runtime::workflow::RunStatus;
 
 #[derive(Debug, clap::Args)]
@@ -27,16 +26,9 @@ pub struct WorkerArgs {
 const BATCH: usize = 8;
 
 pub fn run(args: &WorkerArgs) -> Outcome {
-    let (store, _) = match open_store(args.store.as_deref(), None) {
+    let (store, _, (clock, ids)) = match open_with_clock(args.store.as_deref()) {
         Ok(opened) => opened,
         Err(outcome) => return outcome,
-    };
-    let (clock, ids) = match clock::from_env() {
-        Ok(pair) => pair,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return Outcome::Error;
-        }
     };
     let holder = holder_name();
     let mut outcome = Outcome::Success;

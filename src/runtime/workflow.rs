@@ -133,77 +133,79 @@ pub struct WorkflowRunner<'a> {
     pub checkpoint: &'a mut dyn FnMut(&WorkflowRun) -> Result<(), String>,
 }
 
-impl WorkflowRunner<'_> {
-    /// Validates the inputs and creates the run.
-    pub fn start(
-        &self,
-        flow_id: FlowId,
-        inputs: &serde_json::Map<String, Value>,
-        context: Data,
-    ) -> Result<WorkflowRun, StartError> {
-        let flow_name = self.program.flow(flow_id).map_or_else(String::new, |flow| flow.name.clone());
-        let flow = self.program.flow(flow_id);
-        if let Some(step) = flow.and_then(|flow| flow.steps.iter().find(|step| !step.auto)) {
-            return Err(StartError::NotAWorkflow { flow: flow_name, step: step.name.clone() });
-        }
-        let mut data = Data::new();
-        for (name, value) in inputs {
-            let Some(field) = self.program.fields.iter().find(|field| field.name == *name) else {
-                return Err(StartError::UnknownInput { field: name.clone() });
-            };
-            let value = validate(value, &field.ty)
-                .map_err(|reason| StartError::InvalidInput { field: name.clone(), reason })?;
-            if !value.is_null() {
-                data.insert(name.clone(), value);
-            }
-        }
-        let missing: Vec<String> = flow
-            .map(|flow| {
-                flow.requires
-                    .iter()
-                    .filter_map(|field| self.program.field(*field))
-                    .filter(|field| !data.contains_key(&field.name))
-                    .map(|field| format!("`{}`", field.name))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if !missing.is_empty() {
-            return Err(StartError::MissingInputs { flow: flow_name, missing: missing.join(", ") });
-        }
-        let steps = flow
-            .map(|flow| {
-                flow.steps
-                    .iter()
-                    .map(|step| StepRecord {
-                        id: step.name.clone(),
-                        status: StepStatus::Pending,
-                        started_at: None,
-                        duration_ms: None,
-                        output: Value::Null,
-                        error: None,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        Ok(WorkflowRun {
-            run: self.tool_env.ids.next_id(),
-            flow: flow_id,
-            status: RunStatus::Running,
-            next_step: flow.filter(|flow| !flow.steps.is_empty()).map(|_| StepId(0)),
-            stopped_at: None,
-            resume_at: None,
-            data,
-            context,
-            steps,
-            warnings: Vec::new(),
-            flow_name,
-            started_at: None,
-            duration_ms: None,
-            events: Vec::new(),
-            error: None,
-        })
+/// Validates the inputs and creates the run, with a fresh id from
+/// `tool_env`'s id source; nothing runs yet.
+pub fn start(
+    program: &Program,
+    tool_env: &ToolEnv,
+    flow_id: FlowId,
+    inputs: &serde_json::Map<String, Value>,
+    context: Data,
+) -> Result<WorkflowRun, StartError> {
+    let flow_name = program.flow(flow_id).map_or_else(String::new, |flow| flow.name.clone());
+    let flow = program.flow(flow_id);
+    if let Some(step) = flow.and_then(|flow| flow.steps.iter().find(|step| !step.auto)) {
+        return Err(StartError::NotAWorkflow { flow: flow_name, step: step.name.clone() });
     }
+    let mut data = Data::new();
+    for (name, value) in inputs {
+        let Some(field) = program.fields.iter().find(|field| field.name == *name) else {
+            return Err(StartError::UnknownInput { field: name.clone() });
+        };
+        let value =
+            validate(value, &field.ty).map_err(|reason| StartError::InvalidInput { field: name.clone(), reason })?;
+        if !value.is_null() {
+            data.insert(name.clone(), value);
+        }
+    }
+    let missing: Vec<String> = flow
+        .map(|flow| {
+            flow.requires
+                .iter()
+                .filter_map(|field| program.field(*field))
+                .filter(|field| !data.contains_key(&field.name))
+                .map(|field| format!("`{}`", field.name))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !missing.is_empty() {
+        return Err(StartError::MissingInputs { flow: flow_name, missing: missing.join(", ") });
+    }
+    let steps = flow
+        .map(|flow| {
+            flow.steps
+                .iter()
+                .map(|step| StepRecord {
+                    id: step.name.clone(),
+                    status: StepStatus::Pending,
+                    started_at: None,
+                    duration_ms: None,
+                    output: Value::Null,
+                    error: None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(WorkflowRun {
+        run: tool_env.ids.next_id(),
+        flow: flow_id,
+        status: RunStatus::Running,
+        next_step: flow.filter(|flow| !flow.steps.is_empty()).map(|_| StepId(0)),
+        stopped_at: None,
+        resume_at: None,
+        data,
+        context,
+        steps,
+        warnings: Vec::new(),
+        flow_name,
+        started_at: None,
+        duration_ms: None,
+        events: Vec::new(),
+        error: None,
+    })
+}
 
+impl WorkflowRunner<'_> {
     fn timestamp(&self) -> String {
         self.tool_env.clock.now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
     }

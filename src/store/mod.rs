@@ -178,6 +178,73 @@ pub fn check_loaded(key: &str, session: &Session) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// What both database stores share: how a row's text becomes a session or
+/// a run and back.
+pub(crate) mod rows {
+    use super::{StoreError, StoredRun, check_loaded};
+    use crate::llm::{Message, Role};
+    use crate::runtime::session::Session;
+    use crate::runtime::workflow::WorkflowRun;
+
+    pub fn to_i64(id: &str, value: u64) -> Result<i64, StoreError> {
+        i64::try_from(value).map_err(|_| StoreError::Corrupt {
+            id: id.to_string(),
+            message: format!("version {value} is out of range"),
+        })
+    }
+
+    pub fn now_text() -> String {
+        chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    }
+
+    /// A session row: its state must hold the session asked for, at the
+    /// row's version.
+    pub fn session(id: &str, version: i64, state: &str) -> Result<Session, StoreError> {
+        let session: Session = serde_json::from_str(state)
+            .map_err(|error| StoreError::Corrupt { id: id.to_string(), message: error.to_string() })?;
+        if u64::try_from(version).ok() != Some(session.version) {
+            return Err(StoreError::Corrupt {
+                id: id.to_string(),
+                message: format!("its row is at version {version} but it holds version {}", session.version),
+            });
+        }
+        check_loaded(id, &session)?;
+        Ok(session)
+    }
+
+    pub fn run(
+        id: &str,
+        state: &str,
+        program: String,
+        program_hash: String,
+        version: i64,
+        due_at: Option<i64>,
+    ) -> Result<StoredRun, StoreError> {
+        let run = serde_json::from_str::<WorkflowRun>(state)
+            .map_err(|error| StoreError::Corrupt { id: id.to_string(), message: error.to_string() })?;
+        Ok(StoredRun { run, program, program_hash, version: u64::try_from(version).unwrap_or(0), due_at })
+    }
+
+    /// The run's `resume_at`, read from its state for a listing.
+    pub fn resume_at(state: &str) -> Option<String> {
+        serde_json::from_str::<WorkflowRun>(state).ok().and_then(|run| run.resume_at)
+    }
+
+    pub fn status(run: &WorkflowRun) -> String {
+        serde_json::to_value(run.status).ok().and_then(|status| status.as_str().map(str::to_string)).unwrap_or_default()
+    }
+
+    pub fn role(message: &Message) -> String {
+        serde_json::to_value(message.role).ok().and_then(|role| role.as_str().map(str::to_string)).unwrap_or_default()
+    }
+
+    pub fn message(id: &str, role: String, text: String) -> Result<Message, StoreError> {
+        let role: Role = serde_json::from_value(serde_json::Value::String(role))
+            .map_err(|error| StoreError::Corrupt { id: id.to_string(), message: error.to_string() })?;
+        Ok(Message { role, text })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

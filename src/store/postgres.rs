@@ -9,10 +9,10 @@
 //! takes a database of any older version to the current one, under an
 //! advisory lock so that two processes starting at once migrate once.
 
-use super::{Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id, check_loaded};
+use super::rows::{self, now_text, to_i64};
+use super::{Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id};
 use crate::llm::Message;
 use crate::runtime::session::Session;
-use crate::runtime::workflow::WorkflowRun;
 use postgres::{Client, NoTls, Row};
 use std::sync::{Mutex, MutexGuard};
 
@@ -69,15 +69,6 @@ fn sql_error(id: &str) -> impl Fn(postgres::Error) -> StoreError + '_ {
             .as_db_error()
             .map_or_else(|| error.to_string(), |db| format!("{}: {}", db.severity(), db.message())),
     }
-}
-
-fn to_i64(id: &str, value: u64) -> Result<i64, StoreError> {
-    i64::try_from(value)
-        .map_err(|_| StoreError::Corrupt { id: id.to_string(), message: format!("version {value} is out of range") })
-}
-
-fn now_text() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 impl PostgresStore {
@@ -151,18 +142,8 @@ impl SessionStore for PostgresStore {
         let Some(row) = row else {
             return Ok(None);
         };
-        let version: i64 = row.get(0);
         let state: String = row.get(1);
-        let session: Session = serde_json::from_str(&state)
-            .map_err(|error| StoreError::Corrupt { id: id.to_string(), message: error.to_string() })?;
-        if u64::try_from(version).ok() != Some(session.version) {
-            return Err(StoreError::Corrupt {
-                id: id.to_string(),
-                message: format!("its row is at version {version} but it holds version {}", session.version),
-            });
-        }
-        check_loaded(id, &session)?;
-        Ok(Some(session))
+        rows::session(id, row.get(0), &state).map(Some)
     }
 
     fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError> {
@@ -224,12 +205,8 @@ impl SessionStore for PostgresStore {
                 .prepare("INSERT INTO transcript (session_id, seq, role, text) VALUES ($1, $2, $3, $4)")
                 .map_err(sql_error(id))?;
             for (offset, message) in (0i64..).zip(transcript) {
-                let role = serde_json::to_value(message.role)
-                    .ok()
-                    .and_then(|role| role.as_str().map(str::to_string))
-                    .unwrap_or_default();
                 transaction
-                    .execute(&statement, &[&id, &(transcript_len + offset), &role, &message.text])
+                    .execute(&statement, &[&id, &(transcript_len + offset), &rows::role(message), &message.text])
                     .map_err(sql_error(id))?;
             }
         }
@@ -270,14 +247,7 @@ impl SessionStore for PostgresStore {
         let rows = client
             .query("SELECT role, text FROM transcript WHERE session_id = $1 ORDER BY seq", &[&id])
             .map_err(sql_error(id))?;
-        rows.iter()
-            .map(|row| {
-                let role: String = row.get(0);
-                let role = serde_json::from_value(serde_json::Value::String(role))
-                    .map_err(|error| StoreError::Corrupt { id: id.to_string(), message: error.to_string() })?;
-                Ok(Message { role, text: row.get(1) })
-            })
-            .collect()
+        rows.iter().map(|row| rows::message(id, row.get(0), row.get(1))).collect()
     }
 }
 
@@ -286,21 +256,8 @@ const RUN_COLUMNS: &str = "id, state, program, program_hash, version, due_at";
 fn run_from_row(row: &Row) -> Result<StoredRun, StoreError> {
     let id: String = row.get(0);
     let state: String = row.get(1);
-    let run = serde_json::from_str::<WorkflowRun>(&state)
-        .map_err(|error| StoreError::Corrupt { id: id.clone(), message: error.to_string() })?;
-    Ok(StoredRun {
-        run,
-        program: row.get(2),
-        program_hash: row.get(3),
-        version: u64::try_from(row.get::<_, i64>(4)).unwrap_or(0),
-        due_at: row.get(5),
-    })
+    rows::run(&id, &state, row.get(2), row.get(3), row.get(4), row.get(5))
 }
-
-fn status_text(run: &WorkflowRun) -> String {
-    serde_json::to_value(run.status).ok().and_then(|status| status.as_str().map(str::to_string)).unwrap_or_default()
-}
-
 /// As in the SQLite store: waiting and due (or `early`), or left running
 /// by a holder whose lease is over; `now` and `early` are SQL parameters.
 fn takeable(now: &str, early: &str) -> String {
@@ -338,7 +295,7 @@ impl RunStore for PostgresStore {
             return Err(conflict(stored_version));
         }
         let now = now_text();
-        let status = status_text(&stored.run);
+        let status = rows::status(&stored.run);
         let holder = claim.map(|claim| claim.holder.clone());
         let until = claim.map(|claim| claim.until);
         if stored_version == 0 {
@@ -408,7 +365,7 @@ impl RunStore for PostgresStore {
             .iter()
             .map(|row| {
                 let state: String = row.get(3);
-                let resume_at = serde_json::from_str::<WorkflowRun>(&state).ok().and_then(|run| run.resume_at);
+                let resume_at = rows::resume_at(&state);
                 RunSummary {
                     run: row.get(0),
                     flow: row.get(1),

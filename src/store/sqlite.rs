@@ -13,10 +13,10 @@
 //! The schema is versioned with `PRAGMA user_version`; [`MIGRATIONS`] takes
 //! a database of any older version to the current one.
 
-use super::{Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id, check_loaded};
+use super::rows::{self, now_text, to_i64};
+use super::{Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id};
 use crate::llm::Message;
 use crate::runtime::session::Session;
-use crate::runtime::workflow::WorkflowRun;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -70,15 +70,6 @@ pub struct SqliteStore {
 
 fn sql_error(id: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
     move |error| StoreError::Io { id: id.to_string(), message: error.to_string() }
-}
-
-fn to_i64(id: &str, value: u64) -> Result<i64, StoreError> {
-    i64::try_from(value)
-        .map_err(|_| StoreError::Corrupt { id: id.to_string(), message: format!("version {value} is out of range") })
-}
-
-fn now_text() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 impl SqliteStore {
@@ -227,16 +218,7 @@ impl SessionStore for SqliteStore {
         let Some((version, state)) = row else {
             return Ok(None);
         };
-        let session: Session = serde_json::from_str(&state)
-            .map_err(|error| StoreError::Corrupt { id: id.to_string(), message: error.to_string() })?;
-        if u64::try_from(version).ok() != Some(session.version) {
-            return Err(StoreError::Corrupt {
-                id: id.to_string(),
-                message: format!("its row is at version {version} but it holds version {}", session.version),
-            });
-        }
-        check_loaded(id, &session)?;
-        Ok(Some(session))
+        rows::session(id, version, &state).map(Some)
     }
 
     fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError> {
@@ -266,11 +248,9 @@ impl SessionStore for SqliteStore {
                 .prepare_cached("INSERT INTO transcript (session_id, seq, role, text) VALUES (?1, ?2, ?3, ?4)")
                 .map_err(sql_error(id))?;
             for (offset, message) in (0i64..).zip(transcript) {
-                let role = serde_json::to_value(message.role)
-                    .ok()
-                    .and_then(|role| role.as_str().map(str::to_string))
-                    .unwrap_or_default();
-                append.execute(params![id, transcript_len + offset, role, message.text]).map_err(sql_error(id))?;
+                append
+                    .execute(params![id, transcript_len + offset, rows::role(message), message.text])
+                    .map_err(sql_error(id))?;
             }
         }
         let appended = i64::try_from(transcript.len()).unwrap_or(i64::MAX);
@@ -340,9 +320,7 @@ impl SessionStore for SqliteStore {
         let mut messages = Vec::new();
         for row in rows {
             let (role, text) = row.map_err(sql_error(id))?;
-            let role = serde_json::from_value(serde_json::Value::String(role))
-                .map_err(|error| StoreError::Corrupt { id: id.to_string(), message: error.to_string() })?;
-            messages.push(Message { role, text });
+            messages.push(rows::message(id, role, text)?);
         }
         Ok(messages)
     }
@@ -352,19 +330,8 @@ const RUN_COLUMNS: &str = "state, program, program_hash, version, due_at";
 
 fn run_from_row(id: &str, row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<StoredRun, StoreError>> {
     let state: String = row.get(0)?;
-    let program: String = row.get(1)?;
-    let program_hash: String = row.get(2)?;
-    let version: i64 = row.get(3)?;
-    let due_at: Option<i64> = row.get(4)?;
-    Ok(serde_json::from_str::<WorkflowRun>(&state)
-        .map_err(|error| StoreError::Corrupt { id: id.to_string(), message: error.to_string() })
-        .map(|run| StoredRun { run, program, program_hash, version: u64::try_from(version).unwrap_or(0), due_at }))
+    Ok(rows::run(id, &state, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
 }
-
-fn status_text(run: &WorkflowRun) -> String {
-    serde_json::to_value(run.status).ok().and_then(|status| status.as_str().map(str::to_string)).unwrap_or_default()
-}
-
 /// Runs a holder may take: waiting and due (or `early`), or left running
 /// by a holder whose lease is over; never one held under a live lease.
 const TAKEABLE: &str = "(claimed_until IS NULL OR claimed_until < ?2)
@@ -417,7 +384,7 @@ impl RunStore for SqliteStore {
                     stored.program,
                     stored.program_hash,
                     stored.run.flow_name,
-                    status_text(&stored.run),
+                    rows::status(&stored.run),
                     stored.due_at,
                     version,
                     claim.map(|claim| claim.holder.as_str()),
@@ -447,8 +414,7 @@ impl RunStore for SqliteStore {
             .map_err(sql_error("*"))?;
         let rows = statement
             .query_map([], |row| {
-                let state: String = row.get(3)?;
-                let resume_at = serde_json::from_str::<WorkflowRun>(&state).ok().and_then(|run| run.resume_at);
+                let resume_at = rows::resume_at(&row.get::<_, String>(3)?);
                 Ok(RunSummary {
                     run: row.get(0)?,
                     flow: row.get(1)?,

@@ -13,26 +13,7 @@ use std::time::Duration;
 const KILLS: usize = 200;
 
 /// Turns small and many: each message moves the conversation on.
-const PROGRAM: &str = r#"
-schema {
-  hotel: string "The hotel" examples "Ritz", "Overlook"
-  guests: int "How many guests"
-}
-flow booking "Book a hotel" {
-  when "the user wants to book a hotel"
-  step ask_hotel {
-    prompt "Which hotel?"
-    collect hotel
-  }
-  step ask_guests {
-    prompt "How many guests?"
-    collect guests
-  }
-  step done {
-    say "Booked."
-  }
-}
-"#;
+use crate::workflows::BOOKING as PROGRAM;
 
 fn flowc(dir: &std::path::Path, store: &str, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_flowc"));

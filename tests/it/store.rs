@@ -98,22 +98,7 @@ fn postgres_migrates_a_database_at_every_older_schema_version() {
     }
 }
 
-const PAUSING: &str = r#"
-schema {
-  n: int "A counter"
-}
-flow pausing "Pause an hour" {
-  auto step one {
-    set n = 1
-  }
-  auto step pause {
-    wait 1h
-  }
-  auto step two {
-    set n = 2
-  }
-}
-"#;
+use crate::workflows::PAUSING;
 
 const TODAY: &str = "2026-01-05T10:00:00Z";
 const LATER: &str = "2026-01-05T11:00:00Z";

@@ -100,22 +100,7 @@ fn onboarding_waits_a_day_then_resume_finishes_it_without_running_a_step_twice()
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-const PAUSING: &str = r#"
-schema {
-  n: int "A counter"
-}
-flow pausing "Pause an hour" {
-  auto step one {
-    set n = 1
-  }
-  auto step pause {
-    wait 1h
-  }
-  auto step two {
-    set n = 2
-  }
-}
-"#;
+pub(crate) const PAUSING: &str = include_str!("../fixtures/workflows/pausing.flow");
 
 #[test]
 fn a_worker_resumes_every_due_run_once_and_leaves_the_rest() {
@@ -172,7 +157,7 @@ fn a_run_whose_program_changed_or_went_away_fails_with_the_reason_recorded() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-const BOOKING: &str = r#"
+pub(crate) const BOOKING: &str = r#"
 schema {
   hotel: string "The hotel" examples "Ritz", "Overlook"
   guests: int "How many guests"
