@@ -298,51 +298,35 @@ impl RunStore for PostgresStore {
         let status = rows::status(&stored.run);
         let holder = claim.map(|claim| claim.holder.clone());
         let until = claim.map(|claim| claim.until);
-        if stored_version == 0 {
-            let inserted = transaction
-                .execute(
-                    "INSERT INTO runs (id, program, program_hash, flow, status, due_at, version, claimed_by,
-                         claimed_until, created_at, updated_at, state)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11) ON CONFLICT (id) DO NOTHING",
-                    &[
-                        &id,
-                        &stored.program,
-                        &stored.program_hash,
-                        &stored.run.flow_name,
-                        &status,
-                        &stored.due_at,
-                        &version,
-                        &holder,
-                        &until,
-                        &now,
-                        &state,
-                    ],
-                )
-                .map_err(sql_error(id))?;
-            if inserted == 0 {
-                return Err(conflict(1));
-            }
-        } else {
-            transaction
-                .execute(
-                    "UPDATE runs SET program = $2, program_hash = $3, flow = $4, status = $5, due_at = $6,
-                         version = $7, claimed_by = $8, claimed_until = $9, updated_at = $10, state = $11
-                     WHERE id = $1",
-                    &[
-                        &id,
-                        &stored.program,
-                        &stored.program_hash,
-                        &stored.run.flow_name,
-                        &status,
-                        &stored.due_at,
-                        &version,
-                        &holder,
-                        &until,
-                        &now,
-                        &state,
-                    ],
-                )
-                .map_err(sql_error(id))?;
+        // One upsert for a new run and an existing one: the version
+        // condition makes a concurrent first save of the same id write
+        // nothing (the existing row is locked above otherwise).
+        let written = transaction
+            .execute(
+                "INSERT INTO runs (id, program, program_hash, flow, status, due_at, version, claimed_by,
+                     claimed_until, created_at, updated_at, state)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11)
+                 ON CONFLICT (id) DO UPDATE SET program = $2, program_hash = $3, flow = $4, status = $5,
+                     due_at = $6, version = $7, claimed_by = $8, claimed_until = $9, updated_at = $10, state = $11
+                 WHERE runs.version = $12",
+                &[
+                    &id,
+                    &stored.program,
+                    &stored.program_hash,
+                    &stored.run.flow_name,
+                    &status,
+                    &stored.due_at,
+                    &version,
+                    &holder,
+                    &until,
+                    &now,
+                    &state,
+                    &expected,
+                ],
+            )
+            .map_err(sql_error(id))?;
+        if written == 0 {
+            return Err(conflict(expected.saturating_add(1)));
         }
         transaction.commit().map_err(sql_error(id))
     }
