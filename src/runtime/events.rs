@@ -8,26 +8,105 @@ use serde_json::Value;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
-    TurnStarted { turn: u32, message: String },
-    PendingApplied { source: String },
-    ModelCalled { purpose: Purpose, provider: String, usage: Usage },
-    Routed { flow: String, reason: &'static str },
-    Extracted { field: String, value: Value },
-    ExtractionRejected { field: String, value: Value, reason: String },
-    SignalMatched { signal: String, phase: &'static str },
-    FlowEntered { flow: String },
-    FlowCompleted { flow: String },
-    FlowLeft { flow: String, reason: String },
-    StepEntered { flow: String, step: String },
-    StepAsked { flow: String, step: String, ask: u32 },
-    StepSkipped { flow: String, step: String, reason: String },
-    StepExecuted { flow: String, step: String },
-    BranchTaken { flow: String, step: String, entry: usize, label: Option<String> },
-    ToolCalled { tool: String, ok: bool, duration_ms: u64, error: Option<String> },
-    DirectiveEmitted { source: String, directive: Value },
-    DirectiveApplied { source: String },
-    Warning { message: String },
-    TurnFinished { stopped_reason: StopReason },
+    TurnStarted {
+        turn: u32,
+        message: String,
+    },
+    PendingApplied {
+        source: String,
+    },
+    ModelCalled {
+        purpose: Purpose,
+        provider: String,
+        usage: Usage,
+    },
+    Routed {
+        flow: String,
+        reason: &'static str,
+    },
+    Extracted {
+        field: String,
+        value: Value,
+    },
+    ExtractionRejected {
+        field: String,
+        value: Value,
+        reason: String,
+    },
+    SignalMatched {
+        signal: String,
+        phase: &'static str,
+    },
+    FlowEntered {
+        flow: String,
+    },
+    FlowCompleted {
+        flow: String,
+    },
+    FlowLeft {
+        flow: String,
+        reason: String,
+    },
+    /// A new run of `flow` started without the values of an earlier one.
+    FieldsCleared {
+        flow: String,
+        fields: Vec<String>,
+    },
+    StepEntered {
+        flow: String,
+        step: String,
+    },
+    StepAsked {
+        flow: String,
+        step: String,
+        ask: u32,
+    },
+    StepSkipped {
+        flow: String,
+        step: String,
+        reason: String,
+    },
+    StepExecuted {
+        flow: String,
+        step: String,
+    },
+    BranchTaken {
+        flow: String,
+        step: String,
+        entry: usize,
+        label: Option<String>,
+    },
+    ToolCalled {
+        tool: String,
+        ok: bool,
+        duration_ms: u64,
+        error: Option<String>,
+    },
+    /// A step's actions failed; its `on_error` (or the default) answered.
+    StepFailed {
+        flow: String,
+        step: String,
+        error: String,
+    },
+    /// A `finalize` hook failed after the reply was written: its writes and
+    /// directives were dropped, and the turn went on.
+    HookFailed {
+        hook: String,
+        error: String,
+    },
+    DirectiveEmitted {
+        source: String,
+        directive: Value,
+    },
+    DirectiveApplied {
+        source: String,
+    },
+    Warning {
+        message: String,
+    },
+    TurnFinished {
+        stopped_reason: StopReason,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -7,6 +7,7 @@ mod generated;
 #[cfg(unix)]
 mod kill;
 mod providers;
+mod reliability;
 #[cfg(unix)]
 mod repl;
 #[cfg(unix)]
