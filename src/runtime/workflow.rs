@@ -298,7 +298,7 @@ impl WorkflowRunner<'_> {
                     if let Some(wait_ms) = step.wait_ms {
                         let Some(resume) = super::clock::resume_time(self.tool_env.clock.now(), wait_ms) else {
                             self.fail(run, step_id, super::clock::wait_out_of_range(wait_ms));
-                            return;
+                            return Ok(());
                         };
                         if let Some(record) = run.steps.get_mut(step_id.index()) {
                             record.status = StepStatus::Waiting;
