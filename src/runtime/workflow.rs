@@ -206,6 +206,16 @@ pub fn start(
 }
 
 impl WorkflowRunner<'_> {
+    /// [`start`] with this runner's program and tool environment.
+    pub fn start(
+        &self,
+        flow_id: FlowId,
+        inputs: &serde_json::Map<String, Value>,
+        context: Data,
+    ) -> Result<WorkflowRun, StartError> {
+        start(self.program, self.tool_env, flow_id, inputs, context)
+    }
+
     fn timestamp(&self) -> String {
         self.tool_env.clock.now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
     }
