@@ -28,7 +28,7 @@ pub struct ResumeArgs {
     /// Print the run as one JSON object
     #[arg(long)]
     pub json: bool,
-    /// The store: sqlite:PATH (default: .flowc/flowc.db here, or FLOWC_STORE, or [store] in flowc.toml)
+    /// The store: sqlite:PATH or postgres://… (default: .flowc/flowc.db here, or FLOWC_STORE, or [store] in flowc.toml)
     #[arg(long)]
     pub store: Option<String>,
 }

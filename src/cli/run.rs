@@ -56,7 +56,7 @@ pub struct RunArgs {
     /// Keep the conversation in the store under ID and go on with it
     #[arg(long)]
     pub session: Option<String>,
-    /// The store for --session and workflow runs: sqlite:PATH (default: .flowc/flowc.db beside the program, or FLOWC_STORE, or [store] in flowc.toml)
+    /// The store for --session and workflow runs: sqlite:PATH or postgres://… (default: .flowc/flowc.db beside the program, or FLOWC_STORE, or [store] in flowc.toml)
     #[arg(long)]
     pub store: Option<String>,
 }

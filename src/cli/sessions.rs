@@ -7,7 +7,7 @@ use super::resume::open_store;
 pub struct SessionsArgs {
     #[command(subcommand)]
     pub command: SessionsCommand,
-    /// The store: sqlite:PATH (default: .flowc/flowc.db here, or FLOWC_STORE, or [store] in flowc.toml)
+    /// The store: sqlite:PATH or postgres://… (default: .flowc/flowc.db here, or FLOWC_STORE, or [store] in flowc.toml)
     #[arg(long, global = true)]
     pub store: Option<String>,
     /// Print JSON instead of text

@@ -16,7 +16,7 @@ pub struct WorkerArgs {
     /// Seconds between polls of the store when nothing is due
     #[arg(long, default_value_t = 5)]
     pub interval: u64,
-    /// The store: sqlite:PATH (default: .flowc/flowc.db here, or FLOWC_STORE, or [store] in flowc.toml)
+    /// The store: sqlite:PATH or postgres://… (default: .flowc/flowc.db here, or FLOWC_STORE, or [store] in flowc.toml)
     #[arg(long)]
     pub store: Option<String>,
 }
