@@ -10,6 +10,7 @@
 pub mod check;
 pub mod cli;
 pub mod diag;
+pub mod duration;
 pub mod expr;
 pub mod graph;
 pub mod ir;

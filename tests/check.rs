@@ -17,6 +17,8 @@
 
 #[path = "check/cli.rs"]
 mod cli;
+#[path = "check/fuzz.rs"]
+mod fuzz;
 #[path = "check/props.rs"]
 mod props;
 #[path = "check/stress.rs"]

@@ -721,7 +721,7 @@ impl<'a> Dataflow<'a> {
                     Via::Skip => Carry::Skipped,
                     Via::Arrive => Carry::Arrive,
                     Via::Branch(entry) => Carry::Branch(entry),
-                    Via::Fallthrough | Via::Directive => Carry::Ran,
+                    Via::Fallthrough | Via::Directive | Via::Recovery => Carry::Ran,
                 };
                 let (Ok(source_u32), Ok(target_u32)) = (u32::try_from(source), u32::try_from(target)) else {
                     continue;
@@ -1182,7 +1182,7 @@ mod tests {
                 r#"flow f { when "w"
                 step s1 { collect a }
                 step s2 { collect ok  say "{{a}}"
-                          branch { if ok == true -> s1
+                          branch { if ok == true -> { set a = null  goto_step s1 }
                                    else -> s3 } }
                 step s3 { say "{{a}} {{ok}}" } }"#,
             ),

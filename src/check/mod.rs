@@ -12,7 +12,7 @@
 //! | [`routing`]       | `unrouted_flow`, `shadowed_step`              |
 //! | [`directives`]    | `dropped_field`                               |
 //! | [`fields`]        | `uncollected_required`                        |
-//! | [`consent`]       | `kept_consent`                                |
+//! | [`consent`]       | `kept_consent`, `kept_uncollected`            |
 //!
 //! [`flowgraph`] is the step graph they share, [`conditions`] what can be
 //! told about a condition statically, [`walk`] the traversal of nested
@@ -29,7 +29,7 @@ mod fields;
 mod flowgraph;
 pub mod reachability;
 mod routing;
-mod walk;
+pub(crate) mod walk;
 
 use crate::diag::Diagnostic;
 use crate::ir::Program;

@@ -521,6 +521,20 @@ mod tests {
     use crate::check::check_findings as check;
 
     #[test]
+    fn a_step_reached_only_by_an_on_error_goto_is_reachable() {
+        check(
+            r#"schema { id: string }
+            tool book() -> { id: string } { builtin echo }
+            flow f { when "w"
+                auto step book { call book() -> id
+                                 on_error goto_step by_phone
+                                 next end }
+                step by_phone { say "Please call us." } }"#,
+            &[],
+        );
+    }
+
+    #[test]
     fn entries_after_an_unconditional_one_are_never_evaluated() {
         check(
             r#"flow f { when "w"

@@ -365,6 +365,36 @@ impl Step {
             span: Span::default(),
         }
     }
+
+    /// What a confirmation this step collects is a confirmation *of*: for a
+    /// step that collects a `bool`, the fields it `requires` and those its
+    /// prompt reads, other than the ones it collects. A consent holds only
+    /// for the values the user was shown; when one of them changes before
+    /// the step is left, the runtime clears the step's bools and asks
+    /// again. Empty for a step that collects no `bool`. Sorted.
+    pub fn confirms(&self, program: &Program) -> Vec<FieldId> {
+        let collects_bool = self
+            .collect
+            .iter()
+            .any(|field| program.field(*field).is_some_and(|declared| matches!(declared.ty.kind, TypeKind::Bool)));
+        if !collects_bool {
+            return Vec::new();
+        }
+        let mut fields = self.requires.clone();
+        for part in self.prompt.iter().flat_map(|prompt| &prompt.parts) {
+            if let crate::expr::TemplatePart::Expr(expr) = part {
+                expr.walk(&mut |node| {
+                    if let crate::expr::ExprKind::Field { field } = node.kind {
+                        fields.push(field);
+                    }
+                });
+            }
+        }
+        fields.retain(|field| !self.collect.contains(field));
+        fields.sort_unstable();
+        fields.dedup();
+        fields
+    }
 }
 
 /// Default number of asks before `on_no_answer` applies.

@@ -33,6 +33,12 @@ pub struct Session {
     pub asks: u32,
     /// Set fields only; an absent field is unset (null).
     pub data: Data,
+    /// What the current step showed when it last asked, if it collects a
+    /// confirmation: the values its consent is about ([`Step::confirms`]).
+    ///
+    /// [`Step::confirms`]: crate::ir::Step::confirms
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered: Option<Offered>,
     pub context: Data,
     pub history: Vec<Message>,
     /// Armed by a post-phase signal; applied first thing next turn.
@@ -42,6 +48,15 @@ pub struct Session {
     pub usage: Usage,
     /// Incremented on every saved turn (stores compare-and-swap on it).
     pub version: u64,
+}
+
+/// The values a confirming step asked about, keyed by field name (an unset
+/// field is `null`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Offered {
+    pub flow: FlowId,
+    pub step: StepId,
+    pub values: BTreeMap<String, serde_json::Value>,
 }
 
 /// What a signal's `behavior` needs to remember.
@@ -182,6 +197,22 @@ pub fn adopt(program: &Program, hash: &str, session: &mut Session) -> Result<(),
             }
         }
     }
+    // What the current step offered for confirmation follows it to its new
+    // place; an offer of another step (there is none in a saved session
+    // today) is dropped rather than pointed at the wrong step.
+    let offered_here = session
+        .offered
+        .as_ref()
+        .is_some_and(|offered| Some(offered.flow) == session.flow && Some(offered.step) == session.step);
+    match (offered_here, flow, step) {
+        (true, Some(flow), Some(step)) => {
+            if let Some(offered) = &mut session.offered {
+                offered.flow = flow;
+                offered.step = step;
+            }
+        }
+        _ => session.offered = None,
+    }
     session.flow = flow;
     session.step = step;
     session.program_hash = hash.to_string();
@@ -235,8 +266,10 @@ flow booking "Book a hotel" {
             .replace("  step ask_hotel {", "  step greet {\n    say \"Hello\"\n  }\n  step ask_hotel {");
         let (new, new_hash) = program(&edited);
         assert_ne!(old_hash, new_hash);
+        session.offered = Some(Offered { flow: FlowId(0), step: StepId(1), values: BTreeMap::new() });
         adopt(&new, &new_hash, &mut session).unwrap();
         assert_eq!(session.step, Some(StepId(2)), "found by name after a step was inserted before it");
+        assert_eq!(session.offered.map(|offered| offered.step), Some(StepId(2)), "the offer follows its step");
         assert_eq!(session.program_hash, new_hash);
     }
 
@@ -264,5 +297,14 @@ flow booking "Book a hotel" {
         assert_eq!(adopt(&program, &hash, &mut session).unwrap_err().problem, "its step is out of range");
         session.flow = Some(FlowId(3));
         assert_eq!(adopt(&program, &hash, &mut session).unwrap_err().problem, "its flow is out of range");
+    }
+
+    /// Sessions stored before `offered` existed still load.
+    #[test]
+    fn a_session_without_an_offer_loads() {
+        let stored = serde_json::to_value(Session::new("s1", "hash")).unwrap_or_default();
+        assert!(stored.get("offered").is_none(), "nothing stored when nothing was offered");
+        let loaded: Result<Session, _> = serde_json::from_value(stored);
+        assert!(loaded.is_ok_and(|session| session.offered.is_none()));
     }
 }
