@@ -4,6 +4,8 @@
 mod compile;
 mod fake;
 mod generated;
+#[cfg(unix)]
+mod kill;
 mod providers;
 mod reliability;
 #[cfg(unix)]
@@ -12,4 +14,6 @@ mod repl;
 mod repl_stream;
 mod run;
 mod runtime;
+mod store;
 mod support;
+mod workflows;
