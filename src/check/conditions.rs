@@ -73,6 +73,7 @@ fn fold_at(expr: &Expr, depth: usize) -> Option<Value> {
         | ExprKind::Context { .. }
         | ExprKind::Local { .. }
         | ExprKind::Env { .. }
+        | ExprKind::StepOutput { .. }
         | ExprKind::Member { .. }
         | ExprKind::Error => return None,
     };
@@ -167,6 +168,10 @@ fn write_key(expr: &Expr, out: &mut String, depth: usize) -> bool {
         }
         ExprKind::Env { name } => {
             out.push_str(&format!("e{name};"));
+            true
+        }
+        ExprKind::StepOutput { step, .. } => {
+            out.push_str(&format!("s{};", step.0));
             true
         }
         ExprKind::Member { object, member } => {

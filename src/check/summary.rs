@@ -379,6 +379,7 @@ impl Walker {
             | ExprKind::Context { .. }
             | ExprKind::Local { .. }
             | ExprKind::Env { .. }
+            | ExprKind::StepOutput { .. }
             | ExprKind::Error => {}
         }
     }

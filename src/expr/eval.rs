@@ -14,7 +14,7 @@
 use super::ops::{self, Typing, contained, is_temporal};
 pub use super::ops::{is_true, to_text};
 use super::{Expr, ExprKind, Function, Template, TemplatePart, Type};
-use crate::ids::{ContextId, FieldId};
+use crate::ids::{ContextId, FieldId, StepId};
 use crate::syntax::ast::BinaryOp;
 use chrono::SecondsFormat;
 use serde_json::Value;
@@ -30,6 +30,11 @@ pub trait Bindings {
     fn env(&self, name: &str) -> Option<String>;
     /// The injectable clock (`FLOWC_NOW` freezes it).
     fn now(&self) -> chrono::DateTime<chrono::Utc>;
+    /// The recorded output of a step of the running workflow; null outside
+    /// a workflow (the type checker allows `steps.…` only in one).
+    fn step_output(&self, _step: StepId) -> Value {
+        Value::Null
+    }
 }
 
 /// Evaluates an expression. Runtime anomalies the language defines as null
@@ -42,6 +47,7 @@ pub fn eval(expr: &Expr, bindings: &dyn Bindings, warnings: &mut Vec<String>) ->
         ExprKind::Context { key } => bindings.context(*key),
         ExprKind::Local { slot, .. } => bindings.local(*slot),
         ExprKind::Env { name } => bindings.env(name).map_or(Value::Null, Value::String),
+        ExprKind::StepOutput { step, .. } => bindings.step_output(*step),
         ExprKind::Member { object, member } => match eval(object, bindings, warnings) {
             Value::Object(mut map) => map.shift_remove(member).unwrap_or(Value::Null),
             _ => Value::Null,
@@ -223,7 +229,7 @@ mod tests {
         let ast = parse_expr(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
         let locals = [("c".to_string(), object_type(&[("email", Type::String)]))];
         let typed = Checker {
-            scope: Scope { symbols: &symbols, fields_visible: true, locals: &locals, env_allowed: true },
+            scope: Scope { symbols: &symbols, fields_visible: true, locals: &locals, env_allowed: true, steps: None },
             diagnostics: &mut diagnostics,
         }
         .expr(&ast);
@@ -521,7 +527,7 @@ mod tests {
         let mut diagnostics = Vec::new();
         let ast = parse_template(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
         let template = Checker {
-            scope: Scope { symbols: &symbols, fields_visible: true, locals: &[], env_allowed: false },
+            scope: Scope { symbols: &symbols, fields_visible: true, locals: &[], env_allowed: false, steps: None },
             diagnostics: &mut diagnostics,
         }
         .template(&ast);

@@ -10,7 +10,7 @@ pub mod eval;
 pub mod ops;
 pub mod typeck;
 
-use crate::ids::{ContextId, FieldId};
+use crate::ids::{ContextId, FieldId, StepId};
 use crate::source::Span;
 use crate::syntax::ast::{BinaryOp, UnaryOp};
 use serde::Serialize;
@@ -99,6 +99,12 @@ pub enum ExprKind {
     },
     /// `env.NAME`, allowed only in http headers.
     Env {
+        name: String,
+    },
+    /// `steps.NAME.output`: what an earlier step of the running workflow
+    /// recorded as its output (null while that step has not completed).
+    StepOutput {
+        step: StepId,
         name: String,
     },
     Member {
@@ -282,6 +288,7 @@ impl Expr {
             | ExprKind::Context { .. }
             | ExprKind::Local { .. }
             | ExprKind::Env { .. }
+            | ExprKind::StepOutput { .. }
             | ExprKind::Error => {}
         }
     }

@@ -28,6 +28,20 @@ pub struct Scope<'a> {
     pub locals: &'a [(String, Type)],
     /// `env.NAME` is allowed only in http headers.
     pub env_allowed: bool,
+    /// The workflow step an expression belongs to, for `steps.NAME.output`;
+    /// `None` anywhere else (conversations, flow guards, tools).
+    pub steps: Option<&'a StepOutputs>,
+}
+
+/// The steps of a workflow whose recorded `output` an expression may read.
+#[derive(Debug, Default)]
+pub struct StepOutputs {
+    /// Every step of the flow in order, with the static type of its output
+    /// (`None`: it has none a later step could rely on).
+    pub steps: Vec<(String, Option<Type>)>,
+    /// The index of the step being lowered: only steps before it have
+    /// completed when its expressions run.
+    pub current: usize,
 }
 
 pub struct Checker<'a> {
@@ -196,6 +210,11 @@ impl Checker<'_> {
                 },
                 rest,
             )
+        } else if name == "steps" {
+            match self.step_output(head, rest) {
+                Ok((expr, rest)) => (expr, rest),
+                Err(diagnostic) => return self.error(*diagnostic),
+            }
         } else if let Some((id, ty)) = self.scope.symbols.fields.get(name).filter(|_| self.scope.fields_visible) {
             (Expr { kind: ExprKind::Field { field: *id }, ty: ty.clone(), span: head.span }, rest)
         } else {
@@ -206,6 +225,67 @@ impl Checker<'_> {
             expr = self.member(expr, member);
         }
         expr
+    }
+
+    /// `steps.NAME.output`: typed by what the step's actions write, read
+    /// only from a later step of the same workflow.
+    fn step_output<'n>(
+        &self,
+        head: &ast::Name,
+        rest: &'n [ast::Name],
+    ) -> Result<(Expr, &'n [ast::Name]), Box<Diagnostic>> {
+        let help = "write `steps.STEP.output` with an earlier step of this workflow";
+        let (Some(step), Some(output)) = (rest.first(), rest.get(1)) else {
+            return Err(Box::new(
+                Diagnostic::new(Code::UnknownField, "`steps` needs a step and `output`")
+                    .at(head.span, "steps of what?")
+                    .with_help(help),
+            ));
+        };
+        if output.value != "output" {
+            return Err(Box::new(
+                Diagnostic::new(Code::UnknownField, format!("a step has no `{}`", output.value))
+                    .at(output.span, "a step records only its `output`")
+                    .with_help(format!("write `steps.{}.output`", step.value)),
+            ));
+        }
+        let span = head.span.to(output.span);
+        let Some(outputs) = self.scope.steps else {
+            return Err(Box::new(
+                Diagnostic::new(Code::UnknownField, format!("`steps.{}.output` is read outside a workflow step", step.value))
+                    .at(span, "only a workflow records step outputs")
+                    .with_help("read a step's output in a later step of a workflow (a flow whose steps are all auto); a conversation keeps what it needs in fields"),
+            ));
+        };
+        let Some(index) = outputs.steps.iter().position(|(name, _)| *name == step.value) else {
+            let suggestion = did_you_mean(&step.value, outputs.steps.iter().map(|(name, _)| name.as_str()));
+            return Err(Box::new(
+                Diagnostic::new(Code::UnknownField, format!("this workflow has no step `{}`", step.value))
+                    .at(step.span, "no step of this flow has this id")
+                    .with_help(suggestion.map_or_else(|| help.to_string(), |close| format!("did you mean `steps.{close}.output`?"))),
+            ));
+        };
+        if index >= outputs.current {
+            let what = if index == outputs.current { "this step's own" } else { "a later step's" };
+            return Err(Box::new(
+                Diagnostic::new(Code::UnknownField, format!("`steps.{}.output` is {what} output", step.value))
+                    .at(span, "not recorded yet when this runs")
+                    .with_help("read the output of a step declared before this one; steps run in order"),
+            ));
+        }
+        let Some(ty) = outputs.steps.get(index).and_then(|(_, ty)| ty.clone()) else {
+            return Err(Box::new(
+                Diagnostic::new(Code::TypeMismatch, format!("the output of the step `{}` has no type", step.value))
+                    .at(span, "its type is not known at compile time")
+                    .with_help("read outputs of steps that set fields, or that call one tool with `returns`; or save the result in a field and read the field"),
+            ));
+        };
+        let expr = Expr {
+            kind: ExprKind::StepOutput { step: crate::ids::StepId::from_index(index), name: step.value.clone() },
+            ty,
+            span,
+        };
+        Ok((expr, rest.get(2..).unwrap_or_default()))
     }
 
     fn unknown_name(&self, name: &ast::Name) -> Diagnostic {
@@ -675,7 +755,7 @@ mod tests {
         let ast = parse_expr(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
         let locals = [("c".to_string(), Type::Object(vec![("email".to_string(), Type::String)].into()))];
         let mut checker = Checker {
-            scope: Scope { symbols: &symbols, fields_visible: true, locals: &locals, env_allowed: false },
+            scope: Scope { symbols: &symbols, fields_visible: true, locals: &locals, env_allowed: false, steps: None },
             diagnostics: &mut diagnostics,
         };
         let typed = checker.expr(&ast);
@@ -745,5 +825,53 @@ mod tests {
     #[test]
     fn invalid_dates_are_mismatches() {
         assert_eq!(check("date == \"tomorrow\"").1, vec!["type_mismatch"]);
+    }
+
+    /// Type-checks `text` inside the third step of a workflow whose steps
+    /// record `fetch` (a tool's object), `log` (untyped), `review` (this
+    /// step) and `send` (later).
+    fn check_in_workflow(text: &str) -> (Type, Vec<String>) {
+        let symbols = symbols();
+        let outputs = StepOutputs {
+            steps: vec![
+                ("fetch".to_string(), Some(Type::Object(vec![("score".to_string(), Type::Int)].into()))),
+                ("log".to_string(), None),
+                ("review".to_string(), Some(Type::Object(Vec::new().into()))),
+                ("send".to_string(), Some(Type::Object(Vec::new().into()))),
+            ],
+            current: 2,
+        };
+        let mut diagnostics = Vec::new();
+        let ast = parse_expr(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
+        let mut checker = Checker {
+            scope: Scope { symbols: &symbols, fields_visible: true, locals: &[], env_allowed: false, steps: Some(&outputs) },
+            diagnostics: &mut diagnostics,
+        };
+        let typed = checker.expr(&ast);
+        let codes = diagnostics.iter().map(|diagnostic| diagnostic.code.as_str().to_string()).collect();
+        (typed.ty, codes)
+    }
+
+    #[test]
+    fn an_earlier_steps_output_has_its_recorded_type() {
+        assert_eq!(check_in_workflow("steps.fetch.output.score"), (Type::Int, Vec::new()));
+        assert_eq!(check_in_workflow("steps.fetch.output.score > guests"), (Type::Bool, Vec::new()));
+        assert_eq!(check_in_workflow("steps.fetch.output.score == \"high\"").1, vec!["type_mismatch"]);
+        assert_eq!(check_in_workflow("steps.fetch.output.scor").1, vec!["unknown_field"]);
+    }
+
+    #[test]
+    fn unreadable_step_outputs_are_errors() {
+        assert_eq!(check_in_workflow("steps.log.output is set").1, vec!["type_mismatch"]);
+        assert_eq!(check_in_workflow("steps.review.output is set").1, vec!["unknown_field"]);
+        assert_eq!(check_in_workflow("steps.send.output is set").1, vec!["unknown_field"]);
+        assert_eq!(check_in_workflow("steps.fech.output is set").1, vec!["unknown_field"]);
+        assert_eq!(check_in_workflow("steps.fetch.status is set").1, vec!["unknown_field"]);
+        assert_eq!(check_in_workflow("steps.fetch is set").1, vec!["unknown_field"]);
+    }
+
+    #[test]
+    fn step_outputs_are_unknown_outside_a_workflow_step() {
+        assert_eq!(check("steps.fetch.output is set").1, vec!["unknown_field"]);
     }
 }

@@ -107,6 +107,11 @@ fn write_expr(program: &Program, expr: &Expr, min: u8, out: &mut String) {
             out.push_str("env.");
             out.push_str(name);
         }
+        ExprKind::StepOutput { name, .. } => {
+            out.push_str("steps.");
+            out.push_str(name);
+            out.push_str(".output");
+        }
         ExprKind::Member { object, member } => {
             write_expr(program, object, PRIMARY, out);
             out.push('.');

@@ -11,7 +11,7 @@
 use super::*;
 use crate::diag::{Code, Diagnostic, did_you_mean};
 use crate::duration::{DurationError, MAX_DURATION_DAYS, parse_duration_ms};
-use crate::expr::typeck::{Checker, Scope, Symbols, assignability};
+use crate::expr::typeck::{Checker, Scope, StepOutputs, Symbols, assignability};
 use crate::expr::{Expr, ExprKind, Template, Type};
 use crate::source::{Span, Spanned};
 use crate::syntax::ast;
@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 /// Words that cannot name a field, flow, step or anything else.
 pub const RESERVED_WORDS: &[&str] =
-    &["and", "or", "not", "in", "is", "set", "true", "false", "null", "context", "env", "end"];
+    &["and", "or", "not", "in", "is", "set", "true", "false", "null", "context", "env", "steps", "end"];
 
 /// Lowers a parsed program. The IR is always produced; it is only safe to
 /// run when no returned diagnostic is an error.
@@ -50,6 +50,9 @@ struct Lowerer {
     /// Per field (by [`FieldId`]), its type: a lookup per write must not
     /// scan the whole schema.
     field_types: Vec<Type>,
+    /// While a workflow's steps are lowered: the outputs earlier steps
+    /// record, for `steps.NAME.output`.
+    step_outputs: Option<StepOutputs>,
 }
 
 struct ToolSignature {
@@ -457,7 +460,13 @@ impl Lowerer {
 
     fn checker<'a>(&'a self, locals: &'a [(String, Type)], diagnostics: &'a mut Vec<Diagnostic>) -> Checker<'a> {
         Checker {
-            scope: Scope { symbols: &self.symbols, fields_visible: true, locals, env_allowed: false },
+            scope: Scope {
+                symbols: &self.symbols,
+                fields_visible: true,
+                locals,
+                env_allowed: false,
+                steps: self.step_outputs.as_ref(),
+            },
             diagnostics,
         }
     }
@@ -690,7 +699,7 @@ impl Lowerer {
     fn tool_template(&mut self, template: &ast::Template, params: &[(String, Type)], env_allowed: bool) -> Template {
         let mut diagnostics = std::mem::take(&mut self.diagnostics);
         let typed = Checker {
-            scope: Scope { symbols: &self.symbols, fields_visible: false, locals: params, env_allowed },
+            scope: Scope { symbols: &self.symbols, fields_visible: false, locals: params, env_allowed, steps: None },
             diagnostics: &mut diagnostics,
         }
         .template(template);
@@ -834,7 +843,7 @@ impl Lowerer {
                     .with_help("add `id: some_name`: targets and traces refer to steps by id"),
             );
         }
-        let steps: Vec<Step> = step_decls.iter().map(|step| self.step(step, scope)).collect();
+        let steps = self.steps_of(step_decls, scope);
         let workflow = !steps.is_empty() && steps.iter().all(|step| step.auto);
         let fresh = crate::ir::run_fields(&steps, &keep, &declared_fresh);
         self.on_error_kinds(step_decls, workflow);
@@ -858,6 +867,52 @@ impl Lowerer {
             steps,
             span: flow.name.span,
             incomplete: false,
+        }
+    }
+
+    /// Lowers a flow's steps; in a workflow (every step auto), each step's
+    /// expressions may read the outputs of the steps before it.
+    fn steps_of(&mut self, step_decls: &[&ast::StepDecl], scope: FlowScope) -> Vec<Step> {
+        let workflow = !step_decls.is_empty()
+            && step_decls.iter().all(|step| step.auto.as_ref().is_some_and(|auto| auto.value));
+        if !workflow {
+            return step_decls.iter().map(|step| self.step(step, scope)).collect();
+        }
+        let names = step_decls.iter().map(|step| step.id.as_ref().map(|id| id.value.clone()).unwrap_or_default());
+        self.step_outputs = Some(StepOutputs { steps: names.map(|name| (name, None)).collect(), current: 0 });
+        let mut steps = Vec::with_capacity(step_decls.len());
+        for (index, decl) in step_decls.iter().enumerate() {
+            if let Some(outputs) = self.step_outputs.as_mut() {
+                outputs.current = index;
+            }
+            let step = self.step(decl, scope);
+            let ty = self.output_type(&step.actions);
+            if let Some(slot) = self.step_outputs.as_mut().and_then(|outputs| outputs.steps.get_mut(index)) {
+                slot.1 = ty;
+            }
+            steps.push(step);
+        }
+        self.step_outputs = None;
+        steps
+    }
+
+    /// The static type of what a step with these actions records as its
+    /// output (see [`crate::ir::output_shape`]).
+    fn output_type(&self, actions: &[Action]) -> Option<Type> {
+        match crate::ir::output_shape(actions) {
+            OutputShape::Fields(fields) => {
+                let names = fields.iter().filter_map(|field| {
+                    let name = self.symbols.fields.iter().find(|(_, (id, _))| id == field).map(|(name, _)| name)?;
+                    Some((name.clone(), self.symbols_type(*field)))
+                });
+                Some(Type::Object(names.collect()))
+            }
+            OutputShape::Call(tool) => self
+                .tool_signatures
+                .get(tool.index())
+                .and_then(|signature| signature.returns.clone())
+                .map(|returns| Type::Object(returns.into())),
+            OutputShape::Untyped => None,
         }
     }
 

@@ -536,6 +536,49 @@ pub fn run_fields(steps: &[Step], keep: &[FieldId], fresh: &[FieldId]) -> Vec<Fi
     fields
 }
 
+/// What a workflow step records as its `output`, decided by its actions
+/// alone so that the type checker and the runner agree on it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OutputShape {
+    /// The step writes these fields (`set`, a call's `save`, an emitted
+    /// directive's `set`): its output is an object of those it changed.
+    Fields(Vec<FieldId>),
+    /// The step writes no field and calls exactly one tool, outside any
+    /// loop: its output is that call's result.
+    Call(ToolId),
+    /// Anything else: the results of its calls, if any, with no static type.
+    Untyped,
+}
+
+/// The [`OutputShape`] of a step with these actions.
+pub fn output_shape(actions: &[Action]) -> OutputShape {
+    fn walk(actions: &[Action], in_loop: bool, written: &mut Vec<FieldId>, calls: &mut Vec<(ToolId, bool)>) {
+        for action in actions {
+            match &action.kind {
+                ActionKind::Set(write) => written.push(write.field),
+                ActionKind::Call(call) => {
+                    written.extend(call.save);
+                    calls.push((call.tool, in_loop));
+                }
+                ActionKind::Emit(directive) => written.extend(directive.set.iter().map(|write| write.field)),
+                ActionKind::Say { .. } => {}
+                ActionKind::ForEach(for_each) => walk(&for_each.actions, true, written, calls),
+            }
+        }
+    }
+    let (mut written, mut calls) = (Vec::new(), Vec::new());
+    walk(actions, false, &mut written, &mut calls);
+    if !written.is_empty() {
+        let mut seen = std::collections::HashSet::with_capacity(written.len());
+        written.retain(|field| seen.insert(*field));
+        return OutputShape::Fields(written);
+    }
+    match calls.as_slice() {
+        [(tool, false)] => OutputShape::Call(*tool),
+        _ => OutputShape::Untyped,
+    }
+}
+
 impl Flow {
     pub fn step(&self, id: StepId) -> Option<&Step> {
         self.steps.get(id.index())
@@ -611,4 +654,78 @@ pub fn object_schema(fields: &[Field]) -> serde_json::Value {
         "required": required,
         "additionalProperties": false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::compile;
+    use crate::source::SourceFile;
+
+    const WORKFLOW: &str = r#"schema { total: int  note: string }
+        tool clock() -> { now: datetime } { builtin now }
+        tool echo(note: string) -> { note: string } { builtin echo }
+        flow f { default
+            auto step count { set total = 1 }
+            auto step stamp { call clock() }
+            auto step twice { call clock()  call clock() }
+            auto step looped { for t in [1, 2] { call clock() } }
+            auto step saved { call echo(note: "a") -> note }
+            auto step use { set total = steps.count.output.total * 10
+                            set note = "{{steps.stamp.output.now}} {{steps.saved.output.note}}" } }"#;
+
+    fn shapes(text: &str) -> (Vec<OutputShape>, Vec<&'static str>) {
+        let compiled = compile(&SourceFile::new("t.flow", text));
+        let codes = compiled.diagnostics.iter().map(|diagnostic| diagnostic.code.as_str()).collect();
+        let flow = compiled.ir.flows.first();
+        (flow.map(|flow| flow.steps.iter().map(|step| output_shape(&step.actions)).collect()).unwrap_or_default(), codes)
+    }
+
+    #[test]
+    fn a_steps_output_shape_follows_its_actions() {
+        let (shapes, codes) = shapes(WORKFLOW);
+        assert_eq!(codes, Vec::<&str>::new());
+        assert_eq!(
+            shapes,
+            [
+                OutputShape::Fields(vec![FieldId(0)]),
+                OutputShape::Call(ToolId(0)),
+                OutputShape::Untyped,
+                OutputShape::Untyped,
+                OutputShape::Fields(vec![FieldId(1)]),
+                OutputShape::Fields(vec![FieldId(0), FieldId(1)]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_later_step_reads_an_earlier_output_at_its_type() {
+        let compiled = compile(&SourceFile::new("t.flow", WORKFLOW));
+        let last = compiled.ir.flows.first().and_then(|flow| flow.steps.last());
+        let Some(ActionKind::Set(write)) = last.and_then(|step| step.actions.first()).map(|action| &action.kind)
+        else {
+            panic!("the last step sets a field first");
+        };
+        assert_eq!(write.value.ty, Type::Int);
+        let crate::expr::ExprKind::Binary { left, .. } = &write.value.kind else {
+            panic!("a product: {:?}", write.value.kind);
+        };
+        let crate::expr::ExprKind::Member { object, member } = &left.kind else {
+            panic!("a member: {:?}", left.kind);
+        };
+        assert_eq!(member, "total");
+        assert!(
+            matches!(&object.kind, crate::expr::ExprKind::StepOutput { step, name } if *step == StepId(0) && name == "count")
+        );
+        assert_eq!(object.ty, Type::Object(vec![("total".to_string(), Type::Int)].into()));
+    }
+
+    #[test]
+    fn a_conversation_cannot_read_step_outputs() {
+        let text = r#"schema { note: string }
+            flow f { default
+                step ask { prompt "Note?"  collect note }
+                step show { say "{{steps.ask.output}}" } }"#;
+        assert_eq!(shapes(text).1, ["unknown_field"]);
+    }
 }

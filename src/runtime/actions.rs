@@ -9,9 +9,10 @@ use super::directive::{Emission, Move, Source};
 use super::session::Data;
 use super::tools::{ToolEnv, ToolError, ToolRegistry};
 use super::validate::validate;
+use super::workflow::StepRecord;
 use crate::expr::eval::{Bindings, eval, is_true, render};
 use crate::expr::{Expr, Template};
-use crate::ir::{Action, ActionKind, ContextId, Directive, FieldId, Position, Program, ToolId};
+use crate::ir::{Action, ActionKind, ContextId, Directive, FieldId, Position, Program, StepId, ToolId};
 use serde_json::Value;
 
 /// Names resolved against a session's (or run's) data.
@@ -21,6 +22,8 @@ pub struct Scope<'a> {
     pub context: &'a Data,
     pub locals: &'a [Value],
     pub clock: &'a dyn Clock,
+    /// The running workflow's step records (empty in a conversation).
+    pub steps: &'a [StepRecord],
 }
 
 impl Bindings for Scope<'_> {
@@ -50,6 +53,10 @@ impl Bindings for Scope<'_> {
     fn now(&self) -> chrono::DateTime<chrono::Utc> {
         self.clock.now()
     }
+
+    fn step_output(&self, step: StepId) -> Value {
+        self.steps.get(step.index()).map_or(Value::Null, |record| record.output.clone())
+    }
 }
 
 /// Why a step's actions failed.
@@ -78,6 +85,9 @@ pub struct ActionRunner<'a> {
     pub program: &'a Program,
     pub tools: &'a ToolRegistry,
     pub tool_env: &'a ToolEnv,
+    /// The running workflow's step records, for `steps.NAME.output` (empty
+    /// in a conversation).
+    pub steps: &'a [StepRecord],
 }
 
 impl ActionRunner<'_> {
@@ -145,8 +155,7 @@ impl ActionRunner<'_> {
                     out.results.push(result);
                 }
                 ActionKind::Emit(directive) => {
-                    let scope =
-                        Scope { program: self.program, data, context, locals, clock: self.tool_env.clock.as_ref() };
+                    let scope = self.scope(data, context, locals);
                     let emission = evaluate_directive(directive, emission_source, &scope, &mut out.warnings);
                     out.emissions.push(emission);
                 }
@@ -180,8 +189,12 @@ impl ActionRunner<'_> {
         Ok(())
     }
 
+    fn scope<'s>(&'s self, data: &'s Data, context: &'s Data, locals: &'s [Value]) -> Scope<'s> {
+        Scope { program: self.program, data, context, locals, clock: self.tool_env.clock.as_ref(), steps: self.steps }
+    }
+
     fn eval(&self, expr: &Expr, data: &Data, context: &Data, locals: &[Value], out: &mut ActionOutput) -> Value {
-        let scope = Scope { program: self.program, data, context, locals, clock: self.tool_env.clock.as_ref() };
+        let scope = self.scope(data, context, locals);
         eval(expr, &scope, &mut out.warnings)
     }
 
@@ -193,7 +206,7 @@ impl ActionRunner<'_> {
         locals: &[Value],
         out: &mut ActionOutput,
     ) -> String {
-        let scope = Scope { program: self.program, data, context, locals, clock: self.tool_env.clock.as_ref() };
+        let scope = self.scope(data, context, locals);
         render(template, &scope, &mut out.warnings)
     }
 

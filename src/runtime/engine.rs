@@ -378,6 +378,7 @@ impl Turn<'_> {
             context: &self.session.context,
             locals,
             clock: self.runtime.tool_env.clock.as_ref(),
+            steps: &[],
         }
     }
 
@@ -1467,6 +1468,7 @@ impl Turn<'_> {
                 program: &self.runtime.program,
                 tools: &self.runtime.tools,
                 tool_env: &self.runtime.tool_env,
+                steps: &[],
             };
             runner.run(actions, source, &mut data, &self.session.context, &mut Vec::new(), &mut out)
         };

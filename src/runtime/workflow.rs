@@ -14,7 +14,7 @@ use super::session::Data;
 use super::tools::{ToolEnv, ToolRegistry};
 use super::validate::validate;
 use crate::expr::eval::{eval, is_true};
-use crate::ir::{FlowId, Next, OnError, Program, Step, StepId, Then};
+use crate::ir::{FlowId, Next, OnError, OutputShape, Program, Step, StepId, Then, output_shape};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -409,7 +409,8 @@ impl WorkflowRunner<'_> {
     }
 
     fn execute(&self, run: &mut WorkflowRun, flow_name: &str, step: &Step) -> Result<StepOutcome, String> {
-        let runner = ActionRunner { program: self.program, tools: self.tools, tool_env: self.tool_env };
+        let runner =
+            ActionRunner { program: self.program, tools: self.tools, tool_env: self.tool_env, steps: &run.steps };
         let path = format!("{flow_name}.{}", step.name);
         let mut data = run.data.clone();
         let mut out = ActionOutput::default();
@@ -436,7 +437,9 @@ impl WorkflowRunner<'_> {
             .filter(|(name, value)| run.data.get(*name) != Some(*value))
             .map(|(name, value)| (name.clone(), value.clone()))
             .collect();
-        let output = if !written.is_empty() {
+        // The shape comes from the step's actions, not from what happened to
+        // change, so that it matches the type later steps read it with.
+        let output = if matches!(output_shape(&step.actions), OutputShape::Fields(_)) {
             Value::Object(written)
         } else {
             match out.results.len() {
@@ -476,6 +479,7 @@ impl WorkflowRunner<'_> {
                         context: &run.context,
                         locals: &[],
                         clock: self.tool_env.clock.as_ref(),
+                        steps: &run.steps,
                     };
                     let mut warnings = Vec::new();
                     let emission = evaluate_directive(
@@ -548,6 +552,7 @@ impl WorkflowRunner<'_> {
             context: &run.context,
             locals: &[],
             clock: self.tool_env.clock.as_ref(),
+            steps: &run.steps,
         };
         let mut warnings = Vec::new();
         let holds = conditions.iter().all(|condition| is_true(&eval(condition, &scope, &mut warnings)));

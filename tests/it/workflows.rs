@@ -102,6 +102,39 @@ fn onboarding_waits_a_day_then_resume_finishes_it_without_running_a_step_twice()
 
 pub(crate) const PAUSING: &str = include_str!("../fixtures/workflows/pausing.flow");
 
+const OUTPUTS: &str = include_str!("../fixtures/workflows/outputs.flow");
+
+#[test]
+fn later_steps_read_earlier_steps_outputs_in_one_go_and_across_a_resumed_wait() {
+    let dir = temp_dir("wf-outputs");
+    let store = store_in(&dir);
+    assert!(std::fs::write(dir.join("outputs.flow"), OUTPUTS).is_ok());
+
+    let direct = flowc_at(&dir, &store, TODAY, &["run", "outputs.flow", "--data", r#"{"total": 1}"#]);
+    assert_eq!(direct.status.code(), Some(0), "{}", stderr(&direct));
+    let run = json(&flowc_at(&dir, &store, TODAY, &["runs", "show", &run_id(&direct), "--json"]));
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["steps"][0]["output"], serde_json::json!({"total": 3}));
+    assert_eq!(run["steps"][2]["status"], "skipped", "skip_if read the count step's output (3 < 10)");
+    assert_eq!(run["data"]["total"], 30);
+    assert_eq!(run["data"]["report"], "total 3 at 2026-01-05T10:00:00Z");
+
+    let waiting = flowc_at(&dir, &store, TODAY, &["run", "outputs.flow", "--data", r#"{"total": 9}"#]);
+    assert_eq!(waiting.status.code(), Some(0), "{}", stderr(&waiting));
+    let id = run_id(&waiting);
+    let resumed = flowc_at(&dir, &store, TOMORROW, &["resume", &id, "--json"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let run = json(&resumed);
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["steps"][2]["status"], "completed", "the wait ran: 11 is not below 10");
+    assert_eq!(run["data"]["total"], 110, "the stored output of the step before the wait was read after it");
+    assert_eq!(
+        run["data"]["report"], "total 11 at 2026-01-05T10:00:00Z",
+        "the clock's result is the one recorded before the wait, not a new one"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_worker_resumes_every_due_run_once_and_leaves_the_rest() {
     let dir = temp_dir("wf-worker");

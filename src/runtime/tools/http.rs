@@ -431,7 +431,7 @@ mod tests {
         let ast = parse_template(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
         let locals = [("id".to_string(), Type::String), ("guests".to_string(), Type::Int)];
         let typed = Checker {
-            scope: Scope { symbols: &symbols, fields_visible: false, locals: &locals, env_allowed },
+            scope: Scope { symbols: &symbols, fields_visible: false, locals: &locals, env_allowed, steps: None },
             diagnostics: &mut diagnostics,
         }
         .template(&ast);
