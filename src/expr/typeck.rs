@@ -1,5 +1,6 @@
 //! Resolution and type checking of expressions: AST expressions become typed
-//! [`Expr`]s against a [`Scope`] (schema fields, context, locals, env).
+//! [`Expr`]s against a [`Scope`] (schema fields, context, locals, env, and
+//! in a workflow step the outputs of the steps before it).
 //! Every problem is reported (`unknown_field`, `unknown_function`,
 //! `wrong_arity`, `type_mismatch`) and replaced by an [`ExprKind::Error`] of
 //! [`Type::Unknown`], so a single mistake is reported once.
@@ -262,7 +263,10 @@ impl Checker<'_> {
             return Err(Box::new(
                 Diagnostic::new(Code::UnknownField, format!("this workflow has no step `{}`", step.value))
                     .at(step.span, "no step of this flow has this id")
-                    .with_help(suggestion.map_or_else(|| help.to_string(), |close| format!("did you mean `steps.{close}.output`?"))),
+                    .with_help(
+                        suggestion
+                            .map_or_else(|| help.to_string(), |close| format!("did you mean `steps.{close}.output`?")),
+                    ),
             ));
         };
         if index >= outputs.current {
@@ -750,12 +754,17 @@ mod tests {
 
     /// Type-checks `text` and returns its type and the codes reported.
     fn check(text: &str) -> (Type, Vec<String>) {
+        check_with_steps(text, None)
+    }
+
+    /// [`check`] inside a workflow step that sees `steps`.
+    fn check_with_steps(text: &str, steps: Option<&StepOutputs>) -> (Type, Vec<String>) {
         let symbols = symbols();
         let mut diagnostics = Vec::new();
         let ast = parse_expr(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
         let locals = [("c".to_string(), Type::Object(vec![("email".to_string(), Type::String)].into()))];
         let mut checker = Checker {
-            scope: Scope { symbols: &symbols, fields_visible: true, locals: &locals, env_allowed: false, steps: None },
+            scope: Scope { symbols: &symbols, fields_visible: true, locals: &locals, env_allowed: false, steps },
             diagnostics: &mut diagnostics,
         };
         let typed = checker.expr(&ast);
@@ -831,7 +840,6 @@ mod tests {
     /// record `fetch` (a tool's object), `log` (untyped), `review` (this
     /// step) and `send` (later).
     fn check_in_workflow(text: &str) -> (Type, Vec<String>) {
-        let symbols = symbols();
         let outputs = StepOutputs {
             steps: vec![
                 ("fetch".to_string(), Some(Type::Object(vec![("score".to_string(), Type::Int)].into()))),
@@ -841,15 +849,7 @@ mod tests {
             ],
             current: 2,
         };
-        let mut diagnostics = Vec::new();
-        let ast = parse_expr(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
-        let mut checker = Checker {
-            scope: Scope { symbols: &symbols, fields_visible: true, locals: &[], env_allowed: false, steps: Some(&outputs) },
-            diagnostics: &mut diagnostics,
-        };
-        let typed = checker.expr(&ast);
-        let codes = diagnostics.iter().map(|diagnostic| diagnostic.code.as_str().to_string()).collect();
-        (typed.ty, codes)
+        check_with_steps(text, Some(&outputs))
     }
 
     #[test]

@@ -873,8 +873,8 @@ impl Lowerer {
     /// Lowers a flow's steps; in a workflow (every step auto), each step's
     /// expressions may read the outputs of the steps before it.
     fn steps_of(&mut self, step_decls: &[&ast::StepDecl], scope: FlowScope) -> Vec<Step> {
-        let workflow = !step_decls.is_empty()
-            && step_decls.iter().all(|step| step.auto.as_ref().is_some_and(|auto| auto.value));
+        let workflow =
+            !step_decls.is_empty() && step_decls.iter().all(|step| step.auto.as_ref().is_some_and(|auto| auto.value));
         if !workflow {
             return step_decls.iter().map(|step| self.step(step, scope)).collect();
         }

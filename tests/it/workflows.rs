@@ -117,7 +117,7 @@ fn later_steps_read_earlier_steps_outputs_in_one_go_and_across_a_resumed_wait() 
     assert_eq!(run["steps"][0]["output"], serde_json::json!({"total": 3}));
     assert_eq!(run["steps"][2]["status"], "skipped", "skip_if read the count step's output (3 < 10)");
     assert_eq!(run["data"]["total"], 30);
-    assert_eq!(run["data"]["report"], "total 3 at 2026-01-05T10:00:00Z");
+    assert_eq!(run["data"]["at"], "2026-01-05T10:00:00Z");
 
     let waiting = flowc_at(&dir, &store, TODAY, &["run", "outputs.flow", "--data", r#"{"total": 9}"#]);
     assert_eq!(waiting.status.code(), Some(0), "{}", stderr(&waiting));
@@ -129,7 +129,7 @@ fn later_steps_read_earlier_steps_outputs_in_one_go_and_across_a_resumed_wait() 
     assert_eq!(run["steps"][2]["status"], "completed", "the wait ran: 11 is not below 10");
     assert_eq!(run["data"]["total"], 110, "the stored output of the step before the wait was read after it");
     assert_eq!(
-        run["data"]["report"], "total 11 at 2026-01-05T10:00:00Z",
+        run["data"]["at"], "2026-01-05T10:00:00Z",
         "the clock's result is the one recorded before the wait, not a new one"
     );
     let _ = std::fs::remove_dir_all(&dir);
