@@ -2,20 +2,25 @@
 //! the validation of what a model returns against it.
 //!
 //! The answer mirrors [`Understanding`]: `flow` (an enum of the candidate
-//! flows' names and null), `fields` (one property per field to extract,
-//! its schema from [`FieldSpec::schema`] made nullable: null means "not
-//! given"), `conditions` and `signals` (one boolean per question id). A key
-//! appears only when the request asks for it, so the schema and the answer
-//! stay small.
+//! flows' names and null), `fields` (one property per field to extract:
+//! `{"evidence": "<the user's words>", "value": <its schema from
+//! [`FieldSpec::schema`]>}`, or null for "not given"), `conditions` and
+//! `signals` (one `{"evidence": "<words>" | null, "yes": boolean}` per
+//! question id). Evidence comes first, so a model writing in order quotes
+//! before it concludes. A key appears only when the request asks for it,
+//! so the schema and the answer stay small.
 //!
 //! Model output is untrusted: [`validate`] checks the shape (unknown keys,
 //! unknown flow names, wrong JSON types) and says what is wrong in words fit
-//! for a repair prompt. Field values are checked against their full schema
-//! by the runtime; here only their JSON type is.
+//! for a repair prompt. A bare value or boolean without its evidence object
+//! is accepted as a proposal without evidence (the runtime drops it rather
+//! than spend a repair call). Whether evidence holds is the runtime's
+//! to check (`runtime::grounding`), and so is each value's full schema;
+//! here only the JSON type is.
 //!
 //! [`FieldSpec::schema`]: crate::llm::FieldSpec::schema
 
-use crate::llm::{FieldSpec, UnderstandRequest, Understanding};
+use crate::llm::{Answer, FieldSpec, Proposal, UnderstandRequest, Understanding};
 use serde_json::{Map, Value, json};
 
 /// The schema of the answer to `request`. Every key is required and no
@@ -31,13 +36,13 @@ pub fn understanding_schema(request: &UnderstandRequest) -> Value {
         properties.insert("flow".into(), json!({ "anyOf": [{ "type": "string", "enum": names }, { "type": "null" }] }));
     }
     if !request.fields.is_empty() {
-        let fields = request.fields.iter().map(|field| (field.name.clone(), nullable(&field.schema)));
+        let fields = request.fields.iter().map(|field| (field.name.clone(), cited_value(&field.schema)));
         properties.insert("fields".into(), closed_object(fields.collect()));
     }
     for (key, questions) in [("conditions", &request.conditions), ("signals", &request.signals)] {
         if !questions.is_empty() {
-            let booleans = questions.iter().map(|question| (question.id.clone(), json!({ "type": "boolean" })));
-            properties.insert(key.into(), closed_object(booleans.collect()));
+            let answers = questions.iter().map(|question| (question.id.clone(), cited_answer()));
+            properties.insert(key.into(), closed_object(answers.collect()));
         }
     }
     closed_object(properties)
@@ -52,6 +57,22 @@ fn closed_object(properties: Map<String, Value>) -> Value {
         "required": required,
         "additionalProperties": false,
     })
+}
+
+/// A field's entry: its value with the words it was read from, or null.
+fn cited_value(schema: &Value) -> Value {
+    let mut entry = Map::new();
+    entry.insert("evidence".into(), json!({ "type": "string" }));
+    entry.insert("value".into(), schema.clone());
+    json!({ "anyOf": [closed_object(entry), { "type": "null" }] })
+}
+
+/// A question's entry: yes or no, and for a yes the words that show it.
+fn cited_answer() -> Value {
+    let mut entry = Map::new();
+    entry.insert("evidence".into(), json!({ "anyOf": [{ "type": "string" }, { "type": "null" }] }));
+    entry.insert("yes".into(), json!({ "type": "boolean" }));
+    closed_object(entry)
 }
 
 fn nullable(schema: &Value) -> Value {
@@ -128,7 +149,8 @@ pub fn without_patterns(schema: &Value) -> Value {
 
 /// A compact picture of the expected answer for prompts that carry no
 /// schema (`json_object` on servers that ignore the schema, `prompt` mode):
-/// `{"flow": "booking" | "support" | null, "fields": {"guests": integer | null}}`.
+/// `{"flow": "booking" | "support" | null, "fields": {"guests": {"evidence":
+/// "words", "value": integer} | null}}`.
 pub fn answer_sketch(request: &UnderstandRequest) -> String {
     let mut parts: Vec<String> = Vec::new();
     if !request.flows.is_empty() {
@@ -136,14 +158,23 @@ pub fn answer_sketch(request: &UnderstandRequest) -> String {
         parts.push(format!("\"flow\": {} | null", names.join(" | ")));
     }
     if !request.fields.is_empty() {
-        let fields: Vec<String> =
-            request.fields.iter().map(|field| format!("\"{}\": {} | null", field.name, value_sketch(field))).collect();
+        let fields: Vec<String> = request
+            .fields
+            .iter()
+            .map(|field| {
+                format!("\"{}\": {{\"evidence\": \"words\", \"value\": {}}} | null", field.name, value_sketch(field))
+            })
+            .collect();
         parts.push(format!("\"fields\": {{{}}}", fields.join(", ")));
     }
     for (key, questions) in [("conditions", &request.conditions), ("signals", &request.signals)] {
         if !questions.is_empty() {
-            let answers: Vec<String> =
-                questions.iter().map(|question| format!("\"{}\": true | false", question.id)).collect();
+            let answers: Vec<String> = questions
+                .iter()
+                .map(|question| {
+                    format!("\"{}\": {{\"evidence\": \"words\" | null, \"yes\": true | false}}", question.id)
+                })
+                .collect();
             parts.push(format!("\"{key}\": {{{}}}", answers.join(", ")));
         }
     }
@@ -283,16 +314,30 @@ fn read_fields(
             problems.push(format!("unknown field `{name}`"));
             continue;
         };
-        if field_value.is_null() {
+        let Some(proposal) = read_cited(field_value) else {
             continue;
-        }
-        match type_problem(field, field_value) {
+        };
+        match type_problem(field, &proposal.value) {
             Some(problem) => problems.push(problem),
             None => {
-                understanding.fields.insert(name.clone(), field_value.clone());
+                understanding.fields.insert(name.clone(), proposal);
             }
         }
     }
+}
+
+/// A field's entry, `{"evidence", "value"}` or a bare value (no evidence);
+/// `None` for null.
+fn read_cited(entry: &Value) -> Option<Proposal> {
+    if let Value::Object(map) = entry
+        && map.contains_key("value")
+        && map.keys().all(|key| key == "value" || key == "evidence")
+    {
+        let value = map.get("value").cloned().unwrap_or(Value::Null);
+        let evidence = map.get("evidence").and_then(Value::as_str).map(str::to_string);
+        return (!value.is_null()).then_some(Proposal { value, evidence });
+    }
+    (!entry.is_null()).then(|| Proposal { value: entry.clone(), evidence: None })
 }
 
 /// Whether a value's JSON type fits the field's kind. Only the type: enum
@@ -315,7 +360,7 @@ fn read_booleans(
     value: &Value,
     questions: &[crate::llm::Question],
     problems: &mut Vec<String>,
-) -> std::collections::BTreeMap<String, bool> {
+) -> std::collections::BTreeMap<String, Answer> {
     let mut answers = std::collections::BTreeMap::new();
     let map = match value {
         Value::Object(map) => map,
@@ -330,9 +375,14 @@ fn read_booleans(
             problems.push(format!("unknown id `{id}` in `{key}`"));
             continue;
         }
-        match answer {
+        let (yes, evidence) = match answer {
+            Value::Object(entry) => (entry.get("yes").unwrap_or(&Value::Null), entry.get("evidence")),
+            bare => (bare, None),
+        };
+        let evidence = evidence.and_then(Value::as_str).map(str::to_string);
+        match yes {
             Value::Bool(yes) => {
-                answers.insert(id.clone(), *yes);
+                answers.insert(id.clone(), Answer { yes: *yes, evidence });
             }
             Value::Null => {}
             other => problems.push(format!("`{key}.{id}` must be true or false, not {}", json_type(other))),

@@ -8,26 +8,105 @@ use serde_json::Value;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
-    TurnStarted { turn: u32, message: String },
-    PendingApplied { source: String },
-    ModelCalled { purpose: Purpose, provider: String, usage: Usage },
-    Routed { flow: String, reason: &'static str },
-    Extracted { field: String, value: Value },
-    ExtractionRejected { field: String, value: Value, reason: String },
-    SignalMatched { signal: String, phase: &'static str },
-    FlowEntered { flow: String },
-    FlowCompleted { flow: String },
-    FlowLeft { flow: String, reason: String },
-    StepEntered { flow: String, step: String },
-    StepAsked { flow: String, step: String, ask: u32 },
-    StepSkipped { flow: String, step: String, reason: String },
-    StepExecuted { flow: String, step: String },
-    BranchTaken { flow: String, step: String, entry: usize, label: Option<String> },
-    ToolCalled { tool: String, ok: bool, duration_ms: u64, error: Option<String> },
-    DirectiveEmitted { source: String, directive: Value },
-    DirectiveApplied { source: String },
-    Warning { message: String },
-    TurnFinished { stopped_reason: StopReason },
+    TurnStarted {
+        turn: u32,
+        message: String,
+    },
+    PendingApplied {
+        source: String,
+    },
+    ModelCalled {
+        purpose: Purpose,
+        provider: String,
+        usage: Usage,
+    },
+    Routed {
+        flow: String,
+        reason: &'static str,
+    },
+    Extracted {
+        field: String,
+        value: Value,
+    },
+    ExtractionRejected {
+        field: String,
+        value: Value,
+        reason: String,
+    },
+    /// A proposal of the model that the message does not back: a field
+    /// value (not written) or a yes to a condition or signal (counted as
+    /// no). `kind` is `field`, `condition` or `signal`.
+    Ungrounded {
+        kind: &'static str,
+        name: String,
+        value: Value,
+        evidence: Option<String>,
+        reason: String,
+    },
+    /// A value code read from the message before asking the model (a
+    /// pattern match, an ISO date, an enum value named verbatim).
+    ReadByCode {
+        field: String,
+        value: Value,
+        evidence: String,
+    },
+    SignalMatched {
+        signal: String,
+        phase: &'static str,
+    },
+    FlowEntered {
+        flow: String,
+    },
+    FlowCompleted {
+        flow: String,
+    },
+    FlowLeft {
+        flow: String,
+        reason: String,
+    },
+    StepEntered {
+        flow: String,
+        step: String,
+    },
+    StepAsked {
+        flow: String,
+        step: String,
+        ask: u32,
+    },
+    StepSkipped {
+        flow: String,
+        step: String,
+        reason: String,
+    },
+    StepExecuted {
+        flow: String,
+        step: String,
+    },
+    BranchTaken {
+        flow: String,
+        step: String,
+        entry: usize,
+        label: Option<String>,
+    },
+    ToolCalled {
+        tool: String,
+        ok: bool,
+        duration_ms: u64,
+        error: Option<String>,
+    },
+    DirectiveEmitted {
+        source: String,
+        directive: Value,
+    },
+    DirectiveApplied {
+        source: String,
+    },
+    Warning {
+        message: String,
+    },
+    TurnFinished {
+        stopped_reason: StopReason,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -21,7 +21,7 @@ use super::cache::Cache;
 use super::dates::{self, Value as DateValue};
 use super::numbers;
 use super::text::{Kind, Token, stem};
-use crate::llm::FieldSpec;
+use crate::llm::{FieldSpec, Proposal};
 use chrono::NaiveDate;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -148,14 +148,23 @@ fn consume(consumed: &mut [bool], first: usize, last: usize) {
     }
 }
 
-/// Every value found for `fields`, keyed by field name.
+/// The words of `message` that tokens `first..=last` cover: the evidence
+/// of a value read from them.
+pub(crate) fn span_text(message: &str, tokens: &[Token], first: usize, last: usize) -> String {
+    let start = tokens.get(first).map_or(0, |token| token.start);
+    let end = tokens.get(last).map_or(start, |token| token.end);
+    message.get(start..end).unwrap_or_default().to_string()
+}
+
+/// Every value found for `fields`, keyed by field name, each with the words
+/// it was read from.
 pub(crate) fn extract(
     message: &str,
     tokens: &[Token],
     fields: &[FieldSpec],
     today: Option<NaiveDate>,
     cache: &mut Cache,
-) -> BTreeMap<String, Value> {
+) -> BTreeMap<String, Proposal> {
     let mut consumed = vec![false; tokens.len()];
     let mut values = BTreeMap::new();
 
@@ -169,14 +178,15 @@ pub(crate) fn extract(
         for (flag, token) in consumed.iter_mut().zip(tokens) {
             *flag |= token.start < found.end && token.end > found.start;
         }
-        values.insert(field.name.clone(), Value::String(found.value));
+        let evidence = message.get(found.start..found.end).unwrap_or_default().to_string();
+        values.insert(field.name.clone(), Proposal::new(Value::String(found.value), evidence));
     }
 
     let mentions = dates::find(tokens, today, &consumed);
     for mention in &mentions {
         consume(&mut consumed, mention.first, mention.last);
     }
-    assign_dates(fields, &mentions, &mut values);
+    assign_dates(message, tokens, fields, &mentions, &mut values);
 
     let words = Words::new(tokens, fields.iter().any(|field| field.kind == "enum"));
     for field in fields.iter().filter(|field| field.kind == "string") {
@@ -185,14 +195,16 @@ pub(crate) fn extract(
         }
         if let Some((example, first, last)) = find_example(field, &words, &consumed, cache) {
             consume(&mut consumed, first, last);
-            values.insert(field.name.clone(), Value::String(example));
+            let evidence = span_text(message, tokens, first, last);
+            values.insert(field.name.clone(), Proposal::new(Value::String(example), evidence));
         }
     }
 
     for field in fields.iter().filter(|field| field.kind == "enum") {
         if let Some((value, first, last)) = find_enum(field, &words, &consumed, cache) {
             consume(&mut consumed, first, last);
-            values.insert(field.name.clone(), Value::String(value));
+            let evidence = span_text(message, tokens, first, last);
+            values.insert(field.name.clone(), Proposal::new(Value::String(value), evidence));
         }
     }
 
@@ -201,7 +213,7 @@ pub(crate) fn extract(
         let any_asked = fields.iter().any(|field| field.asked);
         for field in &bools {
             if field.asked || (!any_asked && bools.len() == 1) {
-                values.insert(field.name.clone(), Value::Bool(answer));
+                values.insert(field.name.clone(), Proposal::new(Value::Bool(answer), message.trim()));
             }
         }
     }
@@ -211,7 +223,10 @@ pub(crate) fn extract(
         let candidates = numbers::candidates(tokens, &consumed);
         if !candidates.is_empty() {
             let units: Vec<_> = numeric.iter().map(|field| cache.units(field, numbers::units)).collect();
-            values.extend(numbers::assign(&numeric, &units, &candidates));
+            for (name, value, candidate) in numbers::assign(&numeric, &units, &candidates) {
+                let evidence = span_text(message, tokens, candidate.first, candidate.last);
+                values.insert(name, Proposal::new(value, evidence));
+            }
         }
     }
     values
@@ -220,37 +235,48 @@ pub(crate) fn extract(
 /// Date fields take date mentions in message order, one each (the asked
 /// field first); a datetime field takes an ISO datetime, or else a date and
 /// a clock time of the message together. A plain date is never a datetime.
-fn assign_dates(fields: &[FieldSpec], mentions: &[dates::Mention], values: &mut BTreeMap<String, Value>) {
+fn assign_dates(
+    message: &str,
+    tokens: &[Token],
+    fields: &[FieldSpec],
+    mentions: &[dates::Mention],
+    values: &mut BTreeMap<String, Proposal>,
+) {
+    let said = |mention: &dates::Mention| span_text(message, tokens, mention.first, mention.last);
     let mut days = mentions.iter().filter_map(|mention| match &mention.value {
-        Some(DateValue::Date(date)) => Some(date.to_string()),
-        Some(DateValue::DateTime(datetime)) => datetime.get(..10).map(str::to_string),
+        Some(DateValue::Date(date)) => Some((date.to_string(), said(mention))),
+        Some(DateValue::DateTime(datetime)) => datetime.get(..10).map(|day| (day.to_string(), said(mention))),
         _ => None,
     });
     let mut date_fields: Vec<&FieldSpec> = fields.iter().filter(|field| field.kind == "date").collect();
     date_fields.sort_by_key(|field| !field.asked);
     for field in date_fields {
-        let Some(day) = days.next() else { break };
-        values.insert(field.name.clone(), Value::String(day));
+        let Some((day, evidence)) = days.next() else { break };
+        values.insert(field.name.clone(), Proposal::new(Value::String(day), evidence));
     }
 
     let datetime = mentions.iter().find_map(|mention| match &mention.value {
-        Some(DateValue::DateTime(datetime)) => Some(datetime.clone()),
+        Some(DateValue::DateTime(datetime)) => Some((datetime.clone(), said(mention))),
         _ => None,
     });
+    // A date and a clock time said apart: the evidence runs from one to
+    // the other.
     let combined = || {
-        let day = mentions.iter().find_map(|mention| match &mention.value {
-            Some(DateValue::Date(date)) => Some(*date),
+        let (day, day_mention) = mentions.iter().find_map(|mention| match &mention.value {
+            Some(DateValue::Date(date)) => Some((*date, mention)),
             _ => None,
         })?;
-        let (hour, minute) = mentions.iter().find_map(|mention| match &mention.value {
-            Some(DateValue::Time { hour, minute }) => Some((*hour, *minute)),
+        let (hour, minute, time_mention) = mentions.iter().find_map(|mention| match &mention.value {
+            Some(DateValue::Time { hour, minute }) => Some((*hour, *minute, mention)),
             _ => None,
         })?;
-        Some(format!("{day}T{hour:02}:{minute:02}:00"))
+        let first = day_mention.first.min(time_mention.first);
+        let last = day_mention.last.max(time_mention.last);
+        Some((format!("{day}T{hour:02}:{minute:02}:00"), span_text(message, tokens, first, last)))
     };
     if let Some(field) = fields.iter().find(|field| field.kind == "datetime") {
-        if let Some(value) = datetime.or_else(combined) {
-            values.insert(field.name.clone(), Value::String(value));
+        if let Some((value, evidence)) = datetime.or_else(combined) {
+            values.insert(field.name.clone(), Proposal::new(Value::String(value), evidence));
         }
     }
 }

@@ -84,10 +84,14 @@ mod dates;
 mod extract;
 mod numbers;
 mod patterns;
+pub mod reading;
 mod routing;
 mod text;
 
-use super::{Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding, Usage};
+use super::{
+    Answer, Proposal, Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding,
+    Usage,
+};
 use cache::Cache;
 use chrono::NaiveDate;
 use std::collections::BTreeMap;
@@ -134,28 +138,35 @@ impl Provider for Offline {
 
 fn understand(request: &UnderstandRequest, cache: &mut Cache) -> Understanding {
     let tokens = text::tokenize(&request.message);
-    let message_terms = text::terms_of(&tokens);
+    let located = text::located_terms(&tokens);
+    let message_terms: Vec<String> = located.iter().map(|found| found.term.clone()).collect();
     let today = request.today.trim().get(..10).and_then(|day| NaiveDate::parse_from_str(day, "%Y-%m-%d").ok());
 
     let flow = routing::route(&request.flows, &message_terms, cache);
     let mut fields = extract::extract(&request.message, &tokens, &request.fields, today, cache);
-    let mut answer_all = |questions: &[super::Question]| -> BTreeMap<String, bool> {
+    let mut answer_all = |questions: &[super::Question]| -> BTreeMap<String, Answer> {
         questions
             .iter()
-            .map(|question| (question.id.clone(), routing::answer(question, &message_terms, cache)))
+            .map(|question| {
+                let answer = match routing::answer(question, &located, cache) {
+                    Some(found) => Answer::yes(extract::span_text(&request.message, &tokens, found.first, found.last)),
+                    None => Answer::no(),
+                };
+                (question.id.clone(), answer)
+            })
             .collect()
     };
     let conditions = answer_all(&request.conditions);
     let signals = answer_all(&request.signals);
 
     let said_something_else = !fields.is_empty()
-        || conditions.values().chain(signals.values()).any(|yes| *yes)
+        || conditions.values().chain(signals.values()).any(|answer| answer.yes)
         || flow.as_ref().is_some_and(|flow| request.active_flow.as_ref() != Some(flow));
     let whole_answer_field =
         request.fields.iter().find(|field| field.asked && field.kind == "string" && field.pattern.is_none());
     if let (Some(field), false) = (whole_answer_field, said_something_else) {
         if let Some(answer) = extract::whole_answer(&request.message, &tokens) {
-            fields.insert(field.name.clone(), serde_json::Value::String(answer));
+            fields.insert(field.name.clone(), Proposal::new(serde_json::Value::String(answer.clone()), answer));
         }
     }
 
