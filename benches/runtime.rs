@@ -17,7 +17,7 @@
 
 use flowc::ir::{Program, Tool};
 use flowc::llm::{
-    Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding, Usage,
+    Proposal, Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding, Usage,
 };
 use flowc::pipeline::compile;
 use flowc::runtime::clock::{FixedClock, SeededIds};
@@ -151,10 +151,15 @@ fn runtime(program: &Arc<Program>, understandings: HashMap<String, Understanding
     Runtime::new(Arc::clone(program), Box::new(Canned { understandings }), options)
 }
 
-fn understood(flow: Option<&str>, fields: &[(&str, Value)]) -> Understanding {
+/// An answer whose values cite their words, as a good model's do: the
+/// runtime checks each against the message, and that check is timed too.
+fn understood(flow: Option<&str>, fields: &[(&str, Value, &str)]) -> Understanding {
     Understanding {
         flow: flow.map(str::to_string),
-        fields: fields.iter().map(|(name, value)| (name.to_string(), value.clone())).collect(),
+        fields: fields
+            .iter()
+            .map(|(name, value, evidence)| (name.to_string(), Proposal::new(value.clone(), *evidence)))
+            .collect(),
         usage: Usage { calls: 1, ..Usage::default() },
         ..Understanding::default()
     }
@@ -211,10 +216,10 @@ fn booking(conversations: usize, warmup: usize) -> Stats {
     let program = compiled("booking.flow", &text);
     let answers: HashMap<String, Understanding> = [
         (BOOKING_TURNS[0], understood(Some("booking"), &[])),
-        (BOOKING_TURNS[1], understood(None, &[("hotel", json!("Grand Hotel"))])),
-        (BOOKING_TURNS[2], understood(None, &[("date", json!("2026-12-04"))])),
-        (BOOKING_TURNS[3], understood(None, &[("guests", json!(2))])),
-        (BOOKING_TURNS[4], understood(None, &[("confirmed", json!(true))])),
+        (BOOKING_TURNS[1], understood(None, &[("hotel", json!("Grand Hotel"), "Grand Hotel")])),
+        (BOOKING_TURNS[2], understood(None, &[("date", json!("2026-12-04"), "2026-12-04")])),
+        (BOOKING_TURNS[3], understood(None, &[("guests", json!(2), "2 guests")])),
+        (BOOKING_TURNS[4], understood(None, &[("confirmed", json!(true), "yes")])),
     ]
     .into_iter()
     .map(|(message, answer)| (message.to_string(), answer))
@@ -282,7 +287,7 @@ fn chain(turns: usize, warmup: usize) -> Stats {
     let program = compiled("chain.flow", &chain_program(STEPS));
     let answers: HashMap<String, Understanding> = [
         ("chain".to_string(), understood(Some("chain"), &[])),
-        ("go".to_string(), understood(None, &[("go", json!(true))])),
+        ("go ahead".to_string(), understood(None, &[("go", json!(true), "go ahead")])),
     ]
     .into_iter()
     .collect();
@@ -298,7 +303,7 @@ fn chain(turns: usize, warmup: usize) -> Stats {
     let run = |runtime: &mut Runtime, samples: Option<&mut Vec<Duration>>| {
         let mut session = parked.clone();
         let started = Instant::now();
-        let result = runtime.respond(&mut session, "go");
+        let result = runtime.respond(&mut session, "go ahead");
         let elapsed = started.elapsed();
         match result {
             Ok(result)

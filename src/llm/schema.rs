@@ -484,6 +484,20 @@ pub(crate) mod tests {
     #[test]
     fn schema_has_one_property_per_question() {
         let schema = understanding_schema(&booking_request());
+        let cited = |value: Value| {
+            json!({"anyOf": [{
+                "type": "object",
+                "properties": {"evidence": {"type": "string"}, "value": value},
+                "required": ["evidence", "value"],
+                "additionalProperties": false,
+            }, {"type": "null"}]})
+        };
+        let answer = json!({
+            "type": "object",
+            "properties": {"evidence": {"anyOf": [{"type": "string"}, {"type": "null"}]}, "yes": {"type": "boolean"}},
+            "required": ["evidence", "yes"],
+            "additionalProperties": false,
+        });
         assert_eq!(
             schema,
             json!({
@@ -493,22 +507,22 @@ pub(crate) mod tests {
                     "fields": {
                         "type": "object",
                         "properties": {
-                            "hotel": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-                            "date": {"anyOf": [{"type": "string", "format": "date"}, {"type": "null"}]},
-                            "guests": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 10}, {"type": "null"}]},
+                            "hotel": cited(json!({"type": "string"})),
+                            "date": cited(json!({"type": "string", "format": "date"})),
+                            "guests": cited(json!({"type": "integer", "minimum": 1, "maximum": 10})),
                         },
                         "required": ["hotel", "date", "guests"],
                         "additionalProperties": false,
                     },
                     "conditions": {
                         "type": "object",
-                        "properties": {"booking.confirm#2": {"type": "boolean"}},
+                        "properties": {"booking.confirm#2": answer.clone()},
                         "required": ["booking.confirm#2"],
                         "additionalProperties": false,
                     },
                     "signals": {
                         "type": "object",
-                        "properties": {"wants_human": {"type": "boolean"}},
+                        "properties": {"wants_human": answer},
                         "required": ["wants_human"],
                         "additionalProperties": false,
                     },
@@ -527,7 +541,10 @@ pub(crate) mod tests {
         };
         let schema = understanding_schema(&request);
         assert_eq!(schema["required"], json!(["fields"]));
-        assert_eq!(answer_sketch(&request), r#"{"fields": {"confirmed": true | false | null}}"#);
+        assert_eq!(
+            answer_sketch(&request),
+            r#"{"fields": {"confirmed": {"evidence": "words", "value": true | false} | null}}"#
+        );
     }
 
     #[test]
@@ -552,7 +569,7 @@ pub(crate) mod tests {
     fn sketch_shows_the_expected_answer() {
         assert_eq!(
             answer_sketch(&booking_request()),
-            r#"{"flow": "booking" | "support" | null, "fields": {"hotel": string | null, "date": date string (YYYY-MM-DD) | null, "guests": integer | null}, "conditions": {"booking.confirm#2": true | false}, "signals": {"wants_human": true | false}}"#
+            r#"{"flow": "booking" | "support" | null, "fields": {"hotel": {"evidence": "words", "value": string} | null, "date": {"evidence": "words", "value": date string (YYYY-MM-DD)} | null, "guests": {"evidence": "words", "value": integer} | null}, "conditions": {"booking.confirm#2": {"evidence": "words" | null, "yes": true | false}}, "signals": {"wants_human": {"evidence": "words" | null, "yes": true | false}}}"#
         );
     }
 
@@ -560,15 +577,43 @@ pub(crate) mod tests {
     fn valid_answer_is_read() {
         let answer = json!({
             "flow": "booking",
-            "fields": {"hotel": "Ritz Paris", "date": "2026-06-03", "guests": 2},
-            "conditions": {"booking.confirm#2": false},
+            "fields": {
+                "hotel": {"evidence": "Ritz Paris", "value": "Ritz Paris"},
+                "date": {"evidence": "the 3rd of June", "value": "2026-06-03"},
+                "guests": {"evidence": "for two", "value": 2},
+            },
+            "conditions": {"booking.confirm#2": {"evidence": null, "yes": false}},
             "signals": {"wants_human": null},
         });
         let understanding = validate(&answer, &booking_request()).unwrap();
         assert_eq!(understanding.flow.as_deref(), Some("booking"));
+        assert_eq!(understanding.fields.get("date"), Some(&Proposal::new(json!("2026-06-03"), "the 3rd of June")));
         assert_eq!(understanding.fields.len(), 3);
-        assert_eq!(understanding.conditions.get("booking.confirm#2"), Some(&false));
+        assert_eq!(understanding.conditions.get("booking.confirm#2"), Some(&Answer::no()));
         assert!(understanding.signals.is_empty());
+    }
+
+    #[test]
+    fn bare_values_are_proposals_without_evidence() {
+        let answer = json!({
+            "fields": {"hotel": "Ritz Paris", "guests": {"evidence": "two", "value": null}},
+            "signals": {"wants_human": true},
+        });
+        let understanding = validate(&answer, &booking_request()).unwrap();
+        assert_eq!(understanding.fields.get("hotel"), Some(&Proposal { value: json!("Ritz Paris"), evidence: None }));
+        assert!(!understanding.fields.contains_key("guests"), "a null value is not given");
+        assert_eq!(understanding.signals.get("wants_human"), Some(&Answer { yes: true, evidence: None }));
+    }
+
+    #[test]
+    fn old_recordings_still_load() {
+        let old: Understanding =
+            serde_json::from_value(json!({"flow": null, "fields": {"hotel": "Ritz"}, "signals": {"x": true}})).unwrap();
+        assert_eq!(old.fields.get("hotel"), Some(&Proposal { value: json!("Ritz"), evidence: None }));
+        assert_eq!(old.signals.get("x"), Some(&Answer { yes: true, evidence: None }));
+        let new = serde_json::to_value(&old).unwrap();
+        assert_eq!(new["fields"]["hotel"], json!({"value": "Ritz", "evidence": null}));
+        assert_eq!(serde_json::from_value::<Understanding>(new).unwrap(), old);
     }
 
     #[test]

@@ -18,32 +18,20 @@
 
 use super::events::Event;
 use crate::ir::{Program, TypeKind, ValueType};
-use crate::llm::offline::reading::{ReadDate, dates_in, numbers_in, terms_in, yes_no_in};
+use crate::llm::offline::reading::{ReadDate, dates_in, numbers_in, terms_in, words_of, yes_no_in};
 use crate::llm::{Answer, Proposal, Understanding};
 use chrono::NaiveDate;
 use serde_json::Value;
 
-/// A text compared as words: lowercase letters and digits, everything else
-/// a single space, padded with a space on each side so that `contains`
-/// matches whole words only.
+/// A text compared as words: the offline rules' words (letters and digits
+/// apart, symbols dropped), lowercase, padded with a space on each side so
+/// that `contains` matches whole words only.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Words(String);
 
 impl Words {
     pub fn new(text: &str) -> Words {
-        let mut normalized = String::with_capacity(text.len() + 2);
-        normalized.push(' ');
-        for ch in text.chars() {
-            if ch.is_alphanumeric() {
-                normalized.extend(ch.to_lowercase());
-            } else if !normalized.ends_with(' ') {
-                normalized.push(' ');
-            }
-        }
-        if !normalized.ends_with(' ') {
-            normalized.push(' ');
-        }
-        Words(normalized)
+        Words(words_of(text))
     }
 
     /// Whether there is no word at all.
@@ -51,9 +39,17 @@ impl Words {
         self.0.trim().is_empty()
     }
 
-    /// Whether `other`'s words occur here, in order and adjacent.
+    /// Whether `other`'s words occur here, in order and adjacent, as whole
+    /// words: a value within its evidence.
     pub fn contains(&self, other: &Words) -> bool {
         !other.is_empty() && self.0.contains(other.0.as_str())
+    }
+
+    /// Whether `other`'s text occurs here, words possibly cut at its ends:
+    /// evidence within the message. A pattern may read `ORD-1234` out of
+    /// `refundORD-1234`, and its evidence is still the user's writing.
+    pub fn quotes(&self, other: &Words) -> bool {
+        !other.is_empty() && self.0.contains(other.0.trim())
     }
 }
 
@@ -81,7 +77,7 @@ pub fn check_yes(answer: &Answer, message: &Words) -> Result<(), String> {
 /// The evidence, when it is there and occurs in the message.
 fn cited<'e>(evidence: Option<&'e str>, message: &Words) -> Result<&'e str, String> {
     let evidence = evidence.map(str::trim).filter(|evidence| !evidence.is_empty()).ok_or("no evidence was given")?;
-    if message.contains(&Words::new(evidence)) {
+    if message.quotes(&Words::new(evidence)) {
         Ok(evidence)
     } else {
         Err(format!("the evidence \"{evidence}\" is not in the message"))
@@ -215,6 +211,8 @@ mod tests {
         assert!(message.contains(&Words::new("hotel please")), "punctuation is not a word");
         assert!(!message.contains(&Words::new("and hotel")), "whole words only");
         assert!(!message.contains(&Words::new("  ,")), "no words, no evidence");
+        assert!(message.quotes(&Words::new("and hotel")), "evidence may cut a word");
+        assert!(!message.quotes(&Words::new("  ,")));
         let unsaid = Proposal { value: json!("Overlook"), evidence: None };
         assert_eq!(
             check_value(&ty(TypeKind::String), &unsaid, &message, today()).unwrap_err(),

@@ -4,6 +4,7 @@
 mod compile;
 mod fake;
 mod generated;
+mod grounding;
 mod providers;
 #[cfg(unix)]
 mod repl;

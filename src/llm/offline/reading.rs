@@ -58,6 +58,19 @@ pub fn yes_no_in(text: &str) -> Option<bool> {
     yes_no(&tokenize(text))
 }
 
+/// The words of `text` as the offline rules cut them (letters and digits
+/// apart, symbols dropped), lowercase, each between single spaces: a text
+/// whose words occur in another's, in order, is a substring of it.
+pub fn words_of(text: &str) -> String {
+    let mut words = String::with_capacity(text.len() + 2);
+    words.push(' ');
+    for token in tokenize(text).iter().filter(|token| token.is_alphanumeric()) {
+        words.push_str(&token.lower);
+        words.push(' ');
+    }
+    words
+}
+
 /// The terms of `text` (content words, stemmed, synonyms folded); a term
 /// under a negation starts with `!`.
 pub fn terms_in(text: &str) -> Vec<String> {
@@ -228,7 +241,9 @@ mod tests {
         assert_eq!(dates_in("tomorrow", today), vec![ReadDate::Date(NaiveDate::from_ymd_opt(2026, 1, 6).unwrap())]);
         assert_eq!(numbers_in("two guests on 2026-12-04"), vec![2.0]);
         assert_eq!(yes_no_in("yes please"), Some(true));
-        assert_eq!(yes_no_in("no, not sure"), Some(false));
+        assert_eq!(yes_no_in("no thanks"), Some(false));
+        assert_eq!(yes_no_in("no, not sure"), None, "both");
+        assert_eq!(words_of("The GRAND-hotel, A12!"), " the grand hotel a 12 ");
         assert!(terms_in("it does not work").contains(&"!work".to_string()));
     }
 }
