@@ -90,7 +90,7 @@ fn offline_lists_are_read_from_enumerations() {
     let program = dir.join("pizza.flow");
     std::fs::write(
         &program,
-        "schema { toppings: list[string] }\n\
+        "schema { toppings: list(string) }\n\
          flow order \"Order a pizza\" {\n  when \"the user wants a pizza\"\n  \
          step ask { prompt \"Which toppings?\" collect toppings }\n  \
          step done { say \"A pizza with {{toppings}}.\" }\n}\n",

@@ -9,7 +9,7 @@ use flowc::runtime::events::{Event, Purpose, TurnResult};
 use serde_json::{Value, json};
 
 const BOOKING: &str = r#"
-schema { hotel: string  date: date  guests: int  confirmed: bool  email: { type: string, pattern: "^[^@ ]+@[^@ ]+$" } }
+schema { hotel: string  date: date  guests: int  confirmed: bool  email: string pattern "^[^@ ]+@[^@ ]+$" }
 flow booking "Book" {
   when "the user wants to book a hotel room"
   requires hotel, date, guests
@@ -129,7 +129,7 @@ fn code_reads_first_and_the_model_is_asked_only_for_the_rest() {
 fn nothing_left_to_ask_makes_no_understand_call() {
     let mut harness = Harness::new(
         r#"
-schema { email: { type: string, pattern: "^[^@ ]+@[^@ ]+$" }  ok: bool }
+schema { email: string pattern "^[^@ ]+@[^@ ]+$"  ok: bool }
 flow triage "Triage" {
   default
   step ask_email { prompt "Your email?" collect email }
