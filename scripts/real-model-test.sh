@@ -13,7 +13,12 @@
 #    json_schema to json_object), a streamed reply, a tool round (auto
 #    refused, then forced choice), and a broken answer from a tiny
 #    max_tokens that must be repaired or fail cleanly.
-# 2. Conversations: `flowc run FILE --script FILE --json --record FILE`
+# 2. Grounding: the ignored `real_model_books_only_on_yes` test runs the
+#    seven-turn booking script of issue 12 ("Hi, I'd like to book a hotel
+#    room" … "yes" / "thanks" / "what was the date again?") and the
+#    support example through the library, records them, replays the
+#    recording, and fails if `book` runs on any turn but "yes" or twice.
+# 3. Conversations: `flowc run FILE --script FILE --json --record FILE`
 #    (provider openai, from a flowc.toml) on the booking and support
 #    examples and on booking with a tool on its confirm step: every turn
 #    must complete (its understanding passed validation), with at most one
@@ -23,7 +28,9 @@
 #    answer: a turn with max_tokens = 8 must be repaired or fail cleanly,
 #    with the stored session (--session) unchanged.
 #
-# Env: REALLLM_DIR (default /tmp/realllm), REALLLM_PORT (default 8765).
+# Env: REALLLM_DIR (default /tmp/realllm), REALLLM_PORT (default 8765),
+# REALLLM_SHARED (default ../shared/real-llm beside the checkout; set it
+# from a worktree).
 set -euo pipefail
 
 if [ "${FLOWC_REAL_MODEL:-}" != 1 ]; then
@@ -32,7 +39,7 @@ if [ "${FLOWC_REAL_MODEL:-}" != 1 ]; then
 fi
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-REAL="$ROOT/../shared/real-llm"
+REAL="${REALLLM_SHARED:-$ROOT/../shared/real-llm}"
 DIR="${REALLLM_DIR:-/tmp/realllm}"
 PORT="${REALLLM_PORT:-8765}"
 URL="http://127.0.0.1:$PORT/v1"
@@ -69,6 +76,13 @@ unset OPENAI_API_KEY
 
 echo "== provider level"
 cargo test --lib real_server -- --ignored --nocapture --test-threads 1
+
+echo "== grounding: the seven-turn booking script and the support example, live then replayed"
+# Fails if `book` runs on any turn but the "yes" turn, or twice (live or
+# replayed from the recording), or if "my email is ann@example.com" does
+# not set the email; prints per turn the values the model proposed, those
+# rejected as ungrounded, those read by code, and the model calls.
+cargo test --test it real_model_books_only_on_yes -- --ignored --nocapture --test-threads 1
 
 echo "== conversations"
 cargo build --quiet --bin flowc

@@ -157,3 +157,181 @@ fn replayed_a_weak_model_asks_again_and_books_only_on_yes() {
     let replayed = run("flows/booking.flow", &script, &["--provider", &replay]);
     assert_eq!(stdout(&replayed), stdout(&recorded), "the replay gives the same turns");
 }
+
+// ------------------------------------------------------------ the real model
+
+/// A provider that keeps every understanding it passes on: what the model
+/// proposed, before the runtime checks it.
+struct Watched {
+    inner: Box<dyn flowc::llm::Provider>,
+    proposed: std::sync::Arc<std::sync::Mutex<Vec<flowc::llm::Understanding>>>,
+}
+
+impl flowc::llm::Provider for Watched {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+
+    fn understand(
+        &mut self,
+        request: &flowc::llm::UnderstandRequest,
+    ) -> Result<flowc::llm::Understanding, flowc::llm::ProviderError> {
+        let understanding = self.inner.understand(request)?;
+        self.proposed.lock().unwrap().push(understanding.clone());
+        Ok(understanding)
+    }
+
+    fn respond(
+        &mut self,
+        request: &flowc::llm::RespondRequest,
+        tools: &mut dyn flowc::llm::ToolLoop,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<flowc::llm::Response, flowc::llm::ProviderError> {
+        self.inner.respond(request, tools, on_text)
+    }
+}
+
+/// What one conversation did, turn by turn.
+struct Conversation {
+    turns: Vec<flowc::runtime::events::TurnResult>,
+    /// `field=value` proposals of each turn, before the checks.
+    proposed: Vec<Vec<String>>,
+}
+
+fn converse(program: &str, script: &[&str], config: &flowc::llm::ProviderConfig) -> Conversation {
+    use flowc::runtime::clock::{FixedClock, SeededIds};
+    use flowc::runtime::engine::{Runtime, RuntimeOptions};
+    use flowc::runtime::tools::{ToolEnv, ToolRegistry};
+    use std::sync::{Arc, Mutex};
+
+    let source = flowc::source::SourceFile::new(program, std::fs::read_to_string(root().join(program)).unwrap());
+    let program = Arc::new(flowc::pipeline::compile(&source).ir);
+    let proposed = Arc::new(Mutex::new(Vec::new()));
+    let inner = flowc::llm::build_provider(config).unwrap();
+    let provider = Box::new(Watched { inner, proposed: Arc::clone(&proposed) });
+    let tool_env = ToolEnv {
+        base_dir: root().join("flows"),
+        clock: Arc::new(FixedClock::parse("2026-01-05T10:00:00Z").unwrap()),
+        ids: Arc::new(SeededIds::new(7)),
+    };
+    let mut runtime = Runtime::new(program, provider, RuntimeOptions { tool_env, tools: ToolRegistry::default() });
+    let mut session = runtime.new_session("real");
+    let mut conversation = Conversation { turns: Vec::new(), proposed: Vec::new() };
+    for message in script {
+        let before = proposed.lock().unwrap().len();
+        let result = runtime.respond(&mut session, message).unwrap();
+        let this_turn: Vec<String> = proposed.lock().unwrap()[before..]
+            .iter()
+            .flat_map(|understanding| {
+                let fields = understanding.fields.iter().map(|(name, proposal)| {
+                    format!("{name}={} ({:?})", proposal.value, proposal.evidence.as_deref().unwrap_or("-"))
+                });
+                let yeses = understanding
+                    .conditions
+                    .iter()
+                    .chain(&understanding.signals)
+                    .filter(|(_, answer)| answer.yes)
+                    .map(|(id, answer)| format!("{id}=yes ({:?})", answer.evidence.as_deref().unwrap_or("-")));
+                fields.chain(yeses).collect::<Vec<_>>()
+            })
+            .collect();
+        conversation.proposed.push(this_turn);
+        conversation.turns.push(result);
+    }
+    conversation
+}
+
+/// Prints the figures of a conversation: per turn, the model calls, the
+/// values proposed, those rejected as ungrounded and those read by code.
+fn report(label: &str, conversation: &Conversation) {
+    use flowc::runtime::events::Event;
+    let calls: Vec<u32> = conversation.turns.iter().map(|turn| turn.llm_calls).collect();
+    let mut proposed = 0;
+    let mut rejected = 0;
+    println!("{label}: model calls per turn {calls:?}");
+    for (turn, values) in conversation.turns.iter().zip(&conversation.proposed) {
+        let ungrounded: Vec<String> = turn
+            .events
+            .iter()
+            .filter_map(|event| match event {
+                Event::Ungrounded { kind, name, value, reason, .. } => Some(format!("{kind} {name}={value}: {reason}")),
+                _ => None,
+            })
+            .collect();
+        let by_code: Vec<String> = turn
+            .events
+            .iter()
+            .filter_map(|event| match event {
+                Event::ReadByCode { field, value, .. } => Some(format!("{field}={value}")),
+                _ => None,
+            })
+            .collect();
+        proposed += values.len();
+        rejected += ungrounded.len();
+        println!(
+            "  turn {} {:?}: {} call(s), ran {:?}, at {:?}/{:?}\n    proposed {:?}\n    ungrounded {:?}\n    read by code {:?}",
+            turn.turn, turn.user, turn.llm_calls, turn.executed_steps, turn.flow, turn.step, values, ungrounded, by_code
+        );
+    }
+    println!("  {label}: {proposed} proposals, {rejected} rejected as ungrounded");
+}
+
+/// The seven-turn script and the support conversation against the real
+/// local model (`FLOWC_REAL_MODEL_URL`, run by `scripts/real-model-test.sh`),
+/// recorded, then replayed from the recording: `book` must run on the
+/// "yes" turn or not at all, never on another turn nor twice, and "my
+/// email is ann@example.com" must set the email.
+#[test]
+#[ignore = "needs a real server: FLOWC_REAL_MODEL=1 bash scripts/real-model-test.sh"]
+fn real_model_books_only_on_yes() {
+    use flowc::llm::ProviderConfig;
+    use flowc::llm::config::{ProviderKind, StructuredOutput, ToolChoiceMode};
+    let Ok(base_url) = std::env::var("FLOWC_REAL_MODEL_URL") else {
+        eprintln!("real_model_books_only_on_yes: FLOWC_REAL_MODEL_URL is not set");
+        return;
+    };
+    let dir = temp_dir("grounding-real");
+    let live = |recording: &Path| ProviderConfig {
+        provider: ProviderKind::OpenAi,
+        model: std::env::var("FLOWC_MODEL").unwrap_or_else(|_| "smollm2".into()),
+        base_url: base_url.clone(),
+        temperature: Some(0.0),
+        structured_output: StructuredOutput::JsonObject,
+        tool_choice: ToolChoiceMode::Forced,
+        http: flowc::llm::http::HttpSettings { timeout: Duration::from_secs(180), ..Default::default() },
+        record: Some(recording.to_path_buf()),
+        ..ProviderConfig::default()
+    };
+    let replay = |recording: &Path| ProviderConfig {
+        provider: ProviderKind::Replay(recording.to_path_buf()),
+        ..ProviderConfig::default()
+    };
+    let booked_on = |conversation: &Conversation| -> Vec<u32> {
+        conversation
+            .turns
+            .iter()
+            .filter(|turn| turn.executed_steps.iter().any(|step| step == "book"))
+            .map(|turn| turn.turn)
+            .collect()
+    };
+
+    let booking_recording = dir.join("booking.rec.json");
+    let booking = converse("flows/booking.flow", &SEVEN_TURNS, &live(&booking_recording));
+    report("booking (7 turns)", &booking);
+    let replayed = converse("flows/booking.flow", &SEVEN_TURNS, &replay(&booking_recording));
+    let replies = |conversation: &Conversation| -> Vec<String> {
+        conversation.turns.iter().map(|turn| turn.reply.clone()).collect()
+    };
+    assert_eq!(replies(&replayed), replies(&booking), "the replay holds the same conversation");
+    for (label, conversation) in [("live", &booking), ("replayed", &replayed)] {
+        let booked = booked_on(conversation);
+        assert!(booked.is_empty() || booked == [5], "{label}: `book` ran on turns {booked:?}");
+    }
+
+    let support_script =
+        ["Hello, I need help", "my email is ann@example.com", "It's a technical problem, the service is down", "yes, thanks"];
+    let support_recording = dir.join("support.rec.json");
+    let support = converse("flows/support.yaml", &support_script, &live(&support_recording));
+    report("support", &support);
+    assert_eq!(support.turns[1].data.get("email"), Some(&json!("ann@example.com")));
+}
