@@ -150,7 +150,8 @@ pub fn without_patterns(schema: &Value) -> Value {
 /// A compact picture of the expected answer for prompts that carry no
 /// schema (`json_object` on servers that ignore the schema, `prompt` mode):
 /// `{"flow": "booking" | "support" | null, "fields": {"guests": {"evidence":
-/// "words", "value": integer} | null}}`.
+/// string, "value": integer} | null}}`. Type names, not sample values: a
+/// small model copies a sample (`"words"`) into its answer.
 pub fn answer_sketch(request: &UnderstandRequest) -> String {
     let mut parts: Vec<String> = Vec::new();
     if !request.flows.is_empty() {
@@ -162,7 +163,7 @@ pub fn answer_sketch(request: &UnderstandRequest) -> String {
             .fields
             .iter()
             .map(|field| {
-                format!("\"{}\": {{\"evidence\": \"words\", \"value\": {}}} | null", field.name, value_sketch(field))
+                format!("\"{}\": {{\"evidence\": string, \"value\": {}}} | null", field.name, value_sketch(field))
             })
             .collect();
         parts.push(format!("\"fields\": {{{}}}", fields.join(", ")));
@@ -171,9 +172,7 @@ pub fn answer_sketch(request: &UnderstandRequest) -> String {
         if !questions.is_empty() {
             let answers: Vec<String> = questions
                 .iter()
-                .map(|question| {
-                    format!("\"{}\": {{\"evidence\": \"words\" | null, \"yes\": true | false}}", question.id)
-                })
+                .map(|question| format!("\"{}\": {{\"evidence\": string | null, \"yes\": true | false}}", question.id))
                 .collect();
             parts.push(format!("\"{key}\": {{{}}}", answers.join(", ")));
         }
@@ -543,7 +542,7 @@ pub(crate) mod tests {
         assert_eq!(schema["required"], json!(["fields"]));
         assert_eq!(
             answer_sketch(&request),
-            r#"{"fields": {"confirmed": {"evidence": "words", "value": true | false} | null}}"#
+            r#"{"fields": {"confirmed": {"evidence": string, "value": true | false} | null}}"#
         );
     }
 
@@ -569,7 +568,7 @@ pub(crate) mod tests {
     fn sketch_shows_the_expected_answer() {
         assert_eq!(
             answer_sketch(&booking_request()),
-            r#"{"flow": "booking" | "support" | null, "fields": {"hotel": {"evidence": "words", "value": string} | null, "date": {"evidence": "words", "value": date string (YYYY-MM-DD)} | null, "guests": {"evidence": "words", "value": integer} | null}, "conditions": {"booking.confirm#2": {"evidence": "words" | null, "yes": true | false}}, "signals": {"wants_human": {"evidence": "words" | null, "yes": true | false}}}"#
+            r#"{"flow": "booking" | "support" | null, "fields": {"hotel": {"evidence": string, "value": string} | null, "date": {"evidence": string, "value": date string (YYYY-MM-DD)} | null, "guests": {"evidence": string, "value": integer} | null}, "conditions": {"booking.confirm#2": {"evidence": string | null, "yes": true | false}}, "signals": {"wants_human": {"evidence": string | null, "yes": true | false}}}"#
         );
     }
 

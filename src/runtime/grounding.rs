@@ -149,8 +149,13 @@ pub fn ground(
     message: &str,
     today: Option<NaiveDate>,
 ) -> Vec<Event> {
-    let words = Words::new(message);
     let mut events = Vec::new();
+    let anything_proposed = !understanding.fields.is_empty()
+        || understanding.conditions.values().chain(understanding.signals.values()).any(|answer| answer.yes);
+    if !anything_proposed {
+        return events;
+    }
+    let words = Words::new(message);
     understanding.fields.retain(|name, proposal| {
         let Some(field) = program.field_by_name(name).and_then(|id| program.field(id)) else {
             return true;

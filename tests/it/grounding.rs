@@ -270,7 +270,15 @@ fn report(label: &str, conversation: &Conversation) {
         rejected += ungrounded.len();
         println!(
             "  turn {} {:?}: {} call(s), ran {:?}, at {:?}/{:?}\n    proposed {:?}\n    ungrounded {:?}\n    read by code {:?}",
-            turn.turn, turn.user, turn.llm_calls, turn.executed_steps, turn.flow, turn.step, values, ungrounded, by_code
+            turn.turn,
+            turn.user,
+            turn.llm_calls,
+            turn.executed_steps,
+            turn.flow,
+            turn.step,
+            values,
+            ungrounded,
+            by_code
         );
     }
     println!("  {label}: {proposed} proposals, {rejected} rejected as ungrounded");
@@ -328,8 +336,12 @@ fn real_model_books_only_on_yes() {
         assert!(booked.is_empty() || booked == [5], "{label}: `book` ran on turns {booked:?}");
     }
 
-    let support_script =
-        ["Hello, I need help", "my email is ann@example.com", "It's a technical problem, the service is down", "yes, thanks"];
+    let support_script = [
+        "Hello, I need help",
+        "my email is ann@example.com",
+        "It's a technical problem, the service is down",
+        "yes, thanks",
+    ];
     let support_recording = dir.join("support.rec.json");
     let support = converse("flows/support.yaml", &support_script, &live(&support_recording));
     report("support", &support);

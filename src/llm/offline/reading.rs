@@ -111,8 +111,12 @@ impl CertainReader {
             }
         }
 
-        let tokens = tokenize(message);
         let date_fields: Vec<&FieldSpec> = request.fields.iter().filter(|field| field.kind == "date").collect();
+        let enums: Vec<&FieldSpec> = request.fields.iter().filter(|field| field.kind == "enum").collect();
+        if date_fields.len() != 1 && enums.is_empty() {
+            return read;
+        }
+        let tokens = tokenize(message);
         if let [field] = date_fields.as_slice() {
             let mentions = dates::find(&tokens, None, &[]);
             let iso: Vec<(&dates::Mention, NaiveDate)> = mentions
@@ -128,7 +132,6 @@ impl CertainReader {
             }
         }
 
-        let enums: Vec<&FieldSpec> = request.fields.iter().filter(|field| field.kind == "enum").collect();
         if !enums.is_empty() {
             let terms = located_terms(&tokens);
             let named: Vec<(&FieldSpec, &String, String)> = enums
