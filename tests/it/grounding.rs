@@ -204,7 +204,11 @@ fn converse(program: &str, script: &[&str], config: &flowc::llm::ProviderConfig)
     use flowc::runtime::tools::{ToolEnv, ToolRegistry};
     use std::sync::{Arc, Mutex};
 
-    let source = flowc::source::SourceFile::new(program, std::fs::read_to_string(root().join(program)).unwrap());
+    // A small model on a shared CPU takes more than the examples' 60 s
+    // turn timeout; a turn cut short by it would make the replay diverge
+    // from the live run, and the timeout is not what is tested here.
+    let text = std::fs::read_to_string(root().join(program)).unwrap().replace("turn_timeout 60s", "turn_timeout 900s");
+    let source = flowc::source::SourceFile::new(program, text);
     let program = Arc::new(flowc::pipeline::compile(&source).ir);
     let proposed = Arc::new(Mutex::new(Vec::new()));
     let inner = flowc::llm::build_provider(config).unwrap();
@@ -269,13 +273,15 @@ fn report(label: &str, conversation: &Conversation) {
         proposed += values.len();
         rejected += ungrounded.len();
         println!(
-            "  turn {} {:?}: {} call(s), ran {:?}, at {:?}/{:?}\n    proposed {:?}\n    ungrounded {:?}\n    read by code {:?}",
+            "  turn {} {:?}: {} call(s), {}, ran {:?}, at {:?}/{:?}, reply {:?}\n    proposed {:?}\n    ungrounded {:?}\n    read by code {:?}",
             turn.turn,
             turn.user,
             turn.llm_calls,
+            turn.stopped_reason.as_str(),
             turn.executed_steps,
             turn.flow,
             turn.step,
+            turn.reply.chars().take(60).collect::<String>(),
             values,
             ungrounded,
             by_code
@@ -306,7 +312,7 @@ fn real_model_books_only_on_yes() {
         temperature: Some(0.0),
         structured_output: StructuredOutput::JsonObject,
         tool_choice: ToolChoiceMode::Forced,
-        http: flowc::llm::http::HttpSettings { timeout: Duration::from_secs(180), ..Default::default() },
+        http: flowc::llm::http::HttpSettings { timeout: Duration::from_secs(900), ..Default::default() },
         record: Some(recording.to_path_buf()),
         ..ProviderConfig::default()
     };

@@ -34,7 +34,10 @@
 //!   `enum` by its values, whole words, any case; `bool` by yes/no words,
 //!   for the asked field (or the only bool field when nothing is asked);
 //!   `int`/`float` by digits and number words, unit words deciding between
-//!   fields (`numbers.rs`). Date and time spans are never read as numbers.
+//!   fields (`numbers.rs`); `list` by the enum values it names, or an
+//!   enumeration ("ham, olives and mushrooms") for the list asked about.
+//!   Date and time spans are never read as numbers. Each value comes with
+//!   its evidence: the words of the message it was read from.
 //! - **The whole answer**: a `string` field the current step asks for
 //!   alone, with no `pattern` and nothing found above, takes the message
 //!   trimmed of politeness (`please`, `thanks`, `um`, `it's`, surrounding
@@ -42,8 +45,12 @@
 //!   gave another field a value, answered a question or signal yes, or was
 //!   routed to a flow other than the active one.
 //! - **Conditions and signals**: yes when a term of the message is a term
-//!   of one of the question's `when`s, else no. Every question asked gets
-//!   an answer.
+//!   of one of the question's `when`s, else no, a yes citing the word it
+//!   rests on. Every question asked gets an answer.
+//!
+//! The readers are lent to the runtime (`reading.rs`): it checks every
+//! provider's evidence with them and reads what they read beyond doubt
+//! before asking any model.
 //!
 //! # Replies ([`Provider::respond`])
 //!
@@ -73,8 +80,8 @@
 //! "hardly"); one matching term is enough, so a stray word can trigger a
 //! question or a route; only the synonyms in the table; mixed answers such
 //! as "ok, but change the date" read both a yes and the change; numeric
-//! dates other than ISO (`12/04`) are not read; `list` and `object` fields
-//! are never extracted.
+//! dates other than ISO (`12/04`) are not read; `object` fields are never
+//! extracted.
 //!
 //! The provider is deterministic: no randomness and no clock (relative
 //! dates resolve against the request's `today`).
