@@ -124,13 +124,29 @@ impl SourceFile {
         SourceKind::from_path(&self.name)
     }
 
+    /// The 0-based line holding a byte offset (past the end: the last).
+    fn line_index(&self, offset: u32) -> usize {
+        let offset = offset.min(clamp_u32(self.text.len()));
+        match self.line_starts.binary_search(&offset) {
+            Ok(index) => index,
+            Err(index) => index.saturating_sub(1),
+        }
+    }
+
+    /// The line holding a byte offset: where it starts, and where its `\n`
+    /// (or the end of the text) is. Found without reading the line, so a
+    /// long line costs no more than a short one.
+    pub fn line_bounds(&self, offset: u32) -> (usize, usize) {
+        let index = self.line_index(offset);
+        let start = self.line_starts.get(index).map_or(0, |&start| start as usize);
+        let end = self.line_starts.get(index + 1).map_or(self.text.len(), |&next| (next as usize).saturating_sub(1));
+        (start, end)
+    }
+
     /// Line and column of a byte offset; offsets past the end clamp to it.
     pub fn line_col(&self, offset: u32) -> LineCol {
         let offset = offset.min(clamp_u32(self.text.len()));
-        let line_index = match self.line_starts.binary_search(&offset) {
-            Ok(index) => index,
-            Err(index) => index.saturating_sub(1),
-        };
+        let line_index = self.line_index(offset);
         let line_start = self.line_starts.get(line_index).copied().unwrap_or(0) as usize;
         let mut end = offset as usize;
         while end > line_start && !self.text.is_char_boundary(end) {
@@ -160,9 +176,11 @@ impl SourceKind {
         if lower.ends_with(".yaml") || lower.ends_with(".yml") { SourceKind::Yaml } else { SourceKind::Flow }
     }
 
-    /// Whether a path names a program flowc reads when walking a directory.
+    /// Whether a path names a program flowc reads (any case, as
+    /// [`SourceKind::from_path`] reads it).
     pub fn is_program_path(path: &std::path::Path) -> bool {
-        matches!(path.extension().and_then(|ext| ext.to_str()), Some("flow" | "yaml" | "yml"))
+        let extension = path.extension().and_then(|ext| ext.to_str()).map(str::to_ascii_lowercase);
+        matches!(extension.as_deref(), Some("flow" | "yaml" | "yml"))
     }
 }
 
@@ -178,6 +196,16 @@ mod tests {
         // `ç` is two bytes: the `d` after it is the second character.
         assert_eq!(file.line_col(5), LineCol { line: 2, column: 2 });
         assert_eq!(file.line_col(99), LineCol { line: 3, column: 1 });
+    }
+
+    #[test]
+    fn line_bounds_end_at_the_line_break() {
+        let file = SourceFile::new("a.flow", "ab\nçd\n");
+        assert_eq!(file.line_bounds(0), (0, 2));
+        assert_eq!(file.line_bounds(2), (0, 2));
+        assert_eq!(file.line_bounds(4), (3, 6));
+        assert_eq!(file.line_bounds(7), (7, 7));
+        assert_eq!(file.line_bounds(99), (7, 7));
     }
 
     #[test]

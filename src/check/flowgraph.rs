@@ -164,7 +164,7 @@ fn step_edges(graph: &FlowGraph, flow_id: FlowId, index: usize, step: &Step) -> 
     for (part, directive) in step_directives(step) {
         let via = match part {
             StepPart::Branch(entry) => Via::Branch(entry),
-            StepPart::PreAction | StepPart::Finalize | StepPart::OnNoAnswer => Via::Directive,
+            StepPart::PreAction | StepPart::Finalize | StepPart::OnNoAnswer | StepPart::OnError => Via::Directive,
         };
         match directive_target(flow_id, directive) {
             Some(to) => edges.push(Edge { to, via }),

@@ -12,6 +12,7 @@
 //! | [`routing`]       | `unrouted_flow`, `shadowed_step`              |
 //! | [`directives`]    | `dropped_field`                               |
 //! | [`fields`]        | `uncollected_required`                        |
+//! | [`consent`]       | `kept_consent`                                |
 //!
 //! [`flowgraph`] is the step graph they share, [`conditions`] what can be
 //! told about a condition statically, [`walk`] the traversal of nested
@@ -21,6 +22,7 @@
 
 mod assignment;
 mod conditions;
+mod consent;
 mod cycles;
 mod directives;
 mod fields;
@@ -51,6 +53,7 @@ pub fn check(program: &Program) -> Vec<Diagnostic> {
     cycles::check(program, &analysis, &mut diagnostics);
     routing::check(program, &mut diagnostics);
     fields::check(program, &mut diagnostics);
+    consent::check(program, &mut diagnostics);
     diagnostics
 }
 

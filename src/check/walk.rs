@@ -37,6 +37,8 @@ pub(crate) enum StepPart {
     /// The `then` of branch entry `n`.
     Branch(usize),
     OnNoAnswer,
+    /// A conversation step's `on_error`.
+    OnError,
 }
 
 /// Where a directive sits in the program.
@@ -72,6 +74,9 @@ pub(crate) fn step_directives(step: &Step) -> Vec<(StepPart, &Directive)> {
     }
     if let Some(directive) = &step.on_no_answer {
         out.push((StepPart::OnNoAnswer, directive));
+    }
+    if let Some(crate::ir::Recovery::Directive(directive)) = &step.recovery {
+        out.push((StepPart::OnError, directive));
     }
     out
 }

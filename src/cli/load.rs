@@ -1,6 +1,11 @@
 //! Reading programs from disk: files, directories walked for `.flow`,
 //! `.yaml` and `.yml`, and the errors that are the user's environment's
-//! rather than the program's (unreadable, missing, no programs: exit 2).
+//! rather than the program's (unreadable, missing, no programs, not a
+//! program file: exit 2).
+//!
+//! A walk follows no link to a directory: a link back into the tree (`ln -s
+//! . loop`) would visit files again or forever, and one out of the tree
+//! checks what the user did not name. Linked files are read once each.
 
 use crate::diag::{Code, Diagnostic};
 use crate::source::{MAX_SOURCE_LEN, SourceFile, SourceKind, Span};
@@ -15,6 +20,8 @@ pub enum LoadError {
     NoPrograms { path: String },
     #[error("`{path}` is larger than the 4 GiB flowc reads")]
     TooLarge { path: String },
+    #[error("`{path}` is not a program file: flowc reads .flow, .yaml and .yml files")]
+    NotAProgram { path: String },
 }
 
 /// A program as read: its text, and a `syntax` diagnostic when the bytes
@@ -29,9 +36,13 @@ pub fn display_path(path: &Path) -> String {
     text.strip_prefix("./").unwrap_or(&text).to_string()
 }
 
-/// Reads one program file.
+/// Reads one program file; its extension must be one flowc reads, so a
+/// README or a script named by mistake is not parsed as `.flow`.
 pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
     let name = display_path(path);
+    if !SourceKind::is_program_path(path) {
+        return Err(LoadError::NotAProgram { path: name });
+    }
     let bytes = std::fs::read(path).map_err(|source| LoadError::Io { path: name.clone(), source })?;
     if bytes.len() > MAX_SOURCE_LEN {
         return Err(LoadError::TooLarge { path: name });
@@ -52,15 +63,17 @@ pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
 }
 
 /// Expands files and directories into the program files they name, in a
-/// stable (sorted) order. A directory contributes every program below it;
-/// naming a file always includes it, whatever its extension.
+/// stable (sorted) order. A directory contributes every program below it,
+/// each file once; a file named explicitly is kept as named (its extension
+/// is checked when it is read).
 pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
     let mut files = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for path in paths {
         let metadata = std::fs::metadata(path).map_err(|source| LoadError::Io { path: display_path(path), source })?;
         if metadata.is_dir() {
             let before = files.len();
-            walk(path, &mut files)?;
+            walk(path, &mut files, &mut seen)?;
             if files.len() == before {
                 return Err(LoadError::NoPrograms { path: display_path(path) });
             }
@@ -71,7 +84,13 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
     Ok(files)
 }
 
-fn walk(directory: &Path, files: &mut Vec<PathBuf>) -> Result<(), LoadError> {
+/// Adds the programs below `directory`. `seen` holds the canonical paths
+/// already added, so a file reached through a link is read once.
+fn walk(
+    directory: &Path,
+    files: &mut Vec<PathBuf>,
+    seen: &mut std::collections::HashSet<PathBuf>,
+) -> Result<(), LoadError> {
     let io_error = |source| LoadError::Io { path: display_path(directory), source };
     let mut entries: Vec<PathBuf> = std::fs::read_dir(directory)
         .map_err(io_error)?
@@ -87,10 +106,16 @@ fn walk(directory: &Path, files: &mut Vec<PathBuf>) -> Result<(), LoadError> {
         if hidden {
             continue;
         }
+        let is_link = std::fs::symlink_metadata(&entry).is_ok_and(|metadata| metadata.file_type().is_symlink());
         if entry.is_dir() {
-            walk(&entry, files)?;
+            if !is_link {
+                walk(&entry, files, seen)?;
+            }
         } else if SourceKind::is_program_path(&entry) {
-            files.push(entry);
+            let canonical = std::fs::canonicalize(&entry).unwrap_or_else(|_| entry.clone());
+            if seen.insert(canonical) {
+                files.push(entry);
+            }
         }
     }
     Ok(())

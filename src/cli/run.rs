@@ -106,6 +106,9 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
     {
         return run_workflow(args, &program, flow, &data, context, &tool_env);
     }
+    if selected.is_none() {
+        require_conversation(&program)?;
+    }
     if args.flow.is_some() {
         eprintln!("note: --flow selects a workflow; a conversation is routed by its messages");
     }
@@ -217,6 +220,19 @@ fn select_flow(program: &Program, name: Option<&str>) -> Result<Option<FlowId>, 
         [_] => Some(FlowId(0)),
         _ => None,
     })
+}
+
+/// With no flow selected the run is a conversation; a program made only of
+/// workflows has none to hold, so the user must say which workflow to run.
+fn require_conversation(program: &Program) -> Result<(), RunError> {
+    if program.flows.is_empty() || program.flows.iter().any(|flow| !flow.workflow) {
+        return Ok(());
+    }
+    let names: Vec<String> = program.flows.iter().map(|flow| format!("`{}`", flow.name)).collect();
+    Err(RunError::Usage(format!(
+        "the program has several workflows ({}) and no default: choose one with --flow",
+        names.join(", ")
+    )))
 }
 
 /// In the REPL, Ctrl-C while a turn runs cancels its model call (the turn

@@ -46,6 +46,7 @@ pub enum Code {
     UncollectedRequired,
     ShadowedStep,
     UnroutedFlow,
+    KeptConsent,
 }
 
 impl Code {
@@ -81,6 +82,7 @@ impl Code {
         Code::UncollectedRequired,
         Code::ShadowedStep,
         Code::UnroutedFlow,
+        Code::KeptConsent,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -116,6 +118,7 @@ impl Code {
             Code::UncollectedRequired => "uncollected_required",
             Code::ShadowedStep => "shadowed_step",
             Code::UnroutedFlow => "unrouted_flow",
+            Code::KeptConsent => "kept_consent",
         }
     }
 
@@ -125,7 +128,8 @@ impl Code {
             | Code::DroppedField
             | Code::UncollectedRequired
             | Code::ShadowedStep
-            | Code::UnroutedFlow => Severity::Warning,
+            | Code::UnroutedFlow
+            | Code::KeptConsent => Severity::Warning,
             _ => Severity::Error,
         }
     }

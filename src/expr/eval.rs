@@ -23,6 +23,8 @@
 //!   `date < now()` work. A string that does not parse compares as text.
 //! - `in` and `not in` are each other's negation: `null not in [..]` is true
 //!   unless the list holds null; a null list holds nothing.
+//! - `join(list, separator)` renders each item as a template would and
+//!   leaves null items out; a null list or separator gives null.
 //! - `contains(list, x)` uses `==`; `contains(s, part)` and `part in s` are
 //!   case-sensitive substring tests.
 
@@ -373,6 +375,12 @@ fn call(function: Function, args: &[Expr], bindings: &dyn Bindings, warnings: &m
                 Value::Array(_) | Value::String(_) => Value::Bool(contained(needle, haystack, temporal)),
                 _ => Value::Null,
             }
+        }
+        (Function::Join, [Value::Array(items), Value::String(separator)]) => {
+            // Items read as they do in a template; a null item is left out
+            // rather than leaving two separators side by side.
+            let texts: Vec<String> = items.iter().filter(|item| !item.is_null()).map(to_text).collect();
+            Value::String(texts.join(separator))
         }
         // A null operand gives null; other shapes cannot pass the type checker.
         _ => Value::Null,
@@ -745,7 +753,17 @@ mod tests {
             ("contains(hotel, \"grand\")", json!(false)),
             ("contains(tags, \"b\")", json!(true)),
             ("contains(tags, \"z\")", json!(false)),
+            ("join(tags, \", \")", json!("a, b")),
+            ("join(tags, \"\")", json!("ab")),
+            ("join(days, \" / \")", json!("2026-01-04")),
+            ("join(no_list, \", \")", Value::Null),
         ]);
+    }
+
+    #[test]
+    fn join_reads_items_as_a_template_does() {
+        let (rendered, warnings) = render_text("Toppings: {{ join(tags, \" and \") }}.");
+        assert_eq!((rendered.as_str(), warnings.len()), ("Toppings: a and b.", 0));
     }
 
     fn render_text(text: &str) -> (String, Vec<String>) {

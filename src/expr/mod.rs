@@ -186,13 +186,21 @@ pub enum Function {
     Lower,
     Upper,
     Contains,
+    Join,
     Today,
     Now,
 }
 
 impl Function {
-    pub const ALL: &'static [Function] =
-        &[Function::Len, Function::Lower, Function::Upper, Function::Contains, Function::Today, Function::Now];
+    pub const ALL: &'static [Function] = &[
+        Function::Len,
+        Function::Lower,
+        Function::Upper,
+        Function::Contains,
+        Function::Join,
+        Function::Today,
+        Function::Now,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -200,6 +208,7 @@ impl Function {
             Function::Lower => "lower",
             Function::Upper => "upper",
             Function::Contains => "contains",
+            Function::Join => "join",
             Function::Today => "today",
             Function::Now => "now",
         }
@@ -208,7 +217,10 @@ impl Function {
     pub fn arity(self) -> usize {
         match self {
             Function::Len | Function::Lower | Function::Upper => 1,
-            Function::Contains => 2,
+            // `join` has no default separator: a list of toppings reads
+            // best as "ham, olives", a list of lines as one per line; the
+            // author says which.
+            Function::Contains | Function::Join => 2,
             Function::Today | Function::Now => 0,
         }
     }

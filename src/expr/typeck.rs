@@ -401,7 +401,7 @@ impl Checker<'_> {
         let Some(known) = Function::from_name(&function.value) else {
             let help = match did_you_mean(&function.value, Function::ALL.iter().map(|known| known.name())) {
                 Some(close) => format!("did you mean `{close}`?"),
-                None => "the functions are len, lower, upper, contains, today and now".to_string(),
+                None => "the functions are len, lower, upper, contains, join, today and now".to_string(),
             };
             return self.error(
                 Diagnostic::new(Code::UnknownFunction, format!("unknown function `{}`", function.value))
@@ -443,6 +443,16 @@ impl Checker<'_> {
                 }
                 Type::Bool
             }
+            Function::Join => {
+                if let Some(list) = typed_args.first() {
+                    match &list.ty {
+                        Type::List(_) | Type::Unknown | Type::Null => {}
+                        _ => self.mismatch(list, "`join` needs a list"),
+                    }
+                }
+                self.expect_args(typed_args.get(1..).unwrap_or_default(), known, |ty| matches!(ty, Type::String));
+                Type::String
+            }
             Function::Today => Type::Date,
             Function::Now => Type::DateTime,
         };
@@ -471,6 +481,7 @@ fn signature(function: Function) -> &'static str {
         Function::Lower => "lower(string) -> string",
         Function::Upper => "upper(string) -> string",
         Function::Contains => "contains(string, part) -> bool, or contains(list, item) -> bool",
+        Function::Join => "join(list, separator) -> string",
         Function::Today => "today() -> date",
         Function::Now => "now() -> datetime",
     }
@@ -700,6 +711,14 @@ mod tests {
         assert_eq!(check("plan == \"gold\"").1, vec!["type_mismatch"]);
         assert_eq!(check("plan in [\"pro\", \"gold\"]").1, vec!["type_mismatch"]);
         assert_eq!(check("context.tier == \"platinum\"").1, vec!["type_mismatch"]);
+    }
+
+    #[test]
+    fn join_takes_a_list_and_a_string_separator() {
+        assert_eq!(check("join(contacts, \", \")"), (Type::String, Vec::new()));
+        assert_eq!(check("join(hotel, \", \")").1, vec!["type_mismatch"]);
+        assert_eq!(check("join(contacts, 1)").1, vec!["type_mismatch"]);
+        assert_eq!(check("join(contacts)").1, vec!["wrong_arity"]);
     }
 
     #[test]

@@ -803,6 +803,9 @@ impl Lowerer {
         let (requires, requires_spans) =
             flow.requires.iter().filter_map(|name| self.field(name).map(|field| (field, name.span))).unzip();
         let optional = self.fields(&flow.optional);
+        let (keep, keep_spans): (Vec<FieldId>, Vec<Span>) =
+            flow.keep.iter().filter_map(|name| self.field(name).map(|field| (field, name.span))).unzip();
+        let declared_fresh = self.fields(&flow.fresh);
         let rules = flow.rules.iter().map(|rule| self.template(rule, &[])).collect();
         let on_enter = self.actions(&flow.on_enter, scope, &mut Vec::new());
         let on_complete = self.actions(&flow.on_complete, scope, &mut Vec::new());
@@ -826,6 +829,8 @@ impl Lowerer {
         }
         let steps: Vec<Step> = step_decls.iter().map(|step| self.step(step, scope)).collect();
         let workflow = !steps.is_empty() && steps.iter().all(|step| step.auto);
+        let fresh = crate::ir::run_fields(&steps, &keep, &declared_fresh);
+        self.on_error_kinds(step_decls, workflow);
         Flow {
             name: flow.name.value.clone(),
             title: flow.title.as_ref().map(|title| title.value.clone()),
@@ -836,6 +841,9 @@ impl Lowerer {
             requires,
             requires_spans,
             optional,
+            fresh,
+            keep,
+            keep_spans,
             rules,
             on_enter,
             on_complete,
@@ -843,6 +851,32 @@ impl Lowerer {
             steps,
             span: flow.name.span,
             incomplete: false,
+        }
+    }
+
+    /// A workflow step's `on_error` is a policy (`stop`, `continue`,
+    /// `retry`); a conversation step's is a directive or `stop`: the others
+    /// mean nothing in a conversation, and a directive nothing in a run
+    /// without a user.
+    fn on_error_kinds(&mut self, step_decls: &[&ast::StepDecl], workflow: bool) {
+        for step in step_decls {
+            let (span, what) = match &step.on_error {
+                Some(ast::OnError::Directive(directive)) if workflow => (directive.span, "a directive"),
+                Some(ast::OnError::Continue(span)) if !workflow => (*span, "`continue`"),
+                Some(ast::OnError::Retry { span, .. }) if !workflow => (*span, "`retry`"),
+                _ => continue,
+            };
+            let name = step.id.as_ref().map(|id| id.value.as_str()).unwrap_or_default();
+            let diagnostic = if workflow {
+                Diagnostic::new(Code::InvalidStep, format!("`on_error` of the workflow step `{name}` is {what}"))
+                    .at(span, "workflow steps take a policy")
+                    .with_help("a workflow step takes `stop`, `continue` or `retry N backoff DURATION`")
+            } else {
+                Diagnostic::new(Code::InvalidStep, format!("`on_error` of the conversation step `{name}` is {what}"))
+                    .at(span, "only workflow steps continue or retry")
+                    .with_help("a conversation step takes a directive: `reply \"…\"` (and stay), `goto_step STEP` or `abort \"…\"`")
+            };
+            self.diagnostics.push(diagnostic);
         }
     }
 
@@ -932,8 +966,17 @@ impl Lowerer {
             None => Vec::new(),
         };
         let next = step.next.as_ref().and_then(|target| self.next(target, scope));
+        // Which kind a step may have is checked with its flow, once the flow
+        // is known to be a workflow or a conversation.
+        let recovery = match &step.on_error {
+            Some(ast::OnError::Directive(directive)) => {
+                Some(Recovery::Directive(Box::new(self.directive(directive, Some(scope), &[]))))
+            }
+            Some(ast::OnError::Stop(_)) => Some(Recovery::Stop),
+            _ => None,
+        };
         let on_error = match &step.on_error {
-            None | Some(ast::OnError::Stop(_)) => OnError::Stop,
+            None | Some(ast::OnError::Stop(_) | ast::OnError::Directive(_)) => OnError::Stop,
             Some(ast::OnError::Continue(_)) => OnError::Continue,
             Some(ast::OnError::Retry { times, backoff, .. }) => OnError::Retry {
                 times: self.positive(times, "retry").unwrap_or(1),
@@ -963,6 +1006,7 @@ impl Lowerer {
                 .as_ref()
                 .map(|directive| Box::new(self.directive(directive, Some(scope), &[]))),
             on_error,
+            recovery,
             wait_ms,
             span,
         }

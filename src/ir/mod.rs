@@ -273,6 +273,17 @@ pub struct Flow {
     #[serde(skip)]
     pub requires_spans: Vec<Span>,
     pub optional: Vec<FieldId>,
+    /// The fields cleared when a new run of the flow starts (it is routed
+    /// to, entered by `goto` or `complete.next`, or `reset`): those its
+    /// steps collect, minus `keep`, plus `fresh`. Sorted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fresh: Vec<FieldId>,
+    /// Collected fields the program carries from one run to the next.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keep: Vec<FieldId>,
+    /// Where each of `keep` is named, for diagnostics.
+    #[serde(skip)]
+    pub keep_spans: Vec<Span>,
     pub rules: Vec<Template>,
     pub on_enter: Vec<Action>,
     pub on_complete: Vec<Action>,
@@ -312,7 +323,13 @@ pub struct Step {
     pub tools: Vec<ToolId>,
     pub max_asks: u32,
     pub on_no_answer: Option<Box<Directive>>,
+    /// A workflow step's failure policy.
     pub on_error: OnError,
+    /// A conversation step's `on_error`: what a turn does when the step's
+    /// actions fail (a tool call, an invalid write). `None` takes the
+    /// default: an apology, and the flow is aborted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Recovery>,
     pub wait_ms: Option<u64>,
     #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
@@ -343,6 +360,7 @@ impl Step {
             max_asks: DEFAULT_MAX_ASKS,
             on_no_answer: None,
             on_error: OnError::Stop,
+            recovery: None,
             wait_ms: None,
             span: Span::default(),
         }
@@ -476,6 +494,18 @@ pub struct ForEach {
     pub actions: Vec<Action>,
 }
 
+/// A conversation step's answer to a failure of its actions.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Recovery {
+    /// `on_error: stop`: the turn fails with the error, and the session
+    /// stays as it was before the turn (for embedders that handle errors).
+    Stop,
+    /// Its `reply` is the turn's answer, its position where the
+    /// conversation goes; with no position it stays at the failed step.
+    Directive(Box<Directive>),
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum OnError {
@@ -504,6 +534,17 @@ impl Program {
     pub fn field_by_name(&self, name: &str) -> Option<FieldId> {
         self.fields.iter().position(|field| field.name == name).map(FieldId::from_index)
     }
+}
+
+/// The fields a new run of a flow with these steps starts without: every
+/// field a step collects, except `keep`, and the `fresh` fields besides.
+pub fn run_fields(steps: &[Step], keep: &[FieldId], fresh: &[FieldId]) -> Vec<FieldId> {
+    let collected = steps.iter().flat_map(|step| step.collect.iter().copied());
+    let mut fields: Vec<FieldId> =
+        collected.filter(|field| !keep.contains(field)).chain(fresh.iter().copied()).collect();
+    fields.sort_unstable();
+    fields.dedup();
+    fields
 }
 
 impl Flow {

@@ -403,8 +403,8 @@ fn parse_file_config(text: &str) -> Result<FileConfig, String> {
     Ok(file)
 }
 
-/// The provider a configuration names, wrapped in a [`Recorder`] when the
-/// run records.
+/// The provider a configuration names, wrapped so its errors and replies
+/// never show the API key, and in a [`Recorder`] when the run records.
 ///
 /// [`Recorder`]: crate::llm::replay::Recorder
 pub fn build_provider(config: &ProviderConfig) -> Result<Box<dyn Provider>, ConfigError> {
@@ -414,6 +414,10 @@ pub fn build_provider(config: &ProviderConfig) -> Result<Box<dyn Provider>, Conf
         ProviderKind::Replay(path) => Box::new(crate::llm::replay::Replay::load(path)?),
         ProviderKind::Offline => Box::new(crate::llm::offline::Offline::new()),
     };
+    // Inside the recorder, so recordings hold what the run saw.
+    let redactor = crate::llm::redact::Redactor::from_config(config);
+    let provider: Box<dyn Provider> =
+        if redactor.is_empty() { provider } else { Box::new(crate::llm::redact::Redacting::new(provider, redactor)) };
     match &config.record {
         Some(path) => {
             let secrets: Vec<String> = config.api_key.iter().map(|key| key.expose().to_string()).collect();

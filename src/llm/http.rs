@@ -25,11 +25,9 @@
 use crate::llm::ProviderError;
 #[cfg(doc)]
 use crate::llm::ToolLoop;
-use regex::Regex;
 use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -375,24 +373,7 @@ fn error_chain(error: &reqwest::Error) -> String {
     text
 }
 
-static KEY_PATTERN: LazyLock<Option<Regex>> =
-    LazyLock::new(|| Regex::new(r"\b(sk-[A-Za-z0-9_\-*]{6,}|Bearer\s+[A-Za-z0-9._\-]{6,})").ok());
-
-/// Replaces every known secret, and anything shaped like an OpenAI or
-/// Anthropic key or a bearer token (servers echo partial keys in 401
-/// bodies), with `[redacted]`.
-pub fn redact(text: &str, secrets: &[String]) -> String {
-    let mut clean = text.to_string();
-    for secret in secrets {
-        if secret.len() >= 4 {
-            clean = clean.replace(secret.as_str(), "[redacted]");
-        }
-    }
-    match KEY_PATTERN.as_ref() {
-        Some(pattern) => pattern.replace_all(&clean, "[redacted]").into_owned(),
-        None => clean,
-    }
-}
+pub use super::redact::redact;
 
 /// Splits a byte stream into server-sent events. Bytes are buffered until
 /// an event is complete, so a UTF-8 character or a line split across two

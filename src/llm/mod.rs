@@ -17,6 +17,7 @@ pub mod http;
 pub mod offline;
 pub mod openai;
 pub mod prompt;
+pub mod redact;
 pub mod replay;
 pub mod schema;
 #[cfg(test)]

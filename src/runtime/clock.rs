@@ -28,6 +28,20 @@ pub enum ClockError {
     InvalidNow { value: String },
 }
 
+/// The time a `wait` of `wait_ms` started at `now` ends, or `None` when it
+/// is past the latest time a timestamp can hold (about the year 262,000): the
+/// compiler bounds `wait`, but a program built by other means is not
+/// checked, and an overflow must fail the run, not crash it.
+pub fn resume_time(now: DateTime<Utc>, wait_ms: u64) -> Option<DateTime<Utc>> {
+    let wait = chrono::TimeDelta::try_milliseconds(i64::try_from(wait_ms).ok()?)?;
+    now.checked_add_signed(wait)
+}
+
+/// Why a `wait` whose [`resume_time`] is `None` stops the run.
+pub fn wait_out_of_range(wait_ms: u64) -> String {
+    format!("a wait of {wait_ms} ms ends past the latest time flowc can record; wait less")
+}
+
 /// The real time.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
@@ -180,6 +194,17 @@ pub fn from_values(now: Option<&str>, seed: Option<&str>) -> Result<ClockAndIds,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_past_the_latest_time_has_no_resume_time() {
+        let now = FixedClock::parse("2026-01-05T10:00:00Z").map(|clock| clock.0).unwrap_or_default();
+        assert_eq!(
+            resume_time(now, 86_400_000).map(|time| time.to_rfc3339()),
+            Some("2026-01-06T10:00:00+00:00".to_string())
+        );
+        assert_eq!(resume_time(now, 100_000_000 * 86_400_000), None);
+        assert_eq!(resume_time(now, u64::MAX), None);
+    }
 
     fn is_uuid_v4(id: &str) -> bool {
         let groups: Vec<&str> = id.split('-').collect();

@@ -27,6 +27,14 @@
 //!   a `phase: both` signal that matched before the reply does not fire
 //!   again after it, and a turn that applied a pending directive (and so
 //!   skipped understanding) still asks the post-phase signals that are open.
+//! - A new run of a flow (routed to, `goto`, `complete.next`, `reset`)
+//!   starts without the fields of [`Flow::fresh`], except those extracted
+//!   from this turn's message; a `goto_step` is a jump, not a new run.
+//! - The batch is the conversation steps entered and run this turn plus the
+//!   step that asks: each runs `prepare` when it runs and `finalize` after
+//!   the reply, in order; a failing `finalize` is traced, not a failed turn.
+//! - A conversation step whose `do`, `on_enter` or `prepare` fails is
+//!   answered by its `on_error` (default: an apology and the flow aborted).
 //! - `turn_timeout` stops a turn only where the session can resume: before
 //!   a step is evaluated or executed, never between running a step and
 //!   leaving it (the next turn would run it again).
@@ -41,7 +49,7 @@ use super::tools::{ToolEnv, ToolError, ToolRegistry};
 use super::validate::validate;
 use crate::expr::eval::{eval, is_true, render};
 use crate::expr::{Expr, ExprKind, Template};
-use crate::ir::{Behavior, FieldId, Flow, FlowId, Next, Phase, Program, Step, StepId, Then, ToolId};
+use crate::ir::{Behavior, FieldId, Flow, FlowId, Next, Phase, Program, Recovery, Step, StepId, Then, ToolId};
 use crate::llm::offline::reading::CertainReader;
 use crate::llm::{
     FieldSpec, FlowChoice, Message, Provider, ProviderError, Question, RespondRequest, Role, ToolLoop, ToolSpec,
@@ -68,6 +76,8 @@ pub enum TurnError {
     Tool(#[from] ToolError),
     #[error("{0}")]
     Action(#[from] ActionError),
+    #[error("{0}")]
+    Wait(String),
     #[error("the session belongs to another version of the program (hash {found}, expected {expected})")]
     ProgramMismatch { found: String, expected: String },
 }
@@ -230,6 +240,7 @@ impl Runtime {
             started: Instant::now(),
             understanding: Understanding::default(),
             asked_fields: BTreeSet::new(),
+            extracted_this_turn: BTreeSet::new(),
             events: Vec::new(),
             records: Vec::new(),
             pre_bus: Vec::new(),
@@ -238,6 +249,7 @@ impl Runtime {
             says: Vec::new(),
             instructions: Vec::new(),
             asking: None,
+            batch: Vec::new(),
             executed: Vec::new(),
             auto_steps: 0,
             transitions: 0,
@@ -263,6 +275,9 @@ pub struct Turn<'a> {
     started: Instant,
     understanding: Understanding,
     asked_fields: BTreeSet<FieldId>,
+    /// Fields the understanding step wrote from this turn's message: a new
+    /// run of a flow entered in the same turn keeps them.
+    extracted_this_turn: BTreeSet<String>,
     events: Vec<Event>,
     records: Vec<DirectiveRecord>,
     pre_bus: Vec<Emission>,
@@ -271,6 +286,10 @@ pub struct Turn<'a> {
     says: Vec<String>,
     instructions: Vec<String>,
     asking: Option<(FlowId, StepId)>,
+    /// The steps this turn's reply covers, in the order they ran: conversation
+    /// steps entered this turn and executed, and the step that asks. Each
+    /// ran its `prepare`; each runs its `finalize` after the reply.
+    batch: Vec<(FlowId, StepId)>,
     executed: Vec<String>,
     auto_steps: u32,
     transitions: u32,
@@ -658,6 +677,7 @@ impl Turn<'_> {
                 });
             }
             self.emit(Event::Routed { flow: self.flow_name(flow), reason });
+            self.start_run(flow);
             self.cursor = Cursor::EnterFlow(flow, StepId(0));
         } else {
             self.cursor = self.current_cursor();
@@ -788,6 +808,7 @@ impl Turn<'_> {
         }
         for (name, value) in staged {
             self.emit(Event::Extracted { field: name.clone(), value: value.clone() });
+            self.extracted_this_turn.insert(name.clone());
             self.session.data.insert(name, value);
         }
     }
@@ -842,7 +863,8 @@ impl Turn<'_> {
                 }
             }
             Cursor::Enter(flow_id, step_id) => {
-                let Some(step) = program.flow(flow_id).and_then(|flow| flow.step(step_id)) else {
+                let Some((flow, step)) = program.flow(flow_id).and_then(|flow| Some((flow, flow.step(step_id)?)))
+                else {
                     // A flow with no steps completes at once.
                     self.cursor = Cursor::FlowDone(flow_id, None, false);
                     return Ok(());
@@ -851,8 +873,9 @@ impl Turn<'_> {
                 self.session.step = Some(step_id);
                 self.session.asks = 0;
                 self.emit(Event::StepEntered { flow: self.flow_name(flow_id), step: step.name.clone() });
-                let path = format!("{}.{}.on_enter", self.flow_name(flow_id), step.name);
-                self.run_hook(&step.on_enter, &path)?;
+                if !self.run_step_hook(flow, step, (flow_id, step_id), &step.on_enter, "on_enter")? {
+                    return Ok(());
+                }
                 if !self.apply_pre_positions() {
                     self.cursor = Cursor::Evaluate { flow: flow_id, step: step_id, fresh: true };
                 }
@@ -875,6 +898,7 @@ impl Turn<'_> {
                 match next_override.or(flow.complete_next) {
                     Some(next) => {
                         self.emit(Event::Routed { flow: self.flow_name(next), reason: "complete.next" });
+                        self.start_run(next);
                         self.cursor = Cursor::EnterFlow(next, StepId(0));
                     }
                     None => self.stop_with(StopReason::FlowComplete),
@@ -946,19 +970,9 @@ impl Turn<'_> {
             match &step.on_no_answer {
                 Some(directive) => {
                     let source = Source::new("on_no_answer", format!("{}.{}", flow.name, step.name));
-                    let mut warnings = Vec::new();
-                    let emission = evaluate_directive(directive, source, &self.scope(&[]), &mut warnings);
-                    for warning in warnings {
-                        self.warn(warning);
-                    }
-                    self.record(&emission, true);
-                    let source_name = emission.source.to_string();
-                    self.apply_writes(&emission.set, &emission.set_context, &source_name);
-                    if let Some(reply) = emission.reply.clone() {
-                        self.says.push(reply);
-                    }
+                    let position = self.apply_step_directive(directive, source);
                     self.session.asks = 0;
-                    self.cursor = match emission.position {
+                    self.cursor = match position {
                         Some(position) => self.position_cursor(position),
                         None => Cursor::Evaluate { flow: flow_id, step: step_id, fresh: true },
                     };
@@ -978,8 +992,10 @@ impl Turn<'_> {
         self.emit(Event::StepAsked { flow: flow.name.clone(), step: step.name.clone(), ask });
         self.mark_executed(&step.name);
         self.asking = Some((flow_id, step_id));
-        let path = format!("{}.{}.prepare", flow.name, step.name);
-        self.run_hook(&step.prepare, &path)?;
+        if !self.run_step_hook(flow, step, (flow_id, step_id), &step.prepare, "prepare")? {
+            return Ok(());
+        }
+        self.batch.push((flow_id, step_id));
         if self.apply_pre_positions() {
             return Ok(());
         }
@@ -1009,12 +1025,26 @@ impl Turn<'_> {
             }
             self.auto_steps += 1;
         }
+        // The step the message answers had its model call (and hooks) when
+        // it asked; a conversation step entered this turn joins the batch.
+        let answered = self.original.flow == Some(flow_id) && self.original.step == Some(step_id);
+        let joins_batch = !step.auto && !answered;
         self.session.flow = Some(flow_id);
         self.session.step = Some(step_id);
         self.mark_executed(&step.name);
         let path = format!("{}.{}", flow.name, step.name);
         let source = ActionSource { kind: "action", path: &path, numbered: true };
-        self.run_actions(&step.actions, &source, false)?;
+        match self.run_actions(&step.actions, &source, false) {
+            Ok(()) => {}
+            Err(TurnError::Action(failure)) => return self.step_failed(flow, step, flow_id, step_id, failure),
+            Err(error) => return Err(error),
+        }
+        if joins_batch {
+            if !self.run_step_hook(flow, step, (flow_id, step_id), &step.prepare, "prepare")? {
+                return Ok(());
+            }
+            self.batch.push((flow_id, step_id));
+        }
         if step.collect.is_empty()
             && let Some(prompt) = &step.prompt
         {
@@ -1030,8 +1060,8 @@ impl Turn<'_> {
             return Ok(());
         }
         if let Some(wait_ms) = step.wait_ms {
-            let resume = self.runtime.tool_env.clock.now()
-                + chrono::Duration::milliseconds(i64::try_from(wait_ms).unwrap_or(i64::MAX));
+            let resume = super::clock::resume_time(self.runtime.tool_env.clock.now(), wait_ms)
+                .ok_or_else(|| TurnError::Wait(super::clock::wait_out_of_range(wait_ms)))?;
             self.resume_at = Some(resume.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
             self.cursor = Cursor::Leave(flow_id, step_id);
             self.leave(program, flow_id, step_id)?;
@@ -1045,6 +1075,85 @@ impl Turn<'_> {
         }
         self.cursor = Cursor::Leave(flow_id, step_id);
         Ok(())
+    }
+
+    /// A step's actions failed (a tool call, an invalid write) in its `do`,
+    /// `on_enter` or `prepare`; nothing they wrote is kept. A conversation
+    /// answers instead of failing the turn: by the step's `on_error`
+    /// directive (its `reply` is said; with no position the conversation
+    /// stays at the step and the next message runs it again), or by default
+    /// with an apology and the flow aborted, so that nothing more acts on
+    /// the failed attempt. `on_error: stop` fails the turn instead, leaving
+    /// the session as it was.
+    fn step_failed(
+        &mut self,
+        flow: &Flow,
+        step: &Step,
+        flow_id: FlowId,
+        step_id: StepId,
+        failure: ActionError,
+    ) -> Result<(), TurnError> {
+        let directive = match &step.recovery {
+            Some(Recovery::Stop) => return Err(failure.into()),
+            Some(Recovery::Directive(directive)) => Some(directive),
+            None => None,
+        };
+        self.emit(Event::StepFailed { flow: flow.name.clone(), step: step.name.clone(), error: failure.to_string() });
+        self.session.flow = Some(flow_id);
+        self.session.step = Some(step_id);
+        self.session.asks = 0;
+        let Some(directive) = directive else {
+            let title = flow.title.clone().unwrap_or_else(|| flow.name.clone());
+            self.says.push(format!("Sorry, something went wrong, so I stopped \"{title}\". Nothing more was done."));
+            self.cursor = Cursor::Abort;
+            return Ok(());
+        };
+        let source = Source::new("on_error", format!("{}.{}", flow.name, step.name));
+        match self.apply_step_directive(directive, source) {
+            Some(position) => self.cursor = self.position_cursor(position),
+            None => self.stop_with(StopReason::NeedsInput),
+        }
+        Ok(())
+    }
+
+    /// Runs a step's `on_enter` or `prepare` hook. Its failure is the
+    /// step's: `on_error` answers it. Returns whether the hook ran; when it
+    /// did not, the failure has already moved the turn on.
+    fn run_step_hook(
+        &mut self,
+        flow: &Flow,
+        step: &Step,
+        (flow_id, step_id): (FlowId, StepId),
+        actions: &[crate::ir::Action],
+        hook: &str,
+    ) -> Result<bool, TurnError> {
+        let path = format!("{}.{}.{hook}", flow.name, step.name);
+        match self.run_hook(actions, &path) {
+            Ok(()) => Ok(true),
+            Err(TurnError::Action(failure)) => {
+                self.step_failed(flow, step, flow_id, step_id, failure)?;
+                Ok(false)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Applies a step's own directive (`on_no_answer`, `on_error`) at once:
+    /// records it, writes its data, says its `reply`; returns its position
+    /// for the caller to move by.
+    fn apply_step_directive(&mut self, directive: &crate::ir::Directive, source: Source) -> Option<Move> {
+        let mut warnings = Vec::new();
+        let emission = evaluate_directive(directive, source, &self.scope(&[]), &mut warnings);
+        for warning in warnings {
+            self.warn(warning);
+        }
+        self.record(&emission, true);
+        let source_name = emission.source.to_string();
+        self.apply_writes(&emission.set, &emission.set_context, &source_name);
+        if let Some(reply) = emission.reply.clone() {
+            self.says.push(reply);
+        }
+        emission.position
     }
 
     fn leave(&mut self, program: &Program, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
@@ -1217,6 +1326,8 @@ impl Turn<'_> {
         match position {
             Move::Goto { flow, data } => {
                 let writes = data;
+                // The run starts before its `with` data is written.
+                self.start_run(flow);
                 self.apply_writes(&writes, &[], "goto");
                 if let Some(current) = current {
                     self.emit(Event::FlowLeft {
@@ -1235,7 +1346,10 @@ impl Turn<'_> {
             }
             Move::Complete { next } => match current {
                 Some(flow) => Cursor::FlowDone(flow, next, true),
-                None => next.map_or(Cursor::Idle, |next| Cursor::EnterFlow(next, StepId(0))),
+                None => next.map_or(Cursor::Idle, |next| {
+                    self.start_run(next);
+                    Cursor::EnterFlow(next, StepId(0))
+                }),
             },
             Move::Abort { reason } => {
                 if let Some(reason) = reason {
@@ -1244,9 +1358,39 @@ impl Turn<'_> {
                 Cursor::Abort
             }
             Move::Reset => match current {
-                Some(flow) => Cursor::Enter(flow, StepId(0)),
+                Some(flow) => {
+                    self.start_run(flow);
+                    Cursor::Enter(flow, StepId(0))
+                }
                 None => Cursor::Idle,
             },
+        }
+    }
+
+    /// A new run of a flow starts: the fields of its [`Flow::fresh`] are
+    /// cleared, so nothing collected in an earlier run (a consent above
+    /// all) acts in this one. Values the understanding step read from this
+    /// turn's message stay: the message that routes here may already
+    /// answer the flow's questions.
+    fn start_run(&mut self, flow_id: FlowId) {
+        let program = self.program();
+        let Some(flow) = program.flow(flow_id) else {
+            return;
+        };
+        let mut cleared = Vec::new();
+        for field in &flow.fresh {
+            let Some(declared) = program.field(*field) else {
+                continue;
+            };
+            if self.extracted_this_turn.contains(&declared.name) {
+                continue;
+            }
+            if self.session.data.remove(&declared.name).is_some() {
+                cleared.push(declared.name.clone());
+            }
+        }
+        if !cleared.is_empty() {
+            self.emit(Event::FieldsCleared { flow: flow.name.clone(), fields: cleared });
         }
     }
 
@@ -1456,11 +1600,20 @@ impl Turn<'_> {
         if self.halt && self.stop == Some(StopReason::NeedsInput) {
             self.stop = Some(StopReason::Halt);
         }
-        if let Some((flow, step)) = self.asking
-            && let Some(step) = program.flow(flow).and_then(|found| found.step(step))
-        {
+        // Every step of the batch finalizes, in order. The reply is written:
+        // a failing `finalize` is traced and dropped, not a failed turn.
+        for (flow, step) in std::mem::take(&mut self.batch) {
+            let Some(step) = program.flow(flow).and_then(|found| found.step(step)) else {
+                continue;
+            };
             let path = format!("{}.{}.finalize", self.flow_name(flow), step.name);
-            self.run_post_hook(&step.finalize, &path)?;
+            match self.run_post_hook(&step.finalize, &path) {
+                Ok(()) => {}
+                Err(TurnError::Action(failure)) => {
+                    self.emit(Event::HookFailed { hook: path, error: failure.to_string() })
+                }
+                Err(error) => return Err(error),
+            }
         }
         // The post-model bus: writes and a position for the next turn;
         // augmentation can no longer act.
@@ -1551,6 +1704,7 @@ impl Turn<'_> {
         let program = self.program();
         match position {
             Move::Goto { flow, data } => {
+                self.start_run(flow);
                 self.apply_writes(&data, &[], "goto");
                 self.enter_parked(&program, flow, StepId(0))?;
             }
@@ -1569,6 +1723,7 @@ impl Turn<'_> {
                 self.session.flow = None;
                 self.session.step = None;
                 if let Some(next) = next {
+                    self.start_run(next);
                     self.enter_parked(&program, next, StepId(0))?;
                 }
             }
@@ -1581,7 +1736,8 @@ impl Turn<'_> {
                 self.stop = Some(StopReason::Aborted);
             }
             Move::Reset => {
-                if self.session.flow.is_some() {
+                if let Some(flow) = self.session.flow {
+                    self.start_run(flow);
                     self.session.step = Some(StepId(0));
                     self.session.asks = 0;
                 }

@@ -64,6 +64,11 @@ pub enum Event {
         flow: String,
         reason: String,
     },
+    /// A new run of `flow` started without the values of an earlier one.
+    FieldsCleared {
+        flow: String,
+        fields: Vec<String>,
+    },
     StepEntered {
         flow: String,
         step: String,
@@ -93,6 +98,18 @@ pub enum Event {
         ok: bool,
         duration_ms: u64,
         error: Option<String>,
+    },
+    /// A step's actions failed; its `on_error` (or the default) answered.
+    StepFailed {
+        flow: String,
+        step: String,
+        error: String,
+    },
+    /// A `finalize` hook failed after the reply was written: its writes and
+    /// directives were dropped, and the turn went on.
+    HookFailed {
+        hook: String,
+        error: String,
     },
     DirectiveEmitted {
         source: String,

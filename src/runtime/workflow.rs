@@ -217,8 +217,10 @@ impl WorkflowRunner<'_> {
                         None => self.successor(run, flow.name.as_str(), step_id),
                     };
                     if let Some(wait_ms) = step.wait_ms {
-                        let resume = self.tool_env.clock.now()
-                            + chrono::Duration::milliseconds(i64::try_from(wait_ms).unwrap_or(i64::MAX));
+                        let Some(resume) = super::clock::resume_time(self.tool_env.clock.now(), wait_ms) else {
+                            self.fail(run, step_id, super::clock::wait_out_of_range(wait_ms));
+                            return;
+                        };
                         if let Some(record) = run.steps.get_mut(step_id.index()) {
                             record.status = StepStatus::Waiting;
                         }

@@ -187,6 +187,10 @@ pub struct FlowDecl {
     pub default: Option<Spanned<bool>>,
     pub requires: Vec<Name>,
     pub optional: Vec<Name>,
+    /// Collected fields carried from one run of the flow to the next.
+    pub keep: Vec<Name>,
+    /// Fields the flow sets (not collects) that are also cleared for each run.
+    pub fresh: Vec<Name>,
     pub rules: Vec<Template>,
     pub on_enter: Vec<Action>,
     pub on_complete: Vec<Action>,
@@ -371,6 +375,9 @@ pub struct ForEach {
 pub enum OnError {
     Stop(Span),
     Continue(Span),
+    /// A conversation step's answer to a failure: reply and stay, go to a
+    /// step, or abort.
+    Directive(Box<Directive>),
     Retry {
         times: Spanned<i64>,
         backoff: Option<Text>,

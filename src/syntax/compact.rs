@@ -77,6 +77,8 @@ impl Compact for FlowDecl {
             default: _,
             requires,
             optional,
+            keep,
+            fresh,
             rules,
             on_enter,
             on_complete,
@@ -90,6 +92,8 @@ impl Compact for FlowDecl {
         guard.compact();
         requires.compact();
         optional.compact();
+        keep.compact();
+        fresh.compact();
         rules.compact();
         on_enter.compact();
         on_complete.compact();
@@ -256,8 +260,10 @@ impl Compact for ForEach {
 
 impl Compact for OnError {
     fn compact(&mut self) {
-        if let OnError::Retry { backoff, .. } = self {
-            backoff.compact();
+        match self {
+            OnError::Retry { backoff, .. } => backoff.compact(),
+            OnError::Directive(directive) => directive.compact(),
+            OnError::Stop(_) | OnError::Continue(_) => {}
         }
     }
 }

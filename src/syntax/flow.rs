@@ -277,8 +277,21 @@ const STEP_CLAUSES: &[&str] = &[
     "emit",
     "for",
 ];
-const FLOW_CLAUSES: &[&str] =
-    &["when", "if", "default", "requires", "optional", "rule", "on_enter", "on_complete", "complete", "auto", "step"];
+const FLOW_CLAUSES: &[&str] = &[
+    "when",
+    "if",
+    "default",
+    "requires",
+    "optional",
+    "keep",
+    "fresh",
+    "rule",
+    "on_enter",
+    "on_complete",
+    "complete",
+    "auto",
+    "step",
+];
 const ACTIONS: &[&str] = &["set", "call", "emit", "for", "say"];
 const EXPRESSION_STARTS: &[&str] = &["\"", "'", "(", "[", "-", "_", "true", "false", "null", "not"];
 const OPERATORS: &[&str] = &["+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "and", "or", "in", "not", "is"];
@@ -1052,6 +1065,8 @@ impl Walker<'_> {
             default: None,
             requires: Vec::new(),
             optional: Vec::new(),
+            keep: Vec::new(),
+            fresh: Vec::new(),
             rules: Vec::new(),
             on_enter: Vec::new(),
             on_complete: Vec::new(),
@@ -1078,6 +1093,8 @@ impl Walker<'_> {
                 }
                 Rule::requires => flow.requires.extend(self.names(inner)),
                 Rule::optional => flow.optional.extend(self.names(inner)),
+                Rule::keep => flow.keep.extend(self.names(inner)),
+                Rule::fresh => flow.fresh.extend(self.names(inner)),
                 Rule::rule_item => flow.rules.extend(self.template_value(inner)),
                 Rule::on_enter => {
                     let actions = self.block_of(inner, 0);
@@ -1225,6 +1242,9 @@ impl Walker<'_> {
             }
             return Some(OnError::Retry { times: times?, backoff, span });
         }
+        if value.as_rule() == Rule::directive {
+            return Some(OnError::Directive(Box::new(self.directive(value))));
+        }
         match value.as_str() {
             "stop" => Some(OnError::Stop(span)),
             "continue" => Some(OnError::Continue(span)),
@@ -1232,7 +1252,7 @@ impl Walker<'_> {
                 self.diagnostics.push(
                     Diagnostic::new(Code::Syntax, format!("unknown `on_error` policy `{other}`"))
                         .at(span, "not a policy")
-                        .with_help("write `on_error stop`, `on_error continue` or `on_error retry 3 backoff 2s`"),
+                        .with_help("write `on_error stop`, `continue` or `retry 3 backoff 2s` in a workflow; `on_error reply \"…\"`, `goto_step STEP` or `abort \"…\"` in a conversation"),
                 );
                 None
             }
@@ -1569,6 +1589,8 @@ fn is_keyword(rule: Rule) -> bool {
             | Rule::kw_if
             | Rule::kw_requires
             | Rule::kw_optional
+            | Rule::kw_keep
+            | Rule::kw_fresh
             | Rule::kw_on_enter
             | Rule::kw_on_complete
             | Rule::kw_complete

@@ -165,3 +165,116 @@ fn usage_errors_exit_2() {
     let output = flowc(&["frobnicate"]);
     assert_eq!(output.status.code(), Some(2));
 }
+
+const RUNS_FLOW: &str = r#"
+schema { hotel: string  confirmed: bool  booking_id: string  note: string }
+tool book(hotel: string) -> { booking_id: string } { builtin echo }
+flow booking {
+  when "the user wants to book"
+  keep hotel
+  fresh booking_id
+  step ask_hotel { prompt "Which hotel?" collect hotel }
+  step confirm { prompt "Book {{hotel}}?" collect confirmed }
+  auto step book {
+    call book(hotel) -> booking_id
+    set note = join([hotel, booking_id], " / ")
+    on_error { reply "The booking system is down."  goto_step confirm }
+  }
+}
+"#;
+
+const RUNS_YAML: &str = r#"
+schema:
+  hotel: string
+  confirmed: bool
+  booking_id: string
+  note: string
+tools:
+  book:
+    params: { hotel: string }
+    returns: { booking_id: string }
+    builtin: echo
+flows:
+  booking:
+    when: the user wants to book
+    keep: [hotel]
+    fresh: [booking_id]
+    steps:
+      - id: ask_hotel
+        prompt: Which hotel?
+        collect: [hotel]
+      - id: confirm
+        prompt: "Book {{hotel}}?"
+        collect: [confirmed]
+      - id: book
+        auto: true
+        do:
+          - call: { tool: book, args: { hotel: hotel }, save: booking_id }
+          - set: { note: 'join([hotel, booking_id], " / ")' }
+        on_error: { reply: The booking system is down., goto_step: confirm }
+"#;
+
+/// `keep`, `fresh` and a conversation `on_error` mean the same in both
+/// syntaxes: a run clears what its steps collect, minus `keep`, plus `fresh`.
+#[test]
+fn keep_fresh_and_on_error_are_the_same_in_both_syntaxes() {
+    let dir = temp_dir("compile-runs");
+    let written = [("runs.flow", RUNS_FLOW), ("runs.yaml", RUNS_YAML)]
+        .iter()
+        .all(|(name, text)| std::fs::write(dir.join(name), text).is_ok());
+    assert!(written);
+    let from_flow = flowc(&["compile", &dir.join("runs.flow").to_string_lossy()]);
+    let from_yaml = flowc(&["compile", &dir.join("runs.yaml").to_string_lossy()]);
+    assert_eq!(stderr(&from_flow), "");
+    assert_eq!(stderr(&from_yaml), "");
+    assert_eq!(stdout(&from_flow), stdout(&from_yaml));
+    let ir: serde_json::Value = serde_json::from_str(&stdout(&from_flow)).unwrap_or_default();
+    let flow = &ir["flows"][0];
+    // Fields 0 hotel (kept), 1 confirmed (collected), 2 booking_id (fresh).
+    assert_eq!(flow["fresh"], serde_json::json!([1, 2]));
+    assert_eq!(flow["keep"], serde_json::json!([0]));
+    let recovery = &flow["steps"][2]["recovery"]["directive"];
+    assert_eq!(recovery["reply"]["parts"][0]["text"], "The booking system is down.");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn codes(name: &str, text: &str) -> Vec<&'static str> {
+    let file = flowc::source::SourceFile::new(name, text);
+    flowc::pipeline::compile(&file).diagnostics.iter().map(|diagnostic| diagnostic.code.as_str()).collect()
+}
+
+#[test]
+fn on_error_kinds_belong_to_their_kind_of_flow() {
+    let conversation = r#"
+schema { a: string }
+flow f {
+  when "the user wants f"
+  step ask { prompt "A?" collect a }
+  auto step work { set a = "x"  ON_ERROR }
+}
+"#;
+    for (on_error, expected) in [
+        ("on_error continue", vec!["invalid_step"]),
+        ("on_error retry 2 backoff 1s", vec!["invalid_step"]),
+        ("on_error stop", vec![]),
+        ("on_error reply \"Sorry.\"", vec![]),
+        ("on_error abort \"Sorry.\"", vec![]),
+    ] {
+        assert_eq!(codes("c.flow", &conversation.replace("ON_ERROR", on_error)), expected, "{on_error}");
+    }
+    let workflow = r#"
+schema { a: string }
+flow w {
+  auto step work { set a = "x"  ON_ERROR }
+}
+"#;
+    for (on_error, expected) in [
+        ("on_error continue", vec![]),
+        ("on_error reply \"Sorry.\"", vec!["invalid_step"]),
+        ("on_error { abort \"Sorry.\" }", vec!["invalid_step"]),
+    ] {
+        assert_eq!(codes("w.flow", &workflow.replace("ON_ERROR", on_error)), expected, "{on_error}");
+    }
+    let yaml_workflow = "schema:\n  a: string\nflows:\n  w:\n    steps:\n      - id: work\n        auto: true\n        do:\n          - set: { a: '\"x\"' }\n        on_error: { reply: Sorry. }\n";
+    assert_eq!(codes("w.yaml", yaml_workflow), ["invalid_step"]);
+}

@@ -6,6 +6,7 @@ mod fake;
 mod generated;
 mod grounding;
 mod providers;
+mod reliability;
 #[cfg(unix)]
 mod repl;
 #[cfg(unix)]

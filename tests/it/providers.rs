@@ -74,7 +74,14 @@ fn assert_booking(turns: &[Value]) {
     assert_eq!(last["stopped_reason"], "flow_complete");
     assert_eq!(
         last["data"],
-        json!({"hotel": "The Grand Hotel", "date": "2026-12-04", "guests": 2, "confirmed": true, "booking_id": BOOKING_ID})
+        json!({
+            "hotel": "The Grand Hotel",
+            "date": "2026-12-04",
+            "guests": 2,
+            "confirmed": true,
+            "booking_id": BOOKING_ID,
+            "offered_date": "2026-12-04",
+        })
     );
     let steps: Vec<&str> = turns.iter().map(|turn| turn["step"].as_str().unwrap_or("-")).collect();
     assert_eq!(steps, ["ask_hotel", "ask_date", "ask_guests", "confirm", "-"]);

@@ -153,7 +153,10 @@ fn booking_in_one_message_asks_to_confirm_in_the_first_reply() {
     );
     assert_eq!(turns[0]["reply"], "Shall I book Grand Hotel on 2026-12-04 for 2 guests?");
     assert_eq!(turns[0]["executed_steps"], json!(["ask_hotel", "ask_date", "confirm"]));
-    assert_eq!(turns[0]["data"], json!({ "hotel": "Grand Hotel", "date": "2026-12-04", "guests": 2 }));
+    assert_eq!(
+        turns[0]["data"],
+        json!({ "hotel": "Grand Hotel", "date": "2026-12-04", "guests": 2, "offered_date": "2026-12-04" })
+    );
     assert_eq!(turns[1]["data"]["booking_id"], "GH-28745CD2");
 }
 
@@ -167,7 +170,7 @@ fn booking_changing_the_date_at_confirmation_asks_for_the_date_again() {
     );
     assert_eq!(turns[1]["reply"], "For which date?");
     assert_eq!(turns[1]["step"], "ask_date");
-    assert_eq!(turns[1]["directives"][0]["source"], "branch:booking.confirm#2");
+    assert_eq!(turns[1]["directives"][0]["source"], "branch:booking.confirm#3");
     assert!(turns[1]["data"].get("date").is_none(), "the branch unset the date");
     assert_eq!(turns[2]["reply"], "Shall I book Grand Hotel on 2026-12-06 for 2 guests?");
     assert_eq!(turns[3]["reply"], "Booked! Your confirmation number is GH-BBCFEF72.");
@@ -187,12 +190,58 @@ fn booking_declined_is_cancelled() {
     assert!(turns[1]["data"].get("booking_id").is_none());
 }
 
+/// Issue 12: `confirmed: true` survived the finished booking, so the second
+/// booking of the session was made at once, without a "yes".
+#[test]
+fn booking_a_second_booking_in_a_session_asks_again() {
+    let turns = snapshot_conversation(
+        "booking_a_second_booking",
+        "flows/booking.flow",
+        &["Book the Grand Hotel for 2 guests on 2026-12-04", "yes", "Now book the Overlook for 3 guests on 2027-01-10"],
+        &[],
+    );
+    assert_eq!(turns[1]["reply"], "Booked! Your confirmation number is GH-28745CD2.");
+    let second = &turns[2];
+    assert_eq!(second["reply"], "Shall I book Overlook on 2027-01-10 for 3 guests?");
+    assert_eq!(second["executed_steps"], json!(["ask_hotel", "ask_date", "confirm"]));
+    assert_eq!(second["stopped_reason"], "needs_input");
+    assert!(second["data"].get("confirmed").is_none(), "the first booking's consent is gone");
+    assert_eq!(second["data"]["booking_id"], "GH-28745CD2", "nothing was booked again");
+}
+
+/// Issue 12: "No, make it December 12 instead" at the confirmation threw the
+/// new date away, asked for a date, then cancelled on the stale `no`.
+#[test]
+fn booking_no_with_a_new_date_confirms_the_new_date() {
+    let turns = snapshot_conversation(
+        "booking_no_with_a_new_date",
+        "flows/booking.flow",
+        &["Book the Grand Hotel for 2 guests on 2026-12-04", "No, make it December 12 instead", "yes"],
+        &[],
+    );
+    let changed = &turns[1];
+    assert_eq!(changed["reply"], "Shall I book Grand Hotel on 2026-12-12 for 2 guests?");
+    assert_eq!(changed["stopped_reason"], "needs_input");
+    assert_eq!(changed["step"], "confirm");
+    assert_eq!(changed["data"]["date"], "2026-12-12");
+    assert!(changed["data"].get("confirmed").is_none(), "the `no` was about the old date");
+    assert_eq!(changed["directives"][0]["source"], "branch:booking.confirm#1");
+    assert_eq!(turns[2]["executed_steps"], json!(["confirm", "book"]));
+    assert_eq!(turns[2]["data"]["date"], "2026-12-12");
+}
+
 #[test]
 fn booking_yaml_holds_the_same_conversation() {
-    let messages = ["Hi, I'd like to book a hotel room", "The Grand Hotel, please", "2026-12-04", "2 guests", "yes"];
-    let (_, from_flow) = conversation("flows/booking.flow", &messages, &[]);
-    let (_, from_yaml) = conversation("flows/booking.yaml", &messages, &[]);
-    assert_eq!(from_flow, from_yaml);
+    let scripts: [&[&str]; 3] = [
+        &["Hi, I'd like to book a hotel room", "The Grand Hotel, please", "2026-12-04", "2 guests", "yes"],
+        &["Book the Grand Hotel for 2 guests on 2026-12-04", "yes", "Now book the Overlook for 3 guests on 2027-01-10"],
+        &["Book the Grand Hotel for 2 guests on 2026-12-04", "No, make it December 12 instead", "yes"],
+    ];
+    for messages in scripts {
+        let (_, from_flow) = conversation("flows/booking.flow", messages, &[]);
+        let (_, from_yaml) = conversation("flows/booking.yaml", messages, &[]);
+        assert_eq!(from_flow, from_yaml);
+    }
 }
 
 // ------------------------------------------------------------ support
@@ -406,7 +455,8 @@ tool broken(a: string) -> { id: string } { exec "false" }
 flow f "F" {
   when "the user wants a widget"
   step ask_a { prompt "Which colour?" collect a }
-  auto step call_it { call broken(a) -> id }
+  # `stop`: the turn fails rather than answer (the default answers).
+  auto step call_it { call broken(a) -> id  on_error stop }
 }
 flow w "Workflow" {
   requires a

@@ -8,7 +8,10 @@
 //! - Values interpolated into the url are percent-encoded as a URL
 //!   component (RFC 3986 unreserved characters kept), so a model-extracted
 //!   `a+b@x.com` or `../admin` cannot change the url's shape; the url's
-//!   literal text is sent as written.
+//!   literal text is sent as written. A value that would make a whole path
+//!   segment `.` or `..` is refused: URLs treat those segments (and their
+//!   percent-encoded spellings `%2E`, `%2E%2E`) as moves up the path, so no
+//!   encoding can send them as data.
 //! - A body string that is exactly one `{{ expr }}` keeps the value's JSON
 //!   type (`guests: "{{guests}}"` sends the number 2, not `"2"`); a string
 //!   with other text renders to a string.
@@ -17,7 +20,11 @@
 //! - A 2xx response with an empty body is `{}`; any other body must be a
 //!   JSON object. Non-2xx is a tool error with the status and the start of
 //!   the body. Redirects are followed (up to 10) and proxies come from the
-//!   usual environment variables, as reqwest does by default.
+//!   usual environment variables, as reqwest does by default; but a tool
+//!   that declares headers follows a redirect only within its origin
+//!   (scheme, host and port), since those headers may carry secrets from
+//!   `env` that another origin must not see. A redirect elsewhere is a tool
+//!   error naming the target.
 
 use super::{ToolEnv, ToolError, excerpt};
 use crate::expr::eval::{self, Bindings};
@@ -52,7 +59,7 @@ pub(super) fn call(
     // Anomalies while rendering (a division by zero) already render as
     // empty text; a tool call has no trace to put the warning in.
     let mut warnings = Vec::new();
-    let url = render_url(request.url, &bindings, &mut warnings);
+    let url = render_url(request.url, &bindings, &mut warnings).map_err(|message| ToolError::failed(tool, message))?;
     let parsed = reqwest::Url::parse(&url)
         .map_err(|error| ToolError::failed(tool, format!("the url `{}` is not valid: {error}", excerpt(&url, 200))))?;
     if !matches!(parsed.scheme(), "http" | "https") {
@@ -67,7 +74,7 @@ pub(super) fn call(
         None => None,
     };
 
-    let client = client().map_err(|message| ToolError::failed(tool, message))?;
+    let client = client(!request.headers.is_empty()).map_err(|message| ToolError::failed(tool, message))?;
     let method = match request.method {
         HttpMethod::Get => reqwest::Method::GET,
         HttpMethod::Post => reqwest::Method::POST,
@@ -83,6 +90,8 @@ pub(super) fn call(
     let response = builder.send().map_err(|error| {
         if error.is_timeout() {
             ToolError::timeout(tool, request.timeout_ms)
+        } else if error.is_redirect() {
+            ToolError::failed(tool, format!("`{}` redirected: {}", excerpt(&url, 200), cause(&error)))
         } else {
             ToolError::failed(tool, format!("cannot reach `{}`: {}", excerpt(&url, 200), cause(&error)))
         }
@@ -131,19 +140,47 @@ fn parse_response(tool: &Tool, text: &str) -> Result<Value, ToolError> {
     }
 }
 
-/// One client per process: building one loads the TLS roots, and its
-/// connection pool is worth keeping between calls.
-fn client() -> Result<&'static Client, String> {
-    static CLIENT: OnceLock<Result<Client, String>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            Client::builder()
-                .user_agent(concat!("flowc/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .map_err(|error| format!("cannot start the HTTP client: {}", cause(&error)))
-        })
-        .as_ref()
-        .map_err(Clone::clone)
+/// Redirects followed before a request fails, as reqwest's default.
+const MAX_REDIRECTS: usize = 10;
+
+/// One client per process and redirect policy: building one loads the TLS
+/// roots, and its connection pool is worth keeping between calls. With
+/// `same_origin`, redirects to another origin are refused (reqwest itself
+/// drops only `Authorization` and cookies on such a redirect, not custom
+/// headers such as `X-Api-Key`).
+fn client(same_origin: bool) -> Result<&'static Client, String> {
+    static ANY_ORIGIN: OnceLock<Result<Client, String>> = OnceLock::new();
+    static SAME_ORIGIN: OnceLock<Result<Client, String>> = OnceLock::new();
+    let (cell, policy): (_, fn() -> reqwest::redirect::Policy) = if same_origin {
+        (&SAME_ORIGIN, || reqwest::redirect::Policy::custom(same_origin_redirect))
+    } else {
+        (&ANY_ORIGIN, || reqwest::redirect::Policy::limited(MAX_REDIRECTS))
+    };
+    cell.get_or_init(|| {
+        Client::builder()
+            .user_agent(concat!("flowc/", env!("CARGO_PKG_VERSION")))
+            .redirect(policy())
+            .build()
+            .map_err(|error| format!("cannot start the HTTP client: {}", cause(&error)))
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// Follows a redirect only to the origin of the first request.
+fn same_origin_redirect(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
+    if attempt.previous().len() > MAX_REDIRECTS {
+        return attempt.error(format!("more than {MAX_REDIRECTS} redirects"));
+    }
+    let first_origin = attempt.previous().first().map(reqwest::Url::origin);
+    if first_origin.is_some_and(|origin| origin == attempt.url().origin()) {
+        return attempt.follow();
+    }
+    let target = excerpt(attempt.url().as_str(), 200);
+    attempt.error(format!(
+        "flowc does not follow a redirect to another origin (`{target}`) from a tool that sends its own \
+         headers, which may hold secrets; call that url directly"
+    ))
 }
 
 fn headers(
@@ -174,18 +211,54 @@ fn headers(
     Ok(map)
 }
 
-fn render_url(template: &Template, bindings: &ToolBindings<'_>, warnings: &mut Vec<String>) -> String {
+/// The url with its values encoded, or why a value cannot be sent.
+fn render_url(template: &Template, bindings: &ToolBindings<'_>, warnings: &mut Vec<String>) -> Result<String, String> {
     let mut url = String::new();
+    // Where each value went, to tell a dot segment made by a value from
+    // one the program wrote.
+    let mut values = Vec::new();
     for part in &template.parts {
         match part {
             TemplatePart::Text(text) => url.push_str(text),
             TemplatePart::Expr(expr) => {
                 let text = eval::to_text(&eval::eval(expr, bindings, warnings));
+                let start = url.len();
                 url.push_str(&percent_encode(&text));
+                values.push(start..url.len());
             }
         }
     }
-    url
+    if let Some(segment) = dot_segment_from_value(&url, &values) {
+        return Err(format!(
+            "a value would make the url path segment `{segment}`, which moves up the path instead of naming \
+             something; flowc does not send it"
+        ));
+    }
+    Ok(url)
+}
+
+/// A path segment of `url` that is `.` or `..` (as URLs read them, in any
+/// spelling) and holds text of a value.
+fn dot_segment_from_value<'u>(url: &'u str, values: &[std::ops::Range<usize>]) -> Option<&'u str> {
+    let path_start = match url.find("://") {
+        Some(scheme_end) => {
+            let authority = scheme_end + 3;
+            authority + url.get(authority..)?.find('/')?
+        }
+        None => 0,
+    };
+    let path_end = url.get(path_start..)?.find(['?', '#']).map_or(url.len(), |at| path_start + at);
+    let mut segment_start = path_start;
+    for segment in url.get(path_start..path_end)?.split('/') {
+        let range = segment_start..segment_start + segment.len();
+        segment_start = range.end + 1;
+        let lower = segment.to_ascii_lowercase();
+        let is_dot = matches!(lower.as_str(), "." | ".." | "%2e" | "%2e%2e" | ".%2e" | "%2e.");
+        if is_dot && values.iter().any(|value| value.start < range.end && range.start < value.end) {
+            return Some(segment);
+        }
+    }
+    None
 }
 
 /// RFC 3986 component encoding: everything but unreserved characters.

@@ -33,6 +33,8 @@ const FLOW_KEYS: &[&str] = &[
     "default",
     "requires",
     "optional",
+    "keep",
+    "fresh",
     "rules",
     "on_enter",
     "on_complete",
@@ -538,6 +540,8 @@ impl<'tree> Builder<'tree, '_> {
                 .get("optional")
                 .map(|value| self.values.names(value, "a list of field names"))
                 .unwrap_or_default(),
+            keep: keys.get("keep").map(|value| self.values.names(value, "a list of field names")).unwrap_or_default(),
+            fresh: keys.get("fresh").map(|value| self.values.names(value, "a list of field names")).unwrap_or_default(),
             rules: keys.get("rules").map(|value| self.values.templates(value)).unwrap_or_default(),
             on_enter: keys.get("on_enter").map(|value| self.actions(value)).unwrap_or_default(),
             on_complete: keys.get("on_complete").map(|value| self.actions(value)).unwrap_or_default(),
@@ -664,10 +668,15 @@ impl<'tree> Builder<'tree, '_> {
         None
     }
 
-    /// `on_error: stop | continue | { retry: N, backoff: 2s }`.
+    /// `on_error: stop | continue | { retry: N, backoff: 2s }` (workflows),
+    /// or a directive object (conversations): a mapping with `retry` or
+    /// `backoff` is a retry policy, any other mapping a directive.
     fn on_error(&mut self, entry: Entry<'_>) -> Option<OnError> {
         let span = self.values.span(entry.value);
-        let help = "write `on_error: stop`, `on_error: continue` or `on_error: { retry: 3, backoff: 2s }`";
+        let help = "write `on_error: stop`, `continue` or `{ retry: 3, backoff: 2s }` in a workflow; a directive such as `on_error: { reply: \"…\" }` in a conversation";
+        if self.values.is_mapping(entry.value) && !self.is_retry_policy(entry) {
+            return self.directive(entry).map(|directive| OnError::Directive(Box::new(directive)));
+        }
         if self.values.is_mapping(entry.value) {
             let keys = self.values.keyed_mapping(entry.value, ON_ERROR_KEYS, "`on_error`");
             let Some(retry) = keys.get("retry") else {
@@ -684,10 +693,23 @@ impl<'tree> Builder<'tree, '_> {
             Some(Resolved::Str("stop")) => Some(OnError::Stop(span)),
             Some(Resolved::Str("continue")) => Some(OnError::Continue(span)),
             _ => {
-                self.values.wrong_shape(entry, "`stop`, `continue` or `{ retry: N, backoff: DURATION }`", help);
+                self.values.wrong_shape(
+                    entry,
+                    "`stop`, `continue`, `{ retry: N, backoff: DURATION }` or a directive",
+                    help,
+                );
                 None
             }
         }
+    }
+
+    /// Whether an `on_error` mapping is a workflow retry policy (it names
+    /// `retry` or `backoff`) rather than a directive.
+    fn is_retry_policy(&self, entry: Entry<'_>) -> bool {
+        let tree = self.values.tree;
+        tree.entries(entry.value).any(|(key, _)| {
+            matches!(self.values.scalar(key).map(Scalar::resolve), Some(Resolved::Str("retry" | "backoff")))
+        })
     }
 
     // ------------------------------------------------------------ actions

@@ -28,6 +28,7 @@ flow f "F" {
   auto step do_book {
     call book(a) -> id
     emit set note = "booked"
+    on_error stop
   }
   step done { say "done {{id}}" }
 }

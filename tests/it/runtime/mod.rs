@@ -8,5 +8,6 @@ mod harness;
 mod limits;
 mod merge;
 mod routing;
+mod runs;
 mod signals;
 mod steps;

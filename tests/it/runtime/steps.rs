@@ -455,6 +455,8 @@ fn an_entry_step_whose_skip_if_holds_is_skipped_on_entry() {
 schema { email: string  topic: string }
 flow help "Help" {
   when "the user needs help"
+  # The email was known before the flow started: a new run keeps it.
+  keep email
   step ask_email { prompt "Email?" collect email skip_if email is set }
   step ask_topic { prompt "Topic?" collect topic }
 }

@@ -1,0 +1,191 @@
+//! `kept_consent` (a warning): a flow that calls a tool can be entered again
+//! with a `bool` it collects (its consent, such as `confirmed`) still set
+//! from an earlier run, and act without asking: a second booking made on
+//! the first booking's "yes". By default a flow's collected fields are
+//! cleared when a new run starts, so two things cause this:
+//!
+//! - the flow lists the consent in `keep`;
+//! - another flow (or a signal) jumps into it with `goto_step`, which is a
+//!   jump into the middle of a run, not a new run, unless the jump clears
+//!   the consent itself (`set confirmed = null`).
+
+use super::walk;
+use crate::diag::{Code, Diagnostic};
+use crate::ir::{ActionKind, FieldId, Flow, Position, Program, TypeKind};
+
+pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+    kept(program, diagnostics);
+    jumped_into(program, diagnostics);
+}
+
+/// The bools a flow's steps collect, when the flow calls a tool.
+fn consents(program: &Program, flow: &Flow) -> Vec<FieldId> {
+    if !calls_a_tool(flow) {
+        return Vec::new();
+    }
+    let mut fields: Vec<FieldId> = flow
+        .steps
+        .iter()
+        .flat_map(|step| step.collect.iter().copied())
+        .filter(|field| program.field(*field).is_some_and(|declared| matches!(declared.ty.kind, TypeKind::Bool)))
+        .collect();
+    fields.sort_unstable();
+    fields.dedup();
+    fields
+}
+
+fn jumped_into(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+    walk::directives(program, |site, directive| {
+        let Some(Position::GotoStep { flow: target, .. }) = &directive.position else {
+            return;
+        };
+        if site.flow() == Some(*target) {
+            return;
+        }
+        let Some(flow) = program.flow(*target) else {
+            return;
+        };
+        let cleared = |field: &FieldId| directive.set.iter().any(|write| write.field == *field);
+        for field in consents(program, flow).iter().filter(|field| !cleared(field)) {
+            let Some(declared) = program.field(*field) else {
+                continue;
+            };
+            diagnostics.push(
+                Diagnostic::new(
+                    Code::KeptConsent,
+                    format!(
+                        "`goto_step` enters `{}` mid-run, where `{}` from an earlier run may still be set",
+                        flow.name, declared.name
+                    ),
+                )
+                .at(directive.span, "a jump into a flow is not a new run: nothing is cleared")
+                .with_help(format!(
+                    "start a new run with `goto {}`, or clear the consent in the same directive: `set {} = null`",
+                    flow.name, declared.name
+                )),
+            );
+        }
+    });
+}
+
+fn kept(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+    for flow in &program.flows {
+        let consents = consents(program, flow);
+        for (field_id, span) in flow.keep.iter().zip(&flow.keep_spans) {
+            let Some(field) = program.field(*field_id) else {
+                continue;
+            };
+            if !consents.contains(field_id) {
+                continue;
+            }
+            diagnostics.push(
+                Diagnostic::new(
+                    Code::KeptConsent,
+                    format!(
+                        "`{}` is kept from one run of `{}` to the next, and the flow calls a tool",
+                        field.name, flow.name
+                    ),
+                )
+                .at(*span, "a consent given in an earlier run would count again")
+                .with_help(format!(
+                    "remove `{}` from `keep`, so that each run of the flow asks for it again",
+                    field.name
+                )),
+            );
+        }
+    }
+}
+
+/// Whether any step of the flow, or its hooks, calls a tool (in its
+/// actions or by offering tools to the model).
+fn calls_a_tool(flow: &Flow) -> bool {
+    let calls = |actions: &[crate::ir::Action]| {
+        walk::all_actions(actions).iter().any(|action| matches!(action.kind, ActionKind::Call(_)))
+    };
+    calls(&flow.on_enter)
+        || calls(&flow.on_complete)
+        || flow.steps.iter().any(|step| {
+            !step.tools.is_empty()
+                || calls(&step.actions)
+                || calls(&step.on_enter)
+                || calls(&step.prepare)
+                || calls(&step.finalize)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::check_findings;
+
+    const PROGRAM: &str = r#"
+schema {
+  hotel: string
+  confirmed: bool
+  booking_id: string
+}
+tool book(hotel: string) -> { booking_id: string } { builtin echo }
+flow booking {
+  when "the user wants to book"
+  KEEP
+  step ask_hotel {
+    prompt "Which hotel?"
+    collect hotel
+  }
+  step confirm {
+    prompt "Book {{hotel}}?"
+    collect confirmed
+    branch {
+      if confirmed == true -> book
+      else -> end_it
+    }
+  }
+  auto step book {
+    call book(hotel) -> booking_id
+    next end
+  }
+  step end_it {
+    say "Nothing booked."
+  }
+}
+"#;
+
+    fn program(keep: &str) -> String {
+        PROGRAM.replace("KEEP", keep)
+    }
+
+    #[test]
+    fn kept_consent_in_a_flow_that_calls_a_tool() {
+        check_findings(&program("keep hotel, confirmed"), &[("kept_consent", "confirmed")]);
+    }
+
+    #[test]
+    fn keeping_a_non_bool_field_is_fine() {
+        check_findings(&program("keep hotel"), &[]);
+    }
+
+    #[test]
+    fn the_default_clears_the_consent() {
+        check_findings(&program(""), &[]);
+    }
+
+    #[test]
+    fn jumping_into_a_flow_that_collects_a_consent() {
+        let jumping = format!(
+            "{}\nflow other {{\n  when \"the user wants other\"\n  step go {{ say \"x\" }}\n  auto step jump {{ JUMP }}\n}}\n",
+            program("")
+        );
+        check_findings(
+            &jumping.replace("JUMP", "emit goto_step booking.confirm"),
+            &[("kept_consent", "goto_step booking.confirm")],
+        );
+        check_findings(&jumping.replace("JUMP", "emit { goto_step booking.confirm set confirmed = null }"), &[]);
+        check_findings(&jumping.replace("JUMP", "emit goto booking"), &[]);
+    }
+
+    #[test]
+    fn a_flow_without_tools_may_keep_its_bools() {
+        let without_tool =
+            program("keep confirmed").replace("call book(hotel) -> booking_id", "set booking_id = hotel");
+        check_findings(&without_tool, &[]);
+    }
+}

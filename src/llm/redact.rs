@@ -1,0 +1,275 @@
+//! Keeping API keys out of everything a model call leaves behind: error
+//! messages, replies (streamed and whole), and so the traces, sessions and
+//! recordings made from them. [`redact`] is the one rule; [`Redacting`]
+//! applies it to any provider, so no provider or caller has to remember to.
+//!
+//! A model can be made to repeat its key (a prompt injection asking for
+//! it, an answer invalid only because it quotes it), and the runtime
+//! echoes model output in errors ("unknown flow `sk-…`") and stores
+//! replies. The wrapper sits between the provider and everything else.
+
+use super::{
+    Provider, ProviderConfig, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding,
+};
+use regex::Regex;
+use std::sync::LazyLock;
+
+/// Shorter values are not redacted: they would blank ordinary words.
+const MIN_SECRET_LEN: usize = 4;
+
+static KEY_PATTERN: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"\b(sk-[A-Za-z0-9_\-*]{6,}|Bearer\s+[A-Za-z0-9._\-]{6,})").ok());
+
+/// Replaces every known secret, and anything shaped like an OpenAI or
+/// Anthropic key or a bearer token (servers echo partial keys in 401
+/// bodies), with `[redacted]`.
+pub fn redact(text: &str, secrets: &[String]) -> String {
+    let mut clean = text.to_string();
+    for secret in secrets {
+        if secret.len() >= MIN_SECRET_LEN {
+            clean = clean.replace(secret.as_str(), "[redacted]");
+        }
+    }
+    match KEY_PATTERN.as_ref() {
+        Some(pattern) => pattern.replace_all(&clean, "[redacted]").into_owned(),
+        None => clean,
+    }
+}
+
+/// The secrets of one configuration and the rule that hides them.
+#[derive(Clone, Debug, Default)]
+pub struct Redactor {
+    secrets: Vec<String>,
+}
+
+impl Redactor {
+    pub fn new(secrets: impl IntoIterator<Item = String>) -> Redactor {
+        Redactor { secrets: secrets.into_iter().filter(|secret| secret.len() >= MIN_SECRET_LEN).collect() }
+    }
+
+    /// The configured API key, if any.
+    pub fn from_config(config: &ProviderConfig) -> Redactor {
+        Redactor::new(config.api_key.iter().map(|key| key.expose().to_string()))
+    }
+
+    /// No secret is configured: there is nothing to hide.
+    pub fn is_empty(&self) -> bool {
+        self.secrets.is_empty()
+    }
+
+    pub fn text(&self, text: &str) -> String {
+        redact(text, &self.secrets)
+    }
+
+    /// The same error with its message redacted.
+    pub fn error(&self, error: ProviderError) -> ProviderError {
+        match error {
+            ProviderError::Auth(message) => ProviderError::Auth(self.text(&message)),
+            ProviderError::RateLimited(message) => ProviderError::RateLimited(self.text(&message)),
+            ProviderError::Overloaded(message) => ProviderError::Overloaded(self.text(&message)),
+            ProviderError::InvalidRequest(message) => ProviderError::InvalidRequest(self.text(&message)),
+            ProviderError::Timeout(message) => ProviderError::Timeout(self.text(&message)),
+            ProviderError::Network(message) => ProviderError::Network(self.text(&message)),
+            ProviderError::InvalidOutput(message) => ProviderError::InvalidOutput(self.text(&message)),
+            ProviderError::NotRecorded(message) => ProviderError::NotRecorded(self.text(&message)),
+            ProviderError::Cancelled => ProviderError::Cancelled,
+        }
+    }
+
+    /// Where the part of a stream that can be redacted now ends: before
+    /// a tail that may be the start of a secret or of a key-shaped word
+    /// (`sk-…`, `Bearer …`), and before any match that reaches into it.
+    /// Other text is passed on at once, so a reply still streams.
+    fn safe_end(&self, text: &str) -> usize {
+        let mut hold = 0;
+        for secret in &self.secrets {
+            let longest = secret.len().saturating_sub(1).min(text.len());
+            let partial = (1..=longest).rev().find(|&len| secret.get(..len).is_some_and(|head| text.ends_with(head)));
+            hold = hold.max(partial.unwrap_or(0));
+        }
+        let word: usize = text
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '*' | '.'))
+            .map(char::len_utf8)
+            .sum();
+        let head = text.get(..text.len() - word).unwrap_or("");
+        let tail = text.get(text.len() - word..).unwrap_or("");
+        if !tail.is_empty() && (tail.starts_with("sk-") || "sk-".starts_with(tail) || "Bearer".starts_with(tail)) {
+            hold = hold.max(word);
+        }
+        let before = head.trim_end();
+        if before.ends_with("Bearer") && (word > 0 || before.len() < head.len()) {
+            hold = hold.max(text.len() - (before.len() - "Bearer".len()));
+        }
+        let mut cut = text.len() - hold.min(text.len());
+        let mut matches: Vec<(usize, usize)> = self
+            .secrets
+            .iter()
+            .flat_map(|secret| text.match_indices(secret.as_str()).map(|(at, found)| (at, at + found.len())))
+            .collect();
+        if let Some(pattern) = KEY_PATTERN.as_ref() {
+            matches.extend(pattern.find_iter(text).map(|found| (found.start(), found.end())));
+        }
+        for (start, end) in matches {
+            if start < cut && end >= cut {
+                cut = start;
+            }
+        }
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        cut
+    }
+}
+
+/// Redacts a reply as it streams: a piece is passed on once no secret can
+/// straddle its end.
+struct Stream<'r> {
+    redactor: &'r Redactor,
+    pending: String,
+}
+
+impl Stream<'_> {
+    fn push(&mut self, piece: &str, sink: &mut dyn FnMut(&str)) {
+        self.pending.push_str(piece);
+        let cut = self.redactor.safe_end(&self.pending);
+        let (ready, rest) = self.pending.split_at(cut);
+        if !ready.is_empty() {
+            sink(&self.redactor.text(ready));
+        }
+        self.pending = rest.to_string();
+    }
+
+    fn finish(self, sink: &mut dyn FnMut(&str)) {
+        let rest = self.redactor.text(&self.pending);
+        if !rest.is_empty() {
+            sink(&rest);
+        }
+    }
+}
+
+/// A provider whose errors and replies never hold a configured secret.
+pub struct Redacting {
+    inner: Box<dyn Provider>,
+    redactor: Redactor,
+}
+
+impl Redacting {
+    pub fn new(inner: Box<dyn Provider>, redactor: Redactor) -> Redacting {
+        Redacting { inner, redactor }
+    }
+}
+
+impl Provider for Redacting {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+
+    fn modes(&self) -> Option<String> {
+        self.inner.modes()
+    }
+
+    fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+        self.inner.understand(request).map_err(|error| self.redactor.error(error))
+    }
+
+    fn respond(
+        &mut self,
+        request: &RespondRequest,
+        tools: &mut dyn ToolLoop,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Response, ProviderError> {
+        let mut stream = Stream { redactor: &self.redactor, pending: String::new() };
+        let result = self.inner.respond(request, tools, &mut |piece| stream.push(piece, on_text));
+        stream.finish(on_text);
+        match result {
+            Ok(mut response) => {
+                response.text = self.redactor.text(&response.text);
+                Ok(response)
+            }
+            Err(error) => Err(self.redactor.error(error)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::NoTools;
+
+    const KEY: &str = "sk-test-0123456789abcdef";
+
+    /// A model that repeats its key: in a reply streamed in small pieces,
+    /// and in an invalid understand answer.
+    struct Leaky;
+
+    impl Provider for Leaky {
+        fn name(&self) -> String {
+            "leaky".to_string()
+        }
+
+        fn understand(&mut self, _request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+            Err(ProviderError::InvalidOutput(format!("unknown flow `{KEY}` (choose one of `a` or null)")))
+        }
+
+        fn respond(
+            &mut self,
+            _request: &RespondRequest,
+            _tools: &mut dyn ToolLoop,
+            on_text: &mut dyn FnMut(&str),
+        ) -> Result<Response, ProviderError> {
+            let text = format!("Sure! My key is {KEY}, and the token is Bearer abcdef123456 and bye.");
+            let chars: Vec<char> = text.chars().collect();
+            for piece in chars.chunks(3) {
+                on_text(&piece.iter().collect::<String>());
+            }
+            Ok(Response { text, ..Response::default() })
+        }
+    }
+
+    fn redacting() -> Redacting {
+        Redacting::new(Box::new(Leaky), Redactor::new([KEY.to_string()]))
+    }
+
+    #[test]
+    fn an_invalid_answer_quoting_the_key_is_redacted() {
+        let error = redacting().understand(&UnderstandRequest::default()).err();
+        assert_eq!(
+            error,
+            Some(ProviderError::InvalidOutput("unknown flow `[redacted]` (choose one of `a` or null)".to_string()))
+        );
+    }
+
+    #[test]
+    fn a_reply_holding_the_key_is_redacted_whole_and_streamed() {
+        let mut streamed = String::new();
+        let response = redacting().respond(&RespondRequest::default(), &mut NoTools, &mut |piece| {
+            streamed.push_str(piece);
+        });
+        let expected = "Sure! My key is [redacted], and the token is [redacted] and bye.";
+        assert_eq!(response.map(|response| response.text), Ok(expected.to_string()));
+        assert_eq!(streamed, expected);
+    }
+
+    #[test]
+    fn a_secret_split_across_pieces_is_caught_and_other_text_streams_at_once() {
+        let redactor = Redactor::new(["hunter2-secret".to_string()]);
+        let mut stream = Stream { redactor: &redactor, pending: String::new() };
+        let mut out = Vec::new();
+        for piece in ["the password is hun", "ter2-sec", "ret ok"] {
+            stream.push(piece, &mut |text| out.push(text.to_string()));
+        }
+        stream.finish(&mut |text| out.push(text.to_string()));
+        assert_eq!(out.concat(), "the password is [redacted] ok");
+        // Text that cannot be part of the secret is passed on before the end.
+        assert!(out.len() > 1 && out.first().is_some_and(|first| first.starts_with("the pa")), "{out:?}");
+    }
+
+    #[test]
+    fn short_values_are_not_secrets() {
+        let redactor = Redactor::new(["abc".to_string()]);
+        assert!(redactor.is_empty());
+        assert_eq!(redactor.text("abc"), "abc");
+    }
+}

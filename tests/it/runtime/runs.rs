@@ -1,0 +1,329 @@
+//! Data that lives as long as its flow (issue 12): a new run of a flow
+//! starts without what earlier runs collected, except `keep` and what this
+//! turn's message said; `fresh` clears set fields too. Then conversation
+//! `on_error` (a failing tool gets an answer, not a failed turn) and the
+//! hooks of every batched step.
+
+use super::harness::{Double, Harness, Understood, steps, warnings};
+use flowc::runtime::events::{Event, StopReason};
+use flowc::runtime::tools::ToolRegistry;
+use serde_json::json;
+
+const BOOKING: &str = r#"
+schema { hotel: string  confirmed: bool  booking_id: string  note: string }
+tool book(hotel: string) -> { booking_id: string } { builtin echo }
+flow booking "Booking" {
+  when "the user wants to book"
+  KEEP
+  step ask_hotel { prompt "Which hotel?" collect hotel }
+  step confirm {
+    prompt "Book {{hotel}}?"
+    collect confirmed
+    branch {
+      if confirmed == true -> book
+      else -> cancelled
+    }
+  }
+  auto step book {
+    call book(hotel) -> booking_id
+    set note = "booked"
+    say "Booked {{hotel}}."
+    next end
+  }
+  step cancelled { say "Nothing booked." }
+}
+"#;
+
+fn booking(keep: &str) -> Harness {
+    Harness::new(&BOOKING.replace("KEEP", keep))
+}
+
+/// Books the Grand Hotel: routed with the hotel, then a yes.
+fn book_once(harness: &mut Harness) {
+    harness.say_with("book the Grand", Understood::new().flow("booking").field("hotel", json!("Grand")));
+    let booked = harness.say_with("yes", Understood::new().field("confirmed", json!(true)));
+    assert_eq!(booked.reply, "Booked Grand.");
+}
+
+fn cleared(result: &flowc::runtime::events::TurnResult) -> Vec<String> {
+    result
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            Event::FieldsCleared { fields, .. } => Some(fields.join(",")),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_second_run_asks_for_its_own_consent() {
+    let mut harness = booking("");
+    book_once(&mut harness);
+    let second = harness.say_with("now the Ritz", Understood::new().flow("booking").field("hotel", json!("Ritz")));
+    assert_eq!(second.reply, "reply: Book Ritz?", "asks again instead of booking");
+    assert_eq!(second.stopped_reason, StopReason::NeedsInput);
+    assert_eq!(harness.data("confirmed"), None);
+    assert_eq!(harness.data("hotel"), Some(json!("Ritz")), "said in this message: kept");
+    // Set by the flow, not collected: kept unless listed in `fresh`.
+    assert_eq!(harness.data("note"), Some(json!("booked")));
+    assert_eq!(cleared(&second), ["confirmed"]);
+}
+
+#[test]
+fn a_new_run_forgets_collected_values_the_message_does_not_repeat() {
+    let mut harness = booking("");
+    book_once(&mut harness);
+    let second = harness.say_with("book again", Understood::new().flow("booking"));
+    assert_eq!(second.reply, "reply: Which hotel?");
+    assert_eq!(cleared(&second), ["hotel,confirmed"]);
+}
+
+#[test]
+fn keep_carries_a_collected_field_and_fresh_clears_a_set_one() {
+    let mut harness = booking("keep hotel\n  fresh note");
+    book_once(&mut harness);
+    let second = harness.say_with("book again", Understood::new().flow("booking"));
+    assert_eq!(second.reply, "reply: Book Grand?");
+    assert_eq!(harness.data("hotel"), Some(json!("Grand")));
+    assert_eq!(harness.data("note"), None);
+    assert_eq!(cleared(&second), ["confirmed,note"]);
+}
+
+#[test]
+fn reset_and_goto_start_a_new_run() {
+    let mut harness = Harness::new(
+        r#"
+schema { a: string  b: string }
+signal restart {
+  when "the user wants to start over"
+  then reset
+}
+flow f "F" {
+  when "the user wants f"
+  step ask_a { prompt "A?" collect a }
+  step ask_b { prompt "B?" collect b }
+}
+flow g "G" {
+  when "the user wants g"
+  step go { say "going" }
+  auto step jump { emit goto f with { a: "from g" } }
+}
+"#,
+    );
+    harness.say_with("f", Understood::new().flow("f").field("a", json!("x")));
+    let reset = harness.say_with("start over", Understood::new().signal("restart", true));
+    assert_eq!(reset.reply, "reply: A?");
+    assert_eq!(harness.data("a"), None);
+    harness.say_with("y", Understood::new().field("a", json!("y")));
+    let jumped = harness.say_with("g", Understood::new().flow("g"));
+    // The run starts before the `goto`'s data is written.
+    assert_eq!(harness.data("a"), Some(json!("from g")));
+    assert_eq!(jumped.reply, "going\nreply: B?");
+}
+
+#[test]
+fn values_given_in_the_routing_message_survive_the_new_run() {
+    let mut harness = booking("");
+    book_once(&mut harness);
+    let second = harness.say_with(
+        "book the Ritz, yes",
+        // A model that proposes a consent while routing: the consent is
+        // not the entry step's question, so it is not written.
+        Understood::new().flow("booking").field("hotel", json!("Ritz")).field("confirmed", json!(true)),
+    );
+    assert_eq!(second.reply, "reply: Book Ritz?");
+    assert!(warnings(&second).is_empty(), "{:?}", warnings(&second));
+}
+
+// ------------------------------------------------------------ on_error
+
+const FAILING: &str = r#"
+schema { hotel: string  confirmed: bool  booking_id: string }
+tool book(hotel: string) -> { booking_id: string } { builtin echo }
+flow booking "Book a room" {
+  when "the user wants to book"
+  step ask_hotel { prompt "Which hotel?" collect hotel }
+  auto step book {
+    call book(hotel) -> booking_id
+    say "Booked."
+    ON_ERROR
+  }
+  step done { say "Anything else?" }
+}
+"#;
+
+fn failing(on_error: &str) -> (Harness, std::sync::Arc<Double>) {
+    let double = Double::failing("the booking system is down");
+    let mut tools = ToolRegistry::default();
+    tools.register("book", double.clone());
+    (Harness::with_tools(&FAILING.replace("ON_ERROR", on_error), tools), double)
+}
+
+fn step_failures(result: &flowc::runtime::events::TurnResult) -> Vec<String> {
+    result
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            Event::StepFailed { step, error, .. } => Some(format!("{step}: {error}")),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_failing_tool_gets_an_apology_and_ends_the_flow_by_default() {
+    let (mut harness, double) = failing("");
+    harness.say_with("book", Understood::new().flow("booking"));
+    let failed = harness.say_with("the Grand", Understood::new().field("hotel", json!("Grand")));
+    assert_eq!(failed.reply, "Sorry, something went wrong, so I stopped \"Book a room\". Nothing more was done.");
+    assert_eq!(failed.stopped_reason, StopReason::Aborted);
+    assert_eq!((failed.flow.as_deref(), failed.step.as_deref()), (None, None));
+    assert_eq!(step_failures(&failed).len(), 1);
+    assert!(step_failures(&failed)[0].contains("the booking system is down"), "{:?}", step_failures(&failed));
+    assert!(failed.events.iter().any(|event| matches!(event, Event::ToolCalled { ok: false, .. })));
+    assert_eq!(harness.data("booking_id"), None);
+    assert_eq!(double.calls().len(), 1);
+}
+
+#[test]
+fn on_error_reply_answers_and_stays_at_the_step() {
+    let (mut harness, double) = failing(r#"on_error reply "The booking system is down; say anything to try again.""#);
+    harness.say_with("book", Understood::new().flow("booking"));
+    let failed = harness.say_with("the Grand", Understood::new().field("hotel", json!("Grand")));
+    assert_eq!(failed.reply, "The booking system is down; say anything to try again.");
+    assert_eq!((failed.flow.as_deref(), failed.step.as_deref()), (Some("booking"), Some("book")));
+    assert_eq!(failed.directives.first().map(|record| record.source.as_str()), Some("on_error:booking.book"));
+    let again = harness.say("again");
+    assert_eq!(double.calls().len(), 2, "staying means the next message runs the step again");
+    assert_eq!(again.reply, "The booking system is down; say anything to try again.");
+}
+
+#[test]
+fn on_error_goto_step_moves_on_and_abort_ends_with_its_reason() {
+    let (mut harness, _) =
+        failing(r#"on_error { reply "Let's pick another hotel."  goto_step ask_hotel set hotel = null }"#);
+    harness.say_with("book", Understood::new().flow("booking"));
+    let moved = harness.say_with("the Grand", Understood::new().field("hotel", json!("Grand")));
+    assert_eq!(steps(&moved), ["ask_hotel", "book"], "a step asked again is listed once");
+    assert_eq!(moved.reply, "Let's pick another hotel.\nreply: Which hotel?");
+    assert_eq!(harness.data("hotel"), None);
+
+    let (mut harness, _) = failing(r#"on_error abort "Sorry, no bookings today.""#);
+    harness.say_with("book", Understood::new().flow("booking"));
+    let aborted = harness.say_with("the Grand", Understood::new().field("hotel", json!("Grand")));
+    assert_eq!(aborted.reply, "Sorry, no bookings today.");
+    assert_eq!(aborted.stopped_reason, StopReason::Aborted);
+}
+
+#[test]
+fn a_failing_prepare_hook_is_the_step_failing() {
+    let double = Double::failing("the lookup service is down");
+    let mut tools = ToolRegistry::default();
+    tools.register("lookup", double.clone());
+    let mut harness = Harness::with_tools(
+        r#"
+schema { email: string  name: string }
+tool lookup(email: string) -> { name: string } { builtin echo }
+flow f "F" {
+  when "the user wants f"
+  step ask_email { prompt "Email?" collect email }
+  step greet {
+    prompt "Greet {{name}}. Anything else?"
+    collect name
+    prepare { call lookup(email) -> name }
+    on_error reply "I could not look you up just now."
+  }
+}
+"#,
+        tools,
+    );
+    harness.say_with("f", Understood::new().flow("f"));
+    let failed = harness.say_with("a@b.c", Understood::new().field("email", json!("a@b.c")));
+    assert_eq!(failed.reply, "I could not look you up just now.");
+    assert_eq!(failed.step.as_deref(), Some("greet"));
+    assert_eq!(step_failures(&failed).len(), 1);
+    assert_eq!(harness.calls_last_turn().1, 0, "the reply is the on_error one: no model call");
+    assert_eq!(double.calls().len(), 1);
+}
+
+// ------------------------------------------------------------ batched hooks
+
+#[test]
+fn every_step_of_a_batch_runs_prepare_and_finalize_in_order() {
+    let mut harness = Harness::new(
+        r#"
+schema { a: string  b: string  log: string }
+flow f "F" {
+  when "the user wants f"
+  step ask_a {
+    prompt "A?"
+    collect a
+    prepare { set log = log + "prepare a;" }
+    finalize { set log = log + "finalize a;" }
+  }
+  step tell {
+    prompt "Tell them about {{a}}."
+    prepare { set log = log + "prepare tell;" }
+    finalize { set log = log + "finalize tell;" }
+  }
+  step ask_b {
+    prompt "B?"
+    collect b
+    prepare { set log = log + "prepare b;" }
+    finalize { set log = log + "finalize b;" }
+  }
+}
+"#,
+    );
+    harness.session.data.insert("log".into(), json!(""));
+    harness.say_with("f", Understood::new().flow("f"));
+    assert_eq!(harness.data("log"), Some(json!("prepare a;finalize a;")));
+    let batch = harness.say_with("x", Understood::new().field("a", json!("x")));
+    assert_eq!(steps(&batch), ["ask_a", "tell", "ask_b"]);
+    // The answered step had its hooks when it asked; the two steps the
+    // reply covers run theirs, in order.
+    assert_eq!(
+        harness.data("log"),
+        Some(json!("prepare a;finalize a;prepare tell;prepare b;finalize tell;finalize b;"))
+    );
+}
+
+#[test]
+fn a_failing_finalize_is_traced_and_the_turn_goes_on() {
+    let double = Double::failing("audit log unavailable");
+    let mut tools = ToolRegistry::default();
+    tools.register("audit", double.clone());
+    let mut harness = Harness::with_tools(
+        r#"
+schema { a: string  id: string  note: string }
+tool audit(a: string) -> { id: string } { builtin echo }
+flow f "F" {
+  when "the user wants f"
+  step ask_a {
+    prompt "A?"
+    collect a
+    finalize {
+      set note = "finalized"
+      call audit(a) -> id
+    }
+  }
+}
+"#,
+        tools,
+    );
+    let result = harness.say_with("f", Understood::new().flow("f"));
+    assert_eq!(result.reply, "reply: A?");
+    assert_eq!(result.stopped_reason, StopReason::NeedsInput);
+    let failures: Vec<&str> = result
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            Event::HookFailed { hook, error } if error.contains("audit log unavailable") => Some(hook.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failures, ["f.ask_a.finalize"]);
+    assert_eq!(harness.data("note"), None, "the failed hook's writes are dropped together");
+    assert_eq!(double.calls().len(), 1);
+}
