@@ -215,6 +215,20 @@ pub fn extract_json(text: &str) -> Result<Value, String> {
             return Ok(value);
         }
     }
+    // A small model quoting the user may break a line inside a string
+    // (evidence copied with its line break): a raw control character is
+    // invalid there, and outside strings it can only be whitespace, so
+    // reading each as a space loses nothing.
+    if trimmed.chars().any(char::is_control) {
+        let spaced: String = trimmed.chars().map(|ch| if ch.is_control() { ' ' } else { ch }).collect();
+        if let Some(value) = [Some(spaced.as_str()), fenced(&spaced), braced(&spaced)]
+            .into_iter()
+            .flatten()
+            .find_map(|candidate| serde_json::from_str::<Value>(candidate).ok())
+        {
+            return Ok(value);
+        }
+    }
     Err(format!("the answer is not valid JSON ({first_error})"))
 }
 
@@ -654,5 +668,10 @@ pub(crate) mod tests {
         assert!(extract_json("{\"a\": ").unwrap_err().starts_with("the answer is not valid JSON (EOF"));
         assert_eq!(extract_json("  ").unwrap_err(), "the answer is empty");
         assert!(extract_json("} nothing {").is_err());
+        assert_eq!(
+            extract_json("{\"evidence\": \"two\nguests\",\n\"value\": 2}").unwrap(),
+            json!({"evidence": "two guests", "value": 2}),
+            "a line break inside a string"
+        );
     }
 }
