@@ -42,7 +42,46 @@ fn main() {
     }
 
     println!();
+    diagnostic_cascades();
+
+    println!();
     binary_runs();
+}
+
+/// Issue 13: one long line that yields a diagnostic every five bytes (a
+/// `{{x}}` naming no field, again and again). Compiling and positioning
+/// every diagnostic (line and column, as `--format json` does) must scale
+/// linearly: columns used to be counted from the line's start for each
+/// one, which made a 1 MB line of such a cascade take 24 s.
+fn diagnostic_cascades() {
+    let one_line =
+        |bytes: usize| format!("flow f {{ default\n  step s {{ say \"{}\" }} }}\n", "{{x}}".repeat(bytes / 5));
+    let mut times = Vec::new();
+    for bytes in [100_000, 1_000_000] {
+        let file = SourceFile::new("cascade.flow", one_line(bytes));
+        let mut best = Duration::MAX;
+        let mut diagnostics = 0;
+        for _ in 0..3 {
+            let start = Instant::now();
+            let compilation = compile(&file);
+            let positioned: usize = compilation
+                .diagnostics
+                .iter()
+                .map(|diagnostic| flowc::diag::render::to_json(&file, diagnostic).column)
+                .fold(0, usize::wrapping_add);
+            std::hint::black_box(positioned);
+            best = best.min(start.elapsed());
+            diagnostics = compilation.diagnostics.len();
+        }
+        report(&format!("a {} KB line of unknown fields", bytes / 1000), &file.text, best, diagnostics);
+        times.push(best);
+    }
+    if let [small, large] = times.as_slice() {
+        println!(
+            "scaling: 10x the line took {:.2}x the time (linear is 10x; before issue 13 each column was counted from the line's start: quadratic)",
+            large.as_secs_f64() / small.as_secs_f64()
+        );
+    }
 }
 
 fn mb(text: &str) -> f64 {

@@ -4,14 +4,33 @@
 //! The pipeline, as the modules show it: [`syntax`] reads `.flow` and YAML
 //! into one AST, [`ir`] lowers it into a resolved, typed IR (with [`expr`]
 //! typing every expression), [`check`] proves it sound, [`graph`] draws it,
-//! and the runtime executes it. [`diag`] holds the diagnostics every stage
-//! reports; [`cli`] is the only module that touches files and the terminal.
+//! and the [`runtime`] executes it, asking a model through [`llm`] and
+//! keeping sessions in a [`store`]. [`pipeline`] runs the compile stages in
+//! order; [`diag`] holds the diagnostics every stage reports; [`source`]
+//! the text and spans they point into; [`ids`] the typed indices the IR and
+//! its expressions share; [`duration`] the one duration grammar.
+//!
+//! Where I/O happens (each module's own docs say the same):
+//!
+//! | module | I/O |
+//! | ------ | --- |
+//! | [`syntax`], [`ir`], [`expr`], [`check`], [`graph`], [`pipeline`], [`diag`], [`source`], [`ids`], [`duration`] | none: they work on text and values handed to them (a [`source::SourceFile`] is built by its caller from text the caller read; JSON and diagnostics are written to a writer the caller passes) |
+//! | [`runtime`] | runs tools: `exec` tools start processes, `http` tools make network requests; the clock reads the system time and the `FLOWC_NOW`/`FLOWC_SEED` environment variables |
+//! | [`llm`] | network requests to model providers; reads `flowc.toml` and API-key environment variables; `--record` writes and `replay:` reads a recording file |
+//! | [`store`] | the file store reads and writes session JSON under `.flowc/sessions/`; the memory store none |
+//! | [`cli`] | reads programs and data files, writes to the terminal, decides exit codes, and wires the above together |
+//!
+//! `testgen` (program generators for the stress tests and benchmarks) is
+//! compiled only with the `testing` feature, which the crate's own tests and
+//! benches turn on; the shipped library and binary leave it out.
 
 pub mod check;
 pub mod cli;
 pub mod diag;
+pub mod duration;
 pub mod expr;
 pub mod graph;
+pub mod ids;
 pub mod ir;
 pub mod llm;
 pub mod pipeline;
@@ -19,5 +38,5 @@ pub mod runtime;
 pub mod source;
 pub mod store;
 pub mod syntax;
-#[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testgen;

@@ -1,7 +1,7 @@
 //! The compile pipeline for one source file: front end, lowering and the
 //! static checks, with every diagnostic gathered and sorted. `flowc compile`,
 //! `check`, `graph` and `run` all start here, so they agree on what a valid
-//! program is.
+//! program is. It does no I/O: the caller reads the file.
 
 use crate::diag::{Code, Diagnostic, sort_diagnostics};
 use crate::ir::{self, Program};

@@ -1,5 +1,6 @@
 //! Source files and byte spans: the coordinates every diagnostic, AST node and
-//! IR node is expressed in.
+//! IR node is expressed in. A [`SourceFile`] is built from text its caller
+//! read; nothing here reads files.
 
 use serde::Serialize;
 use std::cell::Cell;
@@ -102,6 +103,20 @@ pub struct SourceFile {
     pub name: String,
     pub text: String,
     line_starts: Vec<u32>,
+    /// How many UTF-8 continuation bytes come before each block of
+    /// [`COLUMN_BLOCK`] bytes: with it a column costs at most one block's
+    /// scan, not the whole line's, so reporting many diagnostics on one
+    /// long line stays linear.
+    continuations_before_block: Vec<u32>,
+}
+
+/// The block size of [`SourceFile`]'s column index.
+const COLUMN_BLOCK: usize = 4096;
+
+/// Whether a byte continues a multi-byte UTF-8 character (it does not start
+/// one): a column counts characters, so it is the byte count less these.
+fn is_continuation(byte: u8) -> bool {
+    byte & 0b1100_0000 == 0b1000_0000
 }
 
 /// A 1-based line and column (the column counts characters, as rustc does).
@@ -117,7 +132,31 @@ impl SourceFile {
         let mut line_starts = vec![0u32];
         line_starts
             .extend(text.bytes().enumerate().filter(|(_, byte)| *byte == b'\n').map(|(index, _)| clamp_u32(index + 1)));
-        SourceFile { name: name.into(), text, line_starts }
+        let mut continuations_before_block = Vec::with_capacity(text.len() / COLUMN_BLOCK + 1);
+        let mut continuations = 0u32;
+        for block in text.as_bytes().chunks(COLUMN_BLOCK) {
+            continuations_before_block.push(continuations);
+            let in_block = block.iter().filter(|byte| is_continuation(**byte)).count();
+            continuations = continuations.saturating_add(clamp_u32(in_block));
+        }
+        SourceFile { name: name.into(), text, line_starts, continuations_before_block }
+    }
+
+    /// The UTF-8 continuation bytes in `text[..offset]`.
+    fn continuations_before(&self, offset: usize) -> usize {
+        let block = offset / COLUMN_BLOCK;
+        let before_block = self.continuations_before_block.get(block).copied().unwrap_or(0) as usize;
+        let after_block = self.continuations_before_block.get(block + 1).map(|&count| count as usize);
+        if after_block == Some(before_block) {
+            // An ASCII block (the common case): nothing to count.
+            return before_block;
+        }
+        let in_block = self
+            .text
+            .as_bytes()
+            .get(block * COLUMN_BLOCK..offset)
+            .map_or(0, |bytes| bytes.iter().filter(|byte| is_continuation(**byte)).count());
+        before_block + in_block
     }
 
     pub fn kind(&self) -> SourceKind {
@@ -152,7 +191,7 @@ impl SourceFile {
         while end > line_start && !self.text.is_char_boundary(end) {
             end -= 1;
         }
-        let column = self.text.get(line_start..end).map_or(0, |prefix| prefix.chars().count());
+        let column = (end - line_start) - (self.continuations_before(end) - self.continuations_before(line_start));
         LineCol { line: line_index + 1, column: column + 1 }
     }
 
@@ -196,6 +235,17 @@ mod tests {
         // `ç` is two bytes: the `d` after it is the second character.
         assert_eq!(file.line_col(5), LineCol { line: 2, column: 2 });
         assert_eq!(file.line_col(99), LineCol { line: 3, column: 1 });
+    }
+
+    #[test]
+    fn line_col_counts_characters_across_column_index_blocks() {
+        let line = "é".repeat(COLUMN_BLOCK) + "x";
+        let text = format!("ab\n{line}\n");
+        let file = SourceFile::new("a.flow", text.as_str());
+        let x_offset = u32::try_from(text.find('x').unwrap_or(0)).unwrap_or(0);
+        assert_eq!(file.line_col(x_offset), LineCol { line: 2, column: COLUMN_BLOCK + 1 });
+        // Inside a character: the column of the character it belongs to.
+        assert_eq!(file.line_col(x_offset - 1), LineCol { line: 2, column: COLUMN_BLOCK });
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! declaring what it expects), valid programs that must check clean
 //! (`tests/fixtures/ok/`, and the examples in `flows/`), snapshots of the
 //! human rendering, the documentation of every code, and (in the modules)
-//! the command-line interface and bad-input properties.
+//! the command-line interface, bad-input properties and the absence of
+//! cycles between the library's top-level modules.
 //!
 //! A fixture declares its expectations in comments, one or more per line:
 //!
@@ -17,6 +18,10 @@
 
 #[path = "check/cli.rs"]
 mod cli;
+#[path = "check/fuzz.rs"]
+mod fuzz;
+#[path = "check/modules.rs"]
+mod modules;
 #[path = "check/props.rs"]
 mod props;
 #[path = "check/stress.rs"]

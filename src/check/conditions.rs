@@ -13,7 +13,8 @@
 //! front ends refuse deeper ones), so these walks recurse; [`MAX_DEPTH`]
 //! guards them anyway, answering "unknown" past it.
 
-use crate::expr::{Expr, ExprKind, Function, Literal};
+use crate::expr::ops::{self, Typing};
+use crate::expr::{Expr, ExprKind, Function, Literal, Type};
 use crate::ir::{FieldId, Program, TypeKind};
 use crate::syntax::ast::{BinaryOp, UnaryOp};
 use serde_json::Value;
@@ -24,21 +25,17 @@ const MAX_DEPTH: usize = 256;
 
 // ---------------------------------------------------------------- folding
 
-/// The value of an expression that reads no data, if it has one. Follows
-/// LANGUAGE.md section 2: null compares equal only to null, ordering with
-/// null is false, arithmetic with null is null.
+/// The value of an expression that reads no data, if it has one: what the
+/// runtime would compute, by the same operators ([`crate::expr::ops`]). An
+/// operation the runtime would warn about (overflow, division by zero) is
+/// left unknown rather than folded to its null.
 pub(crate) fn fold(expr: &Expr) -> Option<Value> {
     fold_at(expr, 0)
 }
 
 /// Whether a condition is always false (`Some(false)`) or always true.
 pub(crate) fn fold_bool(expr: &Expr) -> Option<bool> {
-    match fold(expr)? {
-        Value::Bool(value) => Some(value),
-        // A null condition does not hold.
-        Value::Null => Some(false),
-        _ => None,
-    }
+    fold(expr).map(|value| ops::is_true(&value))
 }
 
 fn fold_at(expr: &Expr, depth: usize) -> Option<Value> {
@@ -46,134 +43,40 @@ fn fold_at(expr: &Expr, depth: usize) -> Option<Value> {
         return None;
     }
     let depth = depth + 1;
-    match &expr.kind {
-        ExprKind::Literal { value } => Some(value.to_value()),
+    let mut warnings = Vec::new();
+    let value = match &expr.kind {
+        ExprKind::Literal { value } => value.to_value(),
         ExprKind::List { items } => {
-            items.iter().map(|item| fold_at(item, depth)).collect::<Option<Vec<_>>>().map(Value::Array)
+            Value::Array(items.iter().map(|item| fold_at(item, depth)).collect::<Option<Vec<_>>>()?)
         }
         ExprKind::Unary { op, operand } => {
-            let value = fold_at(operand, depth)?;
-            match (op, value) {
-                (UnaryOp::Not, Value::Bool(value)) => Some(Value::Bool(!value)),
-                (UnaryOp::Neg, Value::Null) => Some(Value::Null),
-                (UnaryOp::Neg, Value::Number(number)) => negate(&number),
-                _ => None,
+            ops::unary(*op, &fold_at(operand, depth)?, expr.ty == Type::Float, &mut warnings)
+        }
+        ExprKind::Binary { op: op @ (BinaryOp::And | BinaryOp::Or), left, right } => {
+            // `false and x` is false whatever `x` is; the same for `or`.
+            let absorbing = *op == BinaryOp::Or;
+            let truth = |side: &Expr| fold_at(side, depth).map(|value| ops::is_true(&value));
+            let (left, right) = (truth(left), truth(right));
+            if left == Some(absorbing) || right == Some(absorbing) {
+                return Some(Value::Bool(absorbing));
             }
+            left.zip(right)?;
+            Value::Bool(!absorbing)
         }
-        ExprKind::Binary { op, left, right } => fold_binary(*op, left, right, depth),
-        ExprKind::IsSet { operand, negated } => {
-            let value = fold_at(operand, depth)?;
-            Some(Value::Bool(value.is_null() == *negated))
+        ExprKind::Binary { op, left, right } => {
+            let (left_value, right_value) = (fold_at(left, depth)?, fold_at(right, depth)?);
+            ops::binary(*op, &left_value, &right_value, Typing::of(&left.ty, &right.ty, &expr.ty), &mut warnings)
         }
-        ExprKind::Call { function, args } => fold_call(*function, args, depth),
+        ExprKind::IsSet { operand, negated } => ops::is_set(&fold_at(operand, depth)?, *negated),
+        ExprKind::Call { function, args } => return fold_call(*function, args, depth),
         ExprKind::Field { .. }
         | ExprKind::Context { .. }
         | ExprKind::Local { .. }
         | ExprKind::Env { .. }
         | ExprKind::Member { .. }
-        | ExprKind::Error => None,
-    }
-}
-
-fn negate(number: &serde_json::Number) -> Option<Value> {
-    if let Some(int) = number.as_i64() {
-        return int.checked_neg().map(Value::from);
-    }
-    number.as_f64().and_then(|float| serde_json::Number::from_f64(-float)).map(Value::Number)
-}
-
-fn fold_binary(op: BinaryOp, left: &Expr, right: &Expr, depth: usize) -> Option<Value> {
-    match op {
-        // `false and x` is false whatever `x` is; the same for `or`.
-        BinaryOp::And | BinaryOp::Or => {
-            let absorbing = op == BinaryOp::Or;
-            let left_value = fold_at(left, depth);
-            let right_value = fold_at(right, depth);
-            let is = |value: &Option<Value>, wanted: bool| matches!(value, Some(Value::Bool(b)) if *b == wanted);
-            if is(&left_value, absorbing) || is(&right_value, absorbing) {
-                return Some(Value::Bool(absorbing));
-            }
-            if is(&left_value, !absorbing) && is(&right_value, !absorbing) {
-                return Some(Value::Bool(!absorbing));
-            }
-            None
-        }
-        _ => {
-            let left_value = fold_at(left, depth)?;
-            let right_value = fold_at(right, depth)?;
-            fold_strict(op, &left_value, &right_value)
-        }
-    }
-}
-
-fn fold_strict(op: BinaryOp, left: &Value, right: &Value) -> Option<Value> {
-    match op {
-        BinaryOp::Eq => Some(Value::Bool(same(left, right))),
-        BinaryOp::Ne => Some(Value::Bool(!same(left, right))),
-        BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => {
-            if left.is_null() || right.is_null() {
-                return Some(Value::Bool(false));
-            }
-            let ordering = order(left, right)?;
-            let holds = match op {
-                BinaryOp::Lt => ordering.is_lt(),
-                BinaryOp::Le => ordering.is_le(),
-                BinaryOp::Gt => ordering.is_gt(),
-                _ => ordering.is_ge(),
-            };
-            Some(Value::Bool(holds))
-        }
-        BinaryOp::In | BinaryOp::NotIn => {
-            let found = match right {
-                Value::Array(items) => items.iter().any(|item| same(left, item)),
-                Value::String(haystack) => haystack.contains(left.as_str()?),
-                _ => return None,
-            };
-            Some(Value::Bool(found == (op == BinaryOp::In)))
-        }
-        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => {
-            if left.is_null() || right.is_null() {
-                return Some(Value::Null);
-            }
-            if let (Value::String(left), Value::String(right), BinaryOp::Add) = (left, right, op) {
-                return Some(Value::String(format!("{left}{right}")));
-            }
-            if let (Some(left), Some(right)) = (left.as_i64(), right.as_i64()) {
-                let result = match op {
-                    BinaryOp::Add => left.checked_add(right),
-                    BinaryOp::Sub => left.checked_sub(right),
-                    _ => left.checked_mul(right),
-                };
-                return result.map(Value::from);
-            }
-            let (left, right) = (left.as_f64()?, right.as_f64()?);
-            let result = match op {
-                BinaryOp::Add => left + right,
-                BinaryOp::Sub => left - right,
-                _ => left * right,
-            };
-            serde_json::Number::from_f64(result).map(Value::Number)
-        }
-        // Division semantics (integer or not) are the runtime's to define;
-        // nothing here needs them folded.
-        _ => None,
-    }
-}
-
-/// Equality as the language defines it: numbers by value (`1 == 1.0`).
-fn same(left: &Value, right: &Value) -> bool {
-    match (left, right) {
-        (Value::Number(left), Value::Number(right)) => left.as_f64() == right.as_f64(),
-        _ => left == right,
-    }
-}
-
-fn order(left: &Value, right: &Value) -> Option<std::cmp::Ordering> {
-    match (left, right) {
-        (Value::Number(left), Value::Number(right)) => left.as_f64()?.partial_cmp(&right.as_f64()?),
-        (Value::String(left), Value::String(right)) => Some(left.cmp(right)),
-        _ => None,
-    }
+        | ExprKind::Error => return None,
+    };
+    warnings.is_empty().then_some(value)
 }
 
 fn fold_call(function: Function, args: &[Expr], depth: usize) -> Option<Value> {
@@ -189,7 +92,7 @@ fn fold_call(function: Function, args: &[Expr], depth: usize) -> Option<Value> {
             Some(Value::Bool(text.contains(part.as_str())))
         }
         (Function::Contains, [Value::Array(items), item]) => {
-            Some(Value::Bool(items.iter().any(|candidate| same(candidate, item))))
+            Some(Value::Bool(items.iter().any(|candidate| ops::equal(candidate, item, false))))
         }
         _ => None,
     }
@@ -560,6 +463,59 @@ mod tests {
         assert_eq!(folded("len(\"abc\") == 3"), Some(true));
         assert_eq!(folded("contains(\"abc\", \"d\")"), Some(false));
         assert_eq!(folded("1 == 1.0"), Some(true));
+    }
+
+    /// Constant expressions need no data; reading any is a bug in the test.
+    struct NoData;
+
+    impl crate::expr::eval::Bindings for NoData {
+        fn field(&self, _: FieldId) -> Value {
+            unreachable!("a constant condition reads no field")
+        }
+        fn context(&self, _: crate::ir::ContextId) -> Value {
+            unreachable!("a constant condition reads no context")
+        }
+        fn local(&self, _: u32) -> Value {
+            unreachable!("a constant condition reads no local")
+        }
+        fn env(&self, _: &str) -> Option<String> {
+            None
+        }
+        fn now(&self) -> chrono::DateTime<chrono::Utc> {
+            chrono::DateTime::UNIX_EPOCH
+        }
+    }
+
+    /// The checker calls a branch dead only when the runtime would find its
+    /// condition false: the fold and the evaluator share one meaning of
+    /// each operator. Before they did, `[1] == [1.0]` folded false (the
+    /// runtime says true) and `7 / 2 == 3` did not fold at all.
+    #[test]
+    fn constant_conditions_fold_to_what_the_runtime_computes() {
+        let cases = [
+            ("[1] == [1.0]", Some(true)),
+            ("7 / 2 == 3", Some(true)),
+            ("-7 % 2 == -1", Some(true)),
+            ("2 * 1.5 == 3", Some(true)),
+            ("\"b\" < \"a\"", Some(false)),
+            ("\"a\" + \"b\" == \"ab\"", Some(true)),
+            ("null not in [1, 2]", Some(true)),
+            ("-(1) < 0", Some(true)),
+            // The runtime warns and gives null: left to it, not folded.
+            ("1 / 0 == 0", None),
+            ("9223372036854775807 + 1 > 0", None),
+        ];
+        for (text, expected) in cases {
+            let (program, expr) = condition(text);
+            assert!(program.flows.first().is_some_and(|flow| !flow.incomplete), "{text} does not compile");
+            assert_eq!(fold_bool(&expr), expected, "{text}");
+            let mut warnings = Vec::new();
+            let value = crate::expr::eval::eval(&expr, &NoData, &mut warnings);
+            match expected {
+                Some(expected) => assert_eq!(crate::expr::eval::is_true(&value), expected, "the runtime's {text}"),
+                None => assert!(!warnings.is_empty(), "the runtime warns on {text}"),
+            }
+        }
     }
 
     #[test]

@@ -8,14 +8,49 @@
 //! - another flow (or a signal) jumps into it with `goto_step`, which is a
 //!   jump into the middle of a run, not a new run, unless the jump clears
 //!   the consent itself (`set confirmed = null`).
+//!
+//! `kept_uncollected` (a warning): `keep` names a field no step of the flow
+//! collects. Only collected fields are cleared when a run starts, so such a
+//! `keep` does nothing; it is most often a misspelt or stale name, and the
+//! field the author meant to keep is cleared without a word.
 
 use super::walk;
-use crate::diag::{Code, Diagnostic};
-use crate::ir::{ActionKind, FieldId, Flow, Position, Program, TypeKind};
+use crate::diag::{Code, Diagnostic, did_you_mean};
+use crate::ir::{FieldId, Flow, Position, Program, TypeKind};
 
 pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
     kept(program, diagnostics);
+    kept_uncollected(program, diagnostics);
     jumped_into(program, diagnostics);
+}
+
+fn kept_uncollected(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+    for flow in &program.flows {
+        let collected: Vec<FieldId> = flow.steps.iter().flat_map(|step| step.collect.iter().copied()).collect();
+        for (field_id, span) in flow.keep.iter().zip(&flow.keep_spans) {
+            if collected.contains(field_id) {
+                continue;
+            }
+            let Some(field) = program.field(*field_id) else {
+                continue;
+            };
+            let collected_names = collected.iter().filter_map(|id| program.field(*id)).map(|field| field.name.as_str());
+            let help = match did_you_mean(&field.name, collected_names) {
+                Some(close) => format!("did you mean `{close}`?"),
+                None => {
+                    format!("`keep` carries fields a step of `{}` collects; remove `{}` from it", flow.name, field.name)
+                }
+            };
+            diagnostics.push(
+                Diagnostic::new(
+                    Code::KeptUncollected,
+                    format!("`{}` is kept, but no step of `{}` collects it", field.name, flow.name),
+                )
+                .at(*span, "this `keep` has no effect")
+                .with_help(help),
+            );
+        }
+    }
 }
 
 /// The bools a flow's steps collect, when the flow calls a tool.
@@ -99,9 +134,7 @@ fn kept(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
 /// Whether any step of the flow, or its hooks, calls a tool (in its
 /// actions or by offering tools to the model).
 fn calls_a_tool(flow: &Flow) -> bool {
-    let calls = |actions: &[crate::ir::Action]| {
-        walk::all_actions(actions).iter().any(|action| matches!(action.kind, ActionKind::Call(_)))
-    };
+    let calls = walk::calls_a_tool;
     calls(&flow.on_enter)
         || calls(&flow.on_complete)
         || flow.steps.iter().any(|step| {
@@ -156,6 +189,11 @@ flow booking {
     #[test]
     fn kept_consent_in_a_flow_that_calls_a_tool() {
         check_findings(&program("keep hotel, confirmed"), &[("kept_consent", "confirmed")]);
+    }
+
+    #[test]
+    fn keeping_a_field_no_step_collects() {
+        check_findings(&program("keep booking_id"), &[("kept_uncollected", "booking_id")]);
     }
 
     #[test]

@@ -16,23 +16,157 @@
 //! components are found with an iterative Tarjan, linear in its size. Each
 //! cyclic component is reported once, at its first step in source order,
 //! with one cycle through that step spelled out.
+//!
+//! A cycle whose only waits are input steps waits on the first lap only:
+//! each step asks until its fields are set, and once every field is set
+//! nothing in the cycle asks again (issue 13: a ring of two steps that
+//! collect the same field answered every later turn with an empty reply at
+//! the auto-step cap). Such a cycle is an `auto_cycle` too, unless a step
+//! in it can write (and so clear) a field one of its steps waits on, or it
+//! can start a new run of one of its flows, which clears their `fresh`
+//! fields.
 
-use super::flowgraph::{To, directive_target};
+use super::flowgraph::{To, Via, directive_target};
 use super::reachability::Analysis;
-use super::walk::emitted;
+use super::walk::{all_actions, emitted, step_directives};
 use crate::diag::{Code, Diagnostic};
-use crate::ir::{FlowId, Program, Step, StepId};
-use std::collections::VecDeque;
+use crate::ir::{Action, ActionKind, Directive, FieldId, FlowId, Position, Program, Step, StepId};
+use std::collections::{HashSet, VecDeque};
 
 const NONE: u32 = u32::MAX;
 
 pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Vec<Diagnostic>) {
-    let graph = ProgramGraph::build(program, analysis);
+    let graph = ProgramGraph::build(program, analysis, waits, true);
+    let mut in_auto_cycle = vec![false; graph.nodes.len()];
     for component in graph.cyclic_components() {
-        if let Some(diagnostic) = report(program, &graph, &component) {
+        for node in &component {
+            if let Some(flag) = in_auto_cycle.get_mut(*node as usize) {
+                *flag = true;
+            }
+        }
+        if let Some(diagnostic) = report(program, &graph, &component, Kind::NeverWaits) {
             diagnostics.push(diagnostic);
         }
     }
+    check_rings(program, analysis, &in_auto_cycle, diagnostics);
+}
+
+/// Cycles that wait only for input that the first lap collects for good
+/// (see the module doc). Cycles already reported are left alone: the two
+/// graphs share their node numbering.
+fn check_rings(program: &Program, analysis: &Analysis, in_auto_cycle: &[bool], diagnostics: &mut Vec<Diagnostic>) {
+    // Only the ordinary ways on: `on_no_answer` fires only when a step asks
+    // (it waits), and `on_error` only when a step fails.
+    let graph = ProgramGraph::build(program, analysis, |step| step.wait_ms.is_some(), false);
+    for component in graph.cyclic_components() {
+        if component.iter().any(|node| in_auto_cycle.get(*node as usize).copied().unwrap_or(false)) {
+            continue;
+        }
+        let steps: Vec<(FlowId, &Step, bool)> = component
+            .iter()
+            .filter_map(|node| graph.nodes.get(*node as usize))
+            .filter(|(_, _, listed)| !listed)
+            .filter_map(|(flow, step, _)| {
+                let steps = &program.flow(*flow)?.steps;
+                Some((*flow, steps.get(step.index())?, step.index() + 1 == steps.len()))
+            })
+            .collect();
+        let waited_on: HashSet<FieldId> = steps
+            .iter()
+            .filter(|(_, step, _)| waits(step))
+            .flat_map(|(_, step, _)| step.collect.iter().chain(&step.requires).copied())
+            .collect();
+        if waited_on.is_empty() {
+            continue;
+        }
+        let mut written = HashSet::new();
+        for (_, step, _) in &steps {
+            step_writes(step, &mut written);
+        }
+        // A new run of a flow (`goto`, `complete`, `reset`) clears the
+        // fields its steps collect, and entering a flow runs its hooks: a
+        // cycle that may pass through either may ask again.
+        let flows: HashSet<FlowId> = steps.iter().map(|(flow, _, _)| *flow).collect();
+        let starts_runs = steps.iter().any(|(flow, step, last)| starts_a_run(program, *flow, step, *last, &flows));
+        for flow in flows.iter().filter_map(|flow| program.flow(*flow)) {
+            if starts_runs {
+                written.extend(flow.fresh.iter().copied());
+            }
+            if starts_runs || flows.len() > 1 {
+                actions_writes(&flow.on_enter, &mut written);
+                actions_writes(&flow.on_complete, &mut written);
+            }
+        }
+        if waited_on.is_disjoint(&written) {
+            diagnostics.extend(report(program, &graph, &component, Kind::WaitsOnFirstLapOnly));
+        }
+    }
+}
+
+/// Whether a step can start a new run of a flow of the cycle (`flows`):
+/// a `goto` or `complete next` into one, a `reset`, or a completion of
+/// its own flow (`complete`, `next end`, or no `next` on the last step)
+/// that `complete next` or `on_complete` leads back into one.
+fn starts_a_run(program: &Program, flow_id: FlowId, step: &Step, last_of_flow: bool, flows: &HashSet<FlowId>) -> bool {
+    let Some(flow) = program.flow(flow_id) else {
+        return false;
+    };
+    let completion_restarts = flow.complete_next.is_some_and(|next| flows.contains(&next))
+        || emitted(&flow.on_complete).into_iter().any(|directive| restarts(directive, flows, false));
+    let completes = matches!(step.next, Some(crate::ir::Next::End)) || (step.next.is_none() && last_of_flow);
+    (completes && completion_restarts)
+        || step_directives(step).iter().any(|(_, directive)| restarts(directive, flows, completion_restarts))
+}
+
+/// Whether a directive starts a new run of one of `flows`; a bare
+/// `complete` does when the flow's completion leads back.
+fn restarts(directive: &Directive, flows: &HashSet<FlowId>, completion_restarts: bool) -> bool {
+    match &directive.position {
+        Some(Position::Goto { flow, .. }) => flows.contains(flow),
+        Some(Position::Complete { next: Some(next) }) => flows.contains(next),
+        Some(Position::Complete { next: None }) => completion_restarts,
+        Some(Position::Reset) => true,
+        Some(Position::GotoStep { .. } | Position::Abort { .. }) | None => false,
+    }
+}
+
+/// Every field a step's actions, hooks and directives can write.
+fn step_writes(step: &Step, written: &mut HashSet<FieldId>) {
+    for hook in [&step.actions, &step.on_enter, &step.prepare, &step.finalize] {
+        actions_writes(hook, written);
+    }
+    for (_, directive) in step_directives(step) {
+        directive_writes(directive, written);
+    }
+}
+
+fn actions_writes(actions: &[Action], written: &mut HashSet<FieldId>) {
+    for action in all_actions(actions) {
+        match &action.kind {
+            ActionKind::Set(write) => {
+                written.insert(write.field);
+            }
+            ActionKind::Call(call) => written.extend(call.save),
+            ActionKind::Emit(directive) => directive_writes(directive, written),
+            ActionKind::Say { .. } | ActionKind::ForEach(_) => {}
+        }
+    }
+}
+
+fn directive_writes(directive: &Directive, written: &mut HashSet<FieldId>) {
+    written.extend(directive.set.iter().map(|write| write.field));
+    if let Some(Position::Goto { data, .. }) = &directive.position {
+        written.extend(data.iter().map(|write| write.field));
+    }
+}
+
+/// Which of the two faults a reported cycle has.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// No step of the cycle waits.
+    NeverWaits,
+    /// Its steps wait for input, but only until the first lap has set it.
+    WaitsOnFirstLapOnly,
 }
 
 /// Whether a step can stop the walk: it waits for input or for time.
@@ -51,7 +185,14 @@ struct ProgramGraph {
 }
 
 impl ProgramGraph {
-    fn build(program: &Program, analysis: &Analysis) -> ProgramGraph {
+    /// The graph where the steps `stops` names end the walk, with or
+    /// without the `on_no_answer` and `on_error` edges.
+    fn build(
+        program: &Program,
+        analysis: &Analysis,
+        stops: impl Fn(&Step) -> bool,
+        with_recovery: bool,
+    ) -> ProgramGraph {
         let mut offsets = Vec::with_capacity(program.flows.len());
         let mut nodes = Vec::new();
         for (flow_index, graph) in analysis.graphs.iter().enumerate() {
@@ -114,7 +255,7 @@ impl ProgramGraph {
                 let (step_index, listed) = graph.step_of(node);
                 // A step that waits stops the walk: nothing leaves it
                 // without input (its listed arrival may still pass it over).
-                if !listed && flow.steps.get(step_index).is_some_and(waits) {
+                if !listed && flow.steps.get(step_index).is_some_and(&stops) {
                     continue;
                 }
                 let Some(source) = global(flow_id, node) else {
@@ -122,6 +263,9 @@ impl ProgramGraph {
                 };
                 let mut targets = Vec::new();
                 for edge in graph.live_edges(node) {
+                    if !with_recovery && edge.via == Via::Recovery {
+                        continue;
+                    }
                     match edge.to {
                         To::Node(target) => targets.extend(global(flow_id, target)),
                         To::Enter(flow, step) => targets.extend(enter(flow, step)),
@@ -277,7 +421,7 @@ fn lower(lowlink: &mut [u32], node: u32, value: u32) {
     }
 }
 
-fn report(program: &Program, graph: &ProgramGraph, component: &[u32]) -> Option<Diagnostic> {
+fn report(program: &Program, graph: &ProgramGraph, component: &[u32], kind: Kind) -> Option<Diagnostic> {
     let cycle = graph.cycle_through(component);
     let (first_flow, first_step_id, _) = graph.nodes.get(*cycle.first()? as usize).copied()?;
     let single_flow =
@@ -324,10 +468,20 @@ fn report(program: &Program, graph: &ProgramGraph, component: &[u32]) -> Option<
     } else {
         spelled.join(" → ")
     };
-    let message = if runs == 1 && cycle.len() == 1 {
-        format!("the step {} loops to itself without waiting for input", name(first_flow, first_step_id))
+    let looping = if runs == 1 && cycle.len() == 1 {
+        format!("the step {} loops to itself", name(first_flow, first_step_id))
     } else {
-        format!("the steps {path} loop without waiting for input")
+        format!("the steps {path} loop")
+    };
+    let (message, help) = match kind {
+        Kind::NeverWaits => (
+            format!("{looping} without waiting for input"),
+            "give the cycle a step that waits: one that collects input (not `auto`), or an auto step with `wait`; or a way out",
+        ),
+        Kind::WaitsOnFirstLapOnly => (
+            format!("{looping} without waiting for input once the fields they ask for are set"),
+            "after one lap every field the cycle asks for is set and no step asks again: give it a way out (a `branch` or `next` to another step, `complete`), clear a field it collects (`set FIELD = null`), or add an auto step with `wait`",
+        ),
     };
     let mut diagnostic = Diagnostic::new(Code::AutoCycle, message).at(first_step.span, "the cycle starts here");
     for (flow, step) in steps_in_cycle.iter().skip(1).take(5) {
@@ -335,9 +489,7 @@ fn report(program: &Program, graph: &ProgramGraph, component: &[u32]) -> Option<
             diagnostic = diagnostic.with_label(step.span, "part of the cycle");
         }
     }
-    Some(diagnostic.with_help(
-        "give the cycle a step that waits: one that collects input (not `auto`), or an auto step with `wait`; or a way out",
-    ))
+    Some(diagnostic.with_help(help))
 }
 
 #[cfg(test)]
@@ -372,6 +524,72 @@ mod tests {
             flow f { when "w"
                 step a { collect x  next b }
                 auto step b { set x = null  next a } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn a_ring_of_input_steps_whose_fields_stay_set_is_a_cycle() {
+        check(
+            r#"schema { a: string "Anything" }
+            flow f { default
+                step s1 { prompt "A?" collect a  next s2 }
+                step s2 { prompt "A again?" collect a  next s1 } }"#,
+            &[("auto_cycle", "s1")],
+        );
+        check(
+            r#"schema { answer: string }
+            flow f { default
+                step ask { collect answer  branch { if answer == "yes" -> { complete }  else -> ask } } }"#,
+            &[("auto_cycle", "ask")],
+        );
+    }
+
+    #[test]
+    fn a_ring_that_clears_what_it_collects_asks_again() {
+        check(
+            r#"schema { answer: string }
+            flow f { default
+                step ask { collect answer
+                    branch { if answer == "yes" -> { complete }  else -> { set answer = null  goto_step ask } } } }"#,
+            &[],
+        );
+        check(
+            r#"schema { a: string  b: string }
+            flow f { default
+                step s1 { collect a  next s2 }
+                step s2 { collect b  do { set a = null }  next s1 } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn a_ring_through_a_new_run_of_the_flow_asks_again() {
+        // `goto` and `reset` start a new run, which clears what the flow's
+        // steps collect; `keep` carries a field over, and then it loops.
+        check(
+            r#"schema { n: int }
+            flow f { default
+                step s { collect n  emit goto f } }"#,
+            &[],
+        );
+        check(
+            r#"schema { n: int }
+            flow f { default  keep n
+                step s { collect n  emit reset } }"#,
+            &[("auto_cycle", "s")],
+        );
+    }
+
+    #[test]
+    fn a_ring_only_through_on_error_is_not_reported() {
+        // Taken only when the tool fails: the ordinary way on completes.
+        check(
+            r#"schema { ok: bool  id: string }
+            tool book() -> { id: string } { builtin uuid }
+            flow f { default
+                step confirm { collect ok }
+                auto step book { call book() -> id  on_error { reply "down"  goto_step confirm } } }"#,
             &[],
         );
     }

@@ -44,8 +44,11 @@ pub(crate) enum Via {
     Branch(usize),
     /// No branch entry matched: `next`, else the next step in the list.
     Fallthrough,
-    /// A directive emitted by an action, a hook or `on_no_answer`.
+    /// A directive emitted by an action or a hook.
     Directive,
+    /// The directive of `on_no_answer` or `on_error`: taken only when the
+    /// step gives up asking or fails.
+    Recovery,
     /// From a listed arrival into its step: the step's conditions held.
     Arrive,
     /// From a listed arrival past its step: the step was passed over.
@@ -118,7 +121,7 @@ impl FlowGraph {
                 !self.dead_branches.get(node).and_then(|entries| entries.get(index)).copied().unwrap_or(false)
             }
             Via::Fallthrough => !self.fallthrough_dead.get(node).copied().unwrap_or(false),
-            Via::Directive | Via::Arrive | Via::Skip => true,
+            Via::Directive | Via::Recovery | Via::Arrive | Via::Skip => true,
         }
     }
 
@@ -164,7 +167,8 @@ fn step_edges(graph: &FlowGraph, flow_id: FlowId, index: usize, step: &Step) -> 
     for (part, directive) in step_directives(step) {
         let via = match part {
             StepPart::Branch(entry) => Via::Branch(entry),
-            StepPart::PreAction | StepPart::Finalize | StepPart::OnNoAnswer | StepPart::OnError => Via::Directive,
+            StepPart::PreAction | StepPart::Finalize => Via::Directive,
+            StepPart::OnNoAnswer | StepPart::OnError => Via::Recovery,
         };
         match directive_target(flow_id, directive) {
             Some(to) => edges.push(Edge { to, via }),

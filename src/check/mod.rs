@@ -12,24 +12,28 @@
 //! | [`routing`]       | `unrouted_flow`, `shadowed_step`              |
 //! | [`directives`]    | `dropped_field`                               |
 //! | [`fields`]        | `uncollected_required`                        |
-//! | [`consent`]       | `kept_consent`                                |
+//! | [`consent`]       | `kept_consent`, `kept_uncollected`            |
 //!
 //! [`flowgraph`] is the step graph they share, [`conditions`] what can be
 //! told about a condition statically, [`walk`] the traversal of nested
-//! actions and directives. Every pass is linear (or n log n) in the size of
+//! actions and directives, [`summary`] what each step sets and reads, and
+//! [`dataflow`] which fields are set on every path (asked by both
+//! [`assignment`] and [`reachability`]). Every pass is linear (or n log n) in the size of
 //! the program and uses no recursion whose depth grows with it, except over
-//! expressions, whose depth the front ends bound.
+//! expressions, whose depth the front ends bound. No pass does I/O.
 
 mod assignment;
 mod conditions;
 mod consent;
 mod cycles;
+mod dataflow;
 mod directives;
 mod fields;
 mod flowgraph;
 pub mod reachability;
 mod routing;
-mod walk;
+mod summary;
+pub(crate) mod walk;
 
 use crate::diag::Diagnostic;
 use crate::ir::Program;

@@ -18,9 +18,10 @@
 //! Flows that lowering could not build whole ([`crate::ir::Flow::incomplete`])
 //! get no step report: the missing edge would be the cause, already reported.
 
-use super::assignment::{definitely_set_at_branches, entered_with};
 use super::conditions::{Values, conjuncts, coverage, domain, fold_bool, key, when_key};
+use super::dataflow::definitely_set_at_branches;
 use super::flowgraph::{self, FlowGraph, To};
+use super::summary::entered_with;
 use crate::diag::{Code, Diagnostic};
 use crate::ir::{Branch, FieldId, Flow, FlowId, Position, Program, StepId};
 use crate::source::Span;
@@ -90,7 +91,7 @@ pub(crate) struct Analysis {
     /// Per flow, per node of its graph (steps, then listed arrivals).
     pub reached_nodes: Vec<Vec<bool>>,
     /// Per flow, the fields set whenever it is entered (see
-    /// [`super::assignment::entered_with`]).
+    /// [`super::summary::entered_with`]).
     pub entered_with: Vec<Vec<FieldId>>,
     pub dead_branches: Vec<DeadBranch>,
     pub unreachable_steps: Vec<UnreachableStep>,
@@ -519,6 +520,20 @@ fn dead_branch_diagnostic(program: &Program, dead: &DeadBranch) -> Option<Diagno
 #[cfg(test)]
 mod tests {
     use crate::check::check_findings as check;
+
+    #[test]
+    fn a_step_reached_only_by_an_on_error_goto_is_reachable() {
+        check(
+            r#"schema { id: string }
+            tool book() -> { id: string } { builtin echo }
+            flow f { when "w"
+                auto step book { call book() -> id
+                                 on_error goto_step by_phone
+                                 next end }
+                step by_phone { say "Please call us." } }"#,
+            &[],
+        );
+    }
 
     #[test]
     fn entries_after_an_unconditional_one_are_never_evaluated() {

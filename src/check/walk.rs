@@ -27,6 +27,11 @@ pub(crate) fn all_actions(actions: &[Action]) -> Vec<&Action> {
     out
 }
 
+/// Whether `actions` call a tool, nested `for_each` bodies included.
+pub(crate) fn calls_a_tool(actions: &[Action]) -> bool {
+    all_actions(actions).into_iter().any(|action| matches!(action.kind, ActionKind::Call(_)))
+}
+
 /// Where a step's directive comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StepPart {

@@ -2,9 +2,10 @@
 //! rustc-style reports or (`--format json`) one JSON array on stdout.
 
 use super::load::{expand_paths, load_file};
-use super::report::{Tally, print_diagnostics, print_stderr, stderr_style};
+use super::report::{Tally, print_diagnostics_up_to, print_stderr, stderr_style};
 use super::{Outcome, print_stdout};
 use crate::diag::render::to_json;
+use crate::diag::{DEFAULT_MAX_SHOWN, left_out_note, shown};
 use crate::pipeline::compile;
 use std::path::PathBuf;
 
@@ -19,6 +20,10 @@ pub struct CheckArgs {
     /// Fail (exit 1) on warnings too
     #[arg(long)]
     pub deny_warnings: bool,
+    /// Show at most this many diagnostics per program (0: all); the summary
+    /// line still counts every one
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SHOWN)]
+    pub max_diagnostics: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -56,8 +61,8 @@ pub fn run(args: &CheckArgs) -> Outcome {
         let diagnostics = match loaded.encoding_error {
             Some(encoding_error) => vec![encoding_error],
             None => {
-                let compilation = compile(&loaded.file);
-                let diagnostics = compilation.diagnostics.clone();
+                let mut compilation = compile(&loaded.file);
+                let diagnostics = std::mem::take(&mut compilation.diagnostics);
                 // The AST and IR of a large program take a noticeable time
                 // to free; the process is about to exit, so leave that to
                 // the operating system.
@@ -67,8 +72,14 @@ pub fn run(args: &CheckArgs) -> Outcome {
         };
         tally.add(&diagnostics);
         match args.format {
-            Format::Human => print_diagnostics(&loaded.file, &diagnostics, style),
-            Format::Json => json.extend(diagnostics.iter().map(|diagnostic| to_json(&loaded.file, diagnostic))),
+            Format::Human => print_diagnostics_up_to(&loaded.file, &diagnostics, style, args.max_diagnostics),
+            Format::Json => {
+                let (kept, left_out) = shown(&diagnostics, args.max_diagnostics);
+                json.extend(kept.iter().map(|diagnostic| to_json(&loaded.file, diagnostic)));
+                if left_out > 0 {
+                    print_stderr(&format!("{}\n", left_out_note(&loaded.file.name, left_out, args.max_diagnostics)));
+                }
+            }
         }
     }
     if args.format == Format::Json {

@@ -1,6 +1,9 @@
 //! The command line: one module per subcommand, each turning its clap
-//! arguments into work on the library. This is the only module that touches
-//! files, the terminal and exit codes.
+//! arguments into work on the library. It reads the program and data files,
+//! owns the terminal and decides exit codes. It is not the only module that
+//! does I/O: the runtime's tools start processes and make requests, the
+//! model providers ([`crate::llm`]) use the network and read `flowc.toml`,
+//! and the file store ([`crate::store`]) reads and writes sessions.
 
 pub mod check;
 pub mod compile;

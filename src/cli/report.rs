@@ -1,8 +1,8 @@
 //! Diagnostics on the terminal: the human rendering on stderr (colour only
 //! for a terminal without `NO_COLOR` or `TERM=dumb`) and the summary line.
 
-use crate::diag::Diagnostic;
 use crate::diag::render::{Style, render_human};
+use crate::diag::{DEFAULT_MAX_SHOWN, Diagnostic, left_out_note, shown};
 use crate::source::SourceFile;
 use std::io::{IsTerminal, Write};
 
@@ -16,8 +16,18 @@ pub fn stderr_style() -> Style {
 }
 
 pub fn print_diagnostics(file: &SourceFile, diagnostics: &[Diagnostic], style: Style) {
-    for diagnostic in diagnostics {
+    print_diagnostics_up_to(file, diagnostics, style, DEFAULT_MAX_SHOWN);
+}
+
+/// [`print_diagnostics`], showing at most `limit` (0: all) and a note for
+/// the rest.
+pub fn print_diagnostics_up_to(file: &SourceFile, diagnostics: &[Diagnostic], style: Style, limit: usize) {
+    let (kept, left_out) = shown(diagnostics, limit);
+    for diagnostic in kept {
         print_stderr(&format!("{}\n", render_human(file, diagnostic, style)));
+    }
+    if left_out > 0 {
+        print_stderr(&format!("{}\n\n", left_out_note(&file.name, left_out, limit)));
     }
 }
 

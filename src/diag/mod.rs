@@ -1,6 +1,7 @@
 //! Diagnostics as data: every front end, lowering and check pass pushes
 //! [`Diagnostic`]s; rendering (miette for people, JSON for tools) is separate
-//! and lives in [`render`].
+//! and lives in [`render`], which writes to the writer its caller passes
+//! and does no other I/O.
 
 pub mod render;
 
@@ -47,6 +48,7 @@ pub enum Code {
     ShadowedStep,
     UnroutedFlow,
     KeptConsent,
+    KeptUncollected,
 }
 
 impl Code {
@@ -83,6 +85,7 @@ impl Code {
         Code::ShadowedStep,
         Code::UnroutedFlow,
         Code::KeptConsent,
+        Code::KeptUncollected,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -119,6 +122,7 @@ impl Code {
             Code::ShadowedStep => "shadowed_step",
             Code::UnroutedFlow => "unrouted_flow",
             Code::KeptConsent => "kept_consent",
+            Code::KeptUncollected => "kept_uncollected",
         }
     }
 
@@ -129,7 +133,8 @@ impl Code {
             | Code::UncollectedRequired
             | Code::ShadowedStep
             | Code::UnroutedFlow
-            | Code::KeptConsent => Severity::Warning,
+            | Code::KeptConsent
+            | Code::KeptUncollected => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -225,6 +230,33 @@ pub fn sort_diagnostics(diagnostics: &mut Vec<Diagnostic>) {
     diagnostics.dedup();
 }
 
+/// How many diagnostics of one program are shown unless asked otherwise
+/// (`flowc check --max-diagnostics`): past the first hundred, a program's
+/// diagnostics are nearly always one mistake repeated (a stray quote run,
+/// a misspelt field used everywhere), and printing every one costs time
+/// and output in proportion to their number times the program's size.
+pub const DEFAULT_MAX_SHOWN: usize = 100;
+
+/// The diagnostics to show of one program's sorted list, at most `limit`
+/// of them (0: no limit), and how many are left out. The first ones are
+/// kept: in source order, the later ones are most often the cascade.
+pub fn shown(diagnostics: &[Diagnostic], limit: usize) -> (&[Diagnostic], usize) {
+    if limit == 0 || diagnostics.len() <= limit {
+        return (diagnostics, 0);
+    }
+    let (kept, left_out) = diagnostics.split_at(limit);
+    (kept, left_out.len())
+}
+
+/// The line that stands for the diagnostics [`shown`] left out.
+pub fn left_out_note(file_name: &str, left_out: usize, limit: usize) -> String {
+    let plural = if left_out == 1 { "" } else { "s" };
+    format!(
+        "note: {left_out} more diagnostic{plural} in {file_name} not shown (only the first {limit} of a program are); \
+         fix these and check again, or pass `--max-diagnostics 0` to `flowc check` to see them all"
+    )
+}
+
 /// Edit distance, for did-you-mean suggestions.
 pub fn edit_distance(left: &str, right: &str) -> usize {
     let right_chars: Vec<char> = right.chars().collect();
@@ -262,6 +294,20 @@ mod tests {
     fn every_code_round_trips_through_its_name() {
         let names: std::collections::BTreeSet<&str> = Code::ALL.iter().map(|code| code.as_str()).collect();
         assert_eq!(names.len(), Code::ALL.len());
+    }
+
+    #[test]
+    fn shown_keeps_the_first_diagnostics_up_to_the_limit() {
+        let diagnostics: Vec<Diagnostic> =
+            (0..5).map(|index| Diagnostic::new(Code::Syntax, format!("problem {index}"))).collect();
+        let (kept, left_out) = shown(&diagnostics, 3);
+        assert_eq!(
+            kept.iter().map(|diagnostic| diagnostic.message.as_str()).collect::<Vec<_>>(),
+            ["problem 0", "problem 1", "problem 2"]
+        );
+        assert_eq!(left_out, 2);
+        assert_eq!(shown(&diagnostics, 0), (diagnostics.as_slice(), 0));
+        assert_eq!(shown(&diagnostics, 5), (diagnostics.as_slice(), 0));
     }
 
     #[test]

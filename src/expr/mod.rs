@@ -1,12 +1,16 @@
 //! The expression language after resolution: every name is a field, a
 //! context key, a local (loop variable or tool param) or an environment
 //! variable, and every node carries its static [`Type`]. [`typeck`] builds it
-//! from the AST; the runtime evaluates it.
+//! from the AST; the runtime evaluates it ([`eval`]), with what each
+//! operator does to values in [`ops`], which the checker's folding shares.
+//! No I/O: evaluation reads names, the clock and environment variables
+//! through the [`eval::Bindings`] its caller supplies.
 
 pub mod eval;
+pub mod ops;
 pub mod typeck;
 
-use crate::ir::{ContextId, FieldId};
+use crate::ids::{ContextId, FieldId};
 use crate::source::Span;
 use crate::syntax::ast::{BinaryOp, UnaryOp};
 use serde::Serialize;

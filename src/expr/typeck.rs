@@ -6,7 +6,7 @@
 
 use super::{Expr, ExprKind, Function, Literal, Template, TemplatePart, Type};
 use crate::diag::{Code, Diagnostic, did_you_mean};
-use crate::ir::{ContextId, FieldId};
+use crate::ids::{ContextId, FieldId};
 use crate::source::Span;
 use crate::syntax::ast::{self, BinaryOp, UnaryOp};
 use std::collections::HashMap;

@@ -86,6 +86,11 @@ fn edge_text(edge: &Edge) -> String {
         attributes.push("color=\"#999999\"".to_string());
         attributes.push("fontcolor=\"#999999\"".to_string());
         attributes.push("class=\"unreachable\"".to_string());
+    } else if edge.kind == EdgeKind::OnError {
+        attributes.push("style=dashed".to_string());
+        attributes.push("color=\"#cc3333\"".to_string());
+        attributes.push("fontcolor=\"#cc3333\"".to_string());
+        attributes.push("class=\"on_error\"".to_string());
     } else if edge.cross_flow || edge.kind == EdgeKind::Signal {
         attributes.push("penwidth=2".to_string());
     }

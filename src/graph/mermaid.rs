@@ -54,9 +54,10 @@ fn shape(kind: NodeKind) -> (&'static str, &'static str) {
 }
 
 fn edge_text(edge: &Edge) -> String {
-    // Dotted only for edges that are never taken, so a dashed line always
-    // means a defect; thick for edges that leave the flow.
-    let arrow = if edge.unreachable {
+    // Dotted for edges that are never taken (grey: a defect) and for the
+    // way out of a failure (red, by `linkStyle`), so a dotted line is never
+    // the ordinary path; thick for edges that leave the flow.
+    let arrow = if edge.unreachable || edge.kind == EdgeKind::OnError {
         "-.->"
     } else if edge.cross_flow || edge.kind == EdgeKind::Signal {
         "==>"
@@ -112,6 +113,16 @@ fn write_classes(graph: &Graph, out: &mut String) {
         .collect();
     if !dotted.is_empty() {
         let _ = writeln!(out, "  linkStyle {} stroke:#999,color:#999", dotted.join(","));
+    }
+    let failures: Vec<String> = graph
+        .edges
+        .iter()
+        .enumerate()
+        .filter(|(_, edge)| edge.kind == EdgeKind::OnError && !edge.unreachable)
+        .map(|(index, _)| index.to_string())
+        .collect();
+    if !failures.is_empty() {
+        let _ = writeln!(out, "  linkStyle {} stroke:#c33,color:#c33", failures.join(","));
     }
 }
 

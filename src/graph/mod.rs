@@ -5,9 +5,9 @@
 //! 11), and every edge it can take is drawn: routing into a flow, the linear
 //! successor with `skip_if`/`when`/`if` bypasses, `next`, each branch entry,
 //! the fall-through when no entry matched, directives (`goto`, `goto_step`,
-//! `complete`, `abort`, `reset`) from branches, `on_no_answer` and `emit`
-//! actions, a flow's `complete.next`, and signals that move the
-//! conversation. Deciding the edges here, once, keeps the two formats from
+//! `complete`, `abort`, `reset`) from branches, `on_no_answer`, a
+//! conversation step's `on_error` and `emit` actions, a flow's
+//! `complete.next`, and signals that move the conversation. Deciding the edges here, once, keeps the two formats from
 //! disagreeing. Unreachable steps and branch entries come from
 //! [`check::reachability`](crate::check::reachability), the analysis the
 //! checker reports from, so the picture shows exactly the defects the
@@ -18,8 +18,14 @@
 //! appears in labels, which the emitters escape.
 //!
 //! Not drawn: directives inside tool results (their target is data the
-//! tool returns at run time) and a workflow step's `on_error` (a failed run
-//! ends the run; it is not a position in the flow).
+//! tool returns at run time), a workflow step's `on_error` and a
+//! conversation step's `on_error: stop` (a failed run or turn ends there; it
+//! is not a position in the flow), and the default `on_error` of a step
+//! whose actions call no tool (only an invalid write could fail it, and an
+//! abort edge on every step that sets a field would hide the ones that
+//! matter).
+//!
+//! No I/O: the emitters return text, which the CLI writes.
 
 mod label;
 
@@ -27,7 +33,8 @@ pub mod dot;
 pub mod mermaid;
 
 use crate::check::reachability::Reachability;
-use crate::ir::{Action, ActionKind, Directive, Flow, FlowId, Next, Position, Program, Step, StepId, Then};
+use crate::check::walk::calls_a_tool;
+use crate::ir::{Action, ActionKind, Directive, Flow, FlowId, Next, Position, Program, Recovery, Step, StepId, Then};
 use label::{all_of, duration_text, effects_text, expr_text, position_text, quoted};
 use std::collections::BTreeMap;
 
@@ -151,6 +158,9 @@ pub enum EdgeKind {
     NoMatch,
     /// `on_no_answer`, or the abort after the last unanswered ask.
     NoAnswer,
+    /// A conversation step's `on_error`, or the abort its default makes
+    /// when the step's actions fail.
+    OnError,
     /// An `emit` action in a hook or `do`.
     Emit,
     /// A flow's `complete.next`.
@@ -351,8 +361,41 @@ impl<'a> Builder<'a> {
             }
         }
 
+        if !flow.workflow {
+            // The flow's `on_enter` fails as part of entering its first step.
+            let flow_hook = if step_id == StepId(0) { flow.on_enter.as_slice() } else { &[] };
+            for target in self.error_targets(flow_id, step, flow_hook, &node) {
+                self.place(&node, target, vec!["on_error".to_string()], unreachable);
+            }
+        }
+
         for (hook, actions) in step_hooks(step) {
             self.emit_edges(flow_id, &node, hook, actions, unreachable);
+        }
+    }
+
+    /// Where a conversation step's failure takes the conversation
+    /// (docs/language.md, "When a step's actions fail"): its `on_error`
+    /// directive; one without a position stays at the step, which the next
+    /// message runs again; with none, the default aborts the flow, drawn
+    /// only for a step that calls a tool before the reply (or, for the
+    /// first step, whose flow's `on_enter` does).
+    fn error_targets(&mut self, flow_id: FlowId, step: &Step, flow_hook: &[Action], node: &NodeId) -> Vec<Target> {
+        match &step.recovery {
+            Some(Recovery::Stop) => Vec::new(),
+            Some(Recovery::Directive(directive)) => match &directive.position {
+                Some(position) => self.position_target(flow_id, position, EdgeKind::OnError).into_iter().collect(),
+                None => {
+                    let mut label: Vec<String> =
+                        Some(effects_text(directive)).filter(|text| !text.is_empty()).into_iter().collect();
+                    label.push("stay".to_string());
+                    vec![Target { to: node.clone(), label, kind: EdgeKind::OnError }]
+                }
+            },
+            None if calls_before_reply(step) || calls_a_tool(flow_hook) => {
+                vec![Target { to: self.abort(flow_id), label: vec!["abort".to_string()], kind: EdgeKind::OnError }]
+            }
+            None => Vec::new(),
         }
     }
 
@@ -734,6 +777,12 @@ fn step_kind(step: &Step) -> NodeKind {
 /// A step *needs input* while a `requires` or `collect` field is unset
 /// (LANGUAGE.md section 4); only such a step asks again and can run out of
 /// asks. Auto steps never wait for the user.
+/// Whether a step's `do`, `on_enter` or `prepare` calls a tool, nested
+/// `for_each` bodies included: the failures its `on_error` answers.
+fn calls_before_reply(step: &Step) -> bool {
+    [&step.actions, &step.on_enter, &step.prepare].into_iter().any(|actions| calls_a_tool(actions))
+}
+
 fn needs_input(step: &Step) -> bool {
     !step.auto && (!step.collect.is_empty() || !step.requires.is_empty())
 }

@@ -10,6 +10,7 @@
 
 use super::*;
 use crate::diag::{Code, Diagnostic, did_you_mean};
+use crate::duration::{DurationError, MAX_DURATION_DAYS, parse_duration_ms};
 use crate::expr::typeck::{Checker, Scope, Symbols, assignability};
 use crate::expr::{Expr, ExprKind, Template, Type};
 use crate::source::{Span, Spanned};
@@ -423,17 +424,21 @@ impl Lowerer {
     // ------------------------------------------------------------ values
 
     fn duration(&mut self, text: &ast::Text) -> Option<u64> {
-        match parse_duration(&text.value) {
-            Some(ms) => Some(ms),
-            None => {
-                self.diagnostics.push(
-                    Diagnostic::new(Code::InvalidDuration, format!("`{}` is not a duration", text.value))
-                        .at(text.span, "expected a whole number and a unit")
-                        .with_help("write e.g. `30s`, `10m`, `2h` or `1d`"),
-                );
-                None
+        let diagnostic = match parse_duration_ms(&text.value) {
+            Ok(ms) => return Some(ms),
+            Err(DurationError::Malformed) => {
+                Diagnostic::new(Code::InvalidDuration, format!("`{}` is not a duration", text.value))
+                    .at(text.span, "expected a whole number and a unit")
+                    .with_help("write e.g. `500ms`, `30s`, `10m`, `2h` or `1d`")
             }
-        }
+            Err(DurationError::TooLong) => {
+                Diagnostic::new(Code::InvalidDuration, format!("`{}` is longer than flowc allows", text.value))
+                    .at(text.span, format!("longer than `{MAX_DURATION_DAYS}d`"))
+                    .with_help(format!("a duration is at most `{MAX_DURATION_DAYS}d` (about ten years)"))
+            }
+        };
+        self.diagnostics.push(diagnostic);
+        None
     }
 
     fn positive(&mut self, value: &Spanned<i64>, what: &str) -> Option<u32> {
@@ -780,8 +785,10 @@ impl Lowerer {
         if name.value == "end" {
             return Some(complete_directive(name.span));
         }
+        let directive = misspelt_directive(&name.value);
         let help = match did_you_mean(&name.value, self.flow_names.iter().map(String::as_str)) {
             Some(close) => format!("did you mean `{close}`?"),
+            None if directive.is_some() => directive.unwrap_or_default(),
             None if self.step_owners.contains_key(&name.value) => {
                 "a signal's target is a flow; for a step use `goto_step` with its flow (`goto_step F.S` in .flow, `goto_step: { flow: F, step: S }` in YAML)".to_string()
             }
@@ -1086,8 +1093,10 @@ impl Lowerer {
             candidates.extend(self.flow_names.iter().map(String::as_str));
         }
         let what = if flows_allowed { "step or flow" } else { "step" };
+        let directive = if flows_allowed { misspelt_directive(&name.value) } else { None };
         let help = match did_you_mean(&name.value, candidates) {
             Some(close) => format!("did you mean `{close}`?"),
+            None if directive.is_some() => directive.unwrap_or_default(),
             None if !flows_allowed && self.flows.contains_key(&name.value) => {
                 format!(
                     "`next` names a step or `end`; to enter the flow `{}`, branch to it or emit a `goto`",
@@ -1437,40 +1446,17 @@ impl Lowerer {
     }
 }
 
+/// The did-you-mean for a target that is a misspelt directive with no
+/// argument (`-> compelte`), which the front end read as a name.
+fn misspelt_directive(name: &str) -> Option<String> {
+    let keyword = did_you_mean(name, ["complete", "abort", "reset"])?;
+    Some(format!("did you mean the directive `{keyword}`? (`{keyword}` in .flow, `{{ {keyword}: true }}` in YAML)"))
+}
+
 fn goto_directive(flow: FlowId, span: Span) -> Directive {
     Directive { position: Some(Position::Goto { flow, data: Vec::new() }), span, ..Directive::default() }
 }
 
 fn complete_directive(span: Span) -> Directive {
     Directive { position: Some(Position::Complete { next: None }), span, ..Directive::default() }
-}
-
-/// `30s`, `10m`, `2h`, `1d` in milliseconds.
-pub fn parse_duration(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let unit_at = text.find(|character: char| !character.is_ascii_digit())?;
-    let (digits, unit) = text.split_at(unit_at);
-    let amount: u64 = digits.parse().ok()?;
-    let unit_ms: u64 = match unit {
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return None,
-    };
-    amount.checked_mul(unit_ms)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_have_a_unit() {
-        assert_eq!(parse_duration("30s"), Some(30_000));
-        assert_eq!(parse_duration("2d"), Some(172_800_000));
-        assert_eq!(parse_duration("10"), None);
-        assert_eq!(parse_duration("5ms"), None);
-        assert_eq!(parse_duration("99999999999999999999d"), None);
-    }
 }

@@ -5,6 +5,7 @@
 //!
 //! [`lower`] builds it from the AST. Spans are kept on every node that a
 //! diagnostic may point at; `flowc compile` leaves them out unless asked.
+//! Nothing here does I/O.
 
 pub mod lower;
 
@@ -12,49 +13,7 @@ use crate::expr::{Expr, Template, Type};
 use crate::source::Span;
 use serde::Serialize;
 
-macro_rules! index_type {
-    ($(#[$meta:meta])* $name:ident) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
-        #[serde(transparent)]
-        pub struct $name(pub u32);
-
-        impl $name {
-            pub fn index(self) -> usize {
-                self.0 as usize
-            }
-
-            pub fn from_index(index: usize) -> $name {
-                $name(u32::try_from(index).unwrap_or(u32::MAX))
-            }
-        }
-    };
-}
-
-index_type!(
-    /// A schema field: an index into [`Program::fields`].
-    FieldId
-);
-index_type!(
-    /// A context key: an index into [`Program::context`].
-    ContextId
-);
-index_type!(
-    /// A tool: an index into [`Program::tools`].
-    ToolId
-);
-index_type!(
-    /// A signal: an index into [`Program::signals`].
-    SignalId
-);
-index_type!(
-    /// A flow: an index into [`Program::flows`].
-    FlowId
-);
-index_type!(
-    /// A step: an index into its flow's [`Flow::steps`].
-    StepId
-);
+pub use crate::ids::{ContextId, FieldId, FlowId, SignalId, StepId, ToolId};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Program {
@@ -364,6 +323,36 @@ impl Step {
             wait_ms: None,
             span: Span::default(),
         }
+    }
+
+    /// What a confirmation this step collects is a confirmation *of*: for a
+    /// step that collects a `bool`, the fields it `requires` and those its
+    /// prompt reads, other than the ones it collects. A consent holds only
+    /// for the values the user was shown; when one of them changes before
+    /// the step is left, the runtime clears the step's bools and asks
+    /// again. Empty for a step that collects no `bool`. Sorted.
+    pub fn confirms(&self, program: &Program) -> Vec<FieldId> {
+        let collects_bool = self
+            .collect
+            .iter()
+            .any(|field| program.field(*field).is_some_and(|declared| matches!(declared.ty.kind, TypeKind::Bool)));
+        if !collects_bool {
+            return Vec::new();
+        }
+        let mut fields = self.requires.clone();
+        for part in self.prompt.iter().flat_map(|prompt| &prompt.parts) {
+            if let crate::expr::TemplatePart::Expr(expr) = part {
+                expr.walk(&mut |node| {
+                    if let crate::expr::ExprKind::Field { field } = node.kind {
+                        fields.push(field);
+                    }
+                });
+            }
+        }
+        fields.retain(|field| !self.collect.contains(field));
+        fields.sort_unstable();
+        fields.dedup();
+        fields
     }
 }
 

@@ -24,6 +24,7 @@
 //! committed `flowc.toml` cannot leak one. Tables (`[store]`, …) are left to
 //! the modules that own them.
 
+use crate::duration::parse_duration_ms;
 use crate::llm::http::{CancelFlag, HttpSettings};
 use crate::llm::{Provider, ProviderError};
 use serde::{Deserialize, Serialize};
@@ -253,7 +254,8 @@ struct FileConfig {
     rest: toml::Table,
 }
 
-/// A duration written `"30s"`, `"500ms"`, `"2m"`, or as a number of seconds.
+/// A duration written as flowc writes durations (`"500ms"`, `"30s"`,
+/// `"2m"`), or as a TOML number of seconds.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum DurationValue {
@@ -266,29 +268,13 @@ impl DurationValue {
         let invalid = || format!("`{key}` must be a duration such as \"30s\", \"500ms\" or \"2m\"");
         let seconds = match self {
             DurationValue::Seconds(seconds) => *seconds,
-            DurationValue::Text(text) => parse_duration(text).ok_or_else(invalid)?.as_secs_f64(),
+            DurationValue::Text(text) => parse_duration_ms(text).map_err(|_| invalid())? as f64 / 1000.0,
         };
         if !seconds.is_finite() || seconds <= 0.0 || seconds > 86_400.0 {
             return Err(invalid());
         }
         Ok(Duration::from_secs_f64(seconds))
     }
-}
-
-/// `500ms`, `30s`, `2m`, `1h`, or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let seconds = match unit.trim() {
-        "ms" => number / 1000.0,
-        "" | "s" => number,
-        "m" => number * 60.0,
-        "h" => number * 3600.0,
-        _ => return None,
-    };
-    (seconds.is_finite() && seconds > 0.0).then(|| Duration::from_secs_f64(seconds))
 }
 
 /// Reads the configuration of this process: `flowc.toml` beside `program`
@@ -583,11 +569,15 @@ mod tests {
     fn providers_and_durations_parse() {
         assert_eq!("replay:run.json".parse::<ProviderKind>().unwrap(), ProviderKind::Replay("run.json".into()));
         assert!("replay:".parse::<ProviderKind>().is_err());
-        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1.5"), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("0s"), None);
-        assert_eq!(parse_duration("5 parsecs"), None);
+        let text = |text: &str| DurationValue::Text(text.to_string()).to_duration("timeout").ok();
+        assert_eq!(text("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(text("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(DurationValue::Seconds(1.5).to_duration("timeout").ok(), Some(Duration::from_millis(1500)));
+        // The language's grammar: no bare or fractional numbers in text.
+        assert_eq!(text("1.5"), None);
+        assert_eq!(text("0s"), None);
+        assert_eq!(text("5 parsecs"), None);
+        assert_eq!(text("2d"), None, "a request timeout is at most a day");
         assert_eq!(StructuredOutput::JsonSchema.next(), Some(StructuredOutput::JsonObject));
         assert_eq!(StructuredOutput::Prompt.next(), None);
     }

@@ -34,7 +34,12 @@
 //!   step that asks: each runs `prepare` when it runs and `finalize` after
 //!   the reply, in order; a failing `finalize` is traced, not a failed turn.
 //! - A conversation step whose `do`, `on_enter` or `prepare` fails is
-//!   answered by its `on_error` (default: an apology and the flow aborted).
+//!   answered by its `on_error` (default: an apology and the flow aborted);
+//!   a failing flow `on_enter` by the `on_error` of the step it enters; a
+//!   failing flow `on_complete` is traced and dropped, like `finalize`.
+//! - A step that collects a `bool` binds it to the values it asked about
+//!   ([`Step::confirms`], kept as [`Session::offered`]): when one changed
+//!   before the step is left, the `bool` is cleared and the step asks again.
 //! - `turn_timeout` stops a turn only where the session can resume: before
 //!   a step is evaluated or executed, never between running a step and
 //!   leaving it (the next turn would run it again).
@@ -44,7 +49,7 @@ use super::clock::{Clock, IdSource};
 use super::directive::{Emission, Move, Source, describe, merge};
 use super::events::{DirectiveRecord, Event, Purpose, StopReason, Tokens, TurnResult};
 use super::grounding;
-use super::session::{Data, Session, program_hash};
+use super::session::{Data, Offered, Session, program_hash};
 use super::tools::{ToolEnv, ToolError, ToolRegistry};
 use super::validate::validate;
 use crate::expr::eval::{eval, is_true, render};
@@ -856,7 +861,20 @@ impl Turn<'_> {
                 self.session.flow = Some(flow_id);
                 self.session.step = None;
                 let path = format!("{}.on_enter", flow.name);
-                self.run_hook(&flow.on_enter, &path)?;
+                match self.run_hook(&flow.on_enter, &path) {
+                    Ok(()) => {}
+                    // The flow's `on_enter` is part of entering the step the
+                    // flow is entered at, so that step's `on_error` answers
+                    // it (by default: an apology, and the flow aborted).
+                    Err(TurnError::Action(failure)) => {
+                        let Some(step) = flow.step(step_id) else {
+                            return Err(failure.into());
+                        };
+                        self.step_failed(flow, step, flow_id, step_id, failure)?;
+                        return Ok(());
+                    }
+                    Err(error) => return Err(error),
+                }
                 if !self.apply_pre_positions() {
                     self.cursor =
                         if step_id == StepId(0) { self.entry_cursor(flow_id) } else { Cursor::Enter(flow_id, step_id) };
@@ -872,6 +890,8 @@ impl Turn<'_> {
                 self.session.flow = Some(flow_id);
                 self.session.step = Some(step_id);
                 self.session.asks = 0;
+                // What an earlier visit offered is not what this one will.
+                self.session.offered = None;
                 self.emit(Event::StepEntered { flow: self.flow_name(flow_id), step: step.name.clone() });
                 if !self.run_step_hook(flow, step, (flow_id, step_id), &step.on_enter, "on_enter")? {
                     return Ok(());
@@ -890,7 +910,17 @@ impl Turn<'_> {
                 };
                 let _ = by_directive;
                 let path = format!("{}.on_complete", flow.name);
-                self.run_post_hook(&flow.on_complete, &path)?;
+                // `on_complete` is a post-model hook, like `finalize`: the
+                // flow's steps have acted (a booking is made), so a failure
+                // here must not hide that from the user by failing the turn.
+                // Its writes and directives are dropped together and traced.
+                match self.run_post_hook(&flow.on_complete, &path) {
+                    Ok(()) => {}
+                    Err(TurnError::Action(failure)) => {
+                        self.emit(Event::HookFailed { hook: path, error: failure.to_string() })
+                    }
+                    Err(error) => return Err(error),
+                }
                 self.emit(Event::FlowCompleted { flow: flow.name.clone() });
                 self.session.flow = None;
                 self.session.step = None;
@@ -946,11 +976,18 @@ impl Turn<'_> {
             self.cursor = Cursor::FlowDone(flow_id, None, false);
             return Ok(());
         };
+        let reopened = !fresh && self.reopen_confirmation(program, flow, step, (flow_id, step_id));
         if !self.needs_input(step) {
             self.cursor = Cursor::Execute(flow_id, step_id);
             return Ok(());
         }
-        if !fresh && let Some(index) = self.interrupting_branch(flow, step) {
+        // A reopened confirmation already holds the user's change of course
+        // ("No, 3 guests"): asking it again with the new value is the
+        // answer, not an AI entry that would ask for the value once more.
+        if !fresh
+            && !reopened
+            && let Some(index) = self.interrupting_branch(flow, step)
+        {
             self.mark_executed(&step.name);
             self.take_branch(flow_id, step_id, index);
             return Ok(());
@@ -999,12 +1036,69 @@ impl Turn<'_> {
         if self.apply_pre_positions() {
             return Ok(());
         }
+        self.session.offered = self.offer(program, step, (flow_id, step_id));
         if let Some(prompt) = &step.prompt {
             let text = self.render(prompt);
             self.instructions.push(text);
         }
         self.stop_with(StopReason::NeedsInput);
         Ok(())
+    }
+
+    /// The values a confirming step shows as it asks (after its `prepare`,
+    /// as its prompt renders them); `None` for a step that confirms nothing.
+    fn offer(&self, program: &Program, step: &Step, (flow, step_id): (FlowId, StepId)) -> Option<Offered> {
+        let fields = step.confirms(program);
+        if fields.is_empty() {
+            return None;
+        }
+        let values = fields
+            .iter()
+            .filter_map(|field| program.field(*field))
+            .map(|declared| {
+                let value = self.session.data.get(&declared.name).cloned().unwrap_or(Value::Null);
+                (declared.name.clone(), value)
+            })
+            .collect();
+        Some(Offered { flow, step: step_id, values })
+    }
+
+    /// A consent binds to what was confirmed: when a value the step asked
+    /// about changed before the step is left ("No, 3 guests", "actually the
+    /// Overlook"), the bools it collects are cleared, so the step asks again
+    /// with the new value instead of acting on, or cancelling over, an
+    /// answer to another question. Returns whether it reopened.
+    fn reopen_confirmation(&mut self, program: &Program, flow: &Flow, step: &Step, at: (FlowId, StepId)) -> bool {
+        let Some(offered) = self.session.offered.take() else {
+            return false;
+        };
+        if (offered.flow, offered.step) != at {
+            return false;
+        }
+        let changed: Vec<String> = offered
+            .values
+            .iter()
+            .filter(|(name, shown)| self.session.data.get(*name).unwrap_or(&Value::Null) != *shown)
+            .map(|(name, _)| name.clone())
+            .collect();
+        if changed.is_empty() {
+            return false;
+        }
+        let mut cleared = Vec::new();
+        for field in &step.collect {
+            let Some(declared) = program.field(*field) else {
+                continue;
+            };
+            if matches!(declared.ty.kind, crate::ir::TypeKind::Bool)
+                && self.session.data.remove(&declared.name).is_some()
+            {
+                cleared.push(declared.name.clone());
+            }
+        }
+        // A new offer, not an unanswered one: it does not use up `max_asks`.
+        self.session.asks = 0;
+        self.emit(Event::ConfirmationReopened { flow: flow.name.clone(), step: step.name.clone(), changed, cleared });
+        true
     }
 
     fn execute(&mut self, program: &Program, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {

@@ -78,6 +78,14 @@ pub enum Event {
         step: String,
         ask: u32,
     },
+    /// A value the step's confirmation was about changed before the step
+    /// was left (`changed`); the confirmation (`cleared`) is asked again.
+    ConfirmationReopened {
+        flow: String,
+        step: String,
+        changed: Vec<String>,
+        cleared: Vec<String>,
+    },
     StepSkipped {
         flow: String,
         step: String,

@@ -25,6 +25,12 @@ pub struct Session {
     pub asks: u32,
     /// Set fields only; an absent field is unset (null).
     pub data: Data,
+    /// What the current step showed when it last asked, if it collects a
+    /// confirmation: the values its consent is about ([`Step::confirms`]).
+    ///
+    /// [`Step::confirms`]: crate::ir::Step::confirms
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered: Option<Offered>,
     pub context: Data,
     pub history: Vec<Message>,
     /// Armed by a post-phase signal; applied first thing next turn.
@@ -34,6 +40,15 @@ pub struct Session {
     pub usage: Usage,
     /// Incremented on every saved turn (stores compare-and-swap on it).
     pub version: u64,
+}
+
+/// The values a confirming step asked about, keyed by field name (an unset
+/// field is `null`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Offered {
+    pub flow: FlowId,
+    pub step: StepId,
+    pub values: BTreeMap<String, serde_json::Value>,
 }
 
 /// What a signal's `behavior` needs to remember.
@@ -74,4 +89,18 @@ pub fn program_hash(program: &crate::ir::Program) -> String {
     let _ = crate::source::write_json(program, false, false, &mut hasher);
     let hash = hasher.0;
     format!("{hash:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sessions stored before `offered` existed still load.
+    #[test]
+    fn a_session_without_an_offer_loads() {
+        let stored = serde_json::to_value(Session::new("s1", "hash")).unwrap_or_default();
+        assert!(stored.get("offered").is_none(), "nothing stored when nothing was offered");
+        let loaded: Result<Session, _> = serde_json::from_value(stored);
+        assert!(loaded.is_ok_and(|session| session.offered.is_none()));
+    }
 }

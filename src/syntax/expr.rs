@@ -19,7 +19,14 @@ use pest::iterators::Pair;
 /// How far expressions may nest (operators and brackets together). Deeper
 /// input is refused with a diagnostic rather than risking the stack in the
 /// passes that walk expressions recursively.
-pub const MAX_EXPR_DEPTH: usize = 32;
+pub const MAX_EXPR_DEPTH: usize = 64;
+
+/// How deep brackets of any kind may nest in a `.flow` file, checked on the
+/// raw text before pest runs (pest recurses once per level): an expression
+/// at the deepest [`MAX_EXPR_DEPTH`] sits inside blocks (`flow`, `step`,
+/// `for`, `branch`), which nest too, so the text may go deeper than one
+/// expression. The builders then refuse what is too deep, precisely.
+pub const MAX_BRACKET_DEPTH: usize = 2 * MAX_EXPR_DEPTH;
 
 /// Maps offsets within a parsed text back to the file.
 #[derive(Clone, Copy, Debug)]
@@ -341,42 +348,55 @@ pub fn unescape_text(pair: Pair<'_, Rule>) -> String {
     value
 }
 
-/// The offset of the first bracket nested deeper than [`MAX_EXPR_DEPTH`],
+/// The offset of the first bracket nested deeper than [`MAX_BRACKET_DEPTH`],
 /// ignoring brackets inside quoted strings and comments.
 pub fn too_deep(text: &str) -> Option<usize> {
     let mut depth = 0usize;
-    let mut quote: Option<u8> = None;
-    let mut bytes = text.bytes().enumerate();
-    while let Some((offset, byte)) = bytes.next() {
-        match quote {
-            Some(open) => match byte {
-                b'\\' => {
-                    bytes.next();
+    for (offset, byte) in code_bytes(text) {
+        match byte {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_BRACKET_DEPTH {
+                    return Some(offset);
                 }
-                _ if byte == open => quote = None,
-                _ => {}
-            },
-            None => match byte {
-                b'"' | b'\'' => quote = Some(byte),
-                b'#' => {
-                    for (_, skipped) in bytes.by_ref() {
-                        if skipped == b'\n' {
-                            break;
-                        }
-                    }
-                }
-                b'(' | b'[' | b'{' => {
-                    depth += 1;
-                    if depth > MAX_EXPR_DEPTH {
-                        return Some(offset);
-                    }
-                }
-                b')' | b']' | b'}' => depth = depth.saturating_sub(1),
-                _ => {}
-            },
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
         }
     }
     None
+}
+
+/// The bytes of `.flow` source that are code, with their offsets: a quoted
+/// string yields its quotes but not what is between them (escapes
+/// included), and a `#` comment yields only the newline that ends it.
+pub fn code_bytes(text: &str) -> impl Iterator<Item = (usize, u8)> + '_ {
+    let mut quote: Option<u8> = None;
+    let mut escaped = false;
+    let mut in_comment = false;
+    text.bytes().enumerate().filter(move |&(_, byte)| {
+        if in_comment {
+            in_comment = byte != b'\n';
+            return !in_comment;
+        }
+        let Some(open) = quote else {
+            match byte {
+                b'"' | b'\'' => quote = Some(byte),
+                b'#' => in_comment = true,
+                _ => {}
+            }
+            return !in_comment;
+        };
+        if escaped {
+            escaped = false;
+        } else if byte == b'\\' {
+            escaped = true;
+        } else if byte == open {
+            quote = None;
+            return true;
+        }
+        false
+    })
 }
 
 fn too_deep_diagnostic(span: Span) -> Diagnostic {

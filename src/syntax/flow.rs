@@ -31,7 +31,10 @@ pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
     // Refused before pest runs: the generated parser recurses once per
     // bracket level, and so does the walk below.
     if let Some(offset) = expr::too_deep(text) {
-        let diagnostic = too_deep_diagnostic(map.span(offset, next_char_end(text, offset)));
+        let mut diagnostic = too_deep_diagnostic(map.span(offset, next_char_end(text, offset)));
+        if let Some(label) = diagnostic.labels.first_mut() {
+            label.text = format!("more than {} brackets deep here", expr::MAX_BRACKET_DEPTH);
+        }
         return (Program::default(), vec![diagnostic]);
     }
     // Large programs are cut at top-level item boundaries and the pieces
@@ -186,9 +189,11 @@ fn parse_failure(error: &pest::error::Error<Rule>, text: &str, map: SpanMap) -> 
         return too_deep_diagnostic(map.span(offset, next_char_end(text, offset)));
     }
     let detailed = detailed_failure(text);
-    let (offset, mut diagnostic) = match &detailed {
-        Some(detailed) => (error_offset(detailed), expr::syntax_error(detailed, text, map, "a program")),
-        None => (offset, expr::syntax_error(error, text, map, "a program")),
+    let (offset, mut diagnostic, expected_tokens) = match &detailed {
+        Some((detailed, tokens)) => {
+            (error_offset(detailed), expr::syntax_error(detailed, text, map, "a program"), tokens.as_slice())
+        }
+        None => (offset, expr::syntax_error(error, text, map, "a program"), &[][..]),
     };
     for (shown, said) in
         [("` `", "a space"), ("`\\t`", "a tab"), ("`\\n`", "the end of the line"), ("`\\r`", "the end of the line")]
@@ -210,7 +215,95 @@ fn parse_failure(error: &pest::error::Error<Rule>, text: &str, map: SpanMap) -> 
             }
         }
     }
+    if let Some(keyword) = text.get(offset..word_end).and_then(|word| misspelt_keyword(word, expected_tokens)) {
+        diagnostic.help = Some(format!("did you mean `{keyword}`?"));
+    }
+    if expected_tokens.iter().any(|token| token == "}") {
+        diagnostic = blame_unclosed_brace(diagnostic, text, offset, map);
+    }
     diagnostic
+}
+
+/// The keyword pest expected that `word` is a likely misspelling of.
+fn misspelt_keyword<'a>(word: &str, expected_tokens: &'a [String]) -> Option<&'a str> {
+    let is_keyword =
+        |token: &&String| token.chars().all(|character| character.is_ascii_lowercase() || character == '_');
+    crate::diag::did_you_mean(word, expected_tokens.iter().filter(is_keyword).map(String::as_str))
+}
+
+/// When a `}` would have fitted where the parse failed and the file opens
+/// more braces than it closes, the mistake is most likely a `{` left open
+/// earlier, not the word the parser stopped at: the diagnostic then points
+/// at that `{`, with where the parser gave up as a second label.
+fn blame_unclosed_brace(diagnostic: Diagnostic, text: &str, failed_at: usize, map: SpanMap) -> Diagnostic {
+    let braces = open_braces(text, failed_at);
+    if braces.unclosed_in_file == 0 {
+        return diagnostic;
+    }
+    let Some(brace) = braces.misindented.first().or(braces.open_at_failure.last()).copied() else {
+        return diagnostic;
+    };
+    let gave_up = diagnostic.primary_span().unwrap_or_else(|| map.span(failed_at, failed_at));
+    Diagnostic::new(Code::Syntax, "a `{` is never closed")
+        .at(map.span(brace, brace + 1), "this `{` has no matching `}`")
+        .with_label(gave_up, format!("the parser gave up here: {}", diagnostic.message))
+        .with_help("add the missing `}` where the block should end")
+}
+
+/// What a scan of a file's braces (outside strings and comments) tells
+/// about one that was left open.
+struct OpenBraces {
+    /// The `{` still open where the parse failed, outermost first.
+    open_at_failure: Vec<usize>,
+    /// The `{` before the failure that a `}` starting a line at a shallower
+    /// indentation skipped over: by the layout, the ones never closed.
+    misindented: Vec<usize>,
+    /// How many more `{` than `}` the file has.
+    unclosed_in_file: usize,
+}
+
+fn open_braces(text: &str, failed_at: usize) -> OpenBraces {
+    // Each open brace with the indentation of the line it is on.
+    let mut open: Vec<(usize, usize)> = Vec::new();
+    let mut open_at_failure: Option<Vec<usize>> = None;
+    let mut misindented = Vec::new();
+    let mut indent = 0usize;
+    let mut line_is_blank = true;
+    for (offset, byte) in expr::code_bytes(text) {
+        if offset >= failed_at && open_at_failure.is_none() {
+            open_at_failure = Some(open.iter().map(|(at, _)| *at).collect());
+        }
+        let leads_line = line_is_blank && !matches!(byte, b' ' | b'\t' | b'\n' | b'\r');
+        match byte {
+            b'\n' => {
+                line_is_blank = true;
+                indent = 0;
+            }
+            b' ' | b'\t' if line_is_blank => indent += 1,
+            _ => line_is_blank = false,
+        }
+        match byte {
+            b'{' => open.push((offset, indent)),
+            b'}' => {
+                let matching = open.iter().rposition(|(_, opened_at)| *opened_at == indent);
+                let skipped_over = match matching {
+                    Some(position) if leads_line && offset < failed_at => open.len() - position - 1,
+                    _ => 0,
+                };
+                for _ in 0..skipped_over {
+                    if let Some((at, _)) = open.pop() {
+                        misindented.push(at);
+                    }
+                }
+                open.pop();
+            }
+            _ => {}
+        }
+    }
+    let unclosed_in_file = open.len() + misindented.len();
+    misindented.sort_unstable();
+    let open_at_failure = open_at_failure.unwrap_or_else(|| open.iter().map(|(at, _)| *at).collect());
+    OpenBraces { open_at_failure, misindented, unclosed_in_file }
 }
 
 fn error_offset(error: &pest::error::Error<Rule>) -> usize {
@@ -232,7 +325,10 @@ static ERROR_DETAIL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// the furthest position into a custom error. pest's plain error lists only
 /// rules, never the literal tokens such as `->`, `,` or `}`, and so can
 /// point inside an earlier string when what is missing is punctuation.
-fn detailed_failure(text: &str) -> Option<pest::error::Error<Rule>> {
+///
+/// Also returns the tokens it expected, for a did-you-mean and for telling
+/// whether a `}` would have fitted.
+fn detailed_failure(text: &str) -> Option<(pest::error::Error<Rule>, Vec<String>)> {
     let failure = {
         let _lock = ERROR_DETAIL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         pest::set_error_detail(true);
@@ -247,7 +343,7 @@ fn detailed_failure(text: &str) -> Option<pest::error::Error<Rule>> {
         attempts.call_stacks().iter().filter_map(|stack| stack.deepest.get_rule().copied()).collect();
     let message = describe_expected(&tokens, &deepest)?;
     let position = pest::Position::new(text, attempts.max_position)?;
-    Some(pest::error::Error::new_from_pos(pest::error::ErrorVariant::CustomError { message }, position))
+    Some((pest::error::Error::new_from_pos(pest::error::ErrorVariant::CustomError { message }, position), tokens))
 }
 
 /// Keywords that start a clause of each construct, for naming the construct
@@ -318,9 +414,9 @@ fn describe_expected(tokens: &[String], deepest: &[Rule]) -> Option<String> {
     }
     if deepest.contains(&Rule::duration) {
         let description = if inside_token {
-            "a duration unit (`s`, `m`, `h` or `d`)"
+            "a duration unit (`ms`, `s`, `m`, `h` or `d`)"
         } else {
-            "a duration (`30s`, `10m`, `2h`, `1d`)"
+            "a duration (`500ms`, `30s`, `10m`, `2h`, `1d`)"
         };
         return Some(description.to_string());
     }
@@ -418,8 +514,13 @@ fn too_deep_diagnostic(span: Span) -> Diagnostic {
 
 /// The single-valued clauses already met in one construct, to report a
 /// second one as YAML reports a key given twice.
+///
+/// The second list holds the clauses whose repeat is already reported: a
+/// clause given a third time or more is the same mistake, and reporting
+/// each one made a line of 1 MB of `""` (a type's description, again and
+/// again) half a million diagnostics (issue 13).
 #[derive(Default)]
-struct Seen(Vec<(&'static str, Span)>);
+struct Seen(Vec<(&'static str, Span)>, Vec<&'static str>);
 
 /// Walks a successful parse into the AST, collecting what it refuses.
 struct Walker<'text> {
@@ -632,10 +733,14 @@ impl Walker<'_> {
     }
 
     /// Whether this is the first `keyword` clause of a construct; a second
-    /// one is reported and ignored.
+    /// one is reported and ignored, and any later one only ignored.
     fn first_time(&mut self, seen: &mut Seen, keyword: &'static str, span: Span, construct: &str) -> bool {
         if let Some((_, first)) = seen.0.iter().find(|(known, _)| *known == keyword) {
             let first = *first;
+            if seen.1.contains(&keyword) {
+                return false;
+            }
+            seen.1.push(keyword);
             self.diagnostics.push(
                 Diagnostic::new(Code::DuplicateKey, format!("`{keyword}` is given twice in this {construct}"))
                     .at(span, "given again here")
@@ -2608,6 +2713,45 @@ flow handoff {
     }
 
     #[test]
+    fn a_clause_repeated_many_times_is_reported_once() {
+        let (_, diagnostics) = parse_text(&format!("schema {{ company: string {} }}", "\"\"".repeat(1_000)));
+        let messages: Vec<&str> = diagnostics.iter().map(|diagnostic| diagnostic.message.as_str()).collect();
+        assert_eq!(messages, ["`description` is given twice in this type"]);
+    }
+
+    #[test]
+    fn a_misspelt_keyword_gets_a_did_you_mean() {
+        for (source, keyword) in [
+            ("flow f {\n  step a {\n    colect hotel\n  }\n}\n", "collect"),
+            ("shema { a: string }\nflow f { step a { } }", "schema"),
+        ] {
+            let error = one_error(source);
+            assert_eq!(error.help.as_deref(), Some(format!("did you mean `{keyword}`?").as_str()), "for {source}");
+        }
+    }
+
+    #[test]
+    fn an_unclosed_brace_is_reported_at_the_brace() {
+        let source = "flow support { when \"help\"\n  step ask { say \"a\"\n  step b { say \"b\" }\n}\n";
+        let error = one_error(source);
+        assert_eq!(error.message, "a `{` is never closed");
+        let spans: Vec<(usize, &str)> =
+            error.labels.iter().map(|label| (label.span.start as usize, slice(source, label.span))).collect();
+        let step_ask_brace = source.find("ask {").map(|at| at + 4);
+        assert_eq!(spans.first().map(|(at, _)| Some(*at)), Some(step_ask_brace));
+        assert_eq!(spans.get(1).map(|(_, text)| *text), Some("step"), "where the parser gave up");
+        // At the end of the file: the innermost brace still open there.
+        let error = one_error("flow f { default\n  step a { say \"x\" }\n");
+        assert_eq!(error.primary_span().map(|span| span.start), Some(7));
+    }
+
+    #[test]
+    fn a_misplaced_clause_in_balanced_braces_is_not_blamed_on_a_brace() {
+        let error = one_error("flow f { step a { } colect x }");
+        assert!(error.message.starts_with("expected a `step`"), "{}", error.message);
+    }
+
+    #[test]
     fn missing_punctuation_is_named() {
         let cases = [
             ("flow f \"Title\" step a { }", "expected `{`, found `step`"),
@@ -2616,7 +2760,7 @@ flow handoff {
             ("flwo f { }", "expected `agent`, `schema`, `context`, `tool`, `signal` or `flow`, found `flwo`"),
             ("flow f { step a { prompt Which } }", "expected a quoted string, found `Which`"),
             ("flow f { step a { prompt \"open } }", "expected the closing quote of the string, found end of input"),
-            ("flow f { step a { wait 2 } }", "expected a duration unit (`s`, `m`, `h` or `d`), found a space"),
+            ("flow f { step a { wait 2 } }", "expected a duration unit (`ms`, `s`, `m`, `h` or `d`), found a space"),
             ("flow f { step a { call t(a: 1 } }", "expected an operator, `)` or `,`, found `}`"),
             (
                 "flow f { step a { do { sat x = 1 } } }",

@@ -233,3 +233,95 @@ fn usage_errors_exit_two() {
     assert_eq!(flowc(&dir, &["check"]).code, 2);
     assert_eq!(flowc(&dir, &["check", "--format", "xml", "a.flow"]).code, 2);
 }
+
+/// A reproducer of the reliability probe (issue 13), by file name.
+fn reliability_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reliability").join(name)
+}
+
+#[test]
+fn a_cascade_of_diagnostics_is_shown_up_to_the_limit_and_counted_whole() {
+    // Issue 13: 25 KB of `{{x}}` on one line wrote 252 MB to stderr, one
+    // rendering of the whole line per unknown field.
+    let path = reliability_fixture("diag_amplification_25KB.flow");
+    let dir = scratch("cascade_is_capped");
+    let run = flowc(&dir, &["check", &path.to_string_lossy()]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let rendered = run.stderr.matches("flowc::unknown_field").count();
+    assert_eq!(rendered, 100, "only the first 100 are rendered");
+    assert!(run.stderr.contains("more diagnostics in"), "{}", &run.stderr[run.stderr.len().saturating_sub(500)..]);
+    assert!(run.stderr.len() < 4_000_000, "{} bytes on stderr", run.stderr.len());
+    let summary = run.stderr.lines().last().unwrap_or_default();
+    let counted: usize = summary
+        .split_once(": ")
+        .and_then(|(_, counts)| counts.split_whitespace().next())
+        .and_then(|errors| errors.parse().ok())
+        .unwrap_or(0);
+    assert!(counted > 1_000, "the summary counts every error: {summary}");
+
+    let all = flowc(&dir, &["check", "--max-diagnostics", "0", "--format", "json", &path.to_string_lossy()]);
+    let json: serde_json::Value = serde_json::from_str(&all.stdout).unwrap_or_default();
+    assert_eq!(json.as_array().map(Vec::len), Some(counted), "`--max-diagnostics 0` shows them all");
+}
+
+#[test]
+fn a_line_of_quotes_is_one_diagnostic() {
+    // Issue 13: 256 KB of `"` (a field's description given again and again)
+    // was 131,071 diagnostics and 36 MB of JSON, 1.6 s (24 s at 1 MB).
+    let path = reliability_fixture("quotes_256KB.flow");
+    let dir = scratch("quotes_json");
+    let run = flowc(&dir, &["check", "--format", "json", &path.to_string_lossy()]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).unwrap_or_default();
+    assert_eq!(json.as_array().map(Vec::len), Some(1), "{}", run.stdout);
+    assert_eq!(json[0]["message"], "`description` is given twice in this type");
+}
+
+#[test]
+fn an_expression_64_levels_deep_runs_in_both_syntaxes() {
+    // The evaluator and the type checker recurse per level: the deepest
+    // expression the front ends accept must run on the binary's own stack.
+    let dir = scratch("nested_64_runs");
+    for yaml in [false, true] {
+        let (text, name) = super::stress::nested_condition(64, yaml);
+        write(&dir, name, text);
+        let output = Command::new(env!("CARGO_BIN_EXE_flowc"))
+            .args(["run", name, "--json"])
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write as _;
+                if let Some(mut stdin) = child.stdin.take() {
+                    stdin.write_all(b"5\n")?;
+                }
+                child.wait_with_output()
+            })
+            .unwrap_or_else(|error| panic!("cannot run flowc: {error}"));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&output.stderr));
+        assert!(stdout.contains(r#""count":6"#), "{name}: {stdout}");
+    }
+}
+
+#[test]
+fn newcomer_mistakes_get_a_did_you_mean_or_the_right_place() {
+    // Issue 13: a misspelt keyword and a misspelt directive as a target got
+    // no suggestion; an unclosed `{` was reported at the next step.
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/check");
+    let dir = scratch("newcomer");
+    for (fixture, line, help) in [
+        ("syntax/misspelt_keyword.flow", 5, "did you mean `collect`?"),
+        ("unknown_target/misspelt_directive.flow", 6, "did you mean the directive `complete`?"),
+        ("syntax/unclosed_brace.flow", 6, "add the missing `}`"),
+    ] {
+        let path = fixtures.join(fixture);
+        let run = flowc(&dir, &["check", "--format", "json", &path.to_string_lossy()]);
+        let json: serde_json::Value = serde_json::from_str(&run.stdout).unwrap_or_default();
+        let first = &json[0];
+        assert_eq!(first["line"], line, "{fixture}: {}", run.stdout);
+        assert!(first["help"].as_str().is_some_and(|text| text.starts_with(help)), "{fixture}: {}", run.stdout);
+    }
+}

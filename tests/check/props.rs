@@ -13,7 +13,7 @@ fn corpus() -> &'static [(String, String)] {
     CORPUS.get_or_init(read_corpus)
 }
 
-fn read_corpus() -> Vec<(String, String)> {
+pub(crate) fn read_corpus() -> Vec<(String, String)> {
     let mut files = Vec::new();
     let mut pending = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")];
     while let Some(dir) = pending.pop() {
@@ -32,7 +32,7 @@ fn read_corpus() -> Vec<(String, String)> {
 
 /// Pieces that make mutations land on meaningful syntax more often than
 /// random bytes would.
-const TOKENS: &[&str] = &[
+pub(crate) const TOKENS: &[&str] = &[
     "flow f { ",
     "step s { ",
     "auto step a { ",
@@ -85,7 +85,7 @@ const TOKENS: &[&str] = &[
 ];
 
 #[derive(Clone, Debug)]
-enum Mutation {
+pub(crate) enum Mutation {
     Cut { at: usize, len: usize },
     Insert { at: usize, token: usize },
     RepeatLine { line: usize },
@@ -109,7 +109,7 @@ fn char_boundary(text: &str, at: usize) -> usize {
     at
 }
 
-fn apply(text: &mut String, mutation: &Mutation) {
+pub(crate) fn apply(text: &mut String, mutation: &Mutation) {
     match mutation {
         Mutation::Cut { at, len } => {
             let start = char_boundary(text, *at);

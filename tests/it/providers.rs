@@ -80,7 +80,6 @@ fn assert_booking(turns: &[Value]) {
             "guests": 2,
             "confirmed": true,
             "booking_id": BOOKING_ID,
-            "offered_date": "2026-12-04",
         })
     );
     let steps: Vec<&str> = turns.iter().map(|turn| turn["step"].as_str().unwrap_or("-")).collect();

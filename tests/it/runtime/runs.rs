@@ -18,6 +18,7 @@ flow booking "Booking" {
   step ask_hotel { prompt "Which hotel?" collect hotel }
   step confirm {
     prompt "Book {{hotel}}?"
+    requires hotel
     collect confirmed
     branch {
       if confirmed == true -> book
@@ -326,4 +327,126 @@ flow f "F" {
     assert_eq!(failures, ["f.ask_a.finalize"]);
     assert_eq!(harness.data("note"), None, "the failed hook's writes are dropped together");
     assert_eq!(double.calls().len(), 1);
+}
+
+const FLOW_HOOKS: &str = r#"
+schema { a: string  id: string  note: string }
+tool audit(a: string) -> { id: string } { builtin echo }
+flow f "F" {
+  when "the user wants f"
+  HOOK
+  step ask_a {
+    prompt "A?"
+    collect a
+    ON_ERROR
+  }
+  auto step done { say "Done with {{a}}." }
+}
+"#;
+
+fn flow_hooks(hook: &str, on_error: &str) -> Harness {
+    let mut tools = ToolRegistry::default();
+    tools.register("audit", Double::failing("audit log unavailable"));
+    Harness::with_tools(&FLOW_HOOKS.replace("HOOK", hook).replace("ON_ERROR", on_error), tools)
+}
+
+/// A flow's failing `on_enter` used to fail the whole turn: it is answered
+/// by the `on_error` of the step the flow is entered at, by default with
+/// an apology and the flow aborted.
+#[test]
+fn a_failing_flow_on_enter_is_answered_by_the_entry_step() {
+    let hook = r#"on_enter { set note = "entered"  call audit(a: "x") -> id }"#;
+    let mut harness = flow_hooks(hook, "");
+    let failed = harness.say_with("f", Understood::new().flow("f"));
+    assert_eq!(failed.reply, "Sorry, something went wrong, so I stopped \"F\". Nothing more was done.");
+    assert_eq!(failed.stopped_reason, StopReason::Aborted);
+    assert_eq!(step_failures(&failed).len(), 1, "{:?}", failed.events);
+    assert_eq!(harness.data("note"), None, "the failed hook wrote nothing");
+
+    let mut harness = flow_hooks(hook, r#"on_error reply "The audit log is down.""#);
+    let answered = harness.say_with("f", Understood::new().flow("f"));
+    assert_eq!(answered.reply, "The audit log is down.");
+    assert_eq!((answered.flow.as_deref(), answered.step.as_deref()), (Some("f"), Some("ask_a")));
+}
+
+/// A flow's failing `on_complete` is a post-model hook failing, as a
+/// `finalize` does: traced and dropped; the flow's steps have acted and the
+/// user hears so.
+#[test]
+fn a_failing_flow_on_complete_is_traced_and_the_flow_completes() {
+    let mut harness = flow_hooks(r#"on_complete { set note = "completed"  call audit(a) -> id }"#, "");
+    harness.say_with("f", Understood::new().flow("f"));
+    let done = harness.say_with("x", Understood::new().field("a", json!("x")));
+    assert_eq!(done.reply, "Done with x.");
+    assert_eq!(done.stopped_reason, StopReason::FlowComplete);
+    assert!(
+        done.events.iter().any(|event| matches!(event, Event::HookFailed { hook, .. } if hook == "f.on_complete")),
+        "{:?}",
+        done.events
+    );
+    assert_eq!(harness.data("note"), None, "the failed hook's writes are dropped together");
+}
+
+// ------------------------------------------------ a consent binds to its values
+
+fn reopened(result: &flowc::runtime::events::TurnResult) -> Vec<(Vec<String>, Vec<String>)> {
+    result
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            Event::ConfirmationReopened { changed, cleared, .. } => Some((changed.clone(), cleared.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// "No, the Ritz": the `no` was about the Grand, so it neither cancels nor
+/// books; the step asks again about the Ritz, and the next `yes` books it.
+#[test]
+fn a_no_that_changes_a_confirmed_value_asks_again_with_the_new_value() {
+    let mut harness = booking("");
+    harness.say_with("book the Grand", Understood::new().flow("booking").field("hotel", json!("Grand")));
+    let changed = harness
+        .say_with("no, the Ritz", Understood::new().field("hotel", json!("Ritz")).field("confirmed", json!(false)));
+    assert_eq!(changed.reply, "reply: Book Ritz?");
+    assert_eq!(changed.stopped_reason, StopReason::NeedsInput);
+    assert_eq!(harness.data("confirmed"), None);
+    assert_eq!(reopened(&changed), [(vec!["hotel".to_string()], vec!["confirmed".to_string()])]);
+    let booked = harness.say_with("yes", Understood::new().field("confirmed", json!(true)));
+    assert_eq!(booked.reply, "Booked Ritz.");
+}
+
+/// A `yes` given together with a new value confirms nothing yet: the user
+/// has not seen the booking with that value.
+#[test]
+fn a_yes_that_changes_a_confirmed_value_asks_again() {
+    let mut harness = booking("");
+    harness.say_with("book the Grand", Understood::new().flow("booking").field("hotel", json!("Grand")));
+    let changed = harness
+        .say_with("yes, the Ritz", Understood::new().field("hotel", json!("Ritz")).field("confirmed", json!(true)));
+    assert_eq!(changed.reply, "reply: Book Ritz?");
+    assert_eq!(harness.data("booking_id"), None, "nothing booked on a yes to another hotel");
+}
+
+/// An answer that repeats the value it was asked about is an answer.
+#[test]
+fn an_answer_that_leaves_the_values_as_shown_is_taken() {
+    let mut harness = booking("");
+    harness.say_with("book the Grand", Understood::new().flow("booking").field("hotel", json!("Grand")));
+    let booked = harness
+        .say_with("yes, the Grand", Understood::new().field("hotel", json!("Grand")).field("confirmed", json!(true)));
+    assert_eq!(booked.reply, "Booked Grand.");
+    assert!(reopened(&booked).is_empty());
+}
+
+/// A new offer is not an unanswered ask: changing one's mind as often as
+/// `max_asks` does not abort the flow.
+#[test]
+fn reopening_does_not_use_up_max_asks() {
+    let mut harness = booking("");
+    harness.say_with("book the Grand", Understood::new().flow("booking").field("hotel", json!("Grand")));
+    for hotel in ["Ritz", "Savoy", "Plaza", "Adlon"] {
+        let changed = harness.say_with(hotel, Understood::new().field("hotel", json!(hotel)));
+        assert_eq!(changed.reply, format!("reply: Book {hotel}?"));
+    }
 }
