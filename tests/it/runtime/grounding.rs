@@ -21,7 +21,7 @@ flow booking "Book" {
     collect confirmed
     branch {
       if confirmed == true -> book
-      when "the user wants to change the date" -> ask_date
+      when "the user wants to change the date" -> { set date = null, confirmed = null  goto_step ask_date }
       else -> cancelled
     }
   }
