@@ -15,25 +15,19 @@
 //! counting global allocator. Run with
 //! `cargo bench --bench runtime` (release profile).
 
-use flowc::ir::{Program, Tool};
-use flowc::llm::{
-    Proposal, Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding, Usage,
-};
-use flowc::pipeline::compile;
-use flowc::runtime::clock::{FixedClock, SeededIds};
-use flowc::runtime::engine::{Runtime, RuntimeOptions};
+use flowc::llm::Understanding;
+use flowc::runtime::engine::Runtime;
 use flowc::runtime::events::StopReason;
 use flowc::runtime::session::Session;
-use flowc::runtime::tools::{ToolEnv, ToolError, ToolHandler, ToolRegistry};
-use flowc::source::SourceFile;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
 use std::hint::black_box;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+mod support;
+use support::{BOOKING_TURNS, booking_answers, compiled, machine, runtime, understood};
 
 // ------------------------------------------------------------ allocator
 
@@ -90,81 +84,6 @@ fn peak_since(baseline: usize) -> usize {
     PEAK.load(Ordering::Relaxed).saturating_sub(baseline)
 }
 
-// ------------------------------------------------------------ doubles
-
-/// Answers every call at once from a table keyed by the user message.
-struct Canned {
-    understandings: HashMap<String, Understanding>,
-}
-
-impl Provider for Canned {
-    fn name(&self) -> String {
-        "canned".to_string()
-    }
-
-    fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
-        Ok(self.understandings.get(&request.message).cloned().unwrap_or_default())
-    }
-
-    fn respond(
-        &mut self,
-        _request: &RespondRequest,
-        _tools: &mut dyn ToolLoop,
-        on_text: &mut dyn FnMut(&str),
-    ) -> Result<Response, ProviderError> {
-        let text = "ok";
-        on_text(text);
-        Ok(Response { text: text.to_string(), usage: Usage { calls: 1, ..Usage::default() } })
-    }
-}
-
-/// The booking system, in process: no exec, no process spawned.
-struct BookDouble;
-
-impl ToolHandler for BookDouble {
-    fn call(&self, _tool: &Tool, _args: &Map<String, Value>, _env: &ToolEnv) -> Result<Value, ToolError> {
-        Ok(json!({ "booking_id": "GH-BENCH01" }))
-    }
-}
-
-fn compiled(name: &str, text: &str) -> Arc<Program> {
-    let compilation = compile(&SourceFile::new(name, text));
-    if compilation.has_errors() {
-        eprintln!("{name} does not compile");
-        std::process::exit(2);
-    }
-    Arc::new(compilation.ir)
-}
-
-fn runtime(program: &Arc<Program>, understandings: HashMap<String, Understanding>) -> Runtime {
-    let mut tools = ToolRegistry::default();
-    tools.register("book_hotel", Arc::new(BookDouble));
-    let clock = FixedClock::parse("2026-01-05T10:00:00Z").unwrap_or(FixedClock(chrono::DateTime::UNIX_EPOCH));
-    let options = RuntimeOptions {
-        tool_env: ToolEnv {
-            base_dir: PathBuf::from("flows"),
-            clock: Arc::new(clock),
-            ids: Arc::new(SeededIds::new(7)),
-        },
-        tools,
-    };
-    Runtime::new(Arc::clone(program), Box::new(Canned { understandings }), options)
-}
-
-/// An answer whose values cite their words, as a good model's do: the
-/// runtime checks each against the message, and that check is timed too.
-fn understood(flow: Option<&str>, fields: &[(&str, Value, &str)]) -> Understanding {
-    Understanding {
-        flow: flow.map(str::to_string),
-        fields: fields
-            .iter()
-            .map(|(name, value, evidence)| (name.to_string(), Proposal::new(value.clone(), *evidence)))
-            .collect(),
-        usage: Usage { calls: 1, ..Usage::default() },
-        ..Understanding::default()
-    }
-}
-
 // ------------------------------------------------------------ statistics
 
 struct Stats {
@@ -202,9 +121,6 @@ impl Stats {
 
 // ------------------------------------------------------------ scenarios
 
-const BOOKING_TURNS: [&str; 5] =
-    ["Hi, I'd like to book a hotel room", "The Grand Hotel, please", "2026-12-04", "2 guests", "yes"];
-
 fn booking(conversations: usize, warmup: usize) -> Stats {
     let text = match std::fs::read_to_string("flows/booking.flow") {
         Ok(text) => text,
@@ -214,17 +130,7 @@ fn booking(conversations: usize, warmup: usize) -> Stats {
         }
     };
     let program = compiled("booking.flow", &text);
-    let answers: HashMap<String, Understanding> = [
-        (BOOKING_TURNS[0], understood(Some("booking"), &[])),
-        (BOOKING_TURNS[1], understood(None, &[("hotel", json!("Grand Hotel"), "Grand Hotel")])),
-        (BOOKING_TURNS[2], understood(None, &[("date", json!("2026-12-04"), "2026-12-04")])),
-        (BOOKING_TURNS[3], understood(None, &[("guests", json!(2), "2 guests")])),
-        (BOOKING_TURNS[4], understood(None, &[("confirmed", json!(true), "yes")])),
-    ]
-    .into_iter()
-    .map(|(message, answer)| (message.to_string(), answer))
-    .collect();
-    let mut runtime = runtime(&program, answers);
+    let mut runtime = runtime(&program, booking_answers());
 
     let conversation = |runtime: &mut Runtime, samples: Option<&mut Vec<Duration>>| {
         let mut session = runtime.new_session("bench");
@@ -342,20 +248,6 @@ fn chain(turns: usize, warmup: usize) -> Stats {
         samples,
         peak_bytes: peak_since(baseline),
     }
-}
-
-fn machine() -> String {
-    let cores = std::thread::available_parallelism().map_or(0, usize::from);
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|line| line.starts_with("model name"))
-                .and_then(|line| line.split(':').nth(1))
-                .map(|model| model.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".to_string());
-    format!("{cores} cores, {model}")
 }
 
 fn main() {

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the graph tests parse flowc's output with: Graphviz `dot`
+# Installs what the tests need: PostgreSQL's server binaries (Debian
+# package; the store tests start a throwaway cluster with them), and what
+# the graph tests parse flowc's output with: Graphviz `dot`
 # (Debian package) for the DOT output, and the real Mermaid parser (npm
 # packages pinned in tools/mermaid-check/package-lock.json, run under jsdom
 # in Node) for the Mermaid output. No browser is downloaded.
@@ -50,6 +52,12 @@ if ! command -v dot >/dev/null 2>&1; then
   apt_install graphviz
 fi
 
+# The server binaries live in /usr/lib/postgresql/VERSION/bin, not on PATH.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  echo "install-test-deps: installing postgresql"
+  apt_install postgresql
+fi
+
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   echo "install-test-deps: installing nodejs and npm"
   apt_install nodejs npm
@@ -66,4 +74,4 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$lock_sum" ]; then
 fi
 
 dot -V
-echo "install-test-deps: graphviz and the mermaid checker are ready"
+echo "install-test-deps: postgresql, graphviz and the mermaid checker are ready"

@@ -3,14 +3,18 @@
 //! owns the terminal and decides exit codes. It is not the only module that
 //! does I/O: the runtime's tools start processes and make requests, the
 //! model providers ([`crate::llm`]) use the network and read `flowc.toml`,
-//! and the file store ([`crate::store`]) reads and writes sessions.
+//! and the stores ([`crate::store`]) keep sessions and runs in SQLite or PostgreSQL.
 
 pub mod check;
 pub mod compile;
 pub mod graph;
 pub mod load;
 pub mod report;
+pub mod resume;
 pub mod run;
+pub mod runs;
+pub mod sessions;
+pub mod worker;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
@@ -37,6 +41,14 @@ pub enum Command {
     Graph(graph::GraphArgs),
     /// Hold a conversation with a program, or run a workflow
     Run(run::RunArgs),
+    /// Continue a waiting workflow run
+    Resume(resume::ResumeArgs),
+    /// Resume due workflow runs as they come due
+    Worker(worker::WorkerArgs),
+    /// List or show stored workflow runs
+    Runs(runs::RunsArgs),
+    /// List, show or delete stored conversations
+    Sessions(sessions::SessionsArgs),
 }
 
 /// How a command ended, as the process exit code documents it.
@@ -87,6 +99,10 @@ pub fn main() -> ExitCode {
         Command::Compile(args) => compile::run(&args),
         Command::Graph(args) => graph::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Resume(args) => resume::run(&args),
+        Command::Worker(args) => worker::run(&args),
+        Command::Runs(args) => runs::run(&args),
+        Command::Sessions(args) => sessions::run(&args),
     };
     outcome.exit_code()
 }

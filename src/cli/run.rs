@@ -14,12 +14,10 @@ use crate::ir::{FlowId, Program};
 use crate::runtime::clock;
 use crate::runtime::engine::{Runtime, RuntimeOptions, TurnError};
 use crate::runtime::events::TurnResult;
-use crate::runtime::session::{Data, Session};
+use crate::runtime::session::{Data, Session, adopt};
 use crate::runtime::tools::{ToolEnv, ToolRegistry};
 use crate::runtime::validate::validate;
-use crate::runtime::workflow::{RunStatus, StepStatus, WorkflowRunner};
-use crate::store::SessionStore;
-use crate::store::file::FileStore;
+use crate::store::{Store, StoreError, StoredRun};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -55,9 +53,12 @@ pub struct RunArgs {
     /// Store every model request and answer of the run in FILE (keys redacted)
     #[arg(long)]
     pub record: Option<PathBuf>,
-    /// Keep the conversation in .flowc/sessions/ID.json and resume it
+    /// Keep the conversation in the store under ID and go on with it
     #[arg(long)]
     pub session: Option<String>,
+    /// The store for --session and workflow runs: sqlite:PATH or postgres://… (default: .flowc/flowc.db beside the program, or FLOWC_STORE, or [store] in flowc.toml)
+    #[arg(long)]
+    pub store: Option<String>,
 }
 
 pub fn run(args: &RunArgs) -> Outcome {
@@ -124,10 +125,20 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
     let provider = crate::llm::build_provider(&config).map_err(|error| RunError::Usage(error.to_string()))?;
     let options = RuntimeOptions { tool_env, tools: ToolRegistry::default() };
     let mut runtime = Runtime::new(Arc::clone(&program), provider, options);
-    let store = args.session.as_ref().map(|_| FileStore::default_in(Path::new(".")));
+    let store = match &args.session {
+        Some(_) => match super::resume::open_store(args.store.as_deref(), Some(&args.file)) {
+            Ok((store, _)) => Some(store),
+            Err(outcome) => return Ok(outcome),
+        },
+        None => None,
+    };
     let mut session = match (&args.session, &store) {
         (Some(id), Some(store)) => match store.load(id).map_err(|error| RunError::Usage(error.to_string()))? {
-            Some(session) => session,
+            Some(mut session) => {
+                let hash = runtime.program_hash().to_string();
+                adopt(&program, &hash, &mut session).map_err(|error| RunError::Usage(error.to_string()))?;
+                session
+            }
             None => runtime.new_session(id.clone()),
         },
         _ => runtime.new_session(runtime.ids().next_id()),
@@ -141,7 +152,7 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
     let mut conversation = Conversation {
         runtime: &mut runtime,
         session: &mut session,
-        store: store.as_ref(),
+        store: store.as_deref(),
         cancel: config.cancel.clone(),
         json: args.json,
         color: style.color,
@@ -311,7 +322,7 @@ fn read_script(path: Option<&Path>) -> Result<Vec<String>, RunError> {
 struct Conversation<'a> {
     runtime: &'a mut Runtime,
     session: &'a mut Session,
-    store: Option<&'a FileStore>,
+    store: Option<&'a dyn Store>,
     cancel: crate::llm::CancelFlag,
     json: bool,
     color: bool,
@@ -325,16 +336,13 @@ impl Conversation<'_> {
     /// version). A failed turn or save leaves the stored session as it was.
     fn turn(&mut self, message: &str) -> Result<TurnResult, String> {
         self.cancel.reset();
-        let expected_version = self.session.version;
         let mut working = self.session.clone();
         let result = self.runtime.respond(&mut working, message);
         self.note_modes();
         let result = result.map_err(|error: TurnError| error.to_string())?;
         if let Some(store) = self.store {
-            let stored_version =
-                store.load(&working.id).map_err(|error| error.to_string())?.map_or(0, |stored| stored.version);
-            let expected = if stored_version == 0 { 0 } else { expected_version };
-            store.save(&working, expected).map_err(|error| error.to_string())?;
+            working.record_position(&self.runtime.program);
+            crate::store::commit_turn(store, self.session, &mut working).map_err(|error| error.to_string())?;
         }
         *self.session = working;
         Ok(result)
@@ -446,6 +454,8 @@ impl Conversation<'_> {
         let mut parts = line.splitn(2, ' ');
         let command = parts.next().unwrap_or_default();
         let argument = parts.next().map(str::trim).unwrap_or_default();
+        // An export names its position, so an edited program can load it.
+        self.session.record_position(&self.runtime.program);
         match command {
             "/quit" | "/exit" => return true,
             "/help" => eprintln!(
@@ -499,11 +509,20 @@ impl Conversation<'_> {
                 .map_err(|error| error.to_string())
                 .and_then(|text| serde_json::from_str::<Session>(&text).map_err(|error| error.to_string()))
             {
-                Ok(loaded) if loaded.program_hash == self.runtime.program_hash() => {
-                    *self.session = loaded;
-                    eprintln!("loaded {argument}");
+                Ok(mut loaded) => {
+                    let hash = self.runtime.program_hash().to_string();
+                    match adopt(&self.runtime.program, &hash, &mut loaded) {
+                        Ok(()) => {
+                            // The file is an export: the conversation goes
+                            // on under this session's id and version.
+                            loaded.id = self.session.id.clone();
+                            loaded.version = self.session.version;
+                            *self.session = loaded;
+                            eprintln!("loaded {argument}");
+                        }
+                        Err(error) => eprintln!("error: cannot load {argument}: {error}"),
+                    }
                 }
-                Ok(_) => eprintln!("error: {argument} belongs to another version of the program"),
                 Err(error) => eprintln!("error: cannot load {argument}: {error}"),
             },
             "/save" | "/load" => eprintln!("usage: {command} FILE"),
@@ -535,49 +554,43 @@ fn run_workflow(
     context: Data,
     tool_env: &ToolEnv,
 ) -> Result<Outcome, RunError> {
-    let tools = ToolRegistry::default();
-    let show_progress = std::io::stderr().is_terminal() && !args.json;
-    let mut on_progress = |progress: &crate::runtime::workflow::StepProgress| {
-        if show_progress {
-            let status = match progress.status {
-                StepStatus::Failed => "failed",
-                _ => "completed",
-            };
-            let percent = progress.index * 100 / progress.total.max(1);
-            eprintln!("step {} of {} {status} ({percent}%): {}", progress.index, progress.total, progress.id);
-        }
+    let (store, location) = match super::resume::open_store(args.store.as_deref(), Some(&args.file)) {
+        Ok(opened) => opened,
+        Err(outcome) => return Ok(outcome),
     };
-    let sleep = |duration: std::time::Duration| std::thread::sleep(duration);
-    let mut runner = WorkflowRunner { program, tools: &tools, tool_env, sleep: &sleep, on_progress: &mut on_progress };
-    let mut run = runner.start(flow, data, context).map_err(|error| RunError::Usage(error.to_string()))?;
-    runner.run(&mut run);
-    for warning in &run.warnings {
+    let run = crate::runtime::workflow::start(program, tool_env, flow, data, context)
+        .map_err(|error| RunError::Usage(error.to_string()))?;
+    let file = std::fs::canonicalize(&args.file).unwrap_or_else(|_| args.file.clone());
+    let holder = super::resume::holder_name();
+    let claim = super::resume::claim_at(&holder, tool_env.clock.as_ref());
+    let mut stored = StoredRun {
+        run,
+        program: file.to_string_lossy().into_owned(),
+        program_hash: crate::runtime::session::program_hash(program),
+        version: 1,
+        due_at: None,
+    };
+    // The run is stored before its first step. Seeded ids (FLOWC_SEED)
+    // repeat across processes: an id the store already has takes the next.
+    let mut attempts = 0;
+    loop {
+        match store.save_run(&stored, 0, Some(&claim)) {
+            Ok(()) => break,
+            Err(StoreError::RunConflict { .. }) if attempts < 100 => {
+                attempts += 1;
+                stored.run.run = tool_env.ids.next_id();
+            }
+            Err(error) => return Err(RunError::Usage(error.to_string())),
+        }
+    }
+    let show_progress = std::io::stderr().is_terminal() && !args.json;
+    super::resume::execute(store.as_ref(), &mut stored, program, tool_env, &claim, show_progress)
+        .map_err(|error| RunError::Failed(error.to_string()))?;
+    for warning in &stored.run.warnings {
         eprintln!("warning: {warning}");
     }
-    if args.json {
-        let mut text = run.to_json(program).to_string();
-        text.push('\n');
-        let printed = print_stdout(&text);
-        if printed != Outcome::Success {
-            return Ok(printed);
-        }
-    } else {
-        let summary = match run.status {
-            RunStatus::Completed => "completed".to_string(),
-            RunStatus::Waiting => format!("waiting: resumes at {}", run.resume_at.clone().unwrap_or_default()),
-            RunStatus::Aborted => "aborted".to_string(),
-            RunStatus::Failed => run.failure_summary().unwrap_or_else(|| "failed".to_string()),
-            RunStatus::Running => "stopped".to_string(),
-        };
-        let _ = std::io::stdout().flush();
-        if print_stdout(&format!("run {}: {summary}\n", run.run)) != Outcome::Success {
-            return Ok(Outcome::Error);
-        }
-    }
-    Ok(match run.status {
-        RunStatus::Failed => Outcome::Failure,
-        _ => Outcome::Success,
-    })
+    let _ = std::io::stdout().flush();
+    Ok(super::resume::report(&stored.run, Some(program), args.json, &location))
 }
 
 #[cfg(test)]

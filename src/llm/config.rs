@@ -358,13 +358,18 @@ pub fn load_with(
     Ok(config)
 }
 
-fn read_file_config(program: Option<&Path>, cwd: &Path) -> Result<FileConfig, ConfigError> {
+/// The `flowc.toml` that applies: beside `program`, else in `cwd`.
+pub fn config_file(program: Option<&Path>, cwd: &Path) -> Option<PathBuf> {
     let beside_program = program.and_then(|path| {
         let dir = if path.is_dir() { Some(path) } else { path.parent() };
         dir.map(|dir| if dir.as_os_str().is_empty() { cwd.join(CONFIG_FILE) } else { dir.join(CONFIG_FILE) })
     });
     let candidates = beside_program.into_iter().chain(std::iter::once(cwd.join(CONFIG_FILE)));
-    let Some(path) = candidates.into_iter().find(|path| path.is_file()) else {
+    candidates.into_iter().find(|path| path.is_file())
+}
+
+fn read_file_config(program: Option<&Path>, cwd: &Path) -> Result<FileConfig, ConfigError> {
+    let Some(path) = config_file(program, cwd) else {
         return Ok(FileConfig::default());
     };
     let shown = path.display().to_string();

@@ -1,10 +1,12 @@
 //! A conversation's (or workflow run's) whole state, serializable so any
 //! store can keep it: position, data, context, history, the pending
 //! directive, signal records, step records and the version a store uses
-//! for compare-and-swap.
+//! for compare-and-swap; and what decides whether a stored session can go
+//! on with an edited program ([`adopt`]).
 
 use super::directive::Emission;
-use crate::ir::{FlowId, StepId};
+use super::validate::validate;
+use crate::ir::{FlowId, Program, StepId};
 use crate::llm::{Message, Usage};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -21,6 +23,12 @@ pub struct Session {
     /// The current step: the one that asked and waits for an answer, or
     /// where an interrupted auto chain resumes.
     pub step: Option<StepId>,
+    /// The names of `flow` and `step` when the session was last saved: an
+    /// edited program finds them by name (see [`adopt`]).
+    #[serde(default)]
+    pub flow_name: Option<String>,
+    #[serde(default)]
+    pub step_name: Option<String>,
     /// How many times the current step has asked.
     pub asks: u32,
     /// Set fields only; an absent field is unset (null).
@@ -91,9 +99,205 @@ pub fn program_hash(program: &crate::ir::Program) -> String {
     format!("{hash:016x}")
 }
 
+impl Session {
+    /// Records the names of the current flow and step, so that an edited
+    /// program can find them again; called before every save.
+    pub fn record_position(&mut self, program: &Program) {
+        let flow = self.flow.and_then(|flow| program.flow(flow));
+        self.flow_name = flow.map(|flow| flow.name.clone());
+        self.step_name = self.step.and_then(|step| flow.and_then(|flow| flow.step(step))).map(|step| step.name.clone());
+    }
+}
+
+/// Why a stored session cannot go on with this program, and what to do.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("session `{session}` cannot go on with this program: {problem}\nhelp: {help}")]
+pub struct Incompatible {
+    pub session: String,
+    pub problem: String,
+    pub help: String,
+}
+
+/// Makes a stored session run on `program` (whose hash is `hash`), or says
+/// why it cannot. The same program takes it as it is, once its positions
+/// are checked to be in range. An edited program takes it when what the
+/// session relies on is still there: its flow and step (found by name, so
+/// steps may be added, moved or reworded), and every stored data and
+/// context value still types against the schema. Wording and prompts do not
+/// matter.
+pub fn adopt(program: &Program, hash: &str, session: &mut Session) -> Result<(), Incompatible> {
+    let id = session.id.clone();
+    let incompatible = |problem: String, help: String| Incompatible { session: id.clone(), problem, help };
+    let delete = format!("delete it with `flowc sessions delete {}` to start over", session.id);
+    if session.step.is_some() && session.flow.is_none() {
+        return Err(incompatible("it has a step but no flow".to_string(), delete));
+    }
+    if session.program_hash == hash {
+        let flow = session.flow.map(|flow| program.flow(flow));
+        if flow.is_some_and(|flow| flow.is_none()) {
+            return Err(incompatible("its flow is out of range".to_string(), delete));
+        }
+        let step_in_range = session.step.is_none_or(|step| flow.flatten().and_then(|flow| flow.step(step)).is_some());
+        if !step_in_range {
+            return Err(incompatible("its step is out of range".to_string(), delete));
+        }
+        return Ok(());
+    }
+    if session.pending.is_some() {
+        return Err(incompatible(
+            "it holds a directive armed by the previous version of the program for its next turn".to_string(),
+            format!("run one more turn with the previous version, or {delete}"),
+        ));
+    }
+    let flow = match (session.flow, &session.flow_name) {
+        (None, _) => None,
+        (Some(_), None) => {
+            return Err(incompatible("it was saved without the name of its flow".to_string(), delete));
+        }
+        (Some(_), Some(name)) => match program.flow_by_name(name) {
+            Some(flow) => Some(flow),
+            None => {
+                return Err(incompatible(
+                    format!("its flow `{name}` is no longer in the program"),
+                    format!("put the flow `{name}` back, or {delete}"),
+                ));
+            }
+        },
+    };
+    let step = match (session.step, &session.step_name, flow.and_then(|flow| program.flow(flow))) {
+        (None, _, _) => None,
+        (Some(_), Some(name), Some(flow)) => match flow.step_by_name(name) {
+            Some(step) => Some(step),
+            None => {
+                return Err(incompatible(
+                    format!("its step `{}.{name}` is no longer in the program", flow.name),
+                    format!("put the step `{name}` back in `{}`, or {delete}", flow.name),
+                ));
+            }
+        },
+        (Some(_), _, _) => {
+            return Err(incompatible("it was saved without the name of its step".to_string(), delete));
+        }
+    };
+    for (kind, stored, declared) in
+        [("field", &session.data, &program.fields), ("context key", &session.context, &program.context)]
+    {
+        for (name, value) in stored {
+            let Some(declaration) = declared.iter().find(|declaration| declaration.name == *name) else {
+                return Err(incompatible(
+                    format!("it holds a value for the {kind} `{name}`, which the schema no longer declares"),
+                    format!("declare `{name}` again, or {delete}"),
+                ));
+            };
+            if let Err(reason) = validate(value, &declaration.ty) {
+                return Err(incompatible(
+                    format!("its {kind} `{name}` no longer types: {reason}"),
+                    format!("change the type of `{name}` back, or {delete}"),
+                ));
+            }
+        }
+    }
+    // What the current step offered for confirmation follows it to its new
+    // place; an offer of another step (there is none in a saved session
+    // today) is dropped rather than pointed at the wrong step.
+    let offered_here = session
+        .offered
+        .as_ref()
+        .is_some_and(|offered| Some(offered.flow) == session.flow && Some(offered.step) == session.step);
+    match (offered_here, flow, step) {
+        (true, Some(flow), Some(step)) => {
+            if let Some(offered) = &mut session.offered {
+                offered.flow = flow;
+                offered.step = step;
+            }
+        }
+        _ => session.offered = None,
+    }
+    session.flow = flow;
+    session.step = step;
+    session.program_hash = hash.to_string();
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn program(source: &str) -> (Program, String) {
+        let compilation = crate::pipeline::compile(&crate::source::SourceFile::new("test.flow", source));
+        assert!(!compilation.has_errors(), "{:?}", compilation.diagnostics);
+        let hash = program_hash(&compilation.ir);
+        (compilation.ir, hash)
+    }
+
+    const BOOKING: &str = r#"
+schema {
+  hotel: string "The hotel"
+  guests: int "How many"
+}
+flow booking "Book a hotel" {
+  when "the user wants a hotel"
+  step ask_hotel {
+    prompt "Which hotel?"
+    collect hotel
+  }
+  step ask_guests {
+    prompt "How many guests?"
+    collect guests
+  }
+}
+"#;
+
+    fn stored_on(program: &Program, hash: &str) -> Session {
+        let mut session = Session::new("alice", hash);
+        session.flow = Some(FlowId(0));
+        session.step = Some(StepId(1));
+        session.data.insert("hotel".into(), "Ritz".into());
+        session.record_position(program);
+        session
+    }
+
+    #[test]
+    fn a_reworded_or_reordered_program_keeps_the_session_at_its_step() {
+        let (old, old_hash) = program(BOOKING);
+        let mut session = stored_on(&old, &old_hash);
+        let edited = BOOKING
+            .replace("How many guests?", "For how many people?")
+            .replace("  step ask_hotel {", "  step greet {\n    say \"Hello\"\n  }\n  step ask_hotel {");
+        let (new, new_hash) = program(&edited);
+        assert_ne!(old_hash, new_hash);
+        session.offered = Some(Offered { flow: FlowId(0), step: StepId(1), values: BTreeMap::new() });
+        adopt(&new, &new_hash, &mut session).unwrap();
+        assert_eq!(session.step, Some(StepId(2)), "found by name after a step was inserted before it");
+        assert_eq!(session.offered.map(|offered| offered.step), Some(StepId(2)), "the offer follows its step");
+        assert_eq!(session.program_hash, new_hash);
+    }
+
+    #[test]
+    fn a_removed_step_or_a_retyped_field_names_the_session_and_what_to_do() {
+        let (old, old_hash) = program(BOOKING);
+        let without_step =
+            BOOKING.replace("  step ask_guests {\n    prompt \"How many guests?\"\n    collect guests\n  }\n", "");
+        let (new, new_hash) = program(&without_step);
+        let error = adopt(&new, &new_hash, &mut stored_on(&old, &old_hash)).unwrap_err();
+        assert_eq!(error.problem, "its step `booking.ask_guests` is no longer in the program");
+        assert!(error.help.contains("flowc sessions delete alice"), "{}", error.help);
+
+        let retyped = BOOKING.replace("hotel: string", "hotel: int");
+        let (new, new_hash) = program(&retyped);
+        let error = adopt(&new, &new_hash, &mut stored_on(&old, &old_hash)).unwrap_err();
+        assert!(error.problem.starts_with("its field `hotel` no longer types"), "{}", error.problem);
+    }
+
+    #[test]
+    fn positions_out_of_range_are_refused() {
+        let (program, hash) = program(BOOKING);
+        let mut session = stored_on(&program, &hash);
+        session.step = Some(StepId(7));
+        assert_eq!(adopt(&program, &hash, &mut session).unwrap_err().problem, "its step is out of range");
+        session.flow = Some(FlowId(3));
+        assert_eq!(adopt(&program, &hash, &mut session).unwrap_err().problem, "its flow is out of range");
+    }
 
     /// Sessions stored before `offered` existed still load.
     #[test]

@@ -4,7 +4,9 @@
 //! later ones skipped; `on_error` may continue or retry; a `wait` step ends
 //! the run as `waiting` with its resume time. The whole run state is
 //! serializable so a store can keep it and a later `flowc resume` can go on
-//! from the next step without re-running a completed one.
+//! from the next step without re-running a completed one: the runner hands
+//! the run to a checkpoint when each step starts and when it ends, and the
+//! caller stores it there.
 
 use super::actions::{ActionOutput, ActionRunner, ActionSource, Scope, evaluate_directive};
 use super::directive::{Move, Source, merge};
@@ -67,6 +69,33 @@ pub struct WorkflowRun {
     pub context: Data,
     pub steps: Vec<StepRecord>,
     pub warnings: Vec<String>,
+    /// The flow's name, so a store can list runs and a resume can find the
+    /// flow in the program again.
+    #[serde(default)]
+    pub flow_name: String,
+    /// When the first step started (RFC 3339).
+    #[serde(default)]
+    pub started_at: Option<String>,
+    /// From the first step's start to where the run last stopped, waits
+    /// included.
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+    #[serde(default)]
+    pub events: Vec<RunEvent>,
+    /// Why the run failed when no step did (its program changed or went
+    /// away while it waited).
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// A step started or ended: what a run did, in order, across resumes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunEvent {
+    /// `step_started`, `step_completed`, `step_failed`, `run_resumed`.
+    pub event: String,
+    pub step: Option<String>,
+    /// RFC 3339.
+    pub at: String,
 }
 
 /// Why a run could not start: a usage error (exit 2).
@@ -98,80 +127,136 @@ pub struct WorkflowRunner<'a> {
     /// Sleeps between retries (tests pass one that returns at once).
     pub sleep: &'a dyn Fn(std::time::Duration),
     pub on_progress: &'a mut dyn FnMut(&StepProgress),
+    /// Called with the run when a step starts and when it ends; an error
+    /// (the run could not be stored) stops the run where it is, so that no
+    /// step runs unrecorded.
+    pub checkpoint: &'a mut dyn FnMut(&WorkflowRun) -> Result<(), String>,
+}
+
+/// Validates the inputs and creates the run, with a fresh id from
+/// `tool_env`'s id source; nothing runs yet.
+pub fn start(
+    program: &Program,
+    tool_env: &ToolEnv,
+    flow_id: FlowId,
+    inputs: &serde_json::Map<String, Value>,
+    context: Data,
+) -> Result<WorkflowRun, StartError> {
+    let flow_name = program.flow(flow_id).map_or_else(String::new, |flow| flow.name.clone());
+    let flow = program.flow(flow_id);
+    if let Some(step) = flow.and_then(|flow| flow.steps.iter().find(|step| !step.auto)) {
+        return Err(StartError::NotAWorkflow { flow: flow_name, step: step.name.clone() });
+    }
+    let mut data = Data::new();
+    for (name, value) in inputs {
+        let Some(field) = program.fields.iter().find(|field| field.name == *name) else {
+            return Err(StartError::UnknownInput { field: name.clone() });
+        };
+        let value =
+            validate(value, &field.ty).map_err(|reason| StartError::InvalidInput { field: name.clone(), reason })?;
+        if !value.is_null() {
+            data.insert(name.clone(), value);
+        }
+    }
+    let missing: Vec<String> = flow
+        .map(|flow| {
+            flow.requires
+                .iter()
+                .filter_map(|field| program.field(*field))
+                .filter(|field| !data.contains_key(&field.name))
+                .map(|field| format!("`{}`", field.name))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !missing.is_empty() {
+        return Err(StartError::MissingInputs { flow: flow_name, missing: missing.join(", ") });
+    }
+    let steps = flow
+        .map(|flow| {
+            flow.steps
+                .iter()
+                .map(|step| StepRecord {
+                    id: step.name.clone(),
+                    status: StepStatus::Pending,
+                    started_at: None,
+                    duration_ms: None,
+                    output: Value::Null,
+                    error: None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(WorkflowRun {
+        run: tool_env.ids.next_id(),
+        flow: flow_id,
+        status: RunStatus::Running,
+        next_step: flow.filter(|flow| !flow.steps.is_empty()).map(|_| StepId(0)),
+        stopped_at: None,
+        resume_at: None,
+        data,
+        context,
+        steps,
+        warnings: Vec::new(),
+        flow_name,
+        started_at: None,
+        duration_ms: None,
+        events: Vec::new(),
+        error: None,
+    })
 }
 
 impl WorkflowRunner<'_> {
-    /// Validates the inputs and creates the run.
+    /// [`start`] with this runner's program and tool environment.
     pub fn start(
         &self,
         flow_id: FlowId,
         inputs: &serde_json::Map<String, Value>,
         context: Data,
     ) -> Result<WorkflowRun, StartError> {
-        let flow_name = self.program.flow(flow_id).map_or_else(String::new, |flow| flow.name.clone());
-        let flow = self.program.flow(flow_id);
-        if let Some(step) = flow.and_then(|flow| flow.steps.iter().find(|step| !step.auto)) {
-            return Err(StartError::NotAWorkflow { flow: flow_name, step: step.name.clone() });
-        }
-        let mut data = Data::new();
-        for (name, value) in inputs {
-            let Some(field) = self.program.fields.iter().find(|field| field.name == *name) else {
-                return Err(StartError::UnknownInput { field: name.clone() });
-            };
-            let value = validate(value, &field.ty)
-                .map_err(|reason| StartError::InvalidInput { field: name.clone(), reason })?;
-            if !value.is_null() {
-                data.insert(name.clone(), value);
-            }
-        }
-        let missing: Vec<String> = flow
-            .map(|flow| {
-                flow.requires
-                    .iter()
-                    .filter_map(|field| self.program.field(*field))
-                    .filter(|field| !data.contains_key(&field.name))
-                    .map(|field| format!("`{}`", field.name))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if !missing.is_empty() {
-            return Err(StartError::MissingInputs { flow: flow_name, missing: missing.join(", ") });
-        }
-        let steps = flow
-            .map(|flow| {
-                flow.steps
-                    .iter()
-                    .map(|step| StepRecord {
-                        id: step.name.clone(),
-                        status: StepStatus::Pending,
-                        started_at: None,
-                        duration_ms: None,
-                        output: Value::Null,
-                        error: None,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        Ok(WorkflowRun {
-            run: self.tool_env.ids.next_id(),
-            flow: flow_id,
-            status: RunStatus::Running,
-            next_step: flow.filter(|flow| !flow.steps.is_empty()).map(|_| StepId(0)),
-            stopped_at: None,
-            resume_at: None,
-            data,
-            context,
-            steps,
-            warnings: Vec::new(),
-        })
+        start(self.program, self.tool_env, flow_id, inputs, context)
     }
 
-    /// Runs from the run's next step until it completes, fails, waits or aborts.
-    pub fn run(&mut self, run: &mut WorkflowRun) {
+    fn timestamp(&self) -> String {
+        self.tool_env.clock.now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    }
+
+    fn event(&self, run: &mut WorkflowRun, event: &str, step: Option<&str>) {
+        let at = self.timestamp();
+        run.events.push(RunEvent { event: event.to_string(), step: step.map(str::to_string), at });
+    }
+
+    /// Runs from the run's next step until it completes, fails, waits or
+    /// aborts. A waiting run goes on past its wait: the waiting step is
+    /// then `completed`. `Err` when a checkpoint failed: the run stopped
+    /// there, and what the store holds is the truth.
+    pub fn run(&mut self, run: &mut WorkflowRun) -> Result<(), String> {
+        if run.status == RunStatus::Waiting {
+            if let Some(record) = run.stopped_at.and_then(|step| run.steps.get_mut(step.index()))
+                && record.status == StepStatus::Waiting
+            {
+                record.status = StepStatus::Completed;
+            }
+            run.stopped_at = None;
+            self.event(run, "run_resumed", None);
+        }
+        if run.started_at.is_none() {
+            run.started_at = Some(self.timestamp());
+        }
+        self.run_steps(run)?;
+        let started = run.started_at.as_deref().and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok());
+        if let Some(started) = started {
+            let elapsed = self.tool_env.clock.now().signed_duration_since(started);
+            run.duration_ms = Some(u64::try_from(elapsed.num_milliseconds()).unwrap_or(0));
+        }
+        Ok(())
+    }
+
+    fn run_steps(&mut self, run: &mut WorkflowRun) -> Result<(), String> {
         let program = self.program;
         let Some(flow) = program.flow(run.flow) else {
             run.status = RunStatus::Failed;
-            return;
+            run.warnings.push(format!("the program has no flow `{}`", run.flow_name));
+            return Ok(());
         };
         run.status = RunStatus::Running;
         run.resume_at = None;
@@ -182,7 +267,7 @@ impl WorkflowRunner<'_> {
             if executions > MAX_EXECUTIONS {
                 run.warnings.push("the workflow ran too many steps without finishing".to_string());
                 self.fail(run, step_id, "the workflow did not finish (a loop without a wait?)".to_string());
-                return;
+                return Ok(());
             }
             let Some(step) = flow.step(step_id) else {
                 break;
@@ -193,6 +278,9 @@ impl WorkflowRunner<'_> {
                 record.started_at = Some(started.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
                 record.error = None;
             }
+            run.next_step = Some(step_id);
+            self.event(run, "step_started", Some(&step.name));
+            (self.checkpoint)(run)?;
             let outcome = self.execute_with_policy(run, flow.name.as_str(), step);
             let duration = self.tool_env.clock.now().signed_duration_since(started);
             let duration_ms = u64::try_from(duration.num_milliseconds()).unwrap_or(0);
@@ -203,6 +291,7 @@ impl WorkflowRunner<'_> {
                         record.duration_ms = Some(duration_ms);
                         record.output = output;
                     }
+                    self.event(run, "step_completed", Some(&step.name));
                     (self.on_progress)(&StepProgress {
                         index: step_id.index() + 1,
                         total,
@@ -212,14 +301,14 @@ impl WorkflowRunner<'_> {
                     let successor = match position {
                         Some(position) => match self.apply_position(run, position) {
                             Some(next) => next,
-                            None => return,
+                            None => return Ok(()),
                         },
                         None => self.successor(run, flow.name.as_str(), step_id),
                     };
                     if let Some(wait_ms) = step.wait_ms {
                         let Some(resume) = super::clock::resume_time(self.tool_env.clock.now(), wait_ms) else {
                             self.fail(run, step_id, super::clock::wait_out_of_range(wait_ms));
-                            return;
+                            return Ok(());
                         };
                         if let Some(record) = run.steps.get_mut(step_id.index()) {
                             record.status = StepStatus::Waiting;
@@ -228,9 +317,10 @@ impl WorkflowRunner<'_> {
                         run.stopped_at = Some(step_id);
                         run.resume_at = Some(resume.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
                         run.next_step = successor;
-                        return;
+                        return Ok(());
                     }
                     run.next_step = successor;
+                    (self.checkpoint)(run)?;
                 }
                 Err(error) => {
                     if let Some(record) = run.steps.get_mut(step_id.index()) {
@@ -242,6 +332,7 @@ impl WorkflowRunner<'_> {
                             record.error = Some(error.clone());
                         }
                         run.warnings.push(format!("step `{}` failed and the run continued: {error}", step.name));
+                        self.event(run, "step_failed", Some(&step.name));
                         (self.on_progress)(&StepProgress {
                             index: step_id.index() + 1,
                             total,
@@ -249,8 +340,10 @@ impl WorkflowRunner<'_> {
                             status: StepStatus::Failed,
                         });
                         run.next_step = self.successor(run, flow.name.as_str(), step_id);
+                        (self.checkpoint)(run)?;
                         continue;
                     }
+                    self.event(run, "step_failed", Some(&step.name));
                     (self.on_progress)(&StepProgress {
                         index: step_id.index() + 1,
                         total,
@@ -258,7 +351,7 @@ impl WorkflowRunner<'_> {
                         status: StepStatus::Failed,
                     });
                     self.fail(run, step_id, error);
-                    return;
+                    return Ok(());
                 }
             }
         }
@@ -269,6 +362,7 @@ impl WorkflowRunner<'_> {
                 record.status = StepStatus::Skipped;
             }
         }
+        Ok(())
     }
 
     fn fail(&self, run: &mut WorkflowRun, step_id: StepId, error: String) {
@@ -470,9 +564,20 @@ struct StepOutcome {
 impl WorkflowRun {
     /// The run in the JSON shape of DESIGN.md.
     pub fn to_json(&self, program: &Program) -> Value {
-        let flow = program.flow(self.flow);
+        self.json_with(Value::Object(super::engine::ordered_data(program, &self.data)))
+    }
+
+    /// [`WorkflowRun::to_json`] when the run's program is gone or changed:
+    /// the same object, with the data in name order.
+    pub fn to_json_without_program(&self) -> Value {
+        self.json_with(serde_json::to_value(&self.data).unwrap_or_default())
+    }
+
+    fn json_with(&self, data: Value) -> Value {
+        // Names come from the run itself, so a run reads the same after its
+        // program changed.
         let stopped_step =
-            self.stopped_at.and_then(|step| flow.and_then(|flow| flow.step(step))).map(|step| step.name.clone());
+            self.stopped_at.and_then(|step| self.steps.get(step.index())).map(|record| record.id.clone());
         let stopped_reason = match self.status {
             RunStatus::Completed => "flow_complete",
             RunStatus::Failed => "error",
@@ -483,12 +588,15 @@ impl WorkflowRun {
         serde_json::json!({
             "run": self.run,
             "status": self.status,
-            "flow": flow.map(|flow| flow.name.clone()),
+            "flow": self.flow_name,
             "step": stopped_step,
             "stopped_reason": stopped_reason,
             "resume_at": self.resume_at,
-            "data": super::engine::ordered_data(program, &self.data),
+            "data": data,
             "steps": self.steps,
+            "duration_ms": self.duration_ms,
+            "events": self.events,
+            "error": self.error,
             "llm_calls": 0,
             "tokens": { "prompt": 0, "completion": 0, "cached": 0 },
         })
@@ -496,6 +604,11 @@ impl WorkflowRun {
 
     /// "failed at step 3 (send_email): <error>".
     pub fn failure_summary(&self) -> Option<String> {
+        if self.status == RunStatus::Failed
+            && let Some(error) = &self.error
+        {
+            return Some(format!("failed: {error}"));
+        }
         let step = self.stopped_at?;
         let record = self.steps.get(step.index())?;
         let error = record.error.as_deref()?;

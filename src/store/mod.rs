@@ -1,39 +1,281 @@
-//! Session stores, behind one trait so the runtime never knows where a
-//! session lives: in memory (tests, one-shot runs), as JSON files under
-//! `.flowc/sessions/` (the default until the SQLite store lands), and later
-//! SQLite and PostgreSQL. Saving is a compare-and-swap on
-//! [`Session::version`]: a turn saves only if nobody saved since it loaded.
+//! Durable state behind two traits, so the runtime never knows where it
+//! lives: conversations ([`SessionStore`]) and workflow runs ([`RunStore`]).
+//! SQLite (bundled, WAL) is the store on one machine, PostgreSQL the store
+//! many machines share; an in-memory session store serves tests and
+//! embedders.
+//!
+//! Every write is one transaction with a compare-and-swap on a version: a
+//! turn or a step saves only if nobody saved since it loaded, and a kill at
+//! any moment leaves the store as before the write or after it. A session
+//! row holds the position, data and a bounded history; the full transcript
+//! is appended to its own table, so a turn costs the same at turn 10,000 as
+//! at turn 1.
 
-pub mod file;
+pub mod location;
 pub mod memory;
+pub mod postgres;
+pub mod sqlite;
 
+use crate::llm::Message;
 use crate::runtime::session::Session;
+use crate::runtime::workflow::WorkflowRun;
+use serde::Serialize;
+
+pub use location::StoreLocation;
+
+/// How many messages of history a stored session keeps; older ones live in
+/// the transcript only. More than the model is ever shown.
+pub const HISTORY_KEPT: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("session `{id}` was changed by someone else (stored version {stored}, expected {expected})")]
+    #[error(
+        "session `{id}` was changed by someone else (stored version {stored}, expected {expected}); run the turn again"
+    )]
     Conflict { id: String, stored: u64, expected: u64 },
-    #[error("cannot read or write session `{id}`: {message}")]
+    #[error("run `{id}` was changed by someone else (stored version {stored}, expected {expected})")]
+    RunConflict { id: String, stored: u64, expected: u64 },
+    #[error("cannot read or write `{id}`: {message}")]
     Io { id: String, message: String },
-    #[error("session `{id}` is corrupt: {message}")]
+    #[error("`{id}` is corrupt in the store: {message}")]
     Corrupt { id: String, message: String },
-    #[error("`{id}` is not a valid session id (use letters, digits, `-` and `_`)")]
+    #[error("`{id}` is not a valid id (use letters, digits, `-` and `_`, at most 128)")]
     InvalidId { id: String },
+    #[error("cannot open the store {location}: {message}")]
+    Open { location: String, message: String },
+}
+
+/// One line of `flowc sessions list`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SessionSummary {
+    pub id: String,
+    pub flow: Option<String>,
+    pub step: Option<String>,
+    pub turns: u32,
+    pub version: u64,
+    pub updated_at: String,
 }
 
 pub trait SessionStore {
-    /// The stored session, or `None` if there is none with this id.
+    /// The stored session, or `None` if there is none with this id. A
+    /// stored session whose own id or version disagrees with its row is
+    /// [`StoreError::Corrupt`], never silently used.
     fn load(&self, id: &str) -> Result<Option<Session>, StoreError>;
 
     /// Stores `session` if the stored version is still `expected_version`
-    /// (0 for a session never stored), atomically.
-    fn save(&self, session: &Session, expected_version: u64) -> Result<(), StoreError>;
+    /// (0 for a session never stored), and appends `transcript` to the
+    /// session's transcript, in one transaction.
+    fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError>;
+
+    fn list(&self) -> Result<Vec<SessionSummary>, StoreError>;
+
+    /// Whether there was a session to delete.
+    fn delete(&self, id: &str) -> Result<bool, StoreError>;
+
+    /// Every message of the session, oldest first.
+    fn transcript(&self, id: &str) -> Result<Vec<Message>, StoreError>;
 }
 
-/// Session ids become file names and keys: keep them plain.
+/// A workflow run as stored: the run itself and what resuming it needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredRun {
+    pub run: WorkflowRun,
+    /// The program file, absolute: a resume compiles it again.
+    pub program: String,
+    pub program_hash: String,
+    /// Incremented on every save (compare-and-swap).
+    pub version: u64,
+    /// When the run may be resumed, in seconds since the epoch.
+    pub due_at: Option<i64>,
+}
+
+/// One line of `flowc runs list`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunSummary {
+    pub run: String,
+    pub flow: String,
+    pub status: String,
+    pub resume_at: Option<String>,
+    pub program: String,
+    pub updated_at: String,
+}
+
+/// Who holds a run while it executes, and until when (seconds since the
+/// epoch): a holder that dies leaves the run to whoever comes after the
+/// lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub holder: String,
+    pub now: i64,
+    pub until: i64,
+}
+
+pub trait RunStore {
+    /// Stores `run` if its stored version is still `expected_version` (0 for
+    /// a new run), renewing `claim` or, with `None`, releasing the run.
+    fn save_run(&self, run: &StoredRun, expected_version: u64, claim: Option<&Claim>) -> Result<(), StoreError>;
+
+    fn load_run(&self, id: &str) -> Result<Option<StoredRun>, StoreError>;
+
+    fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError>;
+
+    /// Takes `id` for `claim.holder` if nobody holds it (or their lease is
+    /// over) and it is waiting (due by `claim.now`, unless `early`) or was
+    /// left running by a holder that died. `None` when it cannot be taken.
+    fn claim_run(&self, id: &str, claim: &Claim, early: bool) -> Result<Option<StoredRun>, StoreError>;
+
+    /// Takes up to `limit` due runs for `claim.holder`, oldest due first;
+    /// no two holders ever get the same run.
+    fn claim_due(&self, claim: &Claim, limit: usize) -> Result<Vec<StoredRun>, StoreError>;
+}
+
+/// Both stores in one: what `--store` opens.
+pub trait Store: SessionStore + RunStore + Send + Sync {}
+impl<T: SessionStore + RunStore + Send + Sync> Store for T {}
+
+/// Opens the store at `location`, creating and migrating it as needed.
+pub fn open(location: &StoreLocation) -> Result<Box<dyn Store>, StoreError> {
+    match location {
+        StoreLocation::Sqlite(path) => Ok(Box::new(sqlite::SqliteStore::open(path)?)),
+        StoreLocation::Postgres(url) => Ok(Box::new(postgres::PostgresStore::connect(url)?)),
+    }
+}
+
+/// Commits one turn of `after`, which was `before` when the turn began:
+/// the messages the turn added go to the transcript, the session keeps the
+/// last [`HISTORY_KEPT`], and the save is a compare-and-swap on the version
+/// the turn started from.
+pub fn commit_turn(store: &dyn SessionStore, before: &Session, after: &mut Session) -> Result<(), StoreError> {
+    let added = after.history.get(before.history.len()..).unwrap_or_default().to_vec();
+    let excess = after.history.len().saturating_sub(HISTORY_KEPT);
+    after.history.drain(..excess);
+    store.save(after, before.version, &added)
+}
+
+/// Session and run ids become keys and appear in commands: keep them plain.
 pub fn check_id(id: &str) -> Result<(), StoreError> {
     let valid = !id.is_empty()
         && id.len() <= 128
         && id.chars().all(|character| character.is_ascii_alphanumeric() || character == '-' || character == '_');
     if valid { Ok(()) } else { Err(StoreError::InvalidId { id: id.to_string() }) }
+}
+
+/// What a loaded session must satisfy whatever the program: its id is the
+/// key it was asked for, and its version can still grow.
+pub fn check_loaded(key: &str, session: &Session) -> Result<(), StoreError> {
+    if session.id != key {
+        return Err(StoreError::Corrupt {
+            id: key.to_string(),
+            message: format!("it holds session `{}`; delete it with `flowc sessions delete {key}`", session.id),
+        });
+    }
+    if session.version >= i64::MAX as u64 {
+        return Err(StoreError::Corrupt {
+            id: key.to_string(),
+            message: format!("its version {} is out of range", session.version),
+        });
+    }
+    Ok(())
+}
+
+/// What both database stores share: how a row's text becomes a session or
+/// a run and back.
+pub(crate) mod rows {
+    use super::{StoreError, StoredRun, check_loaded};
+    use crate::llm::{Message, Role};
+    use crate::runtime::session::Session;
+    use crate::runtime::workflow::WorkflowRun;
+
+    pub fn to_i64(id: &str, value: u64) -> Result<i64, StoreError> {
+        i64::try_from(value).map_err(|_| StoreError::Corrupt {
+            id: id.to_string(),
+            message: format!("version {value} is out of range"),
+        })
+    }
+
+    pub fn now_text() -> String {
+        chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    }
+
+    /// A session row: its state must hold the session asked for, at the
+    /// row's version.
+    pub fn session(id: &str, version: i64, state: &str) -> Result<Session, StoreError> {
+        let session: Session = serde_json::from_str(state)
+            .map_err(|error| StoreError::Corrupt { id: id.to_string(), message: error.to_string() })?;
+        if u64::try_from(version).ok() != Some(session.version) {
+            return Err(StoreError::Corrupt {
+                id: id.to_string(),
+                message: format!("its row is at version {version} but it holds version {}", session.version),
+            });
+        }
+        check_loaded(id, &session)?;
+        Ok(session)
+    }
+
+    pub fn run(
+        id: &str,
+        state: &str,
+        program: String,
+        program_hash: String,
+        version: i64,
+        due_at: Option<i64>,
+    ) -> Result<StoredRun, StoreError> {
+        let run = serde_json::from_str::<WorkflowRun>(state)
+            .map_err(|error| StoreError::Corrupt { id: id.to_string(), message: error.to_string() })?;
+        Ok(StoredRun { run, program, program_hash, version: u64::try_from(version).unwrap_or(0), due_at })
+    }
+
+    /// The run's `resume_at`, read from its state for a listing.
+    pub fn resume_at(state: &str) -> Option<String> {
+        serde_json::from_str::<WorkflowRun>(state).ok().and_then(|run| run.resume_at)
+    }
+
+    pub fn status(run: &WorkflowRun) -> String {
+        serde_json::to_value(run.status).ok().and_then(|status| status.as_str().map(str::to_string)).unwrap_or_default()
+    }
+
+    pub fn role(message: &Message) -> String {
+        serde_json::to_value(message.role).ok().and_then(|role| role.as_str().map(str::to_string)).unwrap_or_default()
+    }
+
+    pub fn message(id: &str, role: String, text: String) -> Result<Message, StoreError> {
+        let role: Role = serde_json::from_value(serde_json::Value::String(role))
+            .map_err(|error| StoreError::Corrupt { id: id.to_string(), message: error.to_string() })?;
+        Ok(Message { role, text })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::Role;
+
+    fn message(text: &str) -> Message {
+        Message { role: Role::User, text: text.to_string() }
+    }
+
+    #[test]
+    fn a_turn_appends_its_messages_and_keeps_a_bounded_history() {
+        let store = memory::MemoryStore::default();
+        let mut before = Session::new("s", "h");
+        before.history = (0..HISTORY_KEPT).map(|index| message(&index.to_string())).collect();
+        let mut after = before.clone();
+        after.history.push(message("new question"));
+        after.history.push(message("new answer"));
+        after.version = 1;
+        commit_turn(&store, &before, &mut after).unwrap();
+        assert_eq!(after.history.len(), HISTORY_KEPT);
+        assert_eq!(after.history.last(), Some(&message("new answer")));
+        assert_eq!(store.transcript("s").unwrap(), vec![message("new question"), message("new answer")]);
+        assert_eq!(store.load("s").unwrap(), Some(after));
+    }
+
+    #[test]
+    fn a_session_under_another_key_or_at_the_last_version_is_refused() {
+        let mut session = Session::new("alice", "h");
+        assert!(check_loaded("alice", &session).is_ok());
+        assert!(matches!(check_loaded("fork", &session), Err(StoreError::Corrupt { .. })));
+        session.version = u64::MAX;
+        assert!(matches!(check_loaded("alice", &session), Err(StoreError::Corrupt { .. })));
+    }
 }

@@ -5,6 +5,8 @@ mod compile;
 mod fake;
 mod generated;
 mod grounding;
+#[cfg(unix)]
+mod kill;
 mod providers;
 mod reliability;
 #[cfg(unix)]
@@ -13,4 +15,6 @@ mod repl;
 mod repl_stream;
 mod run;
 mod runtime;
+mod store;
 mod support;
+mod workflows;

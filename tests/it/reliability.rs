@@ -125,16 +125,18 @@ fn a_workflow_wait_past_the_representable_time_fails_the_run() {
     let env = tool_env();
     let sleep = |_: Duration| {};
     let mut on_progress = |_: &flowc::runtime::workflow::StepProgress| {};
+    let mut checkpoint = |_: &flowc::runtime::workflow::WorkflowRun| Ok(());
     let mut runner = WorkflowRunner {
         program: &program,
         tools: &tools,
         tool_env: &env,
         sleep: &sleep,
         on_progress: &mut on_progress,
+        checkpoint: &mut checkpoint,
     };
     let flow = program.flow_by_name("w").expect("the flow exists");
     let mut run = runner.start(flow, &serde_json::Map::new(), Default::default()).expect("the run starts");
-    runner.run(&mut run);
+    assert!(runner.run(&mut run).is_ok(), "no checkpoint fails");
     assert_eq!(run.status, RunStatus::Failed);
     let first = run.steps.first().expect("a step record");
     assert_eq!(first.status, StepStatus::Failed);

@@ -24,8 +24,21 @@ const TURN_KEYS: [&str; 11] = [
 const DIRECTIVE_KEYS: [&str; 3] = ["source", "directive", "applied"];
 const TOKEN_KEYS: [&str; 3] = ["prompt", "completion", "cached"];
 /// The keys of a workflow run's `--json` object, and of each step record.
-const RUN_KEYS: [&str; 10] =
-    ["run", "status", "flow", "step", "stopped_reason", "resume_at", "data", "steps", "llm_calls", "tokens"];
+const RUN_KEYS: [&str; 13] = [
+    "run",
+    "status",
+    "flow",
+    "step",
+    "stopped_reason",
+    "resume_at",
+    "data",
+    "steps",
+    "duration_ms",
+    "events",
+    "error",
+    "llm_calls",
+    "tokens",
+];
 const STEP_KEYS: [&str; 6] = ["id", "status", "started_at", "duration_ms", "output", "error"];
 
 fn keys(value: &Value) -> Vec<&str> {
@@ -636,11 +649,10 @@ fn script_mode_without_json_prints_replies_and_the_trace_on_stderr() {
 fn a_stored_session_remembers_what_its_confirmation_offered() {
     let dir = temp_dir("run-offered");
     let booking = root().join("flows/booking.flow").to_string_lossy().into_owned();
-    let args = ["run", &booking, "--session", "b1", "--json"];
+    let store = format!("sqlite:{}", dir.join("flowc.db").display());
+    let args = ["run", &booking, "--session", "b1", "--json", "--store", &store];
     let first = flowc_in(&dir, &args, Some("Book the Grand Hotel for 2 guests on 2026-12-04\n"));
     assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
-    let stored = std::fs::read_to_string(dir.join(".flowc/sessions/b1.json")).unwrap_or_default();
-    assert!(stored.contains("\"offered\""), "{stored}");
     let second = flowc_in(&dir, &args, Some("No, 3 guests\n"));
     assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
     let turn: Value = serde_json::from_str(stdout(&second).trim()).unwrap_or_default();
@@ -652,13 +664,14 @@ fn a_stored_session_remembers_what_its_confirmation_offered() {
 fn a_session_resumes_across_runs_and_a_failed_turn_leaves_the_stored_one_as_it_was() {
     let dir = temp_dir("run-sessions");
     let booking = root().join("flows/booking.flow").to_string_lossy().into_owned();
+    let store = format!("sqlite:{}", dir.join("flowc.db").display());
     let first = flowc_in(
         &dir,
-        &["run", &booking, "--session", "b1", "--json"],
+        &["run", &booking, "--session", "b1", "--json", "--store", &store],
         Some("Book the Grand Hotel for 2 guests on 2026-12-04\n"),
     );
     assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
-    let second = flowc_in(&dir, &["run", &booking, "--session", "b1", "--json"], Some("yes\n"));
+    let second = flowc_in(&dir, &["run", &booking, "--session", "b1", "--json", "--store", &store], Some("yes\n"));
     assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
     let turn: Value = serde_json::from_str(stdout(&second).trim()).unwrap_or_default();
     assert_eq!(turn["turn"], 2, "the second run goes on with the stored session");
@@ -666,13 +679,15 @@ fn a_session_resumes_across_runs_and_a_failed_turn_leaves_the_stored_one_as_it_w
 
     let written = std::fs::write(dir.join("failing.flow"), FAILING_TOOL);
     assert!(written.is_ok());
-    let started = flowc_in(&dir, &["run", "failing.flow", "--session", "w1"], Some("I want a widget\n"));
+    let show = |id: &str| stdout(&flowc_in(&dir, &["sessions", "show", id, "--json", "--store", &store], None));
+    let started =
+        flowc_in(&dir, &["run", "failing.flow", "--session", "w1", "--store", &store], Some("I want a widget\n"));
     assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
-    let stored = dir.join(".flowc/sessions/w1.json");
-    let before = std::fs::read_to_string(&stored).unwrap_or_default();
-    assert!(before.contains("\"turns\": 1") || before.contains("\"turns\":1"), "{before}");
-    let failed = flowc_in(&dir, &["run", "failing.flow", "--session", "w1"], Some("red\n"));
+    let before = show("w1");
+    let stored: Value = serde_json::from_str(before.trim()).unwrap_or_default();
+    assert_eq!(stored["turns"], 1, "{before}");
+    let failed = flowc_in(&dir, &["run", "failing.flow", "--session", "w1", "--store", &store], Some("red\n"));
     assert_eq!(failed.status.code(), Some(1));
-    assert_eq!(std::fs::read_to_string(&stored).unwrap_or_default(), before, "the failed turn saved nothing");
+    assert_eq!(show("w1"), before, "the failed turn saved nothing");
     let _ = std::fs::remove_dir_all(&dir);
 }

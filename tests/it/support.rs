@@ -33,6 +33,7 @@ pub fn flowc_in(dir: &Path, args: &[&str], stdin: Option<&str>) -> Output {
         .env("FLOWC_NOW", "2026-01-05T10:00:00Z")
         .env("FLOWC_SEED", "7")
         .env("NO_COLOR", "1")
+        .env("FLOWC_STORE", fresh_store())
         .env_remove("FLOWC_PROVIDER")
         .env_remove("FLOWC_MODEL")
         .stdin(std::process::Stdio::piped())
@@ -96,7 +97,8 @@ pub fn flowc_env(dir: &Path, args: &[&str], env: &[(&str, &str)], timeout: std::
         .current_dir(dir)
         .env("FLOWC_NOW", "2026-01-05T10:00:00Z")
         .env("FLOWC_SEED", "7")
-        .env("NO_COLOR", "1");
+        .env("NO_COLOR", "1")
+        .env("FLOWC_STORE", fresh_store());
     for variable in ["FLOWC_PROVIDER", "FLOWC_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"] {
         command.env_remove(variable);
     }
@@ -131,4 +133,13 @@ pub fn flowc_env(dir: &Path, args: &[&str], env: &[(&str, &str)], timeout: std::
 pub fn unique() -> usize {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+}
+
+/// A store no other run has used: a test's runs never see each other's
+/// sessions and workflow runs (seeded ids repeat), and nothing is written
+/// beside the programs in the repository. A test that needs one store
+/// across runs passes `--store`.
+pub fn fresh_store() -> String {
+    let path = std::env::temp_dir().join(format!("flowc-it-store-{}-{}.db", std::process::id(), unique()));
+    format!("sqlite:{}", path.display())
 }

@@ -1,0 +1,78 @@
+//! `flowc runs list|show ID`: the workflow runs in the store.
+
+use super::Outcome;
+use super::resume::open_store;
+
+#[derive(Debug, clap::Args)]
+pub struct RunsArgs {
+    #[command(subcommand)]
+    pub command: RunsCommand,
+    /// The store: sqlite:PATH or postgres://… (default: .flowc/flowc.db here, or FLOWC_STORE, or [store] in flowc.toml)
+    #[arg(long, global = true)]
+    pub store: Option<String>,
+    /// Print JSON (`show`: the run object `flowc run --json` prints)
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum RunsCommand {
+    /// One line per stored run
+    List,
+    /// A run with its step records
+    Show { id: String },
+}
+
+pub fn run(args: &RunsArgs) -> Outcome {
+    let (store, location) = match open_store(args.store.as_deref(), None) {
+        Ok(opened) => opened,
+        Err(outcome) => return outcome,
+    };
+    match &args.command {
+        RunsCommand::List => match store.list_runs() {
+            Ok(runs) if args.json => super::print_stdout(&format!("{}\n", serde_json::json!(runs))),
+            Ok(runs) => {
+                let mut text = String::new();
+                for run in runs {
+                    let resume = run.resume_at.map(|at| format!(" until {at}")).unwrap_or_default();
+                    text.push_str(&format!("{}\t{}\t{}{resume}\t{}\n", run.run, run.flow, run.status, run.program));
+                }
+                super::print_stdout(&text)
+            }
+            Err(error) => {
+                eprintln!("error: {error}");
+                Outcome::Error
+            }
+        },
+        RunsCommand::Show { id } => match store.load_run(id) {
+            Ok(Some(stored)) => {
+                // The run object names flows and steps: read them from its
+                // program when it still compiles, else from the records.
+                let program = crate::cli::load::load_file(std::path::Path::new(&stored.program))
+                    .ok()
+                    .map(|loaded| crate::pipeline::compile(&loaded.file))
+                    .filter(|compilation| !compilation.has_errors())
+                    .map(|compilation| compilation.ir)
+                    .filter(|program| crate::runtime::session::program_hash(program) == stored.program_hash);
+                let value = match &program {
+                    Some(program) => stored.run.to_json(program),
+                    None => stored.run.to_json_without_program(),
+                };
+                let text = if args.json {
+                    format!("{value}\n")
+                } else {
+                    serde_json::to_string_pretty(&value).map(|text| text + "\n").unwrap_or_default()
+                };
+                super::print_stdout(&text)
+            }
+            Ok(None) => {
+                eprintln!("error: there is no run `{id}` in {location}");
+                Outcome::Error
+            }
+            Err(error) => {
+                eprintln!("error: {error}");
+                Outcome::Error
+            }
+        },
+    }
+}

@@ -1,0 +1,418 @@
+//! The PostgreSQL store (`--store postgres://…`): the SQLite store's schema
+//! and semantics on a server that many machines share. A turn or a step is
+//! one transaction; the compare-and-swap reads the row `FOR UPDATE`, so two
+//! writers of one session serialize and the second sees the first's
+//! version. Workers claim due runs with `FOR UPDATE SKIP LOCKED`: two
+//! workers never take the same run, and neither waits for the other.
+//!
+//! The schema is versioned in a `schema_version` table; [`MIGRATIONS`]
+//! takes a database of any older version to the current one, under an
+//! advisory lock so that two processes starting at once migrate once.
+
+use super::rows::{self, now_text, to_i64};
+use super::{Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id};
+use crate::llm::Message;
+use crate::runtime::session::Session;
+use postgres::{Client, NoTls, Row};
+use std::sync::{Mutex, MutexGuard};
+
+/// `MIGRATIONS[n]` takes a database at version `n` to `n + 1`; the same
+/// versions as the SQLite store's.
+pub const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        version BIGINT NOT NULL,
+        flow TEXT,
+        step TEXT,
+        turns BIGINT NOT NULL,
+        transcript_len BIGINT NOT NULL,
+        updated_at TEXT NOT NULL,
+        state TEXT NOT NULL
+    );
+    CREATE TABLE transcript (
+        session_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        role TEXT NOT NULL,
+        text TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    );",
+    "CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        program TEXT NOT NULL,
+        program_hash TEXT NOT NULL,
+        flow TEXT NOT NULL,
+        status TEXT NOT NULL,
+        due_at BIGINT,
+        version BIGINT NOT NULL,
+        claimed_by TEXT,
+        claimed_until BIGINT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        state TEXT NOT NULL
+    );
+    CREATE INDEX runs_due ON runs (status, due_at);",
+];
+
+/// Any number that no other flowc lock uses: the migration lock's key.
+const MIGRATION_LOCK: i64 = 0x0066_6c6f_7763;
+
+pub struct PostgresStore {
+    client: Mutex<Client>,
+}
+
+fn sql_error(id: &str) -> impl Fn(postgres::Error) -> StoreError + '_ {
+    // The server's own message says what went wrong; the client's Display
+    // says only "db error".
+    move |error| StoreError::Io {
+        id: id.to_string(),
+        message: error
+            .as_db_error()
+            .map_or_else(|| error.to_string(), |db| format!("{}: {}", db.severity(), db.message())),
+    }
+}
+
+impl PostgresStore {
+    pub fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        let shown = redact(url);
+        let open_error = |message: String| StoreError::Open { location: shown.clone(), message };
+        let mut client = Client::connect(url, NoTls).map_err(|error| open_error(error.to_string()))?;
+        migrate(&mut client, MIGRATIONS).map_err(open_error)?;
+        Ok(PostgresStore { client: Mutex::new(client) })
+    }
+
+    fn client(&self, id: &str) -> Result<MutexGuard<'_, Client>, StoreError> {
+        self.client
+            .lock()
+            .map_err(|_| StoreError::Io { id: id.to_string(), message: "the store's lock is poisoned".to_string() })
+    }
+}
+
+/// The URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = url.get(scheme + 3..at).unwrap_or_default();
+            match credentials.split_once(':') {
+                Some((user, _)) => format!(
+                    "{}{user}:***{}",
+                    url.get(..scheme + 3).unwrap_or_default(),
+                    url.get(at..).unwrap_or_default()
+                ),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+pub fn migrate(client: &mut Client, migrations: &[&str]) -> Result<(), String> {
+    let mut transaction = client.transaction().map_err(|error| error.to_string())?;
+    transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).map_err(|error| error.to_string())?;
+    transaction
+        .batch_execute("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
+        .map_err(|error| error.to_string())?;
+    let version: Option<i64> = transaction
+        .query_opt("SELECT version FROM schema_version", &[])
+        .map_err(|error| error.to_string())?
+        .map(|row| row.get(0));
+    if version.is_none() {
+        transaction.execute("INSERT INTO schema_version VALUES (0)", &[]).map_err(|error| error.to_string())?;
+    }
+    let version = usize::try_from(version.unwrap_or(0)).map_err(|_| "its schema version is invalid".to_string())?;
+    if version > migrations.len() {
+        return Err(format!(
+            "its schema is version {version}, newer than this flowc knows ({}); use a newer flowc",
+            migrations.len()
+        ));
+    }
+    for (index, migration) in migrations.iter().enumerate().skip(version) {
+        transaction.batch_execute(migration).map_err(|error| format!("migration to version {}: {error}", index + 1))?;
+    }
+    let target = i64::try_from(migrations.len()).unwrap_or(i64::MAX);
+    transaction.execute("UPDATE schema_version SET version = $1", &[&target]).map_err(|error| error.to_string())?;
+    transaction.commit().map_err(|error| error.to_string())
+}
+
+impl SessionStore for PostgresStore {
+    fn load(&self, id: &str) -> Result<Option<Session>, StoreError> {
+        check_id(id)?;
+        let mut client = self.client(id)?;
+        let row =
+            client.query_opt("SELECT version, state FROM sessions WHERE id = $1", &[&id]).map_err(sql_error(id))?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let state: String = row.get(1);
+        rows::session(id, row.get(0), &state).map(Some)
+    }
+
+    fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError> {
+        let id = session.id.as_str();
+        check_id(id)?;
+        let version = to_i64(id, session.version)?;
+        let expected = to_i64(id, expected_version)?;
+        let state = serde_json::to_string(session)
+            .map_err(|error| StoreError::Io { id: id.to_string(), message: error.to_string() })?;
+        let conflict = |stored: i64| StoreError::Conflict {
+            id: id.to_string(),
+            stored: u64::try_from(stored).unwrap_or(0),
+            expected: expected_version,
+        };
+        let mut client = self.client(id)?;
+        let mut transaction = client.transaction().map_err(sql_error(id))?;
+        let row = transaction
+            .query_opt("SELECT version, transcript_len FROM sessions WHERE id = $1 FOR UPDATE", &[&id])
+            .map_err(sql_error(id))?;
+        let (stored, transcript_len): (i64, i64) = row.map_or((0, 0), |row| (row.get(0), row.get(1)));
+        if stored != expected {
+            return Err(conflict(stored));
+        }
+        let appended = i64::try_from(transcript.len()).unwrap_or(i64::MAX);
+        let turns = i64::from(session.turns);
+        let now = now_text();
+        if stored == 0 {
+            // Two first turns race on the insert: the loser inserts nothing.
+            let inserted = transaction
+                .execute(
+                    "INSERT INTO sessions (id, version, flow, step, turns, transcript_len, updated_at, state)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING",
+                    &[&id, &version, &session.flow_name, &session.step_name, &turns, &appended, &now, &state],
+                )
+                .map_err(sql_error(id))?;
+            if inserted == 0 {
+                return Err(conflict(expected.saturating_add(1)));
+            }
+        } else {
+            transaction
+                .execute(
+                    "UPDATE sessions SET version = $2, flow = $3, step = $4, turns = $5, transcript_len = $6,
+                         updated_at = $7, state = $8 WHERE id = $1",
+                    &[
+                        &id,
+                        &version,
+                        &session.flow_name,
+                        &session.step_name,
+                        &turns,
+                        &transcript_len.saturating_add(appended),
+                        &now,
+                        &state,
+                    ],
+                )
+                .map_err(sql_error(id))?;
+        }
+        if !transcript.is_empty() {
+            let statement = transaction
+                .prepare("INSERT INTO transcript (session_id, seq, role, text) VALUES ($1, $2, $3, $4)")
+                .map_err(sql_error(id))?;
+            for (offset, message) in (0i64..).zip(transcript) {
+                transaction
+                    .execute(&statement, &[&id, &(transcript_len + offset), &rows::role(message), &message.text])
+                    .map_err(sql_error(id))?;
+            }
+        }
+        transaction.commit().map_err(sql_error(id))
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
+        let mut client = self.client("*")?;
+        let rows = client
+            .query("SELECT id, flow, step, turns, version, updated_at FROM sessions ORDER BY id", &[])
+            .map_err(sql_error("*"))?;
+        Ok(rows
+            .iter()
+            .map(|row| SessionSummary {
+                id: row.get(0),
+                flow: row.get(1),
+                step: row.get(2),
+                turns: u32::try_from(row.get::<_, i64>(3)).unwrap_or(u32::MAX),
+                version: u64::try_from(row.get::<_, i64>(4)).unwrap_or(0),
+                updated_at: row.get(5),
+            })
+            .collect())
+    }
+
+    fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        check_id(id)?;
+        let mut client = self.client(id)?;
+        let mut transaction = client.transaction().map_err(sql_error(id))?;
+        transaction.execute("DELETE FROM transcript WHERE session_id = $1", &[&id]).map_err(sql_error(id))?;
+        let deleted = transaction.execute("DELETE FROM sessions WHERE id = $1", &[&id]).map_err(sql_error(id))?;
+        transaction.commit().map_err(sql_error(id))?;
+        Ok(deleted > 0)
+    }
+
+    fn transcript(&self, id: &str) -> Result<Vec<Message>, StoreError> {
+        check_id(id)?;
+        let mut client = self.client(id)?;
+        let rows = client
+            .query("SELECT role, text FROM transcript WHERE session_id = $1 ORDER BY seq", &[&id])
+            .map_err(sql_error(id))?;
+        rows.iter().map(|row| rows::message(id, row.get(0), row.get(1))).collect()
+    }
+}
+
+const RUN_COLUMNS: &str = "id, state, program, program_hash, version, due_at";
+
+fn run_from_row(row: &Row) -> Result<StoredRun, StoreError> {
+    let id: String = row.get(0);
+    let state: String = row.get(1);
+    rows::run(&id, &state, row.get(2), row.get(3), row.get(4), row.get(5))
+}
+/// As in the SQLite store: waiting and due (or `early`), or left running
+/// by a holder whose lease is over; `now` and `early` are SQL parameters.
+fn takeable(now: &str, early: &str) -> String {
+    format!(
+        "(claimed_until IS NULL OR claimed_until < {now})
+         AND ((status = 'waiting' AND ({early} OR due_at <= {now})) OR status = 'running')"
+    )
+}
+
+impl RunStore for PostgresStore {
+    fn save_run(&self, stored: &StoredRun, expected_version: u64, claim: Option<&Claim>) -> Result<(), StoreError> {
+        let id = stored.run.run.as_str();
+        check_id(id)?;
+        let version = to_i64(id, stored.version)?;
+        let expected = to_i64(id, expected_version)?;
+        let state = serde_json::to_string(&stored.run)
+            .map_err(|error| StoreError::Io { id: id.to_string(), message: error.to_string() })?;
+        let conflict = |stored: i64| StoreError::RunConflict {
+            id: id.to_string(),
+            stored: u64::try_from(stored).unwrap_or(0),
+            expected: expected_version,
+        };
+        let mut client = self.client(id)?;
+        let mut transaction = client.transaction().map_err(sql_error(id))?;
+        let row = transaction
+            .query_opt("SELECT version, claimed_by, claimed_until FROM runs WHERE id = $1 FOR UPDATE", &[&id])
+            .map_err(sql_error(id))?;
+        let (stored_version, holder, until): (i64, Option<String>, Option<i64>) =
+            row.map_or((0, None, None), |row| (row.get(0), row.get(1), row.get(2)));
+        let held_by_other = match (&holder, until, claim) {
+            (Some(holder), Some(until), Some(claim)) => *holder != claim.holder && until >= claim.now,
+            _ => false,
+        };
+        if stored_version != expected || held_by_other {
+            return Err(conflict(stored_version));
+        }
+        let now = now_text();
+        let status = rows::status(&stored.run);
+        let holder = claim.map(|claim| claim.holder.clone());
+        let until = claim.map(|claim| claim.until);
+        // One upsert for a new run and an existing one: the version
+        // condition makes a concurrent first save of the same id write
+        // nothing (the existing row is locked above otherwise).
+        let written = transaction
+            .execute(
+                "INSERT INTO runs (id, program, program_hash, flow, status, due_at, version, claimed_by,
+                     claimed_until, created_at, updated_at, state)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11)
+                 ON CONFLICT (id) DO UPDATE SET program = $2, program_hash = $3, flow = $4, status = $5,
+                     due_at = $6, version = $7, claimed_by = $8, claimed_until = $9, updated_at = $10, state = $11
+                 WHERE runs.version = $12",
+                &[
+                    &id,
+                    &stored.program,
+                    &stored.program_hash,
+                    &stored.run.flow_name,
+                    &status,
+                    &stored.due_at,
+                    &version,
+                    &holder,
+                    &until,
+                    &now,
+                    &state,
+                    &expected,
+                ],
+            )
+            .map_err(sql_error(id))?;
+        if written == 0 {
+            return Err(conflict(expected.saturating_add(1)));
+        }
+        transaction.commit().map_err(sql_error(id))
+    }
+
+    fn load_run(&self, id: &str) -> Result<Option<StoredRun>, StoreError> {
+        check_id(id)?;
+        let mut client = self.client(id)?;
+        let row = client
+            .query_opt(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"), &[&id])
+            .map_err(sql_error(id))?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+
+    fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let mut client = self.client("*")?;
+        let rows = client
+            .query("SELECT id, flow, status, state, program, updated_at FROM runs ORDER BY created_at, id", &[])
+            .map_err(sql_error("*"))?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let state: String = row.get(3);
+                let resume_at = rows::resume_at(&state);
+                RunSummary {
+                    run: row.get(0),
+                    flow: row.get(1),
+                    status: row.get(2),
+                    resume_at,
+                    program: row.get(4),
+                    updated_at: row.get(5),
+                }
+            })
+            .collect())
+    }
+
+    fn claim_run(&self, id: &str, claim: &Claim, early: bool) -> Result<Option<StoredRun>, StoreError> {
+        check_id(id)?;
+        let mut client = self.client(id)?;
+        let row = client
+            .query_opt(
+                &format!(
+                    "UPDATE runs SET claimed_by = $4, claimed_until = $5 WHERE id = $1 AND {}
+                     RETURNING {RUN_COLUMNS}",
+                    takeable("$2", "$3")
+                ),
+                &[&id, &claim.now, &early, &claim.holder, &claim.until],
+            )
+            .map_err(sql_error(id))?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+
+    fn claim_due(&self, claim: &Claim, limit: usize) -> Result<Vec<StoredRun>, StoreError> {
+        let mut client = self.client("*")?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // As in the SQLite store: runs left by a dead holder first, then the
+        // due ones, oldest first; each an index range scan. SKIP LOCKED
+        // passes over rows another worker is claiming this instant.
+        let rows = client
+            .query(
+                "WITH dead AS (
+                     SELECT id FROM runs WHERE status = 'running'
+                         AND (claimed_until IS NULL OR claimed_until < $1)
+                         LIMIT $4 FOR UPDATE SKIP LOCKED),
+                 due AS (
+                     SELECT id, due_at FROM runs WHERE status = 'waiting' AND due_at <= $1
+                         AND (claimed_until IS NULL OR claimed_until < $1)
+                         ORDER BY due_at LIMIT $4 FOR UPDATE SKIP LOCKED),
+                 taken AS (
+                     (SELECT id FROM dead) UNION ALL (SELECT id FROM due ORDER BY due_at) LIMIT $4)
+                 UPDATE runs SET claimed_by = $2, claimed_until = $3 FROM taken WHERE runs.id = taken.id
+                 RETURNING runs.id, runs.state, runs.program, runs.program_hash, runs.version, runs.due_at",
+                &[&claim.now, &claim.holder, &claim.until, &limit],
+            )
+            .map_err(sql_error("*"))?;
+        rows.iter().map(run_from_row).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_never_appears_in_messages() {
+        assert_eq!(redact("postgres://flowc:secret@127.0.0.1:5432/db"), "postgres://flowc:***@127.0.0.1:5432/db");
+        assert_eq!(redact("postgres://127.0.0.1/db"), "postgres://127.0.0.1/db");
+        assert_eq!(redact("postgres://flowc@127.0.0.1/db"), "postgres://flowc@127.0.0.1/db");
+    }
+}

@@ -1,0 +1,616 @@
+//! The SQLite store: one database file (bundled SQLite, no system library)
+//! in WAL mode, shared safely by any number of `flowc` processes on one
+//! machine. SQLite's own locking replaces lock files, so a process killed at
+//! any moment leaves nothing behind: its transaction either committed or
+//! never happened.
+//!
+//! Every write is one `BEGIN IMMEDIATE` transaction holding the
+//! compare-and-swap, so two writers never both win. `synchronous = NORMAL`
+//! keeps a committed turn through a killed process (the WAL is in the OS's
+//! hands before the commit returns); a power cut may lose the last turns
+//! but never tears one.
+//!
+//! The schema is versioned with `PRAGMA user_version`; [`MIGRATIONS`] takes
+//! a database of any older version to the current one.
+
+use super::rows::{self, now_text, to_i64};
+use super::{Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id};
+use crate::llm::Message;
+use crate::runtime::session::Session;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// The schema, one migration per version: `MIGRATIONS[n]` takes a database
+/// at version `n` to `n + 1`. Shipped migrations never change; a new schema
+/// is a new entry.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: conversations. The row holds the session (position, data, bounded
+    // history) as JSON; the transcript grows in its own table.
+    "CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        version INTEGER NOT NULL,
+        flow TEXT,
+        step TEXT,
+        turns INTEGER NOT NULL,
+        transcript_len INTEGER NOT NULL,
+        updated_at TEXT NOT NULL,
+        state TEXT NOT NULL
+    );
+    CREATE TABLE transcript (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        text TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID;",
+    // 2: workflow runs, with the claim a worker holds while it runs one.
+    "CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        program TEXT NOT NULL,
+        program_hash TEXT NOT NULL,
+        flow TEXT NOT NULL,
+        status TEXT NOT NULL,
+        due_at INTEGER,
+        version INTEGER NOT NULL,
+        claimed_by TEXT,
+        claimed_until INTEGER,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        state TEXT NOT NULL
+    );
+    CREATE INDEX runs_due ON runs (status, due_at);",
+];
+
+pub struct SqliteStore {
+    connection: Mutex<Connection>,
+    path: PathBuf,
+}
+
+fn sql_error(id: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+    move |error| StoreError::Io { id: id.to_string(), message: error.to_string() }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and migrates it.
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let location = format!("sqlite:{}", path.display());
+        let open_error = |message: String| StoreError::Open { location: location.clone(), message };
+        if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|error| open_error(error.to_string()))?;
+        }
+        let mut connection = Connection::open(path).map_err(|error| open_error(error.to_string()))?;
+        connection.busy_handler(Some(wait_for_writer)).map_err(|error| open_error(error.to_string()))?;
+        set_wal(&connection).map_err(|error| open_error(error.to_string()))?;
+        connection.pragma_update(None, "synchronous", "NORMAL").map_err(|error| open_error(error.to_string()))?;
+        migrate(&mut connection, MIGRATIONS).map_err(open_error)?;
+        let store = SqliteStore { connection: Mutex::new(connection), path: path.to_path_buf() };
+        store.import_json_sessions();
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn connection(&self, id: &str) -> Result<MutexGuard<'_, Connection>, StoreError> {
+        self.connection
+            .lock()
+            .map_err(|_| StoreError::Io { id: id.to_string(), message: "the store's lock is poisoned".to_string() })
+    }
+
+    /// Takes in the sessions of the JSON-file store that came before
+    /// (`.flowc/sessions/ID.json` beside this database), once: their lock
+    /// and temporary files are removed and the folder is renamed
+    /// `sessions.imported`. A file that does not read as a session is left
+    /// there and said on stderr.
+    fn import_json_sessions(&self) {
+        let Some(dir) = self.path.parent().map(|parent| parent.join("sessions")) else {
+            return;
+        };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        let mut kept = false;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".lock") || name.ends_with(".tmp") {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            let Some(id) = name.strip_suffix(".json") else {
+                continue;
+            };
+            let imported = std::fs::read_to_string(&path)
+                .map_err(|error| error.to_string())
+                .and_then(|text| serde_json::from_str::<Session>(&text).map_err(|error| error.to_string()))
+                .and_then(|mut session| {
+                    // The file's name is the key it was asked for.
+                    session.id = id.to_string();
+                    let history = std::mem::take(&mut session.history);
+                    let start = history.len().saturating_sub(super::HISTORY_KEPT);
+                    session.history = history.get(start..).unwrap_or_default().to_vec();
+                    match self.load(id) {
+                        Ok(Some(_)) => Ok(()),
+                        _ => self.save(&session, 0, &history).map_err(|error| error.to_string()),
+                    }
+                });
+            if let Err(error) = imported {
+                kept = true;
+                eprintln!("warning: cannot import the old session file {}: {error}", path.display());
+            }
+        }
+        if !kept {
+            let _ = std::fs::rename(&dir, dir.with_file_name("sessions.imported"));
+        }
+    }
+}
+
+/// Waits for another writer to commit: SQLite's own busy timeout sleeps
+/// in steps of up to 100 ms, far longer than a turn's transaction holds
+/// the lock, so concurrent writers would mostly sleep. Short waits first,
+/// then 1 ms ones, for about 30 s in all before giving up (`false`).
+fn wait_for_writer(attempt: i32) -> bool {
+    let pause = match attempt {
+        0..200 => Duration::from_micros(20),
+        200..30_000 => Duration::from_millis(1),
+        _ => return false,
+    };
+    std::thread::sleep(pause);
+    true
+}
+
+/// WAL mode, retried: a database another process is creating at the same
+/// moment can refuse the switch for an instant.
+fn set_wal(connection: &Connection) -> rusqlite::Result<()> {
+    let mut attempt = 0;
+    loop {
+        match connection.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0)) {
+            Ok(_) => return Ok(()),
+            Err(_) if attempt < 50 => {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// Brings the database to the last of `migrations`, each step in its own
+/// transaction (two processes opening a new database at once apply each
+/// migration once: the second sees the first's version).
+pub fn migrate(connection: &mut Connection, migrations: &[&str]) -> Result<(), String> {
+    let target = migrations.len();
+    loop {
+        let transaction =
+            connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|error| error.to_string())?;
+        let version: i64 =
+            transaction.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(|error| error.to_string())?;
+        let version = usize::try_from(version).map_err(|_| format!("its schema version {version} is invalid"))?;
+        if version > target {
+            return Err(format!(
+                "its schema is version {version}, newer than this flowc knows ({target}); use a newer flowc"
+            ));
+        }
+        let Some(migration) = migrations.get(version) else {
+            return transaction.commit().map_err(|error| error.to_string());
+        };
+        transaction
+            .execute_batch(migration)
+            .map_err(|error| format!("migration to version {}: {error}", version + 1))?;
+        transaction
+            .pragma_update(None, "user_version", i64::try_from(version + 1).unwrap_or(i64::MAX))
+            .map_err(|error| error.to_string())?;
+        transaction.commit().map_err(|error| error.to_string())?;
+    }
+}
+
+impl SessionStore for SqliteStore {
+    fn load(&self, id: &str) -> Result<Option<Session>, StoreError> {
+        check_id(id)?;
+        let connection = self.connection(id)?;
+        let row: Option<(i64, String)> = connection
+            .prepare_cached("SELECT version, state FROM sessions WHERE id = ?1")
+            .and_then(|mut statement| statement.query_row([id], |row| Ok((row.get(0)?, row.get(1)?))).optional())
+            .map_err(sql_error(id))?;
+        let Some((version, state)) = row else {
+            return Ok(None);
+        };
+        rows::session(id, version, &state).map(Some)
+    }
+
+    fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError> {
+        let id = session.id.as_str();
+        check_id(id)?;
+        let version = to_i64(id, session.version)?;
+        let expected = to_i64(id, expected_version)?;
+        let state = serde_json::to_string(session)
+            .map_err(|error| StoreError::Io { id: id.to_string(), message: error.to_string() })?;
+        let mut connection = self.connection(id)?;
+        let transaction =
+            connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
+        let stored: Option<(i64, i64)> = transaction
+            .prepare_cached("SELECT version, transcript_len FROM sessions WHERE id = ?1")
+            .and_then(|mut statement| statement.query_row([id], |row| Ok((row.get(0)?, row.get(1)?))).optional())
+            .map_err(sql_error(id))?;
+        let (stored_version, transcript_len) = stored.unwrap_or((0, 0));
+        if stored_version != expected {
+            return Err(StoreError::Conflict {
+                id: id.to_string(),
+                stored: u64::try_from(stored_version).unwrap_or(0),
+                expected: expected_version,
+            });
+        }
+        {
+            let mut append = transaction
+                .prepare_cached("INSERT INTO transcript (session_id, seq, role, text) VALUES (?1, ?2, ?3, ?4)")
+                .map_err(sql_error(id))?;
+            for (offset, message) in (0i64..).zip(transcript) {
+                append
+                    .execute(params![id, transcript_len + offset, rows::role(message), message.text])
+                    .map_err(sql_error(id))?;
+            }
+        }
+        let appended = i64::try_from(transcript.len()).unwrap_or(i64::MAX);
+        transaction
+            .prepare_cached(
+                "INSERT INTO sessions (id, version, flow, step, turns, transcript_len, updated_at, state)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (id) DO UPDATE SET version = ?2, flow = ?3, step = ?4, turns = ?5,
+                     transcript_len = ?6, updated_at = ?7, state = ?8",
+            )
+            .and_then(|mut statement| {
+                statement.execute(params![
+                    id,
+                    version,
+                    session.flow_name,
+                    session.step_name,
+                    session.turns,
+                    transcript_len.saturating_add(appended),
+                    now_text(),
+                    state
+                ])
+            })
+            .map_err(sql_error(id))?;
+        transaction.commit().map_err(sql_error(id))
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
+        let connection = self.connection("*")?;
+        let mut statement = connection
+            .prepare("SELECT id, flow, step, turns, version, updated_at FROM sessions ORDER BY id")
+            .map_err(sql_error("*"))?;
+        let rows = statement
+            .query_map([], |row| {
+                Ok(SessionSummary {
+                    id: row.get(0)?,
+                    flow: row.get(1)?,
+                    step: row.get(2)?,
+                    turns: row.get(3)?,
+                    version: u64::try_from(row.get::<_, i64>(4)?).unwrap_or(0),
+                    updated_at: row.get(5)?,
+                })
+            })
+            .map_err(sql_error("*"))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(sql_error("*"))
+    }
+
+    fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        check_id(id)?;
+        let mut connection = self.connection(id)?;
+        let transaction =
+            connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
+        transaction.execute("DELETE FROM transcript WHERE session_id = ?1", [id]).map_err(sql_error(id))?;
+        let deleted = transaction.execute("DELETE FROM sessions WHERE id = ?1", [id]).map_err(sql_error(id))?;
+        transaction.commit().map_err(sql_error(id))?;
+        Ok(deleted > 0)
+    }
+
+    fn transcript(&self, id: &str) -> Result<Vec<Message>, StoreError> {
+        check_id(id)?;
+        let connection = self.connection(id)?;
+        let mut statement = connection
+            .prepare("SELECT role, text FROM transcript WHERE session_id = ?1 ORDER BY seq")
+            .map_err(sql_error(id))?;
+        let rows = statement
+            .query_map([id], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))
+            .map_err(sql_error(id))?;
+        let mut messages = Vec::new();
+        for row in rows {
+            let (role, text) = row.map_err(sql_error(id))?;
+            messages.push(rows::message(id, role, text)?);
+        }
+        Ok(messages)
+    }
+}
+
+const RUN_COLUMNS: &str = "state, program, program_hash, version, due_at";
+
+fn run_from_row(id: &str, row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<StoredRun, StoreError>> {
+    let state: String = row.get(0)?;
+    Ok(rows::run(id, &state, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
+}
+/// Runs a holder may take: waiting and due (or `early`), or left running
+/// by a holder whose lease is over; never one held under a live lease.
+const TAKEABLE: &str = "(claimed_until IS NULL OR claimed_until < ?2)
+     AND ((status = 'waiting' AND (?3 OR due_at <= ?2)) OR status = 'running')";
+
+impl RunStore for SqliteStore {
+    fn save_run(&self, stored: &StoredRun, expected_version: u64, claim: Option<&Claim>) -> Result<(), StoreError> {
+        let id = stored.run.run.as_str();
+        check_id(id)?;
+        let version = to_i64(id, stored.version)?;
+        let expected = to_i64(id, expected_version)?;
+        let state = serde_json::to_string(&stored.run)
+            .map_err(|error| StoreError::Io { id: id.to_string(), message: error.to_string() })?;
+        let mut connection = self.connection(id)?;
+        let transaction =
+            connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
+        let row: Option<(i64, Option<String>, Option<i64>)> = transaction
+            .prepare_cached("SELECT version, claimed_by, claimed_until FROM runs WHERE id = ?1")
+            .and_then(|mut statement| {
+                statement.query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?))).optional()
+            })
+            .map_err(sql_error(id))?;
+        let (stored_version, holder, until) = row.unwrap_or((0, None, None));
+        // Another holder under a live lease owns the run, whatever the
+        // versions say.
+        let held_by_other = match (&holder, until, claim) {
+            (Some(holder), Some(until), Some(claim)) => *holder != claim.holder && until >= claim.now,
+            (Some(_), Some(_), None) => false,
+            _ => false,
+        };
+        if stored_version != expected || held_by_other {
+            return Err(StoreError::RunConflict {
+                id: id.to_string(),
+                stored: u64::try_from(stored_version).unwrap_or(0),
+                expected: expected_version,
+            });
+        }
+        let now = now_text();
+        transaction
+            .prepare_cached(
+                "INSERT INTO runs (id, program, program_hash, flow, status, due_at, version, claimed_by,
+                     claimed_until, created_at, updated_at, state)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)
+                 ON CONFLICT (id) DO UPDATE SET program = ?2, program_hash = ?3, flow = ?4, status = ?5,
+                     due_at = ?6, version = ?7, claimed_by = ?8, claimed_until = ?9, updated_at = ?10, state = ?11",
+            )
+            .and_then(|mut statement| {
+                statement.execute(params![
+                    id,
+                    stored.program,
+                    stored.program_hash,
+                    stored.run.flow_name,
+                    rows::status(&stored.run),
+                    stored.due_at,
+                    version,
+                    claim.map(|claim| claim.holder.as_str()),
+                    claim.map(|claim| claim.until),
+                    now,
+                    state
+                ])
+            })
+            .map_err(sql_error(id))?;
+        transaction.commit().map_err(sql_error(id))
+    }
+
+    fn load_run(&self, id: &str) -> Result<Option<StoredRun>, StoreError> {
+        check_id(id)?;
+        let connection = self.connection(id)?;
+        let row = connection
+            .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))
+            .and_then(|mut statement| statement.query_row([id], |row| run_from_row(id, row)).optional())
+            .map_err(sql_error(id))?;
+        row.transpose()
+    }
+
+    fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let connection = self.connection("*")?;
+        let mut statement = connection
+            .prepare("SELECT id, flow, status, state, program, updated_at FROM runs ORDER BY created_at, id")
+            .map_err(sql_error("*"))?;
+        let rows = statement
+            .query_map([], |row| {
+                let resume_at = rows::resume_at(&row.get::<_, String>(3)?);
+                Ok(RunSummary {
+                    run: row.get(0)?,
+                    flow: row.get(1)?,
+                    status: row.get(2)?,
+                    resume_at,
+                    program: row.get(4)?,
+                    updated_at: row.get(5)?,
+                })
+            })
+            .map_err(sql_error("*"))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(sql_error("*"))
+    }
+
+    fn claim_run(&self, id: &str, claim: &Claim, early: bool) -> Result<Option<StoredRun>, StoreError> {
+        check_id(id)?;
+        let mut connection = self.connection(id)?;
+        let transaction =
+            connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
+        let taken = transaction
+            .execute(
+                &format!("UPDATE runs SET claimed_by = ?4, claimed_until = ?5 WHERE id = ?1 AND {TAKEABLE}"),
+                params![id, claim.now, early, claim.holder, claim.until],
+            )
+            .map_err(sql_error(id))?;
+        if taken == 0 {
+            return Ok(None);
+        }
+        let row = transaction
+            .query_row(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"), [id], |row| run_from_row(id, row))
+            .map_err(sql_error(id))?;
+        transaction.commit().map_err(sql_error(id))?;
+        row.map(Some)
+    }
+
+    fn claim_due(&self, claim: &Claim, limit: usize) -> Result<Vec<StoredRun>, StoreError> {
+        let mut connection = self.connection("*")?;
+        let transaction =
+            connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error("*"))?;
+        // Two index range scans on (status, due_at), never a scan of the
+        // runs that ended: runs left by a dead holder first, then the due
+        // ones, oldest first.
+        let mut ids: Vec<String> = Vec::new();
+        for query in [
+            "SELECT id FROM runs WHERE status = 'running' AND (claimed_until IS NULL OR claimed_until < ?1) LIMIT ?2",
+            "SELECT id FROM runs WHERE status = 'waiting' AND due_at <= ?1
+                 AND (claimed_until IS NULL OR claimed_until < ?1) ORDER BY due_at LIMIT ?2",
+        ] {
+            let wanted = i64::try_from(limit.saturating_sub(ids.len())).unwrap_or(i64::MAX);
+            if wanted == 0 {
+                break;
+            }
+            let mut statement = transaction.prepare_cached(query).map_err(sql_error("*"))?;
+            let rows = statement.query_map(params![claim.now, wanted], |row| row.get(0)).map_err(sql_error("*"))?;
+            for id in rows {
+                ids.push(id.map_err(sql_error("*"))?);
+            }
+        }
+        let mut runs = Vec::with_capacity(ids.len());
+        for id in &ids {
+            transaction
+                .execute(
+                    "UPDATE runs SET claimed_by = ?2, claimed_until = ?3 WHERE id = ?1",
+                    params![id, claim.holder, claim.until],
+                )
+                .map_err(sql_error(id))?;
+            let run = transaction
+                .query_row(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"), [id], |row| run_from_row(id, row))
+                .map_err(sql_error(id))?;
+            runs.push(run?);
+        }
+        transaction.commit().map_err(sql_error("*"))?;
+        Ok(runs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::Role;
+
+    fn temp_db(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("flowc-sqlite-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir.join("flowc.db")
+    }
+
+    fn session(id: &str, version: u64) -> Session {
+        let mut session = Session::new(id, "hash");
+        session.version = version;
+        session
+    }
+
+    #[test]
+    fn saves_loads_lists_and_deletes_a_session_with_its_transcript() {
+        let store = SqliteStore::open(&temp_db("roundtrip")).unwrap();
+        let mut first = session("s1", 1);
+        first.data.insert("hotel".into(), "Ritz".into());
+        let said =
+            [Message { role: Role::User, text: "hi".into() }, Message { role: Role::Assistant, text: "hello".into() }];
+        store.save(&first, 0, &said).unwrap();
+        let mut second = first.clone();
+        second.version = 2;
+        store.save(&second, 1, &said[..1]).unwrap();
+        assert_eq!(store.load("s1").unwrap(), Some(second));
+        assert_eq!(store.load("missing").unwrap(), None);
+        assert_eq!(store.transcript("s1").unwrap().len(), 3);
+        assert_eq!(store.list().unwrap().iter().map(|summary| summary.id.as_str()).collect::<Vec<_>>(), ["s1"]);
+        assert!(store.delete("s1").unwrap());
+        assert!(!store.delete("s1").unwrap());
+        assert_eq!(store.load("s1").unwrap(), None);
+        assert!(store.transcript("s1").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_stale_version_is_a_conflict_and_changes_nothing() {
+        let store = SqliteStore::open(&temp_db("conflict")).unwrap();
+        store.save(&session("s2", 1), 0, &[]).unwrap();
+        let mut winner = session("s2", 2);
+        winner.data.insert("x".into(), 1.into());
+        store.save(&winner, 1, &[]).unwrap();
+        let error = store.save(&session("s2", 2), 1, &[]).unwrap_err();
+        assert!(matches!(error, StoreError::Conflict { stored: 2, expected: 1, .. }), "{error}");
+        assert!(matches!(store.save(&session("s2", 1), 0, &[]), Err(StoreError::Conflict { .. })));
+        assert_eq!(store.load("s2").unwrap(), Some(winner));
+    }
+
+    #[test]
+    fn a_row_holding_another_session_is_refused() {
+        let path = temp_db("mismatch");
+        let store = SqliteStore::open(&path).unwrap();
+        store.save(&session("alice", 1), 0, &[]).unwrap();
+        let connection = Connection::open(&path).unwrap();
+        connection.execute("UPDATE sessions SET id = 'fork' WHERE id = 'alice'", []).unwrap();
+        assert!(matches!(store.load("fork"), Err(StoreError::Corrupt { .. })));
+        connection.execute("UPDATE sessions SET version = 9 WHERE id = 'fork'", []).unwrap();
+        assert!(matches!(store.load("fork"), Err(StoreError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn a_database_at_every_older_schema_version_migrates_and_keeps_its_data() {
+        for version in 0..MIGRATIONS.len() {
+            let path = temp_db(&format!("migrate-{version}"));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let mut connection = Connection::open(&path).unwrap();
+            migrate(&mut connection, &MIGRATIONS[..version]).unwrap();
+            let at: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
+            assert_eq!(at, i64::try_from(version).unwrap());
+            if version >= 1 {
+                let state = serde_json::to_string(&session("old", 3)).unwrap();
+                connection
+                    .execute(
+                        "INSERT INTO sessions (id, version, flow, step, turns, transcript_len, updated_at, state)
+                         VALUES ('old', 3, NULL, NULL, 0, 0, 'then', ?1)",
+                        [state],
+                    )
+                    .unwrap();
+            }
+            drop(connection);
+            let store = SqliteStore::open(&path).unwrap();
+            let connection = store.connection("*").unwrap();
+            let at: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
+            drop(connection);
+            assert_eq!(at, i64::try_from(MIGRATIONS.len()).unwrap(), "from version {version}");
+            if version >= 1 {
+                assert_eq!(store.load("old").unwrap(), Some(session("old", 3)), "from version {version}");
+            }
+            assert!(store.list_runs().unwrap().is_empty());
+        }
+    }
+
+    #[test]
+    fn a_database_from_a_newer_flowc_is_refused() {
+        let path = temp_db("newer");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let connection = Connection::open(&path).unwrap();
+        connection.pragma_update(None, "user_version", 99).unwrap();
+        drop(connection);
+        let error = SqliteStore::open(&path).err().unwrap();
+        assert!(error.to_string().contains("newer than this flowc knows"), "{error}");
+    }
+
+    #[test]
+    fn the_old_json_store_is_imported_and_its_lock_files_removed() {
+        let path = temp_db("import");
+        let sessions = path.parent().unwrap().join("sessions");
+        std::fs::create_dir_all(&sessions).unwrap();
+        let mut old = session("whatever", 4);
+        old.history = vec![Message { role: Role::User, text: "hi".into() }];
+        std::fs::write(sessions.join("alice.json"), serde_json::to_string(&old).unwrap()).unwrap();
+        std::fs::write(sessions.join("alice.lock"), "").unwrap();
+        let store = SqliteStore::open(&path).unwrap();
+        let loaded = store.load("alice").unwrap().unwrap();
+        assert_eq!(loaded.id, "alice", "the file's name is the key");
+        assert_eq!(loaded.version, 4);
+        assert_eq!(store.transcript("alice").unwrap().len(), 1);
+        assert!(!sessions.exists());
+        assert!(!path.parent().unwrap().join("sessions.imported/alice.lock").exists());
+    }
+}

@@ -1,0 +1,272 @@
+//! Stored workflow runs end to end: `flowc run` stores a run and prints its
+//! id, `flowc resume` and `flowc worker` go on with it once it is due, a
+//! run whose program changed fails with the reason recorded, and stored
+//! conversations go on with an edited program when what they rely on is
+//! still there.
+
+use crate::support::{flowc_env, root, stderr, stdout, temp_dir};
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+const TODAY: &str = "2026-01-05T10:00:00Z";
+const TOMORROW: &str = "2026-01-06T10:00:01Z";
+
+/// `flowc ARGS` in `dir` against the store `store`, at `now`.
+fn flowc_at(dir: &Path, store: &str, now: &str, args: &[&str]) -> std::process::Output {
+    flowc_env(dir, args, &[("FLOWC_STORE", store), ("FLOWC_NOW", now)], Duration::from_secs(60))
+}
+
+fn store_in(dir: &Path) -> String {
+    format!("sqlite:{}", dir.join("flowc.db").display())
+}
+
+/// The id in `run ID: …`.
+fn run_id(output: &std::process::Output) -> String {
+    let text = stdout(output);
+    text.strip_prefix("run ").and_then(|rest| rest.split(':').next()).unwrap_or_default().to_string()
+}
+
+fn json(output: &std::process::Output) -> Value {
+    serde_json::from_str(stdout(output).trim()).unwrap_or_default()
+}
+
+fn statuses(run: &Value) -> Vec<(String, String)> {
+    run["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|step| {
+            (
+                step["id"].as_str().unwrap_or_default().to_string(),
+                step["status"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn onboarding_waits_a_day_then_resume_finishes_it_without_running_a_step_twice() {
+    let dir = temp_dir("wf-onboarding");
+    let store = store_in(&dir);
+    let program = root().join("flows/onboarding.flow").to_string_lossy().into_owned();
+    let data = r#"{"company": "Initech", "contacts": [{"name": "Ann", "email": "ann@initech.test"}]}"#;
+    let started = flowc_at(&dir, &store, TODAY, &["run", &program, "--data", data]);
+    assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
+    let id = run_id(&started);
+    assert!(!id.is_empty(), "{}", stdout(&started));
+    assert!(stderr(&started).contains(&format!("flowc resume {id}")), "{}", stderr(&started));
+
+    let early = flowc_at(&dir, &store, TODAY, &["resume", &id]);
+    assert_eq!(early.status.code(), Some(2));
+    assert!(stderr(&early).contains("waits until 2026-01-06T10:00:00Z"), "{}", stderr(&early));
+
+    let resumed = flowc_at(&dir, &store, TOMORROW, &["resume", &id, "--json"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let run = json(&resumed);
+    assert_eq!(run["status"], "completed");
+    let expected: Vec<(String, String)> = [
+        ("start", "completed"),
+        ("create_account", "completed"),
+        ("welcome_contacts", "completed"),
+        ("wait_a_day", "completed"),
+        ("check", "completed"),
+        ("nudge", "skipped"),
+        ("done", "completed"),
+    ]
+    .iter()
+    .map(|(step, status)| (step.to_string(), status.to_string()))
+    .collect();
+    assert_eq!(statuses(&run), expected);
+    let started_steps: Vec<&str> = run["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|event| event["event"] == "step_started")
+        .filter_map(|event| event["step"].as_str())
+        .collect();
+    assert_eq!(
+        started_steps,
+        ["start", "create_account", "welcome_contacts", "wait_a_day", "check", "done"],
+        "no completed step ran again"
+    );
+    assert_eq!(run["duration_ms"], 86_400_000 + 1_000, "the run's total duration spans the wait");
+
+    let shown = flowc_at(&dir, &store, TOMORROW, &["runs", "show", &id, "--json"]);
+    assert_eq!(json(&shown), run, "the store holds what resume printed");
+    let again = flowc_at(&dir, &store, TOMORROW, &["resume", &id]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(stderr(&again).contains("has ended (completed)"), "{}", stderr(&again));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+pub(crate) const PAUSING: &str = include_str!("../fixtures/workflows/pausing.flow");
+
+#[test]
+fn a_worker_resumes_every_due_run_once_and_leaves_the_rest() {
+    let dir = temp_dir("wf-worker");
+    let store = store_in(&dir);
+    assert!(std::fs::write(dir.join("pausing.flow"), PAUSING).is_ok());
+    let ids: Vec<String> = (0..3).map(|_| run_id(&flowc_at(&dir, &store, TODAY, &["run", "pausing.flow"]))).collect();
+    assert_eq!(ids.iter().collect::<std::collections::BTreeSet<_>>().len(), 3, "{ids:?}");
+
+    let idle = flowc_at(&dir, &store, TODAY, &["worker", "--once"]);
+    assert_eq!(idle.status.code(), Some(0), "{}", stderr(&idle));
+    assert_eq!(stdout(&idle), "", "nothing is due yet");
+
+    let later = "2026-01-05T11:00:00Z";
+    let worked = flowc_at(&dir, &store, later, &["worker", "--once"]);
+    assert_eq!(worked.status.code(), Some(0), "{}", stderr(&worked));
+    let mut resumed: Vec<String> = stdout(&worked).lines().map(str::to_string).collect();
+    resumed.sort();
+    let mut expected: Vec<String> = ids.iter().map(|id| format!("resumed {id}: completed")).collect();
+    expected.sort();
+    assert_eq!(resumed, expected);
+    assert_eq!(stdout(&flowc_at(&dir, &store, later, &["worker", "--once"])), "", "each run resumed once");
+
+    let listed = stdout(&flowc_at(&dir, &store, later, &["runs", "list"]));
+    assert_eq!(listed.lines().filter(|line| line.contains("\tpausing\tcompleted\t")).count(), 3, "{listed}");
+    let run = json(&flowc_at(&dir, &store, later, &["runs", "show", &ids[0], "--json"]));
+    assert_eq!(run["data"]["n"], 2);
+    assert_eq!(run["steps"][1]["status"], "completed", "the waiting step is completed after the resume");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_run_whose_program_changed_or_went_away_fails_with_the_reason_recorded() {
+    let dir = temp_dir("wf-changed");
+    let store = store_in(&dir);
+    let file = dir.join("pausing.flow");
+    assert!(std::fs::write(&file, PAUSING).is_ok());
+    let changed = run_id(&flowc_at(&dir, &store, TODAY, &["run", "pausing.flow"]));
+    let deleted = run_id(&flowc_at(&dir, &store, TODAY, &["run", "pausing.flow"]));
+    assert!(std::fs::write(&file, PAUSING.replace("set n = 2", "set n = 3")).is_ok());
+
+    let output = flowc_at(&dir, &store, TODAY, &["resume", &changed, "--now"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).contains("changed while the run waited"), "{}", stdout(&output));
+    let run = json(&flowc_at(&dir, &store, TODAY, &["runs", "show", &changed, "--json"]));
+    assert_eq!(run["status"], "failed");
+    assert!(run["error"].as_str().unwrap_or_default().contains("start a new run with `flowc run`"), "{run}");
+    assert_eq!(run["steps"][0]["status"], "completed", "what ran before the wait stays recorded");
+
+    assert!(std::fs::remove_file(&file).is_ok());
+    let output = flowc_at(&dir, &store, TODAY, &["resume", &deleted, "--now"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).contains("cannot be read any more"), "{}", stdout(&output));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+pub(crate) const BOOKING: &str = r#"
+schema {
+  hotel: string "The hotel" examples "Ritz", "Overlook"
+  guests: int "How many guests"
+}
+flow booking "Book a hotel" {
+  when "the user wants to book a hotel"
+  step ask_hotel {
+    prompt "Which hotel?"
+    collect hotel
+  }
+  step ask_guests {
+    prompt "How many guests?"
+    collect guests
+  }
+  step done {
+    say "Booked."
+  }
+}
+"#;
+
+#[test]
+fn a_stored_conversation_survives_a_reworded_prompt_and_names_what_an_incompatible_edit_broke() {
+    let dir = temp_dir("wf-sessions");
+    let store = store_in(&dir);
+    let file = dir.join("booking.flow");
+    assert!(std::fs::write(&file, BOOKING).is_ok());
+    let turn = |message: &str| {
+        let script = dir.join("script.txt");
+        assert!(std::fs::write(&script, format!("{message}\n")).is_ok());
+        flowc_at(&dir, &store, TODAY, &["run", "booking.flow", "--session", "alice", "--script", "script.txt"])
+    };
+    let first = turn("I want to book the Ritz");
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    assert_eq!(stdout(&first), "How many guests?\n");
+
+    assert!(std::fs::write(&file, BOOKING.replace("How many guests?", "For how many people?")).is_ok());
+    let reworded = turn("hello");
+    assert_eq!(reworded.status.code(), Some(0), "{}", stderr(&reworded));
+    assert_eq!(stdout(&reworded), "For how many people?\n", "the session kept its step");
+
+    assert!(std::fs::write(&file, BOOKING.replace("hotel: string", "hotel: int")).is_ok());
+    let retyped = turn("2");
+    assert_eq!(retyped.status.code(), Some(2));
+    assert!(
+        stderr(&retyped).contains("session `alice` cannot go on with this program: its field `hotel` no longer types"),
+        "{}",
+        stderr(&retyped)
+    );
+    assert!(stderr(&retyped).contains("flowc sessions delete alice"), "{}", stderr(&retyped));
+
+    let shown = json(&flowc_at(&dir, &store, TODAY, &["sessions", "show", "alice", "--json"]));
+    assert_eq!(shown["step"], "ask_guests");
+    assert_eq!(shown["turns"], 2);
+    assert_eq!(shown["transcript"].as_array().map(Vec::len), Some(4), "{shown}");
+    let listed = stdout(&flowc_at(&dir, &store, TODAY, &["sessions", "list"]));
+    assert!(listed.starts_with("alice\tbooking.ask_guests\t2 turns\t"), "{listed}");
+    let deleted = flowc_at(&dir, &store, TODAY, &["sessions", "delete", "alice"]);
+    assert_eq!(stdout(&deleted), "deleted session alice\n");
+    let missing = flowc_at(&dir, &store, TODAY, &["sessions", "show", "alice"]);
+    assert_eq!(missing.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn racing_turns_on_one_session_lose_nothing_and_the_losers_are_told() {
+    let dir = temp_dir("wf-race");
+    let store = store_in(&dir);
+    assert!(std::fs::write(dir.join("booking.flow"), BOOKING).is_ok());
+    assert!(std::fs::write(dir.join("script.txt"), "I want to book the Ritz\n").is_ok());
+    let rounds = 20;
+    let racers = 4;
+    let mut won = 0;
+    let mut conflicts = 0;
+    for round in 0..rounds {
+        let session = format!("race{round}");
+        let handles: Vec<_> = (0..racers)
+            .map(|_| {
+                let dir = dir.clone();
+                let store = store.clone();
+                let session = session.clone();
+                std::thread::spawn(move || {
+                    flowc_at(
+                        &dir,
+                        &store,
+                        TODAY,
+                        &["run", "booking.flow", "--session", &session, "--script", "script.txt"],
+                    )
+                })
+            })
+            .collect();
+        let mut round_won = 0;
+        for handle in handles {
+            let Ok(output) = handle.join() else {
+                panic!("a racer thread panicked");
+            };
+            match output.status.code() {
+                Some(0) => round_won += 1,
+                Some(1) if stderr(&output).contains("was changed by someone else") => conflicts += 1,
+                other => panic!("unexpected end {other:?}: {}", stderr(&output)),
+            }
+        }
+        let shown = json(&flowc_at(&dir, &store, TODAY, &["sessions", "show", &session, "--json"]));
+        let turns = shown["turns"].as_u64().unwrap_or_default();
+        let transcript = shown["transcript"].as_array().map_or(0, Vec::len);
+        assert_eq!(turns, round_won, "every winner's turn is stored, no loser's: {shown}");
+        won += round_won;
+        assert_eq!(usize::try_from(turns).unwrap_or_default() * 2, transcript, "every stored turn is whole: {shown}");
+    }
+    assert_eq!(won + conflicts, u64::try_from(rounds * racers).unwrap_or_default());
+    eprintln!("races: {rounds} rounds of {racers} processes, {won} turns committed, {conflicts} conflicts reported");
+    let _ = std::fs::remove_dir_all(&dir);
+}
