@@ -148,27 +148,30 @@ mkdir -p "$WORK/tiny"
 cp "$WORK/known/flowc.toml" "$WORK/tiny/flowc.toml"
 head -1 "$WORK/booking.txt" >"$WORK/first.txt"
 sed -n 2p "$WORK/booking.txt" >"$WORK/second.txt"
-if ! (cd "$WORK/tiny" && "$FLOWC" run "$ROOT/flows/booking.flow" --session broken --script "$WORK/first.txt" \
-  --json >/dev/null 2>"$WORK/tiny-first.err"); then
+TINY_STORE="sqlite:$WORK/tiny/flowc.db"
+if ! (cd "$WORK/tiny" && "$FLOWC" run "$ROOT/flows/booking.flow" --store "$TINY_STORE" --session broken \
+  --script "$WORK/first.txt" --json >/dev/null 2>"$WORK/tiny-first.err"); then
   echo "broken answer: FAIL: the first turn failed: $(cat "$WORK/tiny-first.err")"
   failed=1
 fi
-cp "$WORK/tiny/.flowc/sessions/broken.json" "$WORK/before.json" 2>/dev/null || : >"$WORK/before.json"
+stored_session() { "$FLOWC" sessions show broken --store "$TINY_STORE" --json 2>/dev/null; }
+stored_session >"$WORK/before.json" || : >"$WORK/before.json"
 printf 'max_tokens = 8\n' >>"$WORK/tiny/flowc.toml"
 status=0
 started=$(date +%s%N)
-(cd "$WORK/tiny" && "$FLOWC" run "$ROOT/flows/booking.flow" --session broken --script "$WORK/second.txt" --json \
+(cd "$WORK/tiny" && "$FLOWC" run "$ROOT/flows/booking.flow" --store "$TINY_STORE" --session broken \
+  --script "$WORK/second.txt" --json \
   >"$WORK/tiny.jsonl" 2>"$WORK/tiny.err") || status=$?
 elapsed="$(( ($(date +%s%N) - started) / 1000000 )) ms"
 if [ "$status" = 0 ]; then
   echo "broken answer (max_tokens 8): repaired in $elapsed: $(head -c 300 "$WORK/tiny.jsonl")"
 elif [ "$status" = 1 ] && grep -q "invalid_output" "$WORK/tiny.err" \
-  && cmp -s "$WORK/before.json" "$WORK/tiny/.flowc/sessions/broken.json"; then
+  && stored_session | cmp -s "$WORK/before.json" -; then
   echo "broken answer (max_tokens 8): failed cleanly in $elapsed, the stored session unchanged:"
   echo "  $(cat "$WORK/tiny.err")"
 else
   echo "broken answer (max_tokens 8): FAIL: exit $status: $(cat "$WORK/tiny.err")"
-  cmp -s "$WORK/before.json" "$WORK/tiny/.flowc/sessions/broken.json" || echo "  FAIL: the stored session changed"
+  stored_session | cmp -s "$WORK/before.json" - || echo "  FAIL: the stored session changed"
   failed=1
 fi
 
