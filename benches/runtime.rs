@@ -193,7 +193,7 @@ fn chain(turns: usize, warmup: usize) -> Stats {
     let program = compiled("chain.flow", &chain_program(STEPS));
     let answers: HashMap<String, Understanding> = [
         ("chain".to_string(), understood(Some("chain"), &[])),
-        ("go".to_string(), understood(None, &[("go", json!(true))])),
+        ("go ahead".to_string(), understood(None, &[("go", json!(true), "go ahead")])),
     ]
     .into_iter()
     .collect();
@@ -209,7 +209,7 @@ fn chain(turns: usize, warmup: usize) -> Stats {
     let run = |runtime: &mut Runtime, samples: Option<&mut Vec<Duration>>| {
         let mut session = parked.clone();
         let started = Instant::now();
-        let result = runtime.respond(&mut session, "go");
+        let result = runtime.respond(&mut session, "go ahead");
         let elapsed = started.elapsed();
         match result {
             Ok(result)

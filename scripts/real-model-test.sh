@@ -13,7 +13,12 @@
 #    json_schema to json_object), a streamed reply, a tool round (auto
 #    refused, then forced choice), and a broken answer from a tiny
 #    max_tokens that must be repaired or fail cleanly.
-# 2. Conversations: `flowc run FILE --script FILE --json --record FILE`
+# 2. Grounding: the ignored `real_model_books_only_on_yes` test runs the
+#    seven-turn booking script of issue 12 ("Hi, I'd like to book a hotel
+#    room" … "yes" / "thanks" / "what was the date again?") and the
+#    support example through the library, records them, replays the
+#    recording, and fails if `book` runs on any turn but "yes" or twice.
+# 3. Conversations: `flowc run FILE --script FILE --json --record FILE`
 #    (provider openai, from a flowc.toml) on the booking and support
 #    examples and on booking with a tool on its confirm step: every turn
 #    must complete (its understanding passed validation), with at most one
@@ -23,7 +28,9 @@
 #    answer: a turn with max_tokens = 8 must be repaired or fail cleanly,
 #    with the stored session (--session) unchanged.
 #
-# Env: REALLLM_DIR (default /tmp/realllm), REALLLM_PORT (default 8765).
+# Env: REALLLM_DIR (default /tmp/realllm), REALLLM_PORT (default 8765),
+# REALLLM_SHARED (default ../shared/real-llm beside the checkout; set it
+# from a worktree).
 set -euo pipefail
 
 if [ "${FLOWC_REAL_MODEL:-}" != 1 ]; then
@@ -32,7 +39,7 @@ if [ "${FLOWC_REAL_MODEL:-}" != 1 ]; then
 fi
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-REAL="$ROOT/../shared/real-llm"
+REAL="${REALLLM_SHARED:-$ROOT/../shared/real-llm}"
 DIR="${REALLLM_DIR:-/tmp/realllm}"
 PORT="${REALLLM_PORT:-8765}"
 URL="http://127.0.0.1:$PORT/v1"
@@ -69,6 +76,13 @@ unset OPENAI_API_KEY
 
 echo "== provider level"
 cargo test --lib real_server -- --ignored --nocapture --test-threads 1
+
+echo "== grounding: the seven-turn booking script and the support example, live then replayed"
+# Fails if `book` runs on any turn but the "yes" turn, or twice (live or
+# replayed from the recording), or if "my email is ann@example.com" does
+# not set the email; prints per turn the values the model proposed, those
+# rejected as ungrounded, those read by code, and the model calls.
+cargo test --test it real_model_books_only_on_yes -- --ignored --nocapture --test-threads 1
 
 echo "== conversations"
 cargo build --quiet --bin flowc
@@ -134,27 +148,30 @@ mkdir -p "$WORK/tiny"
 cp "$WORK/known/flowc.toml" "$WORK/tiny/flowc.toml"
 head -1 "$WORK/booking.txt" >"$WORK/first.txt"
 sed -n 2p "$WORK/booking.txt" >"$WORK/second.txt"
-if ! (cd "$WORK/tiny" && "$FLOWC" run "$ROOT/flows/booking.flow" --session broken --script "$WORK/first.txt" \
-  --json >/dev/null 2>"$WORK/tiny-first.err"); then
+TINY_STORE="sqlite:$WORK/tiny/flowc.db"
+if ! (cd "$WORK/tiny" && "$FLOWC" run "$ROOT/flows/booking.flow" --store "$TINY_STORE" --session broken \
+  --script "$WORK/first.txt" --json >/dev/null 2>"$WORK/tiny-first.err"); then
   echo "broken answer: FAIL: the first turn failed: $(cat "$WORK/tiny-first.err")"
   failed=1
 fi
-cp "$WORK/tiny/.flowc/sessions/broken.json" "$WORK/before.json" 2>/dev/null || : >"$WORK/before.json"
+stored_session() { "$FLOWC" sessions show broken --store "$TINY_STORE" --json 2>/dev/null; }
+stored_session >"$WORK/before.json" || : >"$WORK/before.json"
 printf 'max_tokens = 8\n' >>"$WORK/tiny/flowc.toml"
 status=0
 started=$(date +%s%N)
-(cd "$WORK/tiny" && "$FLOWC" run "$ROOT/flows/booking.flow" --session broken --script "$WORK/second.txt" --json \
+(cd "$WORK/tiny" && "$FLOWC" run "$ROOT/flows/booking.flow" --store "$TINY_STORE" --session broken \
+  --script "$WORK/second.txt" --json \
   >"$WORK/tiny.jsonl" 2>"$WORK/tiny.err") || status=$?
 elapsed="$(( ($(date +%s%N) - started) / 1000000 )) ms"
 if [ "$status" = 0 ]; then
   echo "broken answer (max_tokens 8): repaired in $elapsed: $(head -c 300 "$WORK/tiny.jsonl")"
 elif [ "$status" = 1 ] && grep -q "invalid_output" "$WORK/tiny.err" \
-  && cmp -s "$WORK/before.json" "$WORK/tiny/.flowc/sessions/broken.json"; then
+  && stored_session | cmp -s "$WORK/before.json" -; then
   echo "broken answer (max_tokens 8): failed cleanly in $elapsed, the stored session unchanged:"
   echo "  $(cat "$WORK/tiny.err")"
 else
   echo "broken answer (max_tokens 8): FAIL: exit $status: $(cat "$WORK/tiny.err")"
-  cmp -s "$WORK/before.json" "$WORK/tiny/.flowc/sessions/broken.json" || echo "  FAIL: the stored session changed"
+  stored_session | cmp -s "$WORK/before.json" - || echo "  FAIL: the stored session changed"
   failed=1
 fi
 

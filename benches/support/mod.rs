@@ -6,7 +6,7 @@
 
 use flowc::ir::{Program, Tool};
 use flowc::llm::{
-    Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding, Usage,
+    Proposal, Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding, Usage,
 };
 use flowc::pipeline::compile;
 use flowc::runtime::clock::{FixedClock, SeededIds};
@@ -77,10 +77,15 @@ pub fn runtime(program: &Arc<Program>, understandings: HashMap<String, Understan
     Runtime::new(Arc::clone(program), Box::new(Canned { understandings }), options)
 }
 
-pub fn understood(flow: Option<&str>, fields: &[(&str, Value)]) -> Understanding {
+/// An answer whose values cite their words, as a good model's do: the
+/// runtime checks each against the message, and that check is timed too.
+pub fn understood(flow: Option<&str>, fields: &[(&str, Value, &str)]) -> Understanding {
     Understanding {
         flow: flow.map(str::to_string),
-        fields: fields.iter().map(|(name, value)| (name.to_string(), value.clone())).collect(),
+        fields: fields
+            .iter()
+            .map(|(name, value, evidence)| (name.to_string(), Proposal::new(value.clone(), *evidence)))
+            .collect(),
         usage: Usage { calls: 1, ..Usage::default() },
         ..Understanding::default()
     }
@@ -93,10 +98,10 @@ pub const BOOKING_TURNS: [&str; 5] =
 pub fn booking_answers() -> HashMap<String, Understanding> {
     [
         (BOOKING_TURNS[0], understood(Some("booking"), &[])),
-        (BOOKING_TURNS[1], understood(None, &[("hotel", json!("Grand Hotel"))])),
-        (BOOKING_TURNS[2], understood(None, &[("date", json!("2026-12-04"))])),
-        (BOOKING_TURNS[3], understood(None, &[("guests", json!(2))])),
-        (BOOKING_TURNS[4], understood(None, &[("confirmed", json!(true))])),
+        (BOOKING_TURNS[1], understood(None, &[("hotel", json!("Grand Hotel"), "Grand Hotel")])),
+        (BOOKING_TURNS[2], understood(None, &[("date", json!("2026-12-04"), "2026-12-04")])),
+        (BOOKING_TURNS[3], understood(None, &[("guests", json!(2), "2 guests")])),
+        (BOOKING_TURNS[4], understood(None, &[("confirmed", json!(true), "yes")])),
     ]
     .into_iter()
     .map(|(message, answer)| (message.to_string(), answer))

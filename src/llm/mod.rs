@@ -111,18 +111,89 @@ pub struct Question {
 }
 
 /// The answer to an [`UnderstandRequest`]. Keys that were not asked are
-/// ignored by the runtime; values are validated before being written.
+/// ignored by the runtime; every value and every yes is a proposal that
+/// the runtime checks against the message (`runtime::grounding`) and then
+/// against the schema before anything is written.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Understanding {
     pub flow: Option<String>,
     #[serde(default)]
-    pub fields: BTreeMap<String, serde_json::Value>,
+    pub fields: BTreeMap<String, Proposal>,
     #[serde(default)]
-    pub conditions: BTreeMap<String, bool>,
+    pub conditions: BTreeMap<String, Answer>,
     #[serde(default)]
-    pub signals: BTreeMap<String, bool>,
+    pub signals: BTreeMap<String, Answer>,
     #[serde(default)]
     pub usage: Usage,
+}
+
+/// A field value and the words of the user's message it was read from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "ProposalWire")]
+pub struct Proposal {
+    pub value: serde_json::Value,
+    /// `None` when the model cited nothing: such a value is never written.
+    pub evidence: Option<String>,
+}
+
+impl Proposal {
+    pub fn new(value: serde_json::Value, evidence: impl Into<String>) -> Proposal {
+        Proposal { value, evidence: Some(evidence.into()) }
+    }
+}
+
+/// Recordings made before values carried evidence hold the bare value:
+/// they still load, as proposals without evidence.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ProposalWire {
+    Cited { value: serde_json::Value, evidence: Option<String> },
+    Bare(serde_json::Value),
+}
+
+impl From<ProposalWire> for Proposal {
+    fn from(wire: ProposalWire) -> Proposal {
+        match wire {
+            ProposalWire::Cited { value, evidence } => Proposal { value, evidence },
+            ProposalWire::Bare(value) => Proposal { value, evidence: None },
+        }
+    }
+}
+
+/// A yes/no answer to a condition or signal. A yes cites the words of the
+/// message that show it; a yes without them counts as no.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "AnswerWire")]
+pub struct Answer {
+    pub yes: bool,
+    pub evidence: Option<String>,
+}
+
+impl Answer {
+    pub fn yes(evidence: impl Into<String>) -> Answer {
+        Answer { yes: true, evidence: Some(evidence.into()) }
+    }
+
+    pub fn no() -> Answer {
+        Answer { yes: false, evidence: None }
+    }
+}
+
+/// Older recordings hold a bare boolean.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AnswerWire {
+    Cited { yes: bool, evidence: Option<String> },
+    Bare(bool),
+}
+
+impl From<AnswerWire> for Answer {
+    fn from(wire: AnswerWire) -> Answer {
+        match wire {
+            AnswerWire::Cited { yes, evidence } => Answer { yes, evidence },
+            AnswerWire::Bare(yes) => Answer { yes, evidence: None },
+        }
+    }
 }
 
 /// What the respond call must write.

@@ -39,8 +39,11 @@ pub fn understand(request: &UnderstandRequest, format: AnswerFormat) -> Prompt {
         "You read the latest user message of a conversation and report what it says. \
          Report only what the user said; never guess.\n\
          - flow: the flow the message asks for, from the list below, or null when none fits.\n\
-         - fields: each field's value when the user gives it (dates as YYYY-MM-DD), else null.\n\
-         - conditions, signals: true only when the description clearly holds for the message, else false.\n",
+         - fields: for each field the latest message gives, its evidence (the user's words, copied \
+         exactly) and its value (dates as YYYY-MM-DD); else null.\n\
+         - conditions, signals: yes true, with the user's words that show it as evidence, only when \
+         the description clearly holds for the message; else yes false and evidence null.\n\
+         Evidence is checked against the latest user message: anything it does not show is ignored.\n",
     );
     if !request.flows.is_empty() {
         stable.push_str("Flows:\n");
@@ -248,8 +251,9 @@ mod tests {
             prompt.stable,
             "You read the latest user message of a conversation and report what it says. Report only what the user said; never guess.
 - flow: the flow the message asks for, from the list below, or null when none fits.
-- fields: each field's value when the user gives it (dates as YYYY-MM-DD), else null.
-- conditions, signals: true only when the description clearly holds for the message, else false.
+- fields: for each field the latest message gives, its evidence (the user's words, copied exactly) and its value (dates as YYYY-MM-DD); else null.
+- conditions, signals: yes true, with the user's words that show it as evidence, only when the description clearly holds for the message; else yes false and evidence null.
+Evidence is checked against the latest user message: anything it does not show is ignored.
 Flows:
 - booking (Book a hotel room): the user wants to book a hotel room. Examples: \"Grand Hotel\"
 - support: the user has a problem

@@ -76,6 +76,38 @@ impl Redactor {
         }
     }
 
+    /// Every string inside a JSON value, keys left as they are (they are
+    /// the program's names, not model text).
+    pub fn value(&self, value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::String(text) => *text = self.text(text),
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|item| self.value(item)),
+            serde_json::Value::Object(fields) => fields.values_mut().for_each(|field| self.value(field)),
+            _ => {}
+        }
+    }
+
+    /// The model's proposals: values, their evidence and the flow it named
+    /// all reach the trace (`ungrounded` events quote them) and, once
+    /// grounded, the session. A redacted value no longer matches the
+    /// user's words, so grounding then drops it: a key is never written.
+    pub fn understanding(&self, understanding: &mut Understanding) {
+        if let Some(flow) = understanding.flow.as_mut() {
+            *flow = self.text(flow);
+        }
+        for proposal in understanding.fields.values_mut() {
+            self.value(&mut proposal.value);
+            if let Some(evidence) = proposal.evidence.as_mut() {
+                *evidence = self.text(evidence);
+            }
+        }
+        for answer in understanding.conditions.values_mut().chain(understanding.signals.values_mut()) {
+            if let Some(evidence) = answer.evidence.as_mut() {
+                *evidence = self.text(evidence);
+            }
+        }
+    }
+
     /// Where the part of a stream that can be redacted now ends: before
     /// a tail that may be the start of a secret or of a key-shaped word
     /// (`sk-…`, `Bearer …`), and before any match that reaches into it.
@@ -120,6 +152,24 @@ impl Redactor {
             cut -= 1;
         }
         cut
+    }
+}
+
+/// Tool calls whose arguments the model wrote: a key it repeats there would
+/// reach the tool, the trace and the session's tool records.
+struct RedactingTools<'t, 'r> {
+    inner: &'t mut dyn ToolLoop,
+    redactor: &'r Redactor,
+}
+
+impl ToolLoop for RedactingTools<'_, '_> {
+    fn call_tool(&mut self, name: &str, mut arguments: serde_json::Value) -> Result<serde_json::Value, String> {
+        self.redactor.value(&mut arguments);
+        self.inner.call_tool(name, arguments)
+    }
+
+    fn may_call(&self) -> bool {
+        self.inner.may_call()
     }
 }
 
@@ -171,7 +221,9 @@ impl Provider for Redacting {
     }
 
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
-        self.inner.understand(request).map_err(|error| self.redactor.error(error))
+        let mut understanding = self.inner.understand(request).map_err(|error| self.redactor.error(error))?;
+        self.redactor.understanding(&mut understanding);
+        Ok(understanding)
     }
 
     fn respond(
@@ -181,7 +233,8 @@ impl Provider for Redacting {
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Response, ProviderError> {
         let mut stream = Stream { redactor: &self.redactor, pending: String::new() };
-        let result = self.inner.respond(request, tools, &mut |piece| stream.push(piece, on_text));
+        let mut tools = RedactingTools { inner: tools, redactor: &self.redactor };
+        let result = self.inner.respond(request, &mut tools, &mut |piece| stream.push(piece, on_text));
         stream.finish(on_text);
         match result {
             Ok(mut response) => {
@@ -264,6 +317,62 @@ mod tests {
         assert_eq!(out.concat(), "the password is [redacted] ok");
         // Text that cannot be part of the secret is passed on before the end.
         assert!(out.len() > 1 && out.first().is_some_and(|first| first.starts_with("the pa")), "{out:?}");
+    }
+
+    /// A model that proposes its key as a value, as evidence and as a tool
+    /// argument.
+    struct Proposing;
+
+    impl Provider for Proposing {
+        fn name(&self) -> String {
+            "proposing".to_string()
+        }
+
+        fn understand(&mut self, _request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+            let mut understanding = Understanding { flow: Some(format!("flow {KEY}")), ..Understanding::default() };
+            understanding.fields.insert(
+                "note".to_string(),
+                crate::llm::Proposal::new(serde_json::json!({"items": [format!("key {KEY}")]}), format!("it is {KEY}")),
+            );
+            understanding.signals.insert("leak".to_string(), crate::llm::Answer::yes(KEY));
+            Ok(understanding)
+        }
+
+        fn respond(
+            &mut self,
+            _request: &RespondRequest,
+            tools: &mut dyn ToolLoop,
+            _on_text: &mut dyn FnMut(&str),
+        ) -> Result<Response, ProviderError> {
+            let result = tools
+                .call_tool("lookup", serde_json::json!({"query": format!("find {KEY}"), "n": 1}))
+                .map_err(ProviderError::InvalidRequest)?;
+            Ok(Response { text: result.to_string(), ..Response::default() })
+        }
+    }
+
+    #[test]
+    fn proposals_evidence_and_the_named_flow_are_redacted() {
+        let mut provider = Redacting::new(Box::new(Proposing), Redactor::new([KEY.to_string()]));
+        let understanding = provider.understand(&UnderstandRequest::default());
+        let text = serde_json::to_string(&understanding.ok()).unwrap_or_default();
+        assert!(!text.contains(KEY) && text.contains("[redacted]"), "{text}");
+    }
+
+    #[test]
+    fn tool_arguments_the_model_writes_are_redacted() {
+        struct Echo;
+        impl ToolLoop for Echo {
+            fn call_tool(&mut self, _name: &str, arguments: serde_json::Value) -> Result<serde_json::Value, String> {
+                Ok(arguments)
+            }
+            fn may_call(&self) -> bool {
+                true
+            }
+        }
+        let mut provider = Redacting::new(Box::new(Proposing), Redactor::new([KEY.to_string()]));
+        let response = provider.respond(&RespondRequest::default(), &mut Echo, &mut |_| {});
+        assert_eq!(response.map(|response| response.text), Ok(r#"{"query":"find [redacted]","n":1}"#.to_string()));
     }
 
     #[test]

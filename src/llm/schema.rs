@@ -2,20 +2,25 @@
 //! the validation of what a model returns against it.
 //!
 //! The answer mirrors [`Understanding`]: `flow` (an enum of the candidate
-//! flows' names and null), `fields` (one property per field to extract,
-//! its schema from [`FieldSpec::schema`] made nullable: null means "not
-//! given"), `conditions` and `signals` (one boolean per question id). A key
-//! appears only when the request asks for it, so the schema and the answer
-//! stay small.
+//! flows' names and null), `fields` (one property per field to extract:
+//! `{"evidence": "<the user's words>", "value": <its schema from
+//! [`FieldSpec::schema`]>}`, or null for "not given"), `conditions` and
+//! `signals` (one `{"evidence": "<words>" | null, "yes": boolean}` per
+//! question id). Evidence comes first, so a model writing in order quotes
+//! before it concludes. A key appears only when the request asks for it,
+//! so the schema and the answer stay small.
 //!
 //! Model output is untrusted: [`validate`] checks the shape (unknown keys,
 //! unknown flow names, wrong JSON types) and says what is wrong in words fit
-//! for a repair prompt. Field values are checked against their full schema
-//! by the runtime; here only their JSON type is.
+//! for a repair prompt. A bare value or boolean without its evidence object
+//! is accepted as a proposal without evidence (the runtime drops it rather
+//! than spend a repair call). Whether evidence holds is the runtime's
+//! to check (`runtime::grounding`), and so is each value's full schema;
+//! here only the JSON type is.
 //!
 //! [`FieldSpec::schema`]: crate::llm::FieldSpec::schema
 
-use crate::llm::{FieldSpec, UnderstandRequest, Understanding};
+use crate::llm::{Answer, FieldSpec, Proposal, UnderstandRequest, Understanding};
 use serde_json::{Map, Value, json};
 
 /// The schema of the answer to `request`. Every key is required and no
@@ -31,13 +36,13 @@ pub fn understanding_schema(request: &UnderstandRequest) -> Value {
         properties.insert("flow".into(), json!({ "anyOf": [{ "type": "string", "enum": names }, { "type": "null" }] }));
     }
     if !request.fields.is_empty() {
-        let fields = request.fields.iter().map(|field| (field.name.clone(), nullable(&field.schema)));
+        let fields = request.fields.iter().map(|field| (field.name.clone(), cited_value(&field.schema)));
         properties.insert("fields".into(), closed_object(fields.collect()));
     }
     for (key, questions) in [("conditions", &request.conditions), ("signals", &request.signals)] {
         if !questions.is_empty() {
-            let booleans = questions.iter().map(|question| (question.id.clone(), json!({ "type": "boolean" })));
-            properties.insert(key.into(), closed_object(booleans.collect()));
+            let answers = questions.iter().map(|question| (question.id.clone(), cited_answer()));
+            properties.insert(key.into(), closed_object(answers.collect()));
         }
     }
     closed_object(properties)
@@ -52,6 +57,22 @@ fn closed_object(properties: Map<String, Value>) -> Value {
         "required": required,
         "additionalProperties": false,
     })
+}
+
+/// A field's entry: its value with the words it was read from, or null.
+fn cited_value(schema: &Value) -> Value {
+    let mut entry = Map::new();
+    entry.insert("evidence".into(), json!({ "type": "string" }));
+    entry.insert("value".into(), schema.clone());
+    json!({ "anyOf": [closed_object(entry), { "type": "null" }] })
+}
+
+/// A question's entry: yes or no, and for a yes the words that show it.
+fn cited_answer() -> Value {
+    let mut entry = Map::new();
+    entry.insert("evidence".into(), json!({ "anyOf": [{ "type": "string" }, { "type": "null" }] }));
+    entry.insert("yes".into(), json!({ "type": "boolean" }));
+    closed_object(entry)
 }
 
 fn nullable(schema: &Value) -> Value {
@@ -128,7 +149,9 @@ pub fn without_patterns(schema: &Value) -> Value {
 
 /// A compact picture of the expected answer for prompts that carry no
 /// schema (`json_object` on servers that ignore the schema, `prompt` mode):
-/// `{"flow": "booking" | "support" | null, "fields": {"guests": integer | null}}`.
+/// `{"flow": "booking" | "support" | null, "fields": {"guests": {"evidence":
+/// string, "value": integer} | null}}`. Type names, not sample values: a
+/// small model copies a sample (`"words"`) into its answer.
 pub fn answer_sketch(request: &UnderstandRequest) -> String {
     let mut parts: Vec<String> = Vec::new();
     if !request.flows.is_empty() {
@@ -136,14 +159,21 @@ pub fn answer_sketch(request: &UnderstandRequest) -> String {
         parts.push(format!("\"flow\": {} | null", names.join(" | ")));
     }
     if !request.fields.is_empty() {
-        let fields: Vec<String> =
-            request.fields.iter().map(|field| format!("\"{}\": {} | null", field.name, value_sketch(field))).collect();
+        let fields: Vec<String> = request
+            .fields
+            .iter()
+            .map(|field| {
+                format!("\"{}\": {{\"evidence\": string, \"value\": {}}} | null", field.name, value_sketch(field))
+            })
+            .collect();
         parts.push(format!("\"fields\": {{{}}}", fields.join(", ")));
     }
     for (key, questions) in [("conditions", &request.conditions), ("signals", &request.signals)] {
         if !questions.is_empty() {
-            let answers: Vec<String> =
-                questions.iter().map(|question| format!("\"{}\": true | false", question.id)).collect();
+            let answers: Vec<String> = questions
+                .iter()
+                .map(|question| format!("\"{}\": {{\"evidence\": string | null, \"yes\": true | false}}", question.id))
+                .collect();
             parts.push(format!("\"{key}\": {{{}}}", answers.join(", ")));
         }
     }
@@ -182,6 +212,20 @@ pub fn extract_json(text: &str) -> Result<Value, String> {
     let candidates = [fenced(trimmed), braced(trimmed)];
     for candidate in candidates.into_iter().flatten() {
         if let Ok(value) = serde_json::from_str::<Value>(candidate) {
+            return Ok(value);
+        }
+    }
+    // A small model quoting the user may break a line inside a string
+    // (evidence copied with its line break): a raw control character is
+    // invalid there, and outside strings it can only be whitespace, so
+    // reading each as a space loses nothing.
+    if trimmed.chars().any(char::is_control) {
+        let spaced: String = trimmed.chars().map(|ch| if ch.is_control() { ' ' } else { ch }).collect();
+        if let Some(value) = [Some(spaced.as_str()), fenced(&spaced), braced(&spaced)]
+            .into_iter()
+            .flatten()
+            .find_map(|candidate| serde_json::from_str::<Value>(candidate).ok())
+        {
             return Ok(value);
         }
     }
@@ -283,16 +327,30 @@ fn read_fields(
             problems.push(format!("unknown field `{name}`"));
             continue;
         };
-        if field_value.is_null() {
+        let Some(proposal) = read_cited(field_value) else {
             continue;
-        }
-        match type_problem(field, field_value) {
+        };
+        match type_problem(field, &proposal.value) {
             Some(problem) => problems.push(problem),
             None => {
-                understanding.fields.insert(name.clone(), field_value.clone());
+                understanding.fields.insert(name.clone(), proposal);
             }
         }
     }
+}
+
+/// A field's entry, `{"evidence", "value"}` or a bare value (no evidence);
+/// `None` for null.
+fn read_cited(entry: &Value) -> Option<Proposal> {
+    if let Value::Object(map) = entry
+        && map.contains_key("value")
+        && map.keys().all(|key| key == "value" || key == "evidence")
+    {
+        let value = map.get("value").cloned().unwrap_or(Value::Null);
+        let evidence = map.get("evidence").and_then(Value::as_str).map(str::to_string);
+        return (!value.is_null()).then_some(Proposal { value, evidence });
+    }
+    (!entry.is_null()).then(|| Proposal { value: entry.clone(), evidence: None })
 }
 
 /// Whether a value's JSON type fits the field's kind. Only the type: enum
@@ -315,7 +373,7 @@ fn read_booleans(
     value: &Value,
     questions: &[crate::llm::Question],
     problems: &mut Vec<String>,
-) -> std::collections::BTreeMap<String, bool> {
+) -> std::collections::BTreeMap<String, Answer> {
     let mut answers = std::collections::BTreeMap::new();
     let map = match value {
         Value::Object(map) => map,
@@ -330,9 +388,14 @@ fn read_booleans(
             problems.push(format!("unknown id `{id}` in `{key}`"));
             continue;
         }
-        match answer {
+        let (yes, evidence) = match answer {
+            Value::Object(entry) => (entry.get("yes").unwrap_or(&Value::Null), entry.get("evidence")),
+            bare => (bare, None),
+        };
+        let evidence = evidence.and_then(Value::as_str).map(str::to_string);
+        match yes {
             Value::Bool(yes) => {
-                answers.insert(id.clone(), *yes);
+                answers.insert(id.clone(), Answer { yes: *yes, evidence });
             }
             Value::Null => {}
             other => problems.push(format!("`{key}.{id}` must be true or false, not {}", json_type(other))),
@@ -434,6 +497,20 @@ pub(crate) mod tests {
     #[test]
     fn schema_has_one_property_per_question() {
         let schema = understanding_schema(&booking_request());
+        let cited = |value: Value| {
+            json!({"anyOf": [{
+                "type": "object",
+                "properties": {"evidence": {"type": "string"}, "value": value},
+                "required": ["evidence", "value"],
+                "additionalProperties": false,
+            }, {"type": "null"}]})
+        };
+        let answer = json!({
+            "type": "object",
+            "properties": {"evidence": {"anyOf": [{"type": "string"}, {"type": "null"}]}, "yes": {"type": "boolean"}},
+            "required": ["evidence", "yes"],
+            "additionalProperties": false,
+        });
         assert_eq!(
             schema,
             json!({
@@ -443,22 +520,22 @@ pub(crate) mod tests {
                     "fields": {
                         "type": "object",
                         "properties": {
-                            "hotel": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-                            "date": {"anyOf": [{"type": "string", "format": "date"}, {"type": "null"}]},
-                            "guests": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 10}, {"type": "null"}]},
+                            "hotel": cited(json!({"type": "string"})),
+                            "date": cited(json!({"type": "string", "format": "date"})),
+                            "guests": cited(json!({"type": "integer", "minimum": 1, "maximum": 10})),
                         },
                         "required": ["hotel", "date", "guests"],
                         "additionalProperties": false,
                     },
                     "conditions": {
                         "type": "object",
-                        "properties": {"booking.confirm#2": {"type": "boolean"}},
+                        "properties": {"booking.confirm#2": answer.clone()},
                         "required": ["booking.confirm#2"],
                         "additionalProperties": false,
                     },
                     "signals": {
                         "type": "object",
-                        "properties": {"wants_human": {"type": "boolean"}},
+                        "properties": {"wants_human": answer},
                         "required": ["wants_human"],
                         "additionalProperties": false,
                     },
@@ -477,7 +554,10 @@ pub(crate) mod tests {
         };
         let schema = understanding_schema(&request);
         assert_eq!(schema["required"], json!(["fields"]));
-        assert_eq!(answer_sketch(&request), r#"{"fields": {"confirmed": true | false | null}}"#);
+        assert_eq!(
+            answer_sketch(&request),
+            r#"{"fields": {"confirmed": {"evidence": string, "value": true | false} | null}}"#
+        );
     }
 
     #[test]
@@ -502,7 +582,7 @@ pub(crate) mod tests {
     fn sketch_shows_the_expected_answer() {
         assert_eq!(
             answer_sketch(&booking_request()),
-            r#"{"flow": "booking" | "support" | null, "fields": {"hotel": string | null, "date": date string (YYYY-MM-DD) | null, "guests": integer | null}, "conditions": {"booking.confirm#2": true | false}, "signals": {"wants_human": true | false}}"#
+            r#"{"flow": "booking" | "support" | null, "fields": {"hotel": {"evidence": string, "value": string} | null, "date": {"evidence": string, "value": date string (YYYY-MM-DD)} | null, "guests": {"evidence": string, "value": integer} | null}, "conditions": {"booking.confirm#2": {"evidence": string | null, "yes": true | false}}, "signals": {"wants_human": {"evidence": string | null, "yes": true | false}}}"#
         );
     }
 
@@ -510,15 +590,43 @@ pub(crate) mod tests {
     fn valid_answer_is_read() {
         let answer = json!({
             "flow": "booking",
-            "fields": {"hotel": "Ritz Paris", "date": "2026-06-03", "guests": 2},
-            "conditions": {"booking.confirm#2": false},
+            "fields": {
+                "hotel": {"evidence": "Ritz Paris", "value": "Ritz Paris"},
+                "date": {"evidence": "the 3rd of June", "value": "2026-06-03"},
+                "guests": {"evidence": "for two", "value": 2},
+            },
+            "conditions": {"booking.confirm#2": {"evidence": null, "yes": false}},
             "signals": {"wants_human": null},
         });
         let understanding = validate(&answer, &booking_request()).unwrap();
         assert_eq!(understanding.flow.as_deref(), Some("booking"));
+        assert_eq!(understanding.fields.get("date"), Some(&Proposal::new(json!("2026-06-03"), "the 3rd of June")));
         assert_eq!(understanding.fields.len(), 3);
-        assert_eq!(understanding.conditions.get("booking.confirm#2"), Some(&false));
+        assert_eq!(understanding.conditions.get("booking.confirm#2"), Some(&Answer::no()));
         assert!(understanding.signals.is_empty());
+    }
+
+    #[test]
+    fn bare_values_are_proposals_without_evidence() {
+        let answer = json!({
+            "fields": {"hotel": "Ritz Paris", "guests": {"evidence": "two", "value": null}},
+            "signals": {"wants_human": true},
+        });
+        let understanding = validate(&answer, &booking_request()).unwrap();
+        assert_eq!(understanding.fields.get("hotel"), Some(&Proposal { value: json!("Ritz Paris"), evidence: None }));
+        assert!(!understanding.fields.contains_key("guests"), "a null value is not given");
+        assert_eq!(understanding.signals.get("wants_human"), Some(&Answer { yes: true, evidence: None }));
+    }
+
+    #[test]
+    fn old_recordings_still_load() {
+        let old: Understanding =
+            serde_json::from_value(json!({"flow": null, "fields": {"hotel": "Ritz"}, "signals": {"x": true}})).unwrap();
+        assert_eq!(old.fields.get("hotel"), Some(&Proposal { value: json!("Ritz"), evidence: None }));
+        assert_eq!(old.signals.get("x"), Some(&Answer { yes: true, evidence: None }));
+        let new = serde_json::to_value(&old).unwrap();
+        assert_eq!(new["fields"]["hotel"], json!({"value": "Ritz", "evidence": null}));
+        assert_eq!(serde_json::from_value::<Understanding>(new).unwrap(), old);
     }
 
     #[test]
@@ -560,5 +668,10 @@ pub(crate) mod tests {
         assert!(extract_json("{\"a\": ").unwrap_err().starts_with("the answer is not valid JSON (EOF"));
         assert_eq!(extract_json("  ").unwrap_err(), "the answer is empty");
         assert!(extract_json("} nothing {").is_err());
+        assert_eq!(
+            extract_json("{\"evidence\": \"two\nguests\",\n\"value\": 2}").unwrap(),
+            json!({"evidence": "two guests", "value": 2}),
+            "a line break inside a string"
+        );
     }
 }

@@ -48,12 +48,14 @@ use super::actions::{ActionError, ActionOutput, ActionRunner, ActionSource, Scop
 use super::clock::{Clock, IdSource};
 use super::directive::{Emission, Move, Source, describe, merge};
 use super::events::{DirectiveRecord, Event, Purpose, StopReason, Tokens, TurnResult};
+use super::grounding;
 use super::session::{Data, Offered, Session, program_hash};
 use super::tools::{ToolEnv, ToolError, ToolRegistry};
 use super::validate::validate;
 use crate::expr::eval::{eval, is_true, render};
 use crate::expr::{Expr, ExprKind, Template};
 use crate::ir::{Behavior, FieldId, Flow, FlowId, Next, Phase, Program, Recovery, Step, StepId, Then, ToolId};
+use crate::llm::offline::reading::CertainReader;
 use crate::llm::{
     FieldSpec, FlowChoice, Message, Provider, ProviderError, Question, RespondRequest, Role, ToolLoop, ToolSpec,
     UnderstandRequest, Understanding, Usage,
@@ -107,6 +109,9 @@ pub struct Runtime {
     program_hash: String,
     observer: Option<Observer>,
     stream: Option<StreamSink>,
+    /// Reads what the offline rules read beyond doubt before the model is
+    /// asked (its compiled patterns live as long as the runtime).
+    reader: CertainReader,
 }
 
 /// Where a turn goes next (one transition per [`Turn::step`] during
@@ -165,6 +170,7 @@ impl Runtime {
             program_hash,
             observer: None,
             stream: None,
+            reader: CertainReader::new(),
         }
     }
 
@@ -499,6 +505,14 @@ impl Turn<'_> {
                 fields.extend(declared.extract.iter().copied());
             }
         }
+        // Consent is never carried over: a confirmation (a `bool` some step
+        // collects) is read only from the message answering the step that
+        // asks for it, never ahead through `requires`, entry steps or
+        // signal `extract`.
+        let confirmations = confirmation_fields(&program);
+        fields.retain(|field| {
+            !confirmations.contains(field) || current_step.is_some_and(|step| step.collect.contains(field))
+        });
         let asked_alone: Option<FieldId> = current_step.and_then(|step| match step.collect.as_slice() {
             [only] => Some(*only),
             _ => None,
@@ -510,7 +524,7 @@ impl Turn<'_> {
         };
         let conditions = self.open_conditions(&program, &condition_flows, &fields);
 
-        let request = UnderstandRequest {
+        let mut request = UnderstandRequest {
             message: self.message.clone(),
             history: self.history_window(),
             active_flow: active.map(|flow| self.flow_name(flow)),
@@ -534,15 +548,25 @@ impl Turn<'_> {
             today: self.runtime.tool_env.clock.now().date_naive().to_string(),
         };
         self.asked_fields = fields;
+        // Code reads first: what the rules read beyond doubt is taken as
+        // read, and the model is asked only for the rest.
+        let read_by_code = self.runtime.reader.read(&request);
+        request.fields.retain(|field| !read_by_code.contains_key(&field.name));
         if !request.is_empty() {
-            let understanding = self.runtime.provider.understand(&request)?;
+            let mut understanding = self.runtime.provider.understand(&request)?;
             self.count_call(Purpose::Understand, understanding.usage);
+            self.ground(&mut understanding);
             self.understanding = understanding;
             if self.over_token_budget() {
                 self.stop = Some(StopReason::TokenLimit);
                 self.stage = Stage::Finish;
                 return Ok(());
             }
+        }
+        for (name, proposal) in read_by_code {
+            let evidence = proposal.evidence.clone().unwrap_or_default();
+            self.emit(Event::ReadByCode { field: name.clone(), value: proposal.value.clone(), evidence });
+            self.understanding.fields.insert(name, proposal);
         }
 
         // Routing decision (LANGUAGE.md section 3).
@@ -584,7 +608,7 @@ impl Turn<'_> {
             let Some(signal) = program.signals.get(signal_index) else {
                 continue;
             };
-            if self.understanding.signals.get(&signal.name) != Some(&true) {
+            if !self.understanding.signals.get(&signal.name).is_some_and(|answer| answer.yes) {
                 continue;
             }
             self.emit(Event::SignalMatched { signal: signal.name.clone(), phase: "pre" });
@@ -616,7 +640,7 @@ impl Turn<'_> {
             }
         }
         for signal in &program.signals {
-            if self.understanding.signals.get(&signal.name) == Some(&true) {
+            if self.understanding.signals.get(&signal.name).is_some_and(|answer| answer.yes) {
                 relevant.extend(signal.extract.iter().copied());
             }
         }
@@ -760,7 +784,8 @@ impl Turn<'_> {
         let mut staged: Vec<(String, Value)> = Vec::new();
         let mut rejected = false;
         let extracted = std::mem::take(&mut self.understanding.fields);
-        for (name, value) in &extracted {
+        for (name, proposal) in &extracted {
+            let value = &proposal.value;
             if value.is_null() {
                 continue;
             }
@@ -791,6 +816,16 @@ impl Turn<'_> {
             self.emit(Event::Extracted { field: name.clone(), value: value.clone() });
             self.extracted_this_turn.insert(name.clone());
             self.session.data.insert(name, value);
+        }
+    }
+
+    /// Checks the model's proposals against the user's message
+    /// (`grounding`): what the message does not back is dropped and traced.
+    fn ground(&mut self, understanding: &mut Understanding) {
+        let program = self.program();
+        let today = self.runtime.tool_env.clock.now().date_naive();
+        for event in grounding::ground(&program, understanding, &self.message, Some(today)) {
+            self.emit(event);
         }
     }
 
@@ -1369,7 +1404,7 @@ impl Turn<'_> {
     fn whens_hold(&mut self, base: &str, whens: &[String]) -> bool {
         for index in 0..whens.len() {
             let id = question_id(base, whens.len(), index);
-            match self.understanding.conditions.get(&id) {
+            match self.understanding.conditions.get(&id).map(|answer| answer.yes) {
                 Some(true) => {}
                 Some(false) => return false,
                 None => {
@@ -1846,8 +1881,16 @@ impl Turn<'_> {
                 fields.extend(declared.extract.iter().copied());
             }
         }
+        // The signals asked here opened during the turn: they see the reply
+        // they are about (a yes still cites the user's words).
         let mut history = self.history_window();
         history.push(Message { role: Role::User, text: self.message.clone() });
+        let reply = if self.reply.is_empty() { self.says.join("\n") } else { self.reply.clone() };
+        if !reply.is_empty() {
+            history.push(Message { role: Role::Assistant, text: reply });
+        }
+        let confirmations = confirmation_fields(&program);
+        fields.retain(|field| !confirmations.contains(field));
         let request = UnderstandRequest {
             message: self.message.clone(),
             history,
@@ -1869,21 +1912,22 @@ impl Turn<'_> {
         let answer = if request.signals.is_empty() {
             Understanding::default()
         } else {
-            let answer = self.runtime.provider.understand(&request)?;
+            let mut answer = self.runtime.provider.understand(&request)?;
             self.count_call(Purpose::PostSignals, answer.usage);
+            self.ground(&mut answer);
             answer
         };
         let mut armed = Vec::new();
         let mut extracting: BTreeSet<FieldId> = BTreeSet::new();
         for signal in signals.iter().filter_map(|signal| program.signals.get(*signal)) {
             let matched = answer.signals.get(&signal.name).or_else(|| early_answers.get(&signal.name));
-            if matched != Some(&true) {
+            if !matched.is_some_and(|answer| answer.yes) {
                 continue;
             }
             // The pre half of a `both` signal answered yes about this same
             // message and has fired already: firing again would arm the
             // same directive for the next turn.
-            if signal.phase == Phase::Both && early_answers.get(&signal.name) == Some(&true) {
+            if signal.phase == Phase::Both && early_answers.get(&signal.name).is_some_and(|answer| answer.yes) {
                 continue;
             }
             if answer.signals.contains_key(&signal.name) {
@@ -2079,6 +2123,20 @@ pub(crate) fn field_spec(field: &crate::ir::Field, asked: bool) -> FieldSpec {
         max: field.ty.max,
         asked,
     }
+}
+
+/// The confirmations of a program: `bool` fields that some step collects.
+/// They are read only from the message that answers a step collecting them.
+fn confirmation_fields(program: &Program) -> BTreeSet<FieldId> {
+    program
+        .flows
+        .iter()
+        .flat_map(|flow| &flow.steps)
+        .flat_map(|step| step.collect.iter().copied())
+        .filter(|field| {
+            program.field(*field).is_some_and(|declared| matches!(declared.ty.kind, crate::ir::TypeKind::Bool))
+        })
+        .collect()
 }
 
 fn question_id(base: &str, count: usize, index: usize) -> String {

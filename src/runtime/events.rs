@@ -33,6 +33,23 @@ pub enum Event {
         value: Value,
         reason: String,
     },
+    /// A proposal of the model that the message does not back: a field
+    /// value (not written) or a yes to a condition or signal (counted as
+    /// no). `kind` is `field`, `condition` or `signal`.
+    Ungrounded {
+        kind: &'static str,
+        name: String,
+        value: Value,
+        evidence: Option<String>,
+        reason: String,
+    },
+    /// A value code read from the message before asking the model (a
+    /// pattern match, an ISO date, an enum value named verbatim).
+    ReadByCode {
+        field: String,
+        value: Value,
+        evidence: String,
+    },
     SignalMatched {
         signal: String,
         phase: &'static str,

@@ -12,6 +12,7 @@ pub mod clock;
 pub mod directive;
 pub mod engine;
 pub mod events;
+pub mod grounding;
 pub mod session;
 pub mod tools;
 pub mod validate;

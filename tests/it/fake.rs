@@ -241,12 +241,9 @@ impl Facts {
                     }
                 }
                 "fields" | "conditions" | "signals" => {
-                    let empty = if key == "fields" { Value::Null } else { json!(false) };
                     let names = property["properties"].as_object().cloned().unwrap_or_default();
-                    let object: Map<String, Value> = names
-                        .keys()
-                        .map(|name| (name.clone(), facts[&key].get(name).cloned().unwrap_or_else(|| empty.clone())))
-                        .collect();
+                    let object: Map<String, Value> =
+                        names.keys().map(|name| (name.clone(), cite(&key, facts[&key].get(name), message))).collect();
                     Value::Object(object)
                 }
                 other => panic!("the answer schema asks for an unknown key `{other}`: {schema}"),
@@ -254,6 +251,20 @@ impl Facts {
             answer.insert(key, value);
         }
         Value::Object(answer)
+    }
+}
+
+/// A fact as the answer writes it: a bare value or yes cites the whole
+/// message, as a model quoting the user would; a fact already written as
+/// `{"evidence", "value"}` or `{"evidence", "yes"}` (a model citing words
+/// of its own choosing, or none) is sent as it is.
+fn cite(key: &str, fact: Option<&Value>, message: &str) -> Value {
+    match (key, fact) {
+        (_, Some(written)) if written.get("evidence").is_some() => written.clone(),
+        ("fields", None | Some(Value::Null)) => Value::Null,
+        ("fields", Some(value)) => json!({"evidence": message, "value": value}),
+        (_, Some(Value::Bool(true))) => json!({"evidence": message, "yes": true}),
+        _ => json!({"evidence": null, "yes": false}),
     }
 }
 

@@ -4,6 +4,7 @@
 mod compile;
 mod fake;
 mod generated;
+mod grounding;
 #[cfg(unix)]
 mod kill;
 mod providers;

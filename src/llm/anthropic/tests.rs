@@ -56,9 +56,13 @@ fn tool_answer(input: Value, stop_reason: &str) -> Reply {
 fn good_input() -> Value {
     json!({
         "flow": "booking",
-        "fields": {"hotel": "Ritz Paris", "date": "2026-06-03", "guests": 2},
-        "conditions": {"booking.confirm#2": false},
-        "signals": {"wants_human": false},
+        "fields": {
+            "hotel": {"evidence": "Ritz Paris", "value": "Ritz Paris"},
+            "date": {"evidence": "the 3rd of June", "value": "2026-06-03"},
+            "guests": {"evidence": "for two", "value": 2},
+        },
+        "conditions": {"booking.confirm#2": {"evidence": null, "yes": false}},
+        "signals": {"wants_human": {"evidence": null, "yes": false}},
     })
 }
 
@@ -163,7 +167,10 @@ fn understand_is_a_forced_tool_call() {
     let request = booking_request();
     let understanding = provider(&server).understand(&request).unwrap();
     assert_eq!(understanding.flow.as_deref(), Some("booking"));
-    assert_eq!(understanding.fields.get("date"), Some(&json!("2026-06-03")));
+    assert_eq!(
+        understanding.fields.get("date"),
+        Some(&crate::llm::Proposal::new(json!("2026-06-03"), "the 3rd of June"))
+    );
     assert_eq!(understanding.usage, Usage { calls: 1, prompt: 950, completion: 20, cached: 900 });
 
     let sent = server.request(0);

@@ -11,17 +11,20 @@
 //! 4. `enum` fields: the first value mentioned (whole words, case and
 //!    inflection folded: `Billing`, `accounts`), in its declared spelling;
 //! 5. `bool` fields: the yes/no word lists below;
-//! 6. `int`/`float` fields ([`super::numbers`]) from what is left.
+//! 6. `list` fields: every value named, for a list of enum values; an
+//!    enumeration ("ham, olives and mushrooms") for a list of strings;
+//! 7. `int`/`float` fields ([`super::numbers`]) from what is left.
 //!
 //! Last, and decided by the caller once yes/no questions are answered, a
 //! `string` field the current step asks for alone takes the whole answer
-//! ([`whole_answer`]). `list` and `object` fields are never extracted.
+//! ([`whole_answer`]). `object` fields are never extracted. Every value
+//! comes with the words it was read from, its evidence.
 
 use super::cache::Cache;
 use super::dates::{self, Value as DateValue};
 use super::numbers;
 use super::text::{Kind, Token, stem};
-use crate::llm::FieldSpec;
+use crate::llm::{FieldSpec, Proposal};
 use chrono::NaiveDate;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -148,14 +151,23 @@ fn consume(consumed: &mut [bool], first: usize, last: usize) {
     }
 }
 
-/// Every value found for `fields`, keyed by field name.
+/// The words of `message` that tokens `first..=last` cover: the evidence
+/// of a value read from them.
+pub(crate) fn span_text(message: &str, tokens: &[Token], first: usize, last: usize) -> String {
+    let start = tokens.get(first).map_or(0, |token| token.start);
+    let end = tokens.get(last).map_or(start, |token| token.end);
+    message.get(start..end).unwrap_or_default().to_string()
+}
+
+/// Every value found for `fields`, keyed by field name, each with the words
+/// it was read from.
 pub(crate) fn extract(
     message: &str,
     tokens: &[Token],
     fields: &[FieldSpec],
     today: Option<NaiveDate>,
     cache: &mut Cache,
-) -> BTreeMap<String, Value> {
+) -> BTreeMap<String, Proposal> {
     let mut consumed = vec![false; tokens.len()];
     let mut values = BTreeMap::new();
 
@@ -169,30 +181,33 @@ pub(crate) fn extract(
         for (flag, token) in consumed.iter_mut().zip(tokens) {
             *flag |= token.start < found.end && token.end > found.start;
         }
-        values.insert(field.name.clone(), Value::String(found.value));
+        let evidence = message.get(found.start..found.end).unwrap_or_default().to_string();
+        values.insert(field.name.clone(), Proposal::new(Value::String(found.value), evidence));
     }
 
     let mentions = dates::find(tokens, today, &consumed);
     for mention in &mentions {
         consume(&mut consumed, mention.first, mention.last);
     }
-    assign_dates(fields, &mentions, &mut values);
+    assign_dates(message, tokens, fields, &mentions, &mut values);
 
-    let words = Words::new(tokens, fields.iter().any(|field| field.kind == "enum"));
+    let words = Words::new(tokens, fields.iter().any(|field| field.kind == "enum" || field.kind == "list"));
     for field in fields.iter().filter(|field| field.kind == "string") {
         if values.contains_key(&field.name) {
             continue;
         }
         if let Some((example, first, last)) = find_example(field, &words, &consumed, cache) {
             consume(&mut consumed, first, last);
-            values.insert(field.name.clone(), Value::String(example));
+            let evidence = span_text(message, tokens, first, last);
+            values.insert(field.name.clone(), Proposal::new(Value::String(example), evidence));
         }
     }
 
     for field in fields.iter().filter(|field| field.kind == "enum") {
         if let Some((value, first, last)) = find_enum(field, &words, &consumed, cache) {
             consume(&mut consumed, first, last);
-            values.insert(field.name.clone(), Value::String(value));
+            let evidence = span_text(message, tokens, first, last);
+            values.insert(field.name.clone(), Proposal::new(Value::String(value), evidence));
         }
     }
 
@@ -201,8 +216,18 @@ pub(crate) fn extract(
         let any_asked = fields.iter().any(|field| field.asked);
         for field in &bools {
             if field.asked || (!any_asked && bools.len() == 1) {
-                values.insert(field.name.clone(), Value::Bool(answer));
+                values.insert(field.name.clone(), Proposal::new(Value::Bool(answer), message.trim()));
             }
+        }
+    }
+
+    let lists: Vec<&FieldSpec> = fields.iter().filter(|field| field.kind == "list").collect();
+    for field in &lists {
+        let alone = field.asked || lists.len() == 1;
+        if let Some((items, first, last)) = find_list(field, alone, message, tokens, &words, &consumed, cache) {
+            consume(&mut consumed, first, last);
+            let evidence = span_text(message, tokens, first, last);
+            values.insert(field.name.clone(), Proposal::new(Value::Array(items), evidence));
         }
     }
 
@@ -211,7 +236,10 @@ pub(crate) fn extract(
         let candidates = numbers::candidates(tokens, &consumed);
         if !candidates.is_empty() {
             let units: Vec<_> = numeric.iter().map(|field| cache.units(field, numbers::units)).collect();
-            values.extend(numbers::assign(&numeric, &units, &candidates));
+            for (name, value, candidate) in numbers::assign(&numeric, &units, &candidates) {
+                let evidence = span_text(message, tokens, candidate.first, candidate.last);
+                values.insert(name, Proposal::new(value, evidence));
+            }
         }
     }
     values
@@ -220,37 +248,48 @@ pub(crate) fn extract(
 /// Date fields take date mentions in message order, one each (the asked
 /// field first); a datetime field takes an ISO datetime, or else a date and
 /// a clock time of the message together. A plain date is never a datetime.
-fn assign_dates(fields: &[FieldSpec], mentions: &[dates::Mention], values: &mut BTreeMap<String, Value>) {
+fn assign_dates(
+    message: &str,
+    tokens: &[Token],
+    fields: &[FieldSpec],
+    mentions: &[dates::Mention],
+    values: &mut BTreeMap<String, Proposal>,
+) {
+    let said = |mention: &dates::Mention| span_text(message, tokens, mention.first, mention.last);
     let mut days = mentions.iter().filter_map(|mention| match &mention.value {
-        Some(DateValue::Date(date)) => Some(date.to_string()),
-        Some(DateValue::DateTime(datetime)) => datetime.get(..10).map(str::to_string),
+        Some(DateValue::Date(date)) => Some((date.to_string(), said(mention))),
+        Some(DateValue::DateTime(datetime)) => datetime.get(..10).map(|day| (day.to_string(), said(mention))),
         _ => None,
     });
     let mut date_fields: Vec<&FieldSpec> = fields.iter().filter(|field| field.kind == "date").collect();
     date_fields.sort_by_key(|field| !field.asked);
     for field in date_fields {
-        let Some(day) = days.next() else { break };
-        values.insert(field.name.clone(), Value::String(day));
+        let Some((day, evidence)) = days.next() else { break };
+        values.insert(field.name.clone(), Proposal::new(Value::String(day), evidence));
     }
 
     let datetime = mentions.iter().find_map(|mention| match &mention.value {
-        Some(DateValue::DateTime(datetime)) => Some(datetime.clone()),
+        Some(DateValue::DateTime(datetime)) => Some((datetime.clone(), said(mention))),
         _ => None,
     });
+    // A date and a clock time said apart: the evidence runs from one to
+    // the other.
     let combined = || {
-        let day = mentions.iter().find_map(|mention| match &mention.value {
-            Some(DateValue::Date(date)) => Some(*date),
+        let (day, day_mention) = mentions.iter().find_map(|mention| match &mention.value {
+            Some(DateValue::Date(date)) => Some((*date, mention)),
             _ => None,
         })?;
-        let (hour, minute) = mentions.iter().find_map(|mention| match &mention.value {
-            Some(DateValue::Time { hour, minute }) => Some((*hour, *minute)),
+        let (hour, minute, time_mention) = mentions.iter().find_map(|mention| match &mention.value {
+            Some(DateValue::Time { hour, minute }) => Some((*hour, *minute, mention)),
             _ => None,
         })?;
-        Some(format!("{day}T{hour:02}:{minute:02}:00"))
+        let first = day_mention.first.min(time_mention.first);
+        let last = day_mention.last.max(time_mention.last);
+        Some((format!("{day}T{hour:02}:{minute:02}:00"), span_text(message, tokens, first, last)))
     };
     if let Some(field) = fields.iter().find(|field| field.kind == "datetime") {
-        if let Some(value) = datetime.or_else(combined) {
-            values.insert(field.name.clone(), Value::String(value));
+        if let Some((value, evidence)) = datetime.or_else(combined) {
+            values.insert(field.name.clone(), Proposal::new(Value::String(value), evidence));
         }
     }
 }
@@ -292,6 +331,97 @@ fn find_enum(field: &FieldSpec, words: &Words, consumed: &[bool], cache: &mut Ca
         }
     }
     best.map(|(value, first, last)| (value.clone(), first, last))
+}
+
+/// Words that join the items of an enumeration.
+fn joins_items(token: &Token) -> bool {
+    match token.kind {
+        Kind::Symbol => matches!(token.lower.as_str(), "," | ";" | "&" | "+" | "/"),
+        Kind::Word => matches!(token.lower.as_str(), "and" | "or" | "plus"),
+        Kind::Number => false,
+    }
+}
+
+/// A `list` field's items: for enum items, every value named, in message
+/// order; for other items, an enumeration ("ham, olives and mushrooms"):
+/// runs of content words joined by commas, `and`, `or`, `plus`, at least
+/// two of them, taken only when the field is asked or is the only list
+/// asked about (`alone`). Returns the items and the tokens they span.
+fn find_list(
+    field: &FieldSpec,
+    alone: bool,
+    message: &str,
+    tokens: &[Token],
+    words: &Words,
+    consumed: &[bool],
+    cache: &mut Cache,
+) -> Option<(Vec<Value>, usize, usize)> {
+    let item_values: Vec<String> = field
+        .schema
+        .get("items")
+        .and_then(|items| items.get("enum"))
+        .and_then(Value::as_array)
+        .map(|values| values.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default();
+    if !item_values.is_empty() {
+        let mut named: Vec<(usize, usize, &String)> = item_values
+            .iter()
+            .filter_map(|value| words.find(&cache.phrase(value).stems, true, consumed).map(|(f, l)| (f, l, value)))
+            .collect();
+        named.sort();
+        let first = named.first()?.0;
+        let last = named.iter().map(|(_, last, _)| *last).max()?;
+        return Some((named.into_iter().map(|(_, _, value)| Value::String(value.clone())).collect(), first, last));
+    }
+    if !alone || field.schema.get("items").and_then(|items| items.get("type")) != Some(&Value::from("string")) {
+        return None;
+    }
+    // Each item: (first, last) token of a run of free content words.
+    let content = |token: &Token| token.is_alphanumeric() && !super::text::is_stop_word(&token.lower);
+    let mut best: Vec<(usize, usize)> = Vec::new();
+    let mut items: Vec<(usize, usize)> = Vec::new();
+    let mut run: Option<(usize, usize)> = None;
+    let mut joined = false;
+    for (index, token) in tokens.iter().enumerate() {
+        let free = !consumed.get(index).copied().unwrap_or(true);
+        if free && content(token) {
+            run = Some(run.map_or((index, index), |(first, _)| (first, index)));
+            continue;
+        }
+        if free && joins_items(token) {
+            if let Some(item) = run.take() {
+                items.push(item);
+            }
+            joined = true;
+            continue;
+        }
+        // Anything else ends the enumeration: the run before it is its
+        // last item, if a joiner came before.
+        if let Some(item) = run.take() {
+            if joined || items.is_empty() {
+                items.push(item);
+            }
+        }
+        if items.len() > best.len() {
+            best = std::mem::take(&mut items);
+        }
+        // The run after a stop word may start a new enumeration.
+        items.clear();
+        joined = false;
+    }
+    if let Some(item) = run.take() {
+        items.push(item);
+    }
+    if items.len() > best.len() {
+        best = items;
+    }
+    if best.len() < 2 {
+        return None;
+    }
+    let first = best.first()?.0;
+    let last = best.last()?.1;
+    let said = |(first, last): (usize, usize)| Value::String(span_text(message, tokens, first, last));
+    Some((best.into_iter().map(said).collect(), first, last))
 }
 
 /// Words that wrap an answer without being part of it.
@@ -416,7 +546,29 @@ mod tests {
         let tokens = tokenize(message);
         let today = NaiveDate::from_ymd_opt(2026, 1, 5);
         let values = extract(message, &tokens, fields, today, &mut Cache::default());
-        Value::Object(values.into_iter().collect())
+        Value::Object(values.into_iter().map(|(name, proposal)| (name, proposal.value)).collect())
+    }
+
+    fn list_of(name: &str, items: Value) -> FieldSpec {
+        let mut list = field(name, "list");
+        list.schema = json!({"type": "array", "items": items});
+        list
+    }
+
+    #[test]
+    fn lists_are_read_from_enumerations() {
+        let toppings = || asked(list_of("toppings", json!({"type": "string"})));
+        assert_eq!(
+            check(&[toppings()], "I'd like ham, olives and mushrooms please"),
+            json!({"toppings": ["ham", "olives", "mushrooms"]})
+        );
+        assert_eq!(check(&[toppings()], "Ham and extra cheese"), json!({"toppings": ["Ham", "extra cheese"]}));
+        assert_eq!(check(&[toppings()], "just ham"), json!({}), "one item is no enumeration");
+        let tokens = tokenize("ham, olives and mushrooms please");
+        let read = extract("ham, olives and mushrooms please", &tokens, &[toppings()], None, &mut Cache::default());
+        assert_eq!(read.get("toppings").and_then(|p| p.evidence.as_deref()), Some("ham, olives and mushrooms"));
+        let sizes = list_of("sizes", json!({"type": "string", "enum": ["small", "medium", "large"]}));
+        assert_eq!(check(&[sizes], "one large and two small ones"), json!({"sizes": ["large", "small"]}));
     }
 
     fn answer(message: &str) -> Option<bool> {

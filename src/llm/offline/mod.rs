@@ -34,7 +34,10 @@
 //!   `enum` by its values, whole words, any case; `bool` by yes/no words,
 //!   for the asked field (or the only bool field when nothing is asked);
 //!   `int`/`float` by digits and number words, unit words deciding between
-//!   fields (`numbers.rs`). Date and time spans are never read as numbers.
+//!   fields (`numbers.rs`); `list` by the enum values it names, or an
+//!   enumeration ("ham, olives and mushrooms") for the list asked about.
+//!   Date and time spans are never read as numbers. Each value comes with
+//!   its evidence: the words of the message it was read from.
 //! - **The whole answer**: a `string` field the current step asks for
 //!   alone, with no `pattern` and nothing found above, takes the message
 //!   trimmed of politeness (`please`, `thanks`, `um`, `it's`, surrounding
@@ -42,8 +45,12 @@
 //!   gave another field a value, answered a question or signal yes, or was
 //!   routed to a flow other than the active one.
 //! - **Conditions and signals**: yes when a term of the message is a term
-//!   of one of the question's `when`s, else no. Every question asked gets
-//!   an answer.
+//!   of one of the question's `when`s, else no, a yes citing the word it
+//!   rests on. Every question asked gets an answer.
+//!
+//! The readers are lent to the runtime (`reading.rs`): it checks every
+//! provider's evidence with them and reads what they read beyond doubt
+//! before asking any model.
 //!
 //! # Replies ([`Provider::respond`])
 //!
@@ -73,8 +80,8 @@
 //! "hardly"); one matching term is enough, so a stray word can trigger a
 //! question or a route; only the synonyms in the table; mixed answers such
 //! as "ok, but change the date" read both a yes and the change; numeric
-//! dates other than ISO (`12/04`) are not read; `list` and `object` fields
-//! are never extracted.
+//! dates other than ISO (`12/04`) are not read; `object` fields are never
+//! extracted.
 //!
 //! The provider is deterministic: no randomness and no clock (relative
 //! dates resolve against the request's `today`).
@@ -84,10 +91,14 @@ mod dates;
 mod extract;
 mod numbers;
 mod patterns;
+pub mod reading;
 mod routing;
 mod text;
 
-use super::{Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding, Usage};
+use super::{
+    Answer, Proposal, Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding,
+    Usage,
+};
 use cache::Cache;
 use chrono::NaiveDate;
 use std::collections::BTreeMap;
@@ -134,28 +145,35 @@ impl Provider for Offline {
 
 fn understand(request: &UnderstandRequest, cache: &mut Cache) -> Understanding {
     let tokens = text::tokenize(&request.message);
-    let message_terms = text::terms_of(&tokens);
+    let located = text::located_terms(&tokens);
+    let message_terms: Vec<String> = located.iter().map(|found| found.term.clone()).collect();
     let today = request.today.trim().get(..10).and_then(|day| NaiveDate::parse_from_str(day, "%Y-%m-%d").ok());
 
     let flow = routing::route(&request.flows, &message_terms, cache);
     let mut fields = extract::extract(&request.message, &tokens, &request.fields, today, cache);
-    let mut answer_all = |questions: &[super::Question]| -> BTreeMap<String, bool> {
+    let mut answer_all = |questions: &[super::Question]| -> BTreeMap<String, Answer> {
         questions
             .iter()
-            .map(|question| (question.id.clone(), routing::answer(question, &message_terms, cache)))
+            .map(|question| {
+                let answer = match routing::answer(question, &located, cache) {
+                    Some(found) => Answer::yes(extract::span_text(&request.message, &tokens, found.first, found.last)),
+                    None => Answer::no(),
+                };
+                (question.id.clone(), answer)
+            })
             .collect()
     };
     let conditions = answer_all(&request.conditions);
     let signals = answer_all(&request.signals);
 
     let said_something_else = !fields.is_empty()
-        || conditions.values().chain(signals.values()).any(|yes| *yes)
+        || conditions.values().chain(signals.values()).any(|answer| answer.yes)
         || flow.as_ref().is_some_and(|flow| request.active_flow.as_ref() != Some(flow));
     let whole_answer_field =
         request.fields.iter().find(|field| field.asked && field.kind == "string" && field.pattern.is_none());
     if let (Some(field), false) = (whole_answer_field, said_something_else) {
         if let Some(answer) = extract::whole_answer(&request.message, &tokens) {
-            fields.insert(field.name.clone(), serde_json::Value::String(answer));
+            fields.insert(field.name.clone(), Proposal::new(serde_json::Value::String(answer.clone()), answer));
         }
     }
 

@@ -305,12 +305,12 @@ pub(crate) fn is_numeric(field: &FieldSpec) -> bool {
 }
 
 /// Fills numeric `fields` from `candidates`, given each field's [`units`];
-/// returns (field name, value).
-pub(crate) fn assign(
+/// returns (field name, value, the candidate read).
+pub(crate) fn assign<'c>(
     fields: &[&FieldSpec],
     units: &[Arc<[(String, u8)]>],
-    candidates: &[Candidate],
-) -> Vec<(String, Value)> {
+    candidates: &'c [Candidate],
+) -> Vec<(String, Value, &'c Candidate)> {
     let mut taken: Vec<Option<usize>> = vec![None; fields.len()];
     let mut used = vec![false; candidates.len()];
     let mut tied = vec![false; candidates.len()];
@@ -380,7 +380,7 @@ pub(crate) fn assign(
         .zip(&taken)
         .filter_map(|(field, taken)| {
             let candidate = candidates.get((*taken)?)?;
-            Some((field.name.clone(), json_number(field, candidate.value)))
+            Some((field.name.clone(), json_number(field, candidate.value), candidate))
         })
         .collect()
 }
@@ -416,7 +416,7 @@ mod tests {
         let found = candidates(&tokens, &vec![false; tokens.len()]);
         let fields: Vec<&FieldSpec> = fields.iter().collect();
         let units: Vec<Arc<[(String, u8)]>> = fields.iter().map(|field| units(field).into()).collect();
-        assign(&fields, &units, &found)
+        assign(&fields, &units, &found).into_iter().map(|(name, value, _)| (name, value)).collect()
     }
 
     fn pairs(expected: &[(&str, Value)]) -> Vec<(String, Value)> {

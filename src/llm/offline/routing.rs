@@ -14,6 +14,7 @@
 //!   message is a term of any of its `when` texts.
 
 use super::cache::Cache;
+use super::text::LocatedTerm;
 use crate::llm::{FlowChoice, Question};
 use std::sync::Arc;
 
@@ -47,15 +48,24 @@ pub(crate) fn route(flows: &[FlowChoice], message_terms: &[String], cache: &mut 
     best.map(|(flow, _)| flow.name.clone())
 }
 
-/// Whether the message says what one of the question's `when`s describes.
-pub(crate) fn answer(question: &Question, message_terms: &[String], cache: &mut Cache) -> bool {
-    !message_terms.is_empty()
-        && question.when.iter().any(|when| cache.terms(when).iter().any(|term| message_terms.contains(term)))
+/// Whether the message says what one of the question's `when`s describes:
+/// the first message term that is a term of one of them (the evidence of
+/// the yes), or `None` for no.
+pub(crate) fn answer<'t>(
+    question: &Question,
+    message_terms: &'t [LocatedTerm],
+    cache: &mut Cache,
+) -> Option<&'t LocatedTerm> {
+    if message_terms.is_empty() {
+        return None;
+    }
+    let vocabulary: Vec<Arc<[String]>> = question.when.iter().map(|when| cache.terms(when)).collect();
+    message_terms.iter().find(|located| vocabulary.iter().any(|terms| terms.contains(&located.term)))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::text::terms;
+    use super::super::text::{located_terms, terms, tokenize};
     use super::*;
 
     fn flow(name: &str, title: Option<&str>, when: &[&str], examples: &[&str]) -> FlowChoice {
@@ -137,7 +147,23 @@ mod tests {
     }
 
     fn yes(question: &Question, message: &str) -> bool {
-        answer(question, &terms(message), &mut Cache::default())
+        evidence(question, message).is_some()
+    }
+
+    fn evidence(question: &Question, message: &str) -> Option<String> {
+        let tokens = tokenize(message);
+        let located = located_terms(&tokens);
+        let found = answer(question, &located, &mut Cache::default())?;
+        Some(super::super::extract::span_text(message, &tokens, found.first, found.last))
+    }
+
+    #[test]
+    fn a_yes_cites_the_words_it_rests_on() {
+        let change = question(&["the user wants to change the date"]);
+        assert_eq!(evidence(&change, "No, make it a different day instead").as_deref(), Some("different"));
+        let frustrated = question(&["the user is frustrated or says it still does not work"]);
+        assert_eq!(evidence(&frustrated, "Well, it still doesn't work!").as_deref(), Some("doesn't work"));
+        assert_eq!(evidence(&frustrated, "it works"), None);
     }
 
     fn question(when: &[&str]) -> Question {

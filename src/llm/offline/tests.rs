@@ -89,7 +89,18 @@ fn understand(request: &UnderstandRequest) -> Understanding {
 }
 
 fn fields_of(understanding: &Understanding) -> Value {
-    Value::Object(understanding.fields.clone().into_iter().collect())
+    Value::Object(understanding.fields.iter().map(|(name, proposal)| (name.clone(), proposal.value.clone())).collect())
+}
+
+/// Each value's evidence, as the model would cite it.
+fn evidence_of(understanding: &Understanding) -> Value {
+    Value::Object(
+        understanding
+            .fields
+            .iter()
+            .map(|(name, proposal)| (name.clone(), Value::from(proposal.evidence.clone().unwrap_or_default())))
+            .collect(),
+    )
 }
 
 #[test]
@@ -127,7 +138,7 @@ fn booking_routes_among_several_flows() {
 fn booking_one_question_at_a_time() {
     let hotel = booking_turn("The Grand Hotel, please", Some("hotel"));
     assert_eq!(fields_of(&hotel), json!({"hotel": "Grand Hotel"}));
-    assert_eq!(hotel.conditions.get("booking.confirm#2"), Some(&false));
+    assert_eq!(hotel.conditions.get("booking.confirm#2").map(|answer| answer.yes), Some(false));
 
     let date = booking_turn("2026-12-04", Some("date"));
     assert_eq!(fields_of(&date), json!({"date": "2026-12-04"}));
@@ -138,7 +149,7 @@ fn booking_one_question_at_a_time() {
 
     let yes = booking_turn("yes", Some("confirmed"));
     assert_eq!(fields_of(&yes), json!({"confirmed": true}));
-    assert_eq!(yes.conditions.get("booking.confirm#2"), Some(&false));
+    assert_eq!(yes.conditions.get("booking.confirm#2").map(|answer| answer.yes), Some(false));
 }
 
 #[test]
@@ -146,16 +157,32 @@ fn booking_in_one_message() {
     let understanding = booking_turn("Book the Grand Hotel for 2 guests on 2026-12-04", None);
     assert_eq!(fields_of(&understanding), json!({"hotel": "Grand Hotel", "date": "2026-12-04", "guests": 2}));
     assert_eq!(understanding.flow.as_deref(), Some("booking"));
-    assert_eq!(understanding.conditions.get("booking.confirm#2"), Some(&false));
+    assert_eq!(understanding.conditions.get("booking.confirm#2").map(|answer| answer.yes), Some(false));
 
     let people = booking_turn("book the Grand Hotel for 2 people on 2026-12-04", None);
     assert_eq!(fields_of(&people), json!({"hotel": "Grand Hotel", "date": "2026-12-04", "guests": 2}));
 }
 
 #[test]
+fn every_value_and_yes_cites_the_words_it_was_read_from() {
+    let understanding = booking_turn("Book the grand hotel for two guests on December 4th", None);
+    assert_eq!(evidence_of(&understanding), json!({"hotel": "grand hotel", "date": "December 4th", "guests": "two"}));
+    let change = booking_turn("No, make it a different day instead", Some("confirmed"));
+    assert_eq!(
+        change.conditions.get("booking.confirm#2").and_then(|answer| answer.evidence.as_deref()),
+        Some("different")
+    );
+    assert_eq!(evidence_of(&change), json!({"confirmed": "No, make it a different day instead"}));
+    let savoy = booking_turn("The Savoy, please", Some("hotel"));
+    assert_eq!(evidence_of(&savoy), json!({"hotel": "The Savoy"}));
+    let no = booking_turn("no", Some("confirmed"));
+    assert_eq!(no.conditions.get("booking.confirm#2"), Some(&crate::llm::Answer::no()));
+}
+
+#[test]
 fn booking_changing_the_date_at_confirmation() {
     let understanding = booking_turn("actually, can we change the date?", Some("confirmed"));
-    assert_eq!(understanding.conditions.get("booking.confirm#2"), Some(&true));
+    assert_eq!(understanding.conditions.get("booking.confirm#2").map(|answer| answer.yes), Some(true));
     assert_eq!(fields_of(&understanding), json!({}));
 }
 
@@ -163,7 +190,7 @@ fn booking_changing_the_date_at_confirmation() {
 fn booking_declining() {
     let understanding = booking_turn("no", Some("confirmed"));
     assert_eq!(fields_of(&understanding), json!({"confirmed": false}));
-    assert_eq!(understanding.conditions.get("booking.confirm#2"), Some(&false));
+    assert_eq!(understanding.conditions.get("booking.confirm#2").map(|answer| answer.yes), Some(false));
 }
 
 #[test]
@@ -253,30 +280,30 @@ fn support_email_by_pattern() {
     let understanding = support_turn("ann@example.com", "triage", "email", vec![]);
     assert_eq!(fields_of(&understanding), json!({"email": "ann@example.com"}));
     assert_eq!(understanding.flow, None);
-    assert_eq!(understanding.signals.get("wants_human"), Some(&false));
-    assert_eq!(understanding.signals.get("frustrated"), Some(&false));
+    assert_eq!(understanding.signals.get("wants_human").map(|answer| answer.yes), Some(false));
+    assert_eq!(understanding.signals.get("frustrated").map(|answer| answer.yes), Some(false));
 }
 
 #[test]
 fn support_issue_billing() {
     let understanding = support_turn("it's about billing", "triage", "issue", triage_conditions());
     assert_eq!(fields_of(&understanding), json!({"issue": "billing"}));
-    assert_eq!(understanding.conditions.values().filter(|yes| **yes).count(), 0);
+    assert_eq!(understanding.conditions.values().filter(|answer| answer.yes).count(), 0);
 }
 
 #[test]
 fn support_urgent_technical() {
     let understanding = support_turn("technical: the service is down", "triage", "issue", triage_conditions());
     assert_eq!(fields_of(&understanding), json!({"issue": "technical"}));
-    assert_eq!(understanding.conditions.get("triage.ask_issue#2"), Some(&true));
-    assert_eq!(understanding.conditions.get("triage.ask_issue#3"), Some(&false));
+    assert_eq!(understanding.conditions.get("triage.ask_issue#2").map(|answer| answer.yes), Some(true));
+    assert_eq!(understanding.conditions.get("triage.ask_issue#3").map(|answer| answer.yes), Some(false));
 }
 
 #[test]
 fn support_upset() {
     let understanding = support_turn("I'm really upset with you", "triage", "issue", triage_conditions());
     assert_eq!(fields_of(&understanding), json!({}));
-    assert_eq!(understanding.conditions.get("triage.ask_issue#3"), Some(&true));
+    assert_eq!(understanding.conditions.get("triage.ask_issue#3").map(|answer| answer.yes), Some(true));
 }
 
 #[test]
@@ -297,7 +324,7 @@ fn support_free_text_answers() {
 #[test]
 fn support_free_text_is_not_taken_from_a_message_about_something_else() {
     let human = support_turn("Can I talk to a real person", "triage", "details", vec![]);
-    assert_eq!(human.signals.get("wants_human"), Some(&true));
+    assert_eq!(human.signals.get("wants_human").map(|answer| answer.yes), Some(true));
     assert_eq!(fields_of(&human), json!({}));
     let refund = support_turn("I want a refund", "triage", "details", vec![]);
     assert_eq!(refund.flow.as_deref(), Some("billing"));
@@ -309,7 +336,7 @@ fn support_survey_answers() {
     assert_eq!(fields_of(&support_turn("yes, thanks", "survey", "satisfied", vec![])), json!({"satisfied": true}));
     let no = support_turn("not really, it still does not work", "survey", "satisfied", vec![]);
     assert_eq!(fields_of(&no), json!({"satisfied": false}));
-    assert_eq!(no.signals.get("frustrated"), Some(&true));
+    assert_eq!(no.signals.get("frustrated").map(|answer| answer.yes), Some(true));
 }
 
 #[test]
@@ -490,11 +517,15 @@ mod properties {
         let understanding = understanding.unwrap_or_default();
         prop_assert_eq!(understanding.conditions.len(), 1);
         let lower = message.to_lowercase();
-        for (name, value) in &understanding.fields {
+        let said = crate::runtime::grounding::Words::new(message);
+        for (name, proposal) in &understanding.fields {
             let spec = fields.iter().find(|field| &field.name == name);
             prop_assert!(spec.is_some(), "unknown field {}", name);
             let Some(spec) = spec else { continue };
-            match (spec.kind.as_str(), value) {
+            let evidence = proposal.evidence.clone().unwrap_or_default();
+            let cited = crate::runtime::grounding::Words::new(&evidence);
+            prop_assert!(said.quotes(&cited), "{}: evidence {:?} is not in {:?}", name, evidence, message);
+            match (spec.kind.as_str(), &proposal.value) {
                 ("string" | "enum", Value::String(text)) => {
                     let declared = spec.examples.contains(text) || spec.values.contains(text);
                     prop_assert!(declared || lower.contains(&text.to_lowercase()), "{} = {:?} invented", name, text);

@@ -407,12 +407,26 @@ fn ends_clause(token: &Token) -> bool {
 /// `!work`), so it only matches a negated term: "it works" is not "it does
 /// not work". Digits never count: a number says nothing about a topic.
 pub(crate) fn terms_of(tokens: &[Token]) -> Vec<String> {
-    let mut found: Vec<String> = Vec::new();
-    let mut negated = false;
+    located_terms(tokens).into_iter().map(|located| located.term).collect()
+}
+
+/// A term of a message and the tokens that say it (from the negation, for
+/// a negated term): the evidence of a yes that rests on it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LocatedTerm {
+    pub(crate) term: String,
+    pub(crate) first: usize,
+    pub(crate) last: usize,
+}
+
+/// [`terms_of`], each term with where it first appears.
+pub(crate) fn located_terms(tokens: &[Token]) -> Vec<LocatedTerm> {
+    let mut found: Vec<LocatedTerm> = Vec::new();
+    let mut negation: Option<usize> = None;
     let mut clause_start = true;
-    for token in tokens {
+    for (index, token) in tokens.iter().enumerate() {
         if ends_clause(token) {
-            negated = false;
+            negation = None;
             clause_start = true;
             continue;
         }
@@ -421,13 +435,16 @@ pub(crate) fn terms_of(tokens: &[Token]) -> Vec<String> {
         }
         let starts_clause = std::mem::replace(&mut clause_start, false);
         if negates(&token.lower, starts_clause) {
-            negated = true;
+            negation = negation.or(Some(index));
             continue;
         }
         let Some(term) = term(&token.lower) else { continue };
-        let term = if negated { format!("!{term}") } else { term };
-        if !found.contains(&term) {
-            found.push(term);
+        let (term, first) = match negation {
+            Some(first) => (format!("!{term}"), first),
+            None => (term, index),
+        };
+        if !found.iter().any(|known| known.term == term) {
+            found.push(LocatedTerm { term, first, last: index });
         }
     }
     found

@@ -4,7 +4,8 @@
 
 use flowc::ir::Program;
 use flowc::llm::{
-    Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding, Usage,
+    Answer, Proposal, Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding,
+    Usage,
 };
 use flowc::pipeline::compile;
 use flowc::runtime::clock::{Clock, FixedClock, SeededIds};
@@ -81,10 +82,22 @@ impl Provider for Scripted {
         // A real model's constrained output answers every question asked:
         // what the test did not script is a no.
         for question in &request.conditions {
-            understanding.conditions.entry(question.id.clone()).or_insert(false);
+            understanding.conditions.entry(question.id.clone()).or_insert_with(Answer::no);
         }
         for question in &request.signals {
-            understanding.signals.entry(question.id.clone()).or_insert(false);
+            understanding.signals.entry(question.id.clone()).or_insert_with(Answer::no);
+        }
+        // What the test scripted without evidence cites the whole message,
+        // as a model quoting the user whole would (`uncited` scripts a
+        // proposal that cites nothing).
+        let whole = || Some(request.message.clone());
+        for proposal in understanding.fields.values_mut() {
+            proposal.evidence = proposal.evidence.take().or_else(whole);
+        }
+        for answer in understanding.conditions.values_mut().chain(understanding.signals.values_mut()) {
+            if answer.yes {
+                answer.evidence = answer.evidence.take().or_else(whole);
+            }
         }
         Ok(understanding)
     }
@@ -135,18 +148,45 @@ impl Understood {
         self
     }
 
+    /// A value read from the whole message.
     pub fn field(mut self, name: &str, value: Value) -> Understood {
-        self.0.fields.insert(name.to_string(), value);
+        self.0.fields.insert(name.to_string(), Proposal { value, evidence: None });
         self
     }
 
+    /// A value and the words it claims to be read from.
+    pub fn cited(mut self, name: &str, value: Value, evidence: &str) -> Understood {
+        self.0.fields.insert(name.to_string(), Proposal::new(value, evidence));
+        self
+    }
+
+    /// A value that cites no words at all.
+    pub fn uncited(mut self, name: &str, value: Value) -> Understood {
+        self.0.fields.insert(name.to_string(), Proposal::new(value, ""));
+        self
+    }
+
+    /// An answer; a yes cites the whole message.
     pub fn condition(mut self, id: &str, yes: bool) -> Understood {
-        self.0.conditions.insert(id.to_string(), yes);
+        self.0.conditions.insert(id.to_string(), Answer { yes, evidence: None });
         self
     }
 
+    /// An answer; a yes cites the whole message.
     pub fn signal(mut self, name: &str, yes: bool) -> Understood {
-        self.0.signals.insert(name.to_string(), yes);
+        self.0.signals.insert(name.to_string(), Answer { yes, evidence: None });
+        self
+    }
+
+    /// A yes to a condition that cites these words.
+    pub fn cited_condition(mut self, id: &str, evidence: &str) -> Understood {
+        self.0.conditions.insert(id.to_string(), Answer::yes(evidence));
+        self
+    }
+
+    /// A yes to a signal that cites these words.
+    pub fn signal_cited(mut self, name: &str, evidence: &str) -> Understood {
+        self.0.signals.insert(name.to_string(), Answer::yes(evidence));
         self
     }
 

@@ -3,6 +3,7 @@
 //! scripted provider (and the offline one where natural).
 
 mod chain;
+mod grounding;
 mod harness;
 mod limits;
 mod merge;

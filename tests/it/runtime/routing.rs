@@ -52,9 +52,9 @@ fn a_when_match_displaces_the_active_flow_only_when_the_message_answers_nothing_
 
     // The model also saw beta's `when`, but the message answers `x`: the
     // conversation stays in alpha and moves on.
-    let answered = harness.say_with("beta-ish value", Understood::new().flow("beta").field("x", json!("v")));
+    let answered = harness.say_with("beta-ish value", Understood::new().flow("beta").field("x", json!("value")));
     assert_eq!(position(&answered), (Some("alpha"), Some("ask_n")));
-    assert_eq!(harness.data("x"), Some(json!("v")));
+    assert_eq!(harness.data("x"), Some(json!("value")));
     assert!(routed(&answered).is_empty(), "{:?}", routed(&answered));
 
     // Answering nothing alpha asks, the beta match takes over.

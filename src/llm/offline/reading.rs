@@ -1,0 +1,252 @@
+//! The offline rules' readers, lent to the runtime: checking a model's
+//! evidence (`runtime::grounding`) reads dates, numbers and yes/no words
+//! with the very rules the offline provider extracts with, and
+//! [`CertainReader`] takes what those rules read beyond doubt before any
+//! model is asked.
+
+use super::cache::Cache;
+use super::dates::{self, Value as DateValue};
+use super::extract::{span_text, yes_no};
+use super::numbers;
+use super::text::{located_terms, tokenize};
+use crate::llm::{FieldSpec, Proposal, UnderstandRequest};
+use chrono::NaiveDate;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A date or time read from a text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadDate {
+    Date(NaiveDate),
+    /// An ISO datetime as written (`2026-12-04T10:30:00Z`).
+    DateTime(String),
+    Time {
+        hour: u32,
+        minute: u32,
+    },
+}
+
+/// Every date, datetime and clock time in `text`, relative words resolved
+/// against `today`.
+pub fn dates_in(text: &str, today: Option<NaiveDate>) -> Vec<ReadDate> {
+    let tokens = tokenize(text);
+    dates::find(&tokens, today, &[])
+        .into_iter()
+        .filter_map(|mention| match mention.value? {
+            DateValue::Date(date) => Some(ReadDate::Date(date)),
+            DateValue::DateTime(datetime) => Some(ReadDate::DateTime(datetime)),
+            DateValue::Time { hour, minute } => Some(ReadDate::Time { hour, minute }),
+        })
+        .collect()
+}
+
+/// Every number in `text`, in digits or words (`2`, `two`, `a couple`);
+/// the digits of dates and times are not numbers.
+pub fn numbers_in(text: &str) -> Vec<f64> {
+    let tokens = tokenize(text);
+    let mut blocked = vec![false; tokens.len()];
+    for mention in dates::find(&tokens, None, &[]) {
+        for flag in blocked.iter_mut().take(mention.last + 1).skip(mention.first) {
+            *flag = true;
+        }
+    }
+    numbers::candidates(&tokens, &blocked).into_iter().map(|candidate| candidate.value).collect()
+}
+
+/// The yes or no `text` says; `None` for neither or both.
+pub fn yes_no_in(text: &str) -> Option<bool> {
+    yes_no(&tokenize(text))
+}
+
+/// The words of `text` as the offline rules cut them (letters and digits
+/// apart, symbols dropped), lowercase, each between single spaces: a text
+/// whose words occur in another's, in order, is a substring of it.
+pub fn words_of(text: &str) -> String {
+    let mut words = String::with_capacity(text.len() + 2);
+    words.push(' ');
+    for token in tokenize(text).iter().filter(|token| token.is_alphanumeric()) {
+        words.push_str(&token.lower);
+        words.push(' ');
+    }
+    words
+}
+
+/// The terms of `text` (content words, stemmed, synonyms folded); a term
+/// under a negation starts with `!`.
+pub fn terms_in(text: &str) -> Vec<String> {
+    located_terms(&tokenize(text)).into_iter().map(|located| located.term).collect()
+}
+
+/// Reads, before the model, the values the offline rules read beyond
+/// doubt: a `string` field's `pattern` matching a span that is not plain
+/// words (an email, an order number), the one ISO date of a message when
+/// one date field is asked, and an enum value named verbatim (whole words,
+/// any case, not negated) when it is the only value of the only enum field
+/// named. Everything else is left to the model. Keeps compiled patterns
+/// between turns.
+#[derive(Default)]
+pub struct CertainReader {
+    cache: Cache,
+}
+
+impl CertainReader {
+    pub fn new() -> CertainReader {
+        CertainReader::default()
+    }
+
+    /// The values read, keyed by field, with the words they were read from.
+    pub fn read(&mut self, request: &UnderstandRequest) -> BTreeMap<String, Proposal> {
+        let mut read = BTreeMap::new();
+        let message = request.message.as_str();
+        if message.trim().is_empty() {
+            return read;
+        }
+        for field in request.fields.iter().filter(|field| field.kind == "string") {
+            let Some(pattern) = field.pattern.as_deref().and_then(|source| self.cache.patterns.get(source)) else {
+                continue;
+            };
+            if let Some(found) = pattern.find(message, true) {
+                let evidence = message.get(found.start..found.end).unwrap_or_default().to_string();
+                read.insert(field.name.clone(), Proposal::new(Value::String(found.value), evidence));
+            }
+        }
+
+        let date_fields: Vec<&FieldSpec> = request.fields.iter().filter(|field| field.kind == "date").collect();
+        let enums: Vec<&FieldSpec> = request.fields.iter().filter(|field| field.kind == "enum").collect();
+        if date_fields.len() != 1 && enums.is_empty() {
+            return read;
+        }
+        let tokens = tokenize(message);
+        if let [field] = date_fields.as_slice() {
+            let mentions = dates::find(&tokens, None, &[]);
+            let iso: Vec<(&dates::Mention, NaiveDate)> = mentions
+                .iter()
+                .filter_map(|mention| match mention.value {
+                    Some(DateValue::Date(date)) if is_iso(message, &tokens, mention) => Some((mention, date)),
+                    _ => None,
+                })
+                .collect();
+            if let ([(mention, date)], 1) = (iso.as_slice(), mentions.len()) {
+                let evidence = span_text(message, &tokens, mention.first, mention.last);
+                read.insert(field.name.clone(), Proposal::new(Value::String(date.to_string()), evidence));
+            }
+        }
+
+        if !enums.is_empty() {
+            let terms = located_terms(&tokens);
+            let named: Vec<(&FieldSpec, &String, String)> = enums
+                .iter()
+                .flat_map(|field| field.values.iter().map(move |value| (*field, value)))
+                .filter_map(|(field, value)| named_verbatim(message, &tokens, &terms, value).map(|e| (field, value, e)))
+                .collect();
+            if let [(field, value, evidence)] = named.as_slice() {
+                read.insert(field.name.clone(), Proposal::new(Value::String((*value).clone()), evidence.clone()));
+            }
+        }
+        read
+    }
+}
+
+/// Whether a date mention is written `YYYY-MM-DD`.
+fn is_iso(message: &str, tokens: &[super::text::Token], mention: &dates::Mention) -> bool {
+    let said = span_text(message, tokens, mention.first, mention.last);
+    let bytes = said.as_bytes();
+    bytes.len() == 10
+        && bytes
+            .iter()
+            .enumerate()
+            .all(|(index, byte)| if index == 4 || index == 7 { *byte == b'-' } else { byte.is_ascii_digit() })
+}
+
+/// The words naming `value` in the message, when they occur as whole words
+/// and no negation governs them.
+fn named_verbatim(
+    message: &str,
+    tokens: &[super::text::Token],
+    terms: &[super::text::LocatedTerm],
+    value: &str,
+) -> Option<String> {
+    let wanted: Vec<String> = tokenize(value).into_iter().filter(|t| t.is_alphanumeric()).map(|t| t.lower).collect();
+    let words: Vec<(usize, &str)> =
+        tokens.iter().enumerate().filter(|(_, t)| t.is_alphanumeric()).map(|(i, t)| (i, t.lower.as_str())).collect();
+    if wanted.is_empty() {
+        return None;
+    }
+    let (first, last) = words.windows(wanted.len()).find_map(|window| {
+        let same = window.iter().zip(&wanted).all(|((_, word), wanted)| word == wanted);
+        Some((window.first()?.0, window.last()?.0)).filter(|_| same)
+    })?;
+    let negated = terms.iter().any(|term| term.term.starts_with('!') && term.last >= first && term.last <= last);
+    (!negated).then(|| span_text(message, tokens, first, last))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::super::tests::field;
+    use super::*;
+
+    fn request(message: &str, fields: Vec<FieldSpec>) -> UnderstandRequest {
+        UnderstandRequest { message: message.into(), fields, today: "2026-01-05".into(), ..Default::default() }
+    }
+
+    fn read(message: &str, fields: Vec<FieldSpec>) -> Vec<(String, Value, String)> {
+        CertainReader::new()
+            .read(&request(message, fields))
+            .into_iter()
+            .map(|(name, proposal)| (name, proposal.value, proposal.evidence.unwrap_or_default()))
+            .collect()
+    }
+
+    fn email() -> FieldSpec {
+        let mut email = field("email", "string");
+        email.pattern = Some("^[^@ ]+@[^@ ]+$".into());
+        email
+    }
+
+    fn issue() -> FieldSpec {
+        let mut issue = field("issue", "enum");
+        issue.values = vec!["billing".into(), "technical".into(), "account".into()];
+        issue
+    }
+
+    #[test]
+    fn a_pattern_an_iso_date_and_an_enum_named_verbatim_are_read() {
+        assert_eq!(
+            read("my email is ann@example.com", vec![email()]),
+            vec![("email".into(), Value::from("ann@example.com"), "ann@example.com".into())]
+        );
+        assert_eq!(
+            read("2026-12-04", vec![field("date", "date")]),
+            vec![("date".into(), Value::from("2026-12-04"), "2026-12-04".into())]
+        );
+        assert_eq!(
+            read("It's about Billing.", vec![issue()]),
+            vec![("issue".into(), Value::from("billing"), "Billing".into())]
+        );
+    }
+
+    #[test]
+    fn what_is_not_beyond_doubt_is_left_to_the_model() {
+        assert!(read("December 4", vec![field("date", "date")]).is_empty(), "not ISO");
+        assert!(read("2026-12-04 or 2026-12-05", vec![field("date", "date")]).is_empty(), "two dates");
+        assert!(read("2026-12-04", vec![field("from", "date"), field("to", "date")]).is_empty(), "two fields");
+        assert!(read("billing or technical?", vec![issue()]).is_empty(), "two values");
+        assert!(read("it's not billing", vec![issue()]).is_empty(), "negated");
+        assert!(read("my invoice is wrong", vec![issue()]).is_empty(), "a synonym is the model's call");
+        assert!(read("ann at example dot com", vec![email()]).is_empty());
+        assert!(read("yes", vec![field("confirmed", "bool")]).is_empty(), "consent is never read ahead");
+    }
+
+    #[test]
+    fn readers_share_the_offline_rules() {
+        let today = NaiveDate::from_ymd_opt(2026, 1, 5);
+        assert_eq!(dates_in("tomorrow", today), vec![ReadDate::Date(NaiveDate::from_ymd_opt(2026, 1, 6).unwrap())]);
+        assert_eq!(numbers_in("two guests on 2026-12-04"), vec![2.0]);
+        assert_eq!(yes_no_in("yes please"), Some(true));
+        assert_eq!(yes_no_in("no thanks"), Some(false));
+        assert_eq!(yes_no_in("no, not sure"), None, "both");
+        assert_eq!(words_of("The GRAND-hotel, A12!"), " the grand hotel a 12 ");
+        assert!(terms_in("it does not work").contains(&"!work".to_string()));
+    }
+}

@@ -1,0 +1,304 @@
+//! Grounding: code checks every proposal of the model against the user's
+//! message before anything is written or any branch is taken.
+//!
+//! A field value is accepted only when its evidence (the words the model
+//! says it read the value from) occurs in this turn's message — compared
+//! as words, ignoring case, punctuation and spacing — and the value follows
+//! from those words: a date or datetime read from them by the offline date
+//! rules (`December 12`, `tomorrow`, ISO), a number read from them (`2`,
+//! `two`), an enum value whose name's words (stemmed, synonyms folded) are
+//! among them, a bool from their yes/no words, a string (each string of a
+//! list or object) contained in them. A yes to an AI condition or a signal
+//! needs evidence that occurs in the message too. Whatever fails is
+//! dropped — a value is not written, a yes counts as no — and reported as
+//! an [`Event::Ungrounded`] with what the model proposed.
+//!
+//! The readers are the offline provider's (`llm::offline::reading`): one
+//! set of rules reads dates and numbers everywhere.
+
+use super::events::Event;
+use crate::ir::{Program, TypeKind, ValueType};
+use crate::llm::offline::reading::{ReadDate, dates_in, numbers_in, terms_in, words_of, yes_no_in};
+use crate::llm::{Answer, Proposal, Understanding};
+use chrono::NaiveDate;
+use serde_json::Value;
+
+/// A text compared as words: the offline rules' words (letters and digits
+/// apart, symbols dropped), lowercase, padded with a space on each side so
+/// that `contains` matches whole words only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Words(String);
+
+impl Words {
+    pub fn new(text: &str) -> Words {
+        Words(words_of(text))
+    }
+
+    /// Whether there is no word at all.
+    pub fn is_empty(&self) -> bool {
+        self.0.trim().is_empty()
+    }
+
+    /// Whether `other`'s words occur here, in order and adjacent, as whole
+    /// words: a value within its evidence.
+    pub fn contains(&self, other: &Words) -> bool {
+        !other.is_empty() && self.0.contains(other.0.as_str())
+    }
+
+    /// Whether `other`'s text occurs here, words possibly cut at its ends:
+    /// evidence within the message. A pattern may read `ORD-1234` out of
+    /// `refundORD-1234`, and its evidence is still the user's writing.
+    pub fn quotes(&self, other: &Words) -> bool {
+        !other.is_empty() && self.0.contains(other.0.trim())
+    }
+}
+
+/// Whether a proposed value is grounded in the message; the error says
+/// why not, in words for the trace.
+pub fn check_value(
+    ty: &ValueType,
+    proposal: &Proposal,
+    message: &Words,
+    today: Option<NaiveDate>,
+) -> Result<(), String> {
+    let evidence = cited(proposal.evidence.as_deref(), message)?;
+    if follows(ty, &proposal.value, evidence, today) {
+        Ok(())
+    } else {
+        Err(format!("the value does not follow from \"{evidence}\""))
+    }
+}
+
+/// Whether a yes is grounded: its evidence occurs in the message.
+pub fn check_yes(answer: &Answer, message: &Words) -> Result<(), String> {
+    cited(answer.evidence.as_deref(), message).map(|_| ())
+}
+
+/// The evidence, when it is there and occurs in the message.
+fn cited<'e>(evidence: Option<&'e str>, message: &Words) -> Result<&'e str, String> {
+    let evidence = evidence.map(str::trim).filter(|evidence| !evidence.is_empty()).ok_or("no evidence was given")?;
+    if message.quotes(&Words::new(evidence)) {
+        Ok(evidence)
+    } else {
+        Err(format!("the evidence \"{evidence}\" is not in the message"))
+    }
+}
+
+/// Whether the value follows from the evidence (relative dates resolved
+/// against `today`).
+fn follows(ty: &ValueType, value: &Value, evidence: &str, today: Option<NaiveDate>) -> bool {
+    match (&ty.kind, value) {
+        (TypeKind::String, Value::String(text)) => Words::new(evidence).contains(&Words::new(text)),
+        (TypeKind::Int | TypeKind::Float, Value::Number(number)) => {
+            number.as_f64().is_some_and(|wanted| numbers_in(evidence).iter().any(|read| (read - wanted).abs() < 1e-9))
+        }
+        (TypeKind::Bool, Value::Bool(yes)) => yes_no_in(evidence) == Some(*yes),
+        (TypeKind::Enum { .. }, Value::String(name)) => names(evidence, name),
+        (TypeKind::Date, Value::String(day)) => dates_in(evidence, today).iter().any(|read| match read {
+            ReadDate::Date(date) => date.to_string() == *day,
+            ReadDate::DateTime(datetime) => datetime.get(..10) == Some(day.as_str()),
+            ReadDate::Time { .. } => false,
+        }),
+        (TypeKind::DateTime, Value::String(moment)) => says_moment(evidence, moment, today),
+        (TypeKind::List { items }, Value::Array(values)) => {
+            values.iter().all(|item| follows(items, item, evidence, today))
+        }
+        (TypeKind::Object { fields }, Value::Object(map)) => fields.iter().all(|field| {
+            map.get(&field.name).is_none_or(|member| member.is_null() || follows(&field.ty, member, evidence, today))
+        }),
+        // A value of the wrong JSON type is the schema check's to reject.
+        _ => true,
+    }
+}
+
+/// Whether the evidence says this date and clock time (`2026-01-06T19:00`
+/// from an ISO datetime, or from `tomorrow at 7pm`).
+fn says_moment(evidence: &str, moment: &str, today: Option<NaiveDate>) -> bool {
+    let (Some(day), Some(clock)) = (moment.get(..10), moment.get(11..16)) else {
+        return false;
+    };
+    let read = dates_in(evidence, today);
+    let whole = read.iter().any(|read| matches!(read, ReadDate::DateTime(said) if said.get(..16) == moment.get(..16)));
+    let said_day = read.iter().any(|read| matches!(read, ReadDate::Date(date) if date.to_string() == day));
+    let said_clock = read
+        .iter()
+        .any(|read| matches!(read, ReadDate::Time { hour, minute } if format!("{hour:02}:{minute:02}") == clock));
+    whole || (said_day && said_clock)
+}
+
+/// Whether the evidence names an enum value: all the words of its name, as
+/// written or as terms (stemmed, synonyms folded: `accounts` names
+/// `account`, `invoice` names `billing`), not negated.
+fn names(evidence: &str, name: &str) -> bool {
+    if Words::new(evidence).contains(&Words::new(name)) {
+        let said = terms_in(evidence);
+        return !terms_in(name).iter().any(|term| said.contains(&format!("!{term}")));
+    }
+    let wanted = terms_in(name);
+    let said = terms_in(evidence);
+    !wanted.is_empty() && wanted.iter().all(|term| said.contains(term))
+}
+
+/// Checks a whole understanding against `message`: drops the values whose
+/// evidence fails and turns ungrounded yeses into noes. Returns the trace
+/// of what was dropped. Values of names the program does not declare are
+/// left for the caller to report.
+pub fn ground(
+    program: &Program,
+    understanding: &mut Understanding,
+    message: &str,
+    today: Option<NaiveDate>,
+) -> Vec<Event> {
+    let mut events = Vec::new();
+    let anything_proposed = !understanding.fields.is_empty()
+        || understanding.conditions.values().chain(understanding.signals.values()).any(|answer| answer.yes);
+    if !anything_proposed {
+        return events;
+    }
+    let words = Words::new(message);
+    understanding.fields.retain(|name, proposal| {
+        let Some(field) = program.field_by_name(name).and_then(|id| program.field(id)) else {
+            return true;
+        };
+        match check_value(&field.ty, proposal, &words, today) {
+            Ok(()) => true,
+            Err(reason) => {
+                events.push(Event::Ungrounded {
+                    kind: "field",
+                    name: name.clone(),
+                    value: proposal.value.clone(),
+                    evidence: proposal.evidence.clone(),
+                    reason,
+                });
+                false
+            }
+        }
+    });
+    for (kind, answers) in [("condition", &mut understanding.conditions), ("signal", &mut understanding.signals)] {
+        for (id, answer) in answers.iter_mut().filter(|(_, answer)| answer.yes) {
+            if let Err(reason) = check_yes(answer, &words) {
+                events.push(Event::Ungrounded {
+                    kind,
+                    name: id.clone(),
+                    value: Value::Bool(true),
+                    evidence: answer.evidence.clone(),
+                    reason,
+                });
+                answer.yes = false;
+            }
+        }
+    }
+    events
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ty(kind: TypeKind) -> ValueType {
+        ValueType { kind, description: None, min: None, max: None, pattern: None, examples: Vec::new() }
+    }
+
+    fn today() -> Option<NaiveDate> {
+        NaiveDate::from_ymd_opt(2026, 1, 5)
+    }
+
+    fn check(kind: TypeKind, value: Value, evidence: &str, message: &str) -> Result<(), String> {
+        check_value(&ty(kind), &Proposal::new(value, evidence), &Words::new(message), today())
+    }
+
+    #[test]
+    fn evidence_must_occur_in_the_message_as_words() {
+        let message = Words::new("The  GRAND hotel, please!");
+        assert!(message.contains(&Words::new("grand Hotel")));
+        assert!(message.contains(&Words::new("hotel please")), "punctuation is not a word");
+        assert!(!message.contains(&Words::new("and hotel")), "whole words only");
+        assert!(!message.contains(&Words::new("  ,")), "no words, no evidence");
+        assert!(message.quotes(&Words::new("and hotel")), "evidence may cut a word");
+        assert!(!message.quotes(&Words::new("  ,")));
+        let unsaid = Proposal { value: json!("Overlook"), evidence: None };
+        assert_eq!(
+            check_value(&ty(TypeKind::String), &unsaid, &message, today()).unwrap_err(),
+            "no evidence was given"
+        );
+        assert_eq!(
+            check(TypeKind::String, json!("Overlook"), "the Overlook", "The Grand Hotel, please").unwrap_err(),
+            "the evidence \"the Overlook\" is not in the message"
+        );
+    }
+
+    #[test]
+    fn strings_must_be_in_their_evidence() {
+        assert!(check(TypeKind::String, json!("Grand Hotel"), "The Grand Hotel", "The Grand Hotel, please").is_ok());
+        assert_eq!(
+            check(TypeKind::String, json!("Overlook"), "The Grand Hotel", "The Grand Hotel, please").unwrap_err(),
+            "the value does not follow from \"The Grand Hotel\""
+        );
+        assert!(check(TypeKind::String, json!("ann@example.com"), "ann@example.com", "it's ann@example.com").is_ok());
+    }
+
+    #[test]
+    fn dates_follow_from_what_the_user_wrote() {
+        let message = "No, make it December 12 instead";
+        assert!(check(TypeKind::Date, json!("2026-12-12"), "December 12", message).is_ok());
+        assert!(check(TypeKind::Date, json!("2026-01-06"), "tomorrow", "tomorrow then").is_ok());
+        assert!(check(TypeKind::Date, json!("2026-12-04"), "2026-12-04", "2026-12-04").is_ok());
+        assert!(check(TypeKind::Date, json!("2026-01-05"), "Grand Hotel", "The Grand Hotel, please").is_err());
+        assert!(check(TypeKind::Date, json!("2026-12-13"), "December 12", message).is_err());
+        assert!(check(TypeKind::DateTime, json!("2026-01-06T19:00:00"), "tomorrow at 7pm", "tomorrow at 7pm").is_ok());
+        assert!(check(TypeKind::DateTime, json!("2026-01-06T18:00:00"), "tomorrow at 7pm", "tomorrow at 7pm").is_err());
+    }
+
+    #[test]
+    fn numbers_bools_and_enums_follow_from_their_words() {
+        assert!(check(TypeKind::Int, json!(2), "two guests", "two guests please").is_ok());
+        assert!(check(TypeKind::Int, json!(2), "2", "2 guests").is_ok());
+        assert!(check(TypeKind::Int, json!(3), "2", "2 guests").is_err());
+        assert!(check(TypeKind::Int, json!(4), "2026-12-04", "2026-12-04").is_err(), "a date's digits are no number");
+        assert!(check(TypeKind::Bool, json!(true), "yes", "yes").is_ok());
+        assert!(check(TypeKind::Bool, json!(true), "Hi", "Hi, I'd like to book a hotel room").is_err());
+        assert!(check(TypeKind::Bool, json!(false), "No", "No, make it December 12 instead").is_ok());
+        let issue = || TypeKind::Enum { values: vec!["billing".into(), "technical".into(), "account".into()] };
+        assert!(check(issue(), json!("account"), "my accounts", "it's my accounts").is_ok());
+        assert!(check(issue(), json!("billing"), "invoice", "the invoice is wrong").is_ok(), "a synonym");
+        assert!(check(issue(), json!("technical"), "invoice", "the invoice is wrong").is_err());
+        assert!(check(issue(), json!("billing"), "not billing", "not billing").is_err(), "negated");
+    }
+
+    #[test]
+    fn lists_and_objects_follow_item_by_item() {
+        let toppings = || TypeKind::List { items: Box::new(ty(TypeKind::String)) };
+        let message = "ham, olives and mushrooms please";
+        let evidence = "ham, olives and mushrooms";
+        assert!(check(toppings(), json!(["ham", "olives", "mushrooms"]), evidence, message).is_ok());
+        assert!(check(toppings(), json!(["ham", "pineapple"]), evidence, message).is_err());
+    }
+
+    #[test]
+    fn ungrounded_yeses_count_as_no_and_are_traced() {
+        let program = crate::pipeline::compile(&crate::source::SourceFile::new(
+            "t.yaml",
+            "schema:\n  hotel: string\n  confirmed: bool\nflows:\n  f:\n    steps:\n      - id: a\n        collect: [hotel, confirmed]\n",
+        ))
+        .ir;
+        let mut understanding = Understanding::default();
+        understanding.fields.insert("hotel".into(), Proposal::new(json!("Overlook"), "Overlook"));
+        understanding.fields.insert("confirmed".into(), Proposal { value: json!(true), evidence: None });
+        understanding.signals.insert("human".into(), Answer::yes("a person"));
+        understanding.conditions.insert("f.a#1".into(), Answer::yes("the Grand"));
+        let events = ground(&program, &mut understanding, "The Grand Hotel, please", today());
+        assert!(understanding.fields.is_empty());
+        assert!(!understanding.signals.get("human").unwrap().yes);
+        assert!(understanding.conditions.get("f.a#1").unwrap().yes);
+        let dropped: Vec<(&str, String)> = events
+            .iter()
+            .filter_map(|event| match event {
+                Event::Ungrounded { kind, name, .. } => Some((*kind, name.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(dropped, vec![("field", "confirmed".into()), ("field", "hotel".into()), ("signal", "human".into())]);
+    }
+}
