@@ -1,8 +1,9 @@
 //! The expression language after resolution: every name is a field, a
 //! context key, a local (loop variable or tool param), an environment
-//! variable or an earlier workflow step's output, and every node carries its static [`Type`]. [`typeck`] builds it
-//! from the AST; the runtime evaluates it ([`eval`]), with what each
-//! operator does to values in [`ops`], which the checker's folding shares.
+//! variable or an earlier workflow step's output, and every node carries
+//! its static [`Type`]. [`typeck`] builds it from the AST; the runtime
+//! evaluates it ([`eval`]), with what each operator does to values in
+//! [`ops`], which the checker's folding shares.
 //! No I/O: evaluation reads names, the clock and environment variables
 //! through the [`eval::Bindings`] its caller supplies.
 
