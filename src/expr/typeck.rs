@@ -40,8 +40,8 @@ pub struct StepOutputs {
     /// Every step of the flow in order, with the static type of its output
     /// (`None`: it has none a later step could rely on).
     pub steps: Vec<(String, Option<Type>)>,
-    /// The index of the step being lowered: only steps before it have
-    /// completed when its expressions run.
+    /// Steps before this index have completed when the expression runs: the
+    /// step being lowered, or the one after it for its own branches.
     pub current: usize,
 }
 
@@ -274,7 +274,7 @@ impl Checker<'_> {
             return Err(Box::new(
                 Diagnostic::new(Code::UnknownField, format!("`steps.{}.output` is {what} output", step.value))
                     .at(span, "not recorded yet when this runs")
-                    .with_help("read the output of a step declared before this one; steps run in order"),
+                    .with_help("read the output of a step declared before this one (a step's branches may read its own): steps run in order"),
             ));
         }
         let Some(ty) = outputs.steps.get(index).and_then(|(_, ty)| ty.clone()) else {

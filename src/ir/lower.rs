@@ -871,7 +871,8 @@ impl Lowerer {
     }
 
     /// Lowers a flow's steps; in a workflow (every step auto), each step's
-    /// expressions may read the outputs of the steps before it.
+    /// expressions may read the outputs of the steps before it, and its
+    /// branches its own ([`Lowerer::step`] records each step's type).
     fn steps_of(&mut self, step_decls: &[&ast::StepDecl], scope: FlowScope) -> Vec<Step> {
         let workflow =
             !step_decls.is_empty() && step_decls.iter().all(|step| step.auto.as_ref().is_some_and(|auto| auto.value));
@@ -885,12 +886,7 @@ impl Lowerer {
             if let Some(outputs) = self.step_outputs.as_mut() {
                 outputs.current = index;
             }
-            let step = self.step(decl, scope);
-            let ty = self.output_type(&step.actions);
-            if let Some(slot) = self.step_outputs.as_mut().and_then(|outputs| outputs.steps.get_mut(index)) {
-                slot.1 = ty;
-            }
-            steps.push(step);
+            steps.push(self.step(decl, scope));
         }
         self.step_outputs = None;
         steps
@@ -1015,6 +1011,17 @@ impl Lowerer {
             },
             None => DEFAULT_MAX_ASKS,
         };
+        let actions = self.actions(&step.actions, scope, &mut Vec::new());
+        // Its branches are chosen once the step has run and recorded its
+        // output, so they (and no other part of it) may read that output.
+        let lowering = self.step_outputs.as_ref().map(|outputs| outputs.current);
+        let own_type = self.output_type(&actions);
+        if let (Some(outputs), Some(current)) = (self.step_outputs.as_mut(), lowering) {
+            if let Some(slot) = outputs.steps.get_mut(current) {
+                slot.1 = own_type;
+            }
+            outputs.current = current + 1;
+        }
         let branches = match &step.branches {
             Some(entries) if entries.value.is_empty() => {
                 self.diagnostics.push(
@@ -1027,6 +1034,9 @@ impl Lowerer {
             Some(entries) => entries.value.iter().filter_map(|entry| self.branch(entry, scope)).collect(),
             None => Vec::new(),
         };
+        if let (Some(outputs), Some(current)) = (self.step_outputs.as_mut(), lowering) {
+            outputs.current = current;
+        }
         let next = step.next.as_ref().and_then(|target| self.next(target, scope));
         // Which kind a step may have is checked with its flow, once the flow
         // is known to be a workflow or a conversation.
@@ -1057,7 +1067,7 @@ impl Lowerer {
             guard: step.guard.iter().map(|expr| self.condition(expr, &[])).collect(),
             branches,
             next,
-            actions: self.actions(&step.actions, scope, &mut Vec::new()),
+            actions,
             on_enter: self.actions(&step.on_enter, scope, &mut Vec::new()),
             prepare: self.actions(&step.prepare, scope, &mut Vec::new()),
             finalize: self.actions(&step.finalize, scope, &mut Vec::new()),

@@ -723,6 +723,19 @@ mod tests {
     }
 
     #[test]
+    fn a_steps_branches_read_its_own_output_and_its_skip_if_cannot() {
+        let text = r#"schema { total: int }
+            tool clock() -> { now: datetime } { builtin now }
+            flow f { default
+                auto step stamp { call clock()
+                                  branch { if steps.stamp.output.now is set -> done } }
+                auto step done { set total = 1 } }"#;
+        assert_eq!(shapes(text).1, Vec::<&str>::new());
+        let own_skip = text.replace("auto step stamp {", "auto step stamp { skip_if steps.stamp.output is set ");
+        assert_eq!(shapes(&own_skip).1, ["unknown_field"]);
+    }
+
+    #[test]
     fn a_conversation_cannot_read_step_outputs() {
         let text = r#"schema { note: string }
             flow f { default
