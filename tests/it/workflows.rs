@@ -110,29 +110,29 @@ fn later_steps_read_earlier_steps_outputs_in_one_go_and_across_a_resumed_wait() 
     let store = store_in(&dir);
     assert!(std::fs::write(dir.join("outputs.flow"), OUTPUTS).is_ok());
 
-    let run_with = |total: i64| {
-        let data = format!(r#"{{"total": {total}}}"#);
-        let started = flowc_at(&dir, &store, TODAY, &["run", "outputs.flow", "--data", &data]);
+    let run_with = |data: &str| {
+        let started = flowc_at(&dir, &store, TODAY, &["run", "outputs.flow", "--data", data]);
         assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
         run_id(&started)
     };
     let show = |id: &str| json(&flowc_at(&dir, &store, TODAY, &["runs", "show", id, "--json"]));
 
-    let small = show(&run_with(1));
+    let small = show(&run_with(r#"{"total": 1, "at": "2025-12-31T00:00:00Z"}"#));
     assert_eq!(small["status"], "completed");
     assert_eq!(small["steps"][0]["output"], serde_json::json!({"total": 3}));
     assert_eq!(small["steps"][1]["output"], serde_json::json!({"now": "2026-01-05T10:00:00Z"}));
     assert_eq!(small["data"]["total"], 300, "the stamp step's branch read its own output and the count step's");
     assert_eq!(small["steps"][3]["status"], "skipped");
+    assert_eq!(small["data"].get("at"), None, "the skipped report step's output read as null cleared `at`");
 
-    let direct = show(&run_with(5));
+    let direct = show(&run_with(r#"{"total": 5}"#));
     assert_eq!(direct["status"], "completed");
     assert_eq!(direct["steps"][2]["status"], "skipped", "skip_if read the count step's output (7 < 10)");
     assert_eq!(direct["data"]["total"], 70);
     assert_eq!(direct["data"]["at"], "2026-01-05T10:00:00Z");
     assert_eq!(direct["steps"][4]["status"], "skipped");
 
-    let id = run_with(9);
+    let id = run_with(r#"{"total": 9}"#);
     let resumed = flowc_at(&dir, &store, TOMORROW, &["resume", &id, "--json"]);
     assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
     let run = json(&resumed);
