@@ -164,7 +164,7 @@ started=$(date +%s%N)
   >"$WORK/tiny.jsonl" 2>"$WORK/tiny.err") || status=$?
 elapsed="$(( ($(date +%s%N) - started) / 1000000 )) ms"
 if [ "$status" = 0 ]; then
-  echo "broken answer (max_tokens 8): repaired in $elapsed: $(head -c 300 "$WORK/tiny.jsonl")"
+  echo "broken answer (max_tokens 8): the turn went on in $elapsed (repaired, or set aside and asked again): $(head -c 300 "$WORK/tiny.jsonl")"
 elif [ "$status" = 1 ] && grep -q "invalid_output" "$WORK/tiny.err" \
   && stored_session | cmp -s "$WORK/before.json" -; then
   echo "broken answer (max_tokens 8): failed cleanly in $elapsed, the stored session unchanged:"

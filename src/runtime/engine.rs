@@ -354,6 +354,24 @@ impl Turn<'_> {
         self.emit(Event::Warning { message: message.into() });
     }
 
+    /// Asks the model to understand; an answer that is still invalid after
+    /// the provider's repair proposes nothing code could check, so the turn
+    /// goes on as if the model had understood nothing: the step asks again
+    /// instead of the turn failing. A weak model that rambles past its
+    /// token limit then costs the user a question, not the conversation.
+    /// Every other failure (network, authentication, cancellation) still
+    /// fails the turn and leaves the session as it was.
+    fn understand_or_nothing(&mut self, request: &UnderstandRequest) -> Result<Understanding, TurnError> {
+        match self.runtime.provider.understand(request) {
+            Ok(understanding) => Ok(understanding),
+            Err(ProviderError::InvalidOutput(reason)) => {
+                self.warn(format!("the model's answer was unusable and was set aside: {reason}"));
+                Ok(Understanding { usage: Usage { calls: 1, ..Usage::default() }, ..Understanding::default() })
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
     /// Whether the turn may stop here and leave a session the next turn
     /// resumes correctly. During resolution that is only before a step is
     /// evaluated or executed (the session then points at it): stopping
@@ -553,7 +571,7 @@ impl Turn<'_> {
         let read_by_code = self.runtime.reader.read(&request);
         request.fields.retain(|field| !read_by_code.contains_key(&field.name));
         if !request.is_empty() {
-            let mut understanding = self.runtime.provider.understand(&request)?;
+            let mut understanding = self.understand_or_nothing(&request)?;
             self.count_call(Purpose::Understand, understanding.usage);
             self.ground(&mut understanding);
             self.understanding = understanding;
@@ -1912,7 +1930,7 @@ impl Turn<'_> {
         let answer = if request.signals.is_empty() {
             Understanding::default()
         } else {
-            let mut answer = self.runtime.provider.understand(&request)?;
+            let mut answer = self.understand_or_nothing(&request)?;
             self.count_call(Purpose::PostSignals, answer.usage);
             self.ground(&mut answer);
             answer

@@ -174,3 +174,25 @@ flow f "F" {
     assert_eq!(ungrounded(&result), [("signal", "late".to_string(), json!(true))]);
     assert!(harness.session.pending.is_none(), "an ungrounded yes arms nothing");
 }
+
+/// A weak model that rambles past its token limit gives an answer that
+/// stays invalid after the repair: the turn goes on as if it had
+/// understood nothing, so the step asks again and nothing is written,
+/// instead of the turn failing.
+#[test]
+fn an_unusable_answer_makes_the_step_ask_again() {
+    let mut harness = Harness::new(BOOKING);
+    harness.say_with("Hi, I'd like to book a hotel room", Understood::new().flow("booking"));
+    harness.script().invalid_answers = 1;
+    harness.remember_counts();
+    let turn = harness.say("The Grand Hotel, please");
+    assert_eq!(turn.step.as_deref(), Some("ask_hotel"));
+    assert_eq!(turn.data.get("hotel"), None);
+    assert_eq!(harness.calls_last_turn(), (1, 1), "one understand call (set aside) and the reply asking again");
+    let set_aside = turn.events.iter().any(|event| {
+        matches!(event, Event::Warning { message } if message.contains("unusable") && message.contains("not valid JSON"))
+    });
+    assert!(set_aside, "{:?}", turn.events);
+    let next = harness.say_with("The Grand Hotel", Understood::new().field("hotel", json!("Grand Hotel")));
+    assert_eq!(next.data.get("hotel"), Some(&json!("Grand Hotel")));
+}

@@ -49,6 +49,9 @@ pub struct Script {
     pub replies: VecDeque<Reply>,
     /// Slept in every understand call (a slow model).
     pub understand_sleep: Option<Duration>,
+    /// The next this many understand calls answer invalid JSON, as a weak
+    /// model cut off by its token limit does, even after a repair.
+    pub invalid_answers: usize,
     pub understand_requests: Vec<UnderstandRequest>,
     pub respond_requests: Vec<RespondRequest>,
     /// Results (or refusals) of the tool calls made in respond.
@@ -77,6 +80,12 @@ impl Provider for Scripted {
         script.understand_requests.push(request.clone());
         if let Some(sleep) = script.understand_sleep {
             std::thread::sleep(sleep);
+        }
+        if script.invalid_answers > 0 {
+            script.invalid_answers -= 1;
+            return Err(ProviderError::InvalidOutput(
+                "the answer is not valid JSON (EOF while parsing a string)".to_string(),
+            ));
         }
         let mut understanding = script.understandings.pop_front().unwrap_or_default();
         // A real model's constrained output answers every question asked:
