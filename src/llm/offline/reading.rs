@@ -79,10 +79,11 @@ pub fn terms_in(text: &str) -> Vec<String> {
 
 /// Reads, before the model, the values the offline rules read beyond
 /// doubt: a `string` field's `pattern` matching a span that is not plain
-/// words (an email, an order number), the one ISO date of a message when
-/// one date field is asked, and an enum value named verbatim (whole words,
-/// any case, not negated) when it is the only value of the only enum field
-/// named. Everything else is left to the model. Keeps compiled patterns
+/// words (an email, an order number), a `string` field's example named
+/// verbatim when it is the only example named, the one ISO date of a
+/// message when one date field is asked, and an enum value named verbatim
+/// (whole words, any case, not negated) when it is the only value of the
+/// only enum field named. Everything else is left to the model. Keeps compiled patterns
 /// between turns.
 #[derive(Default)]
 pub struct CertainReader {
@@ -113,10 +114,29 @@ impl CertainReader {
 
         let date_fields: Vec<&FieldSpec> = request.fields.iter().filter(|field| field.kind == "date").collect();
         let enums: Vec<&FieldSpec> = request.fields.iter().filter(|field| field.kind == "enum").collect();
-        if date_fields.len() != 1 && enums.is_empty() {
+        let with_examples: Vec<&FieldSpec> = request
+            .fields
+            .iter()
+            .filter(|field| field.kind == "string" && !field.examples.is_empty() && !read.contains_key(&field.name))
+            .collect();
+        if date_fields.len() != 1 && enums.is_empty() && with_examples.is_empty() {
             return read;
         }
         let tokens = tokenize(message);
+        let terms = located_terms(&tokens);
+        // A string field's declared example named verbatim is as certain as
+        // an enum value named verbatim ("The Ritz Paris, please" for a hotel
+        // whose examples list Ritz Paris), when it is the only one named.
+        let examples_named: Vec<(&FieldSpec, &String, String)> = with_examples
+            .iter()
+            .flat_map(|field| field.examples.iter().map(move |example| (*field, example)))
+            .filter_map(|(field, example)| {
+                named_verbatim(message, &tokens, &terms, example).map(|evidence| (field, example, evidence))
+            })
+            .collect();
+        if let [(field, example, evidence)] = examples_named.as_slice() {
+            read.insert(field.name.clone(), Proposal::new(Value::String((*example).clone()), evidence.clone()));
+        }
         if let [field] = date_fields.as_slice() {
             let mentions = dates::find(&tokens, None, &[]);
             let iso: Vec<(&dates::Mention, NaiveDate)> = mentions
@@ -133,7 +153,6 @@ impl CertainReader {
         }
 
         if !enums.is_empty() {
-            let terms = located_terms(&tokens);
             let named: Vec<(&FieldSpec, &String, String)> = enums
                 .iter()
                 .flat_map(|field| field.values.iter().map(move |value| (*field, value)))
@@ -224,6 +243,26 @@ mod tests {
             read("It's about Billing.", vec![issue()]),
             vec![("issue".into(), Value::from("billing"), "Billing".into())]
         );
+    }
+
+    fn hotel() -> FieldSpec {
+        let mut hotel = field("hotel", "string");
+        hotel.examples = vec!["Grand Hotel".into(), "Overlook".into(), "Ritz Paris".into()];
+        hotel
+    }
+
+    #[test]
+    fn a_string_example_named_alone_is_read_as_declared() {
+        assert_eq!(
+            read("The ritz paris, please", vec![hotel()]),
+            vec![("hotel".into(), Value::from("Ritz Paris"), "ritz paris".into())]
+        );
+        assert_eq!(
+            read("not the Overlook: the Grand Hotel", vec![hotel()]),
+            vec![("hotel".into(), Value::from("Grand Hotel"), "Grand Hotel".into())]
+        );
+        assert!(read("the Overlook or the Grand Hotel?", vec![hotel()]).is_empty(), "two examples");
+        assert!(read("the Savoy", vec![hotel()]).is_empty(), "no example: the model's call");
     }
 
     #[test]
