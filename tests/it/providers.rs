@@ -14,8 +14,7 @@ use std::time::Duration;
 
 const KEY: &str = "test-key-7f3a9c21";
 const WAIT: Duration = Duration::from_secs(60);
-const SCRIPT: [&str; 5] =
-    ["Hi, I'd like to book a hotel room", "The Savoy, please", "2026-12-04", "2 guests", "yes"];
+const SCRIPT: [&str; 5] = ["Hi, I'd like to book a hotel room", "The Savoy, please", "2026-12-04", "2 guests", "yes"];
 /// What book_hotel.py answers for The Savoy, 2026-12-04, 2 guests. (A hotel
 /// the schema's examples do not list: code would read one of those itself,
 /// and these tests are about what crosses the wire.)
