@@ -141,7 +141,8 @@ fn replayed_a_weak_model_asks_again_and_books_only_on_yes() {
     assert_eq!(live[3]["data"]["hotel"], "Grand Hotel");
     assert_eq!(turns_running(&live, "book"), [5]);
 
-    // Only the turn answering the confirm step asked the model for consent.
+    // No turn but the one answering the confirm step may ask the model for
+    // consent (that one's plain "yes" is read by code before the model).
     let file: Value = serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
     let asking_consent: Vec<&str> = file["calls"]
         .as_array()
@@ -151,7 +152,7 @@ fn replayed_a_weak_model_asks_again_and_books_only_on_yes() {
         .filter(|call| call["request"]["fields"].as_array().unwrap().iter().any(|field| field["name"] == "confirmed"))
         .map(|call| call["request"]["message"].as_str().unwrap())
         .collect();
-    assert_eq!(asking_consent, ["yes"]);
+    assert!(asking_consent.iter().all(|message| *message == "yes"), "{asking_consent:?}");
 
     let replay = format!("replay:{}", recording.to_string_lossy());
     let replayed = run("flows/booking.flow", &script, &["--provider", &replay]);

@@ -289,14 +289,14 @@ pub(crate) fn units(field: &FieldSpec) -> Vec<(String, u8)> {
     units
 }
 
-fn fits(field: &FieldSpec, candidate: &Candidate) -> bool {
+pub(crate) fn fits(field: &FieldSpec, candidate: &Candidate) -> bool {
     let whole_enough = field.kind != "int" || candidate.integral;
     let above_min = field.min.is_none_or(|min| candidate.value >= min);
     let below_max = field.max.is_none_or(|max| candidate.value <= max);
     whole_enough && above_min && below_max
 }
 
-fn json_number(field: &FieldSpec, value: f64) -> Value {
+pub(crate) fn json_number(field: &FieldSpec, value: f64) -> Value {
     if field.kind == "int" { Value::from(value as i64) } else { Value::from(value) }
 }
 

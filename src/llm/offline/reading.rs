@@ -43,14 +43,17 @@ pub fn dates_in(text: &str, today: Option<NaiveDate>) -> Vec<ReadDate> {
 /// Every number in `text`, in digits or words (`2`, `two`, `a couple`);
 /// the digits of dates and times are not numbers.
 pub fn numbers_in(text: &str) -> Vec<f64> {
-    let tokens = tokenize(text);
+    number_candidates(&tokenize(text)).into_iter().map(|candidate| candidate.value).collect()
+}
+
+fn number_candidates(tokens: &[super::text::Token]) -> Vec<numbers::Candidate> {
     let mut blocked = vec![false; tokens.len()];
-    for mention in dates::find(&tokens, None, &[]) {
+    for mention in dates::find(tokens, None, &[]) {
         for flag in blocked.iter_mut().take(mention.last + 1).skip(mention.first) {
             *flag = true;
         }
     }
-    numbers::candidates(&tokens, &blocked).into_iter().map(|candidate| candidate.value).collect()
+    numbers::candidates(tokens, &blocked)
 }
 
 /// The yes or no `text` says; `None` for neither or both.
@@ -78,7 +81,9 @@ pub fn terms_in(text: &str) -> Vec<String> {
 }
 
 /// Reads, before the model, the values the offline rules read beyond
-/// doubt: a `string` field's `pattern` matching a span that is not plain
+/// doubt: the one number or the one yes/no of a message answering a step
+/// that asks for that `int`, `float` or `bool` field alone, a `string`
+/// field's `pattern` matching a span that is not plain
 /// words (an email, an order number), a `string` field's example named
 /// verbatim when it is the only example named, the one ISO date of a
 /// message when one date field is asked, and an enum value named verbatim
@@ -119,10 +124,36 @@ impl CertainReader {
             .iter()
             .filter(|field| field.kind == "string" && !field.examples.is_empty() && !read.contains_key(&field.name))
             .collect();
-        if date_fields.len() != 1 && enums.is_empty() && with_examples.is_empty() {
+        let asked_alone = request.fields.iter().find(|field| field.asked && !read.contains_key(&field.name));
+        if date_fields.len() != 1 && enums.is_empty() && with_examples.is_empty() && asked_alone.is_none() {
             return read;
         }
         let tokens = tokenize(message);
+        // The field the current step asks for alone, answered by the one
+        // number or the one yes/no of the message: "2 guests" to "How many
+        // guests?", "yes" to "Shall I book …?". Read at the step that asks
+        // for it, a confirmation is an answer, not consent read ahead.
+        if let Some(field) = asked_alone {
+            match field.kind.as_str() {
+                "int" | "float" => {
+                    if let [only] = number_candidates(&tokens).as_slice()
+                        && numbers::fits(field, only)
+                    {
+                        let evidence = span_text(message, &tokens, only.first, only.last);
+                        read.insert(
+                            field.name.clone(),
+                            Proposal::new(numbers::json_number(field, only.value), evidence),
+                        );
+                    }
+                }
+                "bool" => {
+                    if let Some(answer) = yes_no(&tokens) {
+                        read.insert(field.name.clone(), Proposal::new(Value::Bool(answer), message.trim()));
+                    }
+                }
+                _ => {}
+            }
+        }
         let terms = located_terms(&tokens);
         // A string field's declared example named verbatim is as certain as
         // an enum value named verbatim ("The Ritz Paris, please" for a hotel
@@ -249,6 +280,31 @@ mod tests {
         let mut hotel = field("hotel", "string");
         hotel.examples = vec!["Grand Hotel".into(), "Overlook".into(), "Ritz Paris".into()];
         hotel
+    }
+
+    fn asked(mut spec: FieldSpec) -> FieldSpec {
+        spec.asked = true;
+        spec
+    }
+
+    #[test]
+    fn the_answer_to_a_step_asking_for_one_number_or_a_yes_is_read() {
+        let mut guests = asked(field("guests", "int"));
+        guests.max = Some(10.0);
+        assert_eq!(read("2 guests", vec![guests.clone()]), vec![("guests".into(), Value::from(2), "2".into())]);
+        assert_eq!(read("two of us", vec![guests.clone()]), vec![("guests".into(), Value::from(2), "two".into())]);
+        assert!(read("2 or 3", vec![guests.clone()]).is_empty(), "two numbers");
+        assert!(read("40 guests", vec![guests.clone()]).is_empty(), "out of range");
+        assert!(read("on 2026-12-04", vec![guests]).is_empty(), "a date is not a number");
+        assert_eq!(
+            read("Yes, please", vec![asked(field("confirmed", "bool"))]),
+            vec![("confirmed".into(), Value::Bool(true), "Yes, please".into())]
+        );
+        assert_eq!(
+            read("no", vec![asked(field("confirmed", "bool"))]),
+            vec![("confirmed".into(), Value::Bool(false), "no".into())]
+        );
+        assert!(read("hmm, maybe", vec![asked(field("confirmed", "bool"))]).is_empty());
     }
 
     #[test]
