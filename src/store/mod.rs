@@ -193,6 +193,29 @@ pub(crate) mod rows {
         })
     }
 
+    /// What every save writes, checked before its transaction starts: a
+    /// valid id, both versions as the databases' integers, and the state
+    /// as JSON text.
+    pub struct Write {
+        pub version: i64,
+        pub expected: i64,
+        pub state: String,
+    }
+
+    pub fn write(
+        id: &str,
+        version: u64,
+        expected_version: u64,
+        state: &impl serde::Serialize,
+    ) -> Result<Write, StoreError> {
+        super::check_id(id)?;
+        let version = to_i64(id, version)?;
+        let expected = to_i64(id, expected_version)?;
+        let state = serde_json::to_string(state)
+            .map_err(|error| StoreError::Io { id: id.to_string(), message: error.to_string() })?;
+        Ok(Write { version, expected, state })
+    }
+
     pub fn now_text() -> String {
         chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
     }

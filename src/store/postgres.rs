@@ -9,7 +9,7 @@
 //! takes a database of any older version to the current one, under an
 //! advisory lock so that two processes starting at once migrate once.
 
-use super::rows::{self, now_text, to_i64};
+use super::rows::{self, now_text};
 use super::{Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id};
 use crate::llm::Message;
 use crate::runtime::session::Session;
@@ -148,11 +148,7 @@ impl SessionStore for PostgresStore {
 
     fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError> {
         let id = session.id.as_str();
-        check_id(id)?;
-        let version = to_i64(id, session.version)?;
-        let expected = to_i64(id, expected_version)?;
-        let state = serde_json::to_string(session)
-            .map_err(|error| StoreError::Io { id: id.to_string(), message: error.to_string() })?;
+        let rows::Write { version, expected, state } = rows::write(id, session.version, expected_version, session)?;
         let conflict = |stored: i64| StoreError::Conflict {
             id: id.to_string(),
             stored: u64::try_from(stored).unwrap_or(0),
@@ -270,11 +266,7 @@ fn takeable(now: &str, early: &str) -> String {
 impl RunStore for PostgresStore {
     fn save_run(&self, stored: &StoredRun, expected_version: u64, claim: Option<&Claim>) -> Result<(), StoreError> {
         let id = stored.run.run.as_str();
-        check_id(id)?;
-        let version = to_i64(id, stored.version)?;
-        let expected = to_i64(id, expected_version)?;
-        let state = serde_json::to_string(&stored.run)
-            .map_err(|error| StoreError::Io { id: id.to_string(), message: error.to_string() })?;
+        let rows::Write { version, expected, state } = rows::write(id, stored.version, expected_version, &stored.run)?;
         let conflict = |stored: i64| StoreError::RunConflict {
             id: id.to_string(),
             stored: u64::try_from(stored).unwrap_or(0),

@@ -13,7 +13,7 @@
 //! The schema is versioned with `PRAGMA user_version`; [`MIGRATIONS`] takes
 //! a database of any older version to the current one.
 
-use super::rows::{self, now_text, to_i64};
+use super::rows::{self, now_text};
 use super::{Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id};
 use crate::llm::Message;
 use crate::runtime::session::Session;
@@ -223,11 +223,7 @@ impl SessionStore for SqliteStore {
 
     fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError> {
         let id = session.id.as_str();
-        check_id(id)?;
-        let version = to_i64(id, session.version)?;
-        let expected = to_i64(id, expected_version)?;
-        let state = serde_json::to_string(session)
-            .map_err(|error| StoreError::Io { id: id.to_string(), message: error.to_string() })?;
+        let rows::Write { version, expected, state } = rows::write(id, session.version, expected_version, session)?;
         let mut connection = self.connection(id)?;
         let transaction =
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
@@ -340,11 +336,7 @@ const TAKEABLE: &str = "(claimed_until IS NULL OR claimed_until < ?2)
 impl RunStore for SqliteStore {
     fn save_run(&self, stored: &StoredRun, expected_version: u64, claim: Option<&Claim>) -> Result<(), StoreError> {
         let id = stored.run.run.as_str();
-        check_id(id)?;
-        let version = to_i64(id, stored.version)?;
-        let expected = to_i64(id, expected_version)?;
-        let state = serde_json::to_string(&stored.run)
-            .map_err(|error| StoreError::Io { id: id.to_string(), message: error.to_string() })?;
+        let rows::Write { version, expected, state } = rows::write(id, stored.version, expected_version, &stored.run)?;
         let mut connection = self.connection(id)?;
         let transaction =
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
