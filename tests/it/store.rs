@@ -98,7 +98,7 @@ fn postgres_migrates_a_database_at_every_older_schema_version() {
     }
 }
 
-use crate::workflows::PAUSING;
+use crate::workflows::{PAUSING, started_steps};
 
 const TODAY: &str = "2026-01-05T10:00:00Z";
 const LATER: &str = "2026-01-05T11:00:00Z";
@@ -242,14 +242,7 @@ fn a_killed_worker_leaves_its_run_to_the_next(store: &str) {
     let output = flowc_at(&dir, store, after_lease, &["worker", "--once"]);
     assert_eq!(stdout(&output), format!("resumed {id}: completed\n"), "{}", stderr(&output));
     let run = shown(after_lease);
-    let started: Vec<&str> = run["events"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|event| event["event"] == "step_started")
-        .filter_map(|event| event["step"].as_str())
-        .collect();
-    assert_eq!(started, ["one", "pause", "crawl", "crawl"], "only the step the kill interrupted ran again");
+    assert_eq!(started_steps(&run), ["one", "pause", "crawl", "crawl"], "only the step the kill interrupted ran again");
     assert_eq!(run["data"]["done"], true);
     let _ = std::fs::remove_dir_all(&dir);
 }

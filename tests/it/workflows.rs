@@ -31,6 +31,18 @@ fn json(output: &std::process::Output) -> Value {
     serde_json::from_str(stdout(output).trim()).unwrap_or_default()
 }
 
+/// The steps a run's `step_started` events name, in order: a step run
+/// twice appears twice.
+pub(crate) fn started_steps(run: &Value) -> Vec<&str> {
+    run["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|event| event["event"] == "step_started")
+        .filter_map(|event| event["step"].as_str())
+        .collect()
+}
+
 fn statuses(run: &Value) -> Vec<(String, String)> {
     run["steps"]
         .as_array()
@@ -78,15 +90,8 @@ fn onboarding_waits_a_day_then_resume_finishes_it_without_running_a_step_twice()
     .map(|(step, status)| (step.to_string(), status.to_string()))
     .collect();
     assert_eq!(statuses(&run), expected);
-    let started_steps: Vec<&str> = run["events"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|event| event["event"] == "step_started")
-        .filter_map(|event| event["step"].as_str())
-        .collect();
     assert_eq!(
-        started_steps,
+        started_steps(&run),
         ["start", "create_account", "welcome_contacts", "wait_a_day", "check", "done"],
         "no completed step ran again"
     );
