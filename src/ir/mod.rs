@@ -8,6 +8,7 @@
 //! Nothing here does I/O.
 
 pub mod lower;
+pub mod successor;
 
 use crate::expr::{Expr, Template, Type};
 use crate::source::Span;
