@@ -34,6 +34,7 @@ pub mod mermaid;
 
 use crate::check::reachability::Reachability;
 use crate::check::walk::calls_a_tool;
+use crate::ir::successor::{self, Jump, Landing};
 use crate::ir::{Action, ActionKind, Directive, Flow, FlowId, Next, Position, Program, Recovery, Step, StepId, Then};
 use label::{all_of, duration_text, effects_text, expr_text, position_text, quoted};
 use std::collections::BTreeMap;
@@ -295,7 +296,7 @@ impl<'a> Builder<'a> {
         // Entering a flow looks for its first step as the resolution looks
         // for the next one, passing over a step whose `skip_if` holds or
         // whose `when`/`if` does not; a flow without steps completes at once.
-        for target in self.linear(flow_id, flow, 0) {
+        for target in self.landing_targets(flow_id, flow, successor::ENTRY, EdgeKind::Linear) {
             self.place(&entry, target, Vec::new(), false);
         }
         self.emit_edges(flow_id, &entry, "on_enter", &flow.on_enter, false);
@@ -313,8 +314,9 @@ impl<'a> Builder<'a> {
                 unreachable || self.reachability.unreachable_branches.contains(&(flow_id, step_id, branch_index));
             let condition = branch.label.clone().unwrap_or_else(|| self.branch_condition(branch));
             let targets = match &branch.then {
-                Then::Step(target) => {
-                    vec![Target { to: NodeId::step(flow_id, *target), label: Vec::new(), kind: EdgeKind::Branch }]
+                Then::Step(_) => {
+                    let landing = successor::branch_landing(flow_id, step_id, &branch.then);
+                    self.landing_targets(flow_id, flow, landing, EdgeKind::Branch)
                 }
                 Then::Directive(directive) => {
                     self.directive_targets(flow_id, flow, step_id, directive, EdgeKind::Branch)
@@ -402,47 +404,77 @@ impl<'a> Builder<'a> {
     /// How a step is left when it does not branch: its `next`, else the
     /// linear successor.
     fn leave(&mut self, flow_id: FlowId, flow: &Flow, step_id: StepId, step: &Step) -> Vec<Target> {
-        match step.next {
-            Some(Next::Step(target)) => vec![Target {
-                to: NodeId::step(flow_id, target),
-                label: vec!["next".to_string()],
-                kind: EdgeKind::Next,
-            }],
-            Some(Next::End) => {
-                vec![Target { to: self.complete(flow_id), label: vec!["next end".to_string()], kind: EdgeKind::Next }]
-            }
-            None => self.linear(flow_id, flow, step_id.index().saturating_add(1)),
+        let mut targets =
+            self.landing_targets(flow_id, flow, successor::fallthrough(step_id, step), EdgeKind::Linear);
+        let named = match step.next {
+            Some(Next::Step(_)) => "next",
+            Some(Next::End) => "next end",
+            None => return targets,
+        };
+        for target in &mut targets {
+            target.label.insert(0, named.to_string());
+            target.kind = EdgeKind::Next;
         }
+        targets
     }
 
-    /// Where the search for a step in list order, starting at index
-    /// `first`, can stop: that step; when it has a `skip_if`, `when` or
-    /// `if`, also the step after it (the bypass), and so on; past the last
-    /// step, the flow's completion.
-    fn linear(&mut self, flow_id: FlowId, flow: &Flow, first: usize) -> Vec<Target> {
+    /// Where a landing of the successor rule is drawn. In list order, the
+    /// search for a step can stop at each step that can be passed over
+    /// (its `skip_if`, `when` or `if` decides at run time, drawn on the
+    /// edge) and at the first that cannot, else at the flow's completion;
+    /// the edges past a step are labelled with the steps they skip.
+    fn landing_targets(&mut self, flow_id: FlowId, flow: &Flow, landing: Landing, kind: EdgeKind) -> Vec<Target> {
+        let Landing::Listed(first) = landing else {
+            return self.place_of(flow_id, landing).map(|to| Target { to, label: Vec::new(), kind }).into_iter().collect();
+        };
+        let mut conditional = Vec::new();
+        let last = successor::first_listed(flow, first, |step_id, _| {
+            conditional.push(step_id);
+            true
+        });
         let mut targets = Vec::new();
         let mut skipped: Vec<&str> = Vec::new();
-        let mut index = first;
-        loop {
-            let skip_label = |skipped: &[&str]| {
-                if skipped.is_empty() { Vec::new() } else { vec![format!("skip {}", skipped.join(", "))] }
-            };
-            let kind = if skipped.is_empty() { EdgeKind::Linear } else { EdgeKind::Skip };
-            let Some(step) = flow.steps.get(index) else {
-                targets.push(Target { to: self.complete(flow_id), label: skip_label(&skipped), kind });
-                return targets;
+        let skip_label = |skipped: &[&str]| {
+            if skipped.is_empty() { Vec::new() } else { vec![format!("skip {}", skipped.join(", "))] }
+        };
+        let kind_after = |skipped: &[&str]| if skipped.is_empty() { kind } else { EdgeKind::Skip };
+        for step_id in conditional {
+            let Some(step) = flow.step(step_id) else {
+                continue;
             };
             let mut label = skip_label(&skipped);
-            let condition = self.entry_condition(step);
-            let conditional = condition.is_some();
-            label.extend(condition);
-            targets.push(Target { to: NodeId::step(flow_id, StepId::from_index(index)), label, kind });
-            if !conditional {
-                return targets;
-            }
+            label.extend(self.entry_condition(step));
+            targets.push(Target { to: NodeId::step(flow_id, step_id), label, kind: kind_after(&skipped) });
             skipped.push(display_name(&step.name));
-            index = index.saturating_add(1);
         }
+        let to = match last {
+            Some(step_id) => NodeId::step(flow_id, step_id),
+            None => self.complete(flow_id),
+        };
+        targets.push(Target { to, label: skip_label(&skipped), kind: kind_after(&skipped) });
+        targets
+    }
+
+    /// The node a landing that is not in list order arrives at. `None`
+    /// only for a flow or step the IR does not hold, which lowering never
+    /// produces.
+    fn place_of(&mut self, flow_id: FlowId, landing: Landing) -> Option<NodeId> {
+        Some(match landing {
+            // `reset` and `goto_step` enter the step as it is: no `on_enter`
+            // of the flow, no passing over; a step past the end completes.
+            Landing::Step(step) if self.program.flow(flow_id).is_some_and(|flow| flow.step(step).is_some()) => {
+                NodeId::step(flow_id, step)
+            }
+            Landing::Step(_) | Landing::Complete(None) => self.complete(flow_id),
+            Landing::Complete(Some(next)) => self.known_flow(next).map(NodeId::entry)?,
+            Landing::Enter(flow, StepId(0)) => self.known_flow(flow).map(NodeId::entry)?,
+            Landing::Enter(flow, step) => {
+                let exists = self.program.flow(flow).and_then(|target| target.step(step)).is_some();
+                exists.then(|| NodeId::step(flow, step))?
+            }
+            Landing::Abort => self.abort(flow_id),
+            Landing::Listed(_) => return None,
+        })
     }
 
     /// Where a directive takes the conversation. One without a position
@@ -460,7 +492,8 @@ impl<'a> Builder<'a> {
             Some(position) => self.position_target(flow_id, position, kind).into_iter().collect(),
             None => {
                 let effects = effects_text(directive);
-                let mut targets = self.linear(flow_id, flow, step_id.index().saturating_add(1));
+                let landing = successor::after_directive(flow_id, step_id, None);
+                let mut targets = self.landing_targets(flow_id, flow, landing, kind);
                 for target in &mut targets {
                     if !effects.is_empty() {
                         target.label.insert(0, effects.clone());
@@ -475,22 +508,7 @@ impl<'a> Builder<'a> {
     /// The node a position field moves to from inside `flow_id`. `None`
     /// only for an id the IR does not hold, which lowering never produces.
     fn position_target(&mut self, flow_id: FlowId, position: &Position, kind: EdgeKind) -> Option<Target> {
-        let to = match position {
-            Position::Goto { flow, .. } => self.known_flow(*flow).map(NodeId::entry)?,
-            Position::GotoStep { flow, step } => {
-                let exists = self.program.flow(*flow).and_then(|target| target.step(*step)).is_some();
-                exists.then(|| NodeId::step(*flow, *step))?
-            }
-            Position::Complete { next: None } => self.complete(flow_id),
-            Position::Complete { next: Some(next) } => self.known_flow(*next).map(NodeId::entry)?,
-            Position::Abort { .. } => self.abort(flow_id),
-            // `reset` enters the first step as it is: no `on_enter` of the
-            // flow, no passing over.
-            Position::Reset => match self.program.flow(flow_id).is_some_and(|flow| !flow.steps.is_empty()) {
-                true => NodeId::step(flow_id, StepId(0)),
-                false => self.complete(flow_id),
-            },
-        };
+        let to = self.place_of(flow_id, successor::landing(flow_id, Jump::from(position)))?;
         Some(Target { to, label: vec![position_text(self.program, Some(flow_id), position)], kind })
     }
 
