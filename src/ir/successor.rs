@@ -171,11 +171,7 @@ pub fn can_be_passed_over(step: &Step) -> bool {
 /// The first step from index `from` on that is not passed over, asking
 /// `passed_over` about each step that [`can_be_passed_over`], in order;
 /// `None` when every remaining step is passed over (the flow completes).
-pub fn first_listed(
-    flow: &Flow,
-    from: usize,
-    mut passed_over: impl FnMut(StepId, &Step) -> bool,
-) -> Option<StepId> {
+pub fn first_listed(flow: &Flow, from: usize, mut passed_over: impl FnMut(StepId, &Step) -> bool) -> Option<StepId> {
     flow.steps.iter().enumerate().skip(from).find_map(|(index, step)| {
         let id = StepId::from_index(index);
         (!(can_be_passed_over(step) && passed_over(id, step))).then_some(id)
