@@ -44,6 +44,17 @@ impl Jump {
     pub fn starts_a_run(self) -> bool {
         matches!(self, Jump::Goto(_) | Jump::Reset)
     }
+
+    /// Which position wins when directives merge: `abort > complete >
+    /// goto/goto_step > reset`.
+    pub fn precedence(self) -> u8 {
+        match self {
+            Jump::Abort => 3,
+            Jump::Complete(_) => 2,
+            Jump::Goto(_) | Jump::GotoStep(..) => 1,
+            Jump::Reset => 0,
+        }
+    }
 }
 
 impl From<&Position> for Jump {
