@@ -337,7 +337,7 @@ impl Conversation<'_> {
     fn turn(&mut self, message: &str) -> Result<TurnResult, String> {
         self.cancel.reset();
         let mut working = self.session.clone();
-        let result = self.runtime.respond(&mut working, message);
+        let result = self.runtime.run_turn(&mut working, message);
         self.note_modes();
         let result = result.map_err(|error: TurnError| error.to_string())?;
         if let Some(store) = self.store {

@@ -114,7 +114,7 @@ impl Runtime {
     }
 
     /// Runs one whole turn.
-    pub fn respond(&mut self, session: &mut Session, message: &str) -> Result<TurnResult, TurnError> {
+    pub fn run_turn(&mut self, session: &mut Session, message: &str) -> Result<TurnResult, TurnError> {
         let mut turn = self.begin(session, message)?;
         loop {
             if let Progress::Finished(result) = turn.step()? {

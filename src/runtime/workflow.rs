@@ -415,7 +415,7 @@ impl WorkflowRunner<'_> {
         let path = format!("{flow_name}.{}", step.name);
         let mut data = run.data.clone();
         let mut out = ActionOutput::default();
-        let source = ActionSource { kind: "action", path: &path, numbered: true };
+        let source = ActionSource { kind: Source::Action, path: &path, numbered: true };
         runner
             .run(&step.actions, &source, &mut data, &run.context, &mut Vec::new(), &mut out)
             .map_err(|error| error.to_string())?;
@@ -495,7 +495,7 @@ impl WorkflowRunner<'_> {
                 let mut warnings = Vec::new();
                 let emission = evaluate_directive(
                     directive,
-                    Source::new("branch", format!("{flow_name}.{}#{}", step.name, index + 1)),
+                    Source::Branch(format!("{flow_name}.{}#{}", step.name, index + 1)),
                     &scope,
                     &mut warnings,
                 );

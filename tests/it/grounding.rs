@@ -227,7 +227,7 @@ fn converse(program: &str, script: &[&str], config: &flowc::llm::ProviderConfig)
     let mut conversation = Conversation { turns: Vec::new(), proposed: Vec::new(), failed: Vec::new() };
     for message in script {
         let before = proposed.lock().unwrap().len();
-        let result = match runtime.respond(&mut session, message) {
+        let result = match runtime.run_turn(&mut session, message) {
             Ok(result) => result,
             Err(error) => {
                 conversation.failed.push((message.to_string(), error.to_string()));

@@ -9,7 +9,7 @@
 //! A turn works on a copy of the session and replaces the caller's only when
 //! it finishes, so a failed turn leaves the session exactly as it was.
 //! [`Turn::step`] advances one stage (or one step of the batch) at a time for
-//! embedders; [`Runtime::respond`](super::engine::Runtime::respond) runs a turn to its end.
+//! embedders; [`Runtime::run_turn`](super::engine::Runtime::run_turn) runs a turn to its end.
 //!
 //! Choices where the language leaves room, documented in the README:
 //! - Positions emitted to the pre-model bus (by `on_enter`, `prepare`,
@@ -98,7 +98,7 @@ enum Stage {
     Start,
     Understand,
     Resolve,
-    Respond,
+    Reply,
     PostSignals,
     Finish,
 }
@@ -110,7 +110,7 @@ pub enum StageDone {
     Understood,
     /// One step of resolution (enter, ask, execute, leave…).
     Resolved,
-    Responded,
+    Replied,
     PostSignals,
 }
 
@@ -215,9 +215,9 @@ impl Turn<'_> {
                 self.resolve_one()?;
                 Ok(Progress::Continue(StageDone::Resolved))
             }
-            Stage::Respond => {
-                self.respond()?;
-                Ok(Progress::Continue(StageDone::Responded))
+            Stage::Reply => {
+                self.reply()?;
+                Ok(Progress::Continue(StageDone::Replied))
             }
             Stage::PostSignals => {
                 self.post_signals()?;
@@ -326,7 +326,7 @@ impl Turn<'_> {
 
     fn stop_with(&mut self, reason: StopReason) {
         self.stop.get_or_insert(reason);
-        self.stage = Stage::Respond;
+        self.stage = Stage::Reply;
     }
 }
 

@@ -4,15 +4,14 @@
 use super::{Stage, Turn, TurnError};
 use crate::ir::{Program, ToolId};
 use crate::llm::{RespondRequest, ToolLoop, ToolSpec};
+use crate::runtime::actions::call_tool;
 use crate::runtime::directive::{Emission, Source, merge};
 use crate::runtime::events::{Event, Purpose, StopReason};
 use crate::runtime::tools::{ToolEnv, ToolRegistry};
-use crate::runtime::validate::validate;
 use serde_json::Value;
-use std::time::Instant;
 
 impl Turn<'_> {
-    pub(super) fn respond(&mut self) -> Result<(), TurnError> {
+    pub(super) fn reply(&mut self) -> Result<(), TurnError> {
         let program = self.program();
         let pre = merge(&self.pre_bus);
         for warning in &pre.warnings {
@@ -35,7 +34,7 @@ impl Turn<'_> {
             && (!self.instructions.is_empty() || (self.session.flow.is_none() && self.says.is_empty()));
         let mut model_text = None;
         if needs_model && !self.over_token_budget() {
-            let request = self.respond_request(&program, &pre.append_prompt, &pre.inject_tools);
+            let request = self.reply_request(&program, &pre.append_prompt, &pre.inject_tools);
             let mut tool_loop = TurnToolLoop {
                 program: &program,
                 tools: &self.runtime.tools,
@@ -114,7 +113,7 @@ impl Turn<'_> {
             }
             let lost =
                 emission.position.is_some() && post.position.as_ref().is_some_and(|(_, winner)| *winner != index);
-            if emission.source.0 != "pending" {
+            if emission.source != Source::Pending {
                 self.record(emission, !lost);
             }
         }
@@ -140,7 +139,7 @@ impl Turn<'_> {
         Ok(())
     }
 
-    pub(super) fn respond_request(
+    pub(super) fn reply_request(
         &mut self,
         program: &Program,
         appended: &[String],
@@ -217,42 +216,14 @@ impl ToolLoop for TurnToolLoop<'_> {
         let Value::Object(raw) = arguments else {
             return Err("tool arguments must be a JSON object".to_string());
         };
-        let mut args = serde_json::Map::new();
-        for param in &tool.params {
-            let value = raw.get(&param.name).cloned().unwrap_or(Value::Null);
-            match validate(&value, &param.ty) {
-                Ok(valid) => {
-                    args.insert(param.name.clone(), valid);
-                }
-                Err(reason) => return Err(format!("argument `{}`: {reason}", param.name)),
-            }
-        }
-        let started = Instant::now();
-        let result = self.tools.call(tool, &args, self.tool_env);
-        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        match result {
-            Ok(result) => {
-                self.events.push(Event::ToolCalled { tool: name.to_string(), ok: true, duration_ms, error: None });
-                if let Some(directive) = result.get("directive") {
-                    let (emission, warnings) =
-                        crate::runtime::actions::emission_from_json(self.program, directive, Source::new("tool", name));
-                    for message in warnings {
-                        self.events.push(Event::Warning { message });
-                    }
-                    self.emissions.push(emission);
-                }
-                Ok(result)
-            }
-            Err(error) => {
-                self.events.push(Event::ToolCalled {
-                    tool: name.to_string(),
-                    ok: false,
-                    duration_ms,
-                    error: Some(error.to_string()),
-                });
-                Err(error.to_string())
-            }
-        }
+        let arguments = tool.params.iter().map(|param| (param, raw.get(&param.name).cloned().unwrap_or(Value::Null)));
+        let made = call_tool(self.program, self.tools, self.tool_env, tool, arguments)
+            .map_err(|invalid| format!("argument `{}`: {}", invalid.param, invalid.reason))?;
+        self.events.push(made.event);
+        let result = made.result.map_err(|error| error.to_string())?;
+        self.events.extend(made.warnings.into_iter().map(|message| Event::Warning { message }));
+        self.emissions.extend(made.emission);
+        Ok(result)
     }
 
     fn may_call(&self) -> bool {

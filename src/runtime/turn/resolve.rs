@@ -5,7 +5,7 @@
 use super::MAX_TRANSITIONS;
 use super::{Cursor, Stage, Turn, TurnError};
 use crate::ir::{Flow, FlowId, Program, Recovery, Step, StepId};
-use crate::runtime::actions::{ActionError, ActionSource, evaluate_directive};
+use crate::runtime::actions::{ActionError, ActionSource};
 use crate::runtime::directive::{Move, Source};
 use crate::runtime::events::{Event, StopReason};
 use crate::runtime::session::Offered;
@@ -17,7 +17,7 @@ impl Turn<'_> {
         if self.transitions > MAX_TRANSITIONS {
             self.warn("the turn did not settle: it moved between steps too many times without asking");
             self.stop = Some(StopReason::AutoStepLimit);
-            self.stage = Stage::Respond;
+            self.stage = Stage::Reply;
             return Ok(());
         }
         let program = self.program();
@@ -182,7 +182,7 @@ impl Turn<'_> {
             });
             match &step.on_no_answer {
                 Some(directive) => {
-                    let source = Source::new("on_no_answer", format!("{}.{}", flow.name, step.name));
+                    let source = Source::OnNoAnswer(format!("{}.{}", flow.name, step.name));
                     let position = self.apply_step_directive(directive, source);
                     self.session.asks = 0;
                     self.cursor = match position {
@@ -309,7 +309,7 @@ impl Turn<'_> {
         self.session.step = Some(step_id);
         self.mark_executed(&step.name);
         let path = format!("{}.{}", flow.name, step.name);
-        let source = ActionSource { kind: "action", path: &path, numbered: true };
+        let source = ActionSource { kind: Source::Action, path: &path, numbered: true };
         match self.run_actions(&step.actions, &source, false) {
             Ok(()) => {}
             Err(TurnError::Action(failure)) => return self.step_failed(flow, step, flow_id, step_id, failure),
@@ -384,7 +384,7 @@ impl Turn<'_> {
             self.cursor = Cursor::Abort;
             return Ok(());
         };
-        let source = Source::new("on_error", format!("{}.{}", flow.name, step.name));
+        let source = Source::OnError(format!("{}.{}", flow.name, step.name));
         match self.apply_step_directive(directive, source) {
             Some(position) => self.cursor = self.position_cursor(position),
             None => self.stop_with(StopReason::NeedsInput),
@@ -418,11 +418,7 @@ impl Turn<'_> {
     /// records it, writes its data, says its `reply`; returns its position
     /// for the caller to move by.
     pub(super) fn apply_step_directive(&mut self, directive: &crate::ir::Directive, source: Source) -> Option<Move> {
-        let mut warnings = Vec::new();
-        let emission = evaluate_directive(directive, source, &self.scope(&[]), &mut warnings);
-        for warning in warnings {
-            self.warn(warning);
-        }
+        let emission = self.directive_emission(directive, source);
         self.record(&emission, true);
         let source_name = emission.source.to_string();
         self.apply_writes(&emission.set, &emission.set_context, &source_name);

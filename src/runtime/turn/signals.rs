@@ -3,9 +3,8 @@
 
 use super::{Stage, Turn, TurnError};
 use super::{confirmation_fields, field_spec};
-use crate::ir::{Behavior, FieldId, Phase, Program};
+use crate::ir::{Behavior, FieldId, Phase, Program, Signal};
 use crate::llm::{Message, Question, Role, UnderstandRequest, Understanding};
-use crate::runtime::actions::evaluate_directive;
 use crate::runtime::directive::{Emission, Source, describe, merge};
 use crate::runtime::events::{DirectiveRecord, Event, Purpose, StopReason};
 use std::collections::BTreeSet;
@@ -39,11 +38,30 @@ impl Turn<'_> {
             .collect()
     }
 
-    pub(super) fn fire_signal(&mut self, name: &str) {
+    /// A signal matched, before the reply (`pre`) or after it (`post`): it
+    /// is traced, its firing counts for its `behavior`, and its `then` is
+    /// evaluated now, with the data as it is at this moment.
+    fn fire_signal(&mut self, signal: &Signal, phase: &'static str) -> Option<Emission> {
+        self.emit(Event::SignalMatched { signal: signal.name.clone(), phase });
         let now = self.runtime.tool_env.clock.now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let record = self.session.signals.entry(name.to_string()).or_default();
+        let record = self.session.signals.entry(signal.name.clone()).or_default();
         record.fired += 1;
         record.last_fired_at = Some(now);
+        let directive = signal.then.as_ref()?;
+        Some(self.directive_emission(directive, Source::Signal(signal.name.clone())))
+    }
+
+    /// Fires the pre-phase signals of `signals` the understanding answered
+    /// yes; their directives are merged by the caller before routing acts.
+    pub(super) fn fire_pre_signals(&mut self, program: &Program, signals: &[usize]) -> Vec<Emission> {
+        let mut emissions = Vec::new();
+        for signal in signals.iter().filter_map(|signal| program.signals.get(*signal)) {
+            if !self.understanding.signals.get(&signal.name).is_some_and(|answer| answer.yes) {
+                continue;
+            }
+            emissions.extend(self.fire_signal(signal, "pre"));
+        }
+        emissions
     }
 
     pub(super) fn post_signals(&mut self) -> Result<(), TurnError> {
@@ -122,17 +140,7 @@ impl Turn<'_> {
             if answer.signals.contains_key(&signal.name) {
                 extracting.extend(signal.extract.iter().copied());
             }
-            self.emit(Event::SignalMatched { signal: signal.name.clone(), phase: "post" });
-            self.fire_signal(&signal.name);
-            if let Some(directive) = &signal.then {
-                let mut warnings = Vec::new();
-                let emission =
-                    evaluate_directive(directive, Source::new("signal", &signal.name), &self.scope(&[]), &mut warnings);
-                for warning in warnings {
-                    self.warn(warning);
-                }
-                armed.push(emission);
-            }
+            armed.extend(self.fire_signal(signal, "post"));
         }
         // Only the fields of the signals that matched are written.
         self.asked_fields = fields;
@@ -142,9 +150,7 @@ impl Turn<'_> {
             return Ok(());
         }
         let merged = merge(&armed);
-        let mut pending = Emission::new(Source(
-            armed.iter().map(|emission| emission.source.to_string()).collect::<Vec<_>>().join("+"),
-        ));
+        let mut pending = Emission::new(Source::Armed(armed.iter().map(|emission| emission.source.clone()).collect()));
         pending.position = merged.position.map(|(position, _)| position);
         pending.reply = merged.reply.map(|(reply, _)| reply);
         pending.set = merged.set;

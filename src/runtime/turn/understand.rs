@@ -7,8 +7,7 @@ use super::{confirmation_fields, field_spec};
 use crate::expr::{Expr, ExprKind};
 use crate::ir::{FieldId, Flow, FlowId, Phase, Program, StepId};
 use crate::llm::{FlowChoice, ProviderError, Question, UnderstandRequest, Understanding, Usage};
-use crate::runtime::actions::evaluate_directive;
-use crate::runtime::directive::{Emission, Source, merge};
+use crate::runtime::directive::{Emission, merge};
 use crate::runtime::events::{Event, Purpose, StopReason};
 use crate::runtime::grounding;
 use crate::runtime::validate::validate;
@@ -167,26 +166,7 @@ impl Turn<'_> {
         };
 
         // Pre-phase signals (step 3): they run before routing takes effect.
-        let mut signal_emissions = Vec::new();
-        for signal_index in signals {
-            let Some(signal) = program.signals.get(signal_index) else {
-                continue;
-            };
-            if !self.understanding.signals.get(&signal.name).is_some_and(|answer| answer.yes) {
-                continue;
-            }
-            self.emit(Event::SignalMatched { signal: signal.name.clone(), phase: "pre" });
-            self.fire_signal(&signal.name);
-            if let Some(directive) = &signal.then {
-                let mut warnings = Vec::new();
-                let emission =
-                    evaluate_directive(directive, Source::new("signal", &signal.name), &self.scope(&[]), &mut warnings);
-                for warning in warnings {
-                    self.warn(warning);
-                }
-                signal_emissions.push(emission);
-            }
-        }
+        let signal_emissions = self.fire_pre_signals(&program, &signals);
 
         // Extracted values: one unit, for the fields of the flow the turn
         // settles in, the current step and matched signals.

@@ -2,9 +2,9 @@
 //! tool doubles, failed turns, and the step-at-a-time API.
 
 use super::harness::{Double, Harness, Understood, chain, directive_from, steps};
-use flowc::runtime::turn::{Progress, StageDone};
 use flowc::runtime::events::Event;
 use flowc::runtime::tools::ToolRegistry;
+use flowc::runtime::turn::{Progress, StageDone};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 
@@ -81,7 +81,7 @@ fn a_failed_turn_leaves_the_session_exactly_as_it_was() {
     harness.say_with("f", Understood::new().flow("f"));
     let before = harness.session.clone();
     harness.understand_next(Understood::new().field("a", json!("book")));
-    let error = match harness.runtime.respond(&mut harness.session, "book") {
+    let error = match harness.runtime.run_turn(&mut harness.session, "book") {
         Ok(result) => panic!("the turn should fail: {result:#?}"),
         Err(error) => error.to_string(),
     };
@@ -133,7 +133,7 @@ flow f "F" {
     assert_eq!(staged.session, whole.session);
     assert_eq!(stages.first(), Some(&StageDone::Started));
     assert_eq!(stages.get(1), Some(&StageDone::Understood));
-    assert_eq!(&stages[stages.len() - 2..], [StageDone::Responded, StageDone::PostSignals]);
+    assert_eq!(&stages[stages.len() - 2..], [StageDone::Replied, StageDone::PostSignals]);
     let resolved = stages.iter().filter(|stage| **stage == StageDone::Resolved).count();
     assert!(resolved >= 4, "one resolution step per transition: {stages:?}");
     let observed = observed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
@@ -147,7 +147,7 @@ fn a_session_of_another_program_is_refused() {
     let mut harness = Harness::new(SOURCES);
     harness.session.program_hash = "0000000000000000".to_string();
     let before = harness.session.clone();
-    match harness.runtime.respond(&mut harness.session, "hi") {
+    match harness.runtime.run_turn(&mut harness.session, "hi") {
         Ok(_) => panic!("a session of another program must be refused"),
         Err(error) => assert!(error.to_string().contains("another version of the program"), "{error}"),
     }

@@ -305,7 +305,7 @@ impl Harness {
     /// One turn; it must succeed.
     pub fn say(&mut self, message: &str) -> TurnResult {
         self.remember_counts();
-        match self.runtime.respond(&mut self.session, message) {
+        match self.runtime.run_turn(&mut self.session, message) {
             Ok(result) => result,
             Err(error) => panic!("the turn {message:?} failed: {error}"),
         }
