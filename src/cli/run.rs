@@ -123,7 +123,7 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
     let config =
         crate::llm::config::load(Some(&args.file), &flags).map_err(|error| RunError::Usage(error.to_string()))?;
     let provider = crate::llm::build_provider(&config).map_err(|error| RunError::Usage(error.to_string()))?;
-    let options = RuntimeOptions { tool_env, tools: ToolRegistry::default() };
+    let options = RuntimeOptions { tool_env, tools: ToolRegistry::default(), limits: Default::default() };
     let mut runtime = Runtime::new(Arc::clone(&program), provider, options);
     let store = match &args.session {
         Some(_) => match super::resume::open_store(args.store.as_deref(), Some(&args.file)) {

@@ -156,6 +156,10 @@ pub enum StopReason {
     TimeLimit,
     Waiting,
     Error,
+    StepLimit,
+    SessionTokenLimit,
+    SessionTimeLimit,
+    ErrorLimit,
 }
 
 impl StopReason {
@@ -171,6 +175,38 @@ impl StopReason {
             StopReason::TimeLimit => "time_limit",
             StopReason::Waiting => "waiting",
             StopReason::Error => "error",
+            StopReason::StepLimit => "step_limit",
+            StopReason::SessionTokenLimit => "session_token_limit",
+            StopReason::SessionTimeLimit => "session_time_limit",
+            StopReason::ErrorLimit => "error_limit",
+        }
+    }
+
+    /// What the reason means, for people reading a trace or the docs.
+    pub fn explanation(self) -> &'static str {
+        match self {
+            StopReason::NeedsInput => "a step asked the user something, or nothing was left to do",
+            StopReason::FlowComplete => "the flow completed and no flow follows it",
+            StopReason::Halt => "a directive halted the turn before the model was asked",
+            StopReason::Aborted => "the flow was aborted",
+            StopReason::AutoStepLimit => {
+                "the turn ran `agent.limits.max_auto_steps` auto steps, or moved between steps 10,000 times without asking"
+            }
+            StopReason::ToolRoundLimit => "the model asked for more tool rounds than `agent.limits.max_tool_rounds`",
+            StopReason::TokenLimit => "the turn spent more tokens than `agent.limits.max_turn_tokens`",
+            StopReason::TimeLimit => "the turn ran longer than `agent.limits.turn_timeout`",
+            StopReason::Waiting => "a step waits; the run resumes at `resume_at`",
+            StopReason::Error => "the turn failed",
+            StopReason::StepLimit => "the turn executed as many steps as the runtime's `max_steps_per_turn`",
+            StopReason::SessionTokenLimit => {
+                "the session spent more tokens over its turns than the runtime's `max_session_tokens`"
+            }
+            StopReason::SessionTimeLimit => {
+                "the session spent longer running turns than the runtime's `max_session_time`"
+            }
+            StopReason::ErrorLimit => {
+                "steps or tool calls failed as many times in a row as the runtime's `max_consecutive_errors`"
+            }
         }
     }
 }

@@ -114,9 +114,14 @@ pub enum StageDone {
     PostSignals,
 }
 
+/// What one [`Turn::step`] did.
 pub enum Progress {
+    /// A stage, or one transition of resolution, completed; the turn goes on
+    /// at the next call.
     Continue(StageDone),
-    Finished(Box<TurnResult>),
+    /// The turn ended: why, and what it answers with. The caller's session
+    /// now holds the turn's changes.
+    Finished { reason: StopReason, result: Box<TurnResult> },
 }
 
 /// One turn in progress.
@@ -153,6 +158,11 @@ pub struct Turn<'a> {
     halt: bool,
     tool_rounds: u32,
     tool_limit_hit: bool,
+    /// Steps executed this turn, for [`ContinuationLimits::max_steps_per_turn`](super::engine::ContinuationLimits::max_steps_per_turn).
+    steps_executed: u32,
+    /// Failed steps and tool calls since the last that succeeded, for
+    /// [`ContinuationLimits::max_consecutive_errors`](super::engine::ContinuationLimits::max_consecutive_errors).
+    consecutive_errors: u32,
     resume_at: Option<String>,
     reply: String,
 }
@@ -189,6 +199,8 @@ impl<'a> Turn<'a> {
             halt: false,
             tool_rounds: 0,
             tool_limit_hit: false,
+            steps_executed: 0,
+            consecutive_errors: 0,
             resume_at: None,
             reply: String::new(),
         }
@@ -198,8 +210,12 @@ impl<'a> Turn<'a> {
 impl Turn<'_> {
     /// Advances the turn by one stage, or by one step during resolution.
     pub fn step(&mut self) -> Result<Progress, TurnError> {
-        if self.stage != Stage::Finish && self.stop.is_none() && self.at_a_resumable_point() && self.out_of_time() {
-            self.stop = Some(StopReason::TimeLimit);
+        if self.stage != Stage::Finish
+            && self.stop.is_none()
+            && self.at_a_resumable_point()
+            && let Some(reason) = self.limit_reached()
+        {
+            self.stop = Some(reason);
             self.stage = Stage::Finish;
         }
         match self.stage {
@@ -223,7 +239,10 @@ impl Turn<'_> {
                 self.post_signals()?;
                 Ok(Progress::Continue(StageDone::PostSignals))
             }
-            Stage::Finish => Ok(Progress::Finished(Box::new(self.finish()))),
+            Stage::Finish => {
+                let result = self.finish();
+                Ok(Progress::Finished { reason: result.stopped_reason, result: Box::new(result) })
+            }
         }
     }
 
@@ -233,7 +252,7 @@ impl Turn<'_> {
 
     fn emit(&mut self, event: Event) {
         if let Some(observer) = self.runtime.observer.as_mut() {
-            observer(&event);
+            observer.event(&event);
         }
         self.events.push(event);
     }
@@ -250,6 +269,36 @@ impl Turn<'_> {
     fn at_a_resumable_point(&self) -> bool {
         self.stage != Stage::Resolve
             || matches!(self.cursor, Cursor::Evaluate { .. } | Cursor::Execute(..) | Cursor::Idle)
+    }
+
+    /// The continuation limit this turn has reached, if any: checked
+    /// between stages and before each step is evaluated or executed.
+    fn limit_reached(&self) -> Option<StopReason> {
+        let limits = self.runtime.limits;
+        if self.out_of_time() {
+            return Some(StopReason::TimeLimit);
+        }
+        if limits.max_session_time.is_some_and(|limit| self.session_time() > limit) {
+            return Some(StopReason::SessionTimeLimit);
+        }
+        let session_tokens = self.session.usage.total_tokens().saturating_add(self.usage.total_tokens());
+        if limits.max_session_tokens.is_some_and(|limit| session_tokens > limit) {
+            return Some(StopReason::SessionTokenLimit);
+        }
+        if limits.max_consecutive_errors.is_some_and(|limit| self.consecutive_errors >= limit) {
+            return Some(StopReason::ErrorLimit);
+        }
+        let about_to_execute = self.stage == Stage::Resolve && matches!(self.cursor, Cursor::Execute(..));
+        if about_to_execute && limits.max_steps_per_turn.is_some_and(|limit| self.steps_executed >= limit) {
+            return Some(StopReason::StepLimit);
+        }
+        None
+    }
+
+    /// The time the session has spent running turns, this one included.
+    fn session_time(&self) -> std::time::Duration {
+        let before = std::time::Duration::from_millis(self.session.turn_time_ms.unwrap_or(0));
+        before.saturating_add(self.started.elapsed())
     }
 
     fn out_of_time(&self) -> bool {

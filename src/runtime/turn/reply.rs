@@ -33,6 +33,7 @@ impl Turn<'_> {
             && self.stop != Some(StopReason::Aborted)
             && (!self.instructions.is_empty() || (self.session.flow.is_none() && self.says.is_empty()));
         let mut model_text = None;
+        let mut error_limit_hit = false;
         if needs_model && !self.over_token_budget() {
             let request = self.reply_request(&program, &pre.append_prompt, &pre.inject_tools);
             let mut tool_loop = TurnToolLoop {
@@ -43,6 +44,9 @@ impl Turn<'_> {
                 rounds: 0,
                 max_rounds: program.agent.limits.max_tool_rounds,
                 limit_hit: false,
+                consecutive_errors: self.consecutive_errors,
+                max_errors: self.runtime.limits.max_consecutive_errors,
+                error_limit_hit: false,
                 events: Vec::new(),
                 emissions: Vec::new(),
             };
@@ -69,6 +73,10 @@ impl Turn<'_> {
             let response = self.runtime.provider.respond(&request, &mut tool_loop, &mut on_text)?;
             self.tool_rounds = tool_loop.rounds;
             self.tool_limit_hit = tool_loop.limit_hit;
+            self.consecutive_errors = tool_loop.consecutive_errors;
+            // A loop the limit cut short (the provider saw `may_call` turn
+            // false, or a call was refused) stopped for the errors.
+            error_limit_hit = tool_loop.error_limit_hit || tool_loop.out_of_errors();
             let tool_events = std::mem::take(&mut tool_loop.events);
             let tool_emissions = std::mem::take(&mut tool_loop.emissions);
             drop(tool_loop);
@@ -129,6 +137,9 @@ impl Turn<'_> {
             _ => {}
         }
         self.reply = parts.join("\n");
+        if error_limit_hit {
+            self.stop = Some(StopReason::ErrorLimit);
+        }
         if self.tool_limit_hit {
             self.stop = Some(StopReason::ToolRoundLimit);
         }
@@ -196,16 +207,21 @@ pub(super) struct TurnToolLoop<'a> {
     rounds: u32,
     max_rounds: u32,
     limit_hit: bool,
+    /// Failures in a row, carried in from the turn and back out to it.
+    consecutive_errors: u32,
+    max_errors: Option<u32>,
+    error_limit_hit: bool,
     events: Vec<Event>,
     emissions: Vec<Emission>,
 }
 
-impl ToolLoop for TurnToolLoop<'_> {
-    fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, String> {
-        if self.rounds >= self.max_rounds {
-            self.limit_hit = true;
-            return Err(format!("the limit of {} tool rounds is reached", self.max_rounds));
-        }
+impl TurnToolLoop<'_> {
+    fn out_of_errors(&self) -> bool {
+        self.max_errors.is_some_and(|limit| self.consecutive_errors >= limit)
+    }
+
+    /// One call the model asked for, in a round the limits allow.
+    fn attempt(&mut self, name: &str, arguments: Value) -> Result<Value, String> {
         self.rounds += 1;
         if !self.exposed.iter().any(|exposed| exposed == name) {
             return Err(format!("the tool `{name}` is not available in this step"));
@@ -225,8 +241,24 @@ impl ToolLoop for TurnToolLoop<'_> {
         self.emissions.extend(made.emission);
         Ok(result)
     }
+}
+
+impl ToolLoop for TurnToolLoop<'_> {
+    fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, String> {
+        if self.rounds >= self.max_rounds {
+            self.limit_hit = true;
+            return Err(format!("the limit of {} tool rounds is reached", self.max_rounds));
+        }
+        if self.out_of_errors() {
+            self.error_limit_hit = true;
+            return Err(format!("the limit of {} failures in a row is reached", self.consecutive_errors));
+        }
+        let outcome = self.attempt(name, arguments);
+        self.consecutive_errors = if outcome.is_ok() { 0 } else { self.consecutive_errors.saturating_add(1) };
+        outcome
+    }
 
     fn may_call(&self) -> bool {
-        self.rounds < self.max_rounds
+        self.rounds < self.max_rounds && !self.out_of_errors()
     }
 }

@@ -308,6 +308,7 @@ impl Turn<'_> {
         self.session.flow = Some(flow_id);
         self.session.step = Some(step_id);
         self.mark_executed(&step.name);
+        self.steps_executed += 1;
         let path = format!("{}.{}", flow.name, step.name);
         let source = ActionSource { kind: Source::Action, path: &path, numbered: true };
         match self.run_actions(&step.actions, &source, false) {
@@ -332,6 +333,7 @@ impl Turn<'_> {
             self.says.push(text);
         }
         self.emit(Event::StepExecuted { flow: flow.name.clone(), step: step.name.clone() });
+        self.consecutive_errors = 0;
         if self.apply_pre_positions() {
             return Ok(());
         }
@@ -375,6 +377,7 @@ impl Turn<'_> {
             None => None,
         };
         self.emit(Event::StepFailed { flow: flow.name.clone(), step: step.name.clone(), error: failure.to_string() });
+        self.consecutive_errors += 1;
         self.session.flow = Some(flow_id);
         self.session.step = Some(step_id);
         self.session.asks = 0;

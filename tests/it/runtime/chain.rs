@@ -124,7 +124,7 @@ flow f "F" {
         loop {
             match turn.step() {
                 Ok(Progress::Continue(stage)) => stages.push(stage),
-                Ok(Progress::Finished(result)) => break *result,
+                Ok(Progress::Finished { result, .. }) => break *result,
                 Err(error) => panic!("{error}"),
             }
         }

@@ -9,7 +9,7 @@ use flowc::llm::{
 };
 use flowc::pipeline::compile;
 use flowc::runtime::clock::{Clock, FixedClock, SeededIds};
-use flowc::runtime::engine::{Runtime, RuntimeOptions};
+use flowc::runtime::engine::{ContinuationLimits, Runtime, RuntimeOptions};
 use flowc::runtime::events::{Event, TurnResult};
 use flowc::runtime::session::Session;
 use flowc::runtime::tools::{ToolEnv, ToolError, ToolHandler, ToolRegistry};
@@ -33,6 +33,9 @@ pub struct Reply {
     /// Keep calling the first tool of `tool_calls` until refused (a model
     /// that never stops calling tools).
     pub call_forever: bool,
+    /// Go on calling after a tool fails, as a model reading the error
+    /// would, while the runtime still allows calls ([`ToolLoop::may_call`]).
+    pub past_errors: bool,
     pub sleep: Option<Duration>,
 }
 
@@ -133,7 +136,7 @@ impl Provider for Scripted {
             let result = tools.call_tool(name, arguments.clone());
             let refused = result.is_err();
             results.push(result);
-            if refused {
+            if refused && (!reply.past_errors || !tools.may_call()) {
                 break;
             }
         }
@@ -271,6 +274,8 @@ pub struct Harness {
     pub script: Arc<Mutex<Script>>,
     program: Arc<Program>,
     tools: ToolRegistry,
+    limits: ContinuationLimits,
+    now: String,
     /// Understand and respond calls seen before the last turn.
     seen: (usize, usize),
 }
@@ -283,15 +288,24 @@ impl Harness {
     pub fn with_tools(source: &str, tools: ToolRegistry) -> Harness {
         let program = program(source);
         let script = Arc::new(Mutex::new(Script::default()));
-        let runtime = build_runtime(&program, &script, &tools, NOW);
+        let limits = ContinuationLimits::default();
+        let runtime = build_runtime(&program, &script, &tools, NOW, limits);
         let session = runtime.new_session("test");
-        Harness { runtime, session, script, program, tools, seen: (0, 0) }
+        Harness { runtime, session, script, program, tools, limits, now: NOW.to_string(), seen: (0, 0) }
     }
 
     /// Moves the clock: the same program, script and session on a runtime
     /// whose frozen clock reads `now`.
     pub fn set_now(&mut self, now: &str) {
-        self.runtime = build_runtime(&self.program, &self.script, &self.tools, now);
+        self.now = now.to_string();
+        self.runtime = build_runtime(&self.program, &self.script, &self.tools, now, self.limits);
+    }
+
+    /// The same program, script and session on a runtime with these
+    /// library limits.
+    pub fn set_limits(&mut self, limits: ContinuationLimits) {
+        self.limits = limits;
+        self.runtime = build_runtime(&self.program, &self.script, &self.tools, &self.now, limits);
     }
 
     pub fn understand_next(&mut self, understood: Understood) {
@@ -351,11 +365,17 @@ impl Harness {
     }
 }
 
-fn build_runtime(program: &Arc<Program>, script: &Arc<Mutex<Script>>, tools: &ToolRegistry, now: &str) -> Runtime {
+fn build_runtime(
+    program: &Arc<Program>,
+    script: &Arc<Mutex<Script>>,
+    tools: &ToolRegistry,
+    now: &str,
+    limits: ContinuationLimits,
+) -> Runtime {
     Runtime::new(
         Arc::clone(program),
         Box::new(Scripted { script: Arc::clone(script) }),
-        RuntimeOptions { tool_env: tool_env_at(now), tools: tools.clone() },
+        RuntimeOptions { tool_env: tool_env_at(now), tools: tools.clone(), limits },
     )
 }
 

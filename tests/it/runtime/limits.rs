@@ -3,6 +3,7 @@
 
 use super::harness::{Double, Harness, Reply, Understood, position, steps};
 use flowc::llm::Usage;
+use flowc::runtime::engine::ContinuationLimits;
 use flowc::runtime::events::{Event, StopReason};
 use flowc::runtime::tools::ToolRegistry;
 use serde_json::json;
@@ -202,4 +203,173 @@ flow f "F" {
     assert_eq!(double.calls().len(), 1, "the booking tool is not called twice");
     assert_eq!(steps(&next), ["after"]);
     assert_eq!(next.reply, "Booked B-1.");
+}
+
+// ------------------------------------------------------------ library limits (`ContinuationLimits`)
+
+const CHAIN: &str = r#"
+schema { a: string  n: int }
+flow f "F" {
+  when "the user wants f"
+  step ask_a { prompt "A?" collect a }
+  auto step s1 { set n = 1 }
+  auto step s2 { set n = 2 }
+  auto step s3 { set n = 3  say "chain done" }
+}
+"#;
+
+#[test]
+fn max_steps_per_turn_parks_before_the_step_over_the_limit_and_the_next_turn_continues() {
+    let mut harness = Harness::new(CHAIN);
+    harness.set_limits(ContinuationLimits { max_steps_per_turn: Some(2), ..ContinuationLimits::default() });
+    harness.say_with("f", Understood::new().flow("f"));
+    let first = harness.say_with("a", Understood::new().field("a", json!("a")));
+    assert_eq!(first.stopped_reason, StopReason::StepLimit);
+    assert_eq!(first.stopped_reason.as_str(), "step_limit");
+    assert_eq!(steps(&first), ["ask_a", "s1"], "the answered step and one auto step: two");
+    assert_eq!(position(&first), (Some("f"), Some("s2")), "parked at the step not run");
+    assert_eq!(harness.data("n"), Some(json!(1)));
+
+    let second = harness.say("go on");
+    assert_eq!(second.stopped_reason, StopReason::FlowComplete);
+    assert_eq!(steps(&second), ["s2", "s3"]);
+    assert_eq!(second.reply, "chain done");
+}
+
+const ASK: &str = r#"
+schema { a: string  b: string }
+flow f "F" {
+  when "the user wants f"
+  step ask_a { prompt "A?" collect a }
+  step ask_b { prompt "B?" collect b }
+}
+"#;
+
+#[test]
+fn max_session_tokens_stops_the_turn_that_spends_past_it_and_every_turn_after() {
+    let mut harness = Harness::new(ASK);
+    harness.set_limits(ContinuationLimits { max_session_tokens: Some(150), ..ContinuationLimits::default() });
+    let first = harness.say_with("f", Understood::new().flow("f").tokens(100));
+    assert_eq!(first.stopped_reason, StopReason::NeedsInput, "100 of 150 tokens spent");
+
+    let second = harness.say_with("a", Understood::new().field("a", json!("a")).tokens(100));
+    assert_eq!(second.stopped_reason, StopReason::SessionTokenLimit);
+    assert_eq!(second.stopped_reason.as_str(), "session_token_limit");
+    assert_eq!(harness.calls_last_turn(), (1, 0), "no reply call once the session's budget is spent");
+    assert_eq!(harness.session.usage.prompt, 200);
+    assert_eq!(position(&second), (Some("f"), Some("ask_a")), "stopped before the answer was acted on");
+
+    let third = harness.say("b");
+    assert_eq!(third.stopped_reason, StopReason::SessionTokenLimit);
+    assert_eq!(third.llm_calls, 0, "a spent session asks the model nothing");
+}
+
+#[test]
+fn max_session_time_stops_a_session_that_spent_its_time_before_the_model_is_asked() {
+    let mut harness = Harness::new(ASK);
+    let hour = Duration::from_secs(3600);
+    harness.set_limits(ContinuationLimits { max_session_time: Some(hour), ..ContinuationLimits::default() });
+    let first = harness.say_with("f", Understood::new().flow("f"));
+    assert_eq!(first.stopped_reason, StopReason::NeedsInput);
+    let spent = harness.session.turn_time_ms;
+    assert!(spent.is_some_and(|spent| spent < 3_600_000), "the session keeps its time: {spent:?}");
+
+    // As if earlier turns had used up the hour.
+    harness.session.turn_time_ms = Some(3_600_001);
+    let over = harness.say("a");
+    assert_eq!(over.stopped_reason, StopReason::SessionTimeLimit);
+    assert_eq!(over.stopped_reason.as_str(), "session_time_limit");
+    assert_eq!(over.llm_calls, 0);
+    assert_eq!(position(&over), (Some("f"), Some("ask_a")));
+}
+
+#[test]
+fn without_a_session_time_limit_the_session_keeps_no_time() {
+    let mut harness = Harness::new(ASK);
+    harness.say_with("f", Understood::new().flow("f"));
+    assert_eq!(harness.session.turn_time_ms, None);
+}
+
+#[test]
+fn max_consecutive_errors_stops_a_chain_of_failing_steps() {
+    let double = Double::failing("the booking system is down");
+    let mut tools = ToolRegistry::default();
+    tools.register("book", double.clone());
+    let mut harness = Harness::with_tools(
+        r#"
+schema { hotel: string  booking_id: string }
+tool book(hotel: string) -> { booking_id: string } { builtin echo }
+flow booking "Book a room" {
+  when "the user wants to book"
+  step ask_hotel { prompt "Which hotel?" collect hotel }
+  auto step book {
+    call book(hotel) -> booking_id
+    on_error { goto_step second_try }
+  }
+  auto step second_try {
+    call book(hotel) -> booking_id
+    on_error { goto_step third_try }
+  }
+  auto step third_try {
+    call book(hotel) -> booking_id
+  }
+}
+"#,
+        tools,
+    );
+    harness.set_limits(ContinuationLimits { max_consecutive_errors: Some(2), ..ContinuationLimits::default() });
+    harness.say_with("book", Understood::new().flow("booking"));
+    let result = harness.say_with("the Grand", Understood::new().field("hotel", json!("Grand")));
+    assert_eq!(result.stopped_reason, StopReason::ErrorLimit);
+    assert_eq!(result.stopped_reason.as_str(), "error_limit");
+    assert_eq!(double.calls().len(), 2, "two failures in a row, then no third attempt");
+    assert_eq!(position(&result), (Some("booking"), Some("third_try")), "parked before the step not run");
+}
+
+#[test]
+fn max_consecutive_errors_stops_a_model_that_keeps_calling_a_failing_tool() {
+    let double = Double::failing("the lookup service is down");
+    let mut tools = ToolRegistry::default();
+    tools.register("lookup", double.clone());
+    let mut harness = Harness::with_tools(&TOOLS.replace("max_tool_rounds 2", "max_tool_rounds 10"), tools);
+    harness.set_limits(ContinuationLimits { max_consecutive_errors: Some(2), ..ContinuationLimits::default() });
+    harness.reply_next(Reply {
+        text: "I tried.".to_string(),
+        tool_calls: vec![("lookup".to_string(), json!({ "q": "rooms" }))],
+        call_forever: true,
+        past_errors: true,
+        ..Reply::default()
+    });
+    let result = harness.say_with("f", Understood::new().flow("f"));
+    assert_eq!(result.stopped_reason, StopReason::ErrorLimit);
+    assert_eq!(double.calls().len(), 2);
+    let results = harness.script().tool_results.clone();
+    assert_eq!(results.len(), 2, "no third call once two failed in a row: {results:?}");
+    assert_eq!(result.reply, "I tried.");
+}
+
+#[test]
+fn every_stop_reason_has_a_distinct_name_and_an_explanation() {
+    let reasons = [
+        StopReason::NeedsInput,
+        StopReason::FlowComplete,
+        StopReason::Halt,
+        StopReason::Aborted,
+        StopReason::AutoStepLimit,
+        StopReason::ToolRoundLimit,
+        StopReason::TokenLimit,
+        StopReason::TimeLimit,
+        StopReason::Waiting,
+        StopReason::Error,
+        StopReason::StepLimit,
+        StopReason::SessionTokenLimit,
+        StopReason::SessionTimeLimit,
+        StopReason::ErrorLimit,
+    ];
+    let names: std::collections::BTreeSet<&str> = reasons.iter().map(|reason| reason.as_str()).collect();
+    assert_eq!(names.len(), reasons.len());
+    for reason in reasons {
+        assert_eq!(serde_json::to_value(reason).ok(), Some(json!(reason.as_str())), "JSON says what as_str says");
+        assert!(!reason.explanation().is_empty());
+    }
 }

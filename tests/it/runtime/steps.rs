@@ -65,6 +65,7 @@ fn the_batch_example_runs_the_same_way_on_the_offline_provider() {
         flowc::runtime::engine::RuntimeOptions {
             tool_env: super::harness::tool_env_at(super::harness::NOW),
             tools: Default::default(),
+            limits: Default::default(),
         },
     );
     let mut session = runtime.new_session("offline");
