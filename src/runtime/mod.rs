@@ -18,3 +18,7 @@ pub mod tools;
 pub mod turn;
 pub mod validate;
 pub mod workflow;
+
+pub use engine::{ContinuationLimits, Observer, Runtime, RuntimeOptions, TurnError};
+pub use events::{Event, StopReason, TurnResult};
+pub use turn::{Progress, StageDone, Turn};
