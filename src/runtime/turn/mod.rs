@@ -28,7 +28,7 @@
 //!   again after it, and a turn that applied a pending directive (and so
 //!   skipped understanding) still asks the post-phase signals that are open.
 //! - A new run of a flow (routed to, `goto`, `complete.next`, `reset`)
-//!   starts without the fields of [`Flow::fresh`], except those extracted
+//!   starts without the fields of [`Flow::fresh`](crate::ir::Flow::fresh), except those extracted
 //!   from this turn's message; a `goto_step` is a jump, not a new run.
 //! - The batch is the conversation steps entered and run this turn plus the
 //!   step that asks: each runs `prepare` when it runs and `finalize` after
