@@ -17,3 +17,4 @@ pub mod session;
 pub mod tools;
 pub mod validate;
 pub mod workflow;
+pub mod workflow_run;
