@@ -87,7 +87,7 @@ pub struct RunEvent {
 impl WorkflowRun {
     /// The run in the JSON shape of DESIGN.md.
     pub fn to_json(&self, program: &Program) -> Value {
-        self.json_with(Value::Object(super::engine::ordered_data(program, &self.data)))
+        self.json_with(Value::Object(super::session::ordered_data(program, &self.data)))
     }
 
     /// [`WorkflowRun::to_json`] when the run's program is gone or changed:
