@@ -5,13 +5,12 @@
 use super::actions::ActionError;
 use super::clock::{Clock, IdSource};
 use super::events::{Event, TurnResult};
-use super::session::{Data, Session, program_hash};
+use super::session::{Session, program_hash};
 use super::tools::{ToolEnv, ToolError, ToolRegistry};
 use super::turn::{Progress, Turn};
 use crate::ir::Program;
 use crate::llm::offline::reading::CertainReader;
 use crate::llm::{Provider, ProviderError};
-use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -171,11 +170,4 @@ impl Runtime {
     }
 }
 
-/// The data in schema order, for results people read.
-pub fn ordered_data(program: &Program, data: &Data) -> serde_json::Map<String, Value> {
-    program
-        .fields
-        .iter()
-        .filter_map(|field| data.get(&field.name).map(|value| (field.name.clone(), value.clone())))
-        .collect()
-}
+pub use super::session::ordered_data;

@@ -49,6 +49,7 @@ pub mod tools;
 pub mod turn;
 pub mod validate;
 pub mod workflow;
+pub mod workflow_run;
 
 pub use engine::{ContinuationLimits, Observer, Runtime, RuntimeOptions, TurnError};
 pub use events::{Event, StopReason, TurnResult};

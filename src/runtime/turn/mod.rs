@@ -88,7 +88,9 @@ enum Cursor {
     },
     Execute(FlowId, StepId),
     Leave(FlowId, StepId),
-    FlowDone(FlowId, Option<FlowId>, bool),
+    /// The flow completes; then the flow a `complete` named, else the
+    /// flow's `complete.next`.
+    FlowDone(FlowId, Option<FlowId>),
     Abort,
     Idle,
 }

@@ -4,6 +4,7 @@
 
 use super::MAX_TRANSITIONS;
 use super::{Cursor, Stage, Turn, TurnError};
+use crate::ir::successor;
 use crate::ir::{Flow, FlowId, Program, Recovery, Step, StepId};
 use crate::runtime::actions::{ActionError, ActionSource};
 use crate::runtime::directive::{Move, Source};
@@ -51,15 +52,14 @@ impl Turn<'_> {
                     Err(error) => return Err(error),
                 }
                 if !self.apply_pre_positions() {
-                    self.cursor =
-                        if step_id == StepId(0) { self.entry_cursor(flow_id) } else { Cursor::Enter(flow_id, step_id) };
+                    self.cursor = self.land(flow_id, successor::arrival(step_id));
                 }
             }
             Cursor::Enter(flow_id, step_id) => {
                 let Some((flow, step)) = program.flow(flow_id).and_then(|flow| Some((flow, flow.step(step_id)?)))
                 else {
                     // A flow with no steps completes at once.
-                    self.cursor = Cursor::FlowDone(flow_id, None, false);
+                    self.cursor = Cursor::FlowDone(flow_id, None);
                     return Ok(());
                 };
                 self.session.flow = Some(flow_id);
@@ -78,12 +78,11 @@ impl Turn<'_> {
             Cursor::Evaluate { flow, step, fresh } => self.evaluate(&program, flow, step, fresh)?,
             Cursor::Execute(flow, step) => self.execute(&program, flow, step)?,
             Cursor::Leave(flow, step) => self.leave(&program, flow, step)?,
-            Cursor::FlowDone(flow_id, next_override, by_directive) => {
+            Cursor::FlowDone(flow_id, next_override) => {
                 let Some(flow) = program.flow(flow_id) else {
                     self.cursor = Cursor::Idle;
                     return Ok(());
                 };
-                let _ = by_directive;
                 let path = format!("{}.on_complete", flow.name);
                 // `on_complete` is a post-model hook, like `finalize`: the
                 // flow's steps have acted (a booking is made), so a failure
@@ -149,7 +148,7 @@ impl Turn<'_> {
             return Ok(());
         };
         let Some(step) = flow.step(step_id) else {
-            self.cursor = Cursor::FlowDone(flow_id, None, false);
+            self.cursor = Cursor::FlowDone(flow_id, None);
             return Ok(());
         };
         let reopened = !fresh && self.reopen_confirmation(program, flow, step, (flow_id, step_id));
@@ -289,7 +288,7 @@ impl Turn<'_> {
             return Ok(());
         };
         let Some(step) = flow.step(step_id) else {
-            self.cursor = Cursor::FlowDone(flow_id, None, false);
+            self.cursor = Cursor::FlowDone(flow_id, None);
             return Ok(());
         };
         if step.auto {

@@ -1,10 +1,14 @@
-//! Where a step goes next: leaving a step by its branches, `next` or list
-//! order, skipping steps, and turning a directive's position into a cursor.
+//! Where a step goes next, by the successor rule the checker and the graph
+//! also follow ([`crate::ir::successor`]): leaving a step by its branches,
+//! `next` or list order, passing over steps, and turning a directive's
+//! position into a cursor. This file decides the conditions (branch
+//! entries, `skip_if`, `if`, `when`) and traces what it decided.
 
 use super::understand::question_id;
 use super::{Cursor, Turn, TurnError};
 use crate::expr::eval::is_true;
-use crate::ir::{Flow, FlowId, Next, Program, Step, StepId, Then};
+use crate::ir::successor::{self, Jump, Landing, Leaving};
+use crate::ir::{Flow, FlowId, Program, Step, StepId, Then};
 use crate::runtime::actions::evaluate_directive;
 use crate::runtime::directive::{Emission, Move, Source};
 use crate::runtime::events::Event;
@@ -16,20 +20,13 @@ impl Turn<'_> {
             return Ok(());
         };
         let Some(step) = flow.step(step_id) else {
-            self.cursor = Cursor::FlowDone(flow_id, None, false);
+            self.cursor = Cursor::FlowDone(flow_id, None);
             return Ok(());
         };
-        for index in 0..step.branches.len() {
-            if self.branch_matches(flow, step, index) {
-                self.take_branch(flow_id, step_id, index);
-                return Ok(());
-            }
+        match successor::leave(step_id, step, |index| self.branch_matches(flow, step, index)) {
+            Leaving::Branch(index) => self.take_branch(flow_id, step_id, index),
+            Leaving::Fallthrough(landing) => self.cursor = self.land(flow_id, landing),
         }
-        self.cursor = match step.next {
-            Some(Next::Step(target)) => Cursor::Enter(flow_id, target),
-            Some(Next::End) => Cursor::FlowDone(flow_id, None, false),
-            None => self.linear_successor(flow_id, step_id),
-        };
         Ok(())
     }
 
@@ -64,7 +61,7 @@ impl Turn<'_> {
             label: entry.label.clone(),
         });
         match &entry.then {
-            Then::Step(target) => self.cursor = Cursor::Enter(flow_id, *target),
+            Then::Step(_) => self.cursor = self.land(flow_id, successor::branch_landing(flow_id, step_id, &entry.then)),
             Then::Directive(directive) => {
                 let mut warnings = Vec::new();
                 let emission =
@@ -88,7 +85,7 @@ impl Turn<'_> {
                 }
                 self.cursor = match emission.position {
                     Some(position) => self.position_cursor(position),
-                    None => self.linear_successor(flow_id, step_id),
+                    None => self.land(flow_id, successor::after_directive(flow_id, step_id, None)),
                 };
             }
         }
@@ -105,42 +102,38 @@ impl Turn<'_> {
         })
     }
 
-    /// A flow's entry: its first step, skipped like any step reached in
-    /// list order when its `skip_if` holds or its `if`/`when` does not.
-    pub(super) fn entry_cursor(&mut self, flow_id: FlowId) -> Cursor {
-        let program = self.program();
-        let Some(flow) = program.flow(flow_id) else {
-            return Cursor::Idle;
-        };
-        match flow.steps.first() {
-            Some(first) => match self.skip_reason(flow, first) {
-                Some(reason) => {
-                    self.emit(Event::StepSkipped { flow: flow.name.clone(), step: first.name.clone(), reason });
-                    self.linear_successor(flow_id, StepId(0))
+    /// The cursor a landing of the successor rule ([`successor`]) puts the
+    /// turn at. In list order, each step that can be passed over is asked
+    /// about ([`Turn::skip_reason`]); those passed over are traced.
+    pub(super) fn land(&mut self, flow_id: FlowId, landing: Landing) -> Cursor {
+        match landing {
+            Landing::Step(step) => Cursor::Enter(flow_id, step),
+            Landing::Listed(from) => {
+                let program = self.program();
+                let Some(flow) = program.flow(flow_id) else {
+                    return Cursor::Idle;
+                };
+                let found =
+                    successor::first_listed(flow, from, |_, candidate| match self.skip_reason(flow, candidate) {
+                        Some(reason) => {
+                            self.emit(Event::StepSkipped {
+                                flow: flow.name.clone(),
+                                step: candidate.name.clone(),
+                                reason,
+                            });
+                            true
+                        }
+                        None => false,
+                    });
+                match found {
+                    Some(step) => Cursor::Enter(flow_id, step),
+                    None => Cursor::FlowDone(flow_id, None),
                 }
-                None => Cursor::Enter(flow_id, StepId(0)),
-            },
-            None => Cursor::FlowDone(flow_id, None, false),
-        }
-    }
-
-    /// The next step in list order whose `skip_if` does not hold and whose
-    /// `if`/`when` do, else the flow's completion.
-    pub(super) fn linear_successor(&mut self, flow_id: FlowId, step_id: StepId) -> Cursor {
-        let program = self.program();
-        let Some(flow) = program.flow(flow_id) else {
-            return Cursor::Idle;
-        };
-        for (index, candidate) in flow.steps.iter().enumerate().skip(step_id.index() + 1) {
-            let reason = self.skip_reason(flow, candidate);
-            match reason {
-                Some(reason) => {
-                    self.emit(Event::StepSkipped { flow: flow.name.clone(), step: candidate.name.clone(), reason })
-                }
-                None => return Cursor::Enter(flow_id, StepId::from_index(index)),
             }
+            Landing::Complete(next) => Cursor::FlowDone(flow_id, next),
+            Landing::Enter(flow, step) => Cursor::EnterFlow(flow, step),
+            Landing::Abort => Cursor::Abort,
         }
-        Cursor::FlowDone(flow_id, None, false)
     }
 
     pub(super) fn skip_reason(&mut self, flow: &Flow, step: &Step) -> Option<String> {
@@ -175,50 +168,44 @@ impl Turn<'_> {
         true
     }
 
+    /// The cursor a directive's position moves the turn to. `goto` and
+    /// `reset` start a new run of the flow they land in; `goto` writes its
+    /// `with` data once the run has started.
     pub(super) fn position_cursor(&mut self, position: Move) -> Cursor {
         let current = self.session.flow;
+        let jump = position.jump();
         match position {
             Move::Goto { flow, data } => {
-                let writes = data;
-                // The run starts before its `with` data is written.
                 self.start_run(flow);
-                self.apply_writes(&writes, &[], "goto");
+                self.apply_writes(&data, &[], "goto");
                 if let Some(current) = current {
                     self.emit(Event::FlowLeft {
                         flow: self.flow_name(current),
                         reason: format!("goto `{}`", self.flow_name(flow)),
                     });
                 }
-                Cursor::EnterFlow(flow, StepId(0))
             }
-            Move::GotoStep { flow, step } => {
-                if current == Some(flow) {
-                    Cursor::Enter(flow, step)
-                } else {
-                    Cursor::EnterFlow(flow, step)
-                }
-            }
-            Move::Complete { next } => match current {
-                Some(flow) => Cursor::FlowDone(flow, next, true),
-                None => next.map_or(Cursor::Idle, |next| {
+            Move::Abort { reason: Some(reason) } => self.says.push(reason),
+            _ => {}
+        }
+        let Some(current) = current else {
+            // No flow to leave (a pending directive, a signal between
+            // flows): only a move into a flow goes anywhere.
+            return match jump {
+                Jump::Goto(flow) => Cursor::EnterFlow(flow, StepId(0)),
+                Jump::GotoStep(flow, step) => Cursor::EnterFlow(flow, step),
+                Jump::Complete(Some(next)) => {
                     self.start_run(next);
                     Cursor::EnterFlow(next, StepId(0))
-                }),
-            },
-            Move::Abort { reason } => {
-                if let Some(reason) = reason {
-                    self.says.push(reason);
                 }
-                Cursor::Abort
-            }
-            Move::Reset => match current {
-                Some(flow) => {
-                    self.start_run(flow);
-                    Cursor::Enter(flow, StepId(0))
-                }
-                None => Cursor::Idle,
-            },
+                Jump::Abort => Cursor::Abort,
+                Jump::Complete(None) | Jump::Reset => Cursor::Idle,
+            };
+        };
+        if jump == Jump::Reset {
+            self.start_run(current);
         }
+        self.land(current, successor::landing(current, jump))
     }
 
     /// A new run of a flow starts: the fields of its [`Flow::fresh`] are
