@@ -28,97 +28,114 @@ impl Turn<'_> {
                 self.session.step = None;
                 self.stop_with(StopReason::NeedsInput);
             }
-            Cursor::EnterFlow(flow_id, step_id) => {
-                let Some(flow) = program.flow(flow_id) else {
-                    self.cursor = Cursor::Idle;
-                    return Ok(());
-                };
-                self.emit(Event::FlowEntered { flow: flow.name.clone() });
-                self.session.flow = Some(flow_id);
-                self.session.step = None;
-                let path = format!("{}.on_enter", flow.name);
-                match self.run_hook(&flow.on_enter, &path) {
-                    Ok(()) => {}
-                    // The flow's `on_enter` is part of entering the step the
-                    // flow is entered at, so that step's `on_error` answers
-                    // it (by default: an apology, and the flow aborted).
-                    Err(TurnError::Action(failure)) => {
-                        let Some(step) = flow.step(step_id) else {
-                            return Err(failure.into());
-                        };
-                        self.step_failed(flow, step, flow_id, step_id, failure)?;
-                        return Ok(());
-                    }
-                    Err(error) => return Err(error),
-                }
-                if !self.apply_pre_positions() {
-                    self.cursor = self.land(flow_id, successor::arrival(step_id));
-                }
-            }
-            Cursor::Enter(flow_id, step_id) => {
-                let Some((flow, step)) = program.flow(flow_id).and_then(|flow| Some((flow, flow.step(step_id)?)))
-                else {
-                    // A flow with no steps completes at once.
-                    self.cursor = Cursor::FlowDone(flow_id, None);
-                    return Ok(());
-                };
-                self.session.flow = Some(flow_id);
-                self.session.step = Some(step_id);
-                self.session.asks = 0;
-                // What an earlier visit offered is not what this one will.
-                self.session.offered = None;
-                self.emit(Event::StepEntered { flow: self.flow_name(flow_id), step: step.name.clone() });
-                if !self.run_step_hook(flow, step, (flow_id, step_id), &step.on_enter, "on_enter")? {
-                    return Ok(());
-                }
-                if !self.apply_pre_positions() {
-                    self.cursor = Cursor::Evaluate { flow: flow_id, step: step_id, fresh: true };
-                }
-            }
+            Cursor::EnterFlow(flow_id, step_id) => self.enter_flow(&program, flow_id, step_id)?,
+            Cursor::Enter(flow_id, step_id) => self.enter_step(&program, flow_id, step_id)?,
             Cursor::Evaluate { flow, step, fresh } => self.evaluate(&program, flow, step, fresh)?,
             Cursor::Execute(flow, step) => self.execute(&program, flow, step)?,
             Cursor::Leave(flow, step) => self.leave(&program, flow, step)?,
-            Cursor::FlowDone(flow_id, next_override) => {
-                let Some(flow) = program.flow(flow_id) else {
-                    self.cursor = Cursor::Idle;
-                    return Ok(());
-                };
-                let path = format!("{}.on_complete", flow.name);
-                // `on_complete` is a post-model hook, like `finalize`: the
-                // flow's steps have acted (a booking is made), so a failure
-                // here must not hide that from the user by failing the turn.
-                // Its writes and directives are dropped together and traced.
-                match self.run_post_hook(&flow.on_complete, &path) {
-                    Ok(()) => {}
-                    Err(TurnError::Action(failure)) => {
-                        self.emit(Event::HookFailed { hook: path, error: failure.to_string() })
-                    }
-                    Err(error) => return Err(error),
-                }
-                self.emit(Event::FlowCompleted { flow: flow.name.clone() });
-                self.session.flow = None;
-                self.session.step = None;
-                self.session.asks = 0;
-                match next_override.or(flow.complete_next) {
-                    Some(next) => {
-                        self.emit(Event::Routed { flow: self.flow_name(next), reason: "complete.next" });
-                        self.start_run(next);
-                        self.cursor = Cursor::EnterFlow(next, StepId(0));
-                    }
-                    None => self.stop_with(StopReason::FlowComplete),
-                }
-            }
-            Cursor::Abort => {
-                if let Some(flow) = self.session.flow {
-                    self.emit(Event::FlowLeft { flow: self.flow_name(flow), reason: "aborted".to_string() });
-                }
-                self.session.flow = None;
-                self.session.step = None;
-                self.session.asks = 0;
-                self.stop_with(StopReason::Aborted);
-            }
+            Cursor::FlowDone(flow_id, next_override) => self.complete_flow(&program, flow_id, next_override)?,
+            Cursor::Abort => self.abort_flow(),
         }
         Ok(())
+    }
+
+    /// Enters a flow at `step_id`: its `on_enter` runs first.
+    fn enter_flow(&mut self, program: &Program, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
+        let Some(flow) = program.flow(flow_id) else {
+            self.cursor = Cursor::Idle;
+            return Ok(());
+        };
+        self.emit(Event::FlowEntered { flow: flow.name.clone() });
+        self.session.flow = Some(flow_id);
+        self.session.step = None;
+        let path = format!("{}.on_enter", flow.name);
+        match self.run_hook(&flow.on_enter, &path) {
+            Ok(()) => {}
+            // The flow's `on_enter` is part of entering the step the
+            // flow is entered at, so that step's `on_error` answers
+            // it (by default: an apology, and the flow aborted).
+            Err(TurnError::Action(failure)) => {
+                let Some(step) = flow.step(step_id) else {
+                    return Err(failure.into());
+                };
+                self.step_failed(flow, step, flow_id, step_id, failure)?;
+                return Ok(());
+            }
+            Err(error) => return Err(error),
+        }
+        if !self.apply_pre_positions() {
+            self.cursor = self.land(flow_id, successor::arrival(step_id));
+        }
+        Ok(())
+    }
+
+    /// Enters a step: its `on_enter` runs, then it is evaluated.
+    fn enter_step(&mut self, program: &Program, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
+        let Some((flow, step)) = program.flow(flow_id).and_then(|flow| Some((flow, flow.step(step_id)?))) else {
+            // A flow with no steps completes at once.
+            self.cursor = Cursor::FlowDone(flow_id, None);
+            return Ok(());
+        };
+        self.session.flow = Some(flow_id);
+        self.session.step = Some(step_id);
+        self.session.asks = 0;
+        // What an earlier visit offered is not what this one will.
+        self.session.offered = None;
+        self.emit(Event::StepEntered { flow: self.flow_name(flow_id), step: step.name.clone() });
+        if !self.run_step_hook(flow, step, (flow_id, step_id), &step.on_enter, "on_enter")? {
+            return Ok(());
+        }
+        if !self.apply_pre_positions() {
+            self.cursor = Cursor::Evaluate { flow: flow_id, step: step_id, fresh: true };
+        }
+        Ok(())
+    }
+
+    /// A flow completed: its `on_complete` runs, then `complete.next` (or
+    /// the directive's `next`) starts, or the turn stops.
+    fn complete_flow(
+        &mut self,
+        program: &Program,
+        flow_id: FlowId,
+        next_override: Option<FlowId>,
+    ) -> Result<(), TurnError> {
+        let Some(flow) = program.flow(flow_id) else {
+            self.cursor = Cursor::Idle;
+            return Ok(());
+        };
+        let path = format!("{}.on_complete", flow.name);
+        // `on_complete` is a post-model hook, like `finalize`: the
+        // flow's steps have acted (a booking is made), so a failure
+        // here must not hide that from the user by failing the turn.
+        // Its writes and directives are dropped together and traced.
+        match self.run_post_hook(&flow.on_complete, &path) {
+            Ok(()) => {}
+            Err(TurnError::Action(failure)) => self.emit(Event::HookFailed { hook: path, error: failure.to_string() }),
+            Err(error) => return Err(error),
+        }
+        self.emit(Event::FlowCompleted { flow: flow.name.clone() });
+        self.session.flow = None;
+        self.session.step = None;
+        self.session.asks = 0;
+        match next_override.or(flow.complete_next) {
+            Some(next) => {
+                self.emit(Event::Routed { flow: self.flow_name(next), reason: "complete.next" });
+                self.start_run(next);
+                self.cursor = Cursor::EnterFlow(next, StepId(0));
+            }
+            None => self.stop_with(StopReason::FlowComplete),
+        }
+        Ok(())
+    }
+
+    fn abort_flow(&mut self) {
+        if let Some(flow) = self.session.flow {
+            self.emit(Event::FlowLeft { flow: self.flow_name(flow), reason: "aborted".to_string() });
+        }
+        self.session.flow = None;
+        self.session.step = None;
+        self.session.asks = 0;
+        self.stop_with(StopReason::Aborted);
     }
 
     pub(super) fn needs_input(&self, step: &Step) -> bool {

@@ -5,7 +5,7 @@ use super::{Stage, Turn, TurnError};
 use super::{confirmation_fields, field_spec};
 use crate::ir::{Behavior, FieldId, Phase, Program, Signal};
 use crate::llm::{Message, Question, Role, UnderstandRequest, Understanding};
-use crate::runtime::directive::{Emission, Source, describe, merge};
+use crate::runtime::directive::{Emission, Move, Source, describe, merge};
 use crate::runtime::events::{DirectiveRecord, Event, Purpose, StopReason};
 use std::collections::BTreeSet;
 
@@ -62,6 +62,39 @@ impl Turn<'_> {
             emissions.extend(self.fire_signal(signal, "pre"));
         }
         emissions
+    }
+
+    /// Applies the directives of the pre-phase signals that fired, merged:
+    /// their writes now, their reply and augmentation on the pre-model bus.
+    /// Returns the winning position, which overrides routing.
+    pub(super) fn apply_pre_signal_directives(&mut self, signal_emissions: &[Emission]) -> Option<Move> {
+        let merged = merge(signal_emissions);
+        for warning in &merged.warnings {
+            self.warn(warning.clone());
+        }
+        for (index, emission) in signal_emissions.iter().enumerate() {
+            let applied =
+                merged.position.as_ref().is_none_or(|(_, winner)| *winner == index) || emission.position.is_none();
+            self.record(emission, applied);
+        }
+        self.apply_writes(&merged.set, &merged.set_context, "signals");
+        self.halt |= merged.halt;
+        if merged.reply.is_some() || !merged.append_prompt.is_empty() || !merged.inject_tools.is_empty() {
+            // Augmentation is layered on top of the turn: it joins the
+            // pre-model bus (already recorded above).
+            // A reply the merge dropped (an abort won) must not come back
+            // when the whole bus is merged again before the model call.
+            let keep_replies = merged.reply.is_some();
+            self.pre_bus.extend(signal_emissions.iter().map(|emission| Emission {
+                position: None,
+                reply: emission.reply.clone().filter(|_| keep_replies),
+                set: Vec::new(),
+                set_context: Vec::new(),
+                ..emission.clone()
+            }));
+            self.pre_applied = self.pre_bus.len();
+        }
+        merged.position.map(|(position, _)| position)
     }
 
     pub(super) fn post_signals(&mut self) -> Result<(), TurnError> {
@@ -146,16 +179,24 @@ impl Turn<'_> {
         self.asked_fields = fields;
         self.understanding.fields = answer.fields;
         self.write_extraction(&program, &extracting);
-        if armed.is_empty() {
-            return Ok(());
+        if !armed.is_empty() {
+            self.arm_pending(&program, &armed);
         }
-        let merged = merge(&armed);
+        Ok(())
+    }
+
+    /// Merges the directives of the post-phase signals that fired into the
+    /// one the next turn applies first; they are recorded as not applied
+    /// (yet), and their augmentation, which could only act before a model
+    /// call, is dropped.
+    fn arm_pending(&mut self, program: &Program, armed: &[Emission]) {
+        let merged = merge(armed);
         let mut pending = Emission::new(Source::Armed(armed.iter().map(|emission| emission.source.clone()).collect()));
         pending.position = merged.position.map(|(position, _)| position);
         pending.reply = merged.reply.map(|(reply, _)| reply);
         pending.set = merged.set;
         pending.set_context = merged.set_context;
-        for emission in &armed {
+        for emission in armed {
             if emission.has_augmentation() {
                 self.warn(format!(
                     "{}: halt, append_prompt and inject_tools of a post-phase signal are dropped",
@@ -164,11 +205,10 @@ impl Turn<'_> {
             }
             self.records.push(DirectiveRecord {
                 source: emission.source.to_string(),
-                directive: describe(emission, &program),
+                directive: describe(emission, program),
                 applied: false,
             });
         }
         self.session.pending = Some(pending);
-        Ok(())
     }
 }
