@@ -165,6 +165,8 @@ pub struct Turn<'a> {
     /// Failed steps and tool calls since the last that succeeded, for
     /// [`ContinuationLimits::max_consecutive_errors`](super::engine::ContinuationLimits::max_consecutive_errors).
     consecutive_errors: u32,
+    /// The model's tool loop stopped at `max_consecutive_errors`.
+    error_limit_hit: bool,
     resume_at: Option<String>,
     reply: String,
 }
@@ -203,6 +205,7 @@ impl<'a> Turn<'a> {
             tool_limit_hit: false,
             steps_executed: 0,
             consecutive_errors: 0,
+            error_limit_hit: false,
             resume_at: None,
             reply: String::new(),
         }

@@ -5,7 +5,7 @@ use super::{Stage, Turn, TurnError};
 use crate::ir::{Program, ToolId};
 use crate::llm::{RespondRequest, ToolLoop, ToolSpec};
 use crate::runtime::actions::call_tool;
-use crate::runtime::directive::{Emission, Source, merge};
+use crate::runtime::directive::{Emission, Merged, Source, merge};
 use crate::runtime::events::{Event, Purpose, StopReason};
 use crate::runtime::tools::{ToolEnv, ToolRegistry};
 use serde_json::Value;
@@ -13,6 +13,23 @@ use serde_json::Value;
 impl Turn<'_> {
     pub(super) fn reply(&mut self) -> Result<(), TurnError> {
         let program = self.program();
+        let (pre, verbatim) = self.settle_pre_bus();
+        let needs_model = !self.halt
+            && verbatim.is_none()
+            && self.stop != Some(StopReason::Aborted)
+            && (!self.instructions.is_empty() || (self.session.flow.is_none() && self.says.is_empty()));
+        let mut model_text = None;
+        if needs_model && !self.over_token_budget() {
+            let request = self.reply_request(&program, &pre.append_prompt, &pre.inject_tools);
+            model_text = Some(self.ask_model(&program, &request)?);
+        }
+        self.complete_reply(&program, verbatim, model_text)
+    }
+
+    /// Merges the whole pre-model bus before the model is asked: its halt,
+    /// and its verbatim `reply` unless the flow was aborted. Returns the
+    /// merge (for its augmentation) and the verbatim reply.
+    fn settle_pre_bus(&mut self) -> (Merged, Option<String>) {
         let pre = merge(&self.pre_bus);
         for warning in &pre.warnings {
             self.warn(warning.clone());
@@ -28,70 +45,100 @@ impl Turn<'_> {
             self.warn(format!("the reply from {source} was dropped: the flow was aborted"));
             verbatim = None;
         }
-        let needs_model = !self.halt
-            && verbatim.is_none()
-            && self.stop != Some(StopReason::Aborted)
-            && (!self.instructions.is_empty() || (self.session.flow.is_none() && self.says.is_empty()));
-        let mut model_text = None;
-        let mut error_limit_hit = false;
-        if needs_model && !self.over_token_budget() {
-            let request = self.reply_request(&program, &pre.append_prompt, &pre.inject_tools);
-            let mut tool_loop = TurnToolLoop {
-                program: &program,
-                tools: &self.runtime.tools,
-                tool_env: &self.runtime.tool_env,
-                exposed: request.tools.iter().map(|tool| tool.name.clone()).collect(),
-                rounds: 0,
-                max_rounds: program.agent.limits.max_tool_rounds,
-                limit_hit: false,
-                consecutive_errors: self.consecutive_errors,
-                max_errors: self.runtime.limits.max_consecutive_errors,
-                error_limit_hit: false,
-                events: Vec::new(),
-                emissions: Vec::new(),
-            };
-            let mut stream = self.runtime.stream.as_mut();
-            // The `say` texts lead the reply: shown at once, with the line
-            // break that joins them to the model's text sent only once that
-            // text starts.
-            let said = self.says.join("\n");
-            if let Some(sink) = stream.as_mut()
-                && !said.is_empty()
-            {
-                sink(&said);
-            }
-            let mut separated = said.is_empty();
-            let mut on_text = |chunk: &str| {
-                if let Some(sink) = stream.as_mut() {
-                    if !separated && !chunk.is_empty() {
-                        separated = true;
-                        sink("\n");
-                    }
-                    sink(chunk);
-                }
-            };
-            let response = self.runtime.provider.respond(&request, &mut tool_loop, &mut on_text)?;
-            self.tool_rounds = tool_loop.rounds;
-            self.tool_limit_hit = tool_loop.limit_hit;
-            self.consecutive_errors = tool_loop.consecutive_errors;
-            // A loop the limit cut short (the provider saw `may_call` turn
-            // false, or a call was refused) stopped for the errors.
-            error_limit_hit = tool_loop.error_limit_hit || tool_loop.out_of_errors();
-            let tool_events = std::mem::take(&mut tool_loop.events);
-            let tool_emissions = std::mem::take(&mut tool_loop.emissions);
-            drop(tool_loop);
-            for event in tool_events {
-                self.emit(event);
-            }
-            self.post_bus.extend(tool_emissions);
-            self.count_call(Purpose::Respond, response.usage);
-            model_text = Some(response.text);
+        (pre, verbatim)
+    }
+
+    /// The model writes the reply, streamed after the turn's `say` texts,
+    /// calling the step's tools through the tool loop; returns its text.
+    fn ask_model(&mut self, program: &Program, request: &RespondRequest) -> Result<String, TurnError> {
+        let mut tool_loop = TurnToolLoop {
+            program,
+            tools: &self.runtime.tools,
+            tool_env: &self.runtime.tool_env,
+            exposed: request.tools.iter().map(|tool| tool.name.clone()).collect(),
+            rounds: 0,
+            max_rounds: program.agent.limits.max_tool_rounds,
+            limit_hit: false,
+            consecutive_errors: self.consecutive_errors,
+            max_errors: self.runtime.limits.max_consecutive_errors,
+            error_limit_hit: false,
+            events: Vec::new(),
+            emissions: Vec::new(),
+        };
+        let mut stream = self.runtime.stream.as_mut();
+        // The `say` texts lead the reply: shown at once, with the line
+        // break that joins them to the model's text sent only once that
+        // text starts.
+        let said = self.says.join("\n");
+        if let Some(sink) = stream.as_mut()
+            && !said.is_empty()
+        {
+            sink(&said);
         }
+        let mut separated = said.is_empty();
+        let mut on_text = |chunk: &str| {
+            if let Some(sink) = stream.as_mut() {
+                if !separated && !chunk.is_empty() {
+                    separated = true;
+                    sink("\n");
+                }
+                sink(chunk);
+            }
+        };
+        let response = self.runtime.provider.respond(request, &mut tool_loop, &mut on_text)?;
+        self.tool_rounds = tool_loop.rounds;
+        self.tool_limit_hit = tool_loop.limit_hit;
+        self.consecutive_errors = tool_loop.consecutive_errors;
+        // A loop the limit cut short (the provider saw `may_call` turn
+        // false, or a call was refused) stopped for the errors.
+        self.error_limit_hit = tool_loop.error_limit_hit || tool_loop.out_of_errors();
+        let tool_events = std::mem::take(&mut tool_loop.events);
+        let tool_emissions = std::mem::take(&mut tool_loop.emissions);
+        drop(tool_loop);
+        for event in tool_events {
+            self.emit(event);
+        }
+        self.post_bus.extend(tool_emissions);
+        self.count_call(Purpose::Respond, response.usage);
+        Ok(response.text)
+    }
+
+    /// After the model (or without it): the batch finalizes, the post-model
+    /// bus is applied, and the reply is put together.
+    fn complete_reply(
+        &mut self,
+        program: &Program,
+        verbatim: Option<String>,
+        model_text: Option<String>,
+    ) -> Result<(), TurnError> {
         if self.halt && self.stop == Some(StopReason::NeedsInput) {
             self.stop = Some(StopReason::Halt);
         }
-        // Every step of the batch finalizes, in order. The reply is written:
-        // a failing `finalize` is traced and dropped, not a failed turn.
+        self.finalize_batch(program)?;
+        let post_reply = self.apply_post_bus()?;
+        let mut parts: Vec<String> = self.says.clone();
+        match (post_reply.or(verbatim), model_text) {
+            (Some(reply), _) => parts.push(reply),
+            (None, Some(text)) if !text.trim().is_empty() => parts.push(text),
+            _ => {}
+        }
+        self.reply = parts.join("\n");
+        if self.error_limit_hit {
+            self.stop = Some(StopReason::ErrorLimit);
+        }
+        if self.tool_limit_hit {
+            self.stop = Some(StopReason::ToolRoundLimit);
+        }
+        if self.over_token_budget() {
+            self.stop = Some(StopReason::TokenLimit);
+        }
+        self.stage = Stage::PostSignals;
+        Ok(())
+    }
+
+    /// Every step of the batch finalizes, in order. The reply is written:
+    /// a failing `finalize` is traced and dropped, not a failed turn.
+    fn finalize_batch(&mut self, program: &Program) -> Result<(), TurnError> {
         for (flow, step) in std::mem::take(&mut self.batch) {
             let Some(step) = program.flow(flow).and_then(|found| found.step(step)) else {
                 continue;
@@ -105,8 +152,13 @@ impl Turn<'_> {
                 Err(error) => return Err(error),
             }
         }
-        // The post-model bus: writes and a position for the next turn;
-        // augmentation can no longer act.
+        Ok(())
+    }
+
+    /// The post-model bus: writes and a position for the next turn;
+    /// augmentation can no longer act. Returns its `reply`, which replaces
+    /// the model's.
+    fn apply_post_bus(&mut self) -> Result<Option<String>, TurnError> {
         let post = merge(&self.post_bus);
         for warning in &post.warnings {
             self.warn(warning.clone());
@@ -129,25 +181,7 @@ impl Turn<'_> {
         if let Some((position, _)) = post.position {
             self.park(position)?;
         }
-
-        let mut parts: Vec<String> = self.says.clone();
-        match (post.reply.map(|(reply, _)| reply).or(verbatim), model_text) {
-            (Some(reply), _) => parts.push(reply),
-            (None, Some(text)) if !text.trim().is_empty() => parts.push(text),
-            _ => {}
-        }
-        self.reply = parts.join("\n");
-        if error_limit_hit {
-            self.stop = Some(StopReason::ErrorLimit);
-        }
-        if self.tool_limit_hit {
-            self.stop = Some(StopReason::ToolRoundLimit);
-        }
-        if self.over_token_budget() {
-            self.stop = Some(StopReason::TokenLimit);
-        }
-        self.stage = Stage::PostSignals;
-        Ok(())
+        Ok(post.reply.map(|(reply, _)| reply))
     }
 
     pub(super) fn reply_request(
