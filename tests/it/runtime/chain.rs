@@ -74,10 +74,7 @@ fn the_directive_chain_names_every_source_in_order() {
 
 #[test]
 fn a_failed_turn_leaves_the_session_exactly_as_it_was() {
-    let double = Double::failing("the booking system is down");
-    let mut tools = ToolRegistry::default();
-    tools.register("book", double.clone());
-    let mut harness = Harness::with_tools(SOURCES, tools);
+    let (mut harness, double) = Harness::with_failing_tool(SOURCES, "book", "the booking system is down");
     harness.say_with("f", Understood::new().flow("f"));
     let before = harness.session.clone();
     harness.understand_next(Understood::new().field("a", json!("book")));

@@ -294,6 +294,15 @@ impl Harness {
         Harness { runtime, session, script, program, tools, limits, now: NOW.to_string(), seen: (0, 0) }
     }
 
+    /// A harness whose tool `tool` always fails with `message`, and the
+    /// double that records the calls it got.
+    pub fn with_failing_tool(source: &str, tool: &str, message: &str) -> (Harness, Arc<Double>) {
+        let double = Double::failing(message);
+        let mut tools = ToolRegistry::default();
+        tools.register(tool, double.clone());
+        (Harness::with_tools(source, tools), double)
+    }
+
     /// Moves the clock: the same program, script and session on a runtime
     /// whose frozen clock reads `now`.
     pub fn set_now(&mut self, now: &str) {

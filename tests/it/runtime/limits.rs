@@ -292,10 +292,7 @@ fn without_a_session_time_limit_the_session_keeps_no_time() {
 
 #[test]
 fn max_consecutive_errors_stops_a_chain_of_failing_steps() {
-    let double = Double::failing("the booking system is down");
-    let mut tools = ToolRegistry::default();
-    tools.register("book", double.clone());
-    let mut harness = Harness::with_tools(
+    let (mut harness, double) = Harness::with_failing_tool(
         r#"
 schema { hotel: string  booking_id: string }
 tool book(hotel: string) -> { booking_id: string } { builtin echo }
@@ -315,7 +312,8 @@ flow booking "Book a room" {
   }
 }
 "#,
-        tools,
+        "book",
+        "the booking system is down",
     );
     harness.set_limits(ContinuationLimits { max_consecutive_errors: Some(2), ..ContinuationLimits::default() });
     harness.say_with("book", Understood::new().flow("booking"));
@@ -328,10 +326,11 @@ flow booking "Book a room" {
 
 #[test]
 fn max_consecutive_errors_stops_a_model_that_keeps_calling_a_failing_tool() {
-    let double = Double::failing("the lookup service is down");
-    let mut tools = ToolRegistry::default();
-    tools.register("lookup", double.clone());
-    let mut harness = Harness::with_tools(&TOOLS.replace("max_tool_rounds 2", "max_tool_rounds 10"), tools);
+    let (mut harness, double) = Harness::with_failing_tool(
+        &TOOLS.replace("max_tool_rounds 2", "max_tool_rounds 10"),
+        "lookup",
+        "the lookup service is down",
+    );
     harness.set_limits(ContinuationLimits { max_consecutive_errors: Some(2), ..ContinuationLimits::default() });
     harness.reply_next(Reply {
         text: "I tried.".to_string(),
