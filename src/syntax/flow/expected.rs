@@ -54,93 +54,133 @@ const OPERATORS: &[&str] = &["+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">"
 /// `tokens` are pest's expected tokens as text: literals as written, and
 /// character ranges as `a..z`. `deepest` are the rules that failed there.
 pub(super) fn describe_expected(tokens: &[String], deepest: &[Rule]) -> Option<String> {
-    let mut literals: Vec<String> = Vec::new();
-    let mut letters = false;
-    let mut digits = false;
-    let mut inside_token = true;
-    for token in tokens {
-        let is_range = token.chars().count() == 4 && token.get(1..3) == Some("..");
-        match token.as_str() {
-            " " | "\t" | "\r" | "\n" => inside_token = false,
-            "#" | "BUILTIN_RULE" => {}
-            "_" => letters = true,
-            _ if is_range && token.starts_with(|first: char| first.is_ascii_digit()) => digits = true,
-            _ if is_range => letters = true,
-            _ => literals.push(token.clone()),
-        }
-    }
-    if deepest.contains(&Rule::duration) {
-        let description = if inside_token {
-            "a duration unit (`ms`, `s`, `m`, `h` or `d`)"
-        } else {
-            "a duration (`500ms`, `30s`, `10m`, `2h`, `1d`)"
-        };
+    let mut expected = Expected::sort(tokens);
+    if let Some(description) = describe_rule(deepest, expected.inside_token) {
         return Some(description.to_string());
     }
-    if deepest.contains(&Rule::http_method) {
-        return Some("an HTTP method in capitals (`GET`, `POST`, …)".to_string());
-    }
-    let has = |literals: &[String], token: &str| literals.iter().any(|literal| literal == token);
     let mut parts: Vec<String> = Vec::new();
-    let take = |literals: &mut Vec<String>, group: &[&str], description: String, parts: &mut Vec<String>| {
-        literals.retain(|literal| !group.contains(&literal.as_str()));
-        parts.push(description);
-    };
-    if has(&literals, "goto_step") {
-        let description = if letters {
-            letters = false;
-            "a step or flow name, or a directive (`goto F`, `goto_step S`, `complete`, `abort`, `reply \"…\"`, …)"
-        } else {
-            "a directive clause (`goto`, `goto_step`, `complete`, `abort`, `reset`, `reply`, `set`, …)"
-        };
-        take(&mut literals, crate::syntax::ast::DIRECTIVE_KEYS, description.to_string(), &mut parts);
-        literals.retain(|literal| literal != "{");
-    }
-    if has(&literals, "agent") && has(&literals, "schema") {
-        let description = "`agent`, `schema`, `context`, `tool`, `signal` or `flow`".to_string();
-        take(&mut literals, PROGRAM_ITEMS, description, &mut parts);
-    }
-    if has(&literals, "prompt") && has(&literals, "collect") {
-        let description = "a step clause (`prompt`, `say`, `collect`, `requires`, `next`, `branch`, `do`, …)";
-        take(&mut literals, STEP_CLAUSES, description.to_string(), &mut parts);
-    }
-    if has(&literals, "on_complete") && has(&literals, "step") {
-        let description = "a `step` or a flow clause (`when`, `if`, `requires`, `rule`, `on_enter`, …)";
-        take(&mut literals, FLOW_CLAUSES, description.to_string(), &mut parts);
-    }
-    if has(&literals, "call") && has(&literals, "emit") {
-        let description = "an action (`set`, `call`, `emit`, `for`, `say`)";
-        take(&mut literals, ACTIONS, description.to_string(), &mut parts);
-    }
-    if has(&literals, "enum") && has(&literals, "object") {
-        letters = false;
-        let description =
-            "a type (`string`, `int`, `float`, `bool`, `date`, `datetime`, `enum(…)`, `list(…)`, `object {…}`)";
-        take(&mut literals, &["enum", "list", "object"], description.to_string(), &mut parts);
-    }
-    if has(&literals, "null") && has(&literals, "true") {
-        letters = false;
-        digits = false;
-        take(&mut literals, EXPRESSION_STARTS, "an expression".to_string(), &mut parts);
-    }
-    if has(&literals, "==") || has(&literals, "+") {
-        take(&mut literals, OPERATORS, "an operator".to_string(), &mut parts);
-    }
-    let quotes = has(&literals, "\"") || has(&literals, "'");
-    if quotes && inside_token {
+    expected.describe_groups(&mut parts);
+    let quotes = expected.has("\"") || expected.has("'");
+    if quotes && expected.inside_token {
         // Only the string's own characters could follow: it was never closed.
         return Some("the closing quote of the string".to_string());
     }
     if quotes {
-        take(&mut literals, &["\"", "'"], "a quoted string".to_string(), &mut parts);
+        expected.take(&["\"", "'"], "a quoted string", &mut parts);
     }
-    if letters {
+    if expected.letters {
         parts.push("a name".to_string());
     }
-    if digits {
+    if expected.digits {
         parts.push("a number".to_string());
     }
-    parts.extend(literals.iter().map(|literal| format!("`{literal}`")));
+    parts.extend(expected.literals.iter().map(|literal| format!("`{literal}`")));
+    join_with_or(parts)
+}
+
+/// What to say when the failure is inside a rule whose alternatives would
+/// read badly as a list of tokens.
+fn describe_rule(deepest: &[Rule], inside_token: bool) -> Option<&'static str> {
+    if deepest.contains(&Rule::duration) {
+        return Some(if inside_token {
+            "a duration unit (`ms`, `s`, `m`, `h` or `d`)"
+        } else {
+            "a duration (`500ms`, `30s`, `10m`, `2h`, `1d`)"
+        });
+    }
+    if deepest.contains(&Rule::http_method) {
+        return Some("an HTTP method in capitals (`GET`, `POST`, …)");
+    }
+    None
+}
+
+/// pest's expected tokens sorted by kind, the literals shrinking as groups
+/// of them are described.
+struct Expected {
+    /// Literal tokens not yet described.
+    literals: Vec<String>,
+    /// A letter or `_` could follow: a name.
+    letters: bool,
+    /// A digit could follow: a number.
+    digits: bool,
+    /// No white space could follow, so the parse stopped inside a token.
+    inside_token: bool,
+}
+
+impl Expected {
+    fn sort(tokens: &[String]) -> Self {
+        let mut expected = Expected { literals: Vec::new(), letters: false, digits: false, inside_token: true };
+        for token in tokens {
+            let is_range = token.chars().count() == 4 && token.get(1..3) == Some("..");
+            match token.as_str() {
+                " " | "\t" | "\r" | "\n" => expected.inside_token = false,
+                "#" | "BUILTIN_RULE" => {}
+                "_" => expected.letters = true,
+                _ if is_range && token.starts_with(|first: char| first.is_ascii_digit()) => expected.digits = true,
+                _ if is_range => expected.letters = true,
+                _ => expected.literals.push(token.clone()),
+            }
+        }
+        expected
+    }
+
+    fn has(&self, token: &str) -> bool {
+        self.literals.iter().any(|literal| literal == token)
+    }
+
+    /// Replaces the literals of `group` with one `description` in `parts`.
+    fn take(&mut self, group: &[&str], description: &str, parts: &mut Vec<String>) {
+        self.literals.retain(|literal| !group.contains(&literal.as_str()));
+        parts.push(description.to_string());
+    }
+
+    /// Names each construct whose keywords were expected, instead of
+    /// listing them. A keyword that starts a group is tested together with
+    /// one only that group has, as several groups share keywords.
+    fn describe_groups(&mut self, parts: &mut Vec<String>) {
+        if self.has("goto_step") {
+            let description = if self.letters {
+                self.letters = false;
+                "a step or flow name, or a directive (`goto F`, `goto_step S`, `complete`, `abort`, `reply \"…\"`, …)"
+            } else {
+                "a directive clause (`goto`, `goto_step`, `complete`, `abort`, `reset`, `reply`, `set`, …)"
+            };
+            self.take(crate::syntax::ast::DIRECTIVE_KEYS, description, parts);
+            self.literals.retain(|literal| literal != "{");
+        }
+        if self.has("agent") && self.has("schema") {
+            self.take(PROGRAM_ITEMS, "`agent`, `schema`, `context`, `tool`, `signal` or `flow`", parts);
+        }
+        if self.has("prompt") && self.has("collect") {
+            let description = "a step clause (`prompt`, `say`, `collect`, `requires`, `next`, `branch`, `do`, …)";
+            self.take(STEP_CLAUSES, description, parts);
+        }
+        if self.has("on_complete") && self.has("step") {
+            let description = "a `step` or a flow clause (`when`, `if`, `requires`, `rule`, `on_enter`, …)";
+            self.take(FLOW_CLAUSES, description, parts);
+        }
+        if self.has("call") && self.has("emit") {
+            self.take(ACTIONS, "an action (`set`, `call`, `emit`, `for`, `say`)", parts);
+        }
+        if self.has("enum") && self.has("object") {
+            self.letters = false;
+            let description =
+                "a type (`string`, `int`, `float`, `bool`, `date`, `datetime`, `enum(…)`, `list(…)`, `object {…}`)";
+            self.take(&["enum", "list", "object"], description, parts);
+        }
+        if self.has("null") && self.has("true") {
+            self.letters = false;
+            self.digits = false;
+            self.take(EXPRESSION_STARTS, "an expression", parts);
+        }
+        if self.has("==") || self.has("+") {
+            self.take(OPERATORS, "an operator", parts);
+        }
+    }
+}
+
+/// "a, b or c".
+fn join_with_or(mut parts: Vec<String>) -> Option<String> {
     match parts.len() {
         0 => None,
         1 => parts.pop(),
