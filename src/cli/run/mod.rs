@@ -14,16 +14,12 @@ mod workflow;
 
 use super::Outcome;
 use super::load::compile_file;
-use super::report::stderr_style;
 use crate::ir::{FlowId, Program};
 use crate::runtime::clock;
-use crate::runtime::engine::{Runtime, RuntimeOptions};
-use crate::runtime::session::{Data, Session, adopt};
-use crate::runtime::tools::{ToolEnv, ToolRegistry};
+use crate::runtime::session::{Data, Session};
+use crate::runtime::tools::ToolEnv;
 use crate::runtime::validate::validate;
-use conversation::{Conversation, read_script};
-use interrupt::install_interrupt;
-use std::io::IsTerminal;
+use conversation::converse;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use workflow::run_workflow;
@@ -93,7 +89,6 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
         Ok(compilation) => compilation,
         Err(outcome) => return Ok(outcome),
     };
-    let style = stderr_style();
     if compilation.has_errors() {
         let errors = compilation.diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count();
         eprintln!("the program has {errors} error{}: nothing was run", if errors == 1 { "" } else { "s" });
@@ -119,59 +114,7 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
     if args.flow.is_some() {
         eprintln!("note: --flow selects a workflow; a conversation is routed by its messages");
     }
-    let flags = crate::llm::ProviderFlags {
-        provider: args.provider.clone(),
-        model: args.model.clone(),
-        base_url: args.base_url.clone(),
-        record: args.record.clone(),
-        ..crate::llm::ProviderFlags::default()
-    };
-    let config =
-        crate::llm::config::load(Some(&args.file), &flags).map_err(|error| RunError::Usage(error.to_string()))?;
-    let provider = crate::llm::build_provider(&config).map_err(|error| RunError::Usage(error.to_string()))?;
-    let options = RuntimeOptions { tool_env, tools: ToolRegistry::default() };
-    let mut runtime = Runtime::new(Arc::clone(&program), provider, options);
-    let store = match &args.session {
-        Some(_) => match super::resume::open_store(args.store.as_deref(), Some(&args.file)) {
-            Ok((store, _)) => Some(store),
-            Err(outcome) => return Ok(outcome),
-        },
-        None => None,
-    };
-    let mut session = match (&args.session, &store) {
-        (Some(id), Some(store)) => match store.load(id).map_err(|error| RunError::Usage(error.to_string()))? {
-            Some(mut session) => {
-                let hash = runtime.program_hash().to_string();
-                adopt(&program, &hash, &mut session).map_err(|error| RunError::Usage(error.to_string()))?;
-                session
-            }
-            None => runtime.new_session(id.clone()),
-        },
-        _ => runtime.new_session(runtime.ids().next_id()),
-    };
-    initialize(&program, &mut session, &data, context)?;
-
-    let interactive = args.script.is_none() && std::io::stdin().is_terminal() && !args.json;
-    if interactive {
-        install_interrupt(&config.cancel);
-    }
-    let mut conversation = Conversation {
-        runtime: &mut runtime,
-        session: &mut session,
-        store: store.as_deref(),
-        cancel: config.cancel.clone(),
-        json: args.json,
-        color: style.color,
-        last: None,
-        modes: None,
-    };
-    conversation.modes = conversation.runtime.provider_modes();
-    if interactive {
-        conversation.repl()
-    } else {
-        let lines = read_script(args.script.as_deref())?;
-        conversation.script(&lines)
-    }
+    converse(args, &program, tool_env, &data, context)
 }
 
 fn program_dir(file: &Path) -> PathBuf {
