@@ -105,22 +105,12 @@ pub fn execute(
     let mut run = stored.run.clone();
     {
         let mut checkpoint = |run: &WorkflowRun| -> Result<(), String> {
-            let now = tool_env.clock.now().timestamp();
-            let renewed = Claim { holder: claim.holder.clone(), now, until: now.saturating_add(LEASE_SECONDS) };
-            let expected = stored.version;
-            let next =
-                StoredRun { run: run.clone(), version: expected.saturating_add(1), due_at: None, ..stored.clone() };
-            match store.save_run(&next, expected, Some(&renewed)) {
-                Ok(()) => {
-                    *stored = next;
-                    Ok(())
-                }
-                Err(error) => {
-                    let message = error.to_string();
-                    saved = Err(error);
-                    Err(message)
-                }
-            }
+            let renewed = claim_at(&claim.holder, tool_env.clock.as_ref());
+            crate::store::commit_run(store, stored, run.clone(), None, Some(&renewed)).map_err(|error| {
+                let message = error.to_string();
+                saved = Err(error);
+                message
+            })
         };
         let mut runner = WorkflowRunner {
             program,
@@ -139,11 +129,8 @@ pub fn execute(
 
 /// Saves `run` as where `stored` stopped, releasing its claim.
 pub fn finish(store: &dyn Store, stored: &mut StoredRun, run: WorkflowRun) -> Result<(), StoreError> {
-    let expected = stored.version;
-    let next = StoredRun { due_at: due_at(&run), run, version: expected.saturating_add(1), ..stored.clone() };
-    store.save_run(&next, expected, None)?;
-    *stored = next;
-    Ok(())
+    let due = due_at(&run);
+    crate::store::commit_run(store, stored, run, due, None)
 }
 
 /// Why a stored run cannot go on with its program as it is now.

@@ -152,6 +152,23 @@ pub fn commit_turn(store: &dyn SessionStore, before: &Session, after: &mut Sessi
     store.save(after, before.version, &added)
 }
 
+/// Saves `run` as the next version of `stored`, a compare-and-swap on the
+/// version `stored` has, renewing `claim` or, with `None`, releasing the
+/// run. `stored` becomes what was saved; a refused save leaves it as it was.
+pub fn commit_run(
+    store: &dyn RunStore,
+    stored: &mut StoredRun,
+    run: WorkflowRun,
+    due_at: Option<i64>,
+    claim: Option<&Claim>,
+) -> Result<(), StoreError> {
+    let expected = stored.version;
+    let next = StoredRun { run, version: expected.saturating_add(1), due_at, ..stored.clone() };
+    store.save_run(&next, expected, claim)?;
+    *stored = next;
+    Ok(())
+}
+
 /// Session and run ids become keys and appear in commands: keep them plain.
 pub fn check_id(id: &str) -> Result<(), StoreError> {
     let valid = !id.is_empty()
