@@ -14,7 +14,8 @@ use super::session::Data;
 use super::tools::{ToolEnv, ToolRegistry};
 use super::validate::validate;
 use crate::expr::eval::{eval, is_true};
-use crate::ir::{FlowId, Next, OnError, OutputShape, Program, Step, StepId, Then, output_shape};
+use crate::ir::successor::{self, Landing, Leaving};
+use crate::ir::{FlowId, OnError, OutputShape, Program, Step, StepId, Then, output_shape};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -452,15 +453,19 @@ impl WorkflowRunner<'_> {
         Ok(StepOutcome { output, position: merged.position.map(|(position, _)| position) })
     }
 
-    /// The next step: branches (a `when` cannot be asked without a user or
-    /// model and counts as not holding), else `next`, else the next step in
-    /// order that is not skipped.
+    /// The next step, by the successor rule ([`crate::ir::successor`]): a
+    /// `when` cannot be asked without a user or model, so a branch entry
+    /// with one does not match, and a step with one is passed over in list
+    /// order.
     fn successor(&self, run: &mut WorkflowRun, flow_name: &str, step_id: StepId) -> Option<StepId> {
         let flow = self.program.flow(run.flow)?;
         let step = flow.step(step_id)?;
-        for (index, entry) in step.branches.iter().enumerate() {
+        let leaving = successor::leave(step_id, step, |index| {
+            let Some(entry) = step.branches.get(index) else {
+                return false;
+            };
             if !self.holds(run, &entry.guard) {
-                continue;
+                return false;
             }
             if !entry.when.is_empty() {
                 run.warnings.push(format!(
@@ -468,77 +473,85 @@ impl WorkflowRunner<'_> {
                     step.name,
                     index + 1
                 ));
-                continue;
+                return false;
             }
-            return match &entry.then {
-                Then::Step(target) => Some(*target),
-                Then::Directive(directive) => {
-                    let scope = Scope {
-                        program: self.program,
-                        data: &run.data,
-                        context: &run.context,
-                        locals: &[],
-                        clock: self.tool_env.clock.as_ref(),
-                        steps: &run.steps,
-                    };
-                    let mut warnings = Vec::new();
-                    let emission = evaluate_directive(
-                        directive,
-                        Source::new("branch", format!("{flow_name}.{}#{}", step.name, index + 1)),
-                        &scope,
-                        &mut warnings,
-                    );
-                    run.warnings.extend(warnings);
-                    for (name, value) in &emission.set {
-                        run.data.insert(name.clone(), value.clone());
-                    }
-                    match emission.position {
-                        Some(position) => self.apply_position(run, position).flatten(),
-                        None => self.linear_successor(run, step_id),
-                    }
+            true
+        });
+        let landing = match leaving {
+            Leaving::Fallthrough(landing) => landing,
+            Leaving::Branch(index) => {
+                let entry = step.branches.get(index)?;
+                let Then::Directive(directive) = &entry.then else {
+                    return self.land(run, successor::branch_landing(run.flow, step_id, &entry.then)).flatten();
+                };
+                let scope = Scope {
+                    program: self.program,
+                    data: &run.data,
+                    context: &run.context,
+                    locals: &[],
+                    clock: self.tool_env.clock.as_ref(),
+                    steps: &run.steps,
+                };
+                let mut warnings = Vec::new();
+                let emission = evaluate_directive(
+                    directive,
+                    Source::new("branch", format!("{flow_name}.{}#{}", step.name, index + 1)),
+                    &scope,
+                    &mut warnings,
+                );
+                run.warnings.extend(warnings);
+                for (name, value) in &emission.set {
+                    run.data.insert(name.clone(), value.clone());
                 }
-            };
-        }
-        match step.next {
-            Some(Next::Step(target)) => Some(target),
-            Some(Next::End) => None,
-            None => self.linear_successor(run, step_id),
-        }
-    }
-
-    fn linear_successor(&self, run: &mut WorkflowRun, step_id: StepId) -> Option<StepId> {
-        let flow = self.program.flow(run.flow)?;
-        for (index, candidate) in flow.steps.iter().enumerate().skip(step_id.index() + 1) {
-            let skipped =
-                candidate.skip_if.as_ref().is_some_and(|skip_if| self.holds(run, std::slice::from_ref(skip_if)))
-                    || !self.holds(run, &candidate.guard)
-                    || !candidate.when.is_empty();
-            if skipped {
-                if let Some(record) = run.steps.get_mut(index) {
-                    record.status = StepStatus::Skipped;
+                match emission.position {
+                    Some(position) => return self.apply_position(run, position).flatten(),
+                    None => successor::after_directive(run.flow, step_id, None),
                 }
-                continue;
             }
-            return Some(StepId::from_index(index));
-        }
-        None
+        };
+        self.land(run, landing).flatten()
     }
 
     /// A position from a step's directives; `None` when the run ended.
     fn apply_position(&self, run: &mut WorkflowRun, position: Move) -> Option<Option<StepId>> {
-        match position {
-            Move::GotoStep { flow, step } if flow == run.flow => Some(Some(step)),
-            Move::Reset => Some(Some(StepId(0))),
-            Move::Complete { .. } => Some(None),
-            Move::Abort { reason } => {
+        if let Move::Abort { reason } = position {
+            if let Some(reason) = reason {
+                run.warnings.push(format!("aborted: {reason}"));
+            }
+            return self.land(run, Landing::Abort);
+        }
+        self.land(run, successor::landing(run.flow, position.jump()))
+    }
+
+    /// Where the run goes from a landing of the successor rule: to a step
+    /// (`Some(Some(step))`), to its completion (`Some(None)`), or nowhere
+    /// because it ended (`None`, aborted).
+    fn land(&self, run: &mut WorkflowRun, landing: Landing) -> Option<Option<StepId>> {
+        match landing {
+            Landing::Step(step) => Some(Some(step)),
+            Landing::Listed(from) => {
+                let flow = self.program.flow(run.flow)?;
+                let found = successor::first_listed(flow, from, |id, candidate| {
+                    let passed_over = candidate
+                        .skip_if
+                        .as_ref()
+                        .is_some_and(|skip_if| self.holds(run, std::slice::from_ref(skip_if)))
+                        || !self.holds(run, &candidate.guard)
+                        || !candidate.when.is_empty();
+                    if passed_over && let Some(record) = run.steps.get_mut(id.index()) {
+                        record.status = StepStatus::Skipped;
+                    }
+                    passed_over
+                });
+                Some(found)
+            }
+            Landing::Complete(_) => Some(None),
+            Landing::Abort => {
                 run.status = RunStatus::Aborted;
                 run.next_step = None;
-                if let Some(reason) = reason {
-                    run.warnings.push(format!("aborted: {reason}"));
-                }
                 None
             }
-            Move::Goto { .. } | Move::GotoStep { .. } => {
+            Landing::Enter(..) => {
                 run.warnings.push("a workflow cannot move to another flow; the directive was ignored".to_string());
                 Some(None)
             }
