@@ -4,7 +4,7 @@
 //!
 //! The program is checked first: any error stops the run with the same
 //! output as `flowc check`. Every reply, trace line and JSON object is read
-//! from the runtime's [`TurnResult`] and its events — the REPL, `--json` and
+//! from the runtime's [`TurnResult`](crate::runtime::events::TurnResult) and its events — the REPL, `--json` and
 //! the tests see the same data.
 
 mod conversation;

@@ -10,6 +10,12 @@
 //!
 //! pest stops at the first syntax error, so a program that does not parse
 //! yields an empty AST and that one diagnostic.
+//!
+//! This file drives the parse (a large program in pieces, on several
+//! threads); `walker` walks a parse into the AST with its leaves, and
+//! `declarations` and `flows` the constructs; `lexical` knows where
+//! tokens end; `errors` turns pest's failure into the diagnostic, with
+//! `expected` naming in words what the parser expected.
 
 mod declarations;
 mod errors;
