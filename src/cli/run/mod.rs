@@ -4,8 +4,12 @@
 //!
 //! The program is checked first: any error stops the run with the same
 //! output as `flowc check`. Every reply, trace line and JSON object is read
-//! from the runtime's [`TurnResult`](crate::runtime::events::TurnResult) and its events — the REPL, `--json` and
-//! the tests see the same data.
+//! from the runtime's [`TurnResult`](crate::runtime::events::TurnResult)
+//! and its events — the REPL, `--json` and the tests see the same data.
+//!
+//! This file reads the options and picks the kind of run; `conversation`
+//! holds a conversation turn by turn, `repl` is its terminal front,
+//! `interrupt` handles Ctrl-C, and `workflow` starts a workflow run.
 
 mod conversation;
 mod interrupt;
