@@ -263,13 +263,13 @@ fn resumes(location: &StoreLocation, label: &str, workers: usize, count: usize, 
                 let holder = format!("bench-worker-{worker}");
                 let mut resumed = 0usize;
                 loop {
-                    let claim = flowc::cli::resume::claim_at(&holder, clock.as_ref());
+                    let claim = flowc::cli::stored_run::claim_at(&holder, clock.as_ref());
                     let batch = store.claim_due(&claim, 8).unwrap_or_default();
                     if batch.is_empty() {
                         return resumed;
                     }
                     for mut stored in batch {
-                        let done = flowc::cli::resume::resume_claimed(
+                        let done = flowc::cli::stored_run::resume_claimed(
                             store.as_ref(),
                             &mut stored,
                             &claim,

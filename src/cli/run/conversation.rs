@@ -30,7 +30,7 @@ pub(super) fn converse(
 ) -> Result<Outcome, RunError> {
     let (mut runtime, cancel) = start_runtime(args, program, tool_env)?;
     let store = match &args.session {
-        Some(_) => match crate::cli::resume::open_store(args.store.as_deref(), Some(&args.file)) {
+        Some(_) => match crate::cli::open_store(args.store.as_deref(), Some(&args.file)) {
             Ok((store, _)) => Some(store),
             Err(outcome) => return Ok(outcome),
         },

@@ -18,15 +18,15 @@ pub(super) fn run_workflow(
     context: Data,
     tool_env: &ToolEnv,
 ) -> Result<Outcome, RunError> {
-    let (store, location) = match crate::cli::resume::open_store(args.store.as_deref(), Some(&args.file)) {
+    let (store, location) = match crate::cli::open_store(args.store.as_deref(), Some(&args.file)) {
         Ok(opened) => opened,
         Err(outcome) => return Ok(outcome),
     };
     let run = crate::runtime::workflow::start(program, tool_env, flow, data, context)
         .map_err(|error| RunError::Usage(error.to_string()))?;
     let file = std::fs::canonicalize(&args.file).unwrap_or_else(|_| args.file.clone());
-    let holder = crate::cli::resume::holder_name();
-    let claim = crate::cli::resume::claim_at(&holder, tool_env.clock.as_ref());
+    let holder = crate::cli::stored_run::holder_name();
+    let claim = crate::cli::stored_run::claim_at(&holder, tool_env.clock.as_ref());
     let mut stored = StoredRun {
         run,
         program: file.to_string_lossy().into_owned(),
@@ -48,11 +48,11 @@ pub(super) fn run_workflow(
         }
     }
     let show_progress = std::io::stderr().is_terminal() && !args.json;
-    crate::cli::resume::execute(store.as_ref(), &mut stored, program, tool_env, &claim, show_progress)
+    crate::cli::stored_run::execute(store.as_ref(), &mut stored, program, tool_env, &claim, show_progress)
         .map_err(|error| RunError::Failed(error.to_string()))?;
     for warning in &stored.run.warnings {
         eprintln!("warning: {warning}");
     }
     let _ = std::io::stdout().flush();
-    Ok(crate::cli::resume::report(&stored.run, Some(program), args.json, &location))
+    Ok(crate::cli::stored_run::report(&stored.run, Some(program), args.json, &location))
 }
