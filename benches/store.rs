@@ -75,8 +75,7 @@ fn writer(
                 eprintln!("a booking turn failed: {error}");
                 std::process::exit(1);
             }
-            session.record_position(&program);
-            if let Err(error) = commit_turn(store.as_ref(), &before, &mut session) {
+            if let Err(error) = commit_turn(store.as_ref(), &program, &before, &mut session) {
                 eprintln!("a commit failed: {error}");
                 std::process::exit(1);
             }
@@ -140,8 +139,7 @@ fn long_conversation(location: &StoreLocation, label: &str, turns: usize) {
         if runtime.respond(&mut session, message).is_err() {
             std::process::exit(1);
         }
-        session.record_position(&program);
-        if commit_turn(store.as_ref(), &before, &mut session).is_err() {
+        if commit_turn(store.as_ref(), &program, &before, &mut session).is_err() {
             std::process::exit(1);
         }
         samples.push(started.elapsed());

@@ -16,6 +16,7 @@ pub mod memory;
 pub mod postgres;
 pub mod sqlite;
 
+use crate::ir::Program;
 use crate::llm::Message;
 use crate::runtime::session::Session;
 use crate::runtime::workflow::WorkflowRun;
@@ -142,10 +143,17 @@ pub fn open(location: &StoreLocation) -> Result<Box<dyn Store>, StoreError> {
 }
 
 /// Commits one turn of `after`, which was `before` when the turn began:
-/// the messages the turn added go to the transcript, the session keeps the
-/// last [`HISTORY_KEPT`], and the save is a compare-and-swap on the version
-/// the turn started from.
-pub fn commit_turn(store: &dyn SessionStore, before: &Session, after: &mut Session) -> Result<(), StoreError> {
+/// the session records where it stands by name (so that an edited
+/// `program` can find the place again), the messages the turn added go to
+/// the transcript, the session keeps the last [`HISTORY_KEPT`], and the
+/// save is a compare-and-swap on the version the turn started from.
+pub fn commit_turn(
+    store: &dyn SessionStore,
+    program: &Program,
+    before: &Session,
+    after: &mut Session,
+) -> Result<(), StoreError> {
+    after.record_position(program);
     let added = after.history.get(before.history.len()..).unwrap_or_default().to_vec();
     let excess = after.history.len().saturating_sub(HISTORY_KEPT);
     after.history.drain(..excess);
@@ -303,11 +311,31 @@ mod tests {
         after.history.push(message("new question"));
         after.history.push(message("new answer"));
         after.version = 1;
-        commit_turn(&store, &before, &mut after).unwrap();
+        let program =
+            crate::pipeline::compile(&crate::source::SourceFile::new("t.flow", "flow f { step a { say \"hi\" } }")).ir;
+        commit_turn(&store, &program, &before, &mut after).unwrap();
         assert_eq!(after.history.len(), HISTORY_KEPT);
         assert_eq!(after.history.last(), Some(&message("new answer")));
         assert_eq!(store.transcript("s").unwrap(), vec![message("new question"), message("new answer")]);
         assert_eq!(store.load("s").unwrap(), Some(after));
+    }
+
+    #[test]
+    fn a_committed_turn_names_where_the_session_stands() {
+        let store = memory::MemoryStore::default();
+        let program = crate::pipeline::compile(&crate::source::SourceFile::new(
+            "t.flow",
+            "flow book { step ask { say \"hi\" } }",
+        ))
+        .ir;
+        let before = Session::new("s", "h");
+        let mut after = before.clone();
+        after.flow = Some(crate::ids::FlowId(0));
+        after.step = Some(crate::ids::StepId(0));
+        after.version = 1;
+        commit_turn(&store, &program, &before, &mut after).unwrap();
+        let stored = store.load("s").unwrap().unwrap();
+        assert_eq!((stored.flow_name.as_deref(), stored.step_name.as_deref()), (Some("book"), Some("ask")));
     }
 
     #[test]

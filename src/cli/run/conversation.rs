@@ -139,8 +139,8 @@ impl Conversation<'_> {
         self.note_modes();
         let result = result.map_err(|error: TurnError| error.to_string())?;
         if let Some(store) = self.store {
-            working.record_position(&self.runtime.program);
-            crate::store::commit_turn(store, self.session, &mut working).map_err(|error| error.to_string())?;
+            crate::store::commit_turn(store, &self.runtime.program, self.session, &mut working)
+                .map_err(|error| error.to_string())?;
         }
         *self.session = working;
         Ok(result)
