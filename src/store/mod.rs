@@ -10,6 +10,11 @@
 //! row holds the position, data and a bounded history; the full transcript
 //! is appended to its own table, so a turn costs the same at turn 10,000 as
 //! at turn 1.
+//!
+//! Its I/O: the databases; [`location`] reads `FLOWC_STORE` and `[store]`
+//! in `flowc.toml`; a SQLite store imports, once, the JSON session files of
+//! the store that came before it and warns on stderr about one it cannot
+//! read. The memory store does none.
 
 pub mod location;
 pub mod memory;
