@@ -156,13 +156,13 @@ impl Walker<'_> {
         let head_end = head.as_span().end();
         let rule = head.as_rule();
         if rule == Rule::name {
-            return Some(bare_type(self.name(&head), span));
+            return Some(TypeExpr::bare(self.name(&head), span));
         }
         let mut parts = head.into_inner();
         let keyword = parts.next()?;
         let keyword_name = self.name(&keyword);
         let after_keyword = keyword.as_span().end();
-        let mut ty = bare_type(keyword_name, span);
+        let mut ty = TypeExpr::bare(keyword_name, span);
         match rule {
             Rule::enum_type => {
                 let values = parts.map(|value| self.name_or_text(value)).collect();
@@ -414,21 +414,6 @@ impl Walker<'_> {
             }
         }
         signal
-    }
-}
-
-fn bare_type(name: Name, span: Span) -> TypeExpr {
-    TypeExpr {
-        name,
-        description: None,
-        min: None,
-        max: None,
-        pattern: None,
-        values: None,
-        examples: Vec::new(),
-        items: None,
-        fields: None,
-        span,
     }
 }
 
