@@ -470,11 +470,15 @@ impl<'a> Builder<'a> {
             }
             Landing::Step(_) | Landing::Complete(None) => self.complete(flow_id),
             Landing::Complete(Some(next)) => self.known_flow(next).map(NodeId::entry)?,
-            Landing::Enter(flow, StepId(0)) => self.known_flow(flow).map(NodeId::entry)?,
-            Landing::Enter(flow, step) => {
-                let exists = self.program.flow(flow).and_then(|target| target.step(step)).is_some();
-                exists.then(|| NodeId::step(flow, step))?
-            }
+            // Entering a flow runs its `on_enter`, then arrives at the step:
+            // at the first, in list order (the flow's start node).
+            Landing::Enter(flow, step) => match successor::arrival(step) {
+                Landing::Step(step) => {
+                    let exists = self.program.flow(flow).and_then(|target| target.step(step)).is_some();
+                    exists.then(|| NodeId::step(flow, step))?
+                }
+                _ => self.known_flow(flow).map(NodeId::entry)?,
+            },
             Landing::Abort => self.abort(flow_id),
             Landing::Listed(_) => return None,
         })

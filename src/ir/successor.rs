@@ -131,6 +131,13 @@ pub fn fallthrough(step_id: StepId, step: &Step) -> Landing {
 /// Where a flow starts: its steps in list order.
 pub const ENTRY: Landing = Landing::Listed(0);
 
+/// Where entering a flow at `step` arrives, once its `on_enter` ran: at
+/// its first step, in list order like any flow's entry (a first step whose
+/// `skip_if` holds is passed over); at a later step, the step as named.
+pub fn arrival(step: StepId) -> Landing {
+    if step == StepId(0) { ENTRY } else { Landing::Step(step) }
+}
+
 /// One way of leaving a step, in the order [`exits`] tries them.
 #[derive(Clone, Copy, Debug)]
 pub enum Exit<'p> {
