@@ -4,10 +4,11 @@
 
 use super::{RunArgs, RunError};
 use crate::cli::Outcome;
+use crate::cli::stored_run::{claim_at, execute, holder_name, report};
 use crate::ir::{FlowId, Program};
 use crate::runtime::session::Data;
 use crate::runtime::tools::ToolEnv;
-use crate::store::{StoreError, StoredRun};
+use crate::store::{Claim, Store, StoreError, StoredRun};
 use std::io::{IsTerminal, Write};
 
 pub(super) fn run_workflow(
@@ -25,8 +26,7 @@ pub(super) fn run_workflow(
     let run = crate::runtime::workflow::start(program, tool_env, flow, data, context)
         .map_err(|error| RunError::Usage(error.to_string()))?;
     let file = std::fs::canonicalize(&args.file).unwrap_or_else(|_| args.file.clone());
-    let holder = crate::cli::stored_run::holder_name();
-    let claim = crate::cli::stored_run::claim_at(&holder, tool_env.clock.as_ref());
+    let claim = claim_at(&holder_name(), tool_env.clock.as_ref());
     let mut stored = StoredRun {
         run,
         program: file.to_string_lossy().into_owned(),
@@ -34,25 +34,28 @@ pub(super) fn run_workflow(
         version: 1,
         due_at: None,
     };
-    // The run is stored before its first step. Seeded ids (FLOWC_SEED)
-    // repeat across processes: an id the store already has takes the next.
-    let mut attempts = 0;
-    loop {
-        match store.save_run(&stored, 0, Some(&claim)) {
-            Ok(()) => break,
-            Err(StoreError::RunConflict { .. }) if attempts < 100 => {
-                attempts += 1;
-                stored.run.run = tool_env.ids.next_id();
-            }
-            Err(error) => return Err(RunError::Usage(error.to_string())),
-        }
-    }
+    store_new(store.as_ref(), &mut stored, &claim, tool_env).map_err(|error| RunError::Usage(error.to_string()))?;
     let show_progress = std::io::stderr().is_terminal() && !args.json;
-    crate::cli::stored_run::execute(store.as_ref(), &mut stored, program, tool_env, &claim, show_progress)
+    execute(store.as_ref(), &mut stored, program, tool_env, &claim, show_progress)
         .map_err(|error| RunError::Failed(error.to_string()))?;
     for warning in &stored.run.warnings {
         eprintln!("warning: {warning}");
     }
     let _ = std::io::stdout().flush();
-    Ok(crate::cli::stored_run::report(&stored.run, Some(program), args.json, &location))
+    Ok(report(&stored.run, Some(program), args.json, &location))
+}
+
+/// Stores a run before its first step, claimed. Seeded ids (FLOWC_SEED)
+/// repeat across processes: an id the store already has takes the next.
+fn store_new(store: &dyn Store, stored: &mut StoredRun, claim: &Claim, tool_env: &ToolEnv) -> Result<(), StoreError> {
+    let mut attempts = 0;
+    loop {
+        match store.save_run(stored, 0, Some(claim)) {
+            Err(StoreError::RunConflict { .. }) if attempts < 100 => {
+                attempts += 1;
+                stored.run.run = tool_env.ids.next_id();
+            }
+            saved => return saved,
+        }
+    }
 }
