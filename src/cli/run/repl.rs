@@ -107,7 +107,7 @@ impl Conversation<'_> {
                  /quit          leave (or Ctrl-D)"
             ),
             "/data" => {
-                let data = crate::runtime::engine::ordered_data(&self.runtime.program, &self.session.data);
+                let data = crate::runtime::session::ordered_data(&self.runtime.program, &self.session.data);
                 println!("{}", serde_json::to_string_pretty(&data).unwrap_or_default());
             }
             "/trace" => match &self.last {
