@@ -57,8 +57,8 @@ use crate::expr::{Expr, ExprKind, Template};
 use crate::ir::{Behavior, FieldId, Flow, FlowId, Next, Phase, Program, Recovery, Step, StepId, Then, ToolId};
 use crate::llm::offline::reading::CertainReader;
 use crate::llm::{
-    FieldSpec, FlowChoice, Message, Provider, ProviderError, Question, RespondRequest, Role, ToolLoop, ToolSpec,
-    UnderstandRequest, Understanding, Usage,
+    FieldSpec, FlowChoice, Message, Provider, ProviderError, Question, ReplyRequest, Role, ToolLoop, ToolSpec,
+    UnderstandRequest, Understanding, Usage, reply_with_tools,
 };
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -1698,7 +1698,7 @@ impl Turn<'_> {
                     sink(chunk);
                 }
             };
-            let response = self.runtime.provider.respond(&request, &mut tool_loop, &mut on_text)?;
+            let response = reply_with_tools(self.runtime.provider.as_mut(), &request, &mut tool_loop, &mut on_text)?;
             self.tool_rounds = tool_loop.rounds;
             self.tool_limit_hit = tool_loop.limit_hit;
             let tool_events = std::mem::take(&mut tool_loop.events);
@@ -1771,7 +1771,7 @@ impl Turn<'_> {
         Ok(())
     }
 
-    fn respond_request(&mut self, program: &Program, appended: &[String], injected: &[ToolId]) -> RespondRequest {
+    fn respond_request(&mut self, program: &Program, appended: &[String], injected: &[ToolId]) -> ReplyRequest {
         let identity = program.agent.identity.as_ref().map(|identity| self.render(identity));
         let rules: Vec<String> = program.agent.rules.iter().map(|rule| self.render(rule)).collect();
         let flow_rules: Vec<String> = self
@@ -1790,7 +1790,7 @@ impl Turn<'_> {
                 tools.push(*tool);
             }
         }
-        RespondRequest {
+        ReplyRequest {
             identity,
             rules,
             flow_rules,
@@ -1809,6 +1809,7 @@ impl Turn<'_> {
                     parameters: crate::ir::object_schema(&tool.params),
                 })
                 .collect(),
+            tools_spent: false,
         }
     }
 

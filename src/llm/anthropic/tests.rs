@@ -10,7 +10,7 @@ use super::*;
 use crate::llm::config::ProviderKind;
 use crate::llm::schema::tests::booking_request;
 use crate::llm::testserver::{Reply, TestServer, Tools, fast_http};
-use crate::llm::{Message, NoTools};
+use crate::llm::{Message, NoTools, reply_with_tools};
 use std::time::Duration;
 
 const KEY: &str = "sk-ant-test-0123456789";
@@ -74,15 +74,15 @@ fn booking_tool() -> ToolSpec {
     }
 }
 
-fn respond_request(tools: Vec<ToolSpec>) -> RespondRequest {
-    RespondRequest {
+fn respond_request(tools: Vec<ToolSpec>) -> ReplyRequest {
+    ReplyRequest {
         identity: Some("You are the concierge.".into()),
         rules: vec!["Be brief.".into()],
         instructions: vec!["Book the room, then confirm.".into()],
         history: vec![Message { role: Role::Assistant, text: "Which hotel?".into() }],
         message: "The Ritz, please".into(),
         tools,
-        ..RespondRequest::default()
+        ..ReplyRequest::default()
     }
 }
 
@@ -242,9 +242,10 @@ fn an_answer_without_the_tool_is_repaired() {
 fn respond_streams_text_events() {
     let server = TestServer::start(vec![text_events(&["For which ", "date?"]).paced(Duration::from_millis(3))]);
     let mut pieces = Vec::new();
-    let response = provider(&server)
-        .respond(&respond_request(vec![]), &mut NoTools, &mut |piece| pieces.push(piece.to_string()))
-        .unwrap();
+    let response = reply_with_tools(&mut provider(&server), &respond_request(vec![]), &mut NoTools, &mut |piece| {
+        pieces.push(piece.to_string())
+    })
+    .unwrap();
     assert_eq!(pieces, vec!["For which ", "date?"]);
     assert_eq!(response.text, "For which date?");
     assert_eq!(response.usage, Usage { calls: 1, prompt: 650, completion: 12, cached: 600 });
@@ -272,8 +273,10 @@ fn respond_feeds_tool_use_back() {
     let server = TestServer::start(vec![tool_use_events(), text_events(&["Booked: B-1."])]);
     let mut tools = Tools::allowing(5);
     let mut pieces = Vec::new();
-    let response = provider(&server)
-        .respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |piece| pieces.push(piece.to_string()))
+    let response =
+        reply_with_tools(&mut provider(&server), &respond_request(vec![booking_tool()]), &mut tools, &mut |piece| {
+            pieces.push(piece.to_string())
+        })
         .unwrap();
     assert_eq!(tools.calls, vec![("book_hotel".to_string(), json!({"hotel": "Ritz"}))]);
     assert_eq!(response.text, "Let me book that.\n\nBooked: B-1.");
@@ -307,7 +310,9 @@ fn respond_feeds_tool_use_back() {
 fn tools_stay_declared_but_unusable_after_the_limit() {
     let server = TestServer::start(vec![tool_use_events(), text_events(&["Done."])]);
     let mut tools = Tools::allowing(1);
-    let response = provider(&server).respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
+    let response =
+        reply_with_tools(&mut provider(&server), &respond_request(vec![booking_tool()]), &mut tools, &mut |_| {})
+            .unwrap();
     assert!(response.text.ends_with("Done."));
     let second = server.request(1).json();
     assert_eq!(second["tool_choice"], json!({"type": "none"}));
@@ -320,7 +325,8 @@ fn error_events_are_classified() {
         message_start(),
         ("error", json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
     ])]);
-    let error = provider(&server).respond(&respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
+    let error =
+        reply_with_tools(&mut provider(&server), &respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
     assert_eq!(error.to_string(), "the provider is overloaded: Overloaded (try again shortly)");
 }
 
@@ -341,7 +347,8 @@ fn a_stream_without_message_stop_is_a_network_error() {
         ])
         .cut_short(),
     ]);
-    let error = provider(&server).respond(&respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
+    let error =
+        reply_with_tools(&mut provider(&server), &respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
     assert_eq!(error.class(), "network");
 }
 

@@ -9,7 +9,7 @@ use super::*;
 use crate::llm::config::ProviderKind;
 use crate::llm::schema::tests::booking_request;
 use crate::llm::testserver::{Reply, TestServer, Tools, closed_port_url, fast_http};
-use crate::llm::{NoTools, ToolSpec};
+use crate::llm::{NoTools, ToolLoop, ToolSpec, reply_with_tools};
 use std::time::{Duration, Instant};
 
 const KEY: &str = "sk-test-key-0123456789";
@@ -120,24 +120,24 @@ fn booking_tool() -> ToolSpec {
     }
 }
 
-fn respond_request(tools: Vec<ToolSpec>) -> RespondRequest {
-    RespondRequest {
+fn respond_request(tools: Vec<ToolSpec>) -> ReplyRequest {
+    ReplyRequest {
         identity: Some("You are the concierge.".into()),
         instructions: vec!["Book the room, then confirm.".into()],
         history: vec![Message { role: Role::Assistant, text: "Which hotel?".into() }],
         message: "The Ritz, please".into(),
         tools,
-        ..RespondRequest::default()
+        ..ReplyRequest::default()
     }
 }
 
 fn collect(
     provider: &mut OpenAi,
-    request: &RespondRequest,
+    request: &ReplyRequest,
     tools: &mut dyn ToolLoop,
 ) -> (Result<Response, ProviderError>, Vec<String>) {
     let mut pieces = Vec::new();
-    let result = provider.respond(request, tools, &mut |piece| pieces.push(piece.to_string()));
+    let result = reply_with_tools(provider, request, tools, &mut |piece| pieces.push(piece.to_string()));
     (result, pieces)
 }
 
@@ -535,7 +535,8 @@ fn other_client_errors_are_not_retried() {
     let error = provider(&server).understand(&booking_request()).unwrap_err();
     assert_eq!(error.to_string(), "the request was refused: HTTP 400: max_tokens is too large: 999999");
     let server = TestServer::start(vec![Reply::json(404, &error_body("The model `gpt-nope` does not exist"))]);
-    let error = provider(&server).respond(&respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
+    let error =
+        reply_with_tools(&mut provider(&server), &respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
     assert_eq!(
         error.to_string(),
         "the request was refused: HTTP 404: The model `gpt-nope` does not exist (check the model name and the base URL)"
@@ -625,7 +626,8 @@ fn errors_inside_a_stream_are_classified() {
         delta(json!({"content": "Hel"}), None),
         json!({"error": {"message": "The server had an error while processing your request.", "type": "server_error"}}),
     ])]);
-    let error = provider(&server).respond(&respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
+    let error =
+        reply_with_tools(&mut provider(&server), &respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
     assert_eq!(
         error.to_string(),
         "the provider is overloaded: The server had an error while processing your request. (try again shortly)"
@@ -742,12 +744,14 @@ fn real_server() {
 
     let started = Instant::now();
     let mut pieces = 0;
-    let response = provider.respond(&respond_request(vec![]), &mut NoTools, &mut |_| pieces += 1).unwrap();
+    let response =
+        reply_with_tools(&mut provider, &respond_request(vec![]), &mut NoTools, &mut |_| pieces += 1).unwrap();
     println!("respond: {:?} in {:?}, {pieces} pieces: {:?}", response.usage, started.elapsed(), response.text);
 
     let mut tools = Tools::allowing(1);
     let started = Instant::now();
-    let response = provider.respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
+    let response =
+        reply_with_tools(&mut provider, &respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
     println!(
         "respond with a tool: {:?} in {:?}; tool choice now {:?}; calls {:?}; text {:?}",
         response.usage,
@@ -762,7 +766,8 @@ fn real_server() {
     let mut forced = OpenAi::new(&ProviderConfig { tool_choice: ToolChoiceMode::Forced, ..base.clone() }).unwrap();
     let mut tools = Tools::allowing(1);
     let started = Instant::now();
-    let response = forced.respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
+    let response =
+        reply_with_tools(&mut forced, &respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
     println!(
         "respond with a tool, forced choice: {:?} in {:?}; calls {:?}; text {:?}",
         response.usage,
@@ -794,7 +799,8 @@ fn a_recorded_run_replays_without_the_server() {
     assert_eq!(recorder.name(), "openai:gpt-test");
     let understood = recorder.understand(&booking_request()).unwrap();
     let mut tools = Tools::allowing(5);
-    let replied = recorder.respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
+    let replied =
+        reply_with_tools(recorder.as_mut(), &respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
     drop(server);
 
     let text = std::fs::read_to_string(&path).unwrap();
@@ -805,16 +811,17 @@ fn a_recorded_run_replays_without_the_server() {
     assert_eq!(replay.understand(&booking_request()).unwrap(), understood);
     let mut tools = Tools::allowing(5);
     let mut streamed = String::new();
-    let again = replay
-        .respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |piece| streamed.push_str(piece))
-        .unwrap();
+    let again = reply_with_tools(replay.as_mut(), &respond_request(vec![booking_tool()]), &mut tools, &mut |piece| {
+        streamed.push_str(piece)
+    })
+    .unwrap();
     assert_eq!(again, replied);
     assert_eq!(streamed, "Booked: B-1.");
     assert_eq!(tools.calls, vec![("book_hotel".to_string(), json!({"hotel": "Ritz"}))]);
 
     let mut other = respond_request(vec![]);
     other.message = "Something else".into();
-    let error = replay.respond(&other, &mut NoTools, &mut |_| {}).unwrap_err();
+    let error = reply_with_tools(replay.as_mut(), &other, &mut NoTools, &mut |_| {}).unwrap_err();
     assert_eq!(error.class(), "not_recorded");
     let _ = std::fs::remove_file(&path);
 }
