@@ -506,6 +506,68 @@ mod tests {
         let _ = std::fs::remove_file(&path);
     }
 
+    /// A recording written before replies came in rounds: one `respond`
+    /// entry holding every tool call and the whole reply.
+    fn recording_before_rounds(request: &ReplyRequest, kind: &str) -> String {
+        let request = request_json(request);
+        let key = fingerprint(CallKind::Reply, &request);
+        assert!(key.starts_with("respond-"), "the fingerprint keeps its name: {key}");
+        json!({
+            "version": 1,
+            "provider": "openai:gpt-test",
+            "calls": [{
+                "kind": kind,
+                "fingerprint": key,
+                "request": request,
+                "tool_calls": [
+                    {"name": "book_hotel", "arguments": {"hotel": "Ritz"}, "result": {"booking_id": "B-1"}},
+                    {"name": "book_hotel", "arguments": {"hotel": "Savoy"}, "error": "sold out"},
+                ],
+                "response": {"text": "Let me check.\n\nBooked the Ritz.", "usage": {"calls": 3, "prompt": 90, "completion": 12, "cached": 0}},
+            }],
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_recording_made_before_rounds_replays_as_it_did() {
+        let request = ReplyRequest { message: "book it".into(), ..ReplyRequest::default() };
+        // The fingerprint of this request when replies were one call: the
+        // tool budget, which changes between rounds, is not part of it.
+        assert_eq!(fingerprint(CallKind::Reply, &request_json(&request)), "respond-4f381ac1496683c1b2e9d4fc1e218d43");
+        for kind in ["respond", "reply"] {
+            let recording: Recording = serde_json::from_str(&recording_before_rounds(&request, kind)).unwrap();
+            assert_eq!(recording.calls[0].kind, CallKind::Reply, "`{kind}` is read");
+            let mut replay = Replay::from_recording("old.json", recording.clone());
+            let mut tools = Booking { calls: vec![] };
+            let mut streamed = String::new();
+            let response =
+                reply_with_tools(&mut replay, &request, &mut tools, &mut |piece| streamed.push_str(piece)).unwrap();
+            assert_eq!(Some(&response), recording.calls[0].response.as_ref());
+            assert_eq!(streamed, response.text);
+            assert_eq!(tools.calls, vec![json!({"hotel": "Ritz"}), json!({"hotel": "Savoy"})]);
+        }
+        assert_eq!(serde_json::to_value(CallKind::Reply).unwrap(), json!("respond"), "new recordings read as old");
+    }
+
+    #[test]
+    fn replayed_rounds_ask_one_recorded_call_each_until_the_budget_is_spent() {
+        let mut request = ReplyRequest { message: "book it".into(), ..ReplyRequest::default() };
+        let recording: Recording = serde_json::from_str(&recording_before_rounds(&request, "respond")).unwrap();
+        let mut replay = Replay::from_recording("old.json", recording);
+        let first = replay.reply(&request, &[], &mut |_| {}).unwrap();
+        let ModelReply::ToolCalls(asked) = first else { panic!("a tool call expected: {first:?}") };
+        assert_eq!(asked.calls.len(), 1);
+        assert_eq!(asked.calls[0].arguments, Ok(json!({"hotel": "Ritz"})));
+        let rounds = [ToolRound { asked, results: vec![Ok(json!({"booking_id": "B-1"}))] }];
+        request.tools_spent = true;
+        let mut streamed = String::new();
+        let second = replay.reply(&request, &rounds, &mut |piece| streamed.push_str(piece)).unwrap();
+        let ModelReply::Done(response) = second else { panic!("the answer expected: {second:?}") };
+        assert_eq!(response.text, "Let me check.\n\nBooked the Ritz.");
+        assert_eq!(streamed, response.text);
+    }
+
     #[test]
     fn replay_fails_loudly_on_an_unseen_request() {
         let mut replay = Replay::from_recording("empty.json", Recording::default());

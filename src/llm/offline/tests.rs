@@ -426,6 +426,24 @@ fn reply_never_uses_tools_even_when_offered() {
     assert_eq!(streamed, "Which hotel?");
 }
 
+#[test]
+fn every_round_is_the_answer() {
+    let request = ReplyRequest {
+        instructions: strings(&["Which hotel?"]),
+        tools: vec![crate::llm::ToolSpec { name: "book".into(), description: None, parameters: json!({}) }],
+        ..Default::default()
+    };
+    let earlier = crate::llm::ToolRound { asked: crate::llm::ToolCalls::default(), results: vec![] };
+    for rounds in [vec![], vec![earlier]] {
+        let answer = Offline::new().reply(&request, &rounds, &mut |_| {});
+        let text = match answer {
+            Ok(crate::llm::ModelReply::Done(response)) => response.text,
+            other => panic!("an answer expected: {other:?}"),
+        };
+        assert_eq!(text, "Which hotel?");
+    }
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;
