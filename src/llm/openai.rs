@@ -314,38 +314,7 @@ impl Provider for OpenAi {
         rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
     ) -> Result<ModelReply, ProviderError> {
-        let prompt = prompt::reply_prompt(request);
-        let mut messages = vec![chat("system", &format!("{}{}", prompt.stable, prompt.dynamic))];
-        messages.extend(prompt::conversation(request).iter().map(chat_message));
-        // Calls made in forced mode: a small model asked to choose again
-        // tends to repeat the call it just made, which would spend every
-        // round on it. The same call twice is read as "reply".
-        let mut called: Vec<(String, Value)> = Vec::new();
-        for round in rounds {
-            match forced_action(&round.asked.echo) {
-                Some((name, arguments)) => {
-                    for (_, result) in round.answered() {
-                        // One plain note, not a made-up assistant turn:
-                        // servers without tool support render it, and small
-                        // models copy an assistant turn's wording into the
-                        // reply.
-                        let note = format!(
-                            "(Note from the system, not the user: the tool `{name}` was called with {arguments} \
-                             and returned {}. Use this in your reply.)",
-                            result_text(result)
-                        );
-                        messages.push(chat("user", &note));
-                    }
-                    called.push((name, arguments));
-                }
-                None => {
-                    messages.push(assistant_turn(round));
-                    for (call, result) in round.answered() {
-                        messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": result_text(result)}));
-                    }
-                }
-            }
-        }
+        let (messages, called) = reply_messages(request, rounds);
         let mut text = RoundText::new(on_text);
         let mut usage = Usage::default();
         let offer_tools = !request.tools.is_empty() && !request.tools_spent;
@@ -399,6 +368,43 @@ impl Provider for OpenAi {
             return Ok(ModelReply::ToolCalls(ToolCalls { calls, text: text.text, usage, echo }));
         }
     }
+}
+
+/// The messages of a reply round: the system prompt, the conversation, then
+/// each earlier round with its results. Also the calls made in forced mode:
+/// a small model asked to choose again tends to repeat the call it just
+/// made, which would spend every round on it, so the same call twice is
+/// read as "reply".
+fn reply_messages(request: &ReplyRequest, rounds: &[ToolRound]) -> (Vec<Value>, Vec<(String, Value)>) {
+    let prompt = prompt::reply_prompt(request);
+    let mut messages = vec![chat("system", &format!("{}{}", prompt.stable, prompt.dynamic))];
+    messages.extend(prompt::conversation(request).iter().map(chat_message));
+    let mut called: Vec<(String, Value)> = Vec::new();
+    for round in rounds {
+        match forced_action(&round.asked.echo) {
+            Some((name, arguments)) => {
+                for (_, result) in round.answered() {
+                    // One plain note, not a made-up assistant turn: servers
+                    // without tool support render it, and small models copy
+                    // an assistant turn's wording into the reply.
+                    let note = format!(
+                        "(Note from the system, not the user: the tool `{name}` was called with {arguments} \
+                         and returned {}. Use this in your reply.)",
+                        result_text(result)
+                    );
+                    messages.push(chat("user", &note));
+                }
+                called.push((name, arguments));
+            }
+            None => {
+                messages.push(assistant_turn(round));
+                for (call, result) in round.answered() {
+                    messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": result_text(result)}));
+                }
+            }
+        }
+    }
+    (messages, called)
 }
 
 /// The call a forced-choice round made, from its echo.
