@@ -3,7 +3,7 @@
 
 use super::{Stage, Turn, TurnError};
 use crate::ir::{Program, ToolId};
-use crate::llm::{RespondRequest, ToolLoop, ToolSpec};
+use crate::llm::{ReplyRequest, ToolLoop, ToolSpec, reply_with_tools};
 use crate::runtime::actions::call_tool;
 use crate::runtime::directive::{Emission, Merged, Source, merge};
 use crate::runtime::events::{Event, Purpose, StopReason};
@@ -50,7 +50,7 @@ impl Turn<'_> {
 
     /// The model writes the reply, streamed after the turn's `say` texts,
     /// calling the step's tools through the tool loop; returns its text.
-    fn ask_model(&mut self, program: &Program, request: &RespondRequest) -> Result<String, TurnError> {
+    fn ask_model(&mut self, program: &Program, request: &ReplyRequest) -> Result<String, TurnError> {
         let mut tool_loop = TurnToolLoop {
             program,
             tools: &self.runtime.tools,
@@ -85,7 +85,7 @@ impl Turn<'_> {
                 sink(chunk);
             }
         };
-        let response = self.runtime.provider.respond(request, &mut tool_loop, &mut on_text)?;
+        let response = reply_with_tools(self.runtime.provider.as_mut(), request, &mut tool_loop, &mut on_text)?;
         self.tool_rounds = tool_loop.rounds;
         self.tool_limit_hit = tool_loop.limit_hit;
         self.consecutive_errors = tool_loop.consecutive_errors;
@@ -189,7 +189,7 @@ impl Turn<'_> {
         program: &Program,
         appended: &[String],
         injected: &[ToolId],
-    ) -> RespondRequest {
+    ) -> ReplyRequest {
         let identity = program.agent.identity.as_ref().map(|identity| self.render(identity));
         let rules: Vec<String> = program.agent.rules.iter().map(|rule| self.render(rule)).collect();
         let flow_rules: Vec<String> = self
@@ -208,7 +208,7 @@ impl Turn<'_> {
                 tools.push(*tool);
             }
         }
-        RespondRequest {
+        ReplyRequest {
             identity,
             rules,
             flow_rules,
@@ -227,6 +227,7 @@ impl Turn<'_> {
                     parameters: crate::ir::object_schema(&tool.params),
                 })
                 .collect(),
+            tools_spent: false,
         }
     }
 }
