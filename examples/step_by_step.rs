@@ -80,6 +80,15 @@ pub fn run(out: &mut dyn Write) -> Result<Vec<TurnResult>, Box<dyn Error>> {
             print_events(out, &received)?;
             match progress {
                 Progress::Continue(stage) => writeln!(out, "  [{stage:?}]")?,
+                // The model asks for tools before it answers; they run at
+                // the next step. (The offline model calls none: booking's
+                // tool is a `call` action, seen as a `tool_called` event.)
+                Progress::ToolCalls(calls) => {
+                    for call in calls {
+                        let arguments = call.arguments.map_or_else(|error| error, |arguments| arguments.to_string());
+                        writeln!(out, "  [tool call: {}({arguments})]", call.name)?;
+                    }
+                }
                 Progress::Finished { reason, result } => {
                     writeln!(out, "  [finished: {} — {}]", reason.as_str(), reason.explanation())?;
                     break result;

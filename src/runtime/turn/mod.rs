@@ -61,7 +61,7 @@ use super::session::Session;
 use crate::expr::eval::{eval, is_true, render};
 use crate::expr::{Expr, Template};
 use crate::ir::{FieldId, FlowId, Program, Step, StepId};
-use crate::llm::{FieldSpec, Message, Understanding, Usage};
+use crate::llm::{FieldSpec, Message, ToolCall, Understanding, Usage};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -101,6 +101,9 @@ enum Stage {
     Understand,
     Resolve,
     Reply,
+    /// The model asked for tool calls: the next step runs them and asks
+    /// the model again.
+    ToolCalls,
     PostSignals,
     Finish,
 }
@@ -121,6 +124,11 @@ pub enum Progress {
     /// A stage, or one transition of resolution, completed; the turn goes on
     /// at the next call.
     Continue(StageDone),
+    /// The model asked for these tool calls while writing the reply; they
+    /// have not run. The next [`Turn::step`] runs them (the calls a step does
+    /// not expose, or past the limits, are refused with an error the model
+    /// reads) and asks the model again.
+    ToolCalls(Vec<ToolCall>),
     /// The turn ended: why, and what it answers with. The caller's session
     /// now holds the turn's changes.
     Finished { reason: StopReason, result: Box<TurnResult> },
@@ -167,6 +175,8 @@ pub struct Turn<'a> {
     consecutive_errors: u32,
     /// The model's tool loop stopped at `max_consecutive_errors`.
     error_limit_hit: bool,
+    /// The reply while the model writes it over several steps.
+    replying: Option<Box<reply::Replying>>,
     resume_at: Option<String>,
     reply: String,
 }
@@ -206,6 +216,7 @@ impl<'a> Turn<'a> {
             steps_executed: 0,
             consecutive_errors: 0,
             error_limit_hit: false,
+            replying: None,
             resume_at: None,
             reply: String::new(),
         }
@@ -237,8 +248,12 @@ impl Turn<'_> {
                 Ok(Progress::Continue(StageDone::Resolved))
             }
             Stage::Reply => {
-                self.reply()?;
-                Ok(Progress::Continue(StageDone::Replied))
+                let calls = self.reply()?;
+                Ok(Self::replied(calls))
+            }
+            Stage::ToolCalls => {
+                let calls = self.answer_tool_calls()?;
+                Ok(Self::replied(calls))
             }
             Stage::PostSignals => {
                 self.post_signals()?;
@@ -248,6 +263,13 @@ impl Turn<'_> {
                 let result = self.finish();
                 Ok(Progress::Finished { reason: result.stopped_reason, result: Box::new(result) })
             }
+        }
+    }
+
+    fn replied(calls: Option<Vec<ToolCall>>) -> Progress {
+        match calls {
+            Some(calls) => Progress::ToolCalls(calls),
+            None => Progress::Continue(StageDone::Replied),
         }
     }
 
@@ -272,8 +294,14 @@ impl Turn<'_> {
     /// after a step ran but before it was left would run it again next
     /// turn, tool calls included.
     fn at_a_resumable_point(&self) -> bool {
-        self.stage != Stage::Resolve
-            || matches!(self.cursor, Cursor::Evaluate { .. } | Cursor::Execute(..) | Cursor::Idle)
+        match self.stage {
+            Stage::Resolve => matches!(self.cursor, Cursor::Evaluate { .. } | Cursor::Execute(..) | Cursor::Idle),
+            // Between the rounds of a reply the model's tools may have
+            // acted: the reply completes (its finalize hooks and post-model
+            // bus) before the turn may stop.
+            Stage::ToolCalls => false,
+            _ => true,
+        }
     }
 
     /// The continuation limit this turn has reached, if any: checked

@@ -2,7 +2,7 @@
 //! tool doubles, failed turns, and the step-at-a-time API.
 
 use super::harness::{Double, Harness, Understood, chain, directive_from, steps};
-use flowc::runtime::events::Event;
+use flowc::runtime::events::{Event, Purpose};
 use flowc::runtime::tools::ToolRegistry;
 use flowc::runtime::turn::{Progress, StageDone};
 use serde_json::json;
@@ -121,6 +121,7 @@ flow f "F" {
         loop {
             match turn.step() {
                 Ok(Progress::Continue(stage)) => stages.push(stage),
+                Ok(Progress::ToolCalls(calls)) => panic!("no tool calls were scripted: {calls:?}"),
                 Ok(Progress::Finished { result, .. }) => break *result,
                 Err(error) => panic!("{error}"),
             }
@@ -187,4 +188,63 @@ flow other "Other" {
     assert_eq!(harness.data("note"), Some(json!("from the tool")));
     assert_eq!(double.calls().len(), 1);
     assert_eq!(harness.calls_last_turn(), (1, 1));
+}
+
+#[test]
+fn a_stepped_turn_hands_over_the_models_tool_calls_before_they_run() {
+    let double = Double::returning(json!({ "rooms": 3 }));
+    let mut tools = ToolRegistry::default();
+    tools.register("lookup", double.clone());
+    let program = r#"
+schema { a: string }
+tool lookup(q: string) { builtin echo }
+flow f "F" {
+  when "the user wants f"
+  step ask_a { prompt "A?" collect a tools lookup }
+}
+"#;
+    let mut harness = Harness::with_tools(program, tools);
+    harness.say_with("f", Understood::new().flow("f"));
+    harness.reply_next(super::harness::Reply {
+        text: "There are 3 rooms.".to_string(),
+        tool_calls: vec![
+            ("lookup".to_string(), json!({ "q": "rooms" })),
+            ("lookup".to_string(), json!({ "q": "beds" })),
+        ],
+        ..super::harness::Reply::default()
+    });
+    let mut turn = match harness.runtime.begin(&mut harness.session, "how many rooms?") {
+        Ok(turn) => turn,
+        Err(error) => panic!("{error}"),
+    };
+    let mut asked = Vec::new();
+    let result = loop {
+        match turn.step() {
+            Ok(Progress::Continue(_)) => {}
+            Ok(Progress::ToolCalls(calls)) => {
+                // Handed over before they run: the tool has not been called
+                // for this round yet.
+                assert_eq!(double.calls().len(), asked.len(), "{calls:?}");
+                asked.extend(calls.into_iter().map(|call| (call.name, call.arguments.ok())));
+            }
+            Ok(Progress::Finished { reason, result }) => {
+                assert_eq!(reason, result.stopped_reason);
+                break *result;
+            }
+            Err(error) => panic!("{error}"),
+        }
+    };
+    assert_eq!(
+        asked,
+        [("lookup".to_string(), Some(json!({ "q": "rooms" }))), ("lookup".to_string(), Some(json!({ "q": "beds" })))]
+    );
+    assert_eq!(double.calls().len(), 2, "each round ran at the step after it was handed over");
+    assert_eq!(result.reply, "There are 3 rooms.");
+    let tool_calls = result.events.iter().filter(|event| matches!(event, Event::ToolCalled { ok: true, .. })).count();
+    assert_eq!(tool_calls, 2);
+    // One reply, counted once, after the tools it called.
+    let last_tool = result.events.iter().rposition(|event| matches!(event, Event::ToolCalled { .. }));
+    let reply_call =
+        result.events.iter().position(|event| matches!(event, Event::ModelCalled { purpose: Purpose::Respond, .. }));
+    assert!(last_tool < reply_call && reply_call.is_some(), "{:?}", result.events);
 }

@@ -141,8 +141,7 @@ impl Provider for Scripted {
         let last = rounds.last().and_then(|round| round.results.first().cloned());
         // A model reading the errors goes on while the runtime still offers
         // tools (`past_errors`); otherwise the first refusal ends the calls.
-        let refused = last.as_ref().is_some_and(Result::is_err)
-            && (!reply.past_errors || request.tools_spent);
+        let refused = last.as_ref().is_some_and(Result::is_err) && (!reply.past_errors || request.tools_spent);
         script.tool_results.extend(last);
         let limit = if reply.call_forever { 1000 } else { reply.tool_calls.len() };
         let next = reply.tool_calls.iter().cycle().nth(rounds.len());
