@@ -12,8 +12,10 @@
 //! A [`Runtime`] holds conversations on one program. [`Runtime::run_turn`]
 //! runs a whole turn; [`Runtime::begin`] starts one to drive a stage at a
 //! time, each [`Turn::step`] answering [`Progress::Continue`] with the
-//! stage it completed ([`StageDone`]) until [`Progress::Finished`] gives
-//! the [`StopReason`] and the [`TurnResult`]:
+//! stage it completed ([`StageDone`]), or [`Progress::ToolCalls`] with the
+//! tools the model asks for before they run (the next step runs them and
+//! asks the model again), until [`Progress::Finished`] gives the
+//! [`StopReason`] and the [`TurnResult`]:
 //!
 //! ```no_run
 //! # fn demo(runtime: &mut flowc::runtime::Runtime) -> Result<(), flowc::runtime::TurnError> {
@@ -23,6 +25,7 @@
 //! let result = loop {
 //!     match turn.step()? {
 //!         Progress::Continue(stage) => println!("{stage:?}"),
+//!         Progress::ToolCalls(calls) => println!("the model asks for {} tool calls", calls.len()),
 //!         Progress::Finished { reason, result } => break result,
 //!     }
 //! };
