@@ -2,7 +2,7 @@
 //! `--json` and tests all read, and the [`TurnResult`] a turn answers with.
 
 use crate::llm::Usage;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -142,8 +142,9 @@ pub enum Purpose {
     PostSignals,
 }
 
-/// Why a turn ended (LANGUAGE.md section 9, step 7).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// Why a turn ended (LANGUAGE.md section 9, step 7), or why a workflow run
+/// stopped before its next step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     NeedsInput,

@@ -2,11 +2,14 @@
 //! with its stop reason and leaves a consistent session — never a crash.
 
 use super::harness::{Double, Harness, Reply, Understood, position, steps};
+use flowc::ir::Program;
 use flowc::llm::Usage;
 use flowc::runtime::engine::ContinuationLimits;
 use flowc::runtime::events::{Event, StopReason};
 use flowc::runtime::tools::ToolRegistry;
+use flowc::runtime::workflow::{RunLimits, RunStatus, StepProgress, StepStatus, WorkflowRun, WorkflowRunner};
 use serde_json::json;
+use std::sync::Arc;
 use std::time::Duration;
 
 fn tool_calls(result: &flowc::runtime::events::TurnResult) -> usize {
@@ -371,4 +374,120 @@ fn every_stop_reason_has_a_distinct_name_and_an_explanation() {
         assert_eq!(serde_json::to_value(reason).ok(), Some(json!(reason.as_str())), "JSON says what as_str says");
         assert!(!reason.explanation().is_empty());
     }
+}
+
+// ------------------------------------------------------------ workflow runs (`RunLimits`)
+
+fn run_with_limits(source: &str, tools: &ToolRegistry, limits: RunLimits) -> (WorkflowRun, Arc<Program>) {
+    let program = super::harness::program(source);
+    let env = super::harness::tool_env_at(super::harness::NOW);
+    let sleep = |_: Duration| {};
+    let mut on_progress = |_: &StepProgress| {};
+    let mut checkpoint = |_: &WorkflowRun| Ok(());
+    let mut runner = WorkflowRunner {
+        program: &program,
+        tools,
+        tool_env: &env,
+        sleep: &sleep,
+        on_progress: &mut on_progress,
+        checkpoint: &mut checkpoint,
+    };
+    let Some(flow) = program.flow_by_name("w") else { panic!("no workflow `w`") };
+    let mut run = match runner.start(flow, &serde_json::Map::new(), Default::default()) {
+        Ok(run) => run,
+        Err(error) => panic!("{error}"),
+    };
+    if let Err(error) = runner.run_within(&mut run, limits) {
+        panic!("{error}");
+    }
+    (run, program)
+}
+
+fn step_statuses(run: &WorkflowRun) -> Vec<StepStatus> {
+    run.steps.iter().map(|record| record.status).collect()
+}
+
+const STEPS: &str = r#"
+schema { n: int }
+flow w "W" {
+  auto step a { set n = 1 }
+  auto step b { set n = 2 }
+  auto step c { set n = 3 }
+}
+"#;
+
+#[test]
+fn a_run_stops_before_the_step_past_max_steps_and_goes_on_when_run_again() {
+    let tools = ToolRegistry::default();
+    let limits = RunLimits { max_steps: Some(2), ..RunLimits::default() };
+    let (mut run, program) = run_with_limits(STEPS, &tools, limits);
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.limited, Some(StopReason::StepLimit));
+    assert_eq!(step_statuses(&run), [StepStatus::Completed, StepStatus::Completed, StepStatus::Pending]);
+    assert_eq!(run.data.get("n"), Some(&json!(2)));
+    assert_eq!(run.to_json(&program)["stopped_reason"], json!("step_limit"));
+
+    let env = super::harness::tool_env_at(super::harness::NOW);
+    let (sleep, mut on_progress, mut checkpoint) = (|_: Duration| {}, |_: &StepProgress| {}, |_: &WorkflowRun| Ok(()));
+    let mut runner = WorkflowRunner {
+        program: &program,
+        tools: &tools,
+        tool_env: &env,
+        sleep: &sleep,
+        on_progress: &mut on_progress,
+        checkpoint: &mut checkpoint,
+    };
+    assert!(runner.run(&mut run).is_ok());
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(run.limited, None);
+    assert_eq!(run.data.get("n"), Some(&json!(3)));
+}
+
+#[test]
+fn a_run_stops_when_its_steps_fail_max_consecutive_errors_times_in_a_row() {
+    let mut tools = ToolRegistry::default();
+    tools.register("notify", Double::failing("the mail server is down"));
+    let source = r#"
+schema { n: int }
+tool notify(n: int) { builtin echo }
+flow w "W" {
+  auto step a { call notify(n: 1)  on_error continue }
+  auto step b { call notify(n: 2)  on_error continue }
+  auto step c { call notify(n: 3)  on_error continue }
+  auto step d { set n = 4 }
+}
+"#;
+    let limits = RunLimits { max_consecutive_errors: Some(2), ..RunLimits::default() };
+    let (run, program) = run_with_limits(source, &tools, limits);
+    assert_eq!(run.limited, Some(StopReason::ErrorLimit));
+    assert_eq!(step_statuses(&run)[..3], [StepStatus::Failed, StepStatus::Failed, StepStatus::Pending]);
+    assert_eq!(run.to_json(&program)["stopped_reason"], json!("error_limit"));
+}
+
+#[test]
+fn a_run_stops_before_the_step_past_max_time() {
+    let mut tools = ToolRegistry::default();
+    tools.register("slow", Double::slow(json!({}), Duration::from_millis(30)));
+    let source = r#"
+schema { n: int }
+tool slow(n: int) { builtin echo }
+flow w "W" {
+  auto step a { call slow(n: 1) }
+  auto step b { set n = 2 }
+}
+"#;
+    let limits = RunLimits { max_time: Some(Duration::from_millis(10)), ..RunLimits::default() };
+    let (run, program) = run_with_limits(source, &tools, limits);
+    assert_eq!(run.limited, Some(StopReason::TimeLimit));
+    assert_eq!(step_statuses(&run), [StepStatus::Completed, StepStatus::Pending]);
+    assert_eq!(run.to_json(&program)["stopped_reason"], json!("time_limit"));
+}
+
+#[test]
+fn without_run_limits_a_run_keeps_no_limit() {
+    let (run, _) = run_with_limits(STEPS, &ToolRegistry::default(), RunLimits::default());
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(run.limited, None);
+    let saved = serde_json::to_value(&run).unwrap_or_default();
+    assert!(saved.get("limited").is_none(), "a run without limits saves as before: {saved}");
 }
