@@ -378,28 +378,37 @@ fn every_stop_reason_has_a_distinct_name_and_an_explanation() {
 
 // ------------------------------------------------------------ workflow runs (`RunLimits`)
 
-fn run_with_limits(source: &str, tools: &ToolRegistry, limits: RunLimits) -> (WorkflowRun, Arc<Program>) {
-    let program = super::harness::program(source);
+/// Hands `act` a runner for `program` whose checkpoints and progress go
+/// nowhere, on the harness's clock.
+fn with_runner<T>(program: &Program, tools: &ToolRegistry, act: impl FnOnce(&mut WorkflowRunner) -> T) -> T {
     let env = super::harness::tool_env_at(super::harness::NOW);
     let sleep = |_: Duration| {};
     let mut on_progress = |_: &StepProgress| {};
     let mut checkpoint = |_: &WorkflowRun| Ok(());
     let mut runner = WorkflowRunner {
-        program: &program,
+        program,
         tools,
         tool_env: &env,
         sleep: &sleep,
         on_progress: &mut on_progress,
         checkpoint: &mut checkpoint,
     };
+    act(&mut runner)
+}
+
+fn run_with_limits(source: &str, tools: &ToolRegistry, limits: RunLimits) -> (WorkflowRun, Arc<Program>) {
+    let program = super::harness::program(source);
     let Some(flow) = program.flow_by_name("w") else { panic!("no workflow `w`") };
-    let mut run = match runner.start(flow, &serde_json::Map::new(), Default::default()) {
-        Ok(run) => run,
-        Err(error) => panic!("{error}"),
-    };
-    if let Err(error) = runner.run_within(&mut run, limits) {
-        panic!("{error}");
-    }
+    let run = with_runner(&program, tools, |runner| {
+        let mut run = match runner.start(flow, &serde_json::Map::new(), Default::default()) {
+            Ok(run) => run,
+            Err(error) => panic!("{error}"),
+        };
+        if let Err(error) = runner.run_within(&mut run, limits) {
+            panic!("{error}");
+        }
+        run
+    });
     (run, program)
 }
 
@@ -427,17 +436,7 @@ fn a_run_stops_before_the_step_past_max_steps_and_goes_on_when_run_again() {
     assert_eq!(run.data.get("n"), Some(&json!(2)));
     assert_eq!(run.to_json(&program)["stopped_reason"], json!("step_limit"));
 
-    let env = super::harness::tool_env_at(super::harness::NOW);
-    let (sleep, mut on_progress, mut checkpoint) = (|_: Duration| {}, |_: &StepProgress| {}, |_: &WorkflowRun| Ok(()));
-    let mut runner = WorkflowRunner {
-        program: &program,
-        tools: &tools,
-        tool_env: &env,
-        sleep: &sleep,
-        on_progress: &mut on_progress,
-        checkpoint: &mut checkpoint,
-    };
-    assert!(runner.run(&mut run).is_ok());
+    assert!(with_runner(&program, &tools, |runner| runner.run(&mut run)).is_ok());
     assert_eq!(run.status, RunStatus::Completed);
     assert_eq!(run.limited, None);
     assert_eq!(run.data.get("n"), Some(&json!(3)));
