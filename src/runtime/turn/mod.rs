@@ -176,7 +176,7 @@ pub struct Turn<'a> {
     /// The model's tool loop stopped at `max_consecutive_errors`.
     error_limit_hit: bool,
     /// The reply while the model writes it over several steps.
-    replying: Option<Box<reply::Replying>>,
+    replying: Option<reply::Replying>,
     resume_at: Option<String>,
     reply: String,
 }

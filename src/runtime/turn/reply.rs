@@ -63,7 +63,7 @@ impl Turn<'_> {
             max_errors: self.runtime.limits.max_consecutive_errors,
             error_limit_hit: false,
         };
-        self.replying = Some(Box::new(Replying {
+        self.replying = Some(Replying {
             request,
             rounds: Vec::new(),
             asked: None,
@@ -71,7 +71,7 @@ impl Turn<'_> {
             verbatim,
             budget,
             separated: said.is_empty(),
-        }));
+        });
         self.model_round(&program)
     }
 
@@ -163,7 +163,7 @@ impl Turn<'_> {
         let Some(replying) = self.replying.take() else {
             return Ok(());
         };
-        let Replying { text, verbatim, budget, .. } = *replying;
+        let Replying { text, verbatim, budget, .. } = replying;
         self.tool_rounds = budget.rounds;
         self.tool_limit_hit = budget.limit_hit;
         self.consecutive_errors = budget.consecutive_errors;
