@@ -1,0 +1,182 @@
+//! Actions: `set`, `call` (arguments checked against the tool's params,
+//! `save` against its returns), `emit`, `say` and `for_each`.
+
+use super::*;
+
+impl Lowerer {
+    pub(super) fn actions(
+        &mut self,
+        actions: &[ast::Action],
+        scope: FlowScope,
+        locals: &mut Vec<(String, Type)>,
+    ) -> Vec<Action> {
+        let mut lowered = Vec::with_capacity(actions.len());
+        for action in actions {
+            match &action.kind {
+                ast::ActionKind::Set(assignments) => {
+                    for write in self.writes(assignments, locals) {
+                        lowered.push(Action { kind: ActionKind::Set(write), span: action.span });
+                    }
+                }
+                ast::ActionKind::Call(call) => {
+                    if let Some(call) = self.call(call, locals) {
+                        lowered.push(Action { kind: ActionKind::Call(call), span: action.span });
+                    }
+                }
+                ast::ActionKind::Emit(directive) => lowered.push(Action {
+                    kind: ActionKind::Emit(Box::new(self.directive(directive, Some(scope), locals))),
+                    span: action.span,
+                }),
+                ast::ActionKind::Say(template) => lowered.push(Action {
+                    kind: ActionKind::Say { text: self.template(template, locals) },
+                    span: action.span,
+                }),
+                ast::ActionKind::ForEach(for_each) => {
+                    let for_each = self.for_each(for_each, scope, locals);
+                    lowered.push(Action { kind: ActionKind::ForEach(Box::new(for_each)), span: action.span });
+                }
+            }
+        }
+        lowered
+    }
+
+    pub(super) fn for_each(
+        &mut self,
+        for_each: &ast::ForEach,
+        scope: FlowScope,
+        locals: &mut Vec<(String, Type)>,
+    ) -> ForEach {
+        let items = self.expr(&for_each.items, locals);
+        let item_type = match &items.ty {
+            Type::List(item) => (**item).clone(),
+            Type::Unknown | Type::Null => Type::Unknown,
+            other => {
+                self.diagnostics.push(
+                    Diagnostic::new(Code::TypeMismatch, format!("`for_each` needs a list, found {}", other.describe()))
+                        .at(items.span, format!("this is {}", other.describe()))
+                        .with_help("iterate over a field of type list"),
+                );
+                Type::Unknown
+            }
+        };
+        self.check_id(&for_each.binding, IdKind::Variable);
+        let slot = u32::try_from(locals.len()).unwrap_or(u32::MAX);
+        locals.push((for_each.binding.value.clone(), item_type));
+        let filter = for_each.filter.as_ref().map(|filter| self.condition(filter, locals));
+        let actions = self.actions(&for_each.actions, scope, locals);
+        locals.pop();
+        ForEach { items, binding: for_each.binding.value.clone(), slot, filter, actions }
+    }
+
+    pub(super) fn call(&mut self, call: &ast::Call, locals: &[(String, Type)]) -> Option<Call> {
+        let tool = self.tool_ref(&call.tool);
+        let Some(tool) = tool else {
+            for arg in &call.args {
+                self.expr(&arg.value, locals);
+            }
+            return None;
+        };
+        let (tool_name, params, returns) = match self.tool_signatures.get(tool.index()) {
+            Some(signature) => (signature.name.clone(), signature.params.clone(), signature.returns.clone()),
+            None => return None,
+        };
+        let mut args: Vec<Option<Expr>> = vec![None; params.len()];
+        for arg in &call.args {
+            let Some(index) = params.iter().position(|(name, _)| *name == arg.name.value) else {
+                let help = match did_you_mean(&arg.name.value, params.iter().map(|(name, _)| name.as_str())) {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None if params.is_empty() => format!("`{tool_name}` takes no params"),
+                    None => format!(
+                        "`{tool_name}` takes {}",
+                        params.iter().map(|(name, _)| format!("`{name}`")).collect::<Vec<_>>().join(", ")
+                    ),
+                };
+                self.diagnostics.push(
+                    Diagnostic::new(Code::WrongArguments, format!("`{tool_name}` has no param `{}`", arg.name.value))
+                        .at(arg.name.span, "not a param of the tool")
+                        .with_help(help),
+                );
+                self.expr(&arg.value, locals);
+                continue;
+            };
+            let what = format!("the param `{}` of `{tool_name}`", arg.name.value);
+            let param_type = params.get(index).map_or(Type::Unknown, |(_, ty)| ty.clone());
+            let value = self.value_for(&arg.value, &param_type, &what, locals);
+            if let Some(slot) = args.get_mut(index) {
+                if slot.is_some() {
+                    self.diagnostics.push(
+                        Diagnostic::new(
+                            Code::WrongArguments,
+                            format!("the param `{}` is passed twice", arg.name.value),
+                        )
+                        .at(arg.name.span, "passed again here")
+                        .with_help("pass each param once"),
+                    );
+                }
+                *slot = Some(value);
+            }
+        }
+        let missing: Vec<&str> =
+            params.iter().zip(&args).filter(|(_, arg)| arg.is_none()).map(|((name, _), _)| name.as_str()).collect();
+        if !missing.is_empty() {
+            let list = missing.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ");
+            self.diagnostics.push(
+                Diagnostic::new(Code::WrongArguments, format!("the call to `{tool_name}` is missing {list}"))
+                    .at(call.tool.span, "missing arguments")
+                    .with_help(format!("pass every param: {list}")),
+            );
+        }
+        let save = call.save.as_ref().and_then(|name| self.save(name, &tool_name, returns.as_deref()));
+        let args = args
+            .into_iter()
+            .map(|arg| arg.unwrap_or(Expr { kind: ExprKind::Error, ty: Type::Unknown, span: call.tool.span }))
+            .collect();
+        Some(Call { tool, args, save })
+    }
+
+    /// `save: F`: a single declared return goes to F; several need F to be
+    /// an object with those fields.
+    pub(super) fn save(
+        &mut self,
+        name: &ast::Name,
+        tool_name: &str,
+        returns: Option<&[(String, Type)]>,
+    ) -> Option<FieldId> {
+        let field = self.field(name)?;
+        let field_type = self.symbols_type(field);
+        let Some(returns) = returns else {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::TypeMismatch,
+                    format!("`save` from `{tool_name}`, which declares no `returns`"),
+                )
+                .at(name.span, "nothing typed to save")
+                .with_help(format!(
+                    "declare what `{tool_name}` returns: `-> {{ id: string }}` after its params in .flow, `returns: {{ id: string }}` in YAML"
+                )),
+            );
+            return Some(field);
+        };
+        let (saved_type, described) = match returns {
+            [(single_name, single_type)] => (single_type.clone(), format!("`{single_name}`")),
+            _ => (Type::Object(returns.to_vec().into()), "its result object".to_string()),
+        };
+        let probe = Expr { kind: ExprKind::Error, ty: saved_type.clone(), span: name.span };
+        if assignability(&probe, &field_type).is_some() {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::TypeMismatch,
+                    format!(
+                        "`{}` is {}, but `{tool_name}` saves {described} of type {}",
+                        name.value,
+                        field_type.describe(),
+                        saved_type.describe()
+                    ),
+                )
+                .at(name.span, "saved here")
+                .with_help("change the field's type or the tool's `returns`"),
+            );
+        }
+        Some(field)
+    }
+}
