@@ -51,11 +51,7 @@ impl Lowerer {
             Type::List(item) => (**item).clone(),
             Type::Unknown | Type::Null => Type::Unknown,
             other => {
-                self.diagnostics.push(
-                    Diagnostic::new(Code::TypeMismatch, format!("`for_each` needs a list, found {}", other.describe()))
-                        .at(items.span, format!("this is {}", other.describe()))
-                        .with_help("iterate over a field of type list"),
-                );
+                self.errors.push(LowerError::ForEachOverNonList { found: other.clone(), span: items.span });
                 Type::Unknown
             }
         };
@@ -83,19 +79,12 @@ impl Lowerer {
         let mut args: Vec<Option<Expr>> = vec![None; params.len()];
         for arg in &call.args {
             let Some(index) = params.iter().position(|(name, _)| *name == arg.name.value) else {
-                let help = match did_you_mean(&arg.name.value, params.iter().map(|(name, _)| name.as_str())) {
-                    Some(close) => format!("did you mean `{close}`?"),
-                    None if params.is_empty() => format!("`{tool_name}` takes no params"),
-                    None => format!(
-                        "`{tool_name}` takes {}",
-                        params.iter().map(|(name, _)| format!("`{name}`")).collect::<Vec<_>>().join(", ")
-                    ),
-                };
-                self.diagnostics.push(
-                    Diagnostic::new(Code::WrongArguments, format!("`{tool_name}` has no param `{}`", arg.name.value))
-                        .at(arg.name.span, "not a param of the tool")
-                        .with_help(help),
-                );
+                self.errors.push(LowerError::UnknownParam {
+                    tool: tool_name.clone(),
+                    param: arg.name.value.clone(),
+                    span: arg.name.span,
+                    params: params.iter().map(|(name, _)| name.clone()).collect(),
+                });
                 self.expr(&arg.value, locals);
                 continue;
             };
@@ -104,27 +93,16 @@ impl Lowerer {
             let value = self.value_for(&arg.value, &param_type, &what, locals);
             if let Some(slot) = args.get_mut(index) {
                 if slot.is_some() {
-                    self.diagnostics.push(
-                        Diagnostic::new(
-                            Code::WrongArguments,
-                            format!("the param `{}` is passed twice", arg.name.value),
-                        )
-                        .at(arg.name.span, "passed again here")
-                        .with_help("pass each param once"),
-                    );
+                    self.errors
+                        .push(LowerError::ParamPassedTwice { param: arg.name.value.clone(), span: arg.name.span });
                 }
                 *slot = Some(value);
             }
         }
-        let missing: Vec<&str> =
-            params.iter().zip(&args).filter(|(_, arg)| arg.is_none()).map(|((name, _), _)| name.as_str()).collect();
+        let missing: Vec<String> =
+            params.iter().zip(&args).filter(|(_, arg)| arg.is_none()).map(|((name, _), _)| name.clone()).collect();
         if !missing.is_empty() {
-            let list = missing.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ");
-            self.diagnostics.push(
-                Diagnostic::new(Code::WrongArguments, format!("the call to `{tool_name}` is missing {list}"))
-                    .at(call.tool.span, "missing arguments")
-                    .with_help(format!("pass every param: {list}")),
-            );
+            self.errors.push(LowerError::MissingArguments { tool: tool_name.clone(), missing, span: call.tool.span });
         }
         let save = call.save.as_ref().and_then(|name| self.save(name, &tool_name, returns.as_deref()));
         let args = args
@@ -145,37 +123,23 @@ impl Lowerer {
         let field = self.field(name)?;
         let field_type = self.symbols_type(field);
         let Some(returns) = returns else {
-            self.diagnostics.push(
-                Diagnostic::new(
-                    Code::TypeMismatch,
-                    format!("`save` from `{tool_name}`, which declares no `returns`"),
-                )
-                .at(name.span, "nothing typed to save")
-                .with_help(format!(
-                    "declare what `{tool_name}` returns: `-> {{ id: string }}` after its params in .flow, `returns: {{ id: string }}` in YAML"
-                )),
-            );
+            self.errors.push(LowerError::SaveWithoutReturns { tool: tool_name.to_string(), span: name.span });
             return Some(field);
         };
-        let (saved_type, described) = match returns {
-            [(single_name, single_type)] => (single_type.clone(), format!("`{single_name}`")),
-            _ => (Type::Object(returns.to_vec().into()), "its result object".to_string()),
+        let (saved_type, saved) = match returns {
+            [(single_name, single_type)] => (single_type.clone(), Some(single_name.clone())),
+            _ => (Type::Object(returns.to_vec().into()), None),
         };
         let probe = Expr { kind: ExprKind::Error, ty: saved_type.clone(), span: name.span };
         if assignability(&probe, &field_type).is_some() {
-            self.diagnostics.push(
-                Diagnostic::new(
-                    Code::TypeMismatch,
-                    format!(
-                        "`{}` is {}, but `{tool_name}` saves {described} of type {}",
-                        name.value,
-                        field_type.describe(),
-                        saved_type.describe()
-                    ),
-                )
-                .at(name.span, "saved here")
-                .with_help("change the field's type or the tool's `returns`"),
-            );
+            self.errors.push(LowerError::SaveMismatch {
+                field: name.value.clone(),
+                field_type,
+                tool: tool_name.to_string(),
+                saved,
+                saved_type,
+                span: name.span,
+            });
         }
         Some(field)
     }

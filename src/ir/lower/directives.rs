@@ -10,7 +10,7 @@ impl Lowerer {
         scope: Option<FlowScope>,
         locals: &[(String, Type)],
     ) -> Directive {
-        let mut positions: Vec<(&str, Span, Option<Position>)> = Vec::new();
+        let mut positions: Vec<(PositionKey, Span, Option<Position>)> = Vec::new();
         if let Some(goto) = &directive.goto {
             let position = self.goto(goto, scope, locals);
             positions.push(("goto", goto.span, position));
@@ -32,29 +32,20 @@ impl Lowerer {
             positions.push(("reset", reset.span, Some(Position::Reset)));
         }
         if let [(first_key, first_span, _), (second_key, second_span, _), ..] = positions.as_slice() {
+            let (first_key, second_key) = (*first_key, *second_key);
             // Only the first position is kept: the others' edges are lost.
             if let Some(scope) = scope {
                 self.mark_incomplete(scope.flow);
             }
-            self.diagnostics.push(
-                Diagnostic::new(
-                    Code::InvalidDirective,
-                    format!("a directive has both `{first_key}` and `{second_key}`"),
-                )
-                .at(*second_span, "a second position field")
-                .with_label(*first_span, "the first position field")
-                .with_help(
-                    "a directive moves the conversation one way: keep one of goto, goto_step, complete, abort, reset",
-                ),
-            );
+            self.errors.push(LowerError::TwoPositions {
+                first: first_key,
+                first_span: *first_span,
+                second: second_key,
+                second_span: *second_span,
+            });
         }
         if let (Some(reply), Some(abort)) = (&directive.reply, &directive.abort) {
-            self.diagnostics.push(
-                Diagnostic::new(Code::ReplyWithAbort, "`reply` together with `abort` in one directive")
-                    .at(reply.span, "this reply would be dropped")
-                    .with_label(abort.span, "abort wins over reply")
-                    .with_help("give the reason to `abort` instead, or emit the reply from another step"),
-            );
+            self.errors.push(LowerError::ReplyWithAbort { reply: reply.span, abort: abort.span });
         }
         let empty = directive.goto.is_none()
             && directive.goto_step.is_none()
@@ -68,11 +59,7 @@ impl Lowerer {
             && directive.inject_tools.is_empty()
             && directive.halt.is_none();
         if empty {
-            self.diagnostics.push(
-                Diagnostic::new(Code::InvalidDirective, "an empty directive")
-                    .at(directive.span, "does nothing")
-                    .with_help("give it a key: goto, goto_step, complete, abort, reset, reply, set, …"),
-            );
+            self.errors.push(LowerError::EmptyDirective { span: directive.span });
         }
         let set_context =
             directive.set_context.iter().filter_map(|assignment| self.context_write(assignment, locals)).collect();
@@ -96,11 +83,7 @@ impl Lowerer {
     ) -> Option<Position> {
         let data = self.writes(&goto.data, locals);
         let Some(name) = &goto.flow else {
-            self.diagnostics.push(
-                Diagnostic::new(Code::InvalidDirective, "`goto` names no flow")
-                    .at(goto.span, "empty goto")
-                    .with_help("write `goto: FLOW` or `goto: { flow: FLOW, data: {...} }`"),
-            );
+            self.errors.push(LowerError::GotoWithoutFlow { span: goto.span });
             return None;
         };
         let flow = self.flow_ref(name, scope)?;
@@ -109,25 +92,15 @@ impl Lowerer {
 
     pub(super) fn goto_step(&mut self, goto_step: &ast::GotoStep, scope: Option<FlowScope>) -> Option<Position> {
         let Some(step_name) = &goto_step.step else {
-            self.diagnostics.push(
-                Diagnostic::new(Code::InvalidDirective, "`goto_step` names no step")
-                    .at(goto_step.span, "empty goto_step")
-                    .with_help("write `goto_step: STEP` or `goto_step: { flow: FLOW, step: STEP }`"),
-            );
+            self.errors.push(LowerError::GotoStepWithoutStep { span: goto_step.span });
             return None;
         };
         let flow = match (&goto_step.flow, scope) {
             (Some(flow_name), _) => self.flow_ref(flow_name, scope)?,
             (None, Some(scope)) => scope.flow,
             (None, None) => {
-                self.diagnostics.push(
-                    Diagnostic::new(Code::InvalidDirective, "`goto_step` outside a flow must name its flow")
-                        .at(step_name.span, "which flow's step?")
-                        .with_help(format!(
-                            "name the flow: `goto_step FLOW.{0}` in .flow, `goto_step: {{ flow: FLOW, step: {0} }}` in YAML",
-                            step_name.value
-                        )),
-                );
+                self.errors
+                    .push(LowerError::GotoStepWithoutFlow { step: step_name.value.clone(), span: step_name.span });
                 return None;
             }
         };
@@ -141,18 +114,12 @@ impl Lowerer {
                     .get(flow.index())
                     .map(|steps| steps.keys().map(String::as_str).collect())
                     .unwrap_or_default();
-                let help = match did_you_mean(&step_name.value, candidates) {
-                    Some(close) => format!("did you mean `{close}`?"),
-                    None => format!("name a step of the flow `{flow_name}`"),
-                };
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        Code::UnknownTarget,
-                        format!("the flow `{flow_name}` has no step `{}`", step_name.value),
-                    )
-                    .at(step_name.span, "no step has this id")
-                    .with_help(help),
-                );
+                self.errors.push(LowerError::UnknownStepOfFlow {
+                    flow: flow_name,
+                    step: step_name.value.clone(),
+                    span: step_name.span,
+                    close: close_to(&step_name.value, candidates),
+                });
                 None
             }
         }
@@ -164,15 +131,11 @@ impl Lowerer {
         locals: &[(String, Type)],
     ) -> Option<ContextWrite> {
         let Some((key, ty)) = self.symbols.context.get(&assignment.name.value).cloned() else {
-            let help = match did_you_mean(&assignment.name.value, self.symbols.context.keys().map(String::as_str)) {
-                Some(close) => format!("did you mean `{close}`?"),
-                None => "declare it under `context`".to_string(),
-            };
-            self.diagnostics.push(
-                Diagnostic::new(Code::UnknownField, format!("unknown context key `{}`", assignment.name.value))
-                    .at(assignment.name.span, "not declared under `context`")
-                    .with_help(help),
-            );
+            self.errors.push(LowerError::UnknownContextKey {
+                name: assignment.name.value.clone(),
+                span: assignment.name.span,
+                close: close_to(&assignment.name.value, self.symbols.context.keys().map(String::as_str)),
+            });
             return None;
         };
         let what = format!("the context key `{}`", assignment.name.value);

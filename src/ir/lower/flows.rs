@@ -19,21 +19,12 @@ impl Lowerer {
         let on_complete = self.actions(&flow.on_complete, scope, &mut Vec::new());
         let complete_next = flow.complete_next.as_ref().and_then(|name| self.flow_ref(name, Some(scope)));
         if flow.steps.is_empty() {
-            self.diagnostics.push(
-                Diagnostic::new(Code::MissingEntry, format!("the flow `{}` has no steps", flow.name.value))
-                    .at(flow.name.span, "a flow starts at its first step")
-                    .with_help("add at least one step"),
-            );
+            self.errors.push(LowerError::FlowWithoutSteps { flow: flow.name.value.clone(), span: flow.name.span });
         }
         for step in flow.steps.iter().filter(|step| step.id.is_none()) {
-            self.diagnostics.push(
-                Diagnostic::new(Code::InvalidStep, "a step needs an `id`")
-                    .at(
-                        Span::new(step.span.start, step.span.start.saturating_add(1).min(step.span.end)),
-                        "this step has no id",
-                    )
-                    .with_help("add `id: some_name`: targets and traces refer to steps by id"),
-            );
+            // The step's first character: the whole step would cover the rest.
+            let span = Span::new(step.span.start, step.span.start.saturating_add(1).min(step.span.end));
+            self.errors.push(LowerError::StepWithoutId { span });
         }
         let steps = self.steps_of(step_decls, scope);
         let workflow = !steps.is_empty() && steps.iter().all(|step| step.auto);
@@ -110,23 +101,14 @@ impl Lowerer {
     /// without a user.
     pub(super) fn on_error_kinds(&mut self, step_decls: &[&ast::StepDecl], workflow: bool) {
         for step in step_decls {
-            let (span, what) = match &step.on_error {
-                Some(ast::OnError::Directive(directive)) if workflow => (directive.span, "a directive"),
-                Some(ast::OnError::Continue(span)) if !workflow => (*span, "`continue`"),
-                Some(ast::OnError::Retry { span, .. }) if !workflow => (*span, "`retry`"),
+            let (span, kind) = match &step.on_error {
+                Some(ast::OnError::Directive(directive)) if workflow => (directive.span, OnErrorKind::Directive),
+                Some(ast::OnError::Continue(span)) if !workflow => (*span, OnErrorKind::Continue),
+                Some(ast::OnError::Retry { span, .. }) if !workflow => (*span, OnErrorKind::Retry),
                 _ => continue,
             };
-            let name = step.id.as_ref().map(|id| id.value.as_str()).unwrap_or_default();
-            let diagnostic = if workflow {
-                Diagnostic::new(Code::InvalidStep, format!("`on_error` of the workflow step `{name}` is {what}"))
-                    .at(span, "workflow steps take a policy")
-                    .with_help("a workflow step takes `stop`, `continue` or `retry N backoff DURATION`")
-            } else {
-                Diagnostic::new(Code::InvalidStep, format!("`on_error` of the conversation step `{name}` is {what}"))
-                    .at(span, "only workflow steps continue or retry")
-                    .with_help("a conversation step takes a directive: `reply \"…\"` (and stay), `goto_step STEP` or `abort \"…\"`")
-            };
-            self.diagnostics.push(diagnostic);
+            let step = step.id.as_ref().map(|id| id.value.clone()).unwrap_or_default();
+            self.errors.push(LowerError::OnErrorNotAllowed { step, workflow, kind, span });
         }
     }
 }

@@ -29,15 +29,12 @@ impl Lowerer {
             let name = name_of(decl);
             self.check_id(name, kind);
             if let Some(first) = seen.get(name.value.as_str()) {
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        Code::DuplicateId,
-                        format!("the {} `{}` is declared twice", kind.noun(), name.value),
-                    )
-                    .at(name.span, "declared again here")
-                    .with_label(*first, "first declared here")
-                    .with_help(format!("rename one of them: {} ids are unique", kind.noun())),
-                );
+                self.errors.push(LowerError::DuplicateId {
+                    kind,
+                    name: name.value.clone(),
+                    span: name.span,
+                    first: *first,
+                });
                 continue;
             }
             seen.insert(&name.value, name.span);
@@ -51,19 +48,9 @@ impl Lowerer {
         let well_formed = text.chars().next().is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
             && text.chars().all(|character| character.is_ascii_alphanumeric() || character == '_');
         if !well_formed {
-            let suggestion: String =
-                text.chars().map(|character| if character.is_ascii_alphanumeric() { character } else { '_' }).collect();
-            self.diagnostics.push(
-                Diagnostic::new(Code::InvalidId, format!("`{text}` is not a valid {} id", kind.noun()))
-                    .at(name.span, "ids are letters, digits and `_`, not starting with a digit")
-                    .with_help(format!("try `{suggestion}` (a hyphen would read as subtraction)")),
-            );
+            self.errors.push(LowerError::MalformedId { kind, name: text.to_string(), span: name.span });
         } else if RESERVED_WORDS.contains(&text) {
-            self.diagnostics.push(
-                Diagnostic::new(Code::InvalidId, format!("`{text}` is a reserved word"))
-                    .at(name.span, format!("cannot name a {}", kind.noun()))
-                    .with_help(format!("reserved words are: {}", RESERVED_WORDS.join(", "))),
-            );
+            self.errors.push(LowerError::ReservedWord { kind, name: text.to_string(), span: name.span });
         }
     }
 
@@ -78,15 +65,12 @@ impl Lowerer {
             };
             self.check_id(id, IdKind::Step);
             if let Some(first) = seen.get(id.value.as_str()) {
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        Code::DuplicateId,
-                        format!("the step `{}` is declared twice in flow `{}`", id.value, flow.name.value),
-                    )
-                    .at(id.span, "declared again here")
-                    .with_label(*first, "first declared here")
-                    .with_help("rename one of them: step ids are unique within their flow"),
-                );
+                self.errors.push(LowerError::DuplicateStep {
+                    flow: flow.name.value.clone(),
+                    name: id.value.clone(),
+                    span: id.span,
+                    first: *first,
+                });
                 continue;
             }
             seen.insert(&id.value, id.span);

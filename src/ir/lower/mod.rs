@@ -14,6 +14,7 @@
 mod actions;
 mod agent;
 mod directives;
+mod error;
 mod flows;
 mod ids;
 mod schema;
@@ -22,17 +23,16 @@ mod steps;
 mod tools;
 
 use super::*;
-use crate::diag::{Code, Diagnostic, did_you_mean};
-use crate::duration::{DurationError, MAX_DURATION_DAYS, parse_duration_ms};
+use crate::diag::{Diagnostic, did_you_mean};
+use crate::duration::parse_duration_ms;
 use crate::expr::typeck::{Checker, Scope, StepOutputs, Symbols, assignability};
 use crate::expr::{Expr, ExprKind, Template, Type};
 use crate::source::{Span, Spanned};
 use crate::syntax::ast;
+pub use error::RESERVED_WORDS;
+use error::misspelt_directive;
+pub(crate) use error::{IdKind, LowerError, OnErrorKind, PositionKey, SchemaProblem, SignalProblem};
 use std::collections::HashMap;
-
-/// Words that cannot name a field, flow, step or anything else.
-pub const RESERVED_WORDS: &[&str] =
-    &["and", "or", "not", "in", "is", "set", "true", "false", "null", "context", "env", "steps", "end"];
 
 /// Lowers a parsed program. The IR is always produced; it is only safe to
 /// run when no returned diagnostic is an error.
@@ -41,14 +41,21 @@ pub const RESERVED_WORDS: &[&str] =
 /// flow is lowered, so the AST and the IR of a large program are never both
 /// whole in memory. Flows are most of both.
 pub fn lower(program: ast::Program) -> (Program, Vec<Diagnostic>) {
+    let (ir, errors) = lower_to_errors(program);
+    (ir, errors.into_iter().map(LowerError::into_diagnostic).collect())
+}
+
+/// [`lower`], with the problems found as the values lowering recorded, in
+/// the order it found them.
+pub(crate) fn lower_to_errors(program: ast::Program) -> (Program, Vec<LowerError>) {
     let mut lowerer = Lowerer::default();
     let ir = lowerer.program(program);
-    (ir, lowerer.diagnostics)
+    (ir, lowerer.errors)
 }
 
 #[derive(Default)]
 struct Lowerer {
-    diagnostics: Vec<Diagnostic>,
+    errors: Vec<LowerError>,
     symbols: Symbols,
     tools: HashMap<String, ToolId>,
     tool_signatures: Vec<ToolSignature>,
@@ -79,34 +86,6 @@ struct ToolSignature {
 #[derive(Clone, Copy)]
 struct FlowScope {
     flow: FlowId,
-}
-
-/// Which declarations share an id space, for messages.
-#[derive(Clone, Copy)]
-enum IdKind {
-    Field,
-    ContextKey,
-    Tool,
-    Param,
-    Signal,
-    Flow,
-    Step,
-    Variable,
-}
-
-impl IdKind {
-    fn noun(self) -> &'static str {
-        match self {
-            IdKind::Field => "field",
-            IdKind::ContextKey => "context key",
-            IdKind::Tool => "tool",
-            IdKind::Param => "param",
-            IdKind::Signal => "signal",
-            IdKind::Flow => "flow",
-            IdKind::Step => "step",
-            IdKind::Variable => "variable",
-        }
-    }
 }
 
 impl Lowerer {
@@ -184,15 +163,12 @@ impl Lowerer {
             let flow = self.flow(&flow_decl, &step_decls, flow_id);
             if let Some(default) = flow_decl.default.as_ref().filter(|default| default.value) {
                 match default_flow {
-                    Some((first, first_span)) => self.diagnostics.push(
-                        Diagnostic::new(Code::DuplicateDefault, "more than one flow is marked `default`")
-                            .at(default.span, format!("`{}` is also a default", flow_decl.name.value))
-                            .with_label(
-                                first_span,
-                                format!("`{}` is the default already", self.flow_names[first.index()]),
-                            )
-                            .with_help("keep `default` on one flow: routing falls back to it when nothing matches"),
-                    ),
+                    Some((first, first_span)) => self.errors.push(LowerError::DuplicateDefault {
+                        flow: flow_decl.name.value.clone(),
+                        span: default.span,
+                        first_flow: self.flow_names.get(first.index()).cloned().unwrap_or_default(),
+                        first: first_span,
+                    }),
                     None => default_flow = Some((flow_id, default.span)),
                 }
             }
@@ -211,91 +187,61 @@ impl Lowerer {
     }
 
     fn duration(&mut self, text: &ast::Text) -> Option<u64> {
-        let diagnostic = match parse_duration_ms(&text.value) {
-            Ok(ms) => return Some(ms),
-            Err(DurationError::Malformed) => {
-                Diagnostic::new(Code::InvalidDuration, format!("`{}` is not a duration", text.value))
-                    .at(text.span, "expected a whole number and a unit")
-                    .with_help("write e.g. `500ms`, `30s`, `10m`, `2h` or `1d`")
-            }
-            Err(DurationError::TooLong) => {
-                Diagnostic::new(Code::InvalidDuration, format!("`{}` is longer than flowc allows", text.value))
-                    .at(text.span, format!("longer than `{MAX_DURATION_DAYS}d`"))
-                    .with_help(format!("a duration is at most `{MAX_DURATION_DAYS}d` (about ten years)"))
-            }
-        };
-        self.diagnostics.push(diagnostic);
-        None
-    }
-
-    fn positive(&mut self, value: &Spanned<i64>, what: &str) -> Option<u32> {
-        match u32::try_from(value.value) {
-            Ok(number) if number >= 1 => Some(number),
-            _ => {
-                self.diagnostics.push(
-                    Diagnostic::new(Code::InvalidValue, format!("`{what}` must be a whole number of at least 1"))
-                        .at(value.span, format!("found {}", value.value))
-                        .with_help(format!("set `{what}` to 1 or more")),
-                );
+        match parse_duration_ms(&text.value) {
+            Ok(ms) => Some(ms),
+            Err(problem) => {
+                self.errors.push(LowerError::InvalidDuration { text: text.value.clone(), problem, span: text.span });
                 None
             }
         }
     }
 
-    fn checker<'a>(&'a self, locals: &'a [(String, Type)], diagnostics: &'a mut Vec<Diagnostic>) -> Checker<'a> {
-        Checker {
-            scope: Scope {
-                symbols: &self.symbols,
-                fields_visible: true,
-                locals,
-                env_allowed: false,
-                steps: self.step_outputs.as_ref(),
-            },
-            diagnostics,
+    /// A setting that counts something, at least once.
+    fn positive(&mut self, value: &Spanned<i64>, setting: &'static str) -> Option<u32> {
+        match u32::try_from(value.value) {
+            Ok(number) if number >= 1 => Some(number),
+            _ => {
+                self.errors.push(LowerError::NotPositive { setting, value: value.value, span: value.span });
+                None
+            }
         }
     }
 
+    /// Runs the type checker with the program's fields, these locals and
+    /// the outputs of earlier workflow steps in scope.
+    fn typed<T>(&mut self, locals: &[(String, Type)], check: impl FnOnce(&mut Checker<'_>) -> T) -> T {
+        let scope = Scope {
+            symbols: &self.symbols,
+            fields_visible: true,
+            locals,
+            env_allowed: false,
+            steps: self.step_outputs.as_ref(),
+        };
+        typed_in(scope, &mut self.errors, check)
+    }
+
     fn template(&mut self, template: &ast::Template, locals: &[(String, Type)]) -> Template {
-        let mut diagnostics = std::mem::take(&mut self.diagnostics);
-        let typed = self.checker(locals, &mut diagnostics).template(template);
-        self.diagnostics = diagnostics;
-        typed
+        self.typed(locals, |checker| checker.template(template))
     }
 
     fn condition(&mut self, expr: &ast::Expr, locals: &[(String, Type)]) -> Expr {
-        let mut diagnostics = std::mem::take(&mut self.diagnostics);
-        let typed = self.checker(locals, &mut diagnostics).condition(expr);
-        self.diagnostics = diagnostics;
-        typed
+        self.typed(locals, |checker| checker.condition(expr))
     }
 
     fn expr(&mut self, expr: &ast::Expr, locals: &[(String, Type)]) -> Expr {
-        let mut diagnostics = std::mem::take(&mut self.diagnostics);
-        let typed = self.checker(locals, &mut diagnostics).expr(expr);
-        self.diagnostics = diagnostics;
-        typed
+        self.typed(locals, |checker| checker.expr(expr))
     }
 
     fn value_for(&mut self, expr: &ast::Expr, target: &Type, what: &str, locals: &[(String, Type)]) -> Expr {
-        let mut diagnostics = std::mem::take(&mut self.diagnostics);
-        let typed = self.checker(locals, &mut diagnostics).value_for(expr, target, what);
-        self.diagnostics = diagnostics;
-        typed
+        self.typed(locals, |checker| checker.value_for(expr, target, what))
     }
 
     fn field(&mut self, name: &ast::Name) -> Option<FieldId> {
         if let Some((id, _)) = self.symbols.fields.get(&name.value) {
             return Some(*id);
         }
-        let help = match did_you_mean(&name.value, self.symbols.fields.keys().map(String::as_str)) {
-            Some(close) => format!("did you mean `{close}`?"),
-            None => "declare it in `schema`".to_string(),
-        };
-        self.diagnostics.push(
-            Diagnostic::new(Code::UnknownField, format!("unknown field `{}`", name.value))
-                .at(name.span, "not declared in `schema`")
-                .with_help(help),
-        );
+        let close = close_to(&name.value, self.symbols.fields.keys().map(String::as_str));
+        self.errors.push(LowerError::UnknownField { name: name.value.clone(), span: name.span, close });
         None
     }
 
@@ -307,15 +253,8 @@ impl Lowerer {
         if let Some(id) = self.tools.get(&name.value) {
             return Some(*id);
         }
-        let help = match did_you_mean(&name.value, self.tools.keys().map(String::as_str)) {
-            Some(close) => format!("did you mean `{close}`?"),
-            None => "declare it under `tools`".to_string(),
-        };
-        self.diagnostics.push(
-            Diagnostic::new(Code::UnknownTool, format!("unknown tool `{}`", name.value))
-                .at(name.span, "no tool has this name")
-                .with_help(help),
-        );
+        let close = close_to(&name.value, self.tools.keys().map(String::as_str));
+        self.errors.push(LowerError::UnknownTool { name: name.value.clone(), span: name.span, close });
         None
     }
 
@@ -343,16 +282,8 @@ impl Lowerer {
             return Some(*flow);
         }
         let names_a_step = scope.is_some_and(|scope| self.step_in(scope.flow, &name.value).is_some());
-        let help = match did_you_mean(&name.value, self.flow_names.iter().map(String::as_str)) {
-            Some(close) => format!("did you mean `{close}`?"),
-            None if names_a_step => format!("`{}` is a step; jump to it with `goto_step`", name.value),
-            None => "declare the flow under `flows`".to_string(),
-        };
-        self.diagnostics.push(
-            Diagnostic::new(Code::UnknownTarget, format!("`{}` names no flow", name.value))
-                .at(name.span, "no flow has this id")
-                .with_help(help),
-        );
+        let close = close_to(&name.value, self.flow_names.iter().map(String::as_str));
+        self.errors.push(LowerError::UnknownFlow { name: name.value.clone(), span: name.span, close, names_a_step });
         None
     }
 
@@ -368,11 +299,18 @@ impl Lowerer {
     }
 }
 
-/// The did-you-mean for a target that is a misspelt directive with no
-/// argument (`-> compelte`), which the front end read as a name.
-fn misspelt_directive(name: &str) -> Option<String> {
-    let keyword = did_you_mean(name, ["complete", "abort", "reset"])?;
-    Some(format!("did you mean the directive `{keyword}`? (`{keyword}` in .flow, `{{ {keyword}: true }}` in YAML)"))
+/// Runs the type checker in `scope`, keeping what it finds in its own
+/// words ([`LowerError::Expression`]).
+fn typed_in<T>(scope: Scope<'_>, errors: &mut Vec<LowerError>, check: impl FnOnce(&mut Checker<'_>) -> T) -> T {
+    let mut diagnostics = Vec::new();
+    let typed = check(&mut Checker { scope, diagnostics: &mut diagnostics });
+    errors.extend(diagnostics.into_iter().map(LowerError::Expression));
+    typed
+}
+
+/// The candidate a misspelt `name` most likely meant, for a did-you-mean.
+fn close_to<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    did_you_mean(name, candidates).map(str::to_string)
 }
 
 fn goto_directive(flow: FlowId, span: Span) -> Directive {

@@ -10,7 +10,7 @@ impl Lowerer {
             Some(("post", _)) => Phase::Post,
             Some(("both", _)) => Phase::Both,
             Some((other, span)) => {
-                self.invalid_value(span, &format!("unknown phase `{other}`"), "a signal's phase is pre, post or both");
+                self.invalid_setting(span, SignalProblem::UnknownPhase(other.to_string()));
                 Phase::Pre
             }
         };
@@ -20,27 +20,19 @@ impl Lowerer {
             Some(("cooldown", span)) => match &signal.cooldown {
                 Some(text) => Behavior::Cooldown { cooldown_ms: self.duration(text).unwrap_or(0) },
                 None => {
-                    self.invalid_value(span, "`cooldown` needs a duration", "add `cooldown: 10m`");
+                    self.invalid_setting(span, SignalProblem::CooldownWithoutDuration);
                     Behavior::Always
                 }
             },
             Some((other, span)) => {
-                self.invalid_value(
-                    span,
-                    &format!("unknown behavior `{other}`"),
-                    "a signal's behavior is always, once or cooldown",
-                );
+                self.invalid_setting(span, SignalProblem::UnknownBehavior(other.to_string()));
                 Behavior::Always
             }
         };
         if let Some(cooldown) = &signal.cooldown
             && !matches!(behavior, Behavior::Cooldown { .. })
         {
-            self.invalid_value(
-                cooldown.span,
-                "`cooldown` applies only with `behavior: cooldown`",
-                "add `behavior: cooldown` or remove `cooldown`",
-            );
+            self.invalid_setting(cooldown.span, SignalProblem::CooldownWithoutBehavior);
         }
         let extract = self.fields(&signal.extract);
         let then = signal.then.as_ref().and_then(|then| match then {
@@ -59,8 +51,8 @@ impl Lowerer {
         }
     }
 
-    pub(super) fn invalid_value(&mut self, span: Span, message: &str, help: &str) {
-        self.diagnostics.push(Diagnostic::new(Code::InvalidValue, message).at(span, "here").with_help(help));
+    fn invalid_setting(&mut self, span: Span, problem: SignalProblem) {
+        self.errors.push(LowerError::InvalidSignalSetting { problem, span });
     }
 
     /// A signal's bare target: a flow (there is no current flow to find a
@@ -72,20 +64,13 @@ impl Lowerer {
         if name.value == "end" {
             return Some(complete_directive(name.span));
         }
-        let directive = misspelt_directive(&name.value);
-        let help = match did_you_mean(&name.value, self.flow_names.iter().map(String::as_str)) {
-            Some(close) => format!("did you mean `{close}`?"),
-            None if directive.is_some() => directive.unwrap_or_default(),
-            None if self.step_owners.contains_key(&name.value) => {
-                "a signal's target is a flow; for a step use `goto_step` with its flow (`goto_step F.S` in .flow, `goto_step: { flow: F, step: S }` in YAML)".to_string()
-            }
-            None => "a signal's target names a flow".to_string(),
-        };
-        self.diagnostics.push(
-            Diagnostic::new(Code::UnknownTarget, format!("`{}` names no flow", name.value))
-                .at(name.span, "no flow has this id")
-                .with_help(help),
-        );
+        self.errors.push(LowerError::UnknownSignalTarget {
+            name: name.value.clone(),
+            span: name.span,
+            close: close_to(&name.value, self.flow_names.iter().map(String::as_str)),
+            misspelt_directive: misspelt_directive(&name.value),
+            names_a_step: self.step_owners.contains_key(&name.value),
+        });
         None
     }
 }

@@ -17,20 +17,16 @@ impl Lowerer {
             self.mark_incomplete(scope.flow);
         }
         if auto && let Some(first) = step.collect.first() {
-            self.diagnostics.push(
-                Diagnostic::new(Code::InvalidStep, format!("the auto step `{name}` collects `{}`", first.value))
-                    .at(first.span, "an auto step never waits for the user")
-                    .with_help("remove `auto` to ask the user, or set the field with an action"),
-            );
+            self.errors.push(LowerError::AutoStepCollects {
+                step: name.clone(),
+                field: first.value.clone(),
+                span: first.span,
+            });
         }
         let wait_ms = step.wait.as_ref().and_then(|text| {
             let ms = self.duration(text);
             if !auto {
-                self.diagnostics.push(
-                    Diagnostic::new(Code::InvalidStep, format!("`wait` on the step `{name}`, which is not auto"))
-                        .at(text.span, "only auto steps wait")
-                        .with_help("make the step auto (`auto step` in .flow, `auto: true` in YAML): a wait pauses a workflow after the step's actions"),
-                );
+                self.errors.push(LowerError::WaitOnInputStep { step: name.clone(), span: text.span });
             }
             ms
         });
@@ -38,11 +34,7 @@ impl Lowerer {
             Some(value) => match u32::try_from(value.value) {
                 Ok(asks) if asks >= 1 => asks,
                 _ => {
-                    self.diagnostics.push(
-                        Diagnostic::new(Code::InvalidStep, "`max_asks` must be at least 1")
-                            .at(value.span, format!("found {}", value.value))
-                            .with_help("`max_asks` counts every ask, the first included"),
-                    );
+                    self.errors.push(LowerError::MaxAsksBelowOne { value: value.value, span: value.span });
                     DEFAULT_MAX_ASKS
                 }
             },
@@ -61,11 +53,7 @@ impl Lowerer {
         }
         let branches = match &step.branches {
             Some(entries) if entries.value.is_empty() => {
-                self.diagnostics.push(
-                    Diagnostic::new(Code::InvalidDirective, "`branches` is empty")
-                        .at(entries.span, "no entries")
-                        .with_help("add entries with `then`, or remove `branches`"),
-                );
+                self.errors.push(LowerError::EmptyBranches { span: entries.span });
                 Vec::new()
             }
             Some(entries) => entries.value.iter().filter_map(|entry| self.branch(entry, scope)).collect(),
@@ -171,18 +159,8 @@ impl Lowerer {
     pub(super) fn report_step_target(&mut self, name: &ast::Name, scope: FlowScope, flows_allowed: bool) {
         self.mark_incomplete(scope.flow);
         if let Some(owner) = self.step_owners.get(&name.value).and_then(|owners| owners.first()) {
-            let flow_name = self.flow_names.get(owner.index()).cloned().unwrap_or_default();
-            self.diagnostics.push(
-                Diagnostic::new(
-                    Code::CrossFlowStep,
-                    format!("`{}` is a step of another flow (`{flow_name}`)", name.value),
-                )
-                .at(name.span, "a bare name only names a step of this flow")
-                .with_help(format!(
-                    "jump there with `goto_step`: `{{ goto_step {flow_name}.{step} }}` in .flow, `{{ goto_step: {{ flow: {flow_name}, step: {step} }} }}` in YAML",
-                    step = name.value
-                )),
-            );
+            let owner = self.flow_names.get(owner.index()).cloned().unwrap_or_default();
+            self.errors.push(LowerError::CrossFlowStep { name: name.value.clone(), span: name.span, owner });
             return;
         }
         let steps: Vec<&str> = self
@@ -194,24 +172,13 @@ impl Lowerer {
         if flows_allowed {
             candidates.extend(self.flow_names.iter().map(String::as_str));
         }
-        let what = if flows_allowed { "step or flow" } else { "step" };
-        let directive = if flows_allowed { misspelt_directive(&name.value) } else { None };
-        let help = match did_you_mean(&name.value, candidates) {
-            Some(close) => format!("did you mean `{close}`?"),
-            None if directive.is_some() => directive.unwrap_or_default(),
-            None if !flows_allowed && self.flows.contains_key(&name.value) => {
-                format!(
-                    "`next` names a step or `end`; to enter the flow `{}`, branch to it or emit a `goto`",
-                    name.value
-                )
-            }
-            None if flows_allowed => "name a step of this flow, a flow, or write a directive".to_string(),
-            None => "name a step of this flow, or `end`".to_string(),
-        };
-        self.diagnostics.push(
-            Diagnostic::new(Code::UnknownTarget, format!("`{}` names no {what}", name.value))
-                .at(name.span, format!("no {what} has this id"))
-                .with_help(help),
-        );
+        self.errors.push(LowerError::UnknownStepTarget {
+            name: name.value.clone(),
+            span: name.span,
+            flows_allowed,
+            close: close_to(&name.value, candidates),
+            misspelt_directive: if flows_allowed { misspelt_directive(&name.value) } else { None },
+            names_a_flow: self.flows.contains_key(&name.value),
+        });
     }
 }

@@ -9,27 +9,16 @@ impl Lowerer {
             params.iter().map(|param| (param.name.clone(), param.ty.to_type())).collect();
         let implementation = match tool.implementations.as_slice() {
             [] => {
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        Code::InvalidTool,
-                        format!("the tool `{}` has no implementation", tool.name.value),
-                    )
-                    .at(tool.name.span, "needs one of `http`, `exec` or `builtin`")
-                    .with_help("give it one of `http`, `exec` (a program and its arguments) or `builtin` (now, uuid or echo)"),
-                );
+                self.errors.push(LowerError::NoImplementation { tool: tool.name.value.clone(), span: tool.name.span });
                 None
             }
             [only] => self.tool_impl(only, &param_locals),
             [first, second, ..] => {
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        Code::InvalidTool,
-                        format!("the tool `{}` has more than one implementation", tool.name.value),
-                    )
-                    .at(second.span(), "a second implementation")
-                    .with_label(first.span(), "the first")
-                    .with_help("a tool has exactly one of `http`, `exec` or `builtin`"),
-                );
+                self.errors.push(LowerError::TwoImplementations {
+                    tool: tool.name.value.clone(),
+                    first: first.span(),
+                    second: second.span(),
+                });
                 self.tool_impl(first, &param_locals)
             }
         };
@@ -53,11 +42,10 @@ impl Lowerer {
                     "PATCH" => HttpMethod::Patch,
                     "DELETE" => HttpMethod::Delete,
                     _ => {
-                        self.diagnostics.push(
-                            Diagnostic::new(Code::InvalidTool, format!("unknown HTTP method `{}`", http.method.value))
-                                .at(http.method.span, "not an HTTP method flowc sends")
-                                .with_help("use GET, POST, PUT, PATCH or DELETE"),
-                        );
+                        self.errors.push(LowerError::UnknownHttpMethod {
+                            method: http.method.value.clone(),
+                            span: http.method.span,
+                        });
                         return None;
                     }
                 };
@@ -74,11 +62,7 @@ impl Lowerer {
             }
             ast::ToolImpl::Exec(exec) => {
                 if exec.command.is_empty() || exec.command.iter().all(|part| part.value.trim().is_empty()) {
-                    self.diagnostics.push(
-                        Diagnostic::new(Code::InvalidTool, "`exec` needs a program to run")
-                            .at(exec.span, "no program given")
-                            .with_help("write `exec: [./tools/script.sh]`: the program, then its arguments"),
-                    );
+                    self.errors.push(LowerError::ExecWithoutProgram { span: exec.span });
                     return None;
                 }
                 let timeout_ms =
@@ -94,15 +78,7 @@ impl Lowerer {
                     "uuid" => Builtin::Uuid,
                     "echo" => Builtin::Echo,
                     other => {
-                        let help = match did_you_mean(other, ["now", "uuid", "echo"]) {
-                            Some(close) => format!("did you mean `{close}`?"),
-                            None => "the builtins are now, uuid and echo".to_string(),
-                        };
-                        self.diagnostics.push(
-                            Diagnostic::new(Code::InvalidTool, format!("unknown builtin `{other}`"))
-                                .at(name.span, "not a builtin tool")
-                                .with_help(help),
-                        );
+                        self.errors.push(LowerError::UnknownBuiltin { name: other.to_string(), span: name.span });
                         return None;
                     }
                 };
@@ -117,14 +93,8 @@ impl Lowerer {
         params: &[(String, Type)],
         env_allowed: bool,
     ) -> Template {
-        let mut diagnostics = std::mem::take(&mut self.diagnostics);
-        let typed = Checker {
-            scope: Scope { symbols: &self.symbols, fields_visible: false, locals: params, env_allowed, steps: None },
-            diagnostics: &mut diagnostics,
-        }
-        .template(template);
-        self.diagnostics = diagnostics;
-        typed
+        let scope = Scope { symbols: &self.symbols, fields_visible: false, locals: params, env_allowed, steps: None };
+        typed_in(scope, &mut self.errors, |checker| checker.template(template))
     }
 
     pub(super) fn body(&mut self, body: &ast::BodyValue, params: &[(String, Type)]) -> Body {
