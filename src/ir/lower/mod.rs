@@ -22,6 +22,9 @@ mod signals;
 mod steps;
 mod tools;
 
+#[cfg(test)]
+mod tests;
+
 use super::*;
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::duration::parse_duration_ms;
