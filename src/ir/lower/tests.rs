@@ -20,16 +20,8 @@ fn errors(source: &str) -> (SourceFile, Vec<LowerError>) {
     lowered("test.flow", source)
 }
 
-/// The span of the `occurrence`th (from 0) `needle` in `file`.
 fn at(file: &SourceFile, needle: &str, occurrence: usize) -> Span {
-    let start = file
-        .text
-        .match_indices(needle)
-        .nth(occurrence)
-        .map(|(start, _)| start)
-        .unwrap_or_else(|| panic!("`{needle}` occurs fewer than {} times", occurrence + 1));
-    let offset = |index: usize| u32::try_from(index).expect("a small test file");
-    Span::new(offset(start), offset(start + needle.len()))
+    crate::diag::span_of(&file.text, needle, occurrence)
 }
 
 /// The span of the last `length` bytes of `span`.
