@@ -2,7 +2,10 @@
 //! the source's shape: [`check_ast`], run before lowering consumes it),
 //! each family in its own module, each owning its diagnostics. Lowering
 //! already reported what could not be resolved (unknown targets, types,
-//! tools, ids, directives); these passes prove the rest:
+//! tools, ids, directives); these passes prove the rest. Each family's
+//! `find` returns values holding the facts of what it found (names, spans,
+//! paths), which its unit tests assert on; the same file turns each into
+//! its diagnostic, so a family's codes and their wording live together:
 //!
 //! | module            | codes                                         |
 //! | ----------------- | --------------------------------------------- |

@@ -8,8 +8,11 @@
 //! the IR — an edge to nowhere is dropped rather than represented — and
 //! lowering carries on, so one run reports every problem.
 //!
-//! This file holds the driver ([`lower`]) and the name lookups every part
-//! shares; each kind of declaration is lowered in the file named after it.
+//! A problem is recorded as a [`LowerError`] holding its facts (names,
+//! spans, types, the nearest declared name); `error.rs` alone puts them
+//! into words. This file holds the driver ([`lower`]) and the name lookups
+//! every part shares; each kind of declaration is lowered in the file
+//! named after it.
 
 mod actions;
 mod agent;
