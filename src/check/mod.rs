@@ -64,26 +64,6 @@ pub fn check(program: &Program) -> Vec<Diagnostic> {
     diagnostics
 }
 
-/// What the passes' tests build their programs with.
-#[cfg(test)]
-pub(crate) mod tests {
-    use crate::ir::Program;
-    use crate::source::{SourceFile, Span};
-
-    /// The IR of `.flow` source, compiled through the whole pipeline, and
-    /// the file to read spans in.
-    pub(crate) fn compiled(source: &str) -> (SourceFile, Program) {
-        let file = SourceFile::new("test.flow", source);
-        let program = crate::pipeline::compile(&file).ir;
-        (file, program)
-    }
-
-    /// The span of the `occurrence`th (from 0) `needle` in `file`.
-    pub(crate) fn at(file: &SourceFile, needle: &str, occurrence: usize) -> Span {
-        crate::diag::span_of(&file.text, needle, occurrence)
-    }
-}
-
 /// The one helper every pass's tests go through: compiles `.flow` source
 /// and returns each diagnostic as its code and the text its primary span
 /// covers, in source order.
@@ -106,4 +86,24 @@ pub(crate) fn check_findings(source: &str, expected: &[(&str, &str)]) {
     let found = findings(source);
     let found: Vec<(&str, &str)> = found.iter().map(|(code, text)| (*code, text.as_str())).collect();
     assert_eq!(found, expected, "in:\n{source}");
+}
+
+/// What the passes' tests build their programs with.
+#[cfg(test)]
+pub(crate) mod tests {
+    use crate::ir::Program;
+    use crate::source::{SourceFile, Span};
+
+    /// The IR of `.flow` source, compiled through the whole pipeline, and
+    /// the file to read spans in.
+    pub(crate) fn compiled(source: &str) -> (SourceFile, Program) {
+        let file = SourceFile::new("test.flow", source);
+        let program = crate::pipeline::compile(&file).ir;
+        (file, program)
+    }
+
+    /// The span of the `occurrence`th (from 0) `needle` in `file`.
+    pub(crate) fn at(file: &SourceFile, needle: &str, occurrence: usize) -> Span {
+        crate::diag::span_of(&file.text, needle, occurrence)
+    }
 }

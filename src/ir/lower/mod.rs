@@ -8,7 +8,7 @@
 //! the IR — an edge to nowhere is dropped rather than represented — and
 //! lowering carries on, so one run reports every problem.
 //!
-//! A problem is recorded as a [`LowerError`] holding its facts (names,
+//! A problem is recorded as a `LowerError` holding its facts (names,
 //! spans, types, the nearest declared name); `error.rs` alone puts them
 //! into words. This file holds the driver ([`lower`]) and the name lookups
 //! every part shares; each kind of declaration is lowered in the file
