@@ -1,8 +1,8 @@
 //! The step graph of a flow: every way the conversation can move from one
-//! step to the next, as LANGUAGE.md sections 4, 9 and 11 define it and the
-//! runtime (docs/runtime.md) does it. Leaving a step tries its branch
-//! entries in order, then its `next`, then the next step in the list;
-//! directives (`reset`, `goto_step`, `goto`, `complete`) jump.
+//! step to the next, by the successor rule the runtime follows
+//! ([`crate::ir::successor`]): leaving a step tries its branch entries in
+//! order, then its `next`, then the next step in the list; directives
+//! (`reset`, `goto_step`, `goto`, `complete`) jump.
 //!
 //! Passing over a step (its `skip_if` holds, or its `when`/`if` does not)
 //! happens only when the step is reached *in list order*: at the flow's
@@ -21,7 +21,8 @@
 
 use super::conditions::fold_bool;
 use super::walk::{StepPart, step_directives};
-use crate::ir::{Directive, Flow, FlowId, Next, Position, Step, StepId, Then};
+use crate::ir::successor::{self, Jump, Landing, landing};
+use crate::ir::{Directive, Flow, FlowId, Step, StepId, Then};
 use crate::source::Span;
 
 /// Where an edge leads.
@@ -129,6 +130,29 @@ impl FlowGraph {
     pub(crate) fn live_edges(&self, node: usize) -> impl Iterator<Item = &Edge> {
         self.edges.get(node).into_iter().flatten().filter(move |edge| self.live(node, edge))
     }
+
+    /// Where a landing of the successor rule is in this graph; `None` for
+    /// an abort, which ends the flow.
+    pub(crate) fn to(&self, landing: Landing) -> Option<To> {
+        match landing {
+            Landing::Listed(index) => Some(self.listed(index)),
+            other => FlowGraph::jump_target(other),
+        }
+    }
+
+    /// [`FlowGraph::to`] for the landings of a jump, which never arrive in
+    /// list order.
+    fn jump_target(landing: Landing) -> Option<To> {
+        match landing {
+            Landing::Step(step) => Some(To::Node(step.index())),
+            Landing::Complete(next) => Some(To::Complete { next }),
+            Landing::Enter(flow, step) => Some(To::Enter(flow, step)),
+            Landing::Abort => None,
+            // Only a directive without a position goes on in list order,
+            // and only from a branch entry.
+            Landing::Listed(_) => None,
+        }
+    }
 }
 
 /// Builds the graph of one flow, with nothing switched off yet except the
@@ -162,35 +186,29 @@ pub(crate) fn build(flow_id: FlowId, flow: &Flow) -> FlowGraph {
 }
 
 fn step_edges(graph: &FlowGraph, flow_id: FlowId, index: usize, step: &Step) -> Vec<Edge> {
+    let step_id = StepId::from_index(index);
     let mut edges = Vec::new();
-    let after = graph.listed(index + 1);
     for (part, directive) in step_directives(step) {
-        let via = match part {
-            StepPart::Branch(entry) => Via::Branch(entry),
-            StepPart::PreAction | StepPart::Finalize => Via::Directive,
-            StepPart::OnNoAnswer | StepPart::OnError => Via::Recovery,
+        let jump = directive.position.as_ref().map(Jump::from);
+        let (via, landing) = match part {
+            StepPart::Branch(entry) => (Via::Branch(entry), Some(successor::after_directive(flow_id, step_id, jump))),
+            StepPart::PreAction | StepPart::Finalize => (Via::Directive, jump.map(|jump| landing(flow_id, jump))),
+            StepPart::OnNoAnswer | StepPart::OnError => (Via::Recovery, jump.map(|jump| landing(flow_id, jump))),
         };
-        match directive_target(flow_id, directive) {
-            Some(to) => edges.push(Edge { to, via }),
-            // A branch's directive without a position writes and replies,
-            // then resolution goes on with the next step in the list.
-            None if matches!(via, Via::Branch(_)) && directive.position.is_none() => {
-                edges.push(Edge { to: after, via });
-            }
-            None => {}
+        if let Some(to) = landing.and_then(|landing| graph.to(landing)) {
+            edges.push(Edge { to, via });
         }
     }
     for (entry, branch) in step.branches.iter().enumerate() {
-        if let Then::Step(target) = branch.then {
-            edges.push(Edge { to: To::Node(target.index()), via: Via::Branch(entry) });
+        if matches!(branch.then, Then::Step(_))
+            && let Some(to) = graph.to(successor::branch_landing(flow_id, step_id, &branch.then))
+        {
+            edges.push(Edge { to, via: Via::Branch(entry) });
         }
     }
-    let fallthrough = match step.next {
-        Some(Next::Step(target)) => To::Node(target.index()),
-        Some(Next::End) => To::Complete { next: None },
-        None => after,
-    };
-    edges.push(Edge { to: fallthrough, via: Via::Fallthrough });
+    if let Some(to) = graph.to(successor::fallthrough(step_id, step)) {
+        edges.push(Edge { to, via: Via::Fallthrough });
+    }
     edges
 }
 
@@ -224,14 +242,7 @@ fn passing_over(step: &Step) -> (bool, Option<Span>) {
 
 /// Where a directive's position field sends the conversation, if it moves
 /// it somewhere the graph follows (`abort` ends the flow: no edge).
-/// `reset` and a `goto_step` within the flow enter the step as named.
 pub(crate) fn directive_target(flow_id: FlowId, directive: &Directive) -> Option<To> {
-    match directive.position.as_ref()? {
-        Position::Goto { flow, .. } => Some(To::Enter(*flow, StepId(0))),
-        Position::GotoStep { flow, step } if *flow == flow_id => Some(To::Node(step.index())),
-        Position::GotoStep { flow, step } => Some(To::Enter(*flow, *step)),
-        Position::Complete { next } => Some(To::Complete { next: *next }),
-        Position::Reset => Some(To::Node(0)),
-        Position::Abort { .. } => None,
-    }
+    let jump = Jump::from(directive.position.as_ref()?);
+    FlowGraph::jump_target(landing(flow_id, jump))
 }

@@ -8,6 +8,7 @@
 //! Nothing here does I/O.
 
 pub mod lower;
+pub mod successor;
 
 use crate::expr::{Expr, Template, Type};
 use crate::source::Span;
@@ -413,12 +414,7 @@ pub enum Position {
 impl Position {
     /// Merge precedence: `abort > complete > goto/goto_step > reset`.
     pub fn precedence(&self) -> u8 {
-        match self {
-            Position::Abort { .. } => 3,
-            Position::Complete { .. } => 2,
-            Position::Goto { .. } | Position::GotoStep { .. } => 1,
-            Position::Reset => 0,
-        }
+        successor::Jump::from(self).precedence()
     }
 }
 

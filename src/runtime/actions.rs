@@ -9,7 +9,7 @@ use super::directive::{Emission, Move, Source};
 use super::session::Data;
 use super::tools::{ToolEnv, ToolError, ToolRegistry};
 use super::validate::validate;
-use super::workflow::StepRecord;
+use super::workflow_run::StepRecord;
 use crate::expr::eval::{Bindings, eval, is_true, render};
 use crate::expr::{Expr, Template};
 use crate::ir::{Action, ActionKind, ContextId, Directive, FieldId, Position, Program, StepId, ToolId};

@@ -12,6 +12,7 @@
 //! - `reply` together with `abort` (from two sources): abort wins and the
 //!   reply is dropped with a trace warning.
 
+use crate::ir::successor::Jump;
 use crate::ir::{FlowId, StepId, ToolId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -47,13 +48,19 @@ pub enum Move {
 }
 
 impl Move {
-    pub fn precedence(&self) -> u8 {
+    /// Where the move goes, without what it carries.
+    pub fn jump(&self) -> Jump {
         match self {
-            Move::Abort { .. } => 3,
-            Move::Complete { .. } => 2,
-            Move::Goto { .. } | Move::GotoStep { .. } => 1,
-            Move::Reset => 0,
+            Move::Goto { flow, .. } => Jump::Goto(*flow),
+            Move::GotoStep { flow, step } => Jump::GotoStep(*flow, *step),
+            Move::Complete { next } => Jump::Complete(*next),
+            Move::Abort { .. } => Jump::Abort,
+            Move::Reset => Jump::Reset,
         }
+    }
+
+    pub fn precedence(&self) -> u8 {
+        self.jump().precedence()
     }
 }
 

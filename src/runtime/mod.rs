@@ -15,5 +15,7 @@ pub mod events;
 pub mod grounding;
 pub mod session;
 pub mod tools;
+pub mod turn;
 pub mod validate;
 pub mod workflow;
+pub mod workflow_run;

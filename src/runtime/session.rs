@@ -219,6 +219,15 @@ pub fn adopt(program: &Program, hash: &str, session: &mut Session) -> Result<(),
     Ok(())
 }
 
+/// The data in schema order, for results people read.
+pub fn ordered_data(program: &Program, data: &Data) -> serde_json::Map<String, serde_json::Value> {
+    program
+        .fields
+        .iter()
+        .filter_map(|field| data.get(&field.name).map(|value| (field.name.clone(), value.clone())))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

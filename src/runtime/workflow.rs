@@ -8,95 +8,22 @@
 //! the run to a checkpoint when each step starts and when it ends, and the
 //! caller stores it there.
 
+pub use super::workflow_run::{RunEvent, RunStatus, StepRecord, StepStatus, WorkflowRun};
+
 use super::actions::{ActionOutput, ActionRunner, ActionSource, Scope, evaluate_directive};
 use super::directive::{Move, Source, merge};
 use super::session::Data;
 use super::tools::{ToolEnv, ToolRegistry};
 use super::validate::validate;
 use crate::expr::eval::{eval, is_true};
-use crate::ir::{FlowId, Next, OnError, OutputShape, Program, Step, StepId, Then, output_shape};
-use serde::{Deserialize, Serialize};
+use crate::ir::successor::{self, Landing, Leaving};
+use crate::ir::{FlowId, OnError, OutputShape, Program, Step, StepId, Then, output_shape};
 use serde_json::Value;
 
 /// A workflow cannot take more step executions than this in one run (a
 /// `next`/branch loop without a `wait` is a compile error; this is the
 /// last line of defence).
 const MAX_EXECUTIONS: usize = 100_000;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    Running,
-    Completed,
-    Failed,
-    Waiting,
-    Aborted,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepStatus {
-    Pending,
-    Running,
-    Completed,
-    Failed,
-    Skipped,
-    Waiting,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StepRecord {
-    pub id: String,
-    pub status: StepStatus,
-    pub started_at: Option<String>,
-    pub duration_ms: Option<u64>,
-    pub output: Value,
-    pub error: Option<String>,
-}
-
-/// A workflow run: everything needed to report it or to resume it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct WorkflowRun {
-    pub run: String,
-    pub flow: FlowId,
-    pub status: RunStatus,
-    /// The step to run next (while running or waiting).
-    pub next_step: Option<StepId>,
-    /// The failed or waiting step.
-    pub stopped_at: Option<StepId>,
-    pub resume_at: Option<String>,
-    pub data: Data,
-    pub context: Data,
-    pub steps: Vec<StepRecord>,
-    pub warnings: Vec<String>,
-    /// The flow's name, so a store can list runs and a resume can find the
-    /// flow in the program again.
-    #[serde(default)]
-    pub flow_name: String,
-    /// When the first step started (RFC 3339).
-    #[serde(default)]
-    pub started_at: Option<String>,
-    /// From the first step's start to where the run last stopped, waits
-    /// included.
-    #[serde(default)]
-    pub duration_ms: Option<u64>,
-    #[serde(default)]
-    pub events: Vec<RunEvent>,
-    /// Why the run failed when no step did (its program changed or went
-    /// away while it waited).
-    #[serde(default)]
-    pub error: Option<String>,
-}
-
-/// A step started or ended: what a run did, in order, across resumes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunEvent {
-    /// `step_started`, `step_completed`, `step_failed`, `run_resumed`.
-    pub event: String,
-    pub step: Option<String>,
-    /// RFC 3339.
-    pub at: String,
-}
 
 /// Why a run could not start: a usage error (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -452,15 +379,19 @@ impl WorkflowRunner<'_> {
         Ok(StepOutcome { output, position: merged.position.map(|(position, _)| position) })
     }
 
-    /// The next step: branches (a `when` cannot be asked without a user or
-    /// model and counts as not holding), else `next`, else the next step in
-    /// order that is not skipped.
+    /// The next step, by the successor rule ([`crate::ir::successor`]): a
+    /// `when` cannot be asked without a user or model, so a branch entry
+    /// with one does not match, and a step with one is passed over in list
+    /// order.
     fn successor(&self, run: &mut WorkflowRun, flow_name: &str, step_id: StepId) -> Option<StepId> {
         let flow = self.program.flow(run.flow)?;
         let step = flow.step(step_id)?;
-        for (index, entry) in step.branches.iter().enumerate() {
+        let leaving = successor::leave(step_id, step, |index| {
+            let Some(entry) = step.branches.get(index) else {
+                return false;
+            };
             if !self.holds(run, &entry.guard) {
-                continue;
+                return false;
             }
             if !entry.when.is_empty() {
                 run.warnings.push(format!(
@@ -468,77 +399,85 @@ impl WorkflowRunner<'_> {
                     step.name,
                     index + 1
                 ));
-                continue;
+                return false;
             }
-            return match &entry.then {
-                Then::Step(target) => Some(*target),
-                Then::Directive(directive) => {
-                    let scope = Scope {
-                        program: self.program,
-                        data: &run.data,
-                        context: &run.context,
-                        locals: &[],
-                        clock: self.tool_env.clock.as_ref(),
-                        steps: &run.steps,
-                    };
-                    let mut warnings = Vec::new();
-                    let emission = evaluate_directive(
-                        directive,
-                        Source::new("branch", format!("{flow_name}.{}#{}", step.name, index + 1)),
-                        &scope,
-                        &mut warnings,
-                    );
-                    run.warnings.extend(warnings);
-                    for (name, value) in &emission.set {
-                        run.data.insert(name.clone(), value.clone());
-                    }
-                    match emission.position {
-                        Some(position) => self.apply_position(run, position).flatten(),
-                        None => self.linear_successor(run, step_id),
-                    }
+            true
+        });
+        let landing = match leaving {
+            Leaving::Fallthrough(landing) => landing,
+            Leaving::Branch(index) => {
+                let entry = step.branches.get(index)?;
+                let Then::Directive(directive) = &entry.then else {
+                    return self.land(run, successor::branch_landing(run.flow, step_id, &entry.then)).flatten();
+                };
+                let scope = Scope {
+                    program: self.program,
+                    data: &run.data,
+                    context: &run.context,
+                    locals: &[],
+                    clock: self.tool_env.clock.as_ref(),
+                    steps: &run.steps,
+                };
+                let mut warnings = Vec::new();
+                let emission = evaluate_directive(
+                    directive,
+                    Source::new("branch", format!("{flow_name}.{}#{}", step.name, index + 1)),
+                    &scope,
+                    &mut warnings,
+                );
+                run.warnings.extend(warnings);
+                for (name, value) in &emission.set {
+                    run.data.insert(name.clone(), value.clone());
                 }
-            };
-        }
-        match step.next {
-            Some(Next::Step(target)) => Some(target),
-            Some(Next::End) => None,
-            None => self.linear_successor(run, step_id),
-        }
-    }
-
-    fn linear_successor(&self, run: &mut WorkflowRun, step_id: StepId) -> Option<StepId> {
-        let flow = self.program.flow(run.flow)?;
-        for (index, candidate) in flow.steps.iter().enumerate().skip(step_id.index() + 1) {
-            let skipped =
-                candidate.skip_if.as_ref().is_some_and(|skip_if| self.holds(run, std::slice::from_ref(skip_if)))
-                    || !self.holds(run, &candidate.guard)
-                    || !candidate.when.is_empty();
-            if skipped {
-                if let Some(record) = run.steps.get_mut(index) {
-                    record.status = StepStatus::Skipped;
+                match emission.position {
+                    Some(position) => return self.apply_position(run, position).flatten(),
+                    None => successor::after_directive(run.flow, step_id, None),
                 }
-                continue;
             }
-            return Some(StepId::from_index(index));
-        }
-        None
+        };
+        self.land(run, landing).flatten()
     }
 
     /// A position from a step's directives; `None` when the run ended.
     fn apply_position(&self, run: &mut WorkflowRun, position: Move) -> Option<Option<StepId>> {
-        match position {
-            Move::GotoStep { flow, step } if flow == run.flow => Some(Some(step)),
-            Move::Reset => Some(Some(StepId(0))),
-            Move::Complete { .. } => Some(None),
-            Move::Abort { reason } => {
+        if let Move::Abort { reason } = position {
+            if let Some(reason) = reason {
+                run.warnings.push(format!("aborted: {reason}"));
+            }
+            return self.land(run, Landing::Abort);
+        }
+        self.land(run, successor::landing(run.flow, position.jump()))
+    }
+
+    /// Where the run goes from a landing of the successor rule: to a step
+    /// (`Some(Some(step))`), to its completion (`Some(None)`), or nowhere
+    /// because it ended (`None`, aborted).
+    fn land(&self, run: &mut WorkflowRun, landing: Landing) -> Option<Option<StepId>> {
+        match landing {
+            Landing::Step(step) => Some(Some(step)),
+            Landing::Listed(from) => {
+                let flow = self.program.flow(run.flow)?;
+                let found = successor::first_listed(flow, from, |id, candidate| {
+                    let passed_over = candidate
+                        .skip_if
+                        .as_ref()
+                        .is_some_and(|skip_if| self.holds(run, std::slice::from_ref(skip_if)))
+                        || !self.holds(run, &candidate.guard)
+                        || !candidate.when.is_empty();
+                    if passed_over && let Some(record) = run.steps.get_mut(id.index()) {
+                        record.status = StepStatus::Skipped;
+                    }
+                    passed_over
+                });
+                Some(found)
+            }
+            Landing::Complete(_) => Some(None),
+            Landing::Abort => {
                 run.status = RunStatus::Aborted;
                 run.next_step = None;
-                if let Some(reason) = reason {
-                    run.warnings.push(format!("aborted: {reason}"));
-                }
                 None
             }
-            Move::Goto { .. } | Move::GotoStep { .. } => {
+            Landing::Enter(..) => {
                 run.warnings.push("a workflow cannot move to another flow; the directive was ignored".to_string());
                 Some(None)
             }
@@ -564,60 +503,4 @@ impl WorkflowRunner<'_> {
 struct StepOutcome {
     output: Value,
     position: Option<Move>,
-}
-
-impl WorkflowRun {
-    /// The run in the JSON shape of DESIGN.md.
-    pub fn to_json(&self, program: &Program) -> Value {
-        self.json_with(Value::Object(super::engine::ordered_data(program, &self.data)))
-    }
-
-    /// [`WorkflowRun::to_json`] when the run's program is gone or changed:
-    /// the same object, with the data in name order.
-    pub fn to_json_without_program(&self) -> Value {
-        self.json_with(serde_json::to_value(&self.data).unwrap_or_default())
-    }
-
-    fn json_with(&self, data: Value) -> Value {
-        // Names come from the run itself, so a run reads the same after its
-        // program changed.
-        let stopped_step =
-            self.stopped_at.and_then(|step| self.steps.get(step.index())).map(|record| record.id.clone());
-        let stopped_reason = match self.status {
-            RunStatus::Completed => "flow_complete",
-            RunStatus::Failed => "error",
-            RunStatus::Waiting => "waiting",
-            RunStatus::Aborted => "aborted",
-            RunStatus::Running => "needs_input",
-        };
-        serde_json::json!({
-            "run": self.run,
-            "status": self.status,
-            "flow": self.flow_name,
-            "step": stopped_step,
-            "stopped_reason": stopped_reason,
-            "resume_at": self.resume_at,
-            "data": data,
-            "steps": self.steps,
-            "duration_ms": self.duration_ms,
-            "events": self.events,
-            "error": self.error,
-            "llm_calls": 0,
-            "tokens": { "prompt": 0, "completion": 0, "cached": 0 },
-        })
-    }
-
-    /// "failed at step 3 (send_email): <error>".
-    pub fn failure_summary(&self) -> Option<String> {
-        if self.status == RunStatus::Failed
-            && let Some(error) = &self.error
-        {
-            return Some(format!("failed: {error}"));
-        }
-        let step = self.stopped_at?;
-        let record = self.steps.get(step.index())?;
-        let error = record.error.as_deref()?;
-        (self.status == RunStatus::Failed)
-            .then(|| format!("failed at step {} ({}): {error}", step.index() + 1, record.id))
-    }
 }

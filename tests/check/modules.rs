@@ -335,3 +335,232 @@ fn the_cycle_finder_finds_a_cycle_and_only_a_cycle() {
     let named: Vec<String> = named_modules(&code.0).into_iter().collect();
     assert_eq!(named, vec!["expr".to_string(), "ir".to_string(), "source".to_string()]);
 }
+
+/// Dependencies between sibling modules that close a cycle today, as
+/// (parent, from, to), listed like [`ALLOWED`]: an entry whose dependency
+/// no longer exists fails the test, so the list only shrinks.
+const ALLOWED_SIBLINGS: &[(&str, &str, &str)] = &[
+    // `llm::config` builds the providers it configures (`build_provider`),
+    // and each provider reads its configuration: the factory belongs in
+    // `llm` itself.
+    ("llm", "config", "anthropic"),
+    ("llm", "config", "openai"),
+    // The turn pipeline's stages reach `Runtime` and `TurnError` in
+    // `runtime::engine`, which starts turns: the stages belong below it.
+    ("runtime", "turn", "engine"),
+];
+
+/// A module's path below the crate (`["runtime", "turn", "route"]`).
+type ModulePath = Vec<String>;
+
+/// Sibling dependencies per parent module: (parent, from, to) and the
+/// files where `from` names `to`.
+type SiblingEdges = BTreeMap<(String, String, String), BTreeSet<String>>;
+
+#[test]
+fn modules_at_every_level_do_not_depend_on_each_other_in_a_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = sibling_references(&src);
+    assert!(
+        edges.keys().any(|(parent, from, to)| parent == "check" && from == "assignment" && to == "reachability"),
+        "the scan must see `check::assignment` use `check::reachability` (through `super::`)"
+    );
+    for (parent, from, to) in ALLOWED_SIBLINGS {
+        assert!(
+            edges.contains_key(&(parent.to_string(), from.to_string(), to.to_string())),
+            "`{parent}::{from}` no longer names `{parent}::{to}`: remove the entry from ALLOWED_SIBLINGS"
+        );
+    }
+    let parents: BTreeSet<&String> = edges.keys().map(|(parent, _, _)| parent).collect();
+    let mut cycles = Vec::new();
+    for parent in parents {
+        let among: Edges = edges
+            .iter()
+            .filter(|((of, from, to), _)| {
+                of == parent && !ALLOWED_SIBLINGS.contains(&(of.as_str(), from.as_str(), to.as_str()))
+            })
+            .map(|((_, from, to), files)| ((from.clone(), to.clone()), files.clone()))
+            .collect();
+        if let Some(cycle) = find_cycle(&among) {
+            let shown = if parent.is_empty() { "the crate" } else { parent.as_str() };
+            let mut message = format!("the modules of {shown} depend on each other in a cycle:\n");
+            for pair in cycle.windows(2) {
+                let files = among.get(&(pair[0].clone(), pair[1].clone())).cloned().unwrap_or_default();
+                let files: Vec<String> = files.into_iter().collect();
+                message.push_str(&format!("  {} -> {}   ({})\n", pair[0], pair[1], files.join(", ")));
+            }
+            cycles.push(message);
+        }
+    }
+    assert!(cycles.is_empty(), "{}", cycles.join("\n"));
+}
+
+/// Every module's dependencies on its siblings: a file of module `from`
+/// (or of a module below it) naming sibling `to` by `crate::`, `super::`
+/// or `self::` paths, group members included.
+fn sibling_references(src: &Path) -> SiblingEdges {
+    let mut files = Vec::new();
+    collect_rust_files(src, &mut files);
+    files.sort();
+    let mut test_files = BTreeSet::new();
+    let mut sources = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("a source file");
+        let (code, test_modules) = without_test_code(&text);
+        for name in test_modules {
+            test_files.insert(declared_file(file, &name, ".rs"));
+            test_files.insert(declared_file(file, &name, "/mod.rs"));
+        }
+        sources.push((file.clone(), code));
+    }
+    let modules: BTreeSet<ModulePath> = sources
+        .iter()
+        .filter(|(file, _)| !test_files.contains(file))
+        .filter_map(|(file, _)| module_path(src, file))
+        .collect();
+    let mut edges = SiblingEdges::new();
+    for (file, code) in &sources {
+        if test_files.contains(file) {
+            continue;
+        }
+        let Some(from) = module_path(src, file) else {
+            continue;
+        };
+        let relative = file.strip_prefix(src).expect("under src").to_string_lossy().replace('\\', "/");
+        for to in referenced_paths(code, &from) {
+            let common = from.iter().zip(&to).take_while(|(left, right)| left == right).count();
+            let (Some(from_child), Some(to_child)) = (from.get(common), to.get(common)) else {
+                continue;
+            };
+            let mut sibling = from[..common].to_vec();
+            sibling.push(to_child.clone());
+            if !modules.contains(&sibling) {
+                continue;
+            }
+            let parent = from[..common].join("::");
+            edges.entry((parent, from_child.clone(), to_child.clone())).or_default().insert(format!("src/{relative}"));
+        }
+    }
+    edges
+}
+
+/// The module a file under `src/` is (`runtime/turn/mod.rs` is
+/// `runtime::turn`); `None` for the binary's `main.rs`.
+fn module_path(src: &Path, file: &Path) -> Option<ModulePath> {
+    let relative = file.strip_prefix(src).ok()?.to_string_lossy().replace('\\', "/");
+    if relative == "main.rs" {
+        return None;
+    }
+    let mut segments: Vec<String> = relative.trim_end_matches(".rs").split('/').map(str::to_string).collect();
+    if matches!(segments.last().map(String::as_str), Some("mod" | "lib")) {
+        segments.pop();
+    }
+    Some(segments)
+}
+
+/// The paths that `code`, in module `at`, names from `crate::`, `super::`
+/// (repeated) or `self::`, resolved to paths below the crate; each member
+/// of a `{...}` group is one path.
+fn referenced_paths(code: &str, at: &[String]) -> BTreeSet<ModulePath> {
+    let mut paths = BTreeSet::new();
+    let bytes = code.as_bytes();
+    for (index, _) in code.match_indices("::") {
+        // Find the start of the path this `::` belongs to: only paths
+        // starting with `crate`, `super` or `self` are resolved.
+        let before = &code[..index];
+        let head_start = before
+            .rfind(|character: char| !(character.is_alphanumeric() || character == '_'))
+            .map_or(0, |position| position + 1);
+        let head = &before[head_start..];
+        let preceded_by_path = head_start >= 2 && &bytes[head_start - 2..head_start] == b"::";
+        if preceded_by_path || !matches!(head, "crate" | "super" | "self") {
+            continue;
+        }
+        let mut base: ModulePath = match head {
+            "crate" => Vec::new(),
+            "self" => at.to_vec(),
+            _ => at[..at.len().saturating_sub(1)].to_vec(),
+        };
+        let mut rest = &code[index + 2..];
+        while let Some(after) = rest.strip_prefix("super::") {
+            base.pop();
+            rest = after;
+        }
+        match rest.strip_prefix('{') {
+            Some(group) => {
+                for member in group_members(group) {
+                    let mut path = base.clone();
+                    path.extend(segments(&member));
+                    paths.insert(path);
+                }
+            }
+            None => {
+                let mut path = base;
+                path.extend(segments(rest));
+                paths.insert(path);
+            }
+        }
+    }
+    paths
+}
+
+/// The members of a `{...}` group, up to its closing brace.
+fn group_members(group: &str) -> Vec<String> {
+    let mut members = vec![String::new()];
+    let mut depth = 0usize;
+    for character in group.chars() {
+        match character {
+            '}' if depth == 0 => break,
+            ',' if depth == 0 => members.push(String::new()),
+            _ => {
+                match character {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+                members.last_mut().expect("one member at least").push(character);
+            }
+        }
+    }
+    members.into_iter().map(|member| member.trim().to_string()).collect()
+}
+
+/// The `::`-separated names a path starts with (`a::b::{c}` gives a, b).
+fn segments(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text.trim_start();
+    loop {
+        let name = identifier(rest);
+        if name.is_empty() {
+            break;
+        }
+        rest = &rest[name.len()..];
+        names.push(name);
+        match rest.strip_prefix("::") {
+            Some(after) => rest = after,
+            None => break,
+        }
+    }
+    names
+}
+
+#[test]
+fn paths_resolve_from_the_module_that_names_them() {
+    let at: Vec<String> = ["runtime", "turn", "understand"].iter().map(|name| name.to_string()).collect();
+    let paths = referenced_paths(
+        "use super::route::leave;\nuse super::super::actions::{Scope, run};\nuse crate::{ir::successor::{self, Jump}, expr};\n\
+         let x = self::helper();\n",
+        &at,
+    );
+    let shown: Vec<String> = paths.iter().map(|path| path.join("::")).collect();
+    assert_eq!(
+        shown,
+        vec![
+            "expr",
+            "ir::successor",
+            "runtime::actions",
+            "runtime::turn::route::leave",
+            "runtime::turn::understand::helper",
+        ]
+    );
+}

@@ -1,0 +1,307 @@
+//! Where a step goes next: the one rule that the checker proves, the graph
+//! draws and both runners (conversation turns and workflow runs) follow, so
+//! the picture, the proof and the run cannot disagree.
+//!
+//! Leaving a step tries its branch entries in order, then its `next`, then
+//! the next step in the list ([`exits`]). A branch names a step or carries
+//! a directive; a directive without a position goes on in list order
+//! ([`branch_landing`]). A position jumps ([`landing`]). Reaching steps *in
+//! list order* ([`Landing::Listed`]: a flow's entry, after a step with no
+//! `next`, after a branch directive without a position) passes over each
+//! step whose `skip_if` holds or whose `if`/`when` does not
+//! ([`can_be_passed_over`], [`first_listed`]); a step named by `next`, a
+//! branch, `reset` or a `goto_step` within the flow is entered as named.
+//!
+//! What decides a condition differs by user: the checker folds constants
+//! and follows every edge it cannot rule out, the graph draws each, the
+//! runners evaluate. So the rule takes the decisions as closures and
+//! returns where they lead, and each user maps a [`Landing`] to its own
+//! notion of a place (a graph node, a cursor, a workflow step).
+
+use super::{Branch, Flow, FlowId, Next, Position, Step, StepId, Then};
+
+/// A position field, without what it carries (`with` data, an abort
+/// reason): what decides where the conversation goes. Compiled positions
+/// and the runtime's evaluated moves both reduce to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Jump {
+    /// `goto`: a new run of a flow (possibly the current one).
+    Goto(FlowId),
+    /// `goto_step`: a step, of this flow or another.
+    GotoStep(FlowId, StepId),
+    /// `complete`, then the flow named, else the flow's `complete.next`.
+    Complete(Option<FlowId>),
+    /// `reset`: a new run of the current flow, at its first step.
+    Reset,
+    /// `abort`: the flow ends without completing.
+    Abort,
+}
+
+impl Jump {
+    /// Whether the jump starts a new run of the flow it lands in (whose
+    /// [`Flow::fresh`] fields are cleared): `goto` and `reset` do, a
+    /// `goto_step` is a jump within a run.
+    pub fn starts_a_run(self) -> bool {
+        matches!(self, Jump::Goto(_) | Jump::Reset)
+    }
+
+    /// Which position wins when directives merge: `abort > complete >
+    /// goto/goto_step > reset`.
+    pub fn precedence(self) -> u8 {
+        match self {
+            Jump::Abort => 3,
+            Jump::Complete(_) => 2,
+            Jump::Goto(_) | Jump::GotoStep(..) => 1,
+            Jump::Reset => 0,
+        }
+    }
+}
+
+impl From<&Position> for Jump {
+    fn from(position: &Position) -> Jump {
+        match position {
+            Position::Goto { flow, .. } => Jump::Goto(*flow),
+            Position::GotoStep { flow, step } => Jump::GotoStep(*flow, *step),
+            Position::Complete { next } => Jump::Complete(*next),
+            Position::Abort { .. } => Jump::Abort,
+            Position::Reset => Jump::Reset,
+        }
+    }
+}
+
+/// Where a move lands, seen from inside the flow the conversation is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Landing {
+    /// A step of this flow, entered as named (no passing over). A step id
+    /// past the end means the flow has no such step: it completes.
+    Step(StepId),
+    /// This flow's steps from this index on, in list order: the first one
+    /// not passed over, else the flow completes ([`first_listed`]).
+    Listed(usize),
+    /// The flow completes, then enters the flow named, else its
+    /// `complete.next`, if any.
+    Complete(Option<FlowId>),
+    /// A flow entered from outside (or this one afresh, by `goto`): its
+    /// `on_enter` runs, then the step; at its first step the arrival is in
+    /// list order, like any flow's entry.
+    Enter(FlowId, StepId),
+    /// The flow ends without completing.
+    Abort,
+}
+
+/// Where a jump lands from inside `current`.
+pub fn landing(current: FlowId, jump: Jump) -> Landing {
+    match jump {
+        Jump::Goto(flow) => Landing::Enter(flow, StepId(0)),
+        Jump::GotoStep(flow, step) if flow == current => Landing::Step(step),
+        Jump::GotoStep(flow, step) => Landing::Enter(flow, step),
+        Jump::Complete(next) => Landing::Complete(next),
+        Jump::Reset => Landing::Step(StepId(0)),
+        Jump::Abort => Landing::Abort,
+    }
+}
+
+/// Where a directive emitted while at `step` leads: its position, or, for
+/// one without (it writes and replies), on to the next step in the list.
+pub fn after_directive(current: FlowId, step: StepId, jump: Option<Jump>) -> Landing {
+    match jump {
+        Some(jump) => landing(current, jump),
+        None => Landing::Listed(step.index().saturating_add(1)),
+    }
+}
+
+/// Where branch entry `then` leads from `step`, once the entry matched.
+pub fn branch_landing(current: FlowId, step: StepId, then: &Then) -> Landing {
+    match then {
+        Then::Step(target) => Landing::Step(*target),
+        Then::Directive(directive) => after_directive(current, step, directive.position.as_ref().map(Jump::from)),
+    }
+}
+
+/// Where a step is left to when no branch entry matched: its `next`, else
+/// the next step in the list.
+pub fn fallthrough(step_id: StepId, step: &Step) -> Landing {
+    match step.next {
+        Some(Next::Step(target)) => Landing::Step(target),
+        Some(Next::End) => Landing::Complete(None),
+        None => Landing::Listed(step_id.index().saturating_add(1)),
+    }
+}
+
+/// Where a flow starts: its steps in list order.
+pub const ENTRY: Landing = Landing::Listed(0);
+
+/// Where entering a flow at `step` arrives, once its `on_enter` ran: at
+/// its first step, in list order like any flow's entry (a first step whose
+/// `skip_if` holds is passed over); at a later step, the step as named.
+pub fn arrival(step: StepId) -> Landing {
+    if step == StepId(0) { ENTRY } else { Landing::Step(step) }
+}
+
+/// One way of leaving a step, in the order [`exits`] tries them.
+#[derive(Clone, Copy, Debug)]
+pub enum Exit<'p> {
+    /// Branch entry `index` (it matches when its `if`s hold, then its
+    /// `when`s).
+    Branch(usize, &'p Branch),
+    /// No entry matched: [`fallthrough`].
+    Fallthrough(Landing),
+}
+
+/// The ways of leaving a step, in the order they are tried: each branch
+/// entry, then the fallthrough.
+pub fn exits(step_id: StepId, step: &Step) -> impl Iterator<Item = Exit<'_>> {
+    step.branches
+        .iter()
+        .enumerate()
+        .map(|(index, entry)| Exit::Branch(index, entry))
+        .chain(std::iter::once(Exit::Fallthrough(fallthrough(step_id, step))))
+}
+
+/// How a step is left, for a runner: the first branch entry `matches`
+/// accepts (the caller then follows [`branch_landing`], which may evaluate
+/// a directive), else the fallthrough.
+pub enum Leaving {
+    Branch(usize),
+    Fallthrough(Landing),
+}
+
+/// Decides how a step is left, asking `matches` about each branch entry in
+/// order and stopping at the first that matches.
+pub fn leave(step_id: StepId, step: &Step, mut matches: impl FnMut(usize) -> bool) -> Leaving {
+    for exit in exits(step_id, step) {
+        match exit {
+            Exit::Branch(index, _) if matches(index) => return Leaving::Branch(index),
+            Exit::Branch(..) => {}
+            Exit::Fallthrough(landing) => return Leaving::Fallthrough(landing),
+        }
+    }
+    // `exits` always ends with the fallthrough.
+    Leaving::Fallthrough(fallthrough(step_id, step))
+}
+
+/// Whether reaching a step in list order may pass over it: it has a
+/// `skip_if`, an `if` or a `when`.
+pub fn can_be_passed_over(step: &Step) -> bool {
+    step.skip_if.is_some() || !step.guard.is_empty() || !step.when.is_empty()
+}
+
+/// The first step from index `from` on that is not passed over, asking
+/// `passed_over` about each step that [`can_be_passed_over`], in order;
+/// `None` when every remaining step is passed over (the flow completes).
+pub fn first_listed(flow: &Flow, from: usize, mut passed_over: impl FnMut(StepId, &Step) -> bool) -> Option<StepId> {
+    flow.steps.iter().enumerate().skip(from).find_map(|(index, step)| {
+        let id = StepId::from_index(index);
+        (!(can_be_passed_over(step) && passed_over(id, step))).then_some(id)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::Program;
+    use crate::source::SourceFile;
+
+    fn program(source: &str) -> Program {
+        let compilation = crate::pipeline::compile(&SourceFile::new("test.flow", source));
+        assert!(!compilation.has_errors(), "{:#?}", compilation.diagnostics);
+        compilation.ir
+    }
+
+    const FLOW: &str = r#"
+agent A {
+  identity "A test."
+}
+
+schema {
+  n: int "A number"
+  ok: bool "Whether it is fine"
+}
+
+flow main "Main" {
+  step first {
+    prompt "A number?"
+    collect n
+    branch {
+      if n > 3 -> third
+      if n == 2 -> { set ok = true }
+      else -> { goto other }
+    }
+  }
+  step second {
+    if ok == true
+    say "two"
+  }
+  step third {
+    say "three"
+    next end
+  }
+}
+
+flow other "Other" {
+  when "the user wants the other thing"
+  step only {
+    say "other"
+  }
+}
+"#;
+
+    fn main_flow(program: &Program) -> (FlowId, &Flow) {
+        (FlowId(0), program.flow(FlowId(0)).expect("flow main"))
+    }
+
+    #[test]
+    fn leaving_tries_branches_in_order_then_falls_through() {
+        let program = program(FLOW);
+        let (_, flow) = main_flow(&program);
+        let first = flow.step(StepId(0)).expect("step first");
+        let mut asked = Vec::new();
+        let leaving = leave(StepId(0), first, |index| {
+            asked.push(index);
+            index == 1
+        });
+        assert!(matches!(leaving, Leaving::Branch(1)));
+        assert_eq!(asked, vec![0, 1], "stops at the first entry that matches");
+        let leaving = leave(StepId(0), first, |_| false);
+        assert!(matches!(leaving, Leaving::Fallthrough(Landing::Listed(1))));
+        let third = flow.step(StepId(2)).expect("step third");
+        assert!(matches!(leave(StepId(2), third, |_| true), Leaving::Fallthrough(Landing::Complete(None))));
+    }
+
+    #[test]
+    fn branches_land_on_steps_in_list_order_or_on_their_position() {
+        let program = program(FLOW);
+        let (main, flow) = main_flow(&program);
+        let first = flow.step(StepId(0)).expect("step first");
+        let landings: Vec<Landing> =
+            first.branches.iter().map(|entry| branch_landing(main, StepId(0), &entry.then)).collect();
+        assert_eq!(landings, vec![Landing::Step(StepId(2)), Landing::Listed(1), Landing::Enter(FlowId(1), StepId(0))]);
+    }
+
+    #[test]
+    fn jumps_land_as_named_within_the_flow_and_enter_other_flows() {
+        let here = FlowId(0);
+        assert_eq!(landing(here, Jump::GotoStep(here, StepId(2))), Landing::Step(StepId(2)));
+        assert_eq!(landing(here, Jump::GotoStep(FlowId(1), StepId(2))), Landing::Enter(FlowId(1), StepId(2)));
+        assert_eq!(landing(here, Jump::Goto(here)), Landing::Enter(here, StepId(0)));
+        assert_eq!(landing(here, Jump::Reset), Landing::Step(StepId(0)));
+        assert_eq!(landing(here, Jump::Complete(Some(FlowId(1)))), Landing::Complete(Some(FlowId(1))));
+        assert_eq!(landing(here, Jump::Abort), Landing::Abort);
+        assert!(Jump::Goto(here).starts_a_run() && Jump::Reset.starts_a_run());
+        assert!(!Jump::GotoStep(here, StepId(0)).starts_a_run());
+    }
+
+    #[test]
+    fn list_order_passes_over_only_steps_that_can_be_passed_over() {
+        let program = program(FLOW);
+        let (_, flow) = main_flow(&program);
+        let mut asked = Vec::new();
+        let found = first_listed(flow, 1, |id, _| {
+            asked.push(id);
+            true
+        });
+        assert_eq!(found, Some(StepId(2)), "`third` has no condition: it is not asked about");
+        assert_eq!(asked, vec![StepId(1)]);
+        assert_eq!(first_listed(flow, 3, |_, _| true), None, "past the last step the flow completes");
+    }
+}

@@ -1,0 +1,402 @@
+//! Stages 2–3 of a turn: one model call understands the message (routing,
+//! extraction, pre-phase signals, open AI conditions), code reads what it
+//! can first, the proposals are grounded, and the turn is routed.
+
+use super::{Cursor, Stage, Turn, TurnError};
+use super::{confirmation_fields, field_spec};
+use crate::expr::{Expr, ExprKind};
+use crate::ir::{FieldId, Flow, FlowId, Phase, Program, StepId};
+use crate::llm::{FlowChoice, ProviderError, Question, UnderstandRequest, Understanding, Usage};
+use crate::runtime::actions::evaluate_directive;
+use crate::runtime::directive::{Emission, Source, merge};
+use crate::runtime::events::{Event, Purpose, StopReason};
+use crate::runtime::grounding;
+use crate::runtime::validate::validate;
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+impl Turn<'_> {
+    pub(super) fn understand(&mut self) -> Result<(), TurnError> {
+        let program = self.program();
+        let active = self.session.flow;
+        let candidates: Vec<FlowId> = (0..program.flows.len())
+            .map(FlowId::from_index)
+            .filter(|flow| {
+                program.flow(*flow).is_some_and(|declared| !declared.workflow && self.guard_passes(&declared.guard))
+            })
+            .collect();
+        let routable: Vec<FlowId> = candidates
+            .iter()
+            .copied()
+            .filter(|flow| program.flow(*flow).is_some_and(|declared| !declared.when.is_empty()))
+            .collect();
+
+        // Fields: the current step's, the active flow's, and when no flow is
+        // active (or another may take over), the candidates'.
+        let mut fields: BTreeSet<FieldId> = BTreeSet::new();
+        let current_step = self.current_step(&program);
+        if let Some(step) = current_step {
+            fields.extend(step.collect.iter().chain(&step.requires).copied());
+        }
+        let extraction_flows: Vec<FlowId> = match active {
+            Some(flow) => std::iter::once(flow).chain(routable.iter().copied()).collect(),
+            None => candidates.clone(),
+        };
+        for flow in &extraction_flows {
+            if let Some(declared) = program.flow(*flow) {
+                fields.extend(declared.requires.iter().chain(&declared.optional).copied());
+                if active.is_none()
+                    && let Some(entry) = declared.steps.first()
+                {
+                    fields.extend(entry.collect.iter().copied());
+                }
+            }
+        }
+        let signals: Vec<usize> = self.open_signals(&program, &[Phase::Pre, Phase::Both]);
+        // Post-phase signals ask about the same message: asking them here
+        // saves a model call; the answer is used after the reply (their
+        // guard is checked again then, and one that opens only later is
+        // asked in a call of its own).
+        let early_post: Vec<usize> = self
+            .open_signals(&program, &[Phase::Post])
+            .into_iter()
+            .filter(|signal| !signals.contains(signal))
+            .collect();
+        // Early post-phase answers need their `extract` fields asked too:
+        // no later call asks them again.
+        for signal in signals.iter().chain(&early_post) {
+            if let Some(declared) = program.signals.get(*signal) {
+                fields.extend(declared.extract.iter().copied());
+            }
+        }
+        // Consent is never carried over: a confirmation (a `bool` some step
+        // collects) is read only from the message answering the step that
+        // asks for it, never ahead through `requires`, entry steps or
+        // signal `extract`.
+        let confirmations = confirmation_fields(&program);
+        fields.retain(|field| {
+            !confirmations.contains(field) || current_step.is_some_and(|step| step.collect.contains(field))
+        });
+        let asked_alone: Option<FieldId> = current_step.and_then(|step| match step.collect.as_slice() {
+            [only] => Some(*only),
+            _ => None,
+        });
+
+        let condition_flows: Vec<FlowId> = match active {
+            Some(flow) => vec![flow],
+            None => candidates.clone(),
+        };
+        let conditions = self.open_conditions(&program, &condition_flows, &fields);
+
+        let mut request = UnderstandRequest {
+            message: self.message.clone(),
+            history: self.history_window(),
+            active_flow: active.map(|flow| self.flow_name(flow)),
+            flows: routable
+                .iter()
+                .filter(|flow| Some(**flow) != active)
+                .filter_map(|flow| program.flow(*flow).map(|declared| flow_choice(&program, declared)))
+                .collect(),
+            fields: fields
+                .iter()
+                .filter_map(|field| program.field(*field).map(|declared| (field, declared)))
+                .map(|(field, declared)| field_spec(declared, asked_alone == Some(*field)))
+                .collect(),
+            conditions,
+            signals: signals
+                .iter()
+                .chain(&early_post)
+                .filter_map(|signal| program.signals.get(*signal))
+                .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
+                .collect(),
+            today: self.runtime.tool_env.clock.now().date_naive().to_string(),
+        };
+        self.asked_fields = fields;
+        // Code reads first: what the rules read beyond doubt is taken as
+        // read, and the model is asked only for the rest.
+        let read_by_code = self.runtime.reader.read(&request);
+        request.fields.retain(|field| !read_by_code.contains_key(&field.name));
+        if !request.is_empty() {
+            let mut understanding = self.understand_or_nothing(&request)?;
+            self.count_call(Purpose::Understand, understanding.usage);
+            self.ground(&mut understanding);
+            self.understanding = understanding;
+            if self.over_token_budget() {
+                self.stop = Some(StopReason::TokenLimit);
+                self.stage = Stage::Finish;
+                return Ok(());
+            }
+        }
+        for (name, proposal) in read_by_code {
+            let evidence = proposal.evidence.clone().unwrap_or_default();
+            self.emit(Event::ReadByCode { field: name.clone(), value: proposal.value.clone(), evidence });
+            self.understanding.fields.insert(name, proposal);
+        }
+
+        // Routing decision (LANGUAGE.md section 3).
+        let understood_flow = self
+            .understanding
+            .flow
+            .clone()
+            .and_then(|name| program.flow_by_name(&name))
+            .filter(|flow| routable.contains(flow));
+        if let Some(name) = self.understanding.flow.clone()
+            && understood_flow.is_none()
+        {
+            self.warn(format!("the model routed to `{name}`, which is not a candidate; ignored"));
+        }
+        let answered_current = current_step.is_some_and(|step| {
+            step.collect.iter().any(|field| {
+                program.field(*field).is_some_and(|declared| self.understanding.fields.contains_key(&declared.name))
+            })
+        });
+        let mut route: Option<(FlowId, &'static str)> = match (active, understood_flow) {
+            (Some(active), Some(flow)) if flow != active && !answered_current => Some((flow, "when")),
+            (Some(_), _) => None,
+            (None, Some(flow)) => Some((flow, "when")),
+            (None, None) => candidates
+                .iter()
+                .copied()
+                .find(|flow| {
+                    program.flow(*flow).is_some_and(|declared| declared.when.is_empty() && !declared.guard.is_empty())
+                })
+                .map(|flow| (flow, "if"))
+                .or_else(|| {
+                    program.default_flow.filter(|flow| candidates.contains(flow)).map(|flow| (flow, "default"))
+                }),
+        };
+
+        // Pre-phase signals (step 3): they run before routing takes effect.
+        let mut signal_emissions = Vec::new();
+        for signal_index in signals {
+            let Some(signal) = program.signals.get(signal_index) else {
+                continue;
+            };
+            if !self.understanding.signals.get(&signal.name).is_some_and(|answer| answer.yes) {
+                continue;
+            }
+            self.emit(Event::SignalMatched { signal: signal.name.clone(), phase: "pre" });
+            self.fire_signal(&signal.name);
+            if let Some(directive) = &signal.then {
+                let mut warnings = Vec::new();
+                let emission =
+                    evaluate_directive(directive, Source::new("signal", &signal.name), &self.scope(&[]), &mut warnings);
+                for warning in warnings {
+                    self.warn(warning);
+                }
+                signal_emissions.push(emission);
+            }
+        }
+
+        // Extracted values: one unit, for the fields of the flow the turn
+        // settles in, the current step and matched signals.
+        let settled_flow = route.map(|(flow, _)| flow).or(active);
+        let mut relevant: BTreeSet<FieldId> = BTreeSet::new();
+        if let Some(step) = current_step {
+            relevant.extend(step.collect.iter().chain(&step.requires).copied());
+        }
+        if let Some(flow) = settled_flow.and_then(|flow| program.flow(flow)) {
+            relevant.extend(flow.requires.iter().chain(&flow.optional).copied());
+            if active.is_none()
+                && let Some(entry) = flow.steps.first()
+            {
+                relevant.extend(entry.collect.iter().copied());
+            }
+        }
+        for signal in &program.signals {
+            if self.understanding.signals.get(&signal.name).is_some_and(|answer| answer.yes) {
+                relevant.extend(signal.extract.iter().copied());
+            }
+        }
+        self.write_extraction(&program, &relevant);
+
+        let merged = merge(&signal_emissions);
+        for warning in &merged.warnings {
+            self.warn(warning.clone());
+        }
+        for (index, emission) in signal_emissions.iter().enumerate() {
+            let applied =
+                merged.position.as_ref().is_none_or(|(_, winner)| *winner == index) || emission.position.is_none();
+            self.record(emission, applied);
+        }
+        self.apply_writes(&merged.set, &merged.set_context, "signals");
+        self.halt |= merged.halt;
+        if merged.reply.is_some() || !merged.append_prompt.is_empty() || !merged.inject_tools.is_empty() {
+            // Augmentation is layered on top of the turn: it joins the
+            // pre-model bus (already recorded above).
+            // A reply the merge dropped (an abort won) must not come back
+            // when the whole bus is merged again before the model call.
+            let keep_replies = merged.reply.is_some();
+            self.pre_bus.extend(signal_emissions.iter().map(|emission| Emission {
+                position: None,
+                reply: emission.reply.clone().filter(|_| keep_replies),
+                set: Vec::new(),
+                set_context: Vec::new(),
+                ..emission.clone()
+            }));
+            self.pre_applied = self.pre_bus.len();
+        }
+        if let Some((position, _)) = merged.position {
+            route = None;
+            self.cursor = self.position_cursor(position);
+        } else if let Some((flow, reason)) = route {
+            if active.is_some() {
+                self.emit(Event::FlowLeft {
+                    flow: self.flow_name(active.unwrap_or(flow)),
+                    reason: format!("routed to `{}`", self.flow_name(flow)),
+                });
+            }
+            self.emit(Event::Routed { flow: self.flow_name(flow), reason });
+            self.start_run(flow);
+            self.cursor = Cursor::EnterFlow(flow, StepId(0));
+        } else {
+            self.cursor = self.current_cursor();
+        }
+        let _ = route;
+        self.stage = Stage::Resolve;
+        Ok(())
+    }
+
+    /// Asks the model to understand; an answer that is still invalid after
+    /// the provider's repair proposes nothing code could check, so the turn
+    /// goes on as if the model had understood nothing: the step asks again
+    /// instead of the turn failing. A weak model that rambles past its
+    /// token limit then costs the user a question, not the conversation.
+    /// Every other failure (network, authentication, cancellation) still
+    /// fails the turn and leaves the session as it was.
+    pub(super) fn understand_or_nothing(&mut self, request: &UnderstandRequest) -> Result<Understanding, TurnError> {
+        match self.runtime.provider.understand(request) {
+            Ok(understanding) => Ok(understanding),
+            Err(ProviderError::InvalidOutput(reason)) => {
+                self.warn(format!("the model's answer was unusable and was set aside: {reason}"));
+                Ok(Understanding { usage: Usage { calls: 1, ..Usage::default() }, ..Understanding::default() })
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// The AI conditions this turn may reach that code has not ruled out:
+    /// branch entry and step `when`s of the given flows. An entry whose code
+    /// guard is already false, and reads no field this turn may extract,
+    /// cannot match: its `when` is not asked.
+    pub(super) fn open_conditions(
+        &self,
+        program: &Program,
+        flows: &[FlowId],
+        extracting: &BTreeSet<FieldId>,
+    ) -> Vec<Question> {
+        let mut questions = Vec::new();
+        for flow_id in flows {
+            let Some(flow) = program.flow(*flow_id) else {
+                continue;
+            };
+            let start =
+                if Some(*flow_id) == self.session.flow { self.session.step.map_or(0, StepId::index) } else { 0 };
+            for step in flow.steps.iter().skip(start) {
+                for (index, entry) in step.branches.iter().enumerate() {
+                    if entry.when.is_empty() {
+                        continue;
+                    }
+                    let ruled_out = !entry.guard.is_empty()
+                        && !reads_any(&entry.guard, extracting)
+                        && !self.guard_passes(&entry.guard);
+                    if ruled_out {
+                        continue;
+                    }
+                    let base = format!("{}.{}#{}", flow.name, step.name, index + 1);
+                    push_questions(&mut questions, &base, &entry.when);
+                }
+                if !step.when.is_empty() {
+                    let base = format!("{}.{}", flow.name, step.name);
+                    push_questions(&mut questions, &base, &step.when);
+                }
+            }
+        }
+        questions
+    }
+
+    /// Writes the extracted values of `relevant` fields, all or none.
+    pub(super) fn write_extraction(&mut self, program: &Program, relevant: &BTreeSet<FieldId>) {
+        let mut staged: Vec<(String, Value)> = Vec::new();
+        let mut rejected = false;
+        let extracted = std::mem::take(&mut self.understanding.fields);
+        for (name, proposal) in &extracted {
+            let value = &proposal.value;
+            if value.is_null() {
+                continue;
+            }
+            let Some(field_id) = program.field_by_name(name) else {
+                self.warn(format!("the model extracted `{name}`, which is not a field; ignored"));
+                continue;
+            };
+            if !self.asked_fields.contains(&field_id) || !relevant.contains(&field_id) {
+                continue;
+            }
+            let Some(field) = program.field(field_id) else {
+                continue;
+            };
+            match validate(value, &field.ty) {
+                Ok(valid) => staged.push((name.clone(), valid)),
+                Err(reason) => {
+                    rejected = true;
+                    self.emit(Event::ExtractionRejected { field: name.clone(), value: value.clone(), reason });
+                }
+            }
+        }
+        self.understanding.fields = extracted;
+        if rejected {
+            self.warn("the extracted values were not written: one of them is invalid");
+            return;
+        }
+        for (name, value) in staged {
+            self.emit(Event::Extracted { field: name.clone(), value: value.clone() });
+            self.extracted_this_turn.insert(name.clone());
+            self.session.data.insert(name, value);
+        }
+    }
+
+    /// Checks the model's proposals against the user's message
+    /// (`grounding`): what the message does not back is dropped and traced.
+    pub(super) fn ground(&mut self, understanding: &mut Understanding) {
+        let program = self.program();
+        let today = self.runtime.tool_env.clock.now().date_naive();
+        for event in grounding::ground(&program, understanding, &self.message, Some(today)) {
+            self.emit(event);
+        }
+    }
+}
+
+pub(super) fn flow_choice(program: &Program, flow: &Flow) -> FlowChoice {
+    let mut examples = Vec::new();
+    for field in flow.requires.iter().chain(&flow.optional) {
+        if let Some(declared) = program.field(*field) {
+            examples.extend(declared.ty.examples.iter().cloned());
+        }
+    }
+    FlowChoice { name: flow.name.clone(), title: flow.title.clone(), when: flow.when.clone(), examples }
+}
+
+pub(super) fn question_id(base: &str, count: usize, index: usize) -> String {
+    if count == 1 { base.to_string() } else { format!("{base}.{}", index + 1) }
+}
+
+pub(super) fn push_questions(questions: &mut Vec<Question>, base: &str, whens: &[String]) {
+    for (index, when) in whens.iter().enumerate() {
+        questions.push(Question { id: question_id(base, whens.len(), index), when: vec![when.clone()] });
+    }
+}
+
+/// Whether any of the expressions reads one of the fields.
+pub(super) fn reads_any(exprs: &[Expr], fields: &BTreeSet<FieldId>) -> bool {
+    let mut found = false;
+    for expr in exprs {
+        expr.walk(&mut |node| {
+            if let ExprKind::Field { field } = node.kind
+                && fields.contains(&field)
+            {
+                found = true;
+            }
+        });
+    }
+    found
+}

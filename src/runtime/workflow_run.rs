@@ -1,0 +1,141 @@
+//! A workflow run's state: its status, each step's record and the events
+//! of the run, serializable so a store keeps it and a later `flowc resume`
+//! goes on from it, and its JSON shape for reports. The runner that
+//! advances a run is [`super::workflow`]; actions read the step records
+//! (`steps.NAME.output`) without depending on the runner.
+
+use super::session::Data;
+use crate::ir::{FlowId, Program, StepId};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    Completed,
+    Failed,
+    Waiting,
+    Aborted,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Pending,
+    Running,
+    Completed,
+    Failed,
+    Skipped,
+    Waiting,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub id: String,
+    pub status: StepStatus,
+    pub started_at: Option<String>,
+    pub duration_ms: Option<u64>,
+    pub output: Value,
+    pub error: Option<String>,
+}
+
+/// A workflow run: everything needed to report it or to resume it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowRun {
+    pub run: String,
+    pub flow: FlowId,
+    pub status: RunStatus,
+    /// The step to run next (while running or waiting).
+    pub next_step: Option<StepId>,
+    /// The failed or waiting step.
+    pub stopped_at: Option<StepId>,
+    pub resume_at: Option<String>,
+    pub data: Data,
+    pub context: Data,
+    pub steps: Vec<StepRecord>,
+    pub warnings: Vec<String>,
+    /// The flow's name, so a store can list runs and a resume can find the
+    /// flow in the program again.
+    #[serde(default)]
+    pub flow_name: String,
+    /// When the first step started (RFC 3339).
+    #[serde(default)]
+    pub started_at: Option<String>,
+    /// From the first step's start to where the run last stopped, waits
+    /// included.
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+    #[serde(default)]
+    pub events: Vec<RunEvent>,
+    /// Why the run failed when no step did (its program changed or went
+    /// away while it waited).
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// A step started or ended: what a run did, in order, across resumes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunEvent {
+    /// `step_started`, `step_completed`, `step_failed`, `run_resumed`.
+    pub event: String,
+    pub step: Option<String>,
+    /// RFC 3339.
+    pub at: String,
+}
+
+impl WorkflowRun {
+    /// The run in the JSON shape of DESIGN.md.
+    pub fn to_json(&self, program: &Program) -> Value {
+        self.json_with(Value::Object(super::session::ordered_data(program, &self.data)))
+    }
+
+    /// [`WorkflowRun::to_json`] when the run's program is gone or changed:
+    /// the same object, with the data in name order.
+    pub fn to_json_without_program(&self) -> Value {
+        self.json_with(serde_json::to_value(&self.data).unwrap_or_default())
+    }
+
+    fn json_with(&self, data: Value) -> Value {
+        // Names come from the run itself, so a run reads the same after its
+        // program changed.
+        let stopped_step =
+            self.stopped_at.and_then(|step| self.steps.get(step.index())).map(|record| record.id.clone());
+        let stopped_reason = match self.status {
+            RunStatus::Completed => "flow_complete",
+            RunStatus::Failed => "error",
+            RunStatus::Waiting => "waiting",
+            RunStatus::Aborted => "aborted",
+            RunStatus::Running => "needs_input",
+        };
+        serde_json::json!({
+            "run": self.run,
+            "status": self.status,
+            "flow": self.flow_name,
+            "step": stopped_step,
+            "stopped_reason": stopped_reason,
+            "resume_at": self.resume_at,
+            "data": data,
+            "steps": self.steps,
+            "duration_ms": self.duration_ms,
+            "events": self.events,
+            "error": self.error,
+            "llm_calls": 0,
+            "tokens": { "prompt": 0, "completion": 0, "cached": 0 },
+        })
+    }
+
+    /// "failed at step 3 (send_email): <error>".
+    pub fn failure_summary(&self) -> Option<String> {
+        if self.status == RunStatus::Failed
+            && let Some(error) = &self.error
+        {
+            return Some(format!("failed: {error}"));
+        }
+        let step = self.stopped_at?;
+        let record = self.steps.get(step.index())?;
+        let error = record.error.as_deref()?;
+        (self.status == RunStatus::Failed)
+            .then(|| format!("failed at step {} ({}): {error}", step.index() + 1, record.id))
+    }
+}
