@@ -2,8 +2,7 @@
 //! depend on each other without cycles, so each can be read, tested and
 //! changed knowing only the modules below it. The test reads `src/**/*.rs`,
 //! collects every `crate::<module>` a module's code names, and fails on a
-//! cycle, naming the files whose references close it. A second test does
-//! the same for the files of `check`, `ir` and `ir/lower`.
+//! cycle, naming the files whose references close it.
 //!
 //! Test code (`#[cfg(test)]` items and the files they declare) is left out:
 //! a unit test may build its input with the whole pipeline (the checker's
@@ -55,82 +54,6 @@ fn top_level_modules_do_not_depend_on_each_other_in_a_cycle() {
         }
         panic!("{message}");
     }
-}
-
-/// The folders whose files must not depend on each other in a cycle
-/// either: the checker's passes (`assignment` → `reachability` → … →
-/// `assignment` would make each unreadable without the others) and the IR
-/// with its lowering.
-const ACYCLIC_FOLDERS: &[&str] = &["check", "ir", "ir/lower"];
-
-#[test]
-fn the_files_of_check_and_ir_do_not_depend_on_each_other_in_a_cycle() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    for folder in ACYCLIC_FOLDERS {
-        let edges = sibling_references(&src.join(folder), folder);
-        if *folder == "check" {
-            assert!(
-                edges.contains_key(&("assignment".to_string(), "dataflow".to_string())),
-                "the scan must see `check::assignment` use `check::dataflow`: {:?}",
-                edges.keys().collect::<Vec<_>>()
-            );
-        }
-        if let Some(cycle) = find_cycle(&edges) {
-            panic!("the files of src/{folder} depend on each other in a cycle: {}", cycle.join(" -> "));
-        }
-    }
-}
-
-/// Every `(from, to)` where the code of the file (or folder) `from` in
-/// `dir` names its sibling `to`, as `super::to` or `crate::<folder>::to`.
-/// A file's own submodules and the folder's `mod.rs` are not siblings.
-fn sibling_references(dir: &Path, folder: &str) -> Edges {
-    let mut siblings = BTreeMap::new();
-    for entry in std::fs::read_dir(dir).expect("a source directory").flatten() {
-        let path = entry.path();
-        let name = path.file_stem().and_then(|stem| stem.to_str()).unwrap_or_default().to_string();
-        if name == "mod" || name == "tests" {
-            continue;
-        }
-        let mut files = Vec::new();
-        if path.is_dir() {
-            collect_rust_files(&path, &mut files);
-        } else if path.extension().is_some_and(|extension| extension == "rs") {
-            files.push(path);
-        }
-        siblings.entry(name).or_insert_with(Vec::new).extend(files);
-    }
-    let absolute = format!("crate::{}::", folder.replace('/', "::"));
-    let mut edges = Edges::new();
-    for (from, files) in &siblings {
-        for file in files {
-            let text = std::fs::read_to_string(file).expect("a source file");
-            let (code, _) = without_test_code(&text);
-            // Only a file directly in `dir` reaches its siblings with `super::`.
-            let direct = file.parent() == Some(dir);
-            let mut named = BTreeSet::new();
-            for prefix in [absolute.as_str(), "super::"] {
-                if prefix == "super::" && !direct {
-                    continue;
-                }
-                for (index, _) in code.match_indices(prefix) {
-                    let rest = &code[index + prefix.len()..];
-                    match rest.strip_prefix('{') {
-                        Some(group) => named.extend(group_heads(group)),
-                        None => {
-                            named.insert(identifier(rest));
-                        }
-                    }
-                }
-            }
-            for to in named {
-                if to != *from && siblings.contains_key(&to) {
-                    edges.entry((from.clone(), to)).or_default().insert(file.display().to_string());
-                }
-            }
-        }
-    }
-    edges
 }
 
 /// The `mod` declarations of `src/lib.rs`.
