@@ -51,7 +51,7 @@ impl Lowerer {
             Type::List(item) => (**item).clone(),
             Type::Unknown | Type::Null => Type::Unknown,
             other => {
-                self.errors.push(LowerError::ForEachOverNonList { found: other.clone(), span: items.span });
+                self.report(ActionError::ForEachOverNonList { found: other.clone(), span: items.span });
                 Type::Unknown
             }
         };
@@ -79,7 +79,7 @@ impl Lowerer {
         let mut args: Vec<Option<Expr>> = vec![None; params.len()];
         for arg in &call.args {
             let Some(index) = params.iter().position(|(name, _)| *name == arg.name.value) else {
-                self.errors.push(LowerError::UnknownParam {
+                self.report(ActionError::UnknownParam {
                     tool: tool_name.clone(),
                     param: arg.name.value.clone(),
                     span: arg.name.span,
@@ -93,8 +93,7 @@ impl Lowerer {
             let value = self.value_for(&arg.value, &param_type, &what, locals);
             if let Some(slot) = args.get_mut(index) {
                 if slot.is_some() {
-                    self.errors
-                        .push(LowerError::ParamPassedTwice { param: arg.name.value.clone(), span: arg.name.span });
+                    self.report(ActionError::ParamPassedTwice { param: arg.name.value.clone(), span: arg.name.span });
                 }
                 *slot = Some(value);
             }
@@ -102,7 +101,7 @@ impl Lowerer {
         let missing: Vec<String> =
             params.iter().zip(&args).filter(|(_, arg)| arg.is_none()).map(|((name, _), _)| name.clone()).collect();
         if !missing.is_empty() {
-            self.errors.push(LowerError::MissingArguments { tool: tool_name.clone(), missing, span: call.tool.span });
+            self.report(ActionError::MissingArguments { tool: tool_name.clone(), missing, span: call.tool.span });
         }
         let save = call.save.as_ref().and_then(|name| self.save(name, &tool_name, returns.as_deref()));
         let args = args
@@ -123,7 +122,7 @@ impl Lowerer {
         let field = self.field(name)?;
         let field_type = self.symbols_type(field);
         let Some(returns) = returns else {
-            self.errors.push(LowerError::SaveWithoutReturns { tool: tool_name.to_string(), span: name.span });
+            self.report(ActionError::SaveWithoutReturns { tool: tool_name.to_string(), span: name.span });
             return Some(field);
         };
         let (saved_type, saved) = match returns {
@@ -132,7 +131,7 @@ impl Lowerer {
         };
         let probe = Expr { kind: ExprKind::Error, ty: saved_type.clone(), span: name.span };
         if assignability(&probe, &field_type).is_some() {
-            self.errors.push(LowerError::SaveMismatch {
+            self.report(ActionError::SaveMismatch {
                 field: name.value.clone(),
                 field_type,
                 tool: tool_name.to_string(),

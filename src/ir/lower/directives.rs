@@ -37,7 +37,7 @@ impl Lowerer {
             if let Some(scope) = scope {
                 self.mark_incomplete(scope.flow);
             }
-            self.errors.push(LowerError::TwoPositions {
+            self.report(DirectiveError::TwoPositions {
                 first: first_key,
                 first_span: *first_span,
                 second: second_key,
@@ -45,7 +45,7 @@ impl Lowerer {
             });
         }
         if let (Some(reply), Some(abort)) = (&directive.reply, &directive.abort) {
-            self.errors.push(LowerError::ReplyWithAbort { reply: reply.span, abort: abort.span });
+            self.report(DirectiveError::ReplyWithAbort { reply: reply.span, abort: abort.span });
         }
         let empty = directive.goto.is_none()
             && directive.goto_step.is_none()
@@ -59,7 +59,7 @@ impl Lowerer {
             && directive.inject_tools.is_empty()
             && directive.halt.is_none();
         if empty {
-            self.errors.push(LowerError::EmptyDirective { span: directive.span });
+            self.report(DirectiveError::EmptyDirective { span: directive.span });
         }
         let set_context =
             directive.set_context.iter().filter_map(|assignment| self.context_write(assignment, locals)).collect();
@@ -83,7 +83,7 @@ impl Lowerer {
     ) -> Option<Position> {
         let data = self.writes(&goto.data, locals);
         let Some(name) = &goto.flow else {
-            self.errors.push(LowerError::GotoWithoutFlow { span: goto.span });
+            self.report(DirectiveError::GotoWithoutFlow { span: goto.span });
             return None;
         };
         let flow = self.flow_ref(name, scope)?;
@@ -92,15 +92,17 @@ impl Lowerer {
 
     pub(super) fn goto_step(&mut self, goto_step: &ast::GotoStep, scope: Option<FlowScope>) -> Option<Position> {
         let Some(step_name) = &goto_step.step else {
-            self.errors.push(LowerError::GotoStepWithoutStep { span: goto_step.span });
+            self.report(DirectiveError::GotoStepWithoutStep { span: goto_step.span });
             return None;
         };
         let flow = match (&goto_step.flow, scope) {
             (Some(flow_name), _) => self.flow_ref(flow_name, scope)?,
             (None, Some(scope)) => scope.flow,
             (None, None) => {
-                self.errors
-                    .push(LowerError::GotoStepWithoutFlow { step: step_name.value.clone(), span: step_name.span });
+                self.report(DirectiveError::GotoStepWithoutFlow {
+                    step: step_name.value.clone(),
+                    span: step_name.span,
+                });
                 return None;
             }
         };
@@ -114,7 +116,7 @@ impl Lowerer {
                     .get(flow.index())
                     .map(|steps| steps.keys().map(String::as_str).collect())
                     .unwrap_or_default();
-                self.errors.push(LowerError::UnknownStepOfFlow {
+                self.report(NameError::UnknownStepOfFlow {
                     flow: flow_name,
                     step: step_name.value.clone(),
                     span: step_name.span,
@@ -131,7 +133,7 @@ impl Lowerer {
         locals: &[(String, Type)],
     ) -> Option<ContextWrite> {
         let Some((key, ty)) = self.symbols.context.get(&assignment.name.value).cloned() else {
-            self.errors.push(LowerError::UnknownContextKey {
+            self.report(NameError::UnknownContextKey {
                 name: assignment.name.value.clone(),
                 span: assignment.name.span,
                 close: close_to(&assignment.name.value, self.symbols.context.keys().map(String::as_str)),

@@ -19,12 +19,12 @@ impl Lowerer {
         let on_complete = self.actions(&flow.on_complete, scope, &mut Vec::new());
         let complete_next = flow.complete_next.as_ref().and_then(|name| self.flow_ref(name, Some(scope)));
         if flow.steps.is_empty() {
-            self.errors.push(LowerError::FlowWithoutSteps { flow: flow.name.value.clone(), span: flow.name.span });
+            self.report(StepError::FlowWithoutSteps { flow: flow.name.value.clone(), span: flow.name.span });
         }
         for step in flow.steps.iter().filter(|step| step.id.is_none()) {
             // The step's first character: the whole step would cover the rest.
             let span = Span::new(step.span.start, step.span.start.saturating_add(1).min(step.span.end));
-            self.errors.push(LowerError::StepWithoutId { span });
+            self.report(StepError::StepWithoutId { span });
         }
         let steps = self.steps_of(step_decls, scope);
         let workflow = !steps.is_empty() && steps.iter().all(|step| step.auto);
@@ -108,7 +108,7 @@ impl Lowerer {
                 _ => continue,
             };
             let step = step.id.as_ref().map(|id| id.value.clone()).unwrap_or_default();
-            self.errors.push(LowerError::OnErrorNotAllowed { step, workflow, kind, span });
+            self.report(StepError::OnErrorNotAllowed { step, workflow, kind, span });
         }
     }
 }

@@ -29,12 +29,7 @@ impl Lowerer {
             let name = name_of(decl);
             self.check_id(name, kind);
             if let Some(first) = seen.get(name.value.as_str()) {
-                self.errors.push(LowerError::DuplicateId {
-                    kind,
-                    name: name.value.clone(),
-                    span: name.span,
-                    first: *first,
-                });
+                self.report(IdError::DuplicateId { kind, name: name.value.clone(), span: name.span, first: *first });
                 continue;
             }
             seen.insert(&name.value, name.span);
@@ -48,9 +43,9 @@ impl Lowerer {
         let well_formed = text.chars().next().is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
             && text.chars().all(|character| character.is_ascii_alphanumeric() || character == '_');
         if !well_formed {
-            self.errors.push(LowerError::MalformedId { kind, name: text.to_string(), span: name.span });
+            self.report(IdError::MalformedId { kind, name: text.to_string(), span: name.span });
         } else if RESERVED_WORDS.contains(&text) {
-            self.errors.push(LowerError::ReservedWord { kind, name: text.to_string(), span: name.span });
+            self.report(IdError::ReservedWord { kind, name: text.to_string(), span: name.span });
         }
     }
 
@@ -65,7 +60,7 @@ impl Lowerer {
             };
             self.check_id(id, IdKind::Step);
             if let Some(first) = seen.get(id.value.as_str()) {
-                self.errors.push(LowerError::DuplicateStep {
+                self.report(IdError::DuplicateStep {
                     flow: flow.name.value.clone(),
                     name: id.value.clone(),
                     span: id.span,

@@ -37,7 +37,10 @@ use crate::source::{Span, Spanned};
 use crate::syntax::ast;
 pub use error::RESERVED_WORDS;
 use error::misspelt_directive;
-pub(crate) use error::{IdKind, LowerError, OnErrorKind, PositionKey, SchemaProblem, SignalProblem};
+pub(crate) use error::{
+    ActionError, DirectiveError, IdError, IdKind, LowerError, NameError, OnErrorKind, PositionKey, SchemaError,
+    SchemaProblem, SignalProblem, StepError, ToolError, ValueError,
+};
 use std::collections::HashMap;
 
 /// Lowers a parsed program. The IR is always produced; it is only safe to
@@ -169,7 +172,7 @@ impl Lowerer {
             let flow = self.flow(&flow_decl, &step_decls, flow_id);
             if let Some(default) = flow_decl.default.as_ref().filter(|default| default.value) {
                 match default_flow {
-                    Some((first, first_span)) => self.errors.push(LowerError::DuplicateDefault {
+                    Some((first, first_span)) => self.report(IdError::DuplicateDefault {
                         flow: flow_decl.name.value.clone(),
                         span: default.span,
                         first_flow: self.flow_names.get(first.index()).cloned().unwrap_or_default(),
@@ -196,7 +199,7 @@ impl Lowerer {
         match parse_duration_ms(&text.value) {
             Ok(ms) => Some(ms),
             Err(problem) => {
-                self.errors.push(LowerError::InvalidDuration { text: text.value.clone(), problem, span: text.span });
+                self.report(ValueError::InvalidDuration { text: text.value.clone(), problem, span: text.span });
                 None
             }
         }
@@ -207,7 +210,7 @@ impl Lowerer {
         match u32::try_from(value.value) {
             Ok(number) if number >= 1 => Some(number),
             _ => {
-                self.errors.push(LowerError::NotPositive { setting, value: value.value, span: value.span });
+                self.report(ValueError::NotPositive { setting, value: value.value, span: value.span });
                 None
             }
         }
@@ -247,7 +250,7 @@ impl Lowerer {
             return Some(*id);
         }
         let close = close_to(&name.value, self.symbols.fields.keys().map(String::as_str));
-        self.errors.push(LowerError::UnknownField { name: name.value.clone(), span: name.span, close });
+        self.report(NameError::UnknownField { name: name.value.clone(), span: name.span, close });
         None
     }
 
@@ -260,7 +263,7 @@ impl Lowerer {
             return Some(*id);
         }
         let close = close_to(&name.value, self.tools.keys().map(String::as_str));
-        self.errors.push(LowerError::UnknownTool { name: name.value.clone(), span: name.span, close });
+        self.report(NameError::UnknownTool { name: name.value.clone(), span: name.span, close });
         None
     }
 
@@ -289,8 +292,12 @@ impl Lowerer {
         }
         let names_a_step = scope.is_some_and(|scope| self.step_in(scope.flow, &name.value).is_some());
         let close = close_to(&name.value, self.flow_names.iter().map(String::as_str));
-        self.errors.push(LowerError::UnknownFlow { name: name.value.clone(), span: name.span, close, names_a_step });
+        self.report(NameError::UnknownFlow { name: name.value.clone(), span: name.span, close, names_a_step });
         None
+    }
+
+    fn report(&mut self, error: impl Into<LowerError>) {
+        self.errors.push(error.into());
     }
 
     /// Records that an edge or a step of `flow` was dropped.

@@ -36,7 +36,7 @@ impl Lowerer {
                 }
             },
             _ => {
-                self.errors.push(LowerError::UnknownType { name: name.to_string(), span: decl.name.span });
+                self.report(SchemaError::UnknownType { name: name.to_string(), span: decl.name.span });
                 TypeKind::Unknown
             }
         };
@@ -60,7 +60,7 @@ impl Lowerer {
         let mut seen: HashMap<&str, Span> = HashMap::new();
         for value in &values.value {
             if let Some(first) = seen.insert(&value.value, value.span) {
-                self.errors.push(LowerError::RepeatedEnumValue { value: value.value.clone(), span: value.span, first });
+                self.report(SchemaError::RepeatedEnumValue { value: value.value.clone(), span: value.span, first });
             } else if value.value.is_empty() {
                 self.schema_error(value.span, SchemaProblem::EmptyEnumValue);
             }
@@ -79,14 +79,14 @@ impl Lowerer {
         if let (Some(min), Some(max)) = (&decl.min, &decl.max)
             && min.value.as_f64() > max.value.as_f64()
         {
-            self.errors.push(LowerError::MinAboveMax { min: min.span, max: max.span });
+            self.report(SchemaError::MinAboveMax { min: min.span, max: max.span });
         }
         if let Some(pattern) = &decl.pattern {
             if !matches!(kind, TypeKind::String | TypeKind::Unknown) {
                 self.schema_error(pattern.span, SchemaProblem::PatternOnNonString);
             } else if let Err(error) = regex::Regex::new(&pattern.value) {
                 let detail = error.to_string().lines().last().unwrap_or("invalid").trim().to_string();
-                self.errors.push(LowerError::InvalidPattern { detail, span: pattern.span });
+                self.report(SchemaError::InvalidPattern { detail, span: pattern.span });
             }
         }
         if let Some(values) = &decl.values
@@ -107,6 +107,6 @@ impl Lowerer {
     }
 
     fn schema_error(&mut self, span: Span, problem: SchemaProblem) {
-        self.errors.push(LowerError::InvalidSchema { problem, span });
+        self.report(SchemaError::InvalidSchema { problem, span });
     }
 }

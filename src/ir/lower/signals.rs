@@ -52,7 +52,7 @@ impl Lowerer {
     }
 
     fn invalid_setting(&mut self, span: Span, problem: SignalProblem) {
-        self.errors.push(LowerError::InvalidSignalSetting { problem, span });
+        self.report(ValueError::InvalidSignalSetting { problem, span });
     }
 
     /// A signal's bare target: a flow (there is no current flow to find a
@@ -64,7 +64,7 @@ impl Lowerer {
         if name.value == "end" {
             return Some(complete_directive(name.span));
         }
-        self.errors.push(LowerError::UnknownSignalTarget {
+        self.report(NameError::UnknownSignalTarget {
             name: name.value.clone(),
             span: name.span,
             close: close_to(&name.value, self.flow_names.iter().map(String::as_str)),

@@ -17,7 +17,7 @@ impl Lowerer {
             self.mark_incomplete(scope.flow);
         }
         if auto && let Some(first) = step.collect.first() {
-            self.errors.push(LowerError::AutoStepCollects {
+            self.report(StepError::AutoStepCollects {
                 step: name.clone(),
                 field: first.value.clone(),
                 span: first.span,
@@ -26,7 +26,7 @@ impl Lowerer {
         let wait_ms = step.wait.as_ref().and_then(|text| {
             let ms = self.duration(text);
             if !auto {
-                self.errors.push(LowerError::WaitOnInputStep { step: name.clone(), span: text.span });
+                self.report(StepError::WaitOnInputStep { step: name.clone(), span: text.span });
             }
             ms
         });
@@ -34,7 +34,7 @@ impl Lowerer {
             Some(value) => match u32::try_from(value.value) {
                 Ok(asks) if asks >= 1 => asks,
                 _ => {
-                    self.errors.push(LowerError::MaxAsksBelowOne { value: value.value, span: value.span });
+                    self.report(StepError::MaxAsksBelowOne { value: value.value, span: value.span });
                     DEFAULT_MAX_ASKS
                 }
             },
@@ -53,7 +53,7 @@ impl Lowerer {
         }
         let branches = match &step.branches {
             Some(entries) if entries.value.is_empty() => {
-                self.errors.push(LowerError::EmptyBranches { span: entries.span });
+                self.report(DirectiveError::EmptyBranches { span: entries.span });
                 Vec::new()
             }
             Some(entries) => entries.value.iter().filter_map(|entry| self.branch(entry, scope)).collect(),
@@ -160,7 +160,7 @@ impl Lowerer {
         self.mark_incomplete(scope.flow);
         if let Some(owner) = self.step_owners.get(&name.value).and_then(|owners| owners.first()) {
             let owner = self.flow_names.get(owner.index()).cloned().unwrap_or_default();
-            self.errors.push(LowerError::CrossFlowStep { name: name.value.clone(), span: name.span, owner });
+            self.report(NameError::CrossFlowStep { name: name.value.clone(), span: name.span, owner });
             return;
         }
         let steps: Vec<&str> = self
@@ -172,7 +172,7 @@ impl Lowerer {
         if flows_allowed {
             candidates.extend(self.flow_names.iter().map(String::as_str));
         }
-        self.errors.push(LowerError::UnknownStepTarget {
+        self.report(NameError::UnknownStepTarget {
             name: name.value.clone(),
             span: name.span,
             flows_allowed,

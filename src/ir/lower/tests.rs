@@ -34,12 +34,12 @@ fn a_field_declared_twice_keeps_both_places() {
     let (file, errors) = errors("schema { guests: int  guests: string }");
     assert_eq!(
         errors,
-        [LowerError::DuplicateId {
+        [LowerError::Id(IdError::DuplicateId {
             kind: IdKind::Field,
             name: "guests".to_string(),
             span: at(&file, "guests", 1),
             first: at(&file, "guests", 0),
-        }]
+        })]
     );
 }
 
@@ -49,12 +49,16 @@ fn ids_that_are_not_names_or_are_reserved() {
     assert_eq!(
         errors,
         [
-            LowerError::MalformedId {
+            LowerError::Id(IdError::MalformedId {
                 kind: IdKind::Field,
                 name: "my-field".to_string(),
                 span: at(&file, "my-field", 0)
-            },
-            LowerError::ReservedWord { kind: IdKind::Field, name: "end".to_string(), span: at(&file, "end", 0) },
+            }),
+            LowerError::Id(IdError::ReservedWord {
+                kind: IdKind::Field,
+                name: "end".to_string(),
+                span: at(&file, "end", 0)
+            }),
         ]
     );
 }
@@ -67,11 +71,11 @@ fn a_misspelt_field_names_the_close_declared_one() {
     );
     assert_eq!(
         errors,
-        [LowerError::UnknownField {
+        [LowerError::Name(NameError::UnknownField {
             name: "bokking".to_string(),
             span: at(&file, "bokking", 0),
             close: Some("booking".to_string()),
-        }]
+        })]
     );
 }
 
@@ -81,10 +85,16 @@ fn schema_problems_are_told_apart() {
     assert_eq!(
         errors,
         [
-            LowerError::UnknownType { name: "strng".to_string(), span: at(&file, "strng", 0) },
-            LowerError::MinAboveMax { min: at(&file, "5", 0), max: at(&file, "2", 0) },
-            LowerError::InvalidSchema { problem: SchemaProblem::BoundOnNonNumeric, span: at(&file, "7", 0) },
-            LowerError::InvalidSchema { problem: SchemaProblem::BoundOnNonNumeric, span: at(&file, "9", 0) },
+            LowerError::Schema(SchemaError::UnknownType { name: "strng".to_string(), span: at(&file, "strng", 0) }),
+            LowerError::Schema(SchemaError::MinAboveMax { min: at(&file, "5", 0), max: at(&file, "2", 0) }),
+            LowerError::Schema(SchemaError::InvalidSchema {
+                problem: SchemaProblem::BoundOnNonNumeric,
+                span: at(&file, "7", 0)
+            }),
+            LowerError::Schema(SchemaError::InvalidSchema {
+                problem: SchemaProblem::BoundOnNonNumeric,
+                span: at(&file, "9", 0)
+            }),
         ]
     );
 }
@@ -97,11 +107,11 @@ fn a_bare_step_of_another_flow_is_a_cross_flow_step() {
     );
     assert_eq!(
         errors,
-        [LowerError::CrossFlowStep {
+        [LowerError::Name(NameError::CrossFlowStep {
             name: "t".to_string(),
             span: tail(at(&file, "next t", 0), 1),
             owner: "b".to_string(),
-        }]
+        })]
     );
 }
 
@@ -116,22 +126,22 @@ fn unresolved_targets_keep_what_they_could_have_meant() {
     assert_eq!(
         errors,
         [
-            LowerError::UnknownStepTarget {
+            LowerError::Name(NameError::UnknownStepTarget {
                 name: "compelte".to_string(),
                 span: at(&file, "compelte", 0),
                 flows_allowed: true,
                 close: None,
                 misspelt_directive: Some("complete"),
                 names_a_flow: false,
-            },
-            LowerError::UnknownStepTarget {
+            }),
+            LowerError::Name(NameError::UnknownStepTarget {
                 name: "billing".to_string(),
                 span: tail(at(&file, "next billing", 0), 7),
                 flows_allowed: false,
                 close: None,
                 misspelt_directive: None,
                 names_a_flow: true,
-            },
+            }),
         ]
     );
 }
@@ -146,17 +156,17 @@ fn a_call_names_its_unknown_and_missing_params() {
     assert_eq!(
         errors,
         [
-            LowerError::UnknownParam {
+            LowerError::Action(ActionError::UnknownParam {
                 tool: "book".to_string(),
                 param: "room".to_string(),
                 span: at(&file, "room", 0),
                 params: vec!["hotel".to_string(), "guests".to_string()],
-            },
-            LowerError::MissingArguments {
+            }),
+            LowerError::Action(ActionError::MissingArguments {
                 tool: "book".to_string(),
                 missing: vec!["guests".to_string()],
                 span: at(&file, "book", 1),
-            },
+            }),
         ]
     );
 }
@@ -170,14 +180,14 @@ fn a_save_that_does_not_fit_holds_both_types() {
     );
     assert_eq!(
         errors,
-        [LowerError::SaveMismatch {
+        [LowerError::Action(ActionError::SaveMismatch {
             field: "booking_id".to_string(),
             field_type: Type::Int,
             tool: "book".to_string(),
             saved: Some("id".to_string()),
             saved_type: Type::String,
             span: at(&file, "booking_id", 1),
-        }]
+        })]
     );
 }
 
@@ -187,7 +197,7 @@ fn a_directive_with_two_positions_names_both_keys() {
         r#"flow f { when "w"  step s { say "s"  emit { goto g  reset } } }
         flow g { when "g"  step t { say "t" } }"#,
     );
-    let [LowerError::TwoPositions { first, second, .. }] = errors.as_slice() else {
+    let [LowerError::Directive(DirectiveError::TwoPositions { first, second, .. })] = errors.as_slice() else {
         panic!("expected one TwoPositions, found {errors:?}");
     };
     assert_eq!((*first, *second), ("goto", "reset"));
@@ -204,13 +214,13 @@ fn durations_and_step_settings_out_of_range() {
     assert_eq!(
         errors,
         [
-            LowerError::WaitOnInputStep { step: "ask".to_string(), span: at(&file, "1m", 0) },
-            LowerError::MaxAsksBelowOne { value: 0, span: at(&file, "0", 0) },
-            LowerError::InvalidDuration {
+            LowerError::Step(StepError::WaitOnInputStep { step: "ask".to_string(), span: at(&file, "1m", 0) }),
+            LowerError::Step(StepError::MaxAsksBelowOne { value: 0, span: at(&file, "0", 0) }),
+            LowerError::Value(ValueError::InvalidDuration {
                 text: "5min".to_string(),
                 problem: DurationError::Malformed,
                 span: at(&file, "5min", 0),
-            },
+            }),
         ]
     );
 }
@@ -221,7 +231,7 @@ fn on_error_kinds_are_checked_against_the_kind_of_flow() {
         r#"schema { x: string }
         flow f { when "w"  step s { collect x  on_error continue } }"#,
     );
-    let [LowerError::OnErrorNotAllowed { step, workflow, kind, .. }] = errors.as_slice() else {
+    let [LowerError::Step(StepError::OnErrorNotAllowed { step, workflow, kind, .. })] = errors.as_slice() else {
         panic!("expected one OnErrorNotAllowed, found {errors:?}");
     };
     assert_eq!((step.as_str(), *workflow, *kind), ("s", false, OnErrorKind::Continue));
@@ -237,16 +247,16 @@ fn signal_settings_and_a_second_default() {
     assert_eq!(
         errors,
         [
-            LowerError::DuplicateDefault {
+            LowerError::Id(IdError::DuplicateDefault {
                 flow: "g".to_string(),
                 span: at(&file, "default", 1),
                 first_flow: "f".to_string(),
                 first: at(&file, "default", 0),
-            },
-            LowerError::InvalidSignalSetting {
+            }),
+            LowerError::Value(ValueError::InvalidSignalSetting {
                 problem: SignalProblem::UnknownPhase("later".to_string()),
                 span: at(&file, "later", 0),
-            },
+            }),
         ]
     );
 }
@@ -257,7 +267,9 @@ fn an_expression_problem_is_the_type_checkers_own_in_the_order_found() {
         r#"schema { n: int }
         flow f { when "w"  step s { say "{{missing}}"  collect nn } }"#,
     );
-    let [LowerError::UnknownField { name, .. }, LowerError::Expression(diagnostic)] = errors.as_slice() else {
+    let [LowerError::Name(NameError::UnknownField { name, .. }), LowerError::Expression(diagnostic)] =
+        errors.as_slice()
+    else {
         panic!("expected an unknown field, then the type checker's diagnostic, found {errors:?}");
     };
     assert_eq!(name, "nn");
@@ -266,7 +278,7 @@ fn an_expression_problem_is_the_type_checkers_own_in_the_order_found() {
 
 #[test]
 fn the_diagnostic_is_written_from_the_value_alone() {
-    let error = LowerError::UnknownType { name: "strng".to_string(), span: Span::new(3, 8) };
+    let error = LowerError::Schema(SchemaError::UnknownType { name: "strng".to_string(), span: Span::new(3, 8) });
     let diagnostic = error.into_diagnostic();
     assert_eq!(diagnostic.code, crate::diag::Code::UnknownType);
     assert_eq!(diagnostic.primary_span(), Some(Span::new(3, 8)));

@@ -9,12 +9,12 @@ impl Lowerer {
             params.iter().map(|param| (param.name.clone(), param.ty.to_type())).collect();
         let implementation = match tool.implementations.as_slice() {
             [] => {
-                self.errors.push(LowerError::NoImplementation { tool: tool.name.value.clone(), span: tool.name.span });
+                self.report(ToolError::NoImplementation { tool: tool.name.value.clone(), span: tool.name.span });
                 None
             }
             [only] => self.tool_impl(only, &param_locals),
             [first, second, ..] => {
-                self.errors.push(LowerError::TwoImplementations {
+                self.report(ToolError::TwoImplementations {
                     tool: tool.name.value.clone(),
                     first: first.span(),
                     second: second.span(),
@@ -42,7 +42,7 @@ impl Lowerer {
                     "PATCH" => HttpMethod::Patch,
                     "DELETE" => HttpMethod::Delete,
                     _ => {
-                        self.errors.push(LowerError::UnknownHttpMethod {
+                        self.report(ToolError::UnknownHttpMethod {
                             method: http.method.value.clone(),
                             span: http.method.span,
                         });
@@ -62,7 +62,7 @@ impl Lowerer {
             }
             ast::ToolImpl::Exec(exec) => {
                 if exec.command.is_empty() || exec.command.iter().all(|part| part.value.trim().is_empty()) {
-                    self.errors.push(LowerError::ExecWithoutProgram { span: exec.span });
+                    self.report(ToolError::ExecWithoutProgram { span: exec.span });
                     return None;
                 }
                 let timeout_ms =
@@ -78,7 +78,7 @@ impl Lowerer {
                     "uuid" => Builtin::Uuid,
                     "echo" => Builtin::Echo,
                     other => {
-                        self.errors.push(LowerError::UnknownBuiltin { name: other.to_string(), span: name.span });
+                        self.report(ToolError::UnknownBuiltin { name: other.to_string(), span: name.span });
                         return None;
                     }
                 };
