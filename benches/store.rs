@@ -75,8 +75,7 @@ fn writer(
                 eprintln!("a booking turn failed: {error}");
                 std::process::exit(1);
             }
-            session.record_position(&program);
-            if let Err(error) = commit_turn(store.as_ref(), &before, &mut session) {
+            if let Err(error) = commit_turn(store.as_ref(), &program, &before, &mut session) {
                 eprintln!("a commit failed: {error}");
                 std::process::exit(1);
             }
@@ -140,8 +139,7 @@ fn long_conversation(location: &StoreLocation, label: &str, turns: usize) {
         if runtime.respond(&mut session, message).is_err() {
             std::process::exit(1);
         }
-        session.record_position(&program);
-        if commit_turn(store.as_ref(), &before, &mut session).is_err() {
+        if commit_turn(store.as_ref(), &program, &before, &mut session).is_err() {
             std::process::exit(1);
         }
         samples.push(started.elapsed());
@@ -263,13 +261,13 @@ fn resumes(location: &StoreLocation, label: &str, workers: usize, count: usize, 
                 let holder = format!("bench-worker-{worker}");
                 let mut resumed = 0usize;
                 loop {
-                    let claim = flowc::cli::resume::claim_at(&holder, clock.as_ref());
+                    let claim = flowc::cli::stored_run::claim_at(&holder, clock.as_ref());
                     let batch = store.claim_due(&claim, 8).unwrap_or_default();
                     if batch.is_empty() {
                         return resumed;
                     }
                     for mut stored in batch {
-                        let done = flowc::cli::resume::resume_claimed(
+                        let done = flowc::cli::stored_run::resume_claimed(
                             store.as_ref(),
                             &mut stored,
                             &claim,

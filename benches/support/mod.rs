@@ -6,7 +6,8 @@
 
 use flowc::ir::{Program, Tool};
 use flowc::llm::{
-    Proposal, Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding, Usage,
+    ModelReply, Proposal, Provider, ProviderError, ReplyRequest, Response, ToolRound, UnderstandRequest, Understanding,
+    Usage,
 };
 use flowc::pipeline::compile;
 use flowc::runtime::clock::{FixedClock, SeededIds};
@@ -32,15 +33,15 @@ impl Provider for Canned {
         Ok(self.understandings.get(&request.message).cloned().unwrap_or_default())
     }
 
-    fn respond(
+    fn reply(
         &mut self,
-        _request: &RespondRequest,
-        _tools: &mut dyn ToolLoop,
+        _request: &ReplyRequest,
+        _rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
-    ) -> Result<Response, ProviderError> {
+    ) -> Result<ModelReply, ProviderError> {
         let text = "ok";
         on_text(text);
-        Ok(Response { text: text.to_string(), usage: Usage { calls: 1, ..Usage::default() } })
+        Ok(ModelReply::Done(Response { text: text.to_string(), usage: Usage { calls: 1, ..Usage::default() } }))
     }
 }
 

@@ -14,10 +14,14 @@ pub mod resume;
 pub mod run;
 pub mod runs;
 pub mod sessions;
+pub mod stored_run;
 pub mod worker;
 
+use crate::runtime::clock;
+use crate::store::{Store, StoreLocation};
 use clap::{Parser, Subcommand};
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
@@ -143,4 +147,28 @@ pub fn write_stdout(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -
             Outcome::Error
         }
     }
+}
+
+/// Opens the store a command uses, or says why it cannot on stderr.
+pub fn open_store(flag: Option<&str>, program: Option<&Path>) -> Result<(Box<dyn Store>, StoreLocation), Outcome> {
+    let location = StoreLocation::resolve(flag, program).map_err(|error| {
+        eprintln!("error: {error}");
+        Outcome::Error
+    })?;
+    let store = crate::store::open(&location).map_err(|error| {
+        eprintln!("error: {error}");
+        Outcome::Error
+    })?;
+    Ok((store, location))
+}
+
+/// The store and the clock (`FLOWC_NOW`, `FLOWC_SEED`) of a command that
+/// works on stored runs.
+pub fn open_with_clock(flag: Option<&str>) -> Result<(Box<dyn Store>, StoreLocation, clock::ClockAndIds), Outcome> {
+    let (store, location) = open_store(flag, None)?;
+    let clock = clock::from_env().map_err(|error| {
+        eprintln!("error: {error}");
+        Outcome::Error
+    })?;
+    Ok((store, location, clock))
 }

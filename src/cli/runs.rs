@@ -1,7 +1,7 @@
 //! `flowc runs list|show ID`: the workflow runs in the store.
 
 use super::Outcome;
-use super::resume::open_store;
+use super::open_store;
 
 #[derive(Debug, clap::Args)]
 pub struct RunsArgs {

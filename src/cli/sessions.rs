@@ -1,7 +1,7 @@
 //! `flowc sessions list|show ID|delete ID`: the conversations in the store.
 
 use super::Outcome;
-use super::resume::open_store;
+use super::open_store;
 
 #[derive(Debug, clap::Args)]
 pub struct SessionsArgs {

@@ -5,7 +5,8 @@
 //! others once its lease is over.
 
 use super::Outcome;
-use super::resume::{claim_at, holder_name, open_with_clock, resume_claimed};
+use super::open_with_clock;
+use super::stored_run::{claim_at, holder_name, resume_claimed};
 use crate::runtime::workflow::RunStatus;
 
 #[derive(Debug, clap::Args)]

@@ -5,10 +5,12 @@
 //! back once as an error `tool_result` with the validation message, then
 //! the call fails with [`ProviderError::InvalidOutput`].
 //!
-//! **Respond** streams server-sent events (`content_block_delta` text and
-//! `input_json_delta` tool input) and runs the tool loop: `tool_use`
-//! blocks are run through [`ToolLoop`] and fed back as `tool_result`
-//! blocks while [`ToolLoop::may_call`] allows.
+//! **Reply** streams server-sent events (`content_block_delta` text and
+//! `input_json_delta` tool input), one round at a time: a round whose
+//! `tool_use` blocks the caller should run returns them, and the next
+//! round sends that assistant turn back followed by one `tool_result`
+//! block per result. Tools are offered unless the request's tool budget
+//! is spent.
 //!
 //! The stable prefix of each system prompt carries `cache_control`, so
 //! Anthropic caches it (when it is long enough: 1,024 tokens on most
@@ -16,12 +18,12 @@
 
 use crate::llm::config::{ProviderConfig, Secret};
 use crate::llm::http::{CallError, HttpClient, SseEvent};
-use crate::llm::openai::{TextSink, run_tool};
 use crate::llm::prompt::{self, AnswerFormat, Prompt};
+use crate::llm::rounds::{RoundText, result_text};
 use crate::llm::schema::{self, understanding_schema};
 use crate::llm::{
-    Provider, ProviderError, RespondRequest, Response, Role, ToolLoop, ToolSpec, UnderstandRequest, Understanding,
-    Usage,
+    ModelReply, Provider, ProviderError, ReplyRequest, Response, Role, ToolCall, ToolCalls, ToolRound, ToolSpec,
+    UnderstandRequest, Understanding, Usage,
 };
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -29,8 +31,6 @@ use std::collections::BTreeMap;
 pub const API_VERSION: &str = "2023-06-01";
 const UNDERSTAND_TOOL: &str = "record_understanding";
 const DEFAULT_MAX_TOKENS: u32 = 1024;
-/// A safety net against a tool loop whose `may_call` never says no.
-const MAX_ROUNDS: usize = 32;
 
 pub struct Anthropic {
     http: HttpClient,
@@ -105,7 +105,7 @@ impl Anthropic {
         messages: &[Value],
         tools: &[ToolSpec],
         offer_tools: bool,
-        sink: &mut TextSink<'_>,
+        sink: &mut RoundText<'_>,
     ) -> Result<Round, ProviderError> {
         let mut body = self.body(system.clone(), messages);
         body.insert("stream".into(), Value::Bool(true));
@@ -118,7 +118,6 @@ impl Anthropic {
             body.insert("tool_choice".into(), json!({ "type": choice }));
         }
         let mut round = Round::default();
-        sink.start_round();
         let done = self
             .http
             .post_stream(&self.url(), &self.headers(), &Value::Object(body), &|_, _| false, &mut |event| {
@@ -177,34 +176,23 @@ impl Provider for Anthropic {
         }
     }
 
-    fn respond(
+    fn reply(
         &mut self,
-        request: &RespondRequest,
-        tools: &mut dyn ToolLoop,
+        request: &ReplyRequest,
+        rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
-    ) -> Result<Response, ProviderError> {
-        let prompt = prompt::respond(request);
+    ) -> Result<ModelReply, ProviderError> {
+        let prompt = prompt::reply_prompt(request);
         let system = system_blocks(&prompt, true);
         let mut messages = conversation(request);
-        let mut sink = TextSink::new(on_text);
-        let mut usage = Usage::default();
-        for _ in 0..MAX_ROUNDS {
-            let offer_tools = !request.tools.is_empty() && tools.may_call();
-            let round = self.stream_round(&system, &messages, &request.tools, offer_tools, &mut sink)?;
-            usage.add(round.usage);
-            let calls: Vec<&Block> = round.blocks.values().filter(|block| block.kind == "tool_use").collect();
-            if calls.is_empty() || !offer_tools {
-                break;
-            }
-            messages.push(json!({"role": "assistant", "content": round.content()}));
-            let results: Vec<Value> = calls
-                .iter()
-                .map(|call| {
-                    let arguments = call.input();
-                    let is_error = arguments.is_err();
-                    let result = run_tool(tools, &call.name, arguments);
-                    let mut block = json!({"type": "tool_result", "tool_use_id": call.id, "content": result});
-                    if let (true, Some(map)) = (is_error, block.as_object_mut()) {
+        for round in rounds {
+            messages.push(json!({"role": "assistant", "content": assistant_content(round)}));
+            let results: Vec<Value> = round
+                .answered()
+                .map(|(call, result)| {
+                    let mut block =
+                        json!({"type": "tool_result", "tool_use_id": call.id, "content": result_text(result)});
+                    if let (true, Some(map)) = (call.arguments.is_err(), block.as_object_mut()) {
                         map.insert("is_error".into(), Value::Bool(true));
                     }
                     block
@@ -212,8 +200,38 @@ impl Provider for Anthropic {
                 .collect();
             messages.push(json!({"role": "user", "content": results}));
         }
-        Ok(Response { text: sink.text, usage })
+        let offer_tools = !request.tools.is_empty() && !request.tools_spent;
+        let mut text = RoundText::new(on_text);
+        let round = self.stream_round(&system, &messages, &request.tools, offer_tools, &mut text)?;
+        let calls: Vec<ToolCall> = round
+            .blocks
+            .values()
+            .filter(|block| block.kind == "tool_use")
+            .map(|block| ToolCall { id: block.id.clone(), name: block.name.clone(), arguments: block.input() })
+            .collect();
+        if calls.is_empty() || !offer_tools {
+            return Ok(ModelReply::Done(Response { text: text.text, usage: round.usage }));
+        }
+        let echo = round.content();
+        Ok(ModelReply::ToolCalls(ToolCalls { calls, text: text.text, usage: round.usage, echo }))
     }
+}
+
+/// The assistant turn of an earlier round: its content blocks as the model
+/// sent them, or, for a round the caller wrote itself, its text and calls.
+fn assistant_content(round: &ToolRound) -> Value {
+    if round.asked.echo.is_array() {
+        return round.asked.echo.clone();
+    }
+    let mut blocks = Vec::new();
+    if !round.asked.text.is_empty() {
+        blocks.push(json!({"type": "text", "text": round.asked.text}));
+    }
+    for call in &round.asked.calls {
+        let input = call.arguments.clone().unwrap_or_else(|_| json!({}));
+        blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+    }
+    Value::Array(blocks)
 }
 
 /// The system prompt as blocks: the stable prefix marked for caching, then
@@ -228,7 +246,7 @@ fn system_blocks(prompt: &Prompt, with_dynamic: bool) -> Value {
 
 /// The chat turns: the API wants the first one from the user, so a
 /// conversation the agent opened starts with a neutral cue.
-fn conversation(request: &RespondRequest) -> Vec<Value> {
+fn conversation(request: &ReplyRequest) -> Vec<Value> {
     let turns = prompt::conversation(request);
     let mut messages = Vec::with_capacity(turns.len() + 1);
     if turns.first().is_some_and(|turn| turn.role == Role::Assistant) {
@@ -340,7 +358,7 @@ impl Block {
 }
 
 /// Handles one event of a Messages stream; `Ok(true)` at `message_stop`.
-fn read_event(event: &SseEvent, round: &mut Round, sink: &mut TextSink<'_>) -> Result<bool, ProviderError> {
+fn read_event(event: &SseEvent, round: &mut Round, sink: &mut RoundText<'_>) -> Result<bool, ProviderError> {
     let data: Value = serde_json::from_str(event.data.trim())
         .map_err(|error| ProviderError::InvalidOutput(format!("a stream event is not JSON ({error})")))?;
     let kind =
@@ -382,7 +400,7 @@ fn read_event(event: &SseEvent, round: &mut Round, sink: &mut TextSink<'_>) -> R
     Ok(false)
 }
 
-fn push_text(round: &mut Round, index: u64, text: &str, sink: &mut TextSink<'_>) {
+fn push_text(round: &mut Round, index: u64, text: &str, sink: &mut RoundText<'_>) {
     let block = round.blocks.entry(index).or_default();
     if block.kind.is_empty() {
         block.kind = "text".into();

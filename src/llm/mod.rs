@@ -4,14 +4,17 @@
 //! - [`Provider::understand`]: one structured call per turn that routes the
 //!   message among candidate flows, extracts field values, and answers
 //!   yes/no for every open AI condition and signal, together;
-//! - [`Provider::respond`]: the reply for the turn's batch of steps, with a
-//!   tool loop through [`ToolLoop`].
+//! - [`Provider::reply`]: one round of the reply for the turn's batch of
+//!   steps: the reply, or the tool calls the model asks for first
+//!   (`rounds.rs`; [`reply_with_tools`] runs the rounds through a
+//!   [`ToolLoop`]).
 //!
 //! Requests are built from the IR by the runtime; providers never see the
 //! program. Everything a provider returns is untrusted: the runtime
 //! validates it against the schema before anything is written.
 
 pub mod anthropic;
+mod build;
 pub mod config;
 pub mod http;
 pub mod offline;
@@ -19,12 +22,15 @@ pub mod openai;
 pub mod prompt;
 pub mod redact;
 pub mod replay;
+pub mod rounds;
 pub mod schema;
 #[cfg(test)]
 mod testserver;
 
-pub use config::{ProviderConfig, ProviderFlags, build_provider};
+pub use build::build_provider;
+pub use config::{ProviderConfig, ProviderFlags};
 pub use http::CancelFlag;
+pub use rounds::{ModelReply, NoTools, ReplyText, ToolCall, ToolCalls, ToolLoop, ToolRound, reply_with_tools};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -196,9 +202,9 @@ impl From<AnswerWire> for Answer {
     }
 }
 
-/// What the respond call must write.
+/// What the reply call must write.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct RespondRequest {
+pub struct ReplyRequest {
     pub identity: Option<String>,
     pub rules: Vec<String>,
     /// Rules of the active flow.
@@ -216,6 +222,11 @@ pub struct RespondRequest {
     pub data: serde_json::Map<String, serde_json::Value>,
     /// Tools the model may call in this reply.
     pub tools: Vec<ToolSpec>,
+    /// The turn's tool budget is spent: this round must answer without
+    /// calling tools. Not part of what is recorded: a replayed request
+    /// matches whatever the budget.
+    #[serde(skip)]
+    pub tools_spent: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -258,29 +269,6 @@ impl Usage {
 
     pub fn total_tokens(&self) -> u64 {
         self.prompt + self.completion
-    }
-}
-
-/// How the runtime runs tools for the model's tool loop. The runtime counts
-/// rounds against `limits.max_tool_rounds`, records every call, and routes a
-/// result's `directive` to the post-model bus.
-pub trait ToolLoop {
-    /// Runs one tool call; `Err` carries a message for the model.
-    fn call_tool(&mut self, name: &str, arguments: serde_json::Value) -> Result<serde_json::Value, String>;
-    /// Whether another round of tool calls is allowed.
-    fn may_call(&self) -> bool;
-}
-
-/// A tool loop for replies that expose no tools.
-pub struct NoTools;
-
-impl ToolLoop for NoTools {
-    fn call_tool(&mut self, name: &str, _arguments: serde_json::Value) -> Result<serde_json::Value, String> {
-        Err(format!("no tool `{name}` is available in this step"))
-    }
-
-    fn may_call(&self) -> bool {
-        false
     }
 }
 
@@ -340,12 +328,16 @@ pub trait Provider: Send {
 
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError>;
 
-    /// Writes the reply. `on_text` receives the reply as it streams (all at
-    /// once for providers that do not stream).
-    fn respond(
+    /// One round of the reply: the reply, or the tool calls the model asks
+    /// for first. `rounds` are the earlier rounds of this reply with their
+    /// results, oldest first (empty for the first round); tools are offered
+    /// unless the request says `tools_spent`. `on_text` receives this
+    /// round's text as it streams (all at once for providers that do not
+    /// stream).
+    fn reply(
         &mut self,
-        request: &RespondRequest,
-        tools: &mut dyn ToolLoop,
+        request: &ReplyRequest,
+        rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
-    ) -> Result<Response, ProviderError>;
+    ) -> Result<ModelReply, ProviderError>;
 }

@@ -11,19 +11,22 @@
 //! answer that fails validation gets one repair call, with the error, then
 //! the call fails with [`ProviderError::InvalidOutput`].
 //!
-//! **Respond** streams (SSE) and runs the tool loop: tools are offered with
-//! `tool_choice: auto` while [`ToolLoop::may_call`] allows; their calls are
-//! run and fed back as `tool` messages. Where a server cannot do `auto`
-//! ([`ToolChoiceMode::Forced`], chosen in the config or after a refusal),
-//! each round is a forced call of a `next_action` function instead.
+//! **Reply** streams (SSE), one round at a time: tools are offered with
+//! `tool_choice: auto` unless the request's tool budget is spent; a round
+//! that calls them returns the calls, and the next round sends them back
+//! as the assistant's `tool_calls` message followed by one `tool` message
+//! per result. Where a server cannot do `auto` ([`ToolChoiceMode::Forced`],
+//! chosen in the config or after a refusal), each round is a forced call
+//! of a `next_action` function instead, whose result goes back as a note.
 
 use crate::llm::config::{ProviderConfig, Secret, StructuredOutput, ToolChoiceMode};
 use crate::llm::http::{CallError, HttpClient, SseEvent};
 use crate::llm::prompt::{self, AnswerFormat};
+use crate::llm::rounds::{RoundText, result_text};
 use crate::llm::schema::{self, strict_schema, understanding_schema};
 use crate::llm::{
-    Message, Provider, ProviderError, RespondRequest, Response, Role, ToolLoop, ToolSpec, UnderstandRequest,
-    Understanding, Usage,
+    Message, ModelReply, Provider, ProviderError, ReplyRequest, Response, Role, ToolCall, ToolCalls, ToolRound,
+    ToolSpec, UnderstandRequest, Understanding, Usage,
 };
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -36,8 +39,6 @@ const ACTION_FUNCTION: &str = "next_action";
 /// ran on to `max_tokens` would otherwise push the repair past the
 /// model's context.
 const MAX_REPAIR_ECHO: usize = 2000;
-/// A safety net against a tool loop whose `may_call` never says no.
-const MAX_ROUNDS: usize = 32;
 
 pub struct OpenAi {
     http: HttpClient,
@@ -187,7 +188,7 @@ impl OpenAi {
         &self,
         messages: &[Value],
         tools: Option<&[ToolSpec]>,
-        sink: &mut TextSink<'_>,
+        sink: &mut RoundText<'_>,
     ) -> Result<Round, CallError> {
         let mut body = self.body(messages);
         body.insert("stream".into(), Value::Bool(true));
@@ -206,7 +207,6 @@ impl OpenAi {
                 || (offers_tools && is_refusal(status, message, TOOL_WORDS))
         };
         let mut round = Round::default();
-        sink.start_round();
         let done = self.http.post_stream(&self.url(), &self.headers(), &body, &rejects, &mut |event| {
             read_chunk(&event, &mut round, sink)
         })?;
@@ -308,74 +308,128 @@ impl Provider for OpenAi {
         }
     }
 
-    fn respond(
+    fn reply(
         &mut self,
-        request: &RespondRequest,
-        tools: &mut dyn ToolLoop,
+        request: &ReplyRequest,
+        rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
-    ) -> Result<Response, ProviderError> {
-        let prompt = prompt::respond(request);
-        let mut messages = vec![chat("system", &format!("{}{}", prompt.stable, prompt.dynamic))];
-        messages.extend(prompt::conversation(request).iter().map(chat_message));
-        let mut sink = TextSink::new(on_text);
+    ) -> Result<ModelReply, ProviderError> {
+        let (messages, called) = reply_messages(request, rounds);
+        let mut text = RoundText::new(on_text);
         let mut usage = Usage::default();
-        let mut rounds = 0;
-        // Calls made in forced mode: a small model asked to choose again
-        // tends to repeat the call it just made, which would spend every
-        // round on it. The same call twice is read as "reply".
-        let mut called: Vec<(String, Value)> = Vec::new();
-        while rounds < MAX_ROUNDS {
-            rounds += 1;
-            let offer_tools = !request.tools.is_empty() && tools.may_call();
+        let offer_tools = !request.tools.is_empty() && !request.tools_spent;
+        loop {
             if offer_tools && self.tool_choice == ToolChoiceMode::Forced {
                 let (action, decision_usage) = self.decide(&messages, &request.tools)?;
                 usage.add(decision_usage);
                 if let Some((name, arguments)) = action
                     && !called.iter().any(|(made, with)| *made == name && *with == arguments)
                 {
-                    let result = run_tool(tools, &name, Ok(arguments.clone()));
-                    // One plain note, not a made-up assistant turn: servers
-                    // without tool support render it, and small models
-                    // copy an assistant turn's wording into the reply.
-                    let note = format!(
-                        "(Note from the system, not the user: the tool `{name}` was called with {arguments} \
-                         and returned {result}. Use this in your reply.)"
-                    );
-                    messages.push(chat("user", &note));
-                    called.push((name, arguments));
-                    continue;
+                    let echo = json!({ ACTION_FUNCTION: {"name": name, "arguments": arguments} });
+                    let call =
+                        ToolCall { id: format!("{ACTION_FUNCTION}_{}", rounds.len()), name, arguments: Ok(arguments) };
+                    return Ok(ModelReply::ToolCalls(ToolCalls {
+                        calls: vec![call],
+                        text: String::new(),
+                        usage,
+                        echo,
+                    }));
                 }
             }
             let offered = (offer_tools && self.tool_choice == ToolChoiceMode::Auto).then_some(request.tools.as_slice());
-            let round = match self.stream_round(&messages, offered, &mut sink) {
+            let round = match self.stream_round(&messages, offered, &mut text) {
                 Ok(round) => round,
                 Err(CallError::Rejected { message, .. })
                     if self.stream_usage && mentions(&message, "stream_options") =>
                 {
                     self.stream_usage = false;
-                    rounds -= 1;
                     continue;
                 }
                 Err(CallError::Rejected { .. }) if offered.is_some() => {
                     self.tool_choice = ToolChoiceMode::Forced;
-                    rounds -= 1;
                     continue;
                 }
                 Err(error) => return Err(error.into_provider_error()),
             };
             usage.add(round.usage);
             if round.calls.is_empty() || offered.is_none() {
-                break;
+                return Ok(ModelReply::Done(Response { text: text.text, usage }));
             }
-            messages.push(assistant_tool_calls(&round));
-            for call in round.calls.values() {
-                let arguments = parse_arguments(&call.arguments);
-                let result = run_tool(tools, &call.name, arguments);
-                messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": result}));
+            let calls = round
+                .calls
+                .values()
+                .map(|call| ToolCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: parse_arguments(&call.arguments),
+                })
+                .collect();
+            let echo = assistant_tool_calls(&round);
+            return Ok(ModelReply::ToolCalls(ToolCalls { calls, text: text.text, usage, echo }));
+        }
+    }
+}
+
+/// The messages of a reply round: the system prompt, the conversation, then
+/// each earlier round with its results. Also the calls made in forced mode:
+/// a small model asked to choose again tends to repeat the call it just
+/// made, which would spend every round on it, so the same call twice is
+/// read as "reply".
+fn reply_messages(request: &ReplyRequest, rounds: &[ToolRound]) -> (Vec<Value>, Vec<(String, Value)>) {
+    let prompt = prompt::reply_prompt(request);
+    let mut messages = vec![chat("system", &format!("{}{}", prompt.stable, prompt.dynamic))];
+    messages.extend(prompt::conversation(request).iter().map(chat_message));
+    let mut called: Vec<(String, Value)> = Vec::new();
+    for round in rounds {
+        match forced_action(&round.asked.echo) {
+            Some((name, arguments)) => {
+                for (_, result) in round.answered() {
+                    // One plain note, not a made-up assistant turn: servers
+                    // without tool support render it, and small models copy
+                    // an assistant turn's wording into the reply.
+                    let note = format!(
+                        "(Note from the system, not the user: the tool `{name}` was called with {arguments} \
+                         and returned {}. Use this in your reply.)",
+                        result_text(result)
+                    );
+                    messages.push(chat("user", &note));
+                }
+                called.push((name, arguments));
+            }
+            None => {
+                messages.push(assistant_turn(round));
+                for (call, result) in round.answered() {
+                    messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": result_text(result)}));
+                }
             }
         }
-        Ok(Response { text: sink.text, usage })
     }
+    (messages, called)
+}
+
+/// The call a forced-choice round made, from its echo.
+fn forced_action(echo: &Value) -> Option<(String, Value)> {
+    let action = echo.get(ACTION_FUNCTION)?;
+    let name = action.get("name").and_then(Value::as_str)?;
+    Some((name.to_string(), action.get("arguments").cloned().unwrap_or_else(|| json!({}))))
+}
+
+/// The assistant message of an earlier round: as the model sent it, or,
+/// for a round the caller wrote itself, built from its calls.
+fn assistant_turn(round: &ToolRound) -> Value {
+    if round.asked.echo.is_object() {
+        return round.asked.echo.clone();
+    }
+    let calls: Vec<Value> = round
+        .asked
+        .calls
+        .iter()
+        .map(|call| {
+            let arguments = call.arguments.as_ref().map(Value::to_string).unwrap_or_else(|_| "{}".to_string());
+            json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}})
+        })
+        .collect();
+    json!({"role": "assistant", "content": Value::Null, "tool_calls": calls})
 }
 
 /// A rejected answer and why, for the repair call.
@@ -453,7 +507,7 @@ struct PartialCall {
 }
 
 /// Handles one SSE chunk of a chat completion stream; `Ok(true)` at `[DONE]`.
-fn read_chunk(event: &SseEvent, round: &mut Round, sink: &mut TextSink<'_>) -> Result<bool, ProviderError> {
+fn read_chunk(event: &SseEvent, round: &mut Round, sink: &mut RoundText<'_>) -> Result<bool, ProviderError> {
     let data = event.data.trim();
     if data == "[DONE]" {
         return Ok(true);
@@ -524,16 +578,6 @@ fn parse_arguments(arguments: &str) -> Result<Value, String> {
     serde_json::from_str(arguments).map_err(|error| format!("the arguments are not valid JSON ({error})"))
 }
 
-/// Runs one tool call and gives its result as the text fed back to the
-/// model: the result object, or `{"error": …}`.
-pub(crate) fn run_tool(tools: &mut dyn ToolLoop, name: &str, arguments: Result<Value, String>) -> String {
-    let result = arguments.and_then(|arguments| tools.call_tool(name, arguments));
-    match result {
-        Ok(value) => value.to_string(),
-        Err(message) => json!({ "error": message }).to_string(),
-    }
-}
-
 /// The `next_action` parameters: one alternative per tool (its name and
 /// arguments) and one for replying.
 fn action_schema(tools: &[ToolSpec]) -> Value {
@@ -590,39 +634,6 @@ fn clip(text: &str, limit: usize) -> String {
 
 fn mentions(message: &str, word: &str) -> bool {
     message.to_lowercase().contains(word)
-}
-
-/// The reply as it streams: every piece goes to the caller's `on_text` and
-/// into the full text. Rounds after the first are separated by a blank
-/// line, so "Let me check." and the answer after a tool call do not run
-/// together.
-pub(crate) struct TextSink<'a> {
-    pub(crate) text: String,
-    on_text: &'a mut dyn FnMut(&str),
-    round_has_text: bool,
-}
-
-impl<'a> TextSink<'a> {
-    pub(crate) fn new(on_text: &'a mut dyn FnMut(&str)) -> TextSink<'a> {
-        TextSink { text: String::new(), on_text, round_has_text: false }
-    }
-
-    pub(crate) fn start_round(&mut self) {
-        self.round_has_text = false;
-    }
-
-    pub(crate) fn push(&mut self, piece: &str) {
-        if piece.is_empty() {
-            return;
-        }
-        if !self.round_has_text && !self.text.is_empty() {
-            self.text.push_str("\n\n");
-            (self.on_text)("\n\n");
-        }
-        self.round_has_text = true;
-        self.text.push_str(piece);
-        (self.on_text)(piece);
-    }
 }
 
 #[cfg(test)]

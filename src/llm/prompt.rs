@@ -10,7 +10,7 @@
 //! Prompts are compact on purpose: a small local model reads a 1,500-token
 //! prompt in 7 to 20 seconds, and every token is paid for on a hosted one.
 
-use crate::llm::{FieldSpec, Message, Question, RespondRequest, Role, UnderstandRequest};
+use crate::llm::{FieldSpec, Message, Question, ReplyRequest, Role, UnderstandRequest};
 use std::fmt::Write as _;
 
 /// A prompt in two parts: `stable` is the cacheable prefix.
@@ -156,9 +156,9 @@ fn write_questions(text: &mut String, heading: &str, questions: &[Question]) {
     }
 }
 
-/// The respond prompt: `stable` then `dynamic` form the system prompt; the
+/// The reply prompt: `stable` then `dynamic` form the system prompt; the
 /// history and the message follow as chat messages ([`conversation`]).
-pub fn respond(request: &RespondRequest) -> Prompt {
+pub fn reply_prompt(request: &ReplyRequest) -> Prompt {
     let mut stable = request.identity.clone().unwrap_or_else(|| "You are a helpful assistant.".to_string());
     stable.push('\n');
     if !request.rules.is_empty() {
@@ -193,10 +193,10 @@ pub fn respond(request: &RespondRequest) -> Prompt {
     Prompt { stable, dynamic }
 }
 
-/// The chat turns of a respond call: the history, then the message. An
+/// The chat turns of a reply call: the history, then the message. An
 /// empty message (a turn started by the agent) becomes a neutral cue, as
 /// both APIs want the conversation to end with the user.
-pub fn conversation(request: &RespondRequest) -> Vec<Message> {
+pub fn conversation(request: &ReplyRequest) -> Vec<Message> {
     let mut messages = request.history.clone();
     let text = if request.message.trim().is_empty() { "(continue)".to_string() } else { request.message.clone() };
     messages.push(Message { role: Role::User, text });
@@ -300,10 +300,10 @@ Latest user message: \"Ritz Paris, the 3rd of June, for two\""
     }
 
     #[test]
-    fn respond_prompt_puts_identity_and_rules_first() {
+    fn reply_prompt_puts_identity_and_rules_first() {
         let mut data = serde_json::Map::new();
         data.insert("hotel".into(), "Ritz Paris".into());
-        let request = RespondRequest {
+        let request = ReplyRequest {
             identity: Some("You are the concierge of the Grand Hotel group.".into()),
             rules: vec!["Never promise a room before the booking tool confirms it.".into()],
             flow_rules: vec!["Keep answers short.".into()],
@@ -314,8 +314,9 @@ Latest user message: \"Ritz Paris, the 3rd of June, for two\""
             message: "Ritz Paris".into(),
             data,
             tools: vec![],
+            tools_spent: false,
         };
-        let prompt = respond(&request);
+        let prompt = reply_prompt(&request);
         assert_eq!(
             prompt.stable,
             "You are the concierge of the Grand Hotel group.
@@ -340,10 +341,10 @@ Instructions:
     }
 
     #[test]
-    fn empty_respond_request_still_reads_well() {
-        let prompt = respond(&RespondRequest::default());
+    fn empty_reply_request_still_reads_well() {
+        let prompt = reply_prompt(&ReplyRequest::default());
         assert!(prompt.stable.starts_with("You are a helpful assistant.\nWrite your next message"));
         assert_eq!(prompt.dynamic, "Instructions: answer the user's message.\n");
-        assert_eq!(conversation(&RespondRequest::default()).first().map(|m| m.text.as_str()), Some("(continue)"));
+        assert_eq!(conversation(&ReplyRequest::default()).first().map(|m| m.text.as_str()), Some("(continue)"));
     }
 }

@@ -9,7 +9,7 @@
 //! replies. The wrapper sits between the provider and everything else.
 
 use super::{
-    Provider, ProviderConfig, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding,
+    ModelReply, Provider, ProviderConfig, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding,
 };
 use regex::Regex;
 use std::sync::LazyLock;
@@ -155,24 +155,6 @@ impl Redactor {
     }
 }
 
-/// Tool calls whose arguments the model wrote: a key it repeats there would
-/// reach the tool, the trace and the session's tool records.
-struct RedactingTools<'t, 'r> {
-    inner: &'t mut dyn ToolLoop,
-    redactor: &'r Redactor,
-}
-
-impl ToolLoop for RedactingTools<'_, '_> {
-    fn call_tool(&mut self, name: &str, mut arguments: serde_json::Value) -> Result<serde_json::Value, String> {
-        self.redactor.value(&mut arguments);
-        self.inner.call_tool(name, arguments)
-    }
-
-    fn may_call(&self) -> bool {
-        self.inner.may_call()
-    }
-}
-
 /// Redacts a reply as it streams: a piece is passed on once no secret can
 /// straddle its end.
 struct Stream<'r> {
@@ -226,20 +208,32 @@ impl Provider for Redacting {
         Ok(understanding)
     }
 
-    fn respond(
+    fn reply(
         &mut self,
-        request: &RespondRequest,
-        tools: &mut dyn ToolLoop,
+        request: &ReplyRequest,
+        rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
-    ) -> Result<Response, ProviderError> {
+    ) -> Result<ModelReply, ProviderError> {
         let mut stream = Stream { redactor: &self.redactor, pending: String::new() };
-        let mut tools = RedactingTools { inner: tools, redactor: &self.redactor };
-        let result = self.inner.respond(request, &mut tools, &mut |piece| stream.push(piece, on_text));
+        let result = self.inner.reply(request, rounds, &mut |piece| stream.push(piece, on_text));
         stream.finish(on_text);
         match result {
-            Ok(mut response) => {
+            Ok(ModelReply::Done(mut response)) => {
                 response.text = self.redactor.text(&response.text);
-                Ok(response)
+                Ok(ModelReply::Done(response))
+            }
+            Ok(ModelReply::ToolCalls(mut asked)) => {
+                asked.text = self.redactor.text(&asked.text);
+                // Arguments the model wrote: a key it repeats there would
+                // reach the tool, the trace and the session's tool records.
+                // The echo is left as it is: it only goes back to the model.
+                for call in &mut asked.calls {
+                    match &mut call.arguments {
+                        Ok(arguments) => self.redactor.value(arguments),
+                        Err(reason) => *reason = self.redactor.text(reason),
+                    }
+                }
+                Ok(ModelReply::ToolCalls(asked))
             }
             Err(error) => Err(self.redactor.error(error)),
         }
@@ -249,7 +243,7 @@ impl Provider for Redacting {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::NoTools;
+    use crate::llm::{NoTools, Response, ToolCall, ToolCalls, ToolLoop, reply_with_tools};
 
     const KEY: &str = "sk-test-0123456789abcdef";
 
@@ -266,18 +260,18 @@ mod tests {
             Err(ProviderError::InvalidOutput(format!("unknown flow `{KEY}` (choose one of `a` or null)")))
         }
 
-        fn respond(
+        fn reply(
             &mut self,
-            _request: &RespondRequest,
-            _tools: &mut dyn ToolLoop,
+            _request: &ReplyRequest,
+            _rounds: &[ToolRound],
             on_text: &mut dyn FnMut(&str),
-        ) -> Result<Response, ProviderError> {
+        ) -> Result<ModelReply, ProviderError> {
             let text = format!("Sure! My key is {KEY}, and the token is Bearer abcdef123456 and bye.");
             let chars: Vec<char> = text.chars().collect();
             for piece in chars.chunks(3) {
                 on_text(&piece.iter().collect::<String>());
             }
-            Ok(Response { text, ..Response::default() })
+            Ok(ModelReply::Done(Response { text, ..Response::default() }))
         }
     }
 
@@ -297,7 +291,7 @@ mod tests {
     #[test]
     fn a_reply_holding_the_key_is_redacted_whole_and_streamed() {
         let mut streamed = String::new();
-        let response = redacting().respond(&RespondRequest::default(), &mut NoTools, &mut |piece| {
+        let response = reply_with_tools(&mut redacting(), &ReplyRequest::default(), &mut NoTools, &mut |piece| {
             streamed.push_str(piece);
         });
         let expected = "Sure! My key is [redacted], and the token is [redacted] and bye.";
@@ -338,16 +332,21 @@ mod tests {
             Ok(understanding)
         }
 
-        fn respond(
+        /// Calls `lookup` in the first round, then answers with its result.
+        fn reply(
             &mut self,
-            _request: &RespondRequest,
-            tools: &mut dyn ToolLoop,
+            _request: &ReplyRequest,
+            rounds: &[ToolRound],
             _on_text: &mut dyn FnMut(&str),
-        ) -> Result<Response, ProviderError> {
-            let result = tools
-                .call_tool("lookup", serde_json::json!({"query": format!("find {KEY}"), "n": 1}))
-                .map_err(ProviderError::InvalidRequest)?;
-            Ok(Response { text: result.to_string(), ..Response::default() })
+        ) -> Result<ModelReply, ProviderError> {
+            let Some(round) = rounds.first() else {
+                let arguments = serde_json::json!({"query": format!("find {KEY}"), "n": 1});
+                let call = ToolCall { id: "1".into(), name: "lookup".into(), arguments: Ok(arguments) };
+                return Ok(ModelReply::ToolCalls(ToolCalls { calls: vec![call], ..ToolCalls::default() }));
+            };
+            let result = round.results.first().cloned().unwrap_or_else(|| Err("no result".into()));
+            let result = result.map_err(ProviderError::InvalidRequest)?;
+            Ok(ModelReply::Done(Response { text: result.to_string(), ..Response::default() }))
         }
     }
 
@@ -371,7 +370,7 @@ mod tests {
             }
         }
         let mut provider = Redacting::new(Box::new(Proposing), Redactor::new([KEY.to_string()]));
-        let response = provider.respond(&RespondRequest::default(), &mut Echo, &mut |_| {});
+        let response = reply_with_tools(&mut provider, &ReplyRequest::default(), &mut Echo, &mut |_| {});
         assert_eq!(response.map(|response| response.text), Ok(r#"{"query":"find [redacted]","n":1}"#.to_string()));
     }
 

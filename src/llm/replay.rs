@@ -4,18 +4,23 @@
 //! [`Recorder`] wraps any provider (`--record FILE`) and writes every call
 //! of the run to a JSON file: the request, its fingerprint, and the answer
 //! (the understanding, or the reply with the tool calls made on the way),
-//! or the error. The file is rewritten after each call (temp file and
+//! or the error. A reply is one entry however many rounds it took: it is
+//! written when its last round answers (or fails), from the rounds the
+//! caller passes back, so the recorder keeps no state between rounds. The file is rewritten after each call (temp file and
 //! rename), so a run that dies keeps what it did; API keys are redacted.
 //!
 //! [`Replay`] (`--provider replay:FILE`) answers from such a file by
 //! fingerprint, the hash of the request's canonical JSON, and fails loudly
 //! with [`ProviderError::NotRecorded`] on a request it has not seen. A
-//! replayed reply runs its recorded tool calls through the runtime's
-//! [`ToolLoop`] again, so tools, their records and their directives behave
-//! as they did.
+//! replayed reply asks for its recorded tool calls again, one round each
+//! while the tool budget allows, so tools, their records and their
+//! directives behave as they did; then it answers the recorded text.
 
 use crate::llm::http::redact;
-use crate::llm::{Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding};
+use crate::llm::{
+    ModelReply, Provider, ProviderError, ReplyRequest, ReplyText, Response, ToolCall, ToolCalls, ToolRound,
+    UnderstandRequest, Understanding,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{HashMap, VecDeque};
@@ -36,14 +41,19 @@ pub struct Recording {
 #[serde(rename_all = "snake_case")]
 pub enum CallKind {
     Understand,
-    Respond,
+    /// Written `respond`, the call's name when the format was fixed: the
+    /// name is also hashed into every reply's fingerprint, so renaming it
+    /// would orphan every recording made before. `reply` is read too.
+    #[serde(rename = "respond", alias = "reply")]
+    Reply,
 }
 
 impl CallKind {
+    /// The name in the file and in fingerprints.
     fn as_str(self) -> &'static str {
         match self {
             CallKind::Understand => "understand",
-            CallKind::Respond => "respond",
+            CallKind::Reply => "respond",
         }
     }
 }
@@ -210,22 +220,26 @@ impl Provider for Recorder {
         result
     }
 
-    fn respond(
+    fn reply(
         &mut self,
-        request: &RespondRequest,
-        tools: &mut dyn ToolLoop,
+        request: &ReplyRequest,
+        rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
-    ) -> Result<Response, ProviderError> {
-        let mut recording_tools = RecordingTools { inner: tools, calls: Vec::new() };
-        let result = self.inner.respond(request, &mut recording_tools, on_text);
-        let request = request_json(request);
+    ) -> Result<ModelReply, ProviderError> {
+        let result = self.inner.reply(request, rounds, on_text);
+        let response = match &result {
+            Ok(ModelReply::ToolCalls(_)) => return result,
+            Ok(ModelReply::Done(last)) => Some(whole_reply(rounds, last)),
+            Err(_) => None,
+        };
+        let request_value = request_json(request);
         let call = RecordedCall {
-            kind: CallKind::Respond,
-            fingerprint: fingerprint(CallKind::Respond, &request),
-            request,
+            kind: CallKind::Reply,
+            fingerprint: fingerprint(CallKind::Reply, &request_value),
+            request: request_value,
             understanding: None,
-            tool_calls: recording_tools.calls,
-            response: result.as_ref().ok().cloned(),
+            tool_calls: recorded_tool_calls(rounds),
+            response,
             error: result.as_ref().err().map(RecordedError::from_error),
         };
         self.push(call)?;
@@ -233,27 +247,32 @@ impl Provider for Recorder {
     }
 }
 
-/// Passes tool calls to the runtime and keeps a copy of each.
-struct RecordingTools<'a> {
-    inner: &'a mut dyn ToolLoop,
-    calls: Vec<RecordedToolCall>,
+/// The reply over all its rounds, as the caller joins it.
+fn whole_reply(rounds: &[ToolRound], last: &Response) -> Response {
+    let mut reply = ReplyText::default();
+    for round in rounds {
+        reply.add(&round.asked.text, round.asked.usage);
+    }
+    reply.add(&last.text, last.usage);
+    reply.finish()
 }
 
-impl ToolLoop for RecordingTools<'_> {
-    fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, String> {
-        let result = self.inner.call_tool(name, arguments.clone());
-        self.calls.push(RecordedToolCall {
-            name: name.to_string(),
-            arguments,
-            result: result.as_ref().ok().cloned(),
-            error: result.as_ref().err().cloned(),
-        });
-        result
-    }
-
-    fn may_call(&self) -> bool {
-        self.inner.may_call()
-    }
+/// The tool calls that ran, with their results. A call whose arguments
+/// could not be read ran no tool and is not replayed.
+fn recorded_tool_calls(rounds: &[ToolRound]) -> Vec<RecordedToolCall> {
+    rounds
+        .iter()
+        .flat_map(ToolRound::answered)
+        .filter_map(|(call, result)| {
+            let arguments = call.arguments.as_ref().ok()?.clone();
+            Some(RecordedToolCall {
+                name: call.name.clone(),
+                arguments,
+                result: result.ok().cloned(),
+                error: result.err().map(str::to_string),
+            })
+        })
+        .collect()
 }
 
 /// Answers from a recording.
@@ -263,6 +282,8 @@ pub struct Replay {
     /// fingerprint is kept and reused once the others are consumed, so a
     /// request repeated more often than recorded still gets an answer.
     calls: HashMap<String, VecDeque<RecordedCall>>,
+    /// The reply whose rounds are being replayed, taken at its first round.
+    replying: Option<RecordedCall>,
 }
 
 impl Replay {
@@ -289,7 +310,7 @@ impl Replay {
         for call in recording.calls {
             calls.entry(call.fingerprint.clone()).or_default().push_back(call);
         }
-        Replay { name: format!("replay:{label}"), calls }
+        Replay { name: format!("replay:{label}"), calls, replying: None }
     }
 
     fn next(&mut self, kind: CallKind, request: &Value, message: &str) -> Result<RecordedCall, ProviderError> {
@@ -319,21 +340,38 @@ impl Provider for Replay {
         Ok(call.understanding.unwrap_or_default())
     }
 
-    fn respond(
+    /// The first round takes the recorded reply; each round then asks for
+    /// its next recorded tool call, one at a time, and stops asking once the
+    /// tool budget is spent, as the recorded run did.
+    fn reply(
         &mut self,
-        request: &RespondRequest,
-        tools: &mut dyn ToolLoop,
+        request: &ReplyRequest,
+        rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
-    ) -> Result<Response, ProviderError> {
-        let call = self.next(CallKind::Respond, &request_json(request), &request.message)?;
-        for tool_call in &call.tool_calls {
-            if !tools.may_call() {
-                break;
+    ) -> Result<ModelReply, ProviderError> {
+        let request_value = request_json(request);
+        let call = match (&self.replying, rounds.is_empty()) {
+            (Some(call), false) if call.fingerprint == fingerprint(CallKind::Reply, &request_value) => call.clone(),
+            _ => {
+                let call = self.next(CallKind::Reply, &request_value, &request.message)?;
+                self.replying = Some(call.clone());
+                call
             }
+        };
+        let asked: usize = rounds.iter().map(|round| round.asked.calls.len()).sum();
+        if let Some(tool_call) = call.tool_calls.get(asked)
+            && !request.tools_spent
+        {
             // The tool's answer now may differ from the recorded one; the
             // runtime records and validates it as usual.
-            let _ = tools.call_tool(&tool_call.name, tool_call.arguments.clone());
+            let call = ToolCall {
+                id: format!("call_{asked}"),
+                name: tool_call.name.clone(),
+                arguments: Ok(tool_call.arguments.clone()),
+            };
+            return Ok(ModelReply::ToolCalls(ToolCalls { calls: vec![call], ..ToolCalls::default() }));
         }
+        self.replying = None;
         if let Some(error) = &call.error {
             return Err(error.to_error());
         }
@@ -341,7 +379,7 @@ impl Provider for Replay {
         if !response.text.is_empty() {
             on_text(&response.text);
         }
-        Ok(response)
+        Ok(ModelReply::Done(response))
     }
 }
 
@@ -350,7 +388,7 @@ impl Provider for Replay {
 mod tests {
     use super::*;
     use crate::llm::schema::tests::booking_request;
-    use crate::llm::{NoTools, Usage};
+    use crate::llm::{NoTools, ToolLoop, Usage, reply_with_tools};
     use serde_json::json;
 
     /// A provider with canned answers that counts its calls.
@@ -375,18 +413,23 @@ mod tests {
             })
         }
 
-        fn respond(
+        /// Books in the first round, then answers with the booking id.
+        fn reply(
             &mut self,
-            _request: &RespondRequest,
-            tools: &mut dyn ToolLoop,
+            _request: &ReplyRequest,
+            rounds: &[ToolRound],
             on_text: &mut dyn FnMut(&str),
-        ) -> Result<Response, ProviderError> {
+        ) -> Result<ModelReply, ProviderError> {
             self.calls += 1;
-            let result =
-                tools.call_tool("book_hotel", json!({"hotel": "Ritz"})).map_err(ProviderError::InvalidOutput)?;
+            let Some(round) = rounds.first() else {
+                let call =
+                    ToolCall { id: "1".into(), name: "book_hotel".into(), arguments: Ok(json!({"hotel": "Ritz"})) };
+                return Ok(ModelReply::ToolCalls(ToolCalls { calls: vec![call], ..ToolCalls::default() }));
+            };
+            let result = round.results[0].clone().map_err(ProviderError::InvalidOutput)?;
             let text = format!("Booked: {}", result["booking_id"].as_str().unwrap_or("?"));
             on_text(&text);
-            Ok(Response { text, usage: Usage { calls: 2, prompt: 30, completion: 8, cached: 0 } })
+            Ok(ModelReply::Done(Response { text, usage: Usage { calls: 2, prompt: 30, completion: 8, cached: 0 } }))
         }
     }
 
@@ -414,17 +457,17 @@ mod tests {
         let a = json!({"b": 1, "a": {"y": [1, 2], "x": null}});
         let b = json!({"a": {"x": null, "y": [1, 2]}, "b": 1});
         assert_eq!(fingerprint(CallKind::Understand, &a), fingerprint(CallKind::Understand, &b));
-        assert_ne!(fingerprint(CallKind::Understand, &a), fingerprint(CallKind::Respond, &a));
+        assert_ne!(fingerprint(CallKind::Understand, &a), fingerprint(CallKind::Reply, &a));
         let c = json!({"a": {"x": null, "y": [2, 1]}, "b": 1});
         assert_ne!(fingerprint(CallKind::Understand, &a), fingerprint(CallKind::Understand, &c));
-        assert_eq!(fingerprint(CallKind::Respond, &json!({})).len(), "respond-".len() + 32);
+        assert_eq!(fingerprint(CallKind::Reply, &json!({})).len(), "respond-".len() + 32);
     }
 
     #[test]
     fn record_then_replay() {
         let path = temp_file("roundtrip");
         let understand = booking_request();
-        let respond = RespondRequest { message: "book it".into(), ..RespondRequest::default() };
+        let respond = ReplyRequest { message: "book it".into(), ..ReplyRequest::default() };
         let mut failing = booking_request();
         failing.message = "fail".into();
 
@@ -433,7 +476,8 @@ mod tests {
         let recorded = recorder.understand(&understand).unwrap();
         let mut tools = Booking { calls: vec![] };
         let mut streamed = String::new();
-        let reply = recorder.respond(&respond, &mut tools, &mut |piece| streamed.push_str(piece)).unwrap();
+        let reply =
+            reply_with_tools(&mut recorder, &respond, &mut tools, &mut |piece| streamed.push_str(piece)).unwrap();
         assert_eq!(reply.text, "Booked: B-1");
         let recorded_error = recorder.understand(&failing).unwrap_err();
 
@@ -450,7 +494,7 @@ mod tests {
         assert_eq!(replay.understand(&understand).unwrap(), recorded);
         let mut tools = Booking { calls: vec![] };
         let mut replayed = String::new();
-        let again = replay.respond(&respond, &mut tools, &mut |piece| replayed.push_str(piece)).unwrap();
+        let again = reply_with_tools(&mut replay, &respond, &mut tools, &mut |piece| replayed.push_str(piece)).unwrap();
         assert_eq!(again, reply);
         assert_eq!(replayed, "Booked: B-1");
         assert_eq!(tools.calls, vec![json!({"hotel": "Ritz"})], "recorded tool calls run again");
@@ -460,6 +504,68 @@ mod tests {
         // A request seen again gets the same answer.
         assert_eq!(replay.understand(&understand).unwrap(), recorded);
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// A recording written before replies came in rounds: one `respond`
+    /// entry holding every tool call and the whole reply.
+    fn recording_before_rounds(request: &ReplyRequest, kind: &str) -> String {
+        let request = request_json(request);
+        let key = fingerprint(CallKind::Reply, &request);
+        assert!(key.starts_with("respond-"), "the fingerprint keeps its name: {key}");
+        json!({
+            "version": 1,
+            "provider": "openai:gpt-test",
+            "calls": [{
+                "kind": kind,
+                "fingerprint": key,
+                "request": request,
+                "tool_calls": [
+                    {"name": "book_hotel", "arguments": {"hotel": "Ritz"}, "result": {"booking_id": "B-1"}},
+                    {"name": "book_hotel", "arguments": {"hotel": "Savoy"}, "error": "sold out"},
+                ],
+                "response": {"text": "Let me check.\n\nBooked the Ritz.", "usage": {"calls": 3, "prompt": 90, "completion": 12, "cached": 0}},
+            }],
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_recording_made_before_rounds_replays_as_it_did() {
+        let request = ReplyRequest { message: "book it".into(), ..ReplyRequest::default() };
+        // The fingerprint of this request when replies were one call: the
+        // tool budget, which changes between rounds, is not part of it.
+        assert_eq!(fingerprint(CallKind::Reply, &request_json(&request)), "respond-4f381ac1496683c1b2e9d4fc1e218d43");
+        for kind in ["respond", "reply"] {
+            let recording: Recording = serde_json::from_str(&recording_before_rounds(&request, kind)).unwrap();
+            assert_eq!(recording.calls[0].kind, CallKind::Reply, "`{kind}` is read");
+            let mut replay = Replay::from_recording("old.json", recording.clone());
+            let mut tools = Booking { calls: vec![] };
+            let mut streamed = String::new();
+            let response =
+                reply_with_tools(&mut replay, &request, &mut tools, &mut |piece| streamed.push_str(piece)).unwrap();
+            assert_eq!(Some(&response), recording.calls[0].response.as_ref());
+            assert_eq!(streamed, response.text);
+            assert_eq!(tools.calls, vec![json!({"hotel": "Ritz"}), json!({"hotel": "Savoy"})]);
+        }
+        assert_eq!(serde_json::to_value(CallKind::Reply).unwrap(), json!("respond"), "new recordings read as old");
+    }
+
+    #[test]
+    fn replayed_rounds_ask_one_recorded_call_each_until_the_budget_is_spent() {
+        let mut request = ReplyRequest { message: "book it".into(), ..ReplyRequest::default() };
+        let recording: Recording = serde_json::from_str(&recording_before_rounds(&request, "respond")).unwrap();
+        let mut replay = Replay::from_recording("old.json", recording);
+        let first = replay.reply(&request, &[], &mut |_| {}).unwrap();
+        let ModelReply::ToolCalls(asked) = first else { panic!("a tool call expected: {first:?}") };
+        assert_eq!(asked.calls.len(), 1);
+        assert_eq!(asked.calls[0].arguments, Ok(json!({"hotel": "Ritz"})));
+        let rounds = [ToolRound { asked, results: vec![Ok(json!({"booking_id": "B-1"}))] }];
+        request.tools_spent = true;
+        let mut streamed = String::new();
+        let second = replay.reply(&request, &rounds, &mut |piece| streamed.push_str(piece)).unwrap();
+        let ModelReply::Done(response) = second else { panic!("the answer expected: {second:?}") };
+        assert_eq!(response.text, "Let me check.\n\nBooked the Ritz.");
+        assert_eq!(streamed, response.text);
     }
 
     #[test]
@@ -475,7 +581,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("for the message \"something new\""), "{text}");
-        let error = replay.respond(&RespondRequest::default(), &mut NoTools, &mut |_| {}).unwrap_err();
+        let error = reply_with_tools(&mut replay, &ReplyRequest::default(), &mut NoTools, &mut |_| {}).unwrap_err();
         assert_eq!(error.class(), "not_recorded");
     }
 

@@ -10,12 +10,18 @@
 //! row holds the position, data and a bounded history; the full transcript
 //! is appended to its own table, so a turn costs the same at turn 10,000 as
 //! at turn 1.
+//!
+//! Its I/O: the databases; [`location`] reads `FLOWC_STORE` and `[store]`
+//! in `flowc.toml`; a SQLite store imports, once, the JSON session files of
+//! the store that came before it and warns on stderr about one it cannot
+//! read. The memory store does none.
 
 pub mod location;
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;
 
+use crate::ir::Program;
 use crate::llm::Message;
 use crate::runtime::session::Session;
 use crate::runtime::workflow::WorkflowRun;
@@ -142,14 +148,38 @@ pub fn open(location: &StoreLocation) -> Result<Box<dyn Store>, StoreError> {
 }
 
 /// Commits one turn of `after`, which was `before` when the turn began:
-/// the messages the turn added go to the transcript, the session keeps the
-/// last [`HISTORY_KEPT`], and the save is a compare-and-swap on the version
-/// the turn started from.
-pub fn commit_turn(store: &dyn SessionStore, before: &Session, after: &mut Session) -> Result<(), StoreError> {
+/// the session records where it stands by name (so that an edited
+/// `program` can find the place again), the messages the turn added go to
+/// the transcript, the session keeps the last [`HISTORY_KEPT`], and the
+/// save is a compare-and-swap on the version the turn started from.
+pub fn commit_turn(
+    store: &dyn SessionStore,
+    program: &Program,
+    before: &Session,
+    after: &mut Session,
+) -> Result<(), StoreError> {
+    after.record_position(program);
     let added = after.history.get(before.history.len()..).unwrap_or_default().to_vec();
     let excess = after.history.len().saturating_sub(HISTORY_KEPT);
     after.history.drain(..excess);
     store.save(after, before.version, &added)
+}
+
+/// Saves `run` as the next version of `stored`, a compare-and-swap on the
+/// version `stored` has, renewing `claim` or, with `None`, releasing the
+/// run. `stored` becomes what was saved; a refused save leaves it as it was.
+pub fn commit_run(
+    store: &dyn RunStore,
+    stored: &mut StoredRun,
+    run: WorkflowRun,
+    due_at: Option<i64>,
+    claim: Option<&Claim>,
+) -> Result<(), StoreError> {
+    let expected = stored.version;
+    let next = StoredRun { run, version: expected.saturating_add(1), due_at, ..stored.clone() };
+    store.save_run(&next, expected, claim)?;
+    *stored = next;
+    Ok(())
 }
 
 /// Session and run ids become keys and appear in commands: keep them plain.
@@ -286,11 +316,31 @@ mod tests {
         after.history.push(message("new question"));
         after.history.push(message("new answer"));
         after.version = 1;
-        commit_turn(&store, &before, &mut after).unwrap();
+        let program =
+            crate::pipeline::compile(&crate::source::SourceFile::new("t.flow", "flow f { step a { say \"hi\" } }")).ir;
+        commit_turn(&store, &program, &before, &mut after).unwrap();
         assert_eq!(after.history.len(), HISTORY_KEPT);
         assert_eq!(after.history.last(), Some(&message("new answer")));
         assert_eq!(store.transcript("s").unwrap(), vec![message("new question"), message("new answer")]);
         assert_eq!(store.load("s").unwrap(), Some(after));
+    }
+
+    #[test]
+    fn a_committed_turn_names_where_the_session_stands() {
+        let store = memory::MemoryStore::default();
+        let program = crate::pipeline::compile(&crate::source::SourceFile::new(
+            "t.flow",
+            "flow book { step ask { say \"hi\" } }",
+        ))
+        .ir;
+        let before = Session::new("s", "h");
+        let mut after = before.clone();
+        after.flow = Some(crate::ids::FlowId(0));
+        after.step = Some(crate::ids::StepId(0));
+        after.version = 1;
+        commit_turn(&store, &program, &before, &mut after).unwrap();
+        let stored = store.load("s").unwrap().unwrap();
+        assert_eq!((stored.flow_name.as_deref(), stored.step_name.as_deref()), (Some("book"), Some("ask")));
     }
 
     #[test]

@@ -75,6 +75,24 @@ pub struct TypeExpr {
     pub span: Span,
 }
 
+impl TypeExpr {
+    /// A type written as its name alone (`bool`), with no options.
+    pub fn bare(name: Name, span: Span) -> Self {
+        TypeExpr {
+            name,
+            description: None,
+            min: None,
+            max: None,
+            pattern: None,
+            values: None,
+            examples: Vec::new(),
+            items: None,
+            fields: None,
+            span,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Number {

@@ -182,13 +182,13 @@ impl flowc::llm::Provider for Watched {
         Ok(understanding)
     }
 
-    fn respond(
+    fn reply(
         &mut self,
-        request: &flowc::llm::RespondRequest,
-        tools: &mut dyn flowc::llm::ToolLoop,
+        request: &flowc::llm::ReplyRequest,
+        rounds: &[flowc::llm::ToolRound],
         on_text: &mut dyn FnMut(&str),
-    ) -> Result<flowc::llm::Response, flowc::llm::ProviderError> {
-        self.inner.respond(request, tools, on_text)
+    ) -> Result<flowc::llm::ModelReply, flowc::llm::ProviderError> {
+        self.inner.reply(request, rounds, on_text)
     }
 }
 

@@ -10,7 +10,7 @@ use super::*;
 use crate::llm::config::ProviderKind;
 use crate::llm::schema::tests::booking_request;
 use crate::llm::testserver::{Reply, TestServer, Tools, fast_http};
-use crate::llm::{Message, NoTools};
+use crate::llm::{Message, NoTools, ToolCall, ToolCalls, ToolRound, reply_with_tools};
 use std::time::Duration;
 
 const KEY: &str = "sk-ant-test-0123456789";
@@ -74,15 +74,15 @@ fn booking_tool() -> ToolSpec {
     }
 }
 
-fn respond_request(tools: Vec<ToolSpec>) -> RespondRequest {
-    RespondRequest {
+fn respond_request(tools: Vec<ToolSpec>) -> ReplyRequest {
+    ReplyRequest {
         identity: Some("You are the concierge.".into()),
         rules: vec!["Be brief.".into()],
         instructions: vec!["Book the room, then confirm.".into()],
         history: vec![Message { role: Role::Assistant, text: "Which hotel?".into() }],
         message: "The Ritz, please".into(),
         tools,
-        ..RespondRequest::default()
+        ..ReplyRequest::default()
     }
 }
 
@@ -242,9 +242,10 @@ fn an_answer_without_the_tool_is_repaired() {
 fn respond_streams_text_events() {
     let server = TestServer::start(vec![text_events(&["For which ", "date?"]).paced(Duration::from_millis(3))]);
     let mut pieces = Vec::new();
-    let response = provider(&server)
-        .respond(&respond_request(vec![]), &mut NoTools, &mut |piece| pieces.push(piece.to_string()))
-        .unwrap();
+    let response = reply_with_tools(&mut provider(&server), &respond_request(vec![]), &mut NoTools, &mut |piece| {
+        pieces.push(piece.to_string())
+    })
+    .unwrap();
     assert_eq!(pieces, vec!["For which ", "date?"]);
     assert_eq!(response.text, "For which date?");
     assert_eq!(response.usage, Usage { calls: 1, prompt: 650, completion: 12, cached: 600 });
@@ -272,8 +273,10 @@ fn respond_feeds_tool_use_back() {
     let server = TestServer::start(vec![tool_use_events(), text_events(&["Booked: B-1."])]);
     let mut tools = Tools::allowing(5);
     let mut pieces = Vec::new();
-    let response = provider(&server)
-        .respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |piece| pieces.push(piece.to_string()))
+    let response =
+        reply_with_tools(&mut provider(&server), &respond_request(vec![booking_tool()]), &mut tools, &mut |piece| {
+            pieces.push(piece.to_string())
+        })
         .unwrap();
     assert_eq!(tools.calls, vec![("book_hotel".to_string(), json!({"hotel": "Ritz"}))]);
     assert_eq!(response.text, "Let me book that.\n\nBooked: B-1.");
@@ -304,10 +307,87 @@ fn respond_feeds_tool_use_back() {
 }
 
 #[test]
+fn a_round_returns_the_tool_use_before_it_runs_and_the_next_sends_its_result() {
+    let server = TestServer::start(vec![tool_use_events(), text_events(&["Sold out."])]);
+    let mut provider = provider(&server);
+    let request = respond_request(vec![booking_tool()]);
+    let mut pieces = Vec::new();
+    let first = provider.reply(&request, &[], &mut |piece| pieces.push(piece.to_string()));
+    let Ok(ModelReply::ToolCalls(asked)) = first else { panic!("tool calls expected: {first:?}") };
+    assert_eq!(
+        asked.calls,
+        vec![ToolCall { id: "toolu_02".into(), name: "book_hotel".into(), arguments: Ok(json!({"hotel": "Ritz"})) }]
+    );
+    assert_eq!(asked.text, "Let me book that.");
+    assert_eq!(pieces, ["Let me book that."]);
+    assert_eq!(asked.usage.calls, 1);
+    assert_eq!(server.requests().len(), 1, "nothing more is asked before the caller answers");
+
+    let rounds = [ToolRound { asked, results: vec![Err("the hotel is full".into())] }];
+    let second = provider.reply(&request, &rounds, &mut |_| {});
+    let Ok(ModelReply::Done(response)) = second else { panic!("an answer expected: {second:?}") };
+    assert_eq!(response.text, "Sold out.");
+    let body = server.request(1).json();
+    assert_eq!(body["tool_choice"], json!({"type": "auto"}));
+    let messages = body["messages"].as_array().cloned().unwrap();
+    assert_eq!(
+        messages[3],
+        json!({"role": "assistant", "content": [
+            {"type": "text", "text": "Let me book that."},
+            {"type": "tool_use", "id": "toolu_02", "name": "book_hotel", "input": {"hotel": "Ritz"}},
+        ]})
+    );
+    assert_eq!(
+        messages[4],
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_02", "content": "{\"error\":\"the hotel is full\"}"},
+        ]}),
+        "a tool's error is its result, not an `is_error` block: only unreadable input is"
+    );
+}
+
+#[test]
+fn a_round_the_caller_wrote_goes_back_as_blocks_and_a_spent_budget_says_none() {
+    let server = TestServer::start(vec![text_events(&["Booked."])]);
+    let mut request = respond_request(vec![booking_tool()]);
+    request.tools_spent = true;
+    let calls = vec![
+        ToolCall { id: "a".into(), name: "book_hotel".into(), arguments: Ok(json!({"hotel": "Ritz"})) },
+        ToolCall { id: "b".into(), name: "book_hotel".into(), arguments: Err("not JSON".into()) },
+    ];
+    let rounds = [ToolRound {
+        asked: ToolCalls { calls, text: "One moment.".into(), ..ToolCalls::default() },
+        results: vec![Ok(json!({"booking_id": "B-1"})), Err("not JSON".into())],
+    }];
+    let answer = provider(&server).reply(&request, &rounds, &mut |_| {});
+    assert!(matches!(answer, Ok(ModelReply::Done(_))), "{answer:?}");
+    let body = server.request(0).json();
+    assert_eq!(body["tool_choice"], json!({"type": "none"}), "tools stay declared once used");
+    let messages = body["messages"].as_array().cloned().unwrap();
+    assert_eq!(
+        messages[3],
+        json!({"role": "assistant", "content": [
+            {"type": "text", "text": "One moment."},
+            {"type": "tool_use", "id": "a", "name": "book_hotel", "input": {"hotel": "Ritz"}},
+            {"type": "tool_use", "id": "b", "name": "book_hotel", "input": {}},
+        ]})
+    );
+    assert_eq!(
+        messages[4],
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "a", "content": "{\"booking_id\":\"B-1\"}"},
+            {"type": "tool_result", "tool_use_id": "b", "content": "{\"error\":\"not JSON\"}", "is_error": true},
+        ]})
+    );
+}
+
+#[test]
 fn tools_stay_declared_but_unusable_after_the_limit() {
     let server = TestServer::start(vec![tool_use_events(), text_events(&["Done."])]);
     let mut tools = Tools::allowing(1);
-    let response = provider(&server).respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
+    let response =
+        reply_with_tools(&mut provider(&server), &respond_request(vec![booking_tool()]), &mut tools, &mut |_| {})
+            .unwrap();
     assert!(response.text.ends_with("Done."));
     let second = server.request(1).json();
     assert_eq!(second["tool_choice"], json!({"type": "none"}));
@@ -320,7 +400,8 @@ fn error_events_are_classified() {
         message_start(),
         ("error", json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
     ])]);
-    let error = provider(&server).respond(&respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
+    let error =
+        reply_with_tools(&mut provider(&server), &respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
     assert_eq!(error.to_string(), "the provider is overloaded: Overloaded (try again shortly)");
 }
 
@@ -341,7 +422,8 @@ fn a_stream_without_message_stop_is_a_network_error() {
         ])
         .cut_short(),
     ]);
-    let error = provider(&server).respond(&respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
+    let error =
+        reply_with_tools(&mut provider(&server), &respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
     assert_eq!(error.class(), "network");
 }
 

@@ -52,15 +52,14 @@
 //! provider's evidence with them and reads what they read beyond doubt
 //! before asking any model.
 //!
-//! # Replies ([`Provider::respond`])
+//! # Replies ([`Provider::reply`])
 //!
 //! The reply is the batch's rendered step prompts (`instructions`), then
 //! the turn's `appended` instructions, joined with spaces: the offline
 //! "model" says what the step tells it to say. Text already `said` is not
 //! repeated (the runtime prints it). With no instruction at all the reply
 //! is "How can I help?", or nothing when something was already said this
-//! turn. The offline model never calls tools: the tool loop is left
-//! untouched.
+//! turn. The offline model never calls tools: every round is the answer.
 //!
 //! # Cost
 //!
@@ -69,7 +68,7 @@
 //! `prompt` counts the whitespace-separated words of every text of the
 //! request (message, history, descriptions, instructions…); `completion`
 //! counts one per value answered by understand, and the reply's words for
-//! respond. Nothing is ever `cached`. A call takes a few microseconds
+//! a reply. Nothing is ever `cached`. A call takes a few microseconds
 //! (`cargo bench --bench offline`): the program's texts are analysed once
 //! per provider and kept (`cache.rs`).
 //!
@@ -96,8 +95,8 @@ mod routing;
 mod text;
 
 use super::{
-    Answer, Proposal, Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding,
-    Usage,
+    Answer, ModelReply, Proposal, Provider, ProviderError, ReplyRequest, Response, ToolRound, UnderstandRequest,
+    Understanding, Usage,
 };
 use cache::Cache;
 use chrono::NaiveDate;
@@ -128,18 +127,18 @@ impl Provider for Offline {
         Ok(understand(request, &mut self.cache))
     }
 
-    /// Never calls a tool: `tools` is left untouched.
-    fn respond(
+    /// Never calls a tool: the first round answers.
+    fn reply(
         &mut self,
-        request: &RespondRequest,
-        _tools: &mut dyn ToolLoop,
+        request: &ReplyRequest,
+        _rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
-    ) -> Result<Response, ProviderError> {
+    ) -> Result<ModelReply, ProviderError> {
         let text = reply(request);
         on_text(&text);
         let usage =
-            Usage { calls: 1, prompt: respond_prompt_words(request), completion: text::word_count(&text), cached: 0 };
-        Ok(Response { text, usage })
+            Usage { calls: 1, prompt: reply_prompt_words(request), completion: text::word_count(&text), cached: 0 };
+        Ok(ModelReply::Done(Response { text, usage }))
     }
 }
 
@@ -182,7 +181,7 @@ fn understand(request: &UnderstandRequest, cache: &mut Cache) -> Understanding {
     Understanding { flow, fields, conditions, signals, usage }
 }
 
-fn reply(request: &RespondRequest) -> String {
+fn reply(request: &ReplyRequest) -> String {
     let parts: Vec<&str> = request
         .instructions
         .iter()
@@ -215,7 +214,7 @@ fn understand_prompt_words(request: &UnderstandRequest) -> u64 {
         + questions.sum::<u64>()
 }
 
-fn respond_prompt_words(request: &RespondRequest) -> u64 {
+fn reply_prompt_words(request: &ReplyRequest) -> u64 {
     let texts = request
         .identity
         .iter()

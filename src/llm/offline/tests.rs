@@ -4,7 +4,7 @@
 //! transcripts in issue 6.
 
 use super::*;
-use crate::llm::{FieldSpec, FlowChoice, NoTools, Question};
+use crate::llm::{FieldSpec, FlowChoice, NoTools, Question, ToolLoop, reply_with_tools};
 use serde_json::{Value, json};
 
 const TODAY: &str = "2026-01-05";
@@ -382,17 +382,18 @@ impl ToolLoop for Watch {
     }
 }
 
-fn respond(request: &RespondRequest) -> (Response, Vec<String>, usize) {
+fn respond(request: &ReplyRequest) -> (Response, Vec<String>, usize) {
     let mut streamed = Vec::new();
     let mut tools = Watch { calls: 0 };
-    let result = Offline::new().respond(request, &mut tools, &mut |text| streamed.push(text.to_string()));
+    let result =
+        reply_with_tools(&mut Offline::new(), request, &mut tools, &mut |text| streamed.push(text.to_string()));
     assert!(result.is_ok(), "{result:?}");
     (result.unwrap_or_default(), streamed, tools.calls)
 }
 
 #[test]
 fn reply_is_the_rendered_prompts_then_appended() {
-    let request = RespondRequest {
+    let request = ReplyRequest {
         instructions: strings(&["Shall I book Grand Hotel on 2026-12-04 for 2 guests?"]),
         appended: strings(&["Mention the spa."]),
         said: strings(&["Welcome!"]),
@@ -409,20 +410,38 @@ fn reply_is_the_rendered_prompts_then_appended() {
 
 #[test]
 fn reply_without_instructions() {
-    let (response, streamed, _) = respond(&RespondRequest::default());
+    let (response, streamed, _) = respond(&ReplyRequest::default());
     assert_eq!(response.text, FALLBACK_REPLY);
     assert_eq!(streamed.len(), 1);
-    let said = RespondRequest { said: strings(&["Booked!"]), ..Default::default() };
+    let said = ReplyRequest { said: strings(&["Booked!"]), ..Default::default() };
     assert_eq!(respond(&said).0.text, "");
 }
 
 #[test]
 fn reply_never_uses_tools_even_when_offered() {
-    let request = RespondRequest { instructions: strings(&["Which hotel?"]), ..Default::default() };
+    let request = ReplyRequest { instructions: strings(&["Which hotel?"]), ..Default::default() };
     let mut streamed = String::new();
-    let result = Offline::new().respond(&request, &mut NoTools, &mut |text| streamed.push_str(text));
+    let result = reply_with_tools(&mut Offline::new(), &request, &mut NoTools, &mut |text| streamed.push_str(text));
     assert_eq!(result.map(|response| response.text).ok().as_deref(), Some("Which hotel?"));
     assert_eq!(streamed, "Which hotel?");
+}
+
+#[test]
+fn every_round_is_the_answer() {
+    let request = ReplyRequest {
+        instructions: strings(&["Which hotel?"]),
+        tools: vec![crate::llm::ToolSpec { name: "book".into(), description: None, parameters: json!({}) }],
+        ..Default::default()
+    };
+    let earlier = crate::llm::ToolRound { asked: crate::llm::ToolCalls::default(), results: vec![] };
+    for rounds in [vec![], vec![earlier]] {
+        let answer = Offline::new().reply(&request, &rounds, &mut |_| {});
+        let text = match answer {
+            Ok(crate::llm::ModelReply::Done(response)) => response.text,
+            other => panic!("an answer expected: {other:?}"),
+        };
+        assert_eq!(text, "Which hotel?");
+    }
 }
 
 mod properties {

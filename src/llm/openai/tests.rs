@@ -9,7 +9,7 @@ use super::*;
 use crate::llm::config::ProviderKind;
 use crate::llm::schema::tests::booking_request;
 use crate::llm::testserver::{Reply, TestServer, Tools, closed_port_url, fast_http};
-use crate::llm::{NoTools, ToolSpec};
+use crate::llm::{NoTools, ToolCall, ToolCalls, ToolLoop, ToolRound, ToolSpec, reply_with_tools};
 use std::time::{Duration, Instant};
 
 const KEY: &str = "sk-test-key-0123456789";
@@ -120,24 +120,24 @@ fn booking_tool() -> ToolSpec {
     }
 }
 
-fn respond_request(tools: Vec<ToolSpec>) -> RespondRequest {
-    RespondRequest {
+fn respond_request(tools: Vec<ToolSpec>) -> ReplyRequest {
+    ReplyRequest {
         identity: Some("You are the concierge.".into()),
         instructions: vec!["Book the room, then confirm.".into()],
         history: vec![Message { role: Role::Assistant, text: "Which hotel?".into() }],
         message: "The Ritz, please".into(),
         tools,
-        ..RespondRequest::default()
+        ..ReplyRequest::default()
     }
 }
 
 fn collect(
     provider: &mut OpenAi,
-    request: &RespondRequest,
+    request: &ReplyRequest,
     tools: &mut dyn ToolLoop,
 ) -> (Result<Response, ProviderError>, Vec<String>) {
     let mut pieces = Vec::new();
-    let result = provider.respond(request, tools, &mut |piece| pieces.push(piece.to_string()));
+    let result = reply_with_tools(provider, request, tools, &mut |piece| pieces.push(piece.to_string()));
     (result, pieces)
 }
 
@@ -480,6 +480,113 @@ fn a_repeated_forced_call_is_read_as_reply() {
     assert!(server.request(2).json().get("tools").is_none());
 }
 
+/// One round of a reply, with the streamed pieces.
+fn round(
+    provider: &mut OpenAi,
+    request: &ReplyRequest,
+    rounds: &[ToolRound],
+) -> (Result<ModelReply, ProviderError>, Vec<String>) {
+    let mut pieces = Vec::new();
+    let result = provider.reply(request, rounds, &mut |piece| pieces.push(piece.to_string()));
+    (result, pieces)
+}
+
+#[test]
+fn a_round_returns_the_calls_before_they_run_and_the_next_sends_their_results() {
+    let server = TestServer::start(vec![tool_call_stream(), text_stream(&["Sold out, sorry."])]);
+    let mut provider = provider(&server);
+    let request = respond_request(vec![booking_tool()]);
+    let (first, pieces) = round(&mut provider, &request, &[]);
+    let Ok(ModelReply::ToolCalls(asked)) = first else { panic!("tool calls expected: {first:?}") };
+    assert_eq!(
+        asked.calls,
+        vec![ToolCall { id: "call_1".into(), name: "book_hotel".into(), arguments: Ok(json!({"hotel": "Ritz"})) }]
+    );
+    assert_eq!((asked.text.as_str(), asked.usage.calls), ("", 1));
+    assert!(pieces.is_empty());
+    assert_eq!(server.requests().len(), 1, "nothing more is asked before the caller answers");
+
+    let rounds = [ToolRound { asked, results: vec![Err("the hotel is full".into())] }];
+    let (second, pieces) = round(&mut provider, &request, &rounds);
+    let Ok(ModelReply::Done(response)) = second else { panic!("an answer expected: {second:?}") };
+    assert_eq!(response.text, "Sold out, sorry.");
+    assert_eq!(pieces, ["Sold out, sorry."]);
+    assert_eq!(response.usage.calls, 1, "a round's usage is its own");
+    let messages = server.request(1).json()["messages"].as_array().cloned().unwrap();
+    assert_eq!(
+        messages[3],
+        json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "book_hotel", "arguments": "{\"hotel\": \"Ritz\"}"}}
+        ]}),
+        "the arguments go back as the model wrote them"
+    );
+    assert_eq!(
+        messages[4],
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "{\"error\":\"the hotel is full\"}"})
+    );
+}
+
+#[test]
+fn a_round_the_caller_wrote_is_sent_as_tool_calls_and_a_spent_budget_offers_no_tools() {
+    let server = TestServer::start(vec![text_stream(&["Booked."])]);
+    let mut provider = provider(&server);
+    let mut request = respond_request(vec![booking_tool()]);
+    request.tools_spent = true;
+    let call = ToolCall { id: "mine".into(), name: "book_hotel".into(), arguments: Ok(json!({"hotel": "Ritz"})) };
+    let rounds = [ToolRound {
+        asked: ToolCalls { calls: vec![call], ..ToolCalls::default() },
+        results: vec![Ok(json!({"booking_id": "B-1"}))],
+    }];
+    let (answer, _) = round(&mut provider, &request, &rounds);
+    assert!(matches!(answer, Ok(ModelReply::Done(_))), "{answer:?}");
+    let body = server.request(0).json();
+    assert!(body.get("tools").is_none() && body.get("tool_choice").is_none(), "{body}");
+    let messages = body["messages"].as_array().cloned().unwrap();
+    assert_eq!(
+        messages[3],
+        json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "mine", "type": "function", "function": {"name": "book_hotel", "arguments": "{\"hotel\":\"Ritz\"}"}}
+        ]})
+    );
+    assert_eq!(messages[4], json!({"role": "tool", "tool_call_id": "mine", "content": "{\"booking_id\":\"B-1\"}"}));
+}
+
+#[test]
+fn a_forced_round_returns_its_call_and_the_next_sends_the_result_as_a_note() {
+    let call = "{\"action\": \"book_hotel\", \"arguments\": {\"hotel\": \"Ritz\"}}";
+    let server = TestServer::start(vec![
+        tool_completion("next_action", call),
+        tool_completion("next_action", "{\"action\": \"reply\"}"),
+        text_stream(&["Booked."]),
+    ]);
+    let config = ProviderConfig { tool_choice: ToolChoiceMode::Forced, ..config(&server.url) };
+    let mut provider = OpenAi::new(&config).unwrap();
+    let request = respond_request(vec![booking_tool()]);
+    let (first, _) = round(&mut provider, &request, &[]);
+    let Ok(ModelReply::ToolCalls(asked)) = first else { panic!("tool calls expected: {first:?}") };
+    assert_eq!(asked.calls.len(), 1);
+    assert_eq!(
+        (asked.calls[0].name.as_str(), &asked.calls[0].arguments),
+        ("book_hotel", &Ok(json!({"hotel": "Ritz"})))
+    );
+
+    let rounds = [ToolRound { asked, results: vec![Ok(json!({"booking_id": "B-1"}))] }];
+    let (second, _) = round(&mut provider, &request, &rounds);
+    let Ok(ModelReply::Done(response)) = second else { panic!("an answer expected: {second:?}") };
+    assert_eq!(response.text, "Booked.");
+    assert_eq!(response.usage.calls, 2, "the decision and the reply");
+    for index in [1, 2] {
+        let messages = server.request(index).json()["messages"].as_array().cloned().unwrap();
+        assert_eq!(
+            messages.last().and_then(|message| message["content"].as_str()),
+            Some(
+                "(Note from the system, not the user: the tool `book_hotel` was called with {\"hotel\":\"Ritz\"} \
+                 and returned {\"booking_id\":\"B-1\"}. Use this in your reply.)"
+            )
+        );
+    }
+}
+
 #[test]
 fn refused_stream_options_are_dropped() {
     let server = TestServer::start(vec![
@@ -535,7 +642,8 @@ fn other_client_errors_are_not_retried() {
     let error = provider(&server).understand(&booking_request()).unwrap_err();
     assert_eq!(error.to_string(), "the request was refused: HTTP 400: max_tokens is too large: 999999");
     let server = TestServer::start(vec![Reply::json(404, &error_body("The model `gpt-nope` does not exist"))]);
-    let error = provider(&server).respond(&respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
+    let error =
+        reply_with_tools(&mut provider(&server), &respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
     assert_eq!(
         error.to_string(),
         "the request was refused: HTTP 404: The model `gpt-nope` does not exist (check the model name and the base URL)"
@@ -625,7 +733,8 @@ fn errors_inside_a_stream_are_classified() {
         delta(json!({"content": "Hel"}), None),
         json!({"error": {"message": "The server had an error while processing your request.", "type": "server_error"}}),
     ])]);
-    let error = provider(&server).respond(&respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
+    let error =
+        reply_with_tools(&mut provider(&server), &respond_request(vec![]), &mut NoTools, &mut |_| {}).unwrap_err();
     assert_eq!(
         error.to_string(),
         "the provider is overloaded: The server had an error while processing your request. (try again shortly)"
@@ -742,12 +851,14 @@ fn real_server() {
 
     let started = Instant::now();
     let mut pieces = 0;
-    let response = provider.respond(&respond_request(vec![]), &mut NoTools, &mut |_| pieces += 1).unwrap();
+    let response =
+        reply_with_tools(&mut provider, &respond_request(vec![]), &mut NoTools, &mut |_| pieces += 1).unwrap();
     println!("respond: {:?} in {:?}, {pieces} pieces: {:?}", response.usage, started.elapsed(), response.text);
 
     let mut tools = Tools::allowing(1);
     let started = Instant::now();
-    let response = provider.respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
+    let response =
+        reply_with_tools(&mut provider, &respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
     println!(
         "respond with a tool: {:?} in {:?}; tool choice now {:?}; calls {:?}; text {:?}",
         response.usage,
@@ -762,7 +873,8 @@ fn real_server() {
     let mut forced = OpenAi::new(&ProviderConfig { tool_choice: ToolChoiceMode::Forced, ..base.clone() }).unwrap();
     let mut tools = Tools::allowing(1);
     let started = Instant::now();
-    let response = forced.respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
+    let response =
+        reply_with_tools(&mut forced, &respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
     println!(
         "respond with a tool, forced choice: {:?} in {:?}; calls {:?}; text {:?}",
         response.usage,
@@ -794,7 +906,8 @@ fn a_recorded_run_replays_without_the_server() {
     assert_eq!(recorder.name(), "openai:gpt-test");
     let understood = recorder.understand(&booking_request()).unwrap();
     let mut tools = Tools::allowing(5);
-    let replied = recorder.respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
+    let replied =
+        reply_with_tools(recorder.as_mut(), &respond_request(vec![booking_tool()]), &mut tools, &mut |_| {}).unwrap();
     drop(server);
 
     let text = std::fs::read_to_string(&path).unwrap();
@@ -805,16 +918,17 @@ fn a_recorded_run_replays_without_the_server() {
     assert_eq!(replay.understand(&booking_request()).unwrap(), understood);
     let mut tools = Tools::allowing(5);
     let mut streamed = String::new();
-    let again = replay
-        .respond(&respond_request(vec![booking_tool()]), &mut tools, &mut |piece| streamed.push_str(piece))
-        .unwrap();
+    let again = reply_with_tools(replay.as_mut(), &respond_request(vec![booking_tool()]), &mut tools, &mut |piece| {
+        streamed.push_str(piece)
+    })
+    .unwrap();
     assert_eq!(again, replied);
     assert_eq!(streamed, "Booked: B-1.");
     assert_eq!(tools.calls, vec![("book_hotel".to_string(), json!({"hotel": "Ritz"}))]);
 
     let mut other = respond_request(vec![]);
     other.message = "Something else".into();
-    let error = replay.respond(&other, &mut NoTools, &mut |_| {}).unwrap_err();
+    let error = reply_with_tools(replay.as_mut(), &other, &mut NoTools, &mut |_| {}).unwrap_err();
     assert_eq!(error.class(), "not_recorded");
     let _ = std::fs::remove_file(&path);
 }

@@ -3,7 +3,7 @@
 
 use super::{Stage, Turn, TurnError};
 use crate::ir::{Program, ToolId};
-use crate::llm::{RespondRequest, ToolLoop, ToolSpec};
+use crate::llm::{ReplyRequest, ToolLoop, ToolSpec, reply_with_tools};
 use crate::runtime::directive::{Emission, Source, merge};
 use crate::runtime::events::{Event, Purpose, StopReason};
 use crate::runtime::tools::{ToolEnv, ToolRegistry};
@@ -67,7 +67,7 @@ impl Turn<'_> {
                     sink(chunk);
                 }
             };
-            let response = self.runtime.provider.respond(&request, &mut tool_loop, &mut on_text)?;
+            let response = reply_with_tools(self.runtime.provider.as_mut(), &request, &mut tool_loop, &mut on_text)?;
             self.tool_rounds = tool_loop.rounds;
             self.tool_limit_hit = tool_loop.limit_hit;
             let tool_events = std::mem::take(&mut tool_loop.events);
@@ -145,7 +145,7 @@ impl Turn<'_> {
         program: &Program,
         appended: &[String],
         injected: &[ToolId],
-    ) -> RespondRequest {
+    ) -> ReplyRequest {
         let identity = program.agent.identity.as_ref().map(|identity| self.render(identity));
         let rules: Vec<String> = program.agent.rules.iter().map(|rule| self.render(rule)).collect();
         let flow_rules: Vec<String> = self
@@ -164,7 +164,7 @@ impl Turn<'_> {
                 tools.push(*tool);
             }
         }
-        RespondRequest {
+        ReplyRequest {
             identity,
             rules,
             flow_rules,
@@ -183,6 +183,7 @@ impl Turn<'_> {
                     parameters: crate::ir::object_schema(&tool.params),
                 })
                 .collect(),
+            tools_spent: false,
         }
     }
 }

@@ -256,18 +256,7 @@ impl<'tree> Builder<'tree, '_> {
         let span = self.values.span(entry.value);
         if let Some(Resolved::Str(_)) = self.values.scalar(entry.value).map(Scalar::resolve) {
             let name = self.values.name(entry, "a type")?;
-            return Some(TypeExpr {
-                name,
-                description: None,
-                min: None,
-                max: None,
-                pattern: None,
-                values: None,
-                examples: Vec::new(),
-                items: None,
-                fields: None,
-                span,
-            });
+            return Some(TypeExpr::bare(name, span));
         }
         if !self.values.is_mapping(entry.value) {
             self.values.wrong_shape(

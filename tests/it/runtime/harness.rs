@@ -4,8 +4,8 @@
 
 use flowc::ir::Program;
 use flowc::llm::{
-    Answer, Proposal, Provider, ProviderError, RespondRequest, Response, ToolLoop, UnderstandRequest, Understanding,
-    Usage,
+    Answer, ModelReply, Proposal, Provider, ProviderError, ReplyRequest, Response, ToolCall, ToolCalls, ToolRound,
+    UnderstandRequest, Understanding, Usage,
 };
 use flowc::pipeline::compile;
 use flowc::runtime::clock::{Clock, FixedClock, SeededIds};
@@ -53,9 +53,11 @@ pub struct Script {
     /// model cut off by its token limit does, even after a repair.
     pub invalid_answers: usize,
     pub understand_requests: Vec<UnderstandRequest>,
-    pub respond_requests: Vec<RespondRequest>,
+    pub reply_requests: Vec<ReplyRequest>,
     /// Results (or refusals) of the tool calls made in respond.
     pub tool_results: Vec<Result<Value, String>>,
+    /// The reply being given, one tool call per round, from its first round.
+    replying: Option<Reply>,
 }
 
 /// A provider that answers from a [`Script`] and records every request.
@@ -111,35 +113,44 @@ impl Provider for Scripted {
         Ok(understanding)
     }
 
-    fn respond(
+    /// Asks for the scripted tool calls one round each, until one is
+    /// refused, then answers.
+    fn reply(
         &mut self,
-        request: &RespondRequest,
-        tools: &mut dyn ToolLoop,
+        request: &ReplyRequest,
+        rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
-    ) -> Result<Response, ProviderError> {
-        let reply = {
-            let mut script = lock(&self.script);
-            script.respond_requests.push(request.clone());
-            script.replies.pop_front()
-        };
-        let reply = reply.unwrap_or_else(|| Reply::text(&format!("reply: {}", request.instructions.join(" | "))));
-        if let Some(sleep) = reply.sleep {
-            std::thread::sleep(sleep);
-        }
-        let mut results = Vec::new();
-        let mut calls =
-            reply.tool_calls.iter().cycle().take(if reply.call_forever { 1000 } else { reply.tool_calls.len() });
-        for (name, arguments) in calls.by_ref() {
-            let result = tools.call_tool(name, arguments.clone());
-            let refused = result.is_err();
-            results.push(result);
-            if refused {
-                break;
+    ) -> Result<ModelReply, ProviderError> {
+        if rounds.is_empty() {
+            let reply = {
+                let mut script = lock(&self.script);
+                script.reply_requests.push(request.clone());
+                script.replies.pop_front()
+            };
+            let reply = reply.unwrap_or_else(|| Reply::text(&format!("reply: {}", request.instructions.join(" | "))));
+            if let Some(sleep) = reply.sleep {
+                std::thread::sleep(sleep);
             }
+            lock(&self.script).replying = Some(reply);
         }
-        lock(&self.script).tool_results.extend(results);
+        let mut script = lock(&self.script);
+        let reply = script.replying.clone().unwrap_or_default();
+        let last = rounds.last().and_then(|round| round.results.first().cloned());
+        let refused = last.as_ref().is_some_and(Result::is_err);
+        script.tool_results.extend(last);
+        let limit = if reply.call_forever { 1000 } else { reply.tool_calls.len() };
+        let next = reply.tool_calls.iter().cycle().nth(rounds.len());
+        if let Some((name, arguments)) = next
+            && rounds.len() < limit
+            && !refused
+        {
+            let call = ToolCall { id: rounds.len().to_string(), name: name.clone(), arguments: Ok(arguments.clone()) };
+            return Ok(ModelReply::ToolCalls(ToolCalls { calls: vec![call], ..ToolCalls::default() }));
+        }
+        script.replying = None;
+        drop(script);
         on_text(&reply.text);
-        Ok(Response { text: reply.text, usage: reply.usage })
+        Ok(ModelReply::Done(Response { text: reply.text, usage: reply.usage }))
     }
 }
 
@@ -319,13 +330,13 @@ impl Harness {
 
     pub fn remember_counts(&mut self) {
         let script = lock(&self.script);
-        self.seen = (script.understand_requests.len(), script.respond_requests.len());
+        self.seen = (script.understand_requests.len(), script.reply_requests.len());
     }
 
     /// (understand calls, respond calls) made by the last turn.
     pub fn calls_last_turn(&self) -> (usize, usize) {
         let script = lock(&self.script);
-        (script.understand_requests.len() - self.seen.0, script.respond_requests.len() - self.seen.1)
+        (script.understand_requests.len() - self.seen.0, script.reply_requests.len() - self.seen.1)
     }
 
     pub fn last_understand(&self) -> UnderstandRequest {
@@ -335,8 +346,8 @@ impl Harness {
         }
     }
 
-    pub fn last_respond(&self) -> RespondRequest {
-        match lock(&self.script).respond_requests.last() {
+    pub fn last_respond(&self) -> ReplyRequest {
+        match lock(&self.script).reply_requests.last() {
             Some(request) => request.clone(),
             None => panic!("no respond call was made"),
         }

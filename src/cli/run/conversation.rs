@@ -1,0 +1,184 @@
+//! A conversation held turn by turn: each message is answered by the runtime
+//! and the session saved after the turn, with one line of output per
+//! turn (the reply, or a JSON object under `--json`) for scripts and pipes.
+
+use super::interrupt::install_interrupt;
+use super::{RunArgs, RunError, initialize};
+use crate::cli::report::stderr_style;
+use crate::cli::{Outcome, print_stdout};
+use crate::ir::Program;
+use crate::runtime::engine::RuntimeOptions;
+use crate::runtime::engine::{Runtime, TurnError};
+use crate::runtime::events::TurnResult;
+use crate::runtime::session::Session;
+use crate::runtime::session::{Data, adopt};
+use crate::runtime::tools::{ToolEnv, ToolRegistry};
+use crate::store::Store;
+use std::io::BufRead;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Holds the conversation `args` ask for: in the REPL on a terminal, else
+/// one turn per line of `--script` or stdin.
+pub(super) fn converse(
+    args: &RunArgs,
+    program: &Arc<Program>,
+    tool_env: ToolEnv,
+    data: &serde_json::Map<String, serde_json::Value>,
+    context: Data,
+) -> Result<Outcome, RunError> {
+    let (mut runtime, cancel) = start_runtime(args, program, tool_env)?;
+    let store = match &args.session {
+        Some(_) => match crate::cli::open_store(args.store.as_deref(), Some(&args.file)) {
+            Ok((store, _)) => Some(store),
+            Err(outcome) => return Ok(outcome),
+        },
+        None => None,
+    };
+    let mut session = open_session(&runtime, args.session.as_deref(), store.as_deref())?;
+    initialize(program, &mut session, data, context)?;
+
+    let interactive = args.script.is_none() && std::io::stdin().is_terminal() && !args.json;
+    if interactive {
+        install_interrupt(&cancel);
+    }
+    let mut conversation = Conversation {
+        runtime: &mut runtime,
+        session: &mut session,
+        store: store.as_deref(),
+        cancel,
+        json: args.json,
+        color: stderr_style().color,
+        last: None,
+        modes: None,
+    };
+    conversation.modes = conversation.runtime.provider_modes();
+    if interactive {
+        conversation.repl()
+    } else {
+        let lines = read_script(args.script.as_deref())?;
+        conversation.script(&lines)
+    }
+}
+
+/// The runtime of the conversation, on the model the flags and
+/// `flowc.toml` choose, and the flag that cancels its model calls.
+fn start_runtime(
+    args: &RunArgs,
+    program: &Arc<Program>,
+    tool_env: ToolEnv,
+) -> Result<(Runtime, crate::llm::CancelFlag), RunError> {
+    let flags = crate::llm::ProviderFlags {
+        provider: args.provider.clone(),
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+        record: args.record.clone(),
+        ..crate::llm::ProviderFlags::default()
+    };
+    let config =
+        crate::llm::config::load(Some(&args.file), &flags).map_err(|error| RunError::Usage(error.to_string()))?;
+    let provider = crate::llm::build_provider(&config).map_err(|error| RunError::Usage(error.to_string()))?;
+    let options = RuntimeOptions { tool_env, tools: ToolRegistry::default() };
+    let runtime = Runtime::new(Arc::clone(program), provider, options);
+    Ok((runtime, config.cancel))
+}
+
+/// The session `--session` names, loaded from the store and adopted by this
+/// program, or a new one (under that id, or a fresh one).
+fn open_session(runtime: &Runtime, id: Option<&str>, store: Option<&dyn Store>) -> Result<Session, RunError> {
+    let (Some(id), Some(store)) = (id, store) else {
+        return Ok(runtime.new_session(runtime.ids().next_id()));
+    };
+    match store.load(id).map_err(|error| RunError::Usage(error.to_string()))? {
+        Some(mut session) => {
+            let hash = runtime.program_hash().to_string();
+            adopt(&runtime.program, &hash, &mut session).map_err(|error| RunError::Usage(error.to_string()))?;
+            Ok(session)
+        }
+        None => Ok(runtime.new_session(id.to_string())),
+    }
+}
+
+fn read_script(path: Option<&Path>) -> Result<Vec<String>, RunError> {
+    let text = match path {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|error| RunError::Usage(format!("cannot read `{}`: {error}", path.display())))?,
+        None => {
+            let mut text = String::new();
+            for line in std::io::stdin().lock().lines() {
+                let line = line.map_err(|error| RunError::Usage(format!("cannot read stdin: {error}")))?;
+                text.push_str(&line);
+                text.push('\n');
+            }
+            text
+        }
+    };
+    Ok(text.lines().map(str::trim).filter(|line| !line.is_empty()).map(str::to_string).collect())
+}
+
+pub(super) struct Conversation<'a> {
+    pub(super) runtime: &'a mut Runtime,
+    pub(super) session: &'a mut Session,
+    pub(super) store: Option<&'a dyn Store>,
+    pub(super) cancel: crate::llm::CancelFlag,
+    pub(super) json: bool,
+    pub(super) color: bool,
+    pub(super) last: Option<TurnResult>,
+    /// What the provider negotiated with its server, to say when it changes.
+    pub(super) modes: Option<String>,
+}
+
+impl Conversation<'_> {
+    /// One turn: respond, then save the session (compare-and-swap on its
+    /// version). A failed turn or save leaves the stored session as it was.
+    pub(super) fn turn(&mut self, message: &str) -> Result<TurnResult, String> {
+        self.cancel.reset();
+        let mut working = self.session.clone();
+        let result = self.runtime.respond(&mut working, message);
+        self.note_modes();
+        let result = result.map_err(|error: TurnError| error.to_string())?;
+        if let Some(store) = self.store {
+            crate::store::commit_turn(store, &self.runtime.program, self.session, &mut working)
+                .map_err(|error| error.to_string())?;
+        }
+        *self.session = working;
+        Ok(result)
+    }
+
+    /// Says on stderr when the provider changed how it talks to the server
+    /// (a server refused `json_schema` or `tool_choice: auto`), which
+    /// `flowc.toml` can then set from the start.
+    fn note_modes(&mut self) {
+        let modes = self.runtime.provider_modes();
+        if modes != self.modes {
+            if let Some(now) = &modes {
+                eprintln!(
+                    "note: the server refused a setting; {} now uses {now} (put it in flowc.toml to skip the probing)",
+                    self.runtime.provider_name()
+                );
+            }
+            self.modes = modes;
+        }
+    }
+
+    pub(super) fn script(&mut self, lines: &[String]) -> Result<Outcome, RunError> {
+        for line in lines {
+            let result = self.turn(line).map_err(RunError::Failed)?;
+            if self.json {
+                let mut text = result.to_json_line().to_string();
+                text.push('\n');
+                if print_stdout(&text) != Outcome::Success {
+                    return Ok(Outcome::Error);
+                }
+            } else {
+                if print_stdout(&format!("{}\n", result.reply)) != Outcome::Success {
+                    return Ok(Outcome::Error);
+                }
+                eprintln!("{}", result.trace_line());
+            }
+            self.last = Some(result);
+        }
+        Ok(Outcome::Success)
+    }
+}
