@@ -234,16 +234,17 @@ mod tests {
         format!("{SCHEMA}{flows}")
     }
 
+    /// `a` is collected on the way through `s2` only, and `s3` reads it.
+    const COLLECTED_ON_ONE_PATH: &str = r#"flow f { when "w"
+        step s1 { collect ok
+                  branch { if ok == true -> s3
+                           else -> s2 } }
+        step s2 { collect a }
+        step s3 { say "{{a}}" } }"#;
+
     #[test]
     fn a_field_collected_on_one_path_only_may_be_unset() {
-        let source = with_schema(
-            r#"flow f { when "w"
-                step s1 { collect ok
-                          branch { if ok == true -> s3
-                                   else -> s2 } }
-                step s2 { collect a }
-                step s3 { say "{{a}}" } }"#,
-        );
+        let source = with_schema(COLLECTED_ON_ONE_PATH);
         let found = findings(&source);
         assert_eq!(found.len(), 1, "{found:?}");
         let file = crate::source::SourceFile::new("test.flow", source.as_str());
@@ -254,14 +255,7 @@ mod tests {
 
     #[test]
     fn the_warning_holds_the_path_on_which_nothing_sets_the_field() {
-        let (file, program) = compiled(&with_schema(
-            r#"flow f { when "w"
-                step s1 { collect ok
-                          branch { if ok == true -> s3
-                                   else -> s2 } }
-                step s2 { collect a }
-                step s3 { say "{{a}}" } }"#,
-        ));
+        let (file, program) = compiled(&with_schema(COLLECTED_ON_ONE_PATH));
         let analysis = crate::check::reachability::analysis(&program);
         let read = at(&file, "{{a}}", 0);
         assert_eq!(
