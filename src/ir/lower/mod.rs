@@ -25,9 +25,6 @@ mod signals;
 mod steps;
 mod tools;
 
-#[cfg(test)]
-mod tests;
-
 use super::*;
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::duration::parse_duration_ms;
@@ -333,3 +330,6 @@ fn goto_directive(flow: FlowId, span: Span) -> Directive {
 fn complete_directive(span: Span) -> Directive {
     Directive { position: Some(Position::Complete { next: None }), span, ..Directive::default() }
 }
+
+#[cfg(test)]
+mod tests;
