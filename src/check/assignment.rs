@@ -14,8 +14,37 @@ use crate::ir::{FieldId, Flow, Program};
 use crate::source::Span;
 use std::collections::HashMap;
 
+/// A read of a field that may be unset: the facts of one `maybe_unset`
+/// warning. `path`, when one was found within budget, is a way from the
+/// flow's entry to the read on which nothing sets the field.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum MaybeUnset {
+    /// Read by the flow's `on_enter`, before any step runs.
+    AtEntry { flow: String, field: String, span: Span },
+    /// Read by the step `step`.
+    InStep { field: String, step: String, span: Span, path: Option<Vec<PathStop>> },
+    /// Read by the flow's `on_complete`.
+    OnComplete { flow: String, field: String, span: Span, path: Option<Vec<PathStop>> },
+}
+
+/// One stop of a path through a flow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum PathStop {
+    /// The step runs.
+    Step(String),
+    /// The step is passed over (its arrival in list order skips it).
+    Past(String),
+    /// The flow completes.
+    Completion,
+}
+
 /// Reports `maybe_unset` for every flow whose structure is whole.
 pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Vec<Diagnostic>) {
+    diagnostics.extend(find(program, analysis).into_iter().map(MaybeUnset::into_diagnostic));
+}
+
+pub(crate) fn find(program: &Program, analysis: &Analysis) -> Vec<MaybeUnset> {
+    let mut found = Vec::new();
     for (index, flow) in program.flows.iter().enumerate() {
         if flow.incomplete || flow.steps.is_empty() {
             continue;
@@ -25,8 +54,9 @@ pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Ve
         };
         let reached = analysis.reached_nodes.get(index).map(Vec::as_slice).unwrap_or_default();
         let entered_with = analysis.entered_with.get(index).map(Vec::as_slice).unwrap_or_default();
-        check_flow(program, flow, entered_with, graph, reached, diagnostics);
+        check_flow(program, flow, entered_with, graph, reached, &mut found);
     }
+    found
 }
 
 /// Where a read happens: in a step (its body), or in a step's conditions,
@@ -43,19 +73,12 @@ fn check_flow(
     entered_with: &[FieldId],
     graph: &FlowGraph,
     reached: &[bool],
-    diagnostics: &mut Vec<Diagnostic>,
+    found: &mut Vec<MaybeUnset>,
 ) {
     let summary = summarize(flow, graph, entered_with);
-    let field_name = |field: FieldId| program.field(field).map_or("?", |field| field.name.as_str());
+    let field_name = |field: FieldId| program.field(field).map_or("?", |field| field.name.as_str()).to_string();
     for (field, span) in &summary.entry_reads {
-        let name = field_name(*field);
-        diagnostics.push(
-            Diagnostic::new(MAYBE_UNSET, format!("`{name}` may be unset when the flow `{}` starts", flow.name))
-                .at(*span, format!("`{name}` is read here, before any step runs"))
-                .with_help(format!(
-                    "`on_enter` runs as the flow is entered; read `{name}` in a step that collects it or lists it in `requires`, or test it with `{name} is set`"
-                )),
-        );
+        found.push(MaybeUnset::AtEntry { flow: flow.name.clone(), field: field_name(*field), span: *span });
     }
     let mut sites = Vec::new();
     for (step, step_summary) in summary.steps.iter().enumerate() {
@@ -82,19 +105,19 @@ fn check_flow(
     let complete = dataflow.complete();
     dataflow.for_each_chunk(|chunk| {
         let mut paths: HashMap<FieldId, Option<Vec<u32>>> = HashMap::new();
-        let mut explain = |field: FieldId, node: usize| -> Option<String> {
+        let mut explain = |field: FieldId, node: usize| -> Option<Vec<PathStop>> {
             let parents = paths.entry(field).or_insert_with(|| chunk.unset_paths(field, &mut budget));
             let path = parents.as_ref().and_then(|parents| path_to(parents, node))?;
-            Some(describe_path(flow, graph, &path))
+            Some(path_stops(flow, graph, &path))
         };
         for site in &sites {
             for (field, span) in site.reads {
                 if chunk.set_on_arrival(site.node, *field) != Some(false) {
                     continue;
                 }
-                let step_name = flow.steps.get(site.step).map_or("?", |step| step.name.as_str());
+                let step = flow.steps.get(site.step).map_or("?", |step| step.name.as_str()).to_string();
                 let path = explain(*field, site.node);
-                diagnostics.push(unset_in_step(field_name(*field), step_name, *span, path.as_deref()));
+                found.push(MaybeUnset::InStep { field: field_name(*field), step, span: *span, path });
             }
         }
         for (field, span) in &summary.complete_reads {
@@ -102,60 +125,94 @@ fn check_flow(
                 continue;
             }
             let path = explain(*field, complete);
-            diagnostics.push(unset_on_complete(flow, field_name(*field), *span, path.as_deref()));
+            found.push(MaybeUnset::OnComplete {
+                flow: flow.name.clone(),
+                field: field_name(*field),
+                span: *span,
+                path,
+            });
         }
     });
 }
 
-const MAYBE_UNSET: Code = Code::MaybeUnset;
-
-fn unset_in_step(name: &str, step_name: &str, span: Span, path: Option<&str>) -> Diagnostic {
-    let message = match path {
-        Some(path) if !path.contains('→') => {
-            format!("`{name}` may be unset when the step `{step_name}` reads it: the flow starts at `{step_name}`")
+impl MaybeUnset {
+    pub(crate) fn into_diagnostic(self) -> Diagnostic {
+        match self {
+            MaybeUnset::AtEntry { flow, field, span } => {
+                Diagnostic::new(Code::MaybeUnset, format!("`{field}` may be unset when the flow `{flow}` starts"))
+                    .at(span, format!("`{field}` is read here, before any step runs"))
+                    .with_help(format!(
+                        "`on_enter` runs as the flow is entered; read `{field}` in a step that collects it or lists it in `requires`, or test it with `{field} is set`"
+                    ))
+            }
+            MaybeUnset::InStep { field, step, span, path } => {
+                let message = match path {
+                    Some(path) if path.len() <= 1 => {
+                        format!("`{field}` may be unset when the step `{step}` reads it: the flow starts at `{step}`")
+                    }
+                    Some(path) => format!(
+                        "`{field}` may be unset when the step `{step}` reads it: nothing sets it on the path {}",
+                        spell_path(&path)
+                    ),
+                    None => format!("`{field}` may be unset when the step `{step}` reads it"),
+                };
+                Diagnostic::new(Code::MaybeUnset, message).at(span, format!("`{field}` is read here")).with_help(
+                    format!(
+                        "collect `{field}` in an earlier step, list it in this step's `requires`, or test it with `{field} is set`"
+                    ),
+                )
+            }
+            MaybeUnset::OnComplete { flow, field, span, path } => {
+                let message = match path {
+                    Some(path) => format!(
+                        "`{field}` may be unset when the flow `{flow}` completes: nothing sets it on the path {}",
+                        spell_path(&path)
+                    ),
+                    None => format!("`{field}` may be unset when the flow `{flow}` completes"),
+                };
+                Diagnostic::new(Code::MaybeUnset, message)
+                    .at(span, format!("`{field}` is read here, in `on_complete`"))
+                    .with_help(format!(
+                        "collect or set `{field}` on every path to completion, or test it with `{field} is set`"
+                    ))
+            }
         }
-        Some(path) => {
-            format!("`{name}` may be unset when the step `{step_name}` reads it: nothing sets it on the path {path}")
-        }
-        None => format!("`{name}` may be unset when the step `{step_name}` reads it"),
-    };
-    Diagnostic::new(MAYBE_UNSET, message).at(span, format!("`{name}` is read here")).with_help(format!(
-        "collect `{name}` in an earlier step, list it in this step's `requires`, or test it with `{name} is set`"
-    ))
+    }
 }
 
-fn unset_on_complete(flow: &Flow, name: &str, span: Span, path: Option<&str>) -> Diagnostic {
-    let message = match path {
-        Some(path) => {
-            format!("`{name}` may be unset when the flow `{}` completes: nothing sets it on the path {path}", flow.name)
-        }
-        None => format!("`{name}` may be unset when the flow `{}` completes", flow.name),
-    };
-    Diagnostic::new(MAYBE_UNSET, message)
-        .at(span, format!("`{name}` is read here, in `on_complete`"))
-        .with_help(format!("collect or set `{name}` on every path to completion, or test it with `{name} is set`"))
-}
-
-/// `` `a` → `b` → `c` ``, long paths shortened in the middle. A listed
-/// arrival that leads into its step is the step; one that passes over it
-/// reads "past `s`"; one past the last node is "completion".
-fn describe_path(flow: &Flow, graph: &FlowGraph, path: &[u32]) -> String {
-    const KEEP: usize = 4;
-    let mut names = Vec::with_capacity(path.len());
+/// The stops of a path of graph nodes. A listed arrival that leads into
+/// its step is the step; one that passes over it is [`PathStop::Past`];
+/// one past the last node is completion.
+fn path_stops(flow: &Flow, graph: &FlowGraph, path: &[u32]) -> Vec<PathStop> {
+    let mut stops = Vec::with_capacity(path.len());
     for (position, node) in path.iter().enumerate() {
         let node = *node as usize;
         if node >= graph.nodes() {
-            names.push("completion".to_string());
+            stops.push(PathStop::Completion);
             continue;
         }
         let (step, listed) = graph.step_of(node);
-        let name = flow.steps.get(step).map_or("?", |step| step.name.as_str());
+        let name = flow.steps.get(step).map_or("?", |step| step.name.as_str()).to_string();
         if !listed {
-            names.push(format!("`{name}`"));
+            stops.push(PathStop::Step(name));
         } else if path.get(position + 1).map(|next| *next as usize) != Some(step) {
-            names.push(format!("past `{name}`"));
+            stops.push(PathStop::Past(name));
         }
     }
+    stops
+}
+
+/// `` `a` → past `b` → completion ``, long paths shortened in the middle.
+fn spell_path(stops: &[PathStop]) -> String {
+    const KEEP: usize = 4;
+    let names: Vec<String> = stops
+        .iter()
+        .map(|stop| match stop {
+            PathStop::Step(name) => format!("`{name}`"),
+            PathStop::Past(name) => format!("past `{name}`"),
+            PathStop::Completion => "completion".to_string(),
+        })
+        .collect();
     if names.len() <= 2 * KEEP {
         return names.join(" → ");
     }
@@ -166,7 +223,10 @@ fn describe_path(flow: &Flow, graph: &FlowGraph, path: &[u32]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::{MaybeUnset, PathStop, find};
+    use crate::check::tests::{at, compiled};
     use crate::check::{check_findings as check, findings};
+    use crate::source::Span;
 
     const SCHEMA: &str = "schema { a: string  b: string  n: int  ok: bool  xs: list(string) }\n";
 
@@ -174,22 +234,39 @@ mod tests {
         format!("{SCHEMA}{flows}")
     }
 
+    /// `a` is collected on the way through `s2` only, and `s3` reads it.
+    const COLLECTED_ON_ONE_PATH: &str = r#"flow f { when "w"
+        step s1 { collect ok
+                  branch { if ok == true -> s3
+                           else -> s2 } }
+        step s2 { collect a }
+        step s3 { say "{{a}}" } }"#;
+
     #[test]
     fn a_field_collected_on_one_path_only_may_be_unset() {
-        let source = with_schema(
-            r#"flow f { when "w"
-                step s1 { collect ok
-                          branch { if ok == true -> s3
-                                   else -> s2 } }
-                step s2 { collect a }
-                step s3 { say "{{a}}" } }"#,
-        );
+        let source = with_schema(COLLECTED_ON_ONE_PATH);
         let found = findings(&source);
         assert_eq!(found.len(), 1, "{found:?}");
         let file = crate::source::SourceFile::new("test.flow", source.as_str());
         let diagnostics = crate::pipeline::compile(&file).diagnostics;
         let message = diagnostics.first().map(|diagnostic| diagnostic.message.as_str()).unwrap_or_default();
         assert_eq!(message, "`a` may be unset when the step `s3` reads it: nothing sets it on the path `s1` → `s3`");
+    }
+
+    #[test]
+    fn the_warning_holds_the_path_on_which_nothing_sets_the_field() {
+        let (file, program) = compiled(&with_schema(COLLECTED_ON_ONE_PATH));
+        let analysis = crate::check::reachability::analysis(&program);
+        let read = at(&file, "{{a}}", 0);
+        assert_eq!(
+            find(&program, &analysis),
+            [MaybeUnset::InStep {
+                field: "a".to_string(),
+                step: "s3".to_string(),
+                span: Span::new(read.start + 2, read.end - 2),
+                path: Some(vec![PathStop::Step("s1".to_string()), PathStop::Step("s3".to_string())]),
+            }]
+        );
     }
 
     #[test]

@@ -17,14 +17,67 @@
 use super::walk;
 use crate::diag::{Code, Diagnostic, did_you_mean};
 use crate::ir::{FieldId, Flow, Position, Program, TypeKind};
+use crate::source::Span;
 
-pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
-    kept(program, diagnostics);
-    kept_uncollected(program, diagnostics);
-    jumped_into(program, diagnostics);
+/// What this pass finds, with the facts its warning is written from.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum ConsentWarning {
+    /// `flow` keeps the consent `field` from one run to the next.
+    Kept { flow: String, field: String, span: Span },
+    /// A `goto_step` (at `span`) enters `flow` mid-run, where the consent
+    /// `field` may still be set.
+    JumpedInto { flow: String, field: String, span: Span },
+    /// `flow` keeps `field`, which none of its steps collects; `collected`
+    /// are the fields they do.
+    KeptUncollected { flow: String, field: String, span: Span, collected: Vec<String> },
 }
 
-fn kept_uncollected(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+    diagnostics.extend(find(program).into_iter().map(ConsentWarning::into_diagnostic));
+}
+
+pub(crate) fn find(program: &Program) -> Vec<ConsentWarning> {
+    let mut found = Vec::new();
+    kept(program, &mut found);
+    kept_uncollected(program, &mut found);
+    jumped_into(program, &mut found);
+    found
+}
+
+impl ConsentWarning {
+    pub(crate) fn into_diagnostic(self) -> Diagnostic {
+        match self {
+            ConsentWarning::Kept { flow, field, span } => Diagnostic::new(
+                Code::KeptConsent,
+                format!("`{field}` is kept from one run of `{flow}` to the next, and the flow calls a tool"),
+            )
+            .at(span, "a consent given in an earlier run would count again")
+            .with_help(format!("remove `{field}` from `keep`, so that each run of the flow asks for it again")),
+            ConsentWarning::JumpedInto { flow, field, span } => Diagnostic::new(
+                Code::KeptConsent,
+                format!("`goto_step` enters `{flow}` mid-run, where `{field}` from an earlier run may still be set"),
+            )
+            .at(span, "a jump into a flow is not a new run: nothing is cleared")
+            .with_help(format!(
+                "start a new run with `goto {flow}`, or clear the consent in the same directive: `set {field} = null`"
+            )),
+            ConsentWarning::KeptUncollected { flow, field, span, collected } => {
+                let help = match did_you_mean(&field, collected.iter().map(String::as_str)) {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None => format!("`keep` carries fields a step of `{flow}` collects; remove `{field}` from it"),
+                };
+                Diagnostic::new(
+                    Code::KeptUncollected,
+                    format!("`{field}` is kept, but no step of `{flow}` collects it"),
+                )
+                .at(span, "this `keep` has no effect")
+                .with_help(help)
+            }
+        }
+    }
+}
+
+fn kept_uncollected(program: &Program, found: &mut Vec<ConsentWarning>) {
     for flow in &program.flows {
         let collected: Vec<FieldId> = flow.steps.iter().flat_map(|step| step.collect.iter().copied()).collect();
         for (field_id, span) in flow.keep.iter().zip(&flow.keep_spans) {
@@ -34,21 +87,16 @@ fn kept_uncollected(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
             let Some(field) = program.field(*field_id) else {
                 continue;
             };
-            let collected_names = collected.iter().filter_map(|id| program.field(*id)).map(|field| field.name.as_str());
-            let help = match did_you_mean(&field.name, collected_names) {
-                Some(close) => format!("did you mean `{close}`?"),
-                None => {
-                    format!("`keep` carries fields a step of `{}` collects; remove `{}` from it", flow.name, field.name)
-                }
-            };
-            diagnostics.push(
-                Diagnostic::new(
-                    Code::KeptUncollected,
-                    format!("`{}` is kept, but no step of `{}` collects it", field.name, flow.name),
-                )
-                .at(*span, "this `keep` has no effect")
-                .with_help(help),
-            );
+            found.push(ConsentWarning::KeptUncollected {
+                flow: flow.name.clone(),
+                field: field.name.clone(),
+                span: *span,
+                collected: collected
+                    .iter()
+                    .filter_map(|id| program.field(*id))
+                    .map(|field| field.name.clone())
+                    .collect(),
+            });
         }
     }
 }
@@ -69,7 +117,7 @@ fn consents(program: &Program, flow: &Flow) -> Vec<FieldId> {
     fields
 }
 
-fn jumped_into(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+fn jumped_into(program: &Program, found: &mut Vec<ConsentWarning>) {
     walk::directives(program, |site, directive| {
         let Some(Position::GotoStep { flow: target, .. }) = &directive.position else {
             return;
@@ -85,25 +133,16 @@ fn jumped_into(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
             let Some(declared) = program.field(*field) else {
                 continue;
             };
-            diagnostics.push(
-                Diagnostic::new(
-                    Code::KeptConsent,
-                    format!(
-                        "`goto_step` enters `{}` mid-run, where `{}` from an earlier run may still be set",
-                        flow.name, declared.name
-                    ),
-                )
-                .at(directive.span, "a jump into a flow is not a new run: nothing is cleared")
-                .with_help(format!(
-                    "start a new run with `goto {}`, or clear the consent in the same directive: `set {} = null`",
-                    flow.name, declared.name
-                )),
-            );
+            found.push(ConsentWarning::JumpedInto {
+                flow: flow.name.clone(),
+                field: declared.name.clone(),
+                span: directive.span,
+            });
         }
     });
 }
 
-fn kept(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+fn kept(program: &Program, found: &mut Vec<ConsentWarning>) {
     for flow in &program.flows {
         let consents = consents(program, flow);
         for (field_id, span) in flow.keep.iter().zip(&flow.keep_spans) {
@@ -113,20 +152,7 @@ fn kept(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
             if !consents.contains(field_id) {
                 continue;
             }
-            diagnostics.push(
-                Diagnostic::new(
-                    Code::KeptConsent,
-                    format!(
-                        "`{}` is kept from one run of `{}` to the next, and the flow calls a tool",
-                        field.name, flow.name
-                    ),
-                )
-                .at(*span, "a consent given in an earlier run would count again")
-                .with_help(format!(
-                    "remove `{}` from `keep`, so that each run of the flow asks for it again",
-                    field.name
-                )),
-            );
+            found.push(ConsentWarning::Kept { flow: flow.name.clone(), field: field.name.clone(), span: *span });
         }
     }
 }
@@ -148,7 +174,9 @@ fn calls_a_tool(flow: &Flow) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::{ConsentWarning, find};
     use crate::check::check_findings;
+    use crate::check::tests::{at, compiled};
 
     const PROGRAM: &str = r#"
 schema {
@@ -194,6 +222,27 @@ flow booking {
     #[test]
     fn keeping_a_field_no_step_collects() {
         check_findings(&program("keep booking_id"), &[("kept_uncollected", "booking_id")]);
+    }
+
+    #[test]
+    fn the_warnings_hold_the_flow_the_field_and_what_the_flow_collects() {
+        let (file, program) = compiled(&program("keep confirmed, booking_id"));
+        assert_eq!(
+            find(&program),
+            [
+                ConsentWarning::Kept {
+                    flow: "booking".to_string(),
+                    field: "confirmed".to_string(),
+                    span: at(&file, "confirmed", 1),
+                },
+                ConsentWarning::KeptUncollected {
+                    flow: "booking".to_string(),
+                    field: "booking_id".to_string(),
+                    span: at(&file, "booking_id", 2),
+                    collected: vec!["hotel".to_string(), "confirmed".to_string()],
+                },
+            ]
+        );
     }
 
     #[test]

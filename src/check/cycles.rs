@@ -30,12 +30,42 @@ use super::flowgraph::{To, Via, directive_target};
 use super::reachability::Analysis;
 use super::walk::{all_actions, emitted, step_directives};
 use crate::diag::{Code, Diagnostic};
+use crate::ir::successor;
 use crate::ir::{Action, ActionKind, Directive, FieldId, FlowId, Position, Program, Step, StepId};
+use crate::source::Span;
 use std::collections::{HashSet, VecDeque};
 
 const NONE: u32 = u32::MAX;
 
+/// A cycle that can loop without waiting: the facts of one `auto_cycle`
+/// error.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct AutoCycle {
+    pub kind: Kind,
+    /// One lap, from the cycle's first step in source order.
+    pub lap: Vec<CycleStop>,
+    /// Whether the cycle is one step's edge to itself.
+    pub self_loop: bool,
+    /// The cycle's first step in source order.
+    pub start: Span,
+    /// The next steps of the lap (up to five), shown as part of the cycle.
+    pub others: Vec<Span>,
+}
+
+/// One stop of a lap: a step that runs, or one passed over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CycleStop {
+    pub flow: String,
+    pub step: String,
+    pub passed_over: bool,
+}
+
 pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Vec<Diagnostic>) {
+    diagnostics.extend(find(program, analysis).into_iter().map(AutoCycle::into_diagnostic));
+}
+
+pub(crate) fn find(program: &Program, analysis: &Analysis) -> Vec<AutoCycle> {
+    let mut found = Vec::new();
     let graph = ProgramGraph::build(program, analysis, waits, true);
     let mut in_auto_cycle = vec![false; graph.nodes.len()];
     for component in graph.cyclic_components() {
@@ -44,17 +74,16 @@ pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Ve
                 *flag = true;
             }
         }
-        if let Some(diagnostic) = report(program, &graph, &component, Kind::NeverWaits) {
-            diagnostics.push(diagnostic);
-        }
+        found.extend(report(program, &graph, &component, Kind::NeverWaits));
     }
-    check_rings(program, analysis, &in_auto_cycle, diagnostics);
+    check_rings(program, analysis, &in_auto_cycle, &mut found);
+    found
 }
 
 /// Cycles that wait only for input that the first lap collects for good
 /// (see the module doc). Cycles already reported are left alone: the two
 /// graphs share their node numbering.
-fn check_rings(program: &Program, analysis: &Analysis, in_auto_cycle: &[bool], diagnostics: &mut Vec<Diagnostic>) {
+fn check_rings(program: &Program, analysis: &Analysis, in_auto_cycle: &[bool], found: &mut Vec<AutoCycle>) {
     // Only the ordinary ways on: `on_no_answer` fires only when a step asks
     // (it waits), and `on_error` only when a step fails.
     let graph = ProgramGraph::build(program, analysis, |step| step.wait_ms.is_some(), false);
@@ -98,7 +127,7 @@ fn check_rings(program: &Program, analysis: &Analysis, in_auto_cycle: &[bool], d
             }
         }
         if waited_on.is_disjoint(&written) {
-            diagnostics.extend(report(program, &graph, &component, Kind::WaitsOnFirstLapOnly));
+            found.extend(report(program, &graph, &component, Kind::WaitsOnFirstLapOnly));
         }
     }
 }
@@ -161,8 +190,8 @@ fn directive_writes(directive: &Directive, written: &mut HashSet<FieldId>) {
 }
 
 /// Which of the two faults a reported cycle has.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
     /// No step of the cycle waits.
     NeverWaits,
     /// Its steps wait for input, but only until the first lap has set it.
@@ -212,8 +241,10 @@ impl ProgramGraph {
         // Entering a flow at its first step arrives in list order.
         let enter = |flow: FlowId, step: StepId| -> Option<u32> {
             let graph = analysis.graphs.get(flow.index())?;
-            let node = if step.index() == 0 { graph.entry()? } else { step.index() };
-            global(flow, node)
+            match graph.to(successor::arrival(step))? {
+                To::Node(node) => global(flow, node),
+                To::Complete { .. } | To::Enter(..) => None,
+            }
         };
         // Where completing each flow leads: `complete next`, and the
         // positions its `on_complete` actions emit.
@@ -421,25 +452,20 @@ fn lower(lowlink: &mut [u32], node: u32, value: u32) {
     }
 }
 
-fn report(program: &Program, graph: &ProgramGraph, component: &[u32], kind: Kind) -> Option<Diagnostic> {
+fn report(program: &Program, graph: &ProgramGraph, component: &[u32], kind: Kind) -> Option<AutoCycle> {
     let cycle = graph.cycle_through(component);
     let (first_flow, first_step_id, _) = graph.nodes.get(*cycle.first()? as usize).copied()?;
-    let single_flow =
-        cycle.iter().filter_map(|node| graph.nodes.get(*node as usize)).all(|(flow, _, _)| *flow == first_flow);
     let step_of = |flow: FlowId, step: StepId| -> Option<(&crate::ir::Flow, &Step)> {
         let flow = program.flow(flow)?;
         Some((flow, flow.step(step)?))
     };
-    let name = |flow: FlowId, step: StepId| -> String {
-        match step_of(flow, step) {
-            Some((_, step)) if single_flow => format!("`{}`", step.name),
-            Some((flow, step)) => format!("`{}.{}`", flow.name, step.name),
-            None => "?".to_string(),
-        }
+    let stop = |flow: FlowId, step: StepId, passed_over: bool| -> CycleStop {
+        let (flow, step) = step_of(flow, step).map_or(("?", "?"), |(flow, step)| (&flow.name, &step.name));
+        CycleStop { flow: flow.to_string(), step: step.to_string(), passed_over }
     };
     // A listed arrival that leads into its step is that step; one that
-    // passes over it is spelled "past `s`".
-    let mut spelled: Vec<String> = Vec::new();
+    // passes over it is a stop of its own.
+    let mut lap: Vec<CycleStop> = Vec::new();
     let mut steps_in_cycle: Vec<(FlowId, StepId)> = Vec::new();
     for (position, node) in cycle.iter().enumerate() {
         let Some((flow, step, listed)) = graph.nodes.get(*node as usize).copied() else {
@@ -447,54 +473,107 @@ fn report(program: &Program, graph: &ProgramGraph, component: &[u32], kind: Kind
         };
         let following = cycle.get(position + 1).or(cycle.first()).and_then(|next| graph.nodes.get(*next as usize));
         if !listed {
-            spelled.push(name(flow, step));
+            lap.push(stop(flow, step, false));
             steps_in_cycle.push((flow, step));
         } else if following.is_none_or(|(next_flow, next_step, next_listed)| {
             (*next_flow, *next_step, *next_listed) != (flow, step, false)
         }) {
-            spelled.push(format!("past {}", name(flow, step)));
+            lap.push(stop(flow, step, true));
         }
     }
     let (_, first_step) = step_of(first_flow, first_step_id)?;
-    let runs = steps_in_cycle.len();
-    if let Some(first) = spelled.first().cloned() {
-        spelled.push(first);
-    }
-    const SHOWN: usize = 12;
-    let path = if spelled.len() > SHOWN {
-        let tail = spelled.last().cloned().unwrap_or_default();
-        let head: Vec<String> = spelled.into_iter().take(SHOWN - 1).collect();
-        format!("{} → … → {tail}", head.join(" → "))
-    } else {
-        spelled.join(" → ")
-    };
-    let looping = if runs == 1 && cycle.len() == 1 {
-        format!("the step {} loops to itself", name(first_flow, first_step_id))
-    } else {
-        format!("the steps {path} loop")
-    };
-    let (message, help) = match kind {
-        Kind::NeverWaits => (
-            format!("{looping} without waiting for input"),
-            "give the cycle a step that waits: one that collects input (not `auto`), or an auto step with `wait`; or a way out",
-        ),
-        Kind::WaitsOnFirstLapOnly => (
-            format!("{looping} without waiting for input once the fields they ask for are set"),
-            "after one lap every field the cycle asks for is set and no step asks again: give it a way out (a `branch` or `next` to another step, `complete`), clear a field it collects (`set FIELD = null`), or add an auto step with `wait`",
-        ),
-    };
-    let mut diagnostic = Diagnostic::new(Code::AutoCycle, message).at(first_step.span, "the cycle starts here");
-    for (flow, step) in steps_in_cycle.iter().skip(1).take(5) {
-        if let Some((_, step)) = step_of(*flow, *step) {
-            diagnostic = diagnostic.with_label(step.span, "part of the cycle");
+    let others = steps_in_cycle
+        .iter()
+        .skip(1)
+        .take(5)
+        .filter_map(|(flow, step)| step_of(*flow, *step))
+        .map(|(_, step)| step.span)
+        .collect();
+    Some(AutoCycle {
+        kind,
+        self_loop: steps_in_cycle.len() == 1 && cycle.len() == 1,
+        lap,
+        start: first_step.span,
+        others,
+    })
+}
+
+impl AutoCycle {
+    pub(crate) fn into_diagnostic(self) -> Diagnostic {
+        let AutoCycle { kind, lap, self_loop, start, others } = self;
+        let single_flow = lap.first().is_none_or(|first| lap.iter().all(|stop| stop.flow == first.flow));
+        let name = |stop: &CycleStop| {
+            if single_flow { format!("`{}`", stop.step) } else { format!("`{}.{}`", stop.flow, stop.step) }
+        };
+        let mut spelled: Vec<String> =
+            lap.iter().map(|stop| if stop.passed_over { format!("past {}", name(stop)) } else { name(stop) }).collect();
+        if let Some(first) = spelled.first().cloned() {
+            spelled.push(first);
         }
+        const SHOWN: usize = 12;
+        let path = if spelled.len() > SHOWN {
+            let tail = spelled.last().cloned().unwrap_or_default();
+            let head: Vec<String> = spelled.into_iter().take(SHOWN - 1).collect();
+            format!("{} → … → {tail}", head.join(" → "))
+        } else {
+            spelled.join(" → ")
+        };
+        let looping = match lap.first() {
+            Some(only) if self_loop => format!("the step {} loops to itself", name(only)),
+            _ => format!("the steps {path} loop"),
+        };
+        let (message, help) = match kind {
+            Kind::NeverWaits => (
+                format!("{looping} without waiting for input"),
+                "give the cycle a step that waits: one that collects input (not `auto`), or an auto step with `wait`; or a way out",
+            ),
+            Kind::WaitsOnFirstLapOnly => (
+                format!("{looping} without waiting for input once the fields they ask for are set"),
+                "after one lap every field the cycle asks for is set and no step asks again: give it a way out (a `branch` or `next` to another step, `complete`), clear a field it collects (`set FIELD = null`), or add an auto step with `wait`",
+            ),
+        };
+        let mut diagnostic = Diagnostic::new(Code::AutoCycle, message).at(start, "the cycle starts here");
+        for span in others {
+            diagnostic = diagnostic.with_label(span, "part of the cycle");
+        }
+        diagnostic.with_help(help)
     }
-    Some(diagnostic.with_help(help))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::{AutoCycle, CycleStop, Kind, find};
     use crate::check::check_findings as check;
+    use crate::check::tests::{at, compiled};
+
+    fn stop(flow: &str, step: &str, passed_over: bool) -> CycleStop {
+        CycleStop { flow: flow.to_string(), step: step.to_string(), passed_over }
+    }
+
+    #[test]
+    fn the_error_holds_one_lap_of_the_cycle_across_flows() {
+        let (file, program) = compiled(
+            r#"flow f { when "f"  complete next g
+                auto step a { next end } }
+            flow g { when "g"
+                auto step b { emit goto_step f.a } }"#,
+        );
+        let analysis = crate::check::reachability::analysis(&program);
+        let step = |declared: &str| {
+            let span = at(&file, declared, 0);
+            crate::source::Span::new(span.end - 1, span.end)
+        };
+        assert_eq!(
+            find(&program, &analysis),
+            [AutoCycle {
+                kind: Kind::NeverWaits,
+                lap: vec![stop("f", "a", false), stop("g", "b", false)],
+                self_loop: false,
+                start: step("step a"),
+                others: vec![step("step b")],
+            }]
+        );
+    }
 
     #[test]
     fn auto_steps_that_loop_are_a_cycle_at_the_first_step() {

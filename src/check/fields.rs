@@ -8,10 +8,26 @@
 //! ([`Flow::requires_spans`]), and the warning points there.
 
 use crate::diag::{Code, Diagnostic};
-use crate::ir::{FieldId, Flow, Program};
+use crate::ir::{FieldId, Program};
+use crate::source::Span;
 use std::collections::HashSet;
 
+/// A flow's `requires` that no step of it collects: the facts of one
+/// `uncollected_required` warning.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct UncollectedRequired {
+    pub flow: String,
+    pub field: String,
+    /// Where the flow's `requires` names the field.
+    pub span: Span,
+}
+
 pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+    diagnostics.extend(find(program).into_iter().map(UncollectedRequired::into_diagnostic));
+}
+
+pub(crate) fn find(program: &Program) -> Vec<UncollectedRequired> {
+    let mut found = Vec::new();
     for flow in &program.flows {
         if flow.workflow || flow.incomplete {
             continue;
@@ -24,23 +40,42 @@ pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
             let Some(name) = program.field(*field).map(|field| field.name.as_str()) else {
                 continue;
             };
-            diagnostics.push(uncollected(flow, name, *span));
+            found.push(UncollectedRequired { flow: flow.name.clone(), field: name.to_string(), span: *span });
         }
     }
+    found
 }
 
-fn uncollected(flow: &Flow, name: &str, span: crate::source::Span) -> Diagnostic {
-    Diagnostic::new(
-        Code::UncollectedRequired,
-        format!("the flow `{}` requires `{name}`, but no step collects it", flow.name),
-    )
-    .at(span, "only pre-extracted: nothing asks for it")
-    .with_help(format!("collect `{name}` in a step of `{}`, or list it under `optional`", flow.name))
+impl UncollectedRequired {
+    pub(crate) fn into_diagnostic(self) -> Diagnostic {
+        let UncollectedRequired { flow, field, span } = self;
+        Diagnostic::new(
+            Code::UncollectedRequired,
+            format!("the flow `{flow}` requires `{field}`, but no step collects it"),
+        )
+        .at(span, "only pre-extracted: nothing asks for it")
+        .with_help(format!("collect `{field}` in a step of `{flow}`, or list it under `optional`"))
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::{UncollectedRequired, find};
     use crate::check::check_findings as check;
+    use crate::check::tests::{at, compiled};
+
+    #[test]
+    fn the_warning_holds_the_flow_the_field_and_where_it_is_required() {
+        let (file, program) = compiled(
+            r#"schema { a: string  b: string }
+            flow f { when "w"  requires a, b
+                step s { collect a } }"#,
+        );
+        assert_eq!(
+            find(&program),
+            [UncollectedRequired { flow: "f".to_string(), field: "b".to_string(), span: at(&file, "b", 1) }]
+        );
+    }
 
     #[test]
     fn a_required_field_no_step_collects_is_reported() {

@@ -2,7 +2,10 @@
 //! the source's shape: [`check_ast`], run before lowering consumes it),
 //! each family in its own module, each owning its diagnostics. Lowering
 //! already reported what could not be resolved (unknown targets, types,
-//! tools, ids, directives); these passes prove the rest:
+//! tools, ids, directives); these passes prove the rest. Each family's
+//! `find` returns values holding the facts of what it found (names, spans,
+//! paths), which its unit tests assert on; the same file turns each into
+//! its diagnostic, so a family's codes and their wording live together:
 //!
 //! | module            | codes                                         |
 //! | ----------------- | --------------------------------------------- |
@@ -83,4 +86,24 @@ pub(crate) fn check_findings(source: &str, expected: &[(&str, &str)]) {
     let found = findings(source);
     let found: Vec<(&str, &str)> = found.iter().map(|(code, text)| (*code, text.as_str())).collect();
     assert_eq!(found, expected, "in:\n{source}");
+}
+
+/// What the passes' tests build their programs with.
+#[cfg(test)]
+pub(crate) mod tests {
+    use crate::ir::Program;
+    use crate::source::{SourceFile, Span};
+
+    /// The IR of `.flow` source, compiled through the whole pipeline, and
+    /// the file to read spans in.
+    pub(crate) fn compiled(source: &str) -> (SourceFile, Program) {
+        let file = SourceFile::new("test.flow", source);
+        let program = crate::pipeline::compile(&file).ir;
+        (file, program)
+    }
+
+    /// The span of the `occurrence`th (from 0) `needle` in `file`.
+    pub(crate) fn at(file: &SourceFile, needle: &str, occurrence: usize) -> Span {
+        crate::diag::span_of(&file.text, needle, occurrence)
+    }
 }

@@ -428,8 +428,56 @@ fn led_from_unreached(graph: &FlowGraph, reached: &[bool]) -> Vec<bool> {
     led
 }
 
+/// What this pass finds, by name and span, with the facts its error is
+/// written from.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum ReachabilityError {
+    UnreachableStep {
+        flow: String,
+        step: String,
+        span: Span,
+        cause: StepCause,
+    },
+    /// The branch entry at `span` of the step `step`.
+    UnreachableBranch {
+        step: String,
+        span: Span,
+        cause: EntryCause,
+    },
+}
+
+/// Why a step never runs.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum StepCause {
+    /// Reached in list order only, and this condition always passes it over.
+    AlwaysPassedOver { condition: Span },
+    /// Only unreachable steps lead to it.
+    OnlyFromUnreachable,
+    /// No path from the flow's entry (or a `goto_step`) leads to it.
+    NoPath,
+}
+
+/// Why a branch entry never matches; entries are numbered from 1, as
+/// they read.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum EntryCause {
+    /// The entry at `unconditional`, before it, always matches.
+    AfterUnconditional { unconditional: Span },
+    /// Entry `number` (at `span`), before it, has a subset of its conditions.
+    Repeats { number: usize, span: Span },
+    /// Its `if` at `condition` is always false.
+    AlwaysFalse { condition: Span },
+    /// The earlier entries (number, span) cover every value of `field`.
+    Covered { field: String, entries: Vec<(usize, Span)> },
+}
+
 /// Reports `unreachable_step` and `unreachable_branch`.
 pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Vec<Diagnostic>) {
+    diagnostics.extend(find(program, analysis).into_iter().map(ReachabilityError::into_diagnostic));
+}
+
+pub(crate) fn find(program: &Program, analysis: &Analysis) -> Vec<ReachabilityError> {
+    let mut found = Vec::new();
     for unreachable in &analysis.unreachable_steps {
         let Some(flow) = program.flow(unreachable.flow) else {
             continue;
@@ -437,88 +485,111 @@ pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Ve
         let Some(step) = flow.step(unreachable.step) else {
             continue;
         };
-        let diagnostic = match unreachable.never_runs {
-            Some(condition) => Diagnostic::new(Code::UnreachableStep, format!("the step `{}` never runs", step.name))
-                .at(step.span, "this step is always passed over")
-                .with_label(condition, "this condition always passes it over")
-                .with_help("fix the condition, or remove the step"),
-            None if unreachable.only_from_unreachable => {
-                Diagnostic::new(Code::UnreachableStep, format!("the step `{}` is never reached", step.name))
-                    .at(step.span, "only unreachable steps lead here")
-                    .with_help("make a step before it reachable, or remove these steps")
-            }
-            None => Diagnostic::new(Code::UnreachableStep, format!("the step `{}` is never reached", step.name))
-                .at(step.span, format!("no path from the entry of `{}` leads here", flow.name))
-                .with_help("lead to it with `next`, a branch or `goto_step`, or remove it"),
+        let cause = match unreachable.never_runs {
+            Some(condition) => StepCause::AlwaysPassedOver { condition },
+            None if unreachable.only_from_unreachable => StepCause::OnlyFromUnreachable,
+            None => StepCause::NoPath,
         };
-        diagnostics.push(diagnostic);
+        found.push(ReachabilityError::UnreachableStep {
+            flow: flow.name.clone(),
+            step: step.name.clone(),
+            span: step.span,
+            cause,
+        });
     }
-    for dead in &analysis.dead_branches {
-        if let Some(diagnostic) = dead_branch_diagnostic(program, dead) {
-            diagnostics.push(diagnostic);
+    found.extend(analysis.dead_branches.iter().filter_map(|dead| dead_branch(program, dead)));
+    found
+}
+
+fn dead_branch(program: &Program, dead: &DeadBranch) -> Option<ReachabilityError> {
+    let step = program.flow(dead.flow)?.step(dead.step)?;
+    let branch = step.branches.get(dead.entry)?;
+    let entry_span = |entry: usize| step.branches.get(entry).map(|branch| branch.span);
+    let cause = match &dead.reason {
+        DeadReason::AfterUnconditional(first) => EntryCause::AfterUnconditional { unconditional: entry_span(*first)? },
+        DeadReason::Repeats(earlier) => EntryCause::Repeats { number: earlier + 1, span: entry_span(*earlier)? },
+        DeadReason::AlwaysFalse(condition) => EntryCause::AlwaysFalse { condition: *condition },
+        DeadReason::Covered { field, entries } => EntryCause::Covered {
+            field: program.field(*field).map_or("?", |field| field.name.as_str()).to_string(),
+            entries: entries.iter().map(|entry| Some((entry + 1, entry_span(*entry)?))).collect::<Option<_>>()?,
+        },
+    };
+    Some(ReachabilityError::UnreachableBranch { step: step.name.clone(), span: branch.span, cause })
+}
+
+impl ReachabilityError {
+    pub(crate) fn into_diagnostic(self) -> Diagnostic {
+        match self {
+            ReachabilityError::UnreachableStep { flow, step, span, cause } => match cause {
+                StepCause::AlwaysPassedOver { condition } => {
+                    Diagnostic::new(Code::UnreachableStep, format!("the step `{step}` never runs"))
+                        .at(span, "this step is always passed over")
+                        .with_label(condition, "this condition always passes it over")
+                        .with_help("fix the condition, or remove the step")
+                }
+                StepCause::OnlyFromUnreachable => {
+                    Diagnostic::new(Code::UnreachableStep, format!("the step `{step}` is never reached"))
+                        .at(span, "only unreachable steps lead here")
+                        .with_help("make a step before it reachable, or remove these steps")
+                }
+                StepCause::NoPath => {
+                    Diagnostic::new(Code::UnreachableStep, format!("the step `{step}` is never reached"))
+                        .at(span, format!("no path from the entry of `{flow}` leads here"))
+                        .with_help("lead to it with `next`, a branch or `goto_step`, or remove it")
+                }
+            },
+            ReachabilityError::UnreachableBranch { step, span, cause } => branch_diagnostic(&step, span, cause),
         }
     }
 }
 
-fn dead_branch_diagnostic(program: &Program, dead: &DeadBranch) -> Option<Diagnostic> {
-    let step = program.flow(dead.flow)?.step(dead.step)?;
-    let branch = step.branches.get(dead.entry)?;
-    let ordinal = |entry: usize| format!("entry {}", entry + 1);
-    let entry_list = |entries: &[usize]| -> String {
-        let numbers: Vec<String> = entries.iter().map(|entry| (entry + 1).to_string()).collect();
-        match numbers.as_slice() {
-            [only] => format!("entry {only} covers"),
-            [init @ .., last] => format!("entries {} and {last} cover", init.join(", ")),
-            [] => "earlier entries cover".to_string(),
-        }
-    };
-    let diagnostic = match &dead.reason {
-        DeadReason::AfterUnconditional(first) => {
-            Diagnostic::new(Code::UnreachableBranch, format!("this branch entry of `{}` is never evaluated", step.name))
-                .at(branch.span, "never evaluated")
-                .with_label(step.branches.get(*first)?.span, "this entry has no condition: it always matches")
+fn branch_diagnostic(step: &str, span: Span, cause: EntryCause) -> Diagnostic {
+    match cause {
+        EntryCause::AfterUnconditional { unconditional } => {
+            Diagnostic::new(Code::UnreachableBranch, format!("this branch entry of `{step}` is never evaluated"))
+                .at(span, "never evaluated")
+                .with_label(unconditional, "this entry has no condition: it always matches")
                 .with_help("put the entry without a condition last: it is the fallback")
         }
-        DeadReason::Repeats(earlier) => Diagnostic::new(
+        EntryCause::Repeats { number, span: earlier } => Diagnostic::new(
             Code::UnreachableBranch,
-            format!(
-                "this branch entry of `{}` never matches: {} matches first whenever it would",
-                step.name,
-                ordinal(*earlier)
-            ),
+            format!("this branch entry of `{step}` never matches: entry {number} matches first whenever it would"),
         )
-        .at(branch.span, "never matches")
-        .with_label(step.branches.get(*earlier)?.span, "this earlier entry has the same conditions")
+        .at(span, "never matches")
+        .with_label(earlier, "this earlier entry has the same conditions")
         .with_help("remove the repeated entry, or make its conditions differ"),
-        DeadReason::AlwaysFalse(condition) => Diagnostic::new(
+        EntryCause::AlwaysFalse { condition } => Diagnostic::new(
             Code::UnreachableBranch,
-            format!("this branch entry of `{}` never matches: its `if` is always false", step.name),
+            format!("this branch entry of `{step}` never matches: its `if` is always false"),
         )
-        .at(branch.span, "never matches")
-        .with_label(*condition, "always false")
+        .at(span, "never matches")
+        .with_label(condition, "always false")
         .with_help("fix the condition, or remove the entry"),
-        DeadReason::Covered { field, entries } => {
-            let name = program.field(*field).map_or("?", |field| field.name.as_str());
-            let listed = entry_list(entries);
+        EntryCause::Covered { field, entries } => {
+            let numbers: Vec<String> = entries.iter().map(|(number, _)| number.to_string()).collect();
+            let listed = match numbers.as_slice() {
+                [only] => format!("entry {only} covers"),
+                [init @ .., last] => format!("entries {} and {last} cover", init.join(", ")),
+                [] => "earlier entries cover".to_string(),
+            };
             let mut diagnostic = Diagnostic::new(
                 Code::UnreachableBranch,
-                format!("this branch entry of `{}` is never evaluated: {listed} every value of `{name}`", step.name),
+                format!("this branch entry of `{step}` is never evaluated: {listed} every value of `{field}`"),
             )
-            .at(branch.span, "never evaluated");
-            for entry in entries {
-                diagnostic =
-                    diagnostic.with_label(step.branches.get(*entry)?.span, format!("covers values of `{name}`"));
+            .at(span, "never evaluated");
+            for (_, covering) in entries {
+                diagnostic = diagnostic.with_label(covering, format!("covers values of `{field}`"));
             }
             diagnostic.with_help(format!(
-                "`{name}` is always set here, so an earlier entry always matches; remove this entry"
+                "`{field}` is always set here, so an earlier entry always matches; remove this entry"
             ))
         }
-    };
-    Some(diagnostic)
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::{EntryCause, ReachabilityError, StepCause};
     use crate::check::check_findings as check;
 
     #[test]
@@ -718,6 +789,36 @@ mod tests {
                 step c { say "c"  next end }
                 step b { say "b" } }"#,
             &[("unknown_target", "bb")],
+        );
+    }
+
+    #[test]
+    fn the_errors_hold_names_spans_and_why() {
+        let (file, program) = crate::check::tests::compiled(
+            r#"flow f { when "w"
+            step a { branch { else -> c
+                              when "x" -> b } }
+            step b { say "b" }
+            step c { say "c" } }"#,
+        );
+        let analysis = super::analysis(&program);
+        let at = |needle: &str| crate::check::tests::at(&file, needle, 0);
+        let step_b = at("step b");
+        assert_eq!(
+            super::find(&program, &analysis),
+            [
+                ReachabilityError::UnreachableStep {
+                    flow: "f".to_string(),
+                    step: "b".to_string(),
+                    span: crate::source::Span::new(step_b.end - 1, step_b.end),
+                    cause: StepCause::NoPath,
+                },
+                ReachabilityError::UnreachableBranch {
+                    step: "a".to_string(),
+                    span: at(r#"when "x" -> b"#),
+                    cause: EntryCause::AfterUnconditional { unconditional: at("else -> c") },
+                },
+            ]
         );
     }
 

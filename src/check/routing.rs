@@ -13,14 +13,58 @@
 use super::walk;
 use crate::diag::{Code, Diagnostic};
 use crate::ir::{FlowId, Position, Program};
+use crate::source::Span;
 use std::collections::HashMap;
 
-pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
-    unrouted_flows(program, diagnostics);
-    shadowed_steps(program, diagnostics);
+/// What this pass finds, with the facts its warning is written from.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum RoutingWarning {
+    UnroutedFlow {
+        flow: String,
+        span: Span,
+    },
+    /// The step `step` of `flow` has the id of the flow declared at `shadowed`.
+    ShadowedStep {
+        step: String,
+        flow: String,
+        span: Span,
+        shadowed: Span,
+    },
 }
 
-fn unrouted_flows(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+    diagnostics.extend(find(program).into_iter().map(RoutingWarning::into_diagnostic));
+}
+
+pub(crate) fn find(program: &Program) -> Vec<RoutingWarning> {
+    let mut found = Vec::new();
+    unrouted_flows(program, &mut found);
+    shadowed_steps(program, &mut found);
+    found
+}
+
+impl RoutingWarning {
+    pub(crate) fn into_diagnostic(self) -> Diagnostic {
+        match self {
+            RoutingWarning::UnroutedFlow { flow, span } => Diagnostic::new(
+                Code::UnroutedFlow,
+                format!("the flow `{flow}` is never entered"),
+            )
+            .at(span, "no `when`, no `if`, not the default, and nothing jumps here")
+            .with_help(
+                "give it a `when` (or an `if`) so routing can pick it, or enter it from another flow with a `goto`",
+            ),
+            RoutingWarning::ShadowedStep { step, flow, span, shadowed } => {
+                Diagnostic::new(Code::ShadowedStep, format!("the step `{step}` has the same id as a flow"))
+                    .at(span, format!("in `{flow}`, a bare `{step}` names this step"))
+                    .with_label(shadowed, format!("the flow `{step}` is declared here"))
+                    .with_help(format!("rename the step; to enter the flow `{step}` from here, emit a `goto`"))
+            }
+        }
+    }
+}
+
+fn unrouted_flows(program: &Program, found: &mut Vec<RoutingWarning>) {
     let mut targeted = vec![false; program.flows.len()];
     let mut mark = |from: Option<FlowId>, to: FlowId| {
         if from != Some(to)
@@ -49,36 +93,52 @@ fn unrouted_flows(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
         if routed || targeted || flow.workflow {
             continue;
         }
-        diagnostics.push(
-            Diagnostic::new(Code::UnroutedFlow, format!("the flow `{}` is never entered", flow.name))
-                .at(flow.span, "no `when`, no `if`, not the default, and nothing jumps here")
-                .with_help(
-                    "give it a `when` (or an `if`) so routing can pick it, or enter it from another flow with a `goto`",
-                ),
-        );
+        found.push(RoutingWarning::UnroutedFlow { flow: flow.name.clone(), span: flow.span });
     }
 }
 
-fn shadowed_steps(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+fn shadowed_steps(program: &Program, found: &mut Vec<RoutingWarning>) {
     let flows: HashMap<&str, &crate::ir::Flow> = program.flows.iter().map(|flow| (flow.name.as_str(), flow)).collect();
     for flow in &program.flows {
         for step in &flow.steps {
             let Some(shadowed) = flows.get(step.name.as_str()) else {
                 continue;
             };
-            diagnostics.push(
-                Diagnostic::new(Code::ShadowedStep, format!("the step `{}` has the same id as a flow", step.name))
-                    .at(step.span, format!("in `{}`, a bare `{}` names this step", flow.name, step.name))
-                    .with_label(shadowed.span, format!("the flow `{}` is declared here", shadowed.name))
-                    .with_help(format!("rename the step; to enter the flow `{}` from here, emit a `goto`", step.name)),
-            );
+            found.push(RoutingWarning::ShadowedStep {
+                step: step.name.clone(),
+                flow: flow.name.clone(),
+                span: step.span,
+                shadowed: shadowed.span,
+            });
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::{RoutingWarning, find};
     use crate::check::check_findings as check;
+    use crate::check::tests::{at, compiled};
+
+    #[test]
+    fn the_warnings_hold_the_flow_and_step_names() {
+        let (file, program) = compiled(
+            r#"flow a { when "a"  step b { say "b" } }
+            flow b { step s { say "s" } }"#,
+        );
+        assert_eq!(
+            find(&program),
+            [
+                RoutingWarning::UnroutedFlow { flow: "b".to_string(), span: at(&file, "b", 2) },
+                RoutingWarning::ShadowedStep {
+                    step: "b".to_string(),
+                    flow: "a".to_string(),
+                    span: at(&file, "b", 0),
+                    shadowed: at(&file, "b", 2),
+                },
+            ]
+        );
+    }
 
     #[test]
     fn a_flow_nothing_can_enter_is_unrouted() {

@@ -286,6 +286,19 @@ pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str
         .map(|(_, candidate)| candidate)
 }
 
+/// The span of the `occurrence`th (from 0) `needle` in `text`: where a
+/// test expects a diagnostic, or the value it is written from, to point.
+#[cfg(test)]
+pub(crate) fn span_of(text: &str, needle: &str, occurrence: usize) -> Span {
+    let start = text
+        .match_indices(needle)
+        .nth(occurrence)
+        .map(|(start, _)| start)
+        .unwrap_or_else(|| panic!("`{needle}` occurs fewer than {} times", occurrence + 1));
+    let offset = |index: usize| u32::try_from(index).expect("a small test file");
+    Span::new(offset(start), offset(start + needle.len()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

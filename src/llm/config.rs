@@ -1,7 +1,9 @@
 //! Which model a run uses and how to reach it: `flowc.toml`, then the
 //! environment, then command-line flags, each overriding the one before
-//! (DESIGN.md "Understanding and the model"), and [`build_provider`], which
-//! turns the result into a [`Provider`].
+//! (DESIGN.md "Understanding and the model"). [`build_provider`] turns the
+//! result into a [`Provider`].
+//!
+//! [`build_provider`]: crate::llm::build_provider
 //!
 //! `flowc.toml` is read beside the program first, else in the working
 //! directory (the first one found is used, they are not merged):
@@ -25,8 +27,8 @@
 //! the modules that own them.
 
 use crate::duration::parse_duration_ms;
+use crate::llm::ProviderError;
 use crate::llm::http::{CancelFlag, HttpSettings};
-use crate::llm::{Provider, ProviderError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -392,30 +394,6 @@ fn parse_file_config(text: &str) -> Result<FileConfig, String> {
         }
     }
     Ok(file)
-}
-
-/// The provider a configuration names, wrapped so its errors and replies
-/// never show the API key, and in a [`Recorder`] when the run records.
-///
-/// [`Recorder`]: crate::llm::replay::Recorder
-pub fn build_provider(config: &ProviderConfig) -> Result<Box<dyn Provider>, ConfigError> {
-    let provider: Box<dyn Provider> = match &config.provider {
-        ProviderKind::OpenAi => Box::new(crate::llm::openai::OpenAi::new(config)?),
-        ProviderKind::Anthropic => Box::new(crate::llm::anthropic::Anthropic::new(config)?),
-        ProviderKind::Replay(path) => Box::new(crate::llm::replay::Replay::load(path)?),
-        ProviderKind::Offline => Box::new(crate::llm::offline::Offline::new()),
-    };
-    // Inside the recorder, so recordings hold what the run saw.
-    let redactor = crate::llm::redact::Redactor::from_config(config);
-    let provider: Box<dyn Provider> =
-        if redactor.is_empty() { provider } else { Box::new(crate::llm::redact::Redacting::new(provider, redactor)) };
-    match &config.record {
-        Some(path) => {
-            let secrets: Vec<String> = config.api_key.iter().map(|key| key.expose().to_string()).collect();
-            Ok(Box::new(crate::llm::replay::Recorder::create(path, provider, secrets)?))
-        }
-        None => Ok(provider),
-    }
 }
 
 #[cfg(test)]

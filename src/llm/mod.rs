@@ -14,6 +14,7 @@
 //! validates it against the schema before anything is written.
 
 pub mod anthropic;
+mod build;
 pub mod config;
 pub mod http;
 pub mod offline;
@@ -26,7 +27,8 @@ pub mod schema;
 #[cfg(test)]
 mod testserver;
 
-pub use config::{ProviderConfig, ProviderFlags, build_provider};
+pub use build::build_provider;
+pub use config::{ProviderConfig, ProviderFlags};
 pub use http::CancelFlag;
 pub use rounds::{ModelReply, NoTools, ReplyText, ToolCall, ToolCalls, ToolLoop, ToolRound, reply_with_tools};
 

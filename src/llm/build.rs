@@ -1,0 +1,30 @@
+//! Builds the provider a configuration names, with the wrappers every run
+//! gets: redaction of secrets, and recording when asked. The providers read
+//! their configuration; this is the one place that knows them all.
+
+use super::Provider;
+use super::config::{ConfigError, ProviderConfig, ProviderKind};
+
+/// The provider a configuration names, wrapped so its errors and replies
+/// never show the API key, and in a [`Recorder`] when the run records.
+///
+/// [`Recorder`]: crate::llm::replay::Recorder
+pub fn build_provider(config: &ProviderConfig) -> Result<Box<dyn Provider>, ConfigError> {
+    let provider: Box<dyn Provider> = match &config.provider {
+        ProviderKind::OpenAi => Box::new(super::openai::OpenAi::new(config)?),
+        ProviderKind::Anthropic => Box::new(super::anthropic::Anthropic::new(config)?),
+        ProviderKind::Replay(path) => Box::new(super::replay::Replay::load(path)?),
+        ProviderKind::Offline => Box::new(super::offline::Offline::new()),
+    };
+    // Inside the recorder, so recordings hold what the run saw.
+    let redactor = super::redact::Redactor::from_config(config);
+    let provider: Box<dyn Provider> =
+        if redactor.is_empty() { provider } else { Box::new(super::redact::Redacting::new(provider, redactor)) };
+    match &config.record {
+        Some(path) => {
+            let secrets: Vec<String> = config.api_key.iter().map(|key| key.expose().to_string()).collect();
+            Ok(Box::new(super::replay::Recorder::create(path, provider, secrets)?))
+        }
+        None => Ok(provider),
+    }
+}
