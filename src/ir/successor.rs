@@ -101,6 +101,19 @@ pub fn landing(current: FlowId, jump: Jump) -> Landing {
     }
 }
 
+/// Where a jump lands when the conversation is in no flow (a directive
+/// armed by the last turn, a position after the flow ended): a move into a
+/// flow enters it, `complete` naming a flow enters that one (a new run),
+/// `abort` aborts; `reset` and a bare `complete` go nowhere (`None`).
+pub fn landing_outside(jump: Jump) -> Option<Landing> {
+    match jump {
+        Jump::Goto(flow) | Jump::Complete(Some(flow)) => Some(Landing::Enter(flow, StepId(0))),
+        Jump::GotoStep(flow, step) => Some(Landing::Enter(flow, step)),
+        Jump::Abort => Some(Landing::Abort),
+        Jump::Complete(None) | Jump::Reset => None,
+    }
+}
+
 /// Where a directive emitted while at `step` leads: its position, or, for
 /// one without (it writes and replies), on to the next step in the list.
 pub fn after_directive(current: FlowId, step: StepId, jump: Option<Jump>) -> Landing {
@@ -289,6 +302,10 @@ flow other "Other" {
         assert_eq!(landing(here, Jump::Abort), Landing::Abort);
         assert!(Jump::Goto(here).starts_a_run() && Jump::Reset.starts_a_run());
         assert!(!Jump::GotoStep(here, StepId(0)).starts_a_run());
+        assert_eq!(landing_outside(Jump::Complete(Some(here))), Some(Landing::Enter(here, StepId(0))));
+        assert_eq!(landing_outside(Jump::GotoStep(here, StepId(2))), Some(Landing::Enter(here, StepId(2))));
+        assert_eq!(landing_outside(Jump::Reset), None);
+        assert_eq!(landing_outside(Jump::Complete(None)), None);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! recording every directive.
 
 use super::{Turn, TurnError};
+use crate::ir::successor::{self, Jump, Landing};
 use crate::ir::{FlowId, Program, StepId};
 use crate::runtime::actions::{ActionOutput, ActionRunner, ActionSource, evaluate_directive};
 use crate::runtime::directive::{Emission, Move, Source, describe, merge};
@@ -153,26 +154,48 @@ impl Turn<'_> {
         self.records.push(DirectiveRecord { source: emission.source.to_string(), directive, applied });
     }
 
-    /// Applies a post-model position: the session waits at the target for
-    /// the next turn (entering a flow still runs its `on_enter`).
+    /// Applies a post-model position where the successor rule lands it: the
+    /// session waits there for the next turn (entering a flow still runs its
+    /// `on_enter`). No step runs after the reply, so nothing is passed over.
     pub(super) fn park(&mut self, position: Move) -> Result<(), TurnError> {
         let program = self.program();
+        let jump = position.jump();
         match position {
             Move::Goto { flow, data } => {
                 self.start_run(flow);
                 self.apply_writes(&data, &[], "goto");
-                self.enter_parked(&program, flow, StepId(0))?;
             }
-            Move::GotoStep { flow, step } => {
-                if self.session.flow == Some(flow) {
-                    self.session.step = Some(step);
-                    self.session.asks = 0;
-                } else {
-                    self.enter_parked(&program, flow, step)?;
+            Move::Abort { reason: Some(reason) } => self.says.push(reason),
+            _ => {}
+        }
+        let current = self.session.flow;
+        let landing = match current {
+            Some(current) => {
+                if jump == Jump::Reset {
+                    self.start_run(current);
                 }
+                successor::landing(current, jump)
             }
-            Move::Complete { next } => {
-                if let Some(flow) = self.session.flow.and_then(|flow| program.flow(flow)) {
+            None => match successor::landing_outside(jump) {
+                Some(landing) => {
+                    if let Jump::Complete(Some(next)) = jump {
+                        self.start_run(next);
+                    }
+                    landing
+                }
+                None => return Ok(()),
+            },
+        };
+        match landing {
+            Landing::Step(step) => {
+                self.session.step = Some(step);
+                self.session.asks = 0;
+            }
+            // Entering a flow still runs its `on_enter`; the session waits
+            // at the step named, as it is.
+            Landing::Enter(flow, step) => self.enter_parked(&program, flow, step)?,
+            Landing::Complete(next) => {
+                if let Some(flow) = current.and_then(|flow| program.flow(flow)) {
                     self.emit(Event::FlowCompleted { flow: flow.name.clone() });
                 }
                 self.session.flow = None;
@@ -182,21 +205,13 @@ impl Turn<'_> {
                     self.enter_parked(&program, next, StepId(0))?;
                 }
             }
-            Move::Abort { reason } => {
-                if let Some(reason) = reason {
-                    self.says.push(reason);
-                }
+            Landing::Abort => {
                 self.session.flow = None;
                 self.session.step = None;
                 self.stop = Some(StopReason::Aborted);
             }
-            Move::Reset => {
-                if let Some(flow) = self.session.flow {
-                    self.start_run(flow);
-                    self.session.step = Some(StepId(0));
-                    self.session.asks = 0;
-                }
-            }
+            // A position never lands in list order.
+            Landing::Listed(_) => {}
         }
         Ok(())
     }

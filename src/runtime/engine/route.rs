@@ -191,15 +191,13 @@ impl Turn<'_> {
         let Some(current) = current else {
             // No flow to leave (a pending directive, a signal between
             // flows): only a move into a flow goes anywhere.
-            return match jump {
-                Jump::Goto(flow) => Cursor::EnterFlow(flow, StepId(0)),
-                Jump::GotoStep(flow, step) => Cursor::EnterFlow(flow, step),
-                Jump::Complete(Some(next)) => {
-                    self.start_run(next);
-                    Cursor::EnterFlow(next, StepId(0))
-                }
-                Jump::Abort => Cursor::Abort,
-                Jump::Complete(None) | Jump::Reset => Cursor::Idle,
+            if let Jump::Complete(Some(next)) = jump {
+                self.start_run(next);
+            }
+            return match successor::landing_outside(jump) {
+                Some(Landing::Enter(flow, step)) => Cursor::EnterFlow(flow, step),
+                Some(Landing::Abort) => Cursor::Abort,
+                _ => Cursor::Idle,
             };
         };
         if jump == Jump::Reset {
