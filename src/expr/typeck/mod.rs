@@ -1,12 +1,16 @@
 //! Resolution and type checking of expressions: AST expressions become typed
 //! [`Expr`]s against a [`Scope`] (schema fields, context, locals, env, and
 //! in a workflow step the outputs of the steps before it).
-//! Every problem is reported (`unknown_field`, `unknown_function`,
-//! `wrong_arity`, `type_mismatch`) and replaced by an [`ExprKind::Error`] of
-//! [`Type::Unknown`], so a single mistake is reported once.
+//! Every problem is recorded as a [`TypeError`] (worded in [`error`]) and
+//! the expression replaced by an [`ExprKind::Error`] of [`Type::Unknown`], so
+//! a single mistake is reported once.
+
+mod error;
+
+pub use error::{Operand, TypeError, Unassignable};
 
 use super::{Expr, ExprKind, Function, Literal, Template, TemplatePart, Type};
-use crate::diag::{Code, Diagnostic, did_you_mean};
+use crate::diag::did_you_mean;
 use crate::ids::{ContextId, FieldId};
 use crate::source::Span;
 use crate::syntax::ast::{self, BinaryOp, UnaryOp};
@@ -47,7 +51,8 @@ pub struct StepOutputs {
 
 pub struct Checker<'a> {
     pub scope: Scope<'a>,
-    pub diagnostics: &'a mut Vec<Diagnostic>,
+    /// What the checker finds wrong, in the order found.
+    pub errors: &'a mut Vec<TypeError>,
 }
 
 impl Checker<'_> {
@@ -67,14 +72,7 @@ impl Checker<'_> {
     pub fn condition(&mut self, expr: &ast::Expr) -> Expr {
         let typed = self.expr(expr);
         if !matches!(typed.ty, Type::Bool | Type::Unknown | Type::Null) {
-            self.diagnostics.push(
-                Diagnostic::new(
-                    Code::TypeMismatch,
-                    format!("a condition must be a bool, found {}", typed.ty.describe()),
-                )
-                .at(typed.span, format!("this is {}", typed.ty.describe()))
-                .with_help("compare it with a value, e.g. `x == 1` or `x is set`"),
-            );
+            self.errors.push(TypeError::NotACondition { found: typed.ty.clone(), span: typed.span });
         }
         typed
     }
@@ -83,11 +81,13 @@ impl Checker<'_> {
     pub fn value_for(&mut self, expr: &ast::Expr, target: &Type, what: &str) -> Expr {
         let typed = self.expr(expr);
         if let Some(problem) = assignability(&typed, target) {
-            self.diagnostics.push(
-                Diagnostic::new(Code::TypeMismatch, format!("{what} expects {}, {problem}", target.describe()))
-                    .at(typed.span, format!("this is {}", typed.ty.describe()))
-                    .with_help(format!("give a value of type {}", target.describe())),
-            );
+            self.errors.push(TypeError::NotAssignable {
+                what: what.to_string(),
+                target: target.clone(),
+                found: typed.ty.clone(),
+                problem,
+                span: typed.span,
+            });
         }
         typed
     }
@@ -100,7 +100,7 @@ impl Checker<'_> {
             ast::ExprKind::Int { value } => literal((*value).into(), Type::Int, span),
             ast::ExprKind::Float { value } => match serde_json::Number::from_f64(*value) {
                 Some(number) => literal(Literal::Number(number), Type::Float, span),
-                None => self.error(Diagnostic::new(Code::Syntax, "this number is not finite").at(span, "here")),
+                None => self.error(TypeError::NonFiniteNumber { span }),
             },
             ast::ExprKind::String { value } => literal(value.clone().into(), Type::String, span),
             ast::ExprKind::List { items } => self.list(items, span),
@@ -116,9 +116,9 @@ impl Checker<'_> {
         }
     }
 
-    fn error(&mut self, diagnostic: Diagnostic) -> Expr {
-        let span = diagnostic.primary_span().unwrap_or_default();
-        self.diagnostics.push(diagnostic);
+    fn error(&mut self, error: TypeError) -> Expr {
+        let span = error.span();
+        self.errors.push(error);
         Expr { kind: ExprKind::Error, ty: Type::Unknown, span }
     }
 
@@ -132,14 +132,11 @@ impl Checker<'_> {
             match join(&element, &item.ty) {
                 Some(joined) => element = joined,
                 None => {
-                    self.diagnostics.push(
-                        Diagnostic::new(
-                            Code::TypeMismatch,
-                            format!("a list mixes {} and {}", element.describe(), item.ty.describe()),
-                        )
-                        .at(item.span, format!("this is {}", item.ty.describe()))
-                        .with_help("every item of a list has the same type"),
-                    );
+                    self.errors.push(TypeError::MixedList {
+                        element: element.clone(),
+                        found: item.ty.clone(),
+                        span: item.span,
+                    });
                     break;
                 }
             }
@@ -162,46 +159,26 @@ impl Checker<'_> {
             (expr, rest)
         } else if name == "context" {
             let Some((key, rest)) = rest.split_first() else {
-                return self.error(
-                    Diagnostic::new(Code::UnknownField, "`context` needs a key")
-                        .at(head.span, "context of what?")
-                        .with_help("write `context.KEY` with a key declared under `context`"),
-                );
+                return self.error(TypeError::ContextWithoutKey { span: head.span });
             };
             match self.scope.symbols.context.get(&key.value) {
                 Some((id, ty)) => {
                     (Expr { kind: ExprKind::Context { key: *id }, ty: ty.clone(), span: head.span.to(key.span) }, rest)
                 }
                 None => {
-                    let suggestion = did_you_mean(&key.value, self.scope.symbols.context.keys().map(String::as_str));
-                    let help = match suggestion {
-                        Some(close) => format!("did you mean `context.{close}`?"),
-                        None => "declare it under `context`".to_string(),
-                    };
-                    return self.error(
-                        Diagnostic::new(Code::UnknownField, format!("unknown context key `{}`", key.value))
-                            .at(key.span, "not declared under `context`")
-                            .with_help(help),
-                    );
+                    let close = close_to(&key.value, self.scope.symbols.context.keys().map(String::as_str));
+                    return self.error(TypeError::UnknownContextKey { key: key.value.clone(), span: key.span, close });
                 }
             }
         } else if name == "env" {
             let Some((variable, rest)) = rest.split_first() else {
-                return self.error(
-                    Diagnostic::new(Code::UnknownField, "`env` needs a variable name")
-                        .at(head.span, "env of what?")
-                        .with_help("write `env.NAME`"),
-                );
+                return self.error(TypeError::EnvWithoutVariable { span: head.span });
             };
             if !self.scope.env_allowed {
-                return self.error(
-                    Diagnostic::new(
-                        Code::UnknownField,
-                        format!("`env.{}` is only available in http headers", variable.value),
-                    )
-                    .at(head.span.to(variable.span), "environment variables cannot be read here")
-                    .with_help("pass secrets in an http tool's `headers`; keep them out of prompts and data"),
-                );
+                return self.error(TypeError::EnvNotAllowed {
+                    variable: variable.value.clone(),
+                    span: head.span.to(variable.span),
+                });
             }
             (
                 Expr {
@@ -214,7 +191,7 @@ impl Checker<'_> {
         } else if name == "steps" {
             match self.step_output(head, rest) {
                 Ok((expr, rest)) => (expr, rest),
-                Err(diagnostic) => return self.error(*diagnostic),
+                Err(error) => return self.error(*error),
             }
         } else if let Some((id, ty)) = self.scope.symbols.fields.get(name).filter(|_| self.scope.fields_visible) {
             (Expr { kind: ExprKind::Field { field: *id }, ty: ty.clone(), span: head.span }, rest)
@@ -234,55 +211,31 @@ impl Checker<'_> {
         &self,
         head: &ast::Name,
         rest: &'n [ast::Name],
-    ) -> Result<(Expr, &'n [ast::Name]), Box<Diagnostic>> {
-        let help = "write `steps.STEP.output` with an earlier step of this workflow";
+    ) -> Result<(Expr, &'n [ast::Name]), Box<TypeError>> {
         let (Some(step), Some(output)) = (rest.first(), rest.get(1)) else {
-            return Err(Box::new(
-                Diagnostic::new(Code::UnknownField, "`steps` needs a step and `output`")
-                    .at(head.span, "steps of what?")
-                    .with_help(help),
-            ));
+            return Err(Box::new(TypeError::StepsWithoutOutput { span: head.span }));
         };
         if output.value != "output" {
-            return Err(Box::new(
-                Diagnostic::new(Code::UnknownField, format!("a step has no `{}`", output.value))
-                    .at(output.span, "a step records only its `output`")
-                    .with_help(format!("write `steps.{}.output`", step.value)),
-            ));
+            return Err(Box::new(TypeError::NotAStepOutput {
+                step: step.value.clone(),
+                member: output.value.clone(),
+                span: output.span,
+            }));
         }
         let span = head.span.to(output.span);
         let Some(outputs) = self.scope.steps else {
-            return Err(Box::new(
-                Diagnostic::new(Code::UnknownField, format!("`steps.{}.output` is read outside a workflow step", step.value))
-                    .at(span, "only a workflow records step outputs")
-                    .with_help("read a step's output in a later step of a workflow (a flow whose steps are all auto); a conversation keeps what it needs in fields"),
-            ));
+            return Err(Box::new(TypeError::StepOutputOutsideWorkflow { step: step.value.clone(), span }));
         };
         let Some(index) = outputs.steps.iter().position(|(name, _)| *name == step.value) else {
-            let suggestion = did_you_mean(&step.value, outputs.steps.iter().map(|(name, _)| name.as_str()));
-            return Err(Box::new(
-                Diagnostic::new(Code::UnknownField, format!("this workflow has no step `{}`", step.value))
-                    .at(step.span, "no step of this flow has this id")
-                    .with_help(
-                        suggestion
-                            .map_or_else(|| help.to_string(), |close| format!("did you mean `steps.{close}.output`?")),
-                    ),
-            ));
+            let close = close_to(&step.value, outputs.steps.iter().map(|(name, _)| name.as_str()));
+            return Err(Box::new(TypeError::UnknownStep { step: step.value.clone(), span: step.span, close }));
         };
         if index >= outputs.current {
-            let what = if index == outputs.current { "this step's own" } else { "a later step's" };
-            return Err(Box::new(
-                Diagnostic::new(Code::UnknownField, format!("`steps.{}.output` is {what} output", step.value))
-                    .at(span, "not recorded yet when this runs")
-                    .with_help("read the output of a step declared before this one (a step's branches may read its own): steps run in order"),
-            ));
+            let own = index == outputs.current;
+            return Err(Box::new(TypeError::StepOutputNotYetRecorded { step: step.value.clone(), own, span }));
         }
         let Some(ty) = outputs.steps.get(index).and_then(|(_, ty)| ty.clone()) else {
-            return Err(Box::new(
-                Diagnostic::new(Code::TypeMismatch, format!("the output of the step `{}` has no type", step.value))
-                    .at(span, "its type is not known at compile time")
-                    .with_help("read outputs of steps that set fields, or that call one tool with `returns`; or save the result in a field and read the field"),
-            ));
+            return Err(Box::new(TypeError::UntypedStepOutput { step: step.value.clone(), span }));
         };
         let expr = Expr {
             kind: ExprKind::StepOutput { step: crate::ids::StepId::from_index(index), name: step.value.clone() },
@@ -292,19 +245,17 @@ impl Checker<'_> {
         Ok((expr, rest.get(2..).unwrap_or_default()))
     }
 
-    fn unknown_name(&self, name: &ast::Name) -> Diagnostic {
+    fn unknown_name(&self, name: &ast::Name) -> TypeError {
         let mut candidates: Vec<&str> = self.scope.locals.iter().map(|(local, _)| local.as_str()).collect();
         if self.scope.fields_visible {
             candidates.extend(self.scope.symbols.fields.keys().map(String::as_str));
         }
-        let help = match did_you_mean(&name.value, candidates) {
-            Some(close) => format!("did you mean `{close}`?"),
-            None if self.scope.fields_visible => "declare it in `schema`, or use `context.KEY` for context".to_string(),
-            None => "a tool template sees only the tool's params (and `env.NAME` in headers)".to_string(),
-        };
-        Diagnostic::new(Code::UnknownField, format!("unknown field `{}`", name.value))
-            .at(name.span, "no field, context key or variable has this name")
-            .with_help(help)
+        TypeError::UnknownName {
+            name: name.value.clone(),
+            span: name.span,
+            close: close_to(&name.value, candidates),
+            fields_visible: self.scope.fields_visible,
+        }
     }
 
     fn member(&mut self, object: Expr, member: &ast::Name) -> Expr {
@@ -314,26 +265,21 @@ impl Checker<'_> {
             Type::Object(fields) => match fields.iter().find(|(name, _)| *name == member.value) {
                 Some((_, ty)) => ty.clone(),
                 None => {
-                    let help = match did_you_mean(&member.value, fields.iter().map(|(name, _)| name.as_str())) {
-                        Some(close) => format!("did you mean `{close}`?"),
-                        None => format!("the object has {}", describe_members(fields)),
-                    };
-                    return self.error(
-                        Diagnostic::new(Code::UnknownField, format!("unknown field `{}`", member.value))
-                            .at(member.span, format!("not a field of {}", object.ty.describe()))
-                            .with_help(help),
-                    );
+                    let close = close_to(&member.value, fields.iter().map(|(name, _)| name.as_str()));
+                    return self.error(TypeError::UnknownMember {
+                        member: member.value.clone(),
+                        object: object.ty.clone(),
+                        span: member.span,
+                        close,
+                    });
                 }
             },
             other => {
-                return self.error(
-                    Diagnostic::new(
-                        Code::TypeMismatch,
-                        format!("`.{}` on a value of type {}", member.value, other.describe()),
-                    )
-                    .at(member.span, "only objects have fields")
-                    .with_help("fields can be read from object values only"),
-                );
+                return self.error(TypeError::MemberOfNonObject {
+                    member: member.value.clone(),
+                    found: other.clone(),
+                    span: member.span,
+                });
             }
         };
         Expr { kind: ExprKind::Member { object: Box::new(object), member: member.value.clone() }, ty, span }
@@ -343,12 +289,12 @@ impl Checker<'_> {
         let operand = self.expr(operand);
         let ty = match op {
             UnaryOp::Not => {
-                self.expect_bool(&operand, "`not`");
+                self.expect_bool(&operand, Operand::NotNeedsBool);
                 Type::Bool
             }
             UnaryOp::Neg => {
                 if !(operand.ty.is_numeric() || operand.ty.is_unknown() || operand.ty == Type::Null) {
-                    self.mismatch(&operand, "`-` needs a number");
+                    self.mismatch(&operand, Operand::NegationNeedsNumber);
                 }
                 operand.ty.clone()
             }
@@ -361,8 +307,8 @@ impl Checker<'_> {
         let right = self.expr(right);
         let ty = match op {
             BinaryOp::And | BinaryOp::Or => {
-                self.expect_bool(&left, op.as_str());
-                self.expect_bool(&right, op.as_str());
+                self.expect_bool(&left, Operand::LogicNeedsBool(op));
+                self.expect_bool(&right, Operand::LogicNeedsBool(op));
                 Type::Bool
             }
             BinaryOp::Eq | BinaryOp::Ne => {
@@ -384,37 +330,30 @@ impl Checker<'_> {
         Expr { kind: ExprKind::Binary { op, left: Box::new(left), right: Box::new(right) }, ty, span }
     }
 
-    fn expect_bool(&mut self, operand: &Expr, what: &str) {
+    fn expect_bool(&mut self, operand: &Expr, expected: Operand) {
         if !matches!(operand.ty, Type::Bool | Type::Unknown | Type::Null) {
-            self.mismatch(operand, &format!("{what} needs a bool"));
+            self.mismatch(operand, expected);
         }
     }
 
-    fn mismatch(&mut self, operand: &Expr, message: &str) {
-        self.diagnostics.push(
-            Diagnostic::new(Code::TypeMismatch, format!("{message}, found {}", operand.ty.describe()))
-                .at(operand.span, format!("this is {}", operand.ty.describe()))
-                .with_help("check the operand's type in the schema"),
-        );
+    fn mismatch(&mut self, operand: &Expr, expected: Operand) {
+        self.errors.push(TypeError::OperandMismatch {
+            operand: expected,
+            found: operand.ty.clone(),
+            span: operand.span,
+        });
     }
 
     fn expect_comparable(&mut self, left: &Expr, right: &Expr, op: BinaryOp) {
         if let Some(problem) = comparability(left, right).or_else(|| comparability(right, left)) {
-            self.diagnostics.push(problem.into_diagnostic(left, right, op));
+            self.errors.push(problem.into_error(left, right, op));
         }
     }
 
     fn expect_ordered(&mut self, left: &Expr, right: &Expr, op: BinaryOp) {
         for operand in [left, right] {
             if matches!(operand.ty, Type::Bool | Type::List(_) | Type::Object(_) | Type::Enum(_)) {
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        Code::TypeMismatch,
-                        format!("`{}` on a value of type {}", op.as_str(), operand.ty.describe()),
-                    )
-                    .at(operand.span, format!("{} values have no order", operand.ty.describe()))
-                    .with_help("order compares numbers, dates, datetimes and strings"),
-                );
+                self.errors.push(TypeError::Unordered { op, found: operand.ty.clone(), span: operand.span });
                 return;
             }
         }
@@ -435,19 +374,12 @@ impl Checker<'_> {
             }
             Type::String => {
                 if !matches!(left.ty, Type::String | Type::Enum(_) | Type::Unknown | Type::Null) {
-                    self.mismatch(left, &format!("`{}` a string needs a string", op.as_str()));
+                    self.mismatch(left, Operand::InStringNeedsString(op));
                 }
             }
             Type::Unknown | Type::Null => {}
             other => {
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        Code::TypeMismatch,
-                        format!("`{}` needs a list on its right, found {}", op.as_str(), other.describe()),
-                    )
-                    .at(right.span, format!("this is {}", other.describe()))
-                    .with_help("write a list, e.g. `plan in [\"pro\", \"enterprise\"]`"),
-                );
+                self.errors.push(TypeError::MembershipWithoutList { op, found: other.clone(), span: right.span });
             }
         }
     }
@@ -463,18 +395,13 @@ impl Checker<'_> {
             (Type::String | Type::Enum(_), Type::String | Type::Enum(_)) if op == BinaryOp::Add => Type::String,
             (left_ty, right_ty) => {
                 let culprit = if left_ty.is_numeric() { right } else { left };
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        Code::TypeMismatch,
-                        format!("`{}` between {} and {}", op.as_str(), left_ty.describe(), right_ty.describe()),
-                    )
-                    .at(culprit.span, format!("this is {}", culprit.ty.describe()))
-                    .with_help(if op == BinaryOp::Add {
-                        "`+` adds numbers or joins strings"
-                    } else {
-                        "arithmetic works on numbers"
-                    }),
-                );
+                self.errors.push(TypeError::Arithmetic {
+                    op,
+                    left: left_ty.clone(),
+                    right: right_ty.clone(),
+                    culprit: culprit.ty.clone(),
+                    span: culprit.span,
+                });
                 Type::Unknown
             }
         }
@@ -483,26 +410,11 @@ impl Checker<'_> {
     fn call(&mut self, function: &ast::Name, args: &[ast::Expr], span: Span) -> Expr {
         let typed_args: Vec<Expr> = args.iter().map(|arg| self.expr(arg)).collect();
         let Some(known) = Function::from_name(&function.value) else {
-            let help = match did_you_mean(&function.value, Function::ALL.iter().map(|known| known.name())) {
-                Some(close) => format!("did you mean `{close}`?"),
-                None => "the functions are len, lower, upper, contains, join, today and now".to_string(),
-            };
-            return self.error(
-                Diagnostic::new(Code::UnknownFunction, format!("unknown function `{}`", function.value))
-                    .at(function.span, "no function has this name")
-                    .with_help(help),
-            );
+            let close = close_to(&function.value, Function::ALL.iter().map(|known| known.name()));
+            return self.error(TypeError::UnknownFunction { name: function.value.clone(), span: function.span, close });
         };
         if typed_args.len() != known.arity() {
-            let plural = if known.arity() == 1 { "" } else { "s" };
-            return self.error(
-                Diagnostic::new(
-                    Code::WrongArity,
-                    format!("`{}` takes {} argument{plural}, found {}", known.name(), known.arity(), typed_args.len()),
-                )
-                .at(span, format!("called with {}", typed_args.len()))
-                .with_help(signature(known)),
-            );
+            return self.error(TypeError::WrongArity { function: known, found: typed_args.len(), span });
         }
         let ty = match known {
             Function::Len => {
@@ -522,7 +434,7 @@ impl Checker<'_> {
                             });
                         }
                         Type::List(_) | Type::Unknown | Type::Null => {}
-                        _ => self.mismatch(haystack, "`contains` needs a string or a list"),
+                        _ => self.mismatch(haystack, Operand::ContainsNeedsStringOrList),
                     }
                 }
                 Type::Bool
@@ -531,7 +443,7 @@ impl Checker<'_> {
                 if let Some(list) = typed_args.first() {
                     match &list.ty {
                         Type::List(_) | Type::Unknown | Type::Null => {}
-                        _ => self.mismatch(list, "`join` needs a list"),
+                        _ => self.mismatch(list, Operand::JoinNeedsList),
                     }
                 }
                 self.expect_args(typed_args.get(1..).unwrap_or_default(), known, |ty| matches!(ty, Type::String));
@@ -546,34 +458,15 @@ impl Checker<'_> {
     fn expect_args(&mut self, args: &[Expr], function: Function, accepts: impl Fn(&Type) -> bool) {
         for arg in args {
             if !(accepts(&arg.ty) || arg.ty.is_unknown() || arg.ty == Type::Null) {
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        Code::TypeMismatch,
-                        format!("`{}` cannot take {}", function.name(), arg.ty.describe()),
-                    )
-                    .at(arg.span, format!("this is {}", arg.ty.describe()))
-                    .with_help(signature(function)),
-                );
+                self.errors.push(TypeError::ArgumentMismatch { function, found: arg.ty.clone(), span: arg.span });
             }
         }
     }
 }
 
-fn signature(function: Function) -> &'static str {
-    match function {
-        Function::Len => "len(list or string) -> int",
-        Function::Lower => "lower(string) -> string",
-        Function::Upper => "upper(string) -> string",
-        Function::Contains => "contains(string, part) -> bool, or contains(list, item) -> bool",
-        Function::Join => "join(list, separator) -> string",
-        Function::Today => "today() -> date",
-        Function::Now => "now() -> datetime",
-    }
-}
-
-fn describe_members(fields: &[(String, Type)]) -> String {
-    let names: Vec<String> = fields.iter().map(|(name, _)| format!("`{name}`")).collect();
-    if names.is_empty() { "no fields".to_string() } else { format!("fields {}", names.join(", ")) }
+/// The candidate a misspelt `name` most likely meant, for a did-you-mean.
+fn close_to<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    did_you_mean(name, candidates).map(str::to_string)
 }
 
 fn literal(value: Literal, ty: Type, span: Span) -> Expr {
@@ -605,32 +498,24 @@ enum Incomparable {
 }
 
 impl Incomparable {
-    fn into_diagnostic(self, left: &Expr, right: &Expr, op: BinaryOp) -> Diagnostic {
+    /// The error of comparing `left` with `right`, pointing at the side
+    /// that holds the offending literal (or, for types, at the right).
+    fn into_error(self, left: &Expr, right: &Expr, op: BinaryOp) -> TypeError {
+        let literal_side =
+            |value: &str| if string_literal(right).is_some_and(|text| text == value) { right } else { left };
         match self {
             Incomparable::NotAValue { value, values } => {
-                let culprit = if string_literal(right).is_some_and(|text| text == value) { right } else { left };
-                let help = match did_you_mean(&value, values.iter().map(String::as_str)) {
-                    Some(close) => format!("did you mean `{close}`?"),
-                    None => format!("the values are {}", values.join(", ")),
-                };
-                Diagnostic::new(Code::TypeMismatch, format!("`{value}` is not a value of enum({})", values.join(", ")))
-                    .at(culprit.span, "not one of the enum's values")
-                    .with_help(help)
+                let span = literal_side(&value).span;
+                let close = close_to(&value, values.iter().map(String::as_str));
+                TypeError::NotAnEnumValue { value, values, span, close }
             }
             Incomparable::NotADate { value, date_time } => {
-                let culprit = if string_literal(right).is_some_and(|text| text == value) { right } else { left };
-                let (kind, example) =
-                    if date_time { ("datetime", "2026-12-04T09:30:00Z") } else { ("date", "2026-12-04") };
-                Diagnostic::new(Code::TypeMismatch, format!("`{value}` is not a {kind}"))
-                    .at(culprit.span, format!("compared with a {kind}"))
-                    .with_help(format!("write it in ISO 8601, e.g. \"{example}\""))
+                let span = literal_side(&value).span;
+                TypeError::NotADate { value, date_time, span }
             }
-            Incomparable::Types => Diagnostic::new(
-                Code::TypeMismatch,
-                format!("`{}` between {} and {}", op.as_str(), left.ty.describe(), right.ty.describe()),
-            )
-            .at(right.span, format!("this is {}", right.ty.describe()))
-            .with_help(format!("both sides must have the same type; the left is {}", left.ty.describe())),
+            Incomparable::Types => {
+                TypeError::Incomparable { op, left: left.ty.clone(), right: right.ty.clone(), span: right.span }
+            }
         }
     }
 }
@@ -676,27 +561,25 @@ fn probe(ty: &Type, span: Span) -> Expr {
 
 /// Why a value of `value`'s type cannot be stored in a place of `target`
 /// type, if it cannot.
-pub fn assignability(value: &Expr, target: &Type) -> Option<String> {
-    let found = || format!("found {}", value.ty.describe());
+pub fn assignability(value: &Expr, target: &Type) -> Option<Unassignable> {
+    let found = || Unassignable::Type;
     match (target, &value.ty) {
         (_, Type::Unknown | Type::Null) | (Type::Unknown, _) => None,
         (Type::Float, Type::Int) => None,
         (Type::Enum(values), Type::String) => match string_literal(value) {
             Some(literal) if !values.iter().any(|allowed| allowed == literal) => {
-                Some(format!("found `{literal}`, which is not one of its values"))
+                Some(Unassignable::NotAnEnumValue(literal.to_string()))
             }
             _ => None,
         },
         (Type::Enum(values), Type::Enum(given)) => (!given.iter().all(|value| values.contains(value))).then(found),
         (Type::String, Type::Enum(_)) => None,
         (Type::Date, Type::String) => match string_literal(value) {
-            Some(literal) if !is_iso_date(literal) => Some(format!("found `{literal}`, which is not an ISO date")),
+            Some(literal) if !is_iso_date(literal) => Some(Unassignable::NotAnIsoDate(literal.to_string())),
             _ => None,
         },
         (Type::DateTime, Type::String) => match string_literal(value) {
-            Some(literal) if !is_iso_datetime(literal) => {
-                Some(format!("found `{literal}`, which is not an ISO datetime"))
-            }
+            Some(literal) if !is_iso_datetime(literal) => Some(Unassignable::NotAnIsoDatetime(literal.to_string())),
             _ => None,
         },
         (Type::DateTime, Type::Date) => None,
@@ -759,17 +642,26 @@ mod tests {
 
     /// [`check`] inside a workflow step that sees `steps`.
     fn check_with_steps(text: &str, steps: Option<&StepOutputs>) -> (Type, Vec<String>) {
+        let (ty, errors) = type_errors(text, steps);
+        let codes = errors.into_iter().map(|error| error.into_diagnostic().code.as_str().to_string()).collect();
+        (ty, codes)
+    }
+
+    /// Type-checks `text` (which must parse) and returns its type and the
+    /// errors found, in order.
+    fn type_errors(text: &str, steps: Option<&StepOutputs>) -> (Type, Vec<TypeError>) {
         let symbols = symbols();
-        let mut diagnostics = Vec::new();
-        let ast = parse_expr(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
+        let mut syntax_errors = Vec::new();
+        let ast = parse_expr(text, SpanMap::Exact { base: 0 }, &mut syntax_errors);
+        assert_eq!(syntax_errors, Vec::new(), "{text}");
         let locals = [("c".to_string(), Type::Object(vec![("email".to_string(), Type::String)].into()))];
+        let mut errors = Vec::new();
         let mut checker = Checker {
             scope: Scope { symbols: &symbols, fields_visible: true, locals: &locals, env_allowed: false, steps },
-            diagnostics: &mut diagnostics,
+            errors: &mut errors,
         };
         let typed = checker.expr(&ast);
-        let codes = diagnostics.iter().map(|diagnostic| diagnostic.code.as_str().to_string()).collect();
-        (typed.ty, codes)
+        (typed.ty, errors)
     }
 
     #[test]

@@ -1,0 +1,462 @@
+//! What the type checker finds wrong in an expression, as values, and the
+//! one place that puts them into words.
+//!
+//! The checker records a [`TypeError`] holding the facts of each problem
+//! (the span, the types expected and found, the names involved, the
+//! nearest declared name for a did-you-mean); [`TypeError::into_diagnostic`]
+//! turns it into the [`Diagnostic`] a user sees: its code, message, label
+//! and help. Tests assert on the values; the wording is tested through the
+//! snapshots of `tests/check`.
+
+use crate::diag::{Code, Diagnostic};
+use crate::expr::{Function, Type};
+use crate::source::Span;
+use crate::syntax::ast::BinaryOp;
+
+/// What an operand had to be, where it is something else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operand {
+    /// The operand of `not`.
+    NotNeedsBool,
+    /// Either side of `and` or `or`.
+    LogicNeedsBool(BinaryOp),
+    /// The operand of a unary `-`.
+    NegationNeedsNumber,
+    /// The left of `in`/`not in` a string.
+    InStringNeedsString(BinaryOp),
+    /// The first argument of `contains`.
+    ContainsNeedsStringOrList,
+    /// The first argument of `join`.
+    JoinNeedsList,
+}
+
+/// Why a value cannot be stored in a place of some type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unassignable {
+    /// The value's type does not fit the place's.
+    Type,
+    /// A string literal that is not one of the place's enum values.
+    NotAnEnumValue(String),
+    /// A string literal that is not an ISO date.
+    NotAnIsoDate(String),
+    /// A string literal that is not an ISO datetime.
+    NotAnIsoDatetime(String),
+}
+
+/// One problem the type checker found, with the facts its diagnostic is
+/// written from. `span` is where the diagnostic points.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TypeError {
+    /// An `if`, `skip_if` or `where` that is not a bool.
+    NotACondition {
+        found: Type,
+        span: Span,
+    },
+    /// A value written to a place of type `target` (`what` names the place).
+    NotAssignable {
+        what: String,
+        target: Type,
+        found: Type,
+        problem: Unassignable,
+        span: Span,
+    },
+    /// A float literal that is infinite or not a number.
+    NonFiniteNumber {
+        span: Span,
+    },
+    /// A list whose items do not share a type.
+    MixedList {
+        element: Type,
+        found: Type,
+        span: Span,
+    },
+    /// `context` alone.
+    ContextWithoutKey {
+        span: Span,
+    },
+    UnknownContextKey {
+        key: String,
+        span: Span,
+        close: Option<String>,
+    },
+    /// `env` alone.
+    EnvWithoutVariable {
+        span: Span,
+    },
+    /// `env.NAME` outside an http tool's headers.
+    EnvNotAllowed {
+        variable: String,
+        span: Span,
+    },
+    /// `steps` or `steps.NAME` without `.output`.
+    StepsWithoutOutput {
+        span: Span,
+    },
+    /// `steps.NAME.MEMBER` where `MEMBER` is not `output`.
+    NotAStepOutput {
+        step: String,
+        member: String,
+        span: Span,
+    },
+    /// `steps.NAME.output` outside a workflow step.
+    StepOutputOutsideWorkflow {
+        step: String,
+        span: Span,
+    },
+    /// `steps.NAME.output` naming no step of the workflow.
+    UnknownStep {
+        step: String,
+        span: Span,
+        close: Option<String>,
+    },
+    /// The output of this step (`own`) or a later one.
+    StepOutputNotYetRecorded {
+        step: String,
+        own: bool,
+        span: Span,
+    },
+    /// The output of a step whose type is not known at compile time.
+    UntypedStepOutput {
+        step: String,
+        span: Span,
+    },
+    /// A name that is no field, context key or local; `fields_visible` is
+    /// false in a tool template, which sees only the tool's params.
+    UnknownName {
+        name: String,
+        span: Span,
+        close: Option<String>,
+        fields_visible: bool,
+    },
+    /// `.member` of an object (`object`) that has no such field.
+    UnknownMember {
+        member: String,
+        object: Type,
+        span: Span,
+        close: Option<String>,
+    },
+    /// `.member` of a value that is not an object.
+    MemberOfNonObject {
+        member: String,
+        found: Type,
+        span: Span,
+    },
+    /// An operand or argument of the wrong type.
+    OperandMismatch {
+        operand: Operand,
+        found: Type,
+        span: Span,
+    },
+    /// A string literal compared with an enum that has no such value.
+    NotAnEnumValue {
+        value: String,
+        values: Vec<String>,
+        span: Span,
+        close: Option<String>,
+    },
+    /// A string literal compared with a date (or datetime) that is not one.
+    NotADate {
+        value: String,
+        date_time: bool,
+        span: Span,
+    },
+    /// `==`, `!=`, an order or a membership between types that do not meet.
+    Incomparable {
+        op: BinaryOp,
+        left: Type,
+        right: Type,
+        span: Span,
+    },
+    /// An order (`<`, `<=`, `>`, `>=`) on a type that has none.
+    Unordered {
+        op: BinaryOp,
+        found: Type,
+        span: Span,
+    },
+    /// `in`/`not in` whose right side is neither a list nor a string.
+    MembershipWithoutList {
+        op: BinaryOp,
+        found: Type,
+        span: Span,
+    },
+    /// Arithmetic between `left` and `right`; `span` is the culprit's,
+    /// whose type is `culprit`.
+    Arithmetic {
+        op: BinaryOp,
+        left: Type,
+        right: Type,
+        culprit: Type,
+        span: Span,
+    },
+    UnknownFunction {
+        name: String,
+        span: Span,
+        close: Option<String>,
+    },
+    WrongArity {
+        function: Function,
+        found: usize,
+        span: Span,
+    },
+    /// An argument `function` cannot take.
+    ArgumentMismatch {
+        function: Function,
+        found: Type,
+        span: Span,
+    },
+}
+
+impl TypeError {
+    /// Where the diagnostic points; an expression that failed takes this
+    /// span.
+    pub fn span(&self) -> Span {
+        match self {
+            TypeError::NotACondition { span, .. }
+            | TypeError::NotAssignable { span, .. }
+            | TypeError::NonFiniteNumber { span }
+            | TypeError::MixedList { span, .. }
+            | TypeError::ContextWithoutKey { span }
+            | TypeError::UnknownContextKey { span, .. }
+            | TypeError::EnvWithoutVariable { span }
+            | TypeError::EnvNotAllowed { span, .. }
+            | TypeError::StepsWithoutOutput { span }
+            | TypeError::NotAStepOutput { span, .. }
+            | TypeError::StepOutputOutsideWorkflow { span, .. }
+            | TypeError::UnknownStep { span, .. }
+            | TypeError::StepOutputNotYetRecorded { span, .. }
+            | TypeError::UntypedStepOutput { span, .. }
+            | TypeError::UnknownName { span, .. }
+            | TypeError::UnknownMember { span, .. }
+            | TypeError::MemberOfNonObject { span, .. }
+            | TypeError::OperandMismatch { span, .. }
+            | TypeError::NotAnEnumValue { span, .. }
+            | TypeError::NotADate { span, .. }
+            | TypeError::Incomparable { span, .. }
+            | TypeError::Unordered { span, .. }
+            | TypeError::MembershipWithoutList { span, .. }
+            | TypeError::Arithmetic { span, .. }
+            | TypeError::UnknownFunction { span, .. }
+            | TypeError::WrongArity { span, .. }
+            | TypeError::ArgumentMismatch { span, .. } => *span,
+        }
+    }
+
+    /// The diagnostic a user sees: every type checker wording is written
+    /// here and nowhere else.
+    pub fn into_diagnostic(self) -> Diagnostic {
+        let span = self.span();
+        match self {
+            TypeError::NotACondition { found, .. } => {
+                mismatch(format!("a condition must be a bool, found {}", found.describe()), span, &found)
+                    .with_help("compare it with a value, e.g. `x == 1` or `x is set`")
+            }
+            TypeError::NotAssignable { what, target, found, problem, .. } => {
+                let target_type = target.describe();
+                mismatch(format!("{what} expects {target_type}, {}", problem.words(&found)), span, &found)
+                    .with_help(format!("give a value of type {target_type}"))
+            }
+            TypeError::NonFiniteNumber { .. } => Diagnostic::new(Code::Syntax, "this number is not finite").at(span, "here"),
+            TypeError::MixedList { element, found, .. } => {
+                mismatch(format!("a list mixes {} and {}", element.describe(), found.describe()), span, &found)
+                    .with_help("every item of a list has the same type")
+            }
+            TypeError::ContextWithoutKey { .. } => Diagnostic::new(Code::UnknownField, "`context` needs a key")
+                .at(span, "context of what?")
+                .with_help("write `context.KEY` with a key declared under `context`"),
+            TypeError::UnknownContextKey { key, close, .. } => {
+                let help = match close {
+                    Some(close) => format!("did you mean `context.{close}`?"),
+                    None => "declare it under `context`".to_string(),
+                };
+                Diagnostic::new(Code::UnknownField, format!("unknown context key `{key}`"))
+                    .at(span, "not declared under `context`")
+                    .with_help(help)
+            }
+            TypeError::EnvWithoutVariable { .. } => Diagnostic::new(Code::UnknownField, "`env` needs a variable name")
+                .at(span, "env of what?")
+                .with_help("write `env.NAME`"),
+            TypeError::EnvNotAllowed { variable, .. } => {
+                Diagnostic::new(Code::UnknownField, format!("`env.{variable}` is only available in http headers"))
+                    .at(span, "environment variables cannot be read here")
+                    .with_help("pass secrets in an http tool's `headers`; keep them out of prompts and data")
+            }
+            TypeError::StepsWithoutOutput { .. } => {
+                Diagnostic::new(Code::UnknownField, "`steps` needs a step and `output`")
+                    .at(span, "steps of what?")
+                    .with_help(STEP_OUTPUT_HELP)
+            }
+            TypeError::NotAStepOutput { step, member, .. } => {
+                Diagnostic::new(Code::UnknownField, format!("a step has no `{member}`"))
+                    .at(span, "a step records only its `output`")
+                    .with_help(format!("write `steps.{step}.output`"))
+            }
+            TypeError::StepOutputOutsideWorkflow { step, .. } => {
+                Diagnostic::new(Code::UnknownField, format!("`steps.{step}.output` is read outside a workflow step"))
+                    .at(span, "only a workflow records step outputs")
+                    .with_help("read a step's output in a later step of a workflow (a flow whose steps are all auto); a conversation keeps what it needs in fields")
+            }
+            TypeError::UnknownStep { step, close, .. } => {
+                Diagnostic::new(Code::UnknownField, format!("this workflow has no step `{step}`"))
+                    .at(span, "no step of this flow has this id")
+                    .with_help(
+                        close.map_or_else(|| STEP_OUTPUT_HELP.to_string(), |close| format!("did you mean `steps.{close}.output`?")),
+                    )
+            }
+            TypeError::StepOutputNotYetRecorded { step, own, .. } => {
+                let what = if own { "this step's own" } else { "a later step's" };
+                Diagnostic::new(Code::UnknownField, format!("`steps.{step}.output` is {what} output"))
+                    .at(span, "not recorded yet when this runs")
+                    .with_help("read the output of a step declared before this one (a step's branches may read its own): steps run in order")
+            }
+            TypeError::UntypedStepOutput { step, .. } => {
+                Diagnostic::new(Code::TypeMismatch, format!("the output of the step `{step}` has no type"))
+                    .at(span, "its type is not known at compile time")
+                    .with_help("read outputs of steps that set fields, or that call one tool with `returns`; or save the result in a field and read the field")
+            }
+            TypeError::UnknownName { name, close, fields_visible, .. } => {
+                let help = match close {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None if fields_visible => "declare it in `schema`, or use `context.KEY` for context".to_string(),
+                    None => "a tool template sees only the tool's params (and `env.NAME` in headers)".to_string(),
+                };
+                Diagnostic::new(Code::UnknownField, format!("unknown field `{name}`"))
+                    .at(span, "no field, context key or variable has this name")
+                    .with_help(help)
+            }
+            TypeError::UnknownMember { member, object, close, .. } => {
+                let help = match close {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None => format!("the object has {}", describe_members(&object)),
+                };
+                Diagnostic::new(Code::UnknownField, format!("unknown field `{member}`"))
+                    .at(span, format!("not a field of {}", object.describe()))
+                    .with_help(help)
+            }
+            TypeError::MemberOfNonObject { member, found, .. } => {
+                Diagnostic::new(Code::TypeMismatch, format!("`.{member}` on a value of type {}", found.describe()))
+                    .at(span, "only objects have fields")
+                    .with_help("fields can be read from object values only")
+            }
+            TypeError::OperandMismatch { operand, found, .. } => {
+                mismatch(format!("{}, found {}", operand.words(), found.describe()), span, &found)
+                    .with_help("check the operand's type in the schema")
+            }
+            TypeError::NotAnEnumValue { value, values, close, .. } => {
+                let help = match close {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None => format!("the values are {}", values.join(", ")),
+                };
+                Diagnostic::new(Code::TypeMismatch, format!("`{value}` is not a value of enum({})", values.join(", ")))
+                    .at(span, "not one of the enum's values")
+                    .with_help(help)
+            }
+            TypeError::NotADate { value, date_time, .. } => {
+                let (kind, example) =
+                    if date_time { ("datetime", "2026-12-04T09:30:00Z") } else { ("date", "2026-12-04") };
+                Diagnostic::new(Code::TypeMismatch, format!("`{value}` is not a {kind}"))
+                    .at(span, format!("compared with a {kind}"))
+                    .with_help(format!("write it in ISO 8601, e.g. \"{example}\""))
+            }
+            TypeError::Incomparable { op, left, right, .. } => {
+                mismatch(format!("`{}` between {} and {}", op.as_str(), left.describe(), right.describe()), span, &right)
+                    .with_help(format!("both sides must have the same type; the left is {}", left.describe()))
+            }
+            TypeError::Unordered { op, found, .. } => {
+                Diagnostic::new(Code::TypeMismatch, format!("`{}` on a value of type {}", op.as_str(), found.describe()))
+                    .at(span, format!("{} values have no order", found.describe()))
+                    .with_help("order compares numbers, dates, datetimes and strings")
+            }
+            TypeError::MembershipWithoutList { op, found, .. } => mismatch(
+                format!("`{}` needs a list on its right, found {}", op.as_str(), found.describe()),
+                span,
+                &found,
+            )
+            .with_help("write a list, e.g. `plan in [\"pro\", \"enterprise\"]`"),
+            TypeError::Arithmetic { op, left, right, culprit, .. } => {
+                mismatch(format!("`{}` between {} and {}", op.as_str(), left.describe(), right.describe()), span, &culprit)
+                    .with_help(if op == BinaryOp::Add {
+                        "`+` adds numbers or joins strings"
+                    } else {
+                        "arithmetic works on numbers"
+                    })
+            }
+            TypeError::UnknownFunction { name, close, .. } => {
+                let help = match close {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None => "the functions are len, lower, upper, contains, join, today and now".to_string(),
+                };
+                Diagnostic::new(Code::UnknownFunction, format!("unknown function `{name}`"))
+                    .at(span, "no function has this name")
+                    .with_help(help)
+            }
+            TypeError::WrongArity { function, found, .. } => {
+                let plural = if function.arity() == 1 { "" } else { "s" };
+                Diagnostic::new(
+                    Code::WrongArity,
+                    format!("`{}` takes {} argument{plural}, found {found}", function.name(), function.arity()),
+                )
+                .at(span, format!("called with {found}"))
+                .with_help(signature(function))
+            }
+            TypeError::ArgumentMismatch { function, found, .. } => {
+                mismatch(format!("`{}` cannot take {}", function.name(), found.describe()), span, &found)
+                    .with_help(signature(function))
+            }
+        }
+    }
+}
+
+const STEP_OUTPUT_HELP: &str = "write `steps.STEP.output` with an earlier step of this workflow";
+
+/// A `type_mismatch` labelled with the type `found` at `span`.
+fn mismatch(message: String, span: Span, found: &Type) -> Diagnostic {
+    Diagnostic::new(Code::TypeMismatch, message).at(span, format!("this is {}", found.describe()))
+}
+
+impl Operand {
+    fn words(self) -> String {
+        match self {
+            Operand::NotNeedsBool => "`not` needs a bool".to_string(),
+            // The operator is written bare here ("and needs a bool"), as it
+            // always has been.
+            Operand::LogicNeedsBool(op) => format!("{} needs a bool", op.as_str()),
+            Operand::NegationNeedsNumber => "`-` needs a number".to_string(),
+            Operand::InStringNeedsString(op) => format!("`{}` a string needs a string", op.as_str()),
+            Operand::ContainsNeedsStringOrList => "`contains` needs a string or a list".to_string(),
+            Operand::JoinNeedsList => "`join` needs a list".to_string(),
+        }
+    }
+}
+
+impl Unassignable {
+    fn words(&self, found: &Type) -> String {
+        match self {
+            Unassignable::Type => format!("found {}", found.describe()),
+            Unassignable::NotAnEnumValue(literal) => format!("found `{literal}`, which is not one of its values"),
+            Unassignable::NotAnIsoDate(literal) => format!("found `{literal}`, which is not an ISO date"),
+            Unassignable::NotAnIsoDatetime(literal) => format!("found `{literal}`, which is not an ISO datetime"),
+        }
+    }
+}
+
+fn signature(function: Function) -> &'static str {
+    match function {
+        Function::Len => "len(list or string) -> int",
+        Function::Lower => "lower(string) -> string",
+        Function::Upper => "upper(string) -> string",
+        Function::Contains => "contains(string, part) -> bool, or contains(list, item) -> bool",
+        Function::Join => "join(list, separator) -> string",
+        Function::Today => "today() -> date",
+        Function::Now => "now() -> datetime",
+    }
+}
+
+/// The fields of an object type, for a help line.
+fn describe_members(object: &Type) -> String {
+    let fields: &[(String, Type)] = match object {
+        Type::Object(fields) => fields,
+        _ => &[],
+    };
+    let names: Vec<String> = fields.iter().map(|(name, _)| format!("`{name}`")).collect();
+    if names.is_empty() { "no fields".to_string() } else { format!("fields {}", names.join(", ")) }
+}
