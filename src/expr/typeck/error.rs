@@ -460,3 +460,33 @@ fn describe_members(object: &Type) -> String {
     let names: Vec<String> = fields.iter().map(|(name, _)| format!("`{name}`")).collect();
     if names.is_empty() { "no fields".to_string() } else { format!("fields {}", names.join(", ")) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_diagnostic_is_written_from_the_value_alone() {
+        let error = TypeError::UnknownFunction {
+            name: "lenn".to_string(),
+            span: Span::new(3, 7),
+            close: Some("len".to_string()),
+        };
+        let diagnostic = error.into_diagnostic();
+        assert_eq!(diagnostic.code, Code::UnknownFunction);
+        assert_eq!(diagnostic.message, "unknown function `lenn`");
+        assert_eq!(diagnostic.primary_span(), Some(Span::new(3, 7)));
+        assert_eq!(diagnostic.help.as_deref(), Some("did you mean `len`?"));
+    }
+
+    #[test]
+    fn a_mismatch_is_labelled_with_the_type_found() {
+        let error = TypeError::ArgumentMismatch { function: Function::Join, found: Type::Int, span: Span::new(5, 6) };
+        let diagnostic = error.into_diagnostic();
+        assert_eq!(diagnostic.message, "`join` cannot take int");
+        let labels: Vec<(Span, &str)> =
+            diagnostic.labels.iter().map(|label| (label.span, label.text.as_str())).collect();
+        assert_eq!(labels, vec![(Span::new(5, 6), "this is int")]);
+        assert_eq!(diagnostic.help.as_deref(), Some("join(list, separator) -> string"));
+    }
+}
