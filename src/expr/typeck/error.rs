@@ -314,20 +314,19 @@ impl TypeError {
                     .with_help("read outputs of steps that set fields, or that call one tool with `returns`; or save the result in a field and read the field")
             }
             TypeError::UnknownName { name, close, fields_visible, .. } => {
-                let help = match close {
-                    Some(close) => format!("did you mean `{close}`?"),
-                    None if fields_visible => "declare it in `schema`, or use `context.KEY` for context".to_string(),
-                    None => "a tool template sees only the tool's params (and `env.NAME` in headers)".to_string(),
-                };
+                let help = suggest(close, || {
+                    if fields_visible {
+                        "declare it in `schema`, or use `context.KEY` for context".to_string()
+                    } else {
+                        "a tool template sees only the tool's params (and `env.NAME` in headers)".to_string()
+                    }
+                });
                 Diagnostic::new(Code::UnknownField, format!("unknown field `{name}`"))
                     .at(span, "no field, context key or variable has this name")
                     .with_help(help)
             }
             TypeError::UnknownMember { member, object, close, .. } => {
-                let help = match close {
-                    Some(close) => format!("did you mean `{close}`?"),
-                    None => format!("the object has {}", describe_members(&object)),
-                };
+                let help = suggest(close, || format!("the object has {}", describe_members(&object)));
                 Diagnostic::new(Code::UnknownField, format!("unknown field `{member}`"))
                     .at(span, format!("not a field of {}", object.describe()))
                     .with_help(help)
@@ -342,10 +341,7 @@ impl TypeError {
                     .with_help("check the operand's type in the schema")
             }
             TypeError::NotAnEnumValue { value, values, close, .. } => {
-                let help = match close {
-                    Some(close) => format!("did you mean `{close}`?"),
-                    None => format!("the values are {}", values.join(", ")),
-                };
+                let help = suggest(close, || format!("the values are {}", values.join(", ")));
                 Diagnostic::new(Code::TypeMismatch, format!("`{value}` is not a value of enum({})", values.join(", ")))
                     .at(span, "not one of the enum's values")
                     .with_help(help)
@@ -381,10 +377,8 @@ impl TypeError {
                     })
             }
             TypeError::UnknownFunction { name, close, .. } => {
-                let help = match close {
-                    Some(close) => format!("did you mean `{close}`?"),
-                    None => "the functions are len, lower, upper, contains, join, today and now".to_string(),
-                };
+                let help =
+                    suggest(close, || "the functions are len, lower, upper, contains, join, today and now".to_string());
                 Diagnostic::new(Code::UnknownFunction, format!("unknown function `{name}`"))
                     .at(span, "no function has this name")
                     .with_help(help)
@@ -404,6 +398,11 @@ impl TypeError {
             }
         }
     }
+}
+
+/// "did you mean `x`?" when there is a close name, else `otherwise`.
+fn suggest(close: Option<String>, otherwise: impl FnOnce() -> String) -> String {
+    close.map_or_else(otherwise, |close| format!("did you mean `{close}`?"))
 }
 
 const STEP_OUTPUT_HELP: &str = "write `steps.STEP.output` with an earlier step of this workflow";
