@@ -30,6 +30,7 @@ use super::flowgraph::{To, Via, directive_target};
 use super::reachability::Analysis;
 use super::walk::{all_actions, emitted, step_directives};
 use crate::diag::{Code, Diagnostic};
+use crate::ir::successor;
 use crate::ir::{Action, ActionKind, Directive, FieldId, FlowId, Position, Program, Step, StepId};
 use crate::source::Span;
 use std::collections::{HashSet, VecDeque};
@@ -240,8 +241,10 @@ impl ProgramGraph {
         // Entering a flow at its first step arrives in list order.
         let enter = |flow: FlowId, step: StepId| -> Option<u32> {
             let graph = analysis.graphs.get(flow.index())?;
-            let node = if step.index() == 0 { graph.entry()? } else { step.index() };
-            global(flow, node)
+            match graph.to(successor::arrival(step))? {
+                To::Node(node) => global(flow, node),
+                To::Complete { .. } | To::Enter(..) => None,
+            }
         };
         // Where completing each flow leads: `complete next`, and the
         // positions its `on_complete` actions emit.
