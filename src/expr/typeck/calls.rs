@@ -1,6 +1,6 @@
 //! Calls of the built-in functions: known names, arity and argument types.
 
-use super::{Checker, Operand, TypeError, close_to};
+use super::{CallError, Checker, Operand, close_to};
 use crate::expr::{Expr, ExprKind, Function, Type};
 use crate::source::Span;
 use crate::syntax::ast;
@@ -10,10 +10,10 @@ impl Checker<'_> {
         let typed_args: Vec<Expr> = args.iter().map(|arg| self.expr(arg)).collect();
         let Some(known) = Function::from_name(&function.value) else {
             let close = close_to(&function.value, Function::ALL.iter().map(|known| known.name()));
-            return self.error(TypeError::UnknownFunction { name: function.value.clone(), span: function.span, close });
+            return self.error(CallError::UnknownFunction { name: function.value.clone(), span: function.span, close });
         };
         if typed_args.len() != known.arity() {
-            return self.error(TypeError::WrongArity { function: known, found: typed_args.len(), span });
+            return self.error(CallError::WrongArity { function: known, found: typed_args.len(), span });
         }
         let ty = match known {
             Function::Len => {
@@ -57,7 +57,7 @@ impl Checker<'_> {
     fn expect_args(&mut self, args: &[Expr], function: Function, accepts: impl Fn(&Type) -> bool) {
         for arg in args {
             if !(accepts(&arg.ty) || arg.ty.is_unknown() || arg.ty == Type::Null) {
-                self.errors.push(TypeError::ArgumentMismatch { function, found: arg.ty.clone(), span: arg.span });
+                self.report(CallError::ArgumentMismatch { function, found: arg.ty.clone(), span: arg.span });
             }
         }
     }

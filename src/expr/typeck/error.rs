@@ -70,6 +70,16 @@ pub enum TypeError {
         found: Type,
         span: Span,
     },
+    Name(NameError),
+    StepOutput(StepOutputError),
+    Operator(OperatorError),
+    Call(CallError),
+}
+
+/// A name that reads nothing: a field, local, context key, environment
+/// variable or member that is not there, or cannot be read here.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NameError {
     /// `context` alone.
     ContextWithoutKey {
         span: Span,
@@ -86,38 +96,6 @@ pub enum TypeError {
     /// `env.NAME` outside an http tool's headers.
     EnvNotAllowed {
         variable: String,
-        span: Span,
-    },
-    /// `steps` or `steps.NAME` without `.output`.
-    StepsWithoutOutput {
-        span: Span,
-    },
-    /// `steps.NAME.MEMBER` where `MEMBER` is not `output`.
-    NotAStepOutput {
-        step: String,
-        member: String,
-        span: Span,
-    },
-    /// `steps.NAME.output` outside a workflow step.
-    StepOutputOutsideWorkflow {
-        step: String,
-        span: Span,
-    },
-    /// `steps.NAME.output` naming no step of the workflow.
-    UnknownStep {
-        step: String,
-        span: Span,
-        close: Option<String>,
-    },
-    /// The output of this step (`own`) or a later one.
-    StepOutputNotYetRecorded {
-        step: String,
-        own: bool,
-        span: Span,
-    },
-    /// The output of a step whose type is not known at compile time.
-    UntypedStepOutput {
-        step: String,
         span: Span,
     },
     /// A name that is no field, context key or local; `fields_visible` is
@@ -141,53 +119,48 @@ pub enum TypeError {
         found: Type,
         span: Span,
     },
+}
+
+/// A `steps.NAME.output` that cannot be read where it is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepOutputError {
+    /// `steps` or `steps.NAME` without `.output`.
+    StepsWithoutOutput { span: Span },
+    /// `steps.NAME.MEMBER` where `MEMBER` is not `output`.
+    NotAStepOutput { step: String, member: String, span: Span },
+    /// `steps.NAME.output` outside a workflow step.
+    StepOutputOutsideWorkflow { step: String, span: Span },
+    /// `steps.NAME.output` naming no step of the workflow.
+    UnknownStep { step: String, span: Span, close: Option<String> },
+    /// The output of this step (`own`) or a later one.
+    StepOutputNotYetRecorded { step: String, own: bool, span: Span },
+    /// The output of a step whose type is not known at compile time.
+    UntypedStepOutput { step: String, span: Span },
+}
+
+/// An operator whose operands do not fit it or each other.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OperatorError {
     /// An operand or argument of the wrong type.
-    OperandMismatch {
-        operand: Operand,
-        found: Type,
-        span: Span,
-    },
+    OperandMismatch { operand: Operand, found: Type, span: Span },
     /// A string literal compared with an enum that has no such value.
-    NotAnEnumValue {
-        value: String,
-        values: Vec<String>,
-        span: Span,
-        close: Option<String>,
-    },
+    NotAnEnumValue { value: String, values: Vec<String>, span: Span, close: Option<String> },
     /// A string literal compared with a date (or datetime) that is not one.
-    NotADate {
-        value: String,
-        date_time: bool,
-        span: Span,
-    },
+    NotADate { value: String, date_time: bool, span: Span },
     /// `==`, `!=`, an order or a membership between types that do not meet.
-    Incomparable {
-        op: BinaryOp,
-        left: Type,
-        right: Type,
-        span: Span,
-    },
+    Incomparable { op: BinaryOp, left: Type, right: Type, span: Span },
     /// An order (`<`, `<=`, `>`, `>=`) on a type that has none.
-    Unordered {
-        op: BinaryOp,
-        found: Type,
-        span: Span,
-    },
+    Unordered { op: BinaryOp, found: Type, span: Span },
     /// `in`/`not in` whose right side is neither a list nor a string.
-    MembershipWithoutList {
-        op: BinaryOp,
-        found: Type,
-        span: Span,
-    },
+    MembershipWithoutList { op: BinaryOp, found: Type, span: Span },
     /// Arithmetic between `left` and `right`; `span` is the culprit's,
     /// whose type is `culprit`.
-    Arithmetic {
-        op: BinaryOp,
-        left: Type,
-        right: Type,
-        culprit: Type,
-        span: Span,
-    },
+    Arithmetic { op: BinaryOp, left: Type, right: Type, culprit: Type, span: Span },
+}
+
+/// A call of a function that does not exist, or with the wrong arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallError {
     UnknownFunction {
         name: String,
         span: Span,
@@ -213,31 +186,12 @@ impl TypeError {
         match self {
             TypeError::NotACondition { span, .. }
             | TypeError::NotAssignable { span, .. }
-            | TypeError::NonFiniteNumber { span }
-            | TypeError::MixedList { span, .. }
-            | TypeError::ContextWithoutKey { span }
-            | TypeError::UnknownContextKey { span, .. }
-            | TypeError::EnvWithoutVariable { span }
-            | TypeError::EnvNotAllowed { span, .. }
-            | TypeError::StepsWithoutOutput { span }
-            | TypeError::NotAStepOutput { span, .. }
-            | TypeError::StepOutputOutsideWorkflow { span, .. }
-            | TypeError::UnknownStep { span, .. }
-            | TypeError::StepOutputNotYetRecorded { span, .. }
-            | TypeError::UntypedStepOutput { span, .. }
-            | TypeError::UnknownName { span, .. }
-            | TypeError::UnknownMember { span, .. }
-            | TypeError::MemberOfNonObject { span, .. }
-            | TypeError::OperandMismatch { span, .. }
-            | TypeError::NotAnEnumValue { span, .. }
-            | TypeError::NotADate { span, .. }
-            | TypeError::Incomparable { span, .. }
-            | TypeError::Unordered { span, .. }
-            | TypeError::MembershipWithoutList { span, .. }
-            | TypeError::Arithmetic { span, .. }
-            | TypeError::UnknownFunction { span, .. }
-            | TypeError::WrongArity { span, .. }
-            | TypeError::ArgumentMismatch { span, .. } => *span,
+            | TypeError::NonFiniteNumber { span, .. }
+            | TypeError::MixedList { span, .. } => *span,
+            TypeError::Name(error) => error.span(),
+            TypeError::StepOutput(error) => error.span(),
+            TypeError::Operator(error) => error.span(),
+            TypeError::Call(error) => error.span(),
         }
     }
 
@@ -255,15 +209,65 @@ impl TypeError {
                 mismatch(format!("{what} expects {target_type}, {}", problem.words(&found)), span, &found)
                     .with_help(format!("give a value of type {target_type}"))
             }
-            TypeError::NonFiniteNumber { .. } => Diagnostic::new(Code::Syntax, "this number is not finite").at(span, "here"),
+            TypeError::NonFiniteNumber { .. } => {
+                Diagnostic::new(Code::Syntax, "this number is not finite").at(span, "here")
+            }
             TypeError::MixedList { element, found, .. } => {
                 mismatch(format!("a list mixes {} and {}", element.describe(), found.describe()), span, &found)
                     .with_help("every item of a list has the same type")
             }
-            TypeError::ContextWithoutKey { .. } => Diagnostic::new(Code::UnknownField, "`context` needs a key")
+            TypeError::Name(error) => error.into_diagnostic(),
+            TypeError::StepOutput(error) => error.into_diagnostic(),
+            TypeError::Operator(error) => error.into_diagnostic(),
+            TypeError::Call(error) => error.into_diagnostic(),
+        }
+    }
+}
+
+impl From<NameError> for TypeError {
+    fn from(error: NameError) -> Self {
+        TypeError::Name(error)
+    }
+}
+
+impl From<StepOutputError> for TypeError {
+    fn from(error: StepOutputError) -> Self {
+        TypeError::StepOutput(error)
+    }
+}
+
+impl From<OperatorError> for TypeError {
+    fn from(error: OperatorError) -> Self {
+        TypeError::Operator(error)
+    }
+}
+
+impl From<CallError> for TypeError {
+    fn from(error: CallError) -> Self {
+        TypeError::Call(error)
+    }
+}
+
+impl NameError {
+    fn span(&self) -> Span {
+        match self {
+            NameError::ContextWithoutKey { span, .. }
+            | NameError::UnknownContextKey { span, .. }
+            | NameError::EnvWithoutVariable { span, .. }
+            | NameError::EnvNotAllowed { span, .. }
+            | NameError::UnknownName { span, .. }
+            | NameError::UnknownMember { span, .. }
+            | NameError::MemberOfNonObject { span, .. } => *span,
+        }
+    }
+
+    fn into_diagnostic(self) -> Diagnostic {
+        let span = self.span();
+        match self {
+            NameError::ContextWithoutKey { .. } => Diagnostic::new(Code::UnknownField, "`context` needs a key")
                 .at(span, "context of what?")
                 .with_help("write `context.KEY` with a key declared under `context`"),
-            TypeError::UnknownContextKey { key, close, .. } => {
+            NameError::UnknownContextKey { key, close, .. } => {
                 let help = match close {
                     Some(close) => format!("did you mean `context.{close}`?"),
                     None => "declare it under `context`".to_string(),
@@ -272,48 +276,15 @@ impl TypeError {
                     .at(span, "not declared under `context`")
                     .with_help(help)
             }
-            TypeError::EnvWithoutVariable { .. } => Diagnostic::new(Code::UnknownField, "`env` needs a variable name")
+            NameError::EnvWithoutVariable { .. } => Diagnostic::new(Code::UnknownField, "`env` needs a variable name")
                 .at(span, "env of what?")
                 .with_help("write `env.NAME`"),
-            TypeError::EnvNotAllowed { variable, .. } => {
+            NameError::EnvNotAllowed { variable, .. } => {
                 Diagnostic::new(Code::UnknownField, format!("`env.{variable}` is only available in http headers"))
                     .at(span, "environment variables cannot be read here")
                     .with_help("pass secrets in an http tool's `headers`; keep them out of prompts and data")
             }
-            TypeError::StepsWithoutOutput { .. } => {
-                Diagnostic::new(Code::UnknownField, "`steps` needs a step and `output`")
-                    .at(span, "steps of what?")
-                    .with_help(STEP_OUTPUT_HELP)
-            }
-            TypeError::NotAStepOutput { step, member, .. } => {
-                Diagnostic::new(Code::UnknownField, format!("a step has no `{member}`"))
-                    .at(span, "a step records only its `output`")
-                    .with_help(format!("write `steps.{step}.output`"))
-            }
-            TypeError::StepOutputOutsideWorkflow { step, .. } => {
-                Diagnostic::new(Code::UnknownField, format!("`steps.{step}.output` is read outside a workflow step"))
-                    .at(span, "only a workflow records step outputs")
-                    .with_help("read a step's output in a later step of a workflow (a flow whose steps are all auto); a conversation keeps what it needs in fields")
-            }
-            TypeError::UnknownStep { step, close, .. } => {
-                Diagnostic::new(Code::UnknownField, format!("this workflow has no step `{step}`"))
-                    .at(span, "no step of this flow has this id")
-                    .with_help(
-                        close.map_or_else(|| STEP_OUTPUT_HELP.to_string(), |close| format!("did you mean `steps.{close}.output`?")),
-                    )
-            }
-            TypeError::StepOutputNotYetRecorded { step, own, .. } => {
-                let what = if own { "this step's own" } else { "a later step's" };
-                Diagnostic::new(Code::UnknownField, format!("`steps.{step}.output` is {what} output"))
-                    .at(span, "not recorded yet when this runs")
-                    .with_help("read the output of a step declared before this one (a step's branches may read its own): steps run in order")
-            }
-            TypeError::UntypedStepOutput { step, .. } => {
-                Diagnostic::new(Code::TypeMismatch, format!("the output of the step `{step}` has no type"))
-                    .at(span, "its type is not known at compile time")
-                    .with_help("read outputs of steps that set fields, or that call one tool with `returns`; or save the result in a field and read the field")
-            }
-            TypeError::UnknownName { name, close, fields_visible, .. } => {
+            NameError::UnknownName { name, close, fields_visible, .. } => {
                 let help = suggest(close, || {
                     if fields_visible {
                         "declare it in `schema`, or use `context.KEY` for context".to_string()
@@ -325,65 +296,158 @@ impl TypeError {
                     .at(span, "no field, context key or variable has this name")
                     .with_help(help)
             }
-            TypeError::UnknownMember { member, object, close, .. } => {
+            NameError::UnknownMember { member, object, close, .. } => {
                 let help = suggest(close, || format!("the object has {}", describe_members(&object)));
                 Diagnostic::new(Code::UnknownField, format!("unknown field `{member}`"))
                     .at(span, format!("not a field of {}", object.describe()))
                     .with_help(help)
             }
-            TypeError::MemberOfNonObject { member, found, .. } => {
+            NameError::MemberOfNonObject { member, found, .. } => {
                 Diagnostic::new(Code::TypeMismatch, format!("`.{member}` on a value of type {}", found.describe()))
                     .at(span, "only objects have fields")
                     .with_help("fields can be read from object values only")
             }
-            TypeError::OperandMismatch { operand, found, .. } => {
+        }
+    }
+}
+
+impl StepOutputError {
+    fn span(&self) -> Span {
+        match self {
+            StepOutputError::StepsWithoutOutput { span, .. }
+            | StepOutputError::NotAStepOutput { span, .. }
+            | StepOutputError::StepOutputOutsideWorkflow { span, .. }
+            | StepOutputError::UnknownStep { span, .. }
+            | StepOutputError::StepOutputNotYetRecorded { span, .. }
+            | StepOutputError::UntypedStepOutput { span, .. } => *span,
+        }
+    }
+
+    fn into_diagnostic(self) -> Diagnostic {
+        let span = self.span();
+        match self {
+            StepOutputError::StepsWithoutOutput { .. } => {
+                Diagnostic::new(Code::UnknownField, "`steps` needs a step and `output`")
+                    .at(span, "steps of what?")
+                    .with_help(STEP_OUTPUT_HELP)
+            }
+            StepOutputError::NotAStepOutput { step, member, .. } => {
+                Diagnostic::new(Code::UnknownField, format!("a step has no `{member}`"))
+                    .at(span, "a step records only its `output`")
+                    .with_help(format!("write `steps.{step}.output`"))
+            }
+            StepOutputError::StepOutputOutsideWorkflow { step, .. } => {
+                Diagnostic::new(Code::UnknownField, format!("`steps.{step}.output` is read outside a workflow step"))
+                    .at(span, "only a workflow records step outputs")
+                    .with_help("read a step's output in a later step of a workflow (a flow whose steps are all auto); a conversation keeps what it needs in fields")
+            }
+            StepOutputError::UnknownStep { step, close, .. } => {
+                Diagnostic::new(Code::UnknownField, format!("this workflow has no step `{step}`"))
+                    .at(span, "no step of this flow has this id")
+                    .with_help(
+                        close.map_or_else(|| STEP_OUTPUT_HELP.to_string(), |close| format!("did you mean `steps.{close}.output`?")),
+                    )
+            }
+            StepOutputError::StepOutputNotYetRecorded { step, own, .. } => {
+                let what = if own { "this step's own" } else { "a later step's" };
+                Diagnostic::new(Code::UnknownField, format!("`steps.{step}.output` is {what} output"))
+                    .at(span, "not recorded yet when this runs")
+                    .with_help("read the output of a step declared before this one (a step's branches may read its own): steps run in order")
+            }
+            StepOutputError::UntypedStepOutput { step, .. } => {
+                Diagnostic::new(Code::TypeMismatch, format!("the output of the step `{step}` has no type"))
+                    .at(span, "its type is not known at compile time")
+                    .with_help("read outputs of steps that set fields, or that call one tool with `returns`; or save the result in a field and read the field")
+            }
+        }
+    }
+}
+
+impl OperatorError {
+    fn span(&self) -> Span {
+        match self {
+            OperatorError::OperandMismatch { span, .. }
+            | OperatorError::NotAnEnumValue { span, .. }
+            | OperatorError::NotADate { span, .. }
+            | OperatorError::Incomparable { span, .. }
+            | OperatorError::Unordered { span, .. }
+            | OperatorError::MembershipWithoutList { span, .. }
+            | OperatorError::Arithmetic { span, .. } => *span,
+        }
+    }
+
+    fn into_diagnostic(self) -> Diagnostic {
+        let span = self.span();
+        match self {
+            OperatorError::OperandMismatch { operand, found, .. } => {
                 mismatch(format!("{}, found {}", operand.words(), found.describe()), span, &found)
                     .with_help("check the operand's type in the schema")
             }
-            TypeError::NotAnEnumValue { value, values, close, .. } => {
+            OperatorError::NotAnEnumValue { value, values, close, .. } => {
                 let help = suggest(close, || format!("the values are {}", values.join(", ")));
                 Diagnostic::new(Code::TypeMismatch, format!("`{value}` is not a value of enum({})", values.join(", ")))
                     .at(span, "not one of the enum's values")
                     .with_help(help)
             }
-            TypeError::NotADate { value, date_time, .. } => {
+            OperatorError::NotADate { value, date_time, .. } => {
                 let (kind, example) =
                     if date_time { ("datetime", "2026-12-04T09:30:00Z") } else { ("date", "2026-12-04") };
                 Diagnostic::new(Code::TypeMismatch, format!("`{value}` is not a {kind}"))
                     .at(span, format!("compared with a {kind}"))
                     .with_help(format!("write it in ISO 8601, e.g. \"{example}\""))
             }
-            TypeError::Incomparable { op, left, right, .. } => {
-                mismatch(format!("`{}` between {} and {}", op.as_str(), left.describe(), right.describe()), span, &right)
-                    .with_help(format!("both sides must have the same type; the left is {}", left.describe()))
-            }
-            TypeError::Unordered { op, found, .. } => {
-                Diagnostic::new(Code::TypeMismatch, format!("`{}` on a value of type {}", op.as_str(), found.describe()))
-                    .at(span, format!("{} values have no order", found.describe()))
-                    .with_help("order compares numbers, dates, datetimes and strings")
-            }
-            TypeError::MembershipWithoutList { op, found, .. } => mismatch(
+            OperatorError::Incomparable { op, left, right, .. } => mismatch(
+                format!("`{}` between {} and {}", op.as_str(), left.describe(), right.describe()),
+                span,
+                &right,
+            )
+            .with_help(format!("both sides must have the same type; the left is {}", left.describe())),
+            OperatorError::Unordered { op, found, .. } => Diagnostic::new(
+                Code::TypeMismatch,
+                format!("`{}` on a value of type {}", op.as_str(), found.describe()),
+            )
+            .at(span, format!("{} values have no order", found.describe()))
+            .with_help("order compares numbers, dates, datetimes and strings"),
+            OperatorError::MembershipWithoutList { op, found, .. } => mismatch(
                 format!("`{}` needs a list on its right, found {}", op.as_str(), found.describe()),
                 span,
                 &found,
             )
             .with_help("write a list, e.g. `plan in [\"pro\", \"enterprise\"]`"),
-            TypeError::Arithmetic { op, left, right, culprit, .. } => {
-                mismatch(format!("`{}` between {} and {}", op.as_str(), left.describe(), right.describe()), span, &culprit)
-                    .with_help(if op == BinaryOp::Add {
-                        "`+` adds numbers or joins strings"
-                    } else {
-                        "arithmetic works on numbers"
-                    })
-            }
-            TypeError::UnknownFunction { name, close, .. } => {
+            OperatorError::Arithmetic { op, left, right, culprit, .. } => mismatch(
+                format!("`{}` between {} and {}", op.as_str(), left.describe(), right.describe()),
+                span,
+                &culprit,
+            )
+            .with_help(if op == BinaryOp::Add {
+                "`+` adds numbers or joins strings"
+            } else {
+                "arithmetic works on numbers"
+            }),
+        }
+    }
+}
+
+impl CallError {
+    fn span(&self) -> Span {
+        match self {
+            CallError::UnknownFunction { span, .. }
+            | CallError::WrongArity { span, .. }
+            | CallError::ArgumentMismatch { span, .. } => *span,
+        }
+    }
+
+    fn into_diagnostic(self) -> Diagnostic {
+        let span = self.span();
+        match self {
+            CallError::UnknownFunction { name, close, .. } => {
                 let help =
                     suggest(close, || "the functions are len, lower, upper, contains, join, today and now".to_string());
                 Diagnostic::new(Code::UnknownFunction, format!("unknown function `{name}`"))
                     .at(span, "no function has this name")
                     .with_help(help)
             }
-            TypeError::WrongArity { function, found, .. } => {
+            CallError::WrongArity { function, found, .. } => {
                 let plural = if function.arity() == 1 { "" } else { "s" };
                 Diagnostic::new(
                     Code::WrongArity,
@@ -392,7 +456,7 @@ impl TypeError {
                 .at(span, format!("called with {found}"))
                 .with_help(signature(function))
             }
-            TypeError::ArgumentMismatch { function, found, .. } => {
+            CallError::ArgumentMismatch { function, found, .. } => {
                 mismatch(format!("`{}` cannot take {}", function.name(), found.describe()), span, &found)
                     .with_help(signature(function))
             }
@@ -466,11 +530,11 @@ mod tests {
 
     #[test]
     fn a_diagnostic_is_written_from_the_value_alone() {
-        let error = TypeError::UnknownFunction {
+        let error = TypeError::from(CallError::UnknownFunction {
             name: "lenn".to_string(),
             span: Span::new(3, 7),
             close: Some("len".to_string()),
-        };
+        });
         let diagnostic = error.into_diagnostic();
         assert_eq!(diagnostic.code, Code::UnknownFunction);
         assert_eq!(diagnostic.message, "unknown function `lenn`");
@@ -480,7 +544,11 @@ mod tests {
 
     #[test]
     fn a_mismatch_is_labelled_with_the_type_found() {
-        let error = TypeError::ArgumentMismatch { function: Function::Join, found: Type::Int, span: Span::new(5, 6) };
+        let error = TypeError::from(CallError::ArgumentMismatch {
+            function: Function::Join,
+            found: Type::Int,
+            span: Span::new(5, 6),
+        });
         let diagnostic = error.into_diagnostic();
         assert_eq!(diagnostic.message, "`join` cannot take int");
         let labels: Vec<(Span, &str)> =

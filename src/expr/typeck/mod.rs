@@ -10,7 +10,7 @@ mod error;
 mod operators;
 mod paths;
 
-pub use error::{Operand, TypeError, Unassignable};
+pub use error::{CallError, NameError, Operand, OperatorError, StepOutputError, TypeError, Unassignable};
 
 use super::{Expr, ExprKind, Literal, Template, TemplatePart, Type};
 use crate::diag::did_you_mean;
@@ -119,10 +119,15 @@ impl Checker<'_> {
         }
     }
 
-    fn error(&mut self, error: TypeError) -> Expr {
+    fn error(&mut self, error: impl Into<TypeError>) -> Expr {
+        let error = error.into();
         let span = error.span();
         self.errors.push(error);
         Expr { kind: ExprKind::Error, ty: Type::Unknown, span }
+    }
+
+    fn report(&mut self, error: impl Into<TypeError>) {
+        self.errors.push(error.into());
     }
 
     fn list(&mut self, items: &[ast::Expr], span: Span) -> Expr {

@@ -1,7 +1,7 @@
 //! Operators: `not` and `-`, the logic, comparisons, orders, membership and
 //! arithmetic, with when two types can be compared.
 
-use super::{Checker, Operand, TypeError, close_to, is_iso_date, is_iso_datetime, probe, string_literal};
+use super::{Checker, Operand, OperatorError, close_to, is_iso_date, is_iso_datetime, probe, string_literal};
 use crate::expr::{Expr, ExprKind, Type};
 use crate::source::Span;
 use crate::syntax::ast::{self, BinaryOp, UnaryOp};
@@ -59,7 +59,7 @@ impl Checker<'_> {
     }
 
     pub(super) fn mismatch(&mut self, operand: &Expr, expected: Operand) {
-        self.errors.push(TypeError::OperandMismatch {
+        self.report(OperatorError::OperandMismatch {
             operand: expected,
             found: operand.ty.clone(),
             span: operand.span,
@@ -68,14 +68,14 @@ impl Checker<'_> {
 
     fn expect_comparable(&mut self, left: &Expr, right: &Expr, op: BinaryOp) {
         if let Some(problem) = comparability(left, right).or_else(|| comparability(right, left)) {
-            self.errors.push(problem.into_error(left, right, op));
+            self.report(problem.into_error(left, right, op));
         }
     }
 
     fn expect_ordered(&mut self, left: &Expr, right: &Expr, op: BinaryOp) {
         for operand in [left, right] {
             if matches!(operand.ty, Type::Bool | Type::List(_) | Type::Object(_) | Type::Enum(_)) {
-                self.errors.push(TypeError::Unordered { op, found: operand.ty.clone(), span: operand.span });
+                self.report(OperatorError::Unordered { op, found: operand.ty.clone(), span: operand.span });
                 return;
             }
         }
@@ -101,7 +101,7 @@ impl Checker<'_> {
             }
             Type::Unknown | Type::Null => {}
             other => {
-                self.errors.push(TypeError::MembershipWithoutList { op, found: other.clone(), span: right.span });
+                self.report(OperatorError::MembershipWithoutList { op, found: other.clone(), span: right.span });
             }
         }
     }
@@ -117,7 +117,7 @@ impl Checker<'_> {
             (Type::String | Type::Enum(_), Type::String | Type::Enum(_)) if op == BinaryOp::Add => Type::String,
             (left_ty, right_ty) => {
                 let culprit = if left_ty.is_numeric() { right } else { left };
-                self.errors.push(TypeError::Arithmetic {
+                self.report(OperatorError::Arithmetic {
                     op,
                     left: left_ty.clone(),
                     right: right_ty.clone(),
@@ -139,21 +139,21 @@ enum Incomparable {
 impl Incomparable {
     /// The error of comparing `left` with `right`, pointing at the side
     /// that holds the offending literal (or, for types, at the right).
-    fn into_error(self, left: &Expr, right: &Expr, op: BinaryOp) -> TypeError {
+    fn into_error(self, left: &Expr, right: &Expr, op: BinaryOp) -> OperatorError {
         let literal_side =
             |value: &str| if string_literal(right).is_some_and(|text| text == value) { right } else { left };
         match self {
             Incomparable::NotAValue { value, values } => {
                 let span = literal_side(&value).span;
                 let close = close_to(&value, values.iter().map(String::as_str));
-                TypeError::NotAnEnumValue { value, values, span, close }
+                OperatorError::NotAnEnumValue { value, values, span, close }
             }
             Incomparable::NotADate { value, date_time } => {
                 let span = literal_side(&value).span;
-                TypeError::NotADate { value, date_time, span }
+                OperatorError::NotADate { value, date_time, span }
             }
             Incomparable::Types => {
-                TypeError::Incomparable { op, left: left.ty.clone(), right: right.ty.clone(), span: right.span }
+                OperatorError::Incomparable { op, left: left.ty.clone(), right: right.ty.clone(), span: right.span }
             }
         }
     }

@@ -1,7 +1,7 @@
 //! Names in an expression: fields, locals, `context.KEY`, `env.NAME`,
 //! `steps.NAME.output` and the members of objects.
 
-use super::{Checker, TypeError, close_to};
+use super::{Checker, NameError, StepOutputError, close_to};
 use crate::expr::{Expr, ExprKind, Type};
 use crate::source::Span;
 use crate::syntax::ast;
@@ -22,7 +22,7 @@ impl Checker<'_> {
             (expr, rest)
         } else if name == "context" {
             let Some((key, rest)) = rest.split_first() else {
-                return self.error(TypeError::ContextWithoutKey { span: head.span });
+                return self.error(NameError::ContextWithoutKey { span: head.span });
             };
             match self.scope.symbols.context.get(&key.value) {
                 Some((id, ty)) => {
@@ -30,15 +30,15 @@ impl Checker<'_> {
                 }
                 None => {
                     let close = close_to(&key.value, self.scope.symbols.context.keys().map(String::as_str));
-                    return self.error(TypeError::UnknownContextKey { key: key.value.clone(), span: key.span, close });
+                    return self.error(NameError::UnknownContextKey { key: key.value.clone(), span: key.span, close });
                 }
             }
         } else if name == "env" {
             let Some((variable, rest)) = rest.split_first() else {
-                return self.error(TypeError::EnvWithoutVariable { span: head.span });
+                return self.error(NameError::EnvWithoutVariable { span: head.span });
             };
             if !self.scope.env_allowed {
-                return self.error(TypeError::EnvNotAllowed {
+                return self.error(NameError::EnvNotAllowed {
                     variable: variable.value.clone(),
                     span: head.span.to(variable.span),
                 });
@@ -74,12 +74,12 @@ impl Checker<'_> {
         &self,
         head: &ast::Name,
         rest: &'n [ast::Name],
-    ) -> Result<(Expr, &'n [ast::Name]), Box<TypeError>> {
+    ) -> Result<(Expr, &'n [ast::Name]), Box<StepOutputError>> {
         let (Some(step), Some(output)) = (rest.first(), rest.get(1)) else {
-            return Err(Box::new(TypeError::StepsWithoutOutput { span: head.span }));
+            return Err(Box::new(StepOutputError::StepsWithoutOutput { span: head.span }));
         };
         if output.value != "output" {
-            return Err(Box::new(TypeError::NotAStepOutput {
+            return Err(Box::new(StepOutputError::NotAStepOutput {
                 step: step.value.clone(),
                 member: output.value.clone(),
                 span: output.span,
@@ -87,18 +87,18 @@ impl Checker<'_> {
         }
         let span = head.span.to(output.span);
         let Some(outputs) = self.scope.steps else {
-            return Err(Box::new(TypeError::StepOutputOutsideWorkflow { step: step.value.clone(), span }));
+            return Err(Box::new(StepOutputError::StepOutputOutsideWorkflow { step: step.value.clone(), span }));
         };
         let Some(index) = outputs.steps.iter().position(|(name, _)| *name == step.value) else {
             let close = close_to(&step.value, outputs.steps.iter().map(|(name, _)| name.as_str()));
-            return Err(Box::new(TypeError::UnknownStep { step: step.value.clone(), span: step.span, close }));
+            return Err(Box::new(StepOutputError::UnknownStep { step: step.value.clone(), span: step.span, close }));
         };
         if index >= outputs.current {
             let own = index == outputs.current;
-            return Err(Box::new(TypeError::StepOutputNotYetRecorded { step: step.value.clone(), own, span }));
+            return Err(Box::new(StepOutputError::StepOutputNotYetRecorded { step: step.value.clone(), own, span }));
         }
         let Some(ty) = outputs.steps.get(index).and_then(|(_, ty)| ty.clone()) else {
-            return Err(Box::new(TypeError::UntypedStepOutput { step: step.value.clone(), span }));
+            return Err(Box::new(StepOutputError::UntypedStepOutput { step: step.value.clone(), span }));
         };
         let expr = Expr {
             kind: ExprKind::StepOutput { step: crate::ids::StepId::from_index(index), name: step.value.clone() },
@@ -108,12 +108,12 @@ impl Checker<'_> {
         Ok((expr, rest.get(2..).unwrap_or_default()))
     }
 
-    fn unknown_name(&self, name: &ast::Name) -> TypeError {
+    fn unknown_name(&self, name: &ast::Name) -> NameError {
         let mut candidates: Vec<&str> = self.scope.locals.iter().map(|(local, _)| local.as_str()).collect();
         if self.scope.fields_visible {
             candidates.extend(self.scope.symbols.fields.keys().map(String::as_str));
         }
-        TypeError::UnknownName {
+        NameError::UnknownName {
             name: name.value.clone(),
             span: name.span,
             close: close_to(&name.value, candidates),
@@ -129,7 +129,7 @@ impl Checker<'_> {
                 Some((_, ty)) => ty.clone(),
                 None => {
                     let close = close_to(&member.value, fields.iter().map(|(name, _)| name.as_str()));
-                    return self.error(TypeError::UnknownMember {
+                    return self.error(NameError::UnknownMember {
                         member: member.value.clone(),
                         object: object.ty.clone(),
                         span: member.span,
@@ -138,7 +138,7 @@ impl Checker<'_> {
                 }
             },
             other => {
-                return self.error(TypeError::MemberOfNonObject {
+                return self.error(NameError::MemberOfNonObject {
                     member: member.value.clone(),
                     found: other.clone(),
                     span: member.span,

@@ -277,13 +277,13 @@ fn every_type_error_in_words() {
 #[test]
 fn an_unknown_name_carries_the_nearest_declared_name() {
     let (ty, errors) = type_errors("gests > 1", None);
-    let unknown = TypeError::UnknownName {
+    let unknown = NameError::UnknownName {
         name: "gests".to_string(),
         span: Span::new(0, 5),
         close: Some("guests".to_string()),
         fields_visible: true,
     };
-    assert_eq!((ty, errors), (Type::Bool, vec![unknown]));
+    assert_eq!((ty, errors), (Type::Bool, vec![unknown.into()]));
 }
 
 #[test]
@@ -292,11 +292,11 @@ fn errors_are_recorded_in_the_order_found() {
     let found: Vec<(Span, &str)> = errors
         .iter()
         .map(|error| match error {
-            TypeError::UnknownName { name, .. } => (error.span(), name.as_str()),
+            TypeError::Name(NameError::UnknownName { name, .. }) => (error.span(), name.as_str()),
             other => (other.span(), "not an unknown name"),
         })
         .collect();
-    let arithmetic = TypeError::Arithmetic {
+    let arithmetic = OperatorError::Arithmetic {
         op: BinaryOp::Add,
         left: Type::Int,
         right: Type::String,
@@ -307,26 +307,26 @@ fn errors_are_recorded_in_the_order_found() {
         found,
         vec![(Span::new(0, 5), "gests"), (Span::new(14, 17), "zzz"), (Span::new(24, 29), "not an unknown name")]
     );
-    assert_eq!(errors.get(2), Some(&arithmetic));
+    assert_eq!(errors.get(2), Some(&arithmetic.into()));
 }
 
 #[test]
 fn an_enum_comparison_points_at_the_literal_on_either_side() {
-    let not_a_value = |span| TypeError::NotAnEnumValue {
+    let not_a_value = |span| OperatorError::NotAnEnumValue {
         value: "fre".to_string(),
         values: vec!["free".to_string(), "pro".to_string()],
         span,
         close: Some("free".to_string()),
     };
-    assert_eq!(type_errors("plan == \"fre\"", None).1, vec![not_a_value(Span::new(8, 13))]);
-    assert_eq!(type_errors("\"fre\" == plan", None).1, vec![not_a_value(Span::new(0, 5))]);
+    assert_eq!(type_errors("plan == \"fre\"", None).1, vec![not_a_value(Span::new(8, 13)).into()]);
+    assert_eq!(type_errors("\"fre\" == plan", None).1, vec![not_a_value(Span::new(0, 5)).into()]);
 }
 
 #[test]
 fn a_call_with_too_many_arguments_is_unknown_and_counts_them() {
     let (ty, errors) = type_errors("len(hotel, 2)", None);
-    let arity = TypeError::WrongArity { function: Function::Len, found: 2, span: Span::new(0, 13) };
-    assert_eq!((ty, errors), (Type::Unknown, vec![arity]));
+    let arity = CallError::WrongArity { function: Function::Len, found: 2, span: Span::new(0, 13) };
+    assert_eq!((ty, errors), (Type::Unknown, vec![arity.into()]));
 }
 
 #[test]
@@ -347,6 +347,7 @@ fn a_value_for_a_place_says_why_it_does_not_fit() {
 fn a_step_output_read_too_early_says_whose_it_is() {
     let outputs = workflow_outputs();
     let (_, errors) = type_errors("steps.review.output", Some(&outputs));
-    let own = TypeError::StepOutputNotYetRecorded { step: "review".to_string(), own: true, span: Span::new(0, 19) };
-    assert_eq!(errors, vec![own]);
+    let own =
+        StepOutputError::StepOutputNotYetRecorded { step: "review".to_string(), own: true, span: Span::new(0, 19) };
+    assert_eq!(errors, vec![own.into()]);
 }

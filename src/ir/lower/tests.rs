@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::duration::DurationError;
-use crate::expr::typeck::TypeError;
+use crate::expr::typeck::{NameError as TypeNameError, TypeError};
 use crate::source::SourceFile;
 
 /// The problems lowering records for `source` (a `.flow` file, or YAML
@@ -270,7 +270,7 @@ fn an_expression_problem_is_the_type_checkers_own_in_the_order_found() {
     );
     let [
         LowerError::Name(NameError::UnknownField { name, .. }),
-        LowerError::Expression(TypeError::UnknownName { name: missing, .. }),
+        LowerError::Expression(TypeError::Name(TypeNameError::UnknownName { name: missing, .. })),
     ] = errors.as_slice()
     else {
         panic!("expected an unknown field, then the type checker's unknown name, found {errors:?}");
