@@ -137,7 +137,7 @@ fn booking(conversations: usize, warmup: usize) -> Stats {
         let mut times = [Duration::ZERO; 5];
         for (index, message) in BOOKING_TURNS.iter().enumerate() {
             let started = Instant::now();
-            let result = runtime.respond(&mut session, message);
+            let result = runtime.run_turn(&mut session, message);
             times[index] = started.elapsed();
             match result {
                 Ok(result) => {
@@ -202,14 +202,14 @@ fn chain(turns: usize, warmup: usize) -> Stats {
     // runs the whole chain. Each timed turn starts from a copy of the
     // parked session (copied outside the timing).
     let mut parked: Session = runtime.new_session("chain");
-    if let Err(error) = runtime.respond(&mut parked, "chain") {
+    if let Err(error) = runtime.run_turn(&mut parked, "chain") {
         eprintln!("the chain did not start: {error}");
         std::process::exit(1);
     }
     let run = |runtime: &mut Runtime, samples: Option<&mut Vec<Duration>>| {
         let mut session = parked.clone();
         let started = Instant::now();
-        let result = runtime.respond(&mut session, "go ahead");
+        let result = runtime.run_turn(&mut session, "go ahead");
         let elapsed = started.elapsed();
         match result {
             Ok(result)

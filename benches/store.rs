@@ -71,7 +71,7 @@ fn writer(
         for message in BOOKING_TURNS {
             let started = Instant::now();
             let before = session.clone();
-            if let Err(error) = runtime.respond(&mut session, message) {
+            if let Err(error) = runtime.run_turn(&mut session, message) {
                 eprintln!("a booking turn failed: {error}");
                 std::process::exit(1);
             }
@@ -136,7 +136,7 @@ fn long_conversation(location: &StoreLocation, label: &str, turns: usize) {
         let message = BOOKING_TURNS.get(index % BOOKING_TURNS.len()).copied().unwrap_or_default();
         let started = Instant::now();
         let before = session.clone();
-        if runtime.respond(&mut session, message).is_err() {
+        if runtime.run_turn(&mut session, message).is_err() {
             std::process::exit(1);
         }
         if commit_turn(store.as_ref(), &program, &before, &mut session).is_err() {

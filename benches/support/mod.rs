@@ -74,6 +74,7 @@ pub fn runtime(program: &Arc<Program>, understandings: HashMap<String, Understan
             ids: Arc::new(SeededIds::new(7)),
         },
         tools,
+        limits: Default::default(),
     };
     Runtime::new(Arc::clone(program), Box::new(Canned { understandings }), options)
 }

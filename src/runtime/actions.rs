@@ -6,13 +6,14 @@
 
 use super::clock::Clock;
 use super::directive::{Emission, Move, Source};
+use super::events::Event;
 use super::session::Data;
 use super::tools::{ToolEnv, ToolError, ToolRegistry};
 use super::validate::validate;
 use super::workflow_run::StepRecord;
 use crate::expr::eval::{Bindings, eval, is_true, render};
 use crate::expr::{Expr, Template};
-use crate::ir::{Action, ActionKind, ContextId, Directive, FieldId, Position, Program, StepId, ToolId};
+use crate::ir::{Action, ActionKind, ContextId, Directive, Field, FieldId, Position, Program, StepId, Tool, ToolId};
 use serde_json::Value;
 
 /// Names resolved against a session's (or run's) data.
@@ -74,8 +75,8 @@ pub struct ActionOutput {
     pub says: Vec<String>,
     pub emissions: Vec<Emission>,
     pub warnings: Vec<String>,
-    /// Each tool call: name, duration, error.
-    pub tool_calls: Vec<(String, u64, Option<String>)>,
+    /// Each tool call, as its [`Event::ToolCalled`].
+    pub tool_calls: Vec<Event>,
     /// Tool results, in call order (a workflow step's output).
     pub results: Vec<Value>,
 }
@@ -115,36 +116,22 @@ impl ActionRunner<'_> {
                     let Some(tool) = tool else {
                         continue;
                     };
-                    let mut args = serde_json::Map::new();
-                    for (param, expr) in tool.params.iter().zip(&call.args) {
-                        let value = self.eval(expr, data, context, locals, out);
-                        let value = validate(&value, &param.ty).map_err(|reason| {
+                    let arguments = tool
+                        .params
+                        .iter()
+                        .zip(&call.args)
+                        .map(|(param, expr)| (param, self.eval(expr, data, context, locals, out)));
+                    let made =
+                        call_tool(self.program, self.tools, self.tool_env, tool, arguments).map_err(|invalid| {
                             ActionError::Tool(ToolError::Failed {
                                 tool: tool.name.clone(),
-                                message: format!("argument `{}` is invalid: {reason}", param.name),
+                                message: format!("argument `{}` is invalid: {}", invalid.param, invalid.reason),
                             })
                         })?;
-                        args.insert(param.name.clone(), value);
-                    }
-                    let started = std::time::Instant::now();
-                    let result = self.tools.call(tool, &args, self.tool_env);
-                    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                    let result = match result {
-                        Ok(result) => {
-                            out.tool_calls.push((tool.name.clone(), duration_ms, None));
-                            result
-                        }
-                        Err(error) => {
-                            out.tool_calls.push((tool.name.clone(), duration_ms, Some(error.to_string())));
-                            return Err(error.into());
-                        }
-                    };
-                    if let Some(directive) = result.get("directive") {
-                        let (emission, warnings) =
-                            emission_from_json(self.program, directive, Source::new("tool", &tool.name));
-                        out.warnings.extend(warnings);
-                        out.emissions.push(emission);
-                    }
+                    out.tool_calls.push(made.event);
+                    let result = made.result?;
+                    out.warnings.extend(made.warnings);
+                    out.emissions.extend(made.emission);
                     if let Some(field) = call.save {
                         let saved = match tool.returns.as_deref() {
                             Some([single]) => result.get(&single.name).cloned().unwrap_or(Value::Null),
@@ -225,10 +212,60 @@ impl ActionRunner<'_> {
     }
 }
 
+/// An argument that does not fit its parameter: the tool was not called.
+#[derive(Debug)]
+pub struct InvalidArgument {
+    pub param: String,
+    pub reason: String,
+}
+
+/// A tool call that was made.
+pub struct ToolCall {
+    /// Its [`Event::ToolCalled`]: name, outcome and duration.
+    pub event: Event,
+    pub result: Result<Value, ToolError>,
+    /// The result's `directive`, for the caller's bus.
+    pub emission: Option<Emission>,
+    /// Names in that directive that resolve to nothing.
+    pub warnings: Vec<String>,
+}
+
+/// Calls a tool the one way both a `call` action and the model's tool loop
+/// do: each argument validated against its parameter, in order (the first
+/// that does not fit stops the call before the tool runs), then the tool
+/// run and timed, and a successful result's `directive` read.
+pub fn call_tool<'t>(
+    program: &Program,
+    tools: &ToolRegistry,
+    tool_env: &ToolEnv,
+    tool: &Tool,
+    arguments: impl IntoIterator<Item = (&'t Field, Value)>,
+) -> Result<ToolCall, InvalidArgument> {
+    let mut args = serde_json::Map::new();
+    for (param, value) in arguments {
+        let valid =
+            validate(&value, &param.ty).map_err(|reason| InvalidArgument { param: param.name.clone(), reason })?;
+        args.insert(param.name.clone(), valid);
+    }
+    let started = std::time::Instant::now();
+    let result = tools.call(tool, &args, tool_env);
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let error = result.as_ref().err().map(ToString::to_string);
+    let event = Event::ToolCalled { tool: tool.name.clone(), ok: error.is_none(), duration_ms, error };
+    let (emission, warnings) = match result.as_ref().ok().and_then(|result| result.get("directive")) {
+        Some(directive) => {
+            let (emission, warnings) = emission_from_json(program, directive, Source::Tool(tool.name.clone()));
+            (Some(emission), warnings)
+        }
+        None => (None, Vec::new()),
+    };
+    Ok(ToolCall { event, result, emission, warnings })
+}
+
 /// How directives emitted by a list of actions are attributed.
 pub struct ActionSource<'a> {
-    /// `action` for a step's `do`, `hook` for hooks.
-    pub kind: &'a str,
+    /// [`Source::Action`] for a step's `do`, [`Source::Hook`] for hooks.
+    pub kind: fn(String) -> Source,
     /// `booking.book`, `booking.confirm.prepare`.
     pub path: &'a str,
     /// Whether sources carry the action's position (`action:booking.book#1`).
@@ -238,9 +275,9 @@ pub struct ActionSource<'a> {
 impl ActionSource<'_> {
     fn for_action(&self, index: usize) -> Source {
         if self.numbered {
-            Source::new(self.kind, format!("{}#{}", self.path, index + 1))
+            (self.kind)(format!("{}#{}", self.path, index + 1))
         } else {
-            Source::new(self.kind, self.path)
+            (self.kind)(self.path.to_string())
         }
     }
 }

@@ -17,22 +17,97 @@ use crate::ir::{FlowId, StepId, ToolId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Where a directive came from, rendered `kind:path` in traces and JSON
-/// (`pending`, `signal:wants_human`, `branch:booking.confirm#2`,
-/// `hook:booking.confirm.prepare`, `action:booking.book#1`, `tool:book_hotel`).
+/// Where a directive came from, rendered `kind:path` in traces, JSON and
+/// saved sessions (`pending`, `signal:wants_human`,
+/// `branch:booking.confirm#2`, `hook:booking.confirm.prepare`,
+/// `action:booking.book#1`, `tool:book_hotel`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Source(pub String);
+#[serde(into = "String", try_from = "String")]
+pub enum Source {
+    /// A directive armed by the last turn's post-phase signals, applied
+    /// first thing this turn.
+    Pending,
+    Signal(String),
+    Branch(String),
+    /// A flow or step hook (`on_enter`, `prepare`, `finalize`, `on_complete`).
+    Hook(String),
+    /// An `emit` in a step's `do`.
+    Action(String),
+    /// A tool result's `directive`.
+    Tool(String),
+    OnNoAnswer(String),
+    OnError(String),
+    /// Post-phase signals that matched together and armed one directive
+    /// (`signal:a+signal:b`).
+    Armed(Vec<Source>),
+}
 
 impl Source {
-    pub fn new(kind: &str, path: impl std::fmt::Display) -> Source {
-        Source(format!("{kind}:{path}"))
+    fn kind_and_path(&self) -> Option<(&'static str, &str)> {
+        match self {
+            Source::Signal(path) => Some(("signal", path)),
+            Source::Branch(path) => Some(("branch", path)),
+            Source::Hook(path) => Some(("hook", path)),
+            Source::Action(path) => Some(("action", path)),
+            Source::Tool(path) => Some(("tool", path)),
+            Source::OnNoAnswer(path) => Some(("on_no_answer", path)),
+            Source::OnError(path) => Some(("on_error", path)),
+            Source::Pending | Source::Armed(_) => None,
+        }
     }
 }
 
 impl std::fmt::Display for Source {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(&self.0)
+        match (self, self.kind_and_path()) {
+            (_, Some((kind, path))) => write!(formatter, "{kind}:{path}"),
+            (Source::Armed(sources), _) => {
+                for (index, source) in sources.iter().enumerate() {
+                    if index > 0 {
+                        formatter.write_str("+")?;
+                    }
+                    write!(formatter, "{source}")?;
+                }
+                Ok(())
+            }
+            _ => formatter.write_str("pending"),
+        }
+    }
+}
+
+impl From<Source> for String {
+    fn from(source: Source) -> String {
+        source.to_string()
+    }
+}
+
+/// Reads a source back from a saved session.
+impl TryFrom<String> for Source {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Source, String> {
+        if text == "pending" {
+            return Ok(Source::Pending);
+        }
+        if text.contains('+') {
+            let parts: Result<Vec<Source>, String> =
+                text.split('+').map(|part| Source::try_from(part.to_string())).collect();
+            return parts.map(Source::Armed);
+        }
+        let Some((kind, path)) = text.split_once(':') else {
+            return Err(format!("`{text}` is not a directive source"));
+        };
+        let path = path.to_string();
+        match kind {
+            "signal" => Ok(Source::Signal(path)),
+            "branch" => Ok(Source::Branch(path)),
+            "hook" => Ok(Source::Hook(path)),
+            "action" => Ok(Source::Action(path)),
+            "tool" => Ok(Source::Tool(path)),
+            "on_no_answer" => Ok(Source::OnNoAnswer(path)),
+            "on_error" => Ok(Source::OnError(path)),
+            _ => Err(format!("`{text}` is not a directive source")),
+        }
     }
 }
 
@@ -226,7 +301,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn emission(source: &str) -> Emission {
-        Emission::new(Source(source.to_string()))
+        Emission::new(Source::Action(source.to_string()))
     }
 
     fn with_position(source: &str, position: Move) -> Emission {
@@ -278,9 +353,11 @@ mod tests {
 
     #[test]
     fn abort_drops_a_reply_from_another_source_with_a_warning() {
-        let mut reply = emission("hook:f.s.prepare");
+        let mut reply = emission("f.s#1");
         reply.reply = Some("hello".into());
-        let merged = merge(&[reply, with_position("signal:stop", Move::Abort { reason: None })]);
+        let mut abort = with_position("", Move::Abort { reason: None });
+        abort.source = Source::Signal("stop".into());
+        let merged = merge(&[reply, abort]);
         assert_eq!(merged.reply, None);
         assert_eq!(merged.warnings.len(), 1);
         assert!(merged.warnings[0].contains("signal:stop"));
@@ -328,5 +405,29 @@ mod tests {
                 prop_assert_eq!(Some(*index), last_of_tier);
             }
         }
+    }
+
+    #[test]
+    fn a_source_reads_back_from_the_text_a_session_saved() {
+        let armed = Source::Armed(vec![Source::Signal("wants_human".into()), Source::Signal("angry".into())]);
+        for source in [
+            Source::Pending,
+            Source::Branch("booking.confirm#2".into()),
+            Source::Hook("booking.confirm.prepare".into()),
+            Source::Action("booking.book#1".into()),
+            Source::Tool("book_hotel".into()),
+            Source::OnNoAnswer("booking.ask".into()),
+            Source::OnError("booking.book".into()),
+            armed,
+        ] {
+            let saved = serde_json::to_value(&source).unwrap_or_default();
+            assert_eq!(saved, Value::String(source.to_string()));
+            assert_eq!(serde_json::from_value::<Source>(saved).ok(), Some(source));
+        }
+        assert_eq!(
+            Source::Armed(vec![Source::Signal("a".into()), Source::Signal("b".into())]).to_string(),
+            "signal:a+signal:b"
+        );
+        assert!(serde_json::from_value::<Source>(Value::String("nowhere".into())).is_err());
     }
 }

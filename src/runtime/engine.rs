@@ -12,6 +12,7 @@ use crate::ir::Program;
 use crate::llm::offline::reading::CertainReader;
 use crate::llm::{Provider, ProviderError};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Why a turn failed. The session is left exactly as it was.
 #[derive(Debug, thiserror::Error)]
@@ -28,8 +29,18 @@ pub enum TurnError {
     ProgramMismatch { found: String, expected: String },
 }
 
-/// Receives every event of a turn as it happens.
-pub type Observer = Box<dyn FnMut(&Event) + Send>;
+/// Receives every event of every turn as it happens, in the order of
+/// [`TurnResult::events`] (which is what it received). A closure
+/// `|event: &Event| …` is an observer.
+pub trait Observer: Send {
+    fn event(&mut self, event: &Event);
+}
+
+impl<F: FnMut(&Event) + Send> Observer for F {
+    fn event(&mut self, event: &Event) {
+        self(event)
+    }
+}
 
 /// Receives the reply of a turn as it is written (see [`Runtime::set_stream`]).
 pub type StreamSink = Box<dyn FnMut(&str) + Send>;
@@ -39,6 +50,29 @@ pub type StreamSink = Box<dyn FnMut(&str) + Send>;
 pub struct RuntimeOptions {
     pub tool_env: ToolEnv,
     pub tools: ToolRegistry,
+    pub limits: ContinuationLimits,
+}
+
+/// Limits an embedder sets on top of the program's own `agent.limits`
+/// (`max_auto_steps`, `max_tool_rounds`, `max_turn_tokens`,
+/// `turn_timeout`, which keep their meaning). Each stops a turn with its
+/// own [`StopReason`](super::events::StopReason), at a point the next turn resumes from: before a step
+/// is evaluated or executed, or between stages. `None` is no limit, the
+/// default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ContinuationLimits {
+    /// Steps one turn may execute ([`StopReason::StepLimit`](super::events::StopReason::StepLimit)).
+    pub max_steps_per_turn: Option<u32>,
+    /// Tokens a session may spend over all its turns
+    /// ([`StopReason::SessionTokenLimit`](super::events::StopReason::SessionTokenLimit)).
+    pub max_session_tokens: Option<u64>,
+    /// Time a session may spend running turns, over all of them
+    /// ([`StopReason::SessionTimeLimit`](super::events::StopReason::SessionTimeLimit)). The time is kept in the session
+    /// (`turn_time_ms`) only while this limit is set.
+    pub max_session_time: Option<Duration>,
+    /// Failures in a row within a turn, failed steps and failed tool calls
+    /// of the model's tool loop, before it stops ([`StopReason::ErrorLimit`](super::events::StopReason::ErrorLimit)).
+    pub max_consecutive_errors: Option<u32>,
 }
 
 /// A program ready to hold conversations.
@@ -48,7 +82,8 @@ pub struct Runtime {
     pub(super) tools: ToolRegistry,
     pub(super) tool_env: ToolEnv,
     pub(super) program_hash: String,
-    pub(super) observer: Option<Observer>,
+    pub(super) observer: Option<Box<dyn Observer>>,
+    pub(super) limits: ContinuationLimits,
     pub(super) stream: Option<StreamSink>,
     /// Reads what the offline rules read beyond doubt before the model is
     /// asked (its compiled patterns live as long as the runtime).
@@ -63,6 +98,7 @@ impl Runtime {
             provider,
             tools: options.tools,
             tool_env: options.tool_env,
+            limits: options.limits,
             program_hash,
             observer: None,
             stream: None,
@@ -82,8 +118,8 @@ impl Runtime {
     }
 
     /// Receives every event as it happens (the REPL's live trace).
-    pub fn set_observer(&mut self, observer: Observer) {
-        self.observer = Some(observer);
+    pub fn set_observer(&mut self, observer: impl Observer + 'static) {
+        self.observer = Some(Box::new(observer));
     }
 
     pub fn provider_name(&self) -> String {
@@ -113,10 +149,10 @@ impl Runtime {
     }
 
     /// Runs one whole turn.
-    pub fn respond(&mut self, session: &mut Session, message: &str) -> Result<TurnResult, TurnError> {
+    pub fn run_turn(&mut self, session: &mut Session, message: &str) -> Result<TurnResult, TurnError> {
         let mut turn = self.begin(session, message)?;
         loop {
-            if let Progress::Finished(result) = turn.step()? {
+            if let Progress::Finished { result, .. } = turn.step()? {
                 return Ok(*result);
             }
         }

@@ -2,7 +2,7 @@
 //! `--json` and tests all read, and the [`TurnResult`] a turn answers with.
 
 use crate::llm::Usage;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -142,8 +142,9 @@ pub enum Purpose {
     PostSignals,
 }
 
-/// Why a turn ended (LANGUAGE.md section 9, step 7).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// Why a turn ended (LANGUAGE.md section 9, step 7), or why a workflow run
+/// stopped before its next step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     NeedsInput,
@@ -156,6 +157,10 @@ pub enum StopReason {
     TimeLimit,
     Waiting,
     Error,
+    StepLimit,
+    SessionTokenLimit,
+    SessionTimeLimit,
+    ErrorLimit,
 }
 
 impl StopReason {
@@ -171,6 +176,38 @@ impl StopReason {
             StopReason::TimeLimit => "time_limit",
             StopReason::Waiting => "waiting",
             StopReason::Error => "error",
+            StopReason::StepLimit => "step_limit",
+            StopReason::SessionTokenLimit => "session_token_limit",
+            StopReason::SessionTimeLimit => "session_time_limit",
+            StopReason::ErrorLimit => "error_limit",
+        }
+    }
+
+    /// What the reason means, for people reading a trace or the docs.
+    pub fn explanation(self) -> &'static str {
+        match self {
+            StopReason::NeedsInput => "a step asked the user something, or nothing was left to do",
+            StopReason::FlowComplete => "the flow completed and no flow follows it",
+            StopReason::Halt => "a directive halted the turn before the model was asked",
+            StopReason::Aborted => "the flow was aborted",
+            StopReason::AutoStepLimit => {
+                "the turn ran `agent.limits.max_auto_steps` auto steps, or moved between steps 10,000 times without asking"
+            }
+            StopReason::ToolRoundLimit => "the model asked for more tool rounds than `agent.limits.max_tool_rounds`",
+            StopReason::TokenLimit => "the turn spent more tokens than `agent.limits.max_turn_tokens`",
+            StopReason::TimeLimit => "the turn ran longer than `agent.limits.turn_timeout`",
+            StopReason::Waiting => "a step waits; the run resumes at `resume_at`",
+            StopReason::Error => "the turn failed",
+            StopReason::StepLimit => "the turn executed as many steps as the runtime's `max_steps_per_turn`",
+            StopReason::SessionTokenLimit => {
+                "the session spent more tokens over its turns than the runtime's `max_session_tokens`"
+            }
+            StopReason::SessionTimeLimit => {
+                "the session spent longer running turns than the runtime's `max_session_time`"
+            }
+            StopReason::ErrorLimit => {
+                "steps or tool calls failed as many times in a row as the runtime's `max_consecutive_errors`"
+            }
         }
     }
 }

@@ -46,6 +46,10 @@ pub struct Session {
     pub signals: BTreeMap<String, SignalRecord>,
     pub turns: u32,
     pub usage: Usage,
+    /// Time spent running this session's turns, kept only while the runtime
+    /// limits it ([`crate::runtime::engine::ContinuationLimits::max_session_time`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_time_ms: Option<u64>,
     /// Incremented on every saved turn (stores compare-and-swap on it).
     pub version: u64,
 }

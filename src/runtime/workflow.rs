@@ -12,6 +12,7 @@ pub use super::workflow_run::{RunEvent, RunStatus, StepRecord, StepStatus, Workf
 
 use super::actions::{ActionOutput, ActionRunner, ActionSource, Scope, evaluate_directive};
 use super::directive::{Move, Source, merge};
+use super::events::StopReason;
 use super::session::Data;
 use super::tools::{ToolEnv, ToolRegistry};
 use super::validate::validate;
@@ -36,6 +37,38 @@ pub enum StartError {
     InvalidInput { field: String, reason: String },
     #[error("unknown input `{field}`: the schema declares no such field")]
     UnknownInput { field: String },
+}
+
+/// Limits a program embedding flowc sets on one call of
+/// [`WorkflowRunner::run_within`]. A run that reaches one stops before its
+/// next step, still `running`, its `stopped_reason` naming the limit; the
+/// next call (or `flowc resume`) goes on from that step. `None` is no limit,
+/// the default. Workflows make no model calls, so token and tool-round
+/// limits do not apply to them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunLimits {
+    /// Steps one call may run ([`StopReason::StepLimit`]).
+    pub max_steps: Option<u32>,
+    /// Wall time of one call ([`StopReason::TimeLimit`]).
+    pub max_time: Option<std::time::Duration>,
+    /// Steps that failed in a row and went on by `on_error: continue`
+    /// ([`StopReason::ErrorLimit`]).
+    pub max_consecutive_errors: Option<u32>,
+}
+
+impl RunLimits {
+    fn reached(&self, steps: u32, elapsed: std::time::Duration, failures_in_a_row: u32) -> Option<StopReason> {
+        if self.max_steps.is_some_and(|limit| steps >= limit) {
+            return Some(StopReason::StepLimit);
+        }
+        if self.max_time.is_some_and(|limit| elapsed > limit) {
+            return Some(StopReason::TimeLimit);
+        }
+        if self.max_consecutive_errors.is_some_and(|limit| failures_in_a_row >= limit) {
+            return Some(StopReason::ErrorLimit);
+        }
+        None
+    }
 }
 
 /// Progress of a run, for a terminal.
@@ -129,6 +162,7 @@ pub fn start(
         duration_ms: None,
         events: Vec::new(),
         error: None,
+        limited: None,
     })
 }
 
@@ -157,6 +191,13 @@ impl WorkflowRunner<'_> {
     /// then `completed`. `Err` when a checkpoint failed: the run stopped
     /// there, and what the store holds is the truth.
     pub fn run(&mut self, run: &mut WorkflowRun) -> Result<(), String> {
+        self.run_within(run, RunLimits::default())
+    }
+
+    /// [`WorkflowRunner::run`], stopping before the next step once one of
+    /// `limits` is reached.
+    pub fn run_within(&mut self, run: &mut WorkflowRun, limits: RunLimits) -> Result<(), String> {
+        run.limited = None;
         if run.status == RunStatus::Waiting {
             if let Some(record) = run.stopped_at.and_then(|step| run.steps.get_mut(step.index()))
                 && record.status == StepStatus::Waiting
@@ -169,7 +210,7 @@ impl WorkflowRunner<'_> {
         if run.started_at.is_none() {
             run.started_at = Some(self.timestamp());
         }
-        self.run_steps(run)?;
+        self.run_steps(run, limits)?;
         let started = run.started_at.as_deref().and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok());
         if let Some(started) = started {
             let elapsed = self.tool_env.clock.now().signed_duration_since(started);
@@ -178,7 +219,7 @@ impl WorkflowRunner<'_> {
         Ok(())
     }
 
-    fn run_steps(&mut self, run: &mut WorkflowRun) -> Result<(), String> {
+    fn run_steps(&mut self, run: &mut WorkflowRun, limits: RunLimits) -> Result<(), String> {
         let program = self.program;
         let Some(flow) = program.flow(run.flow) else {
             run.status = RunStatus::Failed;
@@ -189,7 +230,14 @@ impl WorkflowRunner<'_> {
         run.resume_at = None;
         let total = flow.steps.len();
         let mut executions = 0usize;
+        let started_running = std::time::Instant::now();
+        let mut failures_in_a_row = 0u32;
         while let Some(step_id) = run.next_step {
+            let steps_run = u32::try_from(executions).unwrap_or(u32::MAX);
+            if let Some(reason) = limits.reached(steps_run, started_running.elapsed(), failures_in_a_row) {
+                run.limited = Some(reason);
+                return Ok(());
+            }
             executions += 1;
             if executions > MAX_EXECUTIONS {
                 run.warnings.push("the workflow ran too many steps without finishing".to_string());
@@ -213,6 +261,7 @@ impl WorkflowRunner<'_> {
             let duration_ms = u64::try_from(duration.num_milliseconds()).unwrap_or(0);
             match outcome {
                 Ok(StepOutcome { output, position }) => {
+                    failures_in_a_row = 0;
                     if let Some(record) = run.steps.get_mut(step_id.index()) {
                         record.status = StepStatus::Completed;
                         record.duration_ms = Some(duration_ms);
@@ -254,6 +303,7 @@ impl WorkflowRunner<'_> {
                         record.duration_ms = Some(duration_ms);
                     }
                     if step.on_error == OnError::Continue {
+                        failures_in_a_row = failures_in_a_row.saturating_add(1);
                         if let Some(record) = run.steps.get_mut(step_id.index()) {
                             record.status = StepStatus::Failed;
                             record.error = Some(error.clone());
@@ -341,7 +391,7 @@ impl WorkflowRunner<'_> {
         let path = format!("{flow_name}.{}", step.name);
         let mut data = run.data.clone();
         let mut out = ActionOutput::default();
-        let source = ActionSource { kind: "action", path: &path, numbered: true };
+        let source = ActionSource { kind: Source::Action, path: &path, numbered: true };
         runner
             .run(&step.actions, &source, &mut data, &run.context, &mut Vec::new(), &mut out)
             .map_err(|error| error.to_string())?;
@@ -421,7 +471,7 @@ impl WorkflowRunner<'_> {
                 let mut warnings = Vec::new();
                 let emission = evaluate_directive(
                     directive,
-                    Source::new("branch", format!("{flow_name}.{}#{}", step.name, index + 1)),
+                    Source::Branch(format!("{flow_name}.{}#{}", step.name, index + 1)),
                     &scope,
                     &mut warnings,
                 );

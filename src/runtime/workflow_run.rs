@@ -4,6 +4,7 @@
 //! advances a run is [`super::workflow`]; actions read the step records
 //! (`steps.NAME.output`) without depending on the runner.
 
+use super::events::StopReason;
 use super::session::Data;
 use crate::ir::{FlowId, Program, StepId};
 use serde::{Deserialize, Serialize};
@@ -72,6 +73,10 @@ pub struct WorkflowRun {
     /// away while it waited).
     #[serde(default)]
     pub error: Option<String>,
+    /// The limit ([`super::workflow::RunLimits`]) that stopped the run
+    /// before its next step, while it is `running`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limited: Option<StopReason>,
 }
 
 /// A step started or ended: what a run did, in order, across resumes.
@@ -106,7 +111,7 @@ impl WorkflowRun {
             RunStatus::Failed => "error",
             RunStatus::Waiting => "waiting",
             RunStatus::Aborted => "aborted",
-            RunStatus::Running => "needs_input",
+            RunStatus::Running => self.limited.map_or("needs_input", StopReason::as_str),
         };
         serde_json::json!({
             "run": self.run,

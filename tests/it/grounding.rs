@@ -222,12 +222,16 @@ fn converse(program: &str, script: &[&str], config: &flowc::llm::ProviderConfig)
         clock: Arc::new(FixedClock::parse("2026-01-05T10:00:00Z").unwrap()),
         ids: Arc::new(SeededIds::new(7)),
     };
-    let mut runtime = Runtime::new(program, provider, RuntimeOptions { tool_env, tools: ToolRegistry::default() });
+    let mut runtime = Runtime::new(
+        program,
+        provider,
+        RuntimeOptions { tool_env, tools: ToolRegistry::default(), limits: Default::default() },
+    );
     let mut session = runtime.new_session("real");
     let mut conversation = Conversation { turns: Vec::new(), proposed: Vec::new(), failed: Vec::new() };
     for message in script {
         let before = proposed.lock().unwrap().len();
-        let result = match runtime.respond(&mut session, message) {
+        let result = match runtime.run_turn(&mut session, message) {
             Ok(result) => result,
             Err(error) => {
                 conversation.failed.push((message.to_string(), error.to_string()));

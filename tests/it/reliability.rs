@@ -151,11 +151,11 @@ fn a_conversation_wait_past_the_representable_time_fails_the_turn() {
         "schema { name: string \"The user's name\" }\nflow greet \"Greet\" {\n  default\n  step ask { prompt \"Name?\" collect name }\n  auto step pause { wait 1d }\n  step bye { say \"bye {{name}}\" }\n}\n",
         HUGE_WAIT_MS,
     );
-    let options = RuntimeOptions { tool_env: tool_env(), tools: ToolRegistry::default() };
+    let options = RuntimeOptions { tool_env: tool_env(), tools: ToolRegistry::default(), limits: Default::default() };
     let mut runtime = Runtime::new(program, Box::new(Offline::new()), options);
     let mut session = runtime.new_session("wait");
-    assert!(runtime.respond(&mut session, "hello").is_ok());
-    match runtime.respond(&mut session, "Bob") {
+    assert!(runtime.run_turn(&mut session, "hello").is_ok());
+    match runtime.run_turn(&mut session, "Bob") {
         Err(error @ TurnError::Wait(_)) => {
             assert!(error.to_string().contains("ends past the latest time flowc can record"), "{error}");
         }

@@ -79,7 +79,7 @@ fn start_runtime(
     let config =
         crate::llm::config::load(Some(&args.file), &flags).map_err(|error| RunError::Usage(error.to_string()))?;
     let provider = crate::llm::build_provider(&config).map_err(|error| RunError::Usage(error.to_string()))?;
-    let options = RuntimeOptions { tool_env, tools: ToolRegistry::default() };
+    let options = RuntimeOptions { tool_env, tools: ToolRegistry::default(), limits: Default::default() };
     let runtime = Runtime::new(Arc::clone(program), provider, options);
     Ok((runtime, config.cancel))
 }
@@ -135,7 +135,7 @@ impl Conversation<'_> {
     pub(super) fn turn(&mut self, message: &str) -> Result<TurnResult, String> {
         self.cancel.reset();
         let mut working = self.session.clone();
-        let result = self.runtime.respond(&mut working, message);
+        let result = self.runtime.run_turn(&mut working, message);
         self.note_modes();
         let result = result.map_err(|error: TurnError| error.to_string())?;
         if let Some(store) = self.store {

@@ -4,13 +4,24 @@
 
 use super::{Turn, TurnError};
 use crate::ir::{FlowId, Program, StepId};
-use crate::runtime::actions::{ActionOutput, ActionRunner, ActionSource};
-use crate::runtime::directive::{Emission, Move, describe, merge};
+use crate::runtime::actions::{ActionOutput, ActionRunner, ActionSource, evaluate_directive};
+use crate::runtime::directive::{Emission, Move, Source, describe, merge};
 use crate::runtime::events::{DirectiveRecord, Event, StopReason};
 use crate::runtime::validate::validate;
 use serde_json::Value;
 
 impl Turn<'_> {
+    /// Evaluates a directive against the turn's data now; its warnings join
+    /// the trace.
+    pub(super) fn directive_emission(&mut self, directive: &crate::ir::Directive, source: Source) -> Emission {
+        let mut warnings = Vec::new();
+        let emission = evaluate_directive(directive, source, &self.scope(&[]), &mut warnings);
+        for warning in warnings {
+            self.warn(warning);
+        }
+        emission
+    }
+
     pub(super) fn action_runner_output(
         &mut self,
         actions: &[crate::ir::Action],
@@ -27,9 +38,8 @@ impl Turn<'_> {
             };
             runner.run(actions, source, &mut data, &self.session.context, &mut Vec::new(), &mut out)
         };
-        for (tool, duration_ms, error) in out.tool_calls.drain(..) {
-            let ok = error.is_none();
-            self.events.push(Event::ToolCalled { tool, ok, duration_ms, error });
+        for event in std::mem::take(&mut out.tool_calls) {
+            self.emit(event);
         }
         for warning in std::mem::take(&mut out.warnings) {
             self.warn(warning);
@@ -65,12 +75,12 @@ impl Turn<'_> {
     }
 
     pub(super) fn run_hook(&mut self, actions: &[crate::ir::Action], path: &str) -> Result<(), TurnError> {
-        let source = ActionSource { kind: "hook", path, numbered: false };
+        let source = ActionSource { kind: Source::Hook, path, numbered: false };
         self.run_actions(actions, &source, false)
     }
 
     pub(super) fn run_post_hook(&mut self, actions: &[crate::ir::Action], path: &str) -> Result<(), TurnError> {
-        let source = ActionSource { kind: "hook", path, numbered: false };
+        let source = ActionSource { kind: Source::Hook, path, numbered: false };
         self.run_actions(actions, &source, true)
     }
 

@@ -17,6 +17,10 @@ impl Turn<'_> {
             self.session.history.push(Message { role: Role::Assistant, text });
         }
         self.session.usage.add(self.usage);
+        if self.runtime.limits.max_session_time.is_some() {
+            let spent = u64::try_from(self.session_time().as_millis()).unwrap_or(u64::MAX);
+            self.session.turn_time_ms = Some(spent);
+        }
         self.session.version += 1;
         let program = self.program();
         let flow = self.session.flow.and_then(|flow| program.flow(flow));

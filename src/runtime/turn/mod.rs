@@ -9,7 +9,7 @@
 //! A turn works on a copy of the session and replaces the caller's only when
 //! it finishes, so a failed turn leaves the session exactly as it was.
 //! [`Turn::step`] advances one stage (or one step of the batch) at a time for
-//! embedders; [`Runtime::respond`](super::engine::Runtime::respond) runs a turn to its end.
+//! embedders; [`Runtime::run_turn`](super::engine::Runtime::run_turn) runs a turn to its end.
 //!
 //! Choices where the language leaves room, documented in the README:
 //! - Positions emitted to the pre-model bus (by `on_enter`, `prepare`,
@@ -28,7 +28,7 @@
 //!   again after it, and a turn that applied a pending directive (and so
 //!   skipped understanding) still asks the post-phase signals that are open.
 //! - A new run of a flow (routed to, `goto`, `complete.next`, `reset`)
-//!   starts without the fields of [`Flow::fresh`], except those extracted
+//!   starts without the fields of [`Flow::fresh`](crate::ir::Flow::fresh), except those extracted
 //!   from this turn's message; a `goto_step` is a jump, not a new run.
 //! - The batch is the conversation steps entered and run this turn plus the
 //!   step that asks: each runs `prepare` when it runs and `finalize` after
@@ -61,7 +61,7 @@ use super::session::Session;
 use crate::expr::eval::{eval, is_true, render};
 use crate::expr::{Expr, Template};
 use crate::ir::{FieldId, FlowId, Program, Step, StepId};
-use crate::llm::{FieldSpec, Message, Understanding, Usage};
+use crate::llm::{FieldSpec, Message, ToolCall, Understanding, Usage};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -100,7 +100,10 @@ enum Stage {
     Start,
     Understand,
     Resolve,
-    Respond,
+    Reply,
+    /// The model asked for tool calls: the next step runs them and asks
+    /// the model again.
+    ToolCalls,
     PostSignals,
     Finish,
 }
@@ -112,13 +115,23 @@ pub enum StageDone {
     Understood,
     /// One step of resolution (enter, ask, execute, leave…).
     Resolved,
-    Responded,
+    Replied,
     PostSignals,
 }
 
+/// What one [`Turn::step`] did.
 pub enum Progress {
+    /// A stage, or one transition of resolution, completed; the turn goes on
+    /// at the next call.
     Continue(StageDone),
-    Finished(Box<TurnResult>),
+    /// The model asked for these tool calls while writing the reply; they
+    /// have not run. The next [`Turn::step`] runs them (the calls a step does
+    /// not expose, or past the limits, are refused with an error the model
+    /// reads) and asks the model again.
+    ToolCalls(Vec<ToolCall>),
+    /// The turn ended: why, and what it answers with. The caller's session
+    /// now holds the turn's changes.
+    Finished { reason: StopReason, result: Box<TurnResult> },
 }
 
 /// One turn in progress.
@@ -155,6 +168,15 @@ pub struct Turn<'a> {
     halt: bool,
     tool_rounds: u32,
     tool_limit_hit: bool,
+    /// Steps executed this turn, for [`ContinuationLimits::max_steps_per_turn`](super::engine::ContinuationLimits::max_steps_per_turn).
+    steps_executed: u32,
+    /// Failed steps and tool calls since the last that succeeded, for
+    /// [`ContinuationLimits::max_consecutive_errors`](super::engine::ContinuationLimits::max_consecutive_errors).
+    consecutive_errors: u32,
+    /// The model's tool loop stopped at `max_consecutive_errors`.
+    error_limit_hit: bool,
+    /// The reply while the model writes it over several steps.
+    replying: Option<reply::Replying>,
     resume_at: Option<String>,
     reply: String,
 }
@@ -191,6 +213,10 @@ impl<'a> Turn<'a> {
             halt: false,
             tool_rounds: 0,
             tool_limit_hit: false,
+            steps_executed: 0,
+            consecutive_errors: 0,
+            error_limit_hit: false,
+            replying: None,
             resume_at: None,
             reply: String::new(),
         }
@@ -200,8 +226,12 @@ impl<'a> Turn<'a> {
 impl Turn<'_> {
     /// Advances the turn by one stage, or by one step during resolution.
     pub fn step(&mut self) -> Result<Progress, TurnError> {
-        if self.stage != Stage::Finish && self.stop.is_none() && self.at_a_resumable_point() && self.out_of_time() {
-            self.stop = Some(StopReason::TimeLimit);
+        if self.stage != Stage::Finish
+            && self.stop.is_none()
+            && self.at_a_resumable_point()
+            && let Some(reason) = self.limit_reached()
+        {
+            self.stop = Some(reason);
             self.stage = Stage::Finish;
         }
         match self.stage {
@@ -217,15 +247,29 @@ impl Turn<'_> {
                 self.resolve_one()?;
                 Ok(Progress::Continue(StageDone::Resolved))
             }
-            Stage::Respond => {
-                self.respond()?;
-                Ok(Progress::Continue(StageDone::Responded))
+            Stage::Reply => {
+                let calls = self.reply()?;
+                Ok(Self::replied(calls))
+            }
+            Stage::ToolCalls => {
+                let calls = self.answer_tool_calls()?;
+                Ok(Self::replied(calls))
             }
             Stage::PostSignals => {
                 self.post_signals()?;
                 Ok(Progress::Continue(StageDone::PostSignals))
             }
-            Stage::Finish => Ok(Progress::Finished(Box::new(self.finish()))),
+            Stage::Finish => {
+                let result = self.finish();
+                Ok(Progress::Finished { reason: result.stopped_reason, result: Box::new(result) })
+            }
+        }
+    }
+
+    fn replied(calls: Option<Vec<ToolCall>>) -> Progress {
+        match calls {
+            Some(calls) => Progress::ToolCalls(calls),
+            None => Progress::Continue(StageDone::Replied),
         }
     }
 
@@ -235,7 +279,7 @@ impl Turn<'_> {
 
     fn emit(&mut self, event: Event) {
         if let Some(observer) = self.runtime.observer.as_mut() {
-            observer(&event);
+            observer.event(&event);
         }
         self.events.push(event);
     }
@@ -250,8 +294,44 @@ impl Turn<'_> {
     /// after a step ran but before it was left would run it again next
     /// turn, tool calls included.
     fn at_a_resumable_point(&self) -> bool {
-        self.stage != Stage::Resolve
-            || matches!(self.cursor, Cursor::Evaluate { .. } | Cursor::Execute(..) | Cursor::Idle)
+        match self.stage {
+            Stage::Resolve => matches!(self.cursor, Cursor::Evaluate { .. } | Cursor::Execute(..) | Cursor::Idle),
+            // Between the rounds of a reply the model's tools may have
+            // acted: the reply completes (its finalize hooks and post-model
+            // bus) before the turn may stop.
+            Stage::ToolCalls => false,
+            _ => true,
+        }
+    }
+
+    /// The continuation limit this turn has reached, if any: checked
+    /// between stages and before each step is evaluated or executed.
+    fn limit_reached(&self) -> Option<StopReason> {
+        let limits = self.runtime.limits;
+        if self.out_of_time() {
+            return Some(StopReason::TimeLimit);
+        }
+        if limits.max_session_time.is_some_and(|limit| self.session_time() > limit) {
+            return Some(StopReason::SessionTimeLimit);
+        }
+        let session_tokens = self.session.usage.total_tokens().saturating_add(self.usage.total_tokens());
+        if limits.max_session_tokens.is_some_and(|limit| session_tokens > limit) {
+            return Some(StopReason::SessionTokenLimit);
+        }
+        if limits.max_consecutive_errors.is_some_and(|limit| self.consecutive_errors >= limit) {
+            return Some(StopReason::ErrorLimit);
+        }
+        let about_to_execute = self.stage == Stage::Resolve && matches!(self.cursor, Cursor::Execute(..));
+        if about_to_execute && limits.max_steps_per_turn.is_some_and(|limit| self.steps_executed >= limit) {
+            return Some(StopReason::StepLimit);
+        }
+        None
+    }
+
+    /// The time the session has spent running turns, this one included.
+    fn session_time(&self) -> std::time::Duration {
+        let before = std::time::Duration::from_millis(self.session.turn_time_ms.unwrap_or(0));
+        before.saturating_add(self.started.elapsed())
     }
 
     fn out_of_time(&self) -> bool {
@@ -328,7 +408,7 @@ impl Turn<'_> {
 
     fn stop_with(&mut self, reason: StopReason) {
         self.stop.get_or_insert(reason);
-        self.stage = Stage::Respond;
+        self.stage = Stage::Reply;
     }
 }
 

@@ -6,7 +6,7 @@ use super::MAX_TRANSITIONS;
 use super::{Cursor, Stage, Turn, TurnError};
 use crate::ir::successor;
 use crate::ir::{Flow, FlowId, Program, Recovery, Step, StepId};
-use crate::runtime::actions::{ActionError, ActionSource, evaluate_directive};
+use crate::runtime::actions::{ActionError, ActionSource};
 use crate::runtime::directive::{Move, Source};
 use crate::runtime::events::{Event, StopReason};
 use crate::runtime::session::Offered;
@@ -18,7 +18,7 @@ impl Turn<'_> {
         if self.transitions > MAX_TRANSITIONS {
             self.warn("the turn did not settle: it moved between steps too many times without asking");
             self.stop = Some(StopReason::AutoStepLimit);
-            self.stage = Stage::Respond;
+            self.stage = Stage::Reply;
             return Ok(());
         }
         let program = self.program();
@@ -28,97 +28,114 @@ impl Turn<'_> {
                 self.session.step = None;
                 self.stop_with(StopReason::NeedsInput);
             }
-            Cursor::EnterFlow(flow_id, step_id) => {
-                let Some(flow) = program.flow(flow_id) else {
-                    self.cursor = Cursor::Idle;
-                    return Ok(());
-                };
-                self.emit(Event::FlowEntered { flow: flow.name.clone() });
-                self.session.flow = Some(flow_id);
-                self.session.step = None;
-                let path = format!("{}.on_enter", flow.name);
-                match self.run_hook(&flow.on_enter, &path) {
-                    Ok(()) => {}
-                    // The flow's `on_enter` is part of entering the step the
-                    // flow is entered at, so that step's `on_error` answers
-                    // it (by default: an apology, and the flow aborted).
-                    Err(TurnError::Action(failure)) => {
-                        let Some(step) = flow.step(step_id) else {
-                            return Err(failure.into());
-                        };
-                        self.step_failed(flow, step, flow_id, step_id, failure)?;
-                        return Ok(());
-                    }
-                    Err(error) => return Err(error),
-                }
-                if !self.apply_pre_positions() {
-                    self.cursor = self.land(flow_id, successor::arrival(step_id));
-                }
-            }
-            Cursor::Enter(flow_id, step_id) => {
-                let Some((flow, step)) = program.flow(flow_id).and_then(|flow| Some((flow, flow.step(step_id)?)))
-                else {
-                    // A flow with no steps completes at once.
-                    self.cursor = Cursor::FlowDone(flow_id, None);
-                    return Ok(());
-                };
-                self.session.flow = Some(flow_id);
-                self.session.step = Some(step_id);
-                self.session.asks = 0;
-                // What an earlier visit offered is not what this one will.
-                self.session.offered = None;
-                self.emit(Event::StepEntered { flow: self.flow_name(flow_id), step: step.name.clone() });
-                if !self.run_step_hook(flow, step, (flow_id, step_id), &step.on_enter, "on_enter")? {
-                    return Ok(());
-                }
-                if !self.apply_pre_positions() {
-                    self.cursor = Cursor::Evaluate { flow: flow_id, step: step_id, fresh: true };
-                }
-            }
+            Cursor::EnterFlow(flow_id, step_id) => self.enter_flow(&program, flow_id, step_id)?,
+            Cursor::Enter(flow_id, step_id) => self.enter_step(&program, flow_id, step_id)?,
             Cursor::Evaluate { flow, step, fresh } => self.evaluate(&program, flow, step, fresh)?,
             Cursor::Execute(flow, step) => self.execute(&program, flow, step)?,
             Cursor::Leave(flow, step) => self.leave(&program, flow, step)?,
-            Cursor::FlowDone(flow_id, next_override) => {
-                let Some(flow) = program.flow(flow_id) else {
-                    self.cursor = Cursor::Idle;
-                    return Ok(());
-                };
-                let path = format!("{}.on_complete", flow.name);
-                // `on_complete` is a post-model hook, like `finalize`: the
-                // flow's steps have acted (a booking is made), so a failure
-                // here must not hide that from the user by failing the turn.
-                // Its writes and directives are dropped together and traced.
-                match self.run_post_hook(&flow.on_complete, &path) {
-                    Ok(()) => {}
-                    Err(TurnError::Action(failure)) => {
-                        self.emit(Event::HookFailed { hook: path, error: failure.to_string() })
-                    }
-                    Err(error) => return Err(error),
-                }
-                self.emit(Event::FlowCompleted { flow: flow.name.clone() });
-                self.session.flow = None;
-                self.session.step = None;
-                self.session.asks = 0;
-                match next_override.or(flow.complete_next) {
-                    Some(next) => {
-                        self.emit(Event::Routed { flow: self.flow_name(next), reason: "complete.next" });
-                        self.start_run(next);
-                        self.cursor = Cursor::EnterFlow(next, StepId(0));
-                    }
-                    None => self.stop_with(StopReason::FlowComplete),
-                }
-            }
-            Cursor::Abort => {
-                if let Some(flow) = self.session.flow {
-                    self.emit(Event::FlowLeft { flow: self.flow_name(flow), reason: "aborted".to_string() });
-                }
-                self.session.flow = None;
-                self.session.step = None;
-                self.session.asks = 0;
-                self.stop_with(StopReason::Aborted);
-            }
+            Cursor::FlowDone(flow_id, next_override) => self.complete_flow(&program, flow_id, next_override)?,
+            Cursor::Abort => self.abort_flow(),
         }
         Ok(())
+    }
+
+    /// Enters a flow at `step_id`: its `on_enter` runs first.
+    fn enter_flow(&mut self, program: &Program, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
+        let Some(flow) = program.flow(flow_id) else {
+            self.cursor = Cursor::Idle;
+            return Ok(());
+        };
+        self.emit(Event::FlowEntered { flow: flow.name.clone() });
+        self.session.flow = Some(flow_id);
+        self.session.step = None;
+        let path = format!("{}.on_enter", flow.name);
+        match self.run_hook(&flow.on_enter, &path) {
+            Ok(()) => {}
+            // The flow's `on_enter` is part of entering the step the
+            // flow is entered at, so that step's `on_error` answers
+            // it (by default: an apology, and the flow aborted).
+            Err(TurnError::Action(failure)) => {
+                let Some(step) = flow.step(step_id) else {
+                    return Err(failure.into());
+                };
+                self.step_failed(flow, step, flow_id, step_id, failure)?;
+                return Ok(());
+            }
+            Err(error) => return Err(error),
+        }
+        if !self.apply_pre_positions() {
+            self.cursor = self.land(flow_id, successor::arrival(step_id));
+        }
+        Ok(())
+    }
+
+    /// Enters a step: its `on_enter` runs, then it is evaluated.
+    fn enter_step(&mut self, program: &Program, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
+        let Some((flow, step)) = program.flow(flow_id).and_then(|flow| Some((flow, flow.step(step_id)?))) else {
+            // A flow with no steps completes at once.
+            self.cursor = Cursor::FlowDone(flow_id, None);
+            return Ok(());
+        };
+        self.session.flow = Some(flow_id);
+        self.session.step = Some(step_id);
+        self.session.asks = 0;
+        // What an earlier visit offered is not what this one will.
+        self.session.offered = None;
+        self.emit(Event::StepEntered { flow: self.flow_name(flow_id), step: step.name.clone() });
+        if !self.run_step_hook(flow, step, (flow_id, step_id), &step.on_enter, "on_enter")? {
+            return Ok(());
+        }
+        if !self.apply_pre_positions() {
+            self.cursor = Cursor::Evaluate { flow: flow_id, step: step_id, fresh: true };
+        }
+        Ok(())
+    }
+
+    /// A flow completed: its `on_complete` runs, then `complete.next` (or
+    /// the directive's `next`) starts, or the turn stops.
+    fn complete_flow(
+        &mut self,
+        program: &Program,
+        flow_id: FlowId,
+        next_override: Option<FlowId>,
+    ) -> Result<(), TurnError> {
+        let Some(flow) = program.flow(flow_id) else {
+            self.cursor = Cursor::Idle;
+            return Ok(());
+        };
+        let path = format!("{}.on_complete", flow.name);
+        // `on_complete` is a post-model hook, like `finalize`: the
+        // flow's steps have acted (a booking is made), so a failure
+        // here must not hide that from the user by failing the turn.
+        // Its writes and directives are dropped together and traced.
+        match self.run_post_hook(&flow.on_complete, &path) {
+            Ok(()) => {}
+            Err(TurnError::Action(failure)) => self.emit(Event::HookFailed { hook: path, error: failure.to_string() }),
+            Err(error) => return Err(error),
+        }
+        self.emit(Event::FlowCompleted { flow: flow.name.clone() });
+        self.session.flow = None;
+        self.session.step = None;
+        self.session.asks = 0;
+        match next_override.or(flow.complete_next) {
+            Some(next) => {
+                self.emit(Event::Routed { flow: self.flow_name(next), reason: "complete.next" });
+                self.start_run(next);
+                self.cursor = Cursor::EnterFlow(next, StepId(0));
+            }
+            None => self.stop_with(StopReason::FlowComplete),
+        }
+        Ok(())
+    }
+
+    fn abort_flow(&mut self) {
+        if let Some(flow) = self.session.flow {
+            self.emit(Event::FlowLeft { flow: self.flow_name(flow), reason: "aborted".to_string() });
+        }
+        self.session.flow = None;
+        self.session.step = None;
+        self.session.asks = 0;
+        self.stop_with(StopReason::Aborted);
     }
 
     pub(super) fn needs_input(&self, step: &Step) -> bool {
@@ -181,7 +198,7 @@ impl Turn<'_> {
             });
             match &step.on_no_answer {
                 Some(directive) => {
-                    let source = Source::new("on_no_answer", format!("{}.{}", flow.name, step.name));
+                    let source = Source::OnNoAnswer(format!("{}.{}", flow.name, step.name));
                     let position = self.apply_step_directive(directive, source);
                     self.session.asks = 0;
                     self.cursor = match position {
@@ -307,8 +324,9 @@ impl Turn<'_> {
         self.session.flow = Some(flow_id);
         self.session.step = Some(step_id);
         self.mark_executed(&step.name);
+        self.steps_executed += 1;
         let path = format!("{}.{}", flow.name, step.name);
-        let source = ActionSource { kind: "action", path: &path, numbered: true };
+        let source = ActionSource { kind: Source::Action, path: &path, numbered: true };
         match self.run_actions(&step.actions, &source, false) {
             Ok(()) => {}
             Err(TurnError::Action(failure)) => return self.step_failed(flow, step, flow_id, step_id, failure),
@@ -331,6 +349,7 @@ impl Turn<'_> {
             self.says.push(text);
         }
         self.emit(Event::StepExecuted { flow: flow.name.clone(), step: step.name.clone() });
+        self.consecutive_errors = 0;
         if self.apply_pre_positions() {
             return Ok(());
         }
@@ -374,6 +393,7 @@ impl Turn<'_> {
             None => None,
         };
         self.emit(Event::StepFailed { flow: flow.name.clone(), step: step.name.clone(), error: failure.to_string() });
+        self.consecutive_errors += 1;
         self.session.flow = Some(flow_id);
         self.session.step = Some(step_id);
         self.session.asks = 0;
@@ -383,7 +403,7 @@ impl Turn<'_> {
             self.cursor = Cursor::Abort;
             return Ok(());
         };
-        let source = Source::new("on_error", format!("{}.{}", flow.name, step.name));
+        let source = Source::OnError(format!("{}.{}", flow.name, step.name));
         match self.apply_step_directive(directive, source) {
             Some(position) => self.cursor = self.position_cursor(position),
             None => self.stop_with(StopReason::NeedsInput),
@@ -417,11 +437,7 @@ impl Turn<'_> {
     /// records it, writes its data, says its `reply`; returns its position
     /// for the caller to move by.
     pub(super) fn apply_step_directive(&mut self, directive: &crate::ir::Directive, source: Source) -> Option<Move> {
-        let mut warnings = Vec::new();
-        let emission = evaluate_directive(directive, source, &self.scope(&[]), &mut warnings);
-        for warning in warnings {
-            self.warn(warning);
-        }
+        let emission = self.directive_emission(directive, source);
         self.record(&emission, true);
         let source_name = emission.source.to_string();
         self.apply_writes(&emission.set, &emission.set_context, &source_name);

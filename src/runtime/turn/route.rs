@@ -65,7 +65,7 @@ impl Turn<'_> {
             Then::Directive(directive) => {
                 let mut warnings = Vec::new();
                 let emission =
-                    evaluate_directive(directive, Source::new("branch", &base), &self.scope(&[]), &mut warnings);
+                    evaluate_directive(directive, Source::Branch(base.clone()), &self.scope(&[]), &mut warnings);
                 for warning in warnings {
                     self.warn(warning);
                 }

@@ -3,10 +3,9 @@
 
 use super::{Stage, Turn, TurnError};
 use super::{confirmation_fields, field_spec};
-use crate::ir::{Behavior, FieldId, Phase, Program};
+use crate::ir::{Behavior, FieldId, Phase, Program, Signal};
 use crate::llm::{Message, Question, Role, UnderstandRequest, Understanding};
-use crate::runtime::actions::evaluate_directive;
-use crate::runtime::directive::{Emission, Source, describe, merge};
+use crate::runtime::directive::{Emission, Move, Source, describe, merge};
 use crate::runtime::events::{DirectiveRecord, Event, Purpose, StopReason};
 use std::collections::BTreeSet;
 
@@ -39,11 +38,63 @@ impl Turn<'_> {
             .collect()
     }
 
-    pub(super) fn fire_signal(&mut self, name: &str) {
+    /// A signal matched, before the reply (`pre`) or after it (`post`): it
+    /// is traced, its firing counts for its `behavior`, and its `then` is
+    /// evaluated now, with the data as it is at this moment.
+    fn fire_signal(&mut self, signal: &Signal, phase: &'static str) -> Option<Emission> {
+        self.emit(Event::SignalMatched { signal: signal.name.clone(), phase });
         let now = self.runtime.tool_env.clock.now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let record = self.session.signals.entry(name.to_string()).or_default();
+        let record = self.session.signals.entry(signal.name.clone()).or_default();
         record.fired += 1;
         record.last_fired_at = Some(now);
+        let directive = signal.then.as_ref()?;
+        Some(self.directive_emission(directive, Source::Signal(signal.name.clone())))
+    }
+
+    /// Fires the pre-phase signals of `signals` the understanding answered
+    /// yes; their directives are merged by the caller before routing acts.
+    pub(super) fn fire_pre_signals(&mut self, program: &Program, signals: &[usize]) -> Vec<Emission> {
+        let mut emissions = Vec::new();
+        for signal in signals.iter().filter_map(|signal| program.signals.get(*signal)) {
+            if !self.understanding.signals.get(&signal.name).is_some_and(|answer| answer.yes) {
+                continue;
+            }
+            emissions.extend(self.fire_signal(signal, "pre"));
+        }
+        emissions
+    }
+
+    /// Applies the directives of the pre-phase signals that fired, merged:
+    /// their writes now, their reply and augmentation on the pre-model bus.
+    /// Returns the winning position, which overrides routing.
+    pub(super) fn apply_pre_signal_directives(&mut self, signal_emissions: &[Emission]) -> Option<Move> {
+        let merged = merge(signal_emissions);
+        for warning in &merged.warnings {
+            self.warn(warning.clone());
+        }
+        for (index, emission) in signal_emissions.iter().enumerate() {
+            let applied =
+                merged.position.as_ref().is_none_or(|(_, winner)| *winner == index) || emission.position.is_none();
+            self.record(emission, applied);
+        }
+        self.apply_writes(&merged.set, &merged.set_context, "signals");
+        self.halt |= merged.halt;
+        if merged.reply.is_some() || !merged.append_prompt.is_empty() || !merged.inject_tools.is_empty() {
+            // Augmentation is layered on top of the turn: it joins the
+            // pre-model bus (already recorded above).
+            // A reply the merge dropped (an abort won) must not come back
+            // when the whole bus is merged again before the model call.
+            let keep_replies = merged.reply.is_some();
+            self.pre_bus.extend(signal_emissions.iter().map(|emission| Emission {
+                position: None,
+                reply: emission.reply.clone().filter(|_| keep_replies),
+                set: Vec::new(),
+                set_context: Vec::new(),
+                ..emission.clone()
+            }));
+            self.pre_applied = self.pre_bus.len();
+        }
+        merged.position.map(|(position, _)| position)
     }
 
     pub(super) fn post_signals(&mut self) -> Result<(), TurnError> {
@@ -122,34 +173,30 @@ impl Turn<'_> {
             if answer.signals.contains_key(&signal.name) {
                 extracting.extend(signal.extract.iter().copied());
             }
-            self.emit(Event::SignalMatched { signal: signal.name.clone(), phase: "post" });
-            self.fire_signal(&signal.name);
-            if let Some(directive) = &signal.then {
-                let mut warnings = Vec::new();
-                let emission =
-                    evaluate_directive(directive, Source::new("signal", &signal.name), &self.scope(&[]), &mut warnings);
-                for warning in warnings {
-                    self.warn(warning);
-                }
-                armed.push(emission);
-            }
+            armed.extend(self.fire_signal(signal, "post"));
         }
         // Only the fields of the signals that matched are written.
         self.asked_fields = fields;
         self.understanding.fields = answer.fields;
         self.write_extraction(&program, &extracting);
-        if armed.is_empty() {
-            return Ok(());
+        if !armed.is_empty() {
+            self.arm_pending(&program, &armed);
         }
-        let merged = merge(&armed);
-        let mut pending = Emission::new(Source(
-            armed.iter().map(|emission| emission.source.to_string()).collect::<Vec<_>>().join("+"),
-        ));
+        Ok(())
+    }
+
+    /// Merges the directives of the post-phase signals that fired into the
+    /// one the next turn applies first; they are recorded as not applied
+    /// (yet), and their augmentation, which could only act before a model
+    /// call, is dropped.
+    fn arm_pending(&mut self, program: &Program, armed: &[Emission]) {
+        let merged = merge(armed);
+        let mut pending = Emission::new(Source::Armed(armed.iter().map(|emission| emission.source.clone()).collect()));
         pending.position = merged.position.map(|(position, _)| position);
         pending.reply = merged.reply.map(|(reply, _)| reply);
         pending.set = merged.set;
         pending.set_context = merged.set_context;
-        for emission in &armed {
+        for emission in armed {
             if emission.has_augmentation() {
                 self.warn(format!(
                     "{}: halt, append_prompt and inject_tools of a post-phase signal are dropped",
@@ -158,11 +205,10 @@ impl Turn<'_> {
             }
             self.records.push(DirectiveRecord {
                 source: emission.source.to_string(),
-                directive: describe(emission, &program),
+                directive: describe(emission, program),
                 applied: false,
             });
         }
         self.session.pending = Some(pending);
-        Ok(())
     }
 }

@@ -15,7 +15,7 @@ impl Turn<'_> {
         if let Some(pending) = self.session.pending.take() {
             self.emit(Event::PendingApplied { source: pending.source.to_string() });
             let mut pending = pending;
-            pending.source = Source("pending".to_string());
+            pending.source = Source::Pending;
             self.record(&pending, true);
             self.apply_writes(&pending.set, &pending.set_context, &pending.source.to_string());
             self.halt |= pending.halt;

@@ -7,8 +7,6 @@ use super::{confirmation_fields, field_spec};
 use crate::expr::{Expr, ExprKind};
 use crate::ir::{FieldId, Flow, FlowId, Phase, Program, StepId};
 use crate::llm::{FlowChoice, ProviderError, Question, UnderstandRequest, Understanding, Usage};
-use crate::runtime::actions::evaluate_directive;
-use crate::runtime::directive::{Emission, Source, merge};
 use crate::runtime::events::{Event, Purpose, StopReason};
 use crate::runtime::grounding;
 use crate::runtime::validate::validate;
@@ -30,88 +28,7 @@ impl Turn<'_> {
             .copied()
             .filter(|flow| program.flow(*flow).is_some_and(|declared| !declared.when.is_empty()))
             .collect();
-
-        // Fields: the current step's, the active flow's, and when no flow is
-        // active (or another may take over), the candidates'.
-        let mut fields: BTreeSet<FieldId> = BTreeSet::new();
-        let current_step = self.current_step(&program);
-        if let Some(step) = current_step {
-            fields.extend(step.collect.iter().chain(&step.requires).copied());
-        }
-        let extraction_flows: Vec<FlowId> = match active {
-            Some(flow) => std::iter::once(flow).chain(routable.iter().copied()).collect(),
-            None => candidates.clone(),
-        };
-        for flow in &extraction_flows {
-            if let Some(declared) = program.flow(*flow) {
-                fields.extend(declared.requires.iter().chain(&declared.optional).copied());
-                if active.is_none()
-                    && let Some(entry) = declared.steps.first()
-                {
-                    fields.extend(entry.collect.iter().copied());
-                }
-            }
-        }
-        let signals: Vec<usize> = self.open_signals(&program, &[Phase::Pre, Phase::Both]);
-        // Post-phase signals ask about the same message: asking them here
-        // saves a model call; the answer is used after the reply (their
-        // guard is checked again then, and one that opens only later is
-        // asked in a call of its own).
-        let early_post: Vec<usize> = self
-            .open_signals(&program, &[Phase::Post])
-            .into_iter()
-            .filter(|signal| !signals.contains(signal))
-            .collect();
-        // Early post-phase answers need their `extract` fields asked too:
-        // no later call asks them again.
-        for signal in signals.iter().chain(&early_post) {
-            if let Some(declared) = program.signals.get(*signal) {
-                fields.extend(declared.extract.iter().copied());
-            }
-        }
-        // Consent is never carried over: a confirmation (a `bool` some step
-        // collects) is read only from the message answering the step that
-        // asks for it, never ahead through `requires`, entry steps or
-        // signal `extract`.
-        let confirmations = confirmation_fields(&program);
-        fields.retain(|field| {
-            !confirmations.contains(field) || current_step.is_some_and(|step| step.collect.contains(field))
-        });
-        let asked_alone: Option<FieldId> = current_step.and_then(|step| match step.collect.as_slice() {
-            [only] => Some(*only),
-            _ => None,
-        });
-
-        let condition_flows: Vec<FlowId> = match active {
-            Some(flow) => vec![flow],
-            None => candidates.clone(),
-        };
-        let conditions = self.open_conditions(&program, &condition_flows, &fields);
-
-        let mut request = UnderstandRequest {
-            message: self.message.clone(),
-            history: self.history_window(),
-            active_flow: active.map(|flow| self.flow_name(flow)),
-            flows: routable
-                .iter()
-                .filter(|flow| Some(**flow) != active)
-                .filter_map(|flow| program.flow(*flow).map(|declared| flow_choice(&program, declared)))
-                .collect(),
-            fields: fields
-                .iter()
-                .filter_map(|field| program.field(*field).map(|declared| (field, declared)))
-                .map(|(field, declared)| field_spec(declared, asked_alone == Some(*field)))
-                .collect(),
-            conditions,
-            signals: signals
-                .iter()
-                .chain(&early_post)
-                .filter_map(|signal| program.signals.get(*signal))
-                .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
-                .collect(),
-            today: self.runtime.tool_env.clock.now().date_naive().to_string(),
-        };
-        self.asked_fields = fields;
+        let (mut request, signals) = self.understand_request(&program, &candidates, &routable);
         // Code reads first: what the rules read beyond doubt is taken as
         // read, and the model is asked only for the rest.
         let read_by_code = self.runtime.reader.read(&request);
@@ -132,8 +49,135 @@ impl Turn<'_> {
             self.emit(Event::ReadByCode { field: name.clone(), value: proposal.value.clone(), evidence });
             self.understanding.fields.insert(name, proposal);
         }
+        let route = self.choose_route(&program, &candidates, &routable);
 
-        // Routing decision (LANGUAGE.md section 3).
+        // Pre-phase signals (step 3): they run before routing takes effect.
+        let signal_emissions = self.fire_pre_signals(&program, &signals);
+        let relevant = self.relevant_fields(&program, route.map(|(flow, _)| flow).or(active));
+        self.write_extraction(&program, &relevant);
+        let signal_position = self.apply_pre_signal_directives(&signal_emissions);
+
+        if let Some(position) = signal_position {
+            self.cursor = self.position_cursor(position);
+        } else if let Some((flow, reason)) = route {
+            if active.is_some() {
+                self.emit(Event::FlowLeft {
+                    flow: self.flow_name(active.unwrap_or(flow)),
+                    reason: format!("routed to `{}`", self.flow_name(flow)),
+                });
+            }
+            self.emit(Event::Routed { flow: self.flow_name(flow), reason });
+            self.start_run(flow);
+            self.cursor = Cursor::EnterFlow(flow, StepId(0));
+        } else {
+            self.cursor = self.current_cursor();
+        }
+        self.stage = Stage::Resolve;
+        Ok(())
+    }
+
+    /// What the understand call asks: routing among the routable flows, the
+    /// fields this message may answer, the open AI conditions and the open
+    /// signals (pre-phase, and post-phase ones asked early). Returns the
+    /// request and the pre-phase signals it asks about.
+    fn understand_request(
+        &mut self,
+        program: &Program,
+        candidates: &[FlowId],
+        routable: &[FlowId],
+    ) -> (UnderstandRequest, Vec<usize>) {
+        let active = self.session.flow;
+        // Fields: the current step's, the active flow's, and when no flow is
+        // active (or another may take over), the candidates'.
+        let mut fields: BTreeSet<FieldId> = BTreeSet::new();
+        let current_step = self.current_step(program);
+        if let Some(step) = current_step {
+            fields.extend(step.collect.iter().chain(&step.requires).copied());
+        }
+        let extraction_flows: Vec<FlowId> = match active {
+            Some(flow) => std::iter::once(flow).chain(routable.iter().copied()).collect(),
+            None => candidates.to_vec(),
+        };
+        for flow in &extraction_flows {
+            if let Some(declared) = program.flow(*flow) {
+                fields.extend(declared.requires.iter().chain(&declared.optional).copied());
+                if active.is_none()
+                    && let Some(entry) = declared.steps.first()
+                {
+                    fields.extend(entry.collect.iter().copied());
+                }
+            }
+        }
+        let signals: Vec<usize> = self.open_signals(program, &[Phase::Pre, Phase::Both]);
+        // Post-phase signals ask about the same message: asking them here
+        // saves a model call; the answer is used after the reply (their
+        // guard is checked again then, and one that opens only later is
+        // asked in a call of its own).
+        let early_post: Vec<usize> =
+            self.open_signals(program, &[Phase::Post]).into_iter().filter(|signal| !signals.contains(signal)).collect();
+        // Early post-phase answers need their `extract` fields asked too:
+        // no later call asks them again.
+        for signal in signals.iter().chain(&early_post) {
+            if let Some(declared) = program.signals.get(*signal) {
+                fields.extend(declared.extract.iter().copied());
+            }
+        }
+        // Consent is never carried over: a confirmation (a `bool` some step
+        // collects) is read only from the message answering the step that
+        // asks for it, never ahead through `requires`, entry steps or
+        // signal `extract`.
+        let confirmations = confirmation_fields(program);
+        fields.retain(|field| {
+            !confirmations.contains(field) || current_step.is_some_and(|step| step.collect.contains(field))
+        });
+        let asked_alone: Option<FieldId> = current_step.and_then(|step| match step.collect.as_slice() {
+            [only] => Some(*only),
+            _ => None,
+        });
+
+        let condition_flows: Vec<FlowId> = match active {
+            Some(flow) => vec![flow],
+            None => candidates.to_vec(),
+        };
+        let conditions = self.open_conditions(program, &condition_flows, &fields);
+
+        let request = UnderstandRequest {
+            message: self.message.clone(),
+            history: self.history_window(),
+            active_flow: active.map(|flow| self.flow_name(flow)),
+            flows: routable
+                .iter()
+                .filter(|flow| Some(**flow) != active)
+                .filter_map(|flow| program.flow(*flow).map(|declared| flow_choice(program, declared)))
+                .collect(),
+            fields: fields
+                .iter()
+                .filter_map(|field| program.field(*field).map(|declared| (field, declared)))
+                .map(|(field, declared)| field_spec(declared, asked_alone == Some(*field)))
+                .collect(),
+            conditions,
+            signals: signals
+                .iter()
+                .chain(&early_post)
+                .filter_map(|signal| program.signals.get(*signal))
+                .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
+                .collect(),
+            today: self.runtime.tool_env.clock.now().date_naive().to_string(),
+        };
+        self.asked_fields = fields;
+        (request, signals)
+    }
+
+    /// The routing decision: the flow the turn moves to and why (`when`,
+    /// `if` or `default`), or `None` to stay where the conversation is.
+    fn choose_route(
+        &mut self,
+        program: &Program,
+        candidates: &[FlowId],
+        routable: &[FlowId],
+    ) -> Option<(FlowId, &'static str)> {
+        let active = self.session.flow;
+        let current_step = self.current_step(program);
         let understood_flow = self
             .understanding
             .flow
@@ -150,7 +194,7 @@ impl Turn<'_> {
                 program.field(*field).is_some_and(|declared| self.understanding.fields.contains_key(&declared.name))
             })
         });
-        let mut route: Option<(FlowId, &'static str)> = match (active, understood_flow) {
+        match (active, understood_flow) {
             (Some(active), Some(flow)) if flow != active && !answered_current => Some((flow, "when")),
             (Some(_), _) => None,
             (None, Some(flow)) => Some((flow, "when")),
@@ -164,40 +208,20 @@ impl Turn<'_> {
                 .or_else(|| {
                     program.default_flow.filter(|flow| candidates.contains(flow)).map(|flow| (flow, "default"))
                 }),
-        };
-
-        // Pre-phase signals (step 3): they run before routing takes effect.
-        let mut signal_emissions = Vec::new();
-        for signal_index in signals {
-            let Some(signal) = program.signals.get(signal_index) else {
-                continue;
-            };
-            if !self.understanding.signals.get(&signal.name).is_some_and(|answer| answer.yes) {
-                continue;
-            }
-            self.emit(Event::SignalMatched { signal: signal.name.clone(), phase: "pre" });
-            self.fire_signal(&signal.name);
-            if let Some(directive) = &signal.then {
-                let mut warnings = Vec::new();
-                let emission =
-                    evaluate_directive(directive, Source::new("signal", &signal.name), &self.scope(&[]), &mut warnings);
-                for warning in warnings {
-                    self.warn(warning);
-                }
-                signal_emissions.push(emission);
-            }
         }
+    }
 
-        // Extracted values: one unit, for the fields of the flow the turn
-        // settles in, the current step and matched signals.
-        let settled_flow = route.map(|(flow, _)| flow).or(active);
+    /// The fields whose extracted values are written, as one unit: the
+    /// current step's, those of the flow the turn settles in, and the
+    /// `extract` fields of matched signals.
+    fn relevant_fields(&self, program: &Program, settled_flow: Option<FlowId>) -> BTreeSet<FieldId> {
         let mut relevant: BTreeSet<FieldId> = BTreeSet::new();
-        if let Some(step) = current_step {
+        if let Some(step) = self.current_step(program) {
             relevant.extend(step.collect.iter().chain(&step.requires).copied());
         }
         if let Some(flow) = settled_flow.and_then(|flow| program.flow(flow)) {
             relevant.extend(flow.requires.iter().chain(&flow.optional).copied());
-            if active.is_none()
+            if self.session.flow.is_none()
                 && let Some(entry) = flow.steps.first()
             {
                 relevant.extend(entry.collect.iter().copied());
@@ -208,53 +232,7 @@ impl Turn<'_> {
                 relevant.extend(signal.extract.iter().copied());
             }
         }
-        self.write_extraction(&program, &relevant);
-
-        let merged = merge(&signal_emissions);
-        for warning in &merged.warnings {
-            self.warn(warning.clone());
-        }
-        for (index, emission) in signal_emissions.iter().enumerate() {
-            let applied =
-                merged.position.as_ref().is_none_or(|(_, winner)| *winner == index) || emission.position.is_none();
-            self.record(emission, applied);
-        }
-        self.apply_writes(&merged.set, &merged.set_context, "signals");
-        self.halt |= merged.halt;
-        if merged.reply.is_some() || !merged.append_prompt.is_empty() || !merged.inject_tools.is_empty() {
-            // Augmentation is layered on top of the turn: it joins the
-            // pre-model bus (already recorded above).
-            // A reply the merge dropped (an abort won) must not come back
-            // when the whole bus is merged again before the model call.
-            let keep_replies = merged.reply.is_some();
-            self.pre_bus.extend(signal_emissions.iter().map(|emission| Emission {
-                position: None,
-                reply: emission.reply.clone().filter(|_| keep_replies),
-                set: Vec::new(),
-                set_context: Vec::new(),
-                ..emission.clone()
-            }));
-            self.pre_applied = self.pre_bus.len();
-        }
-        if let Some((position, _)) = merged.position {
-            route = None;
-            self.cursor = self.position_cursor(position);
-        } else if let Some((flow, reason)) = route {
-            if active.is_some() {
-                self.emit(Event::FlowLeft {
-                    flow: self.flow_name(active.unwrap_or(flow)),
-                    reason: format!("routed to `{}`", self.flow_name(flow)),
-                });
-            }
-            self.emit(Event::Routed { flow: self.flow_name(flow), reason });
-            self.start_run(flow);
-            self.cursor = Cursor::EnterFlow(flow, StepId(0));
-        } else {
-            self.cursor = self.current_cursor();
-        }
-        let _ = route;
-        self.stage = Stage::Resolve;
-        Ok(())
+        relevant
     }
 
     /// Asks the model to understand; an answer that is still invalid after

@@ -2,7 +2,7 @@
 //! tool doubles, failed turns, and the step-at-a-time API.
 
 use super::harness::{Double, Harness, Understood, chain, directive_from, steps};
-use flowc::runtime::events::Event;
+use flowc::runtime::events::{Event, Purpose};
 use flowc::runtime::tools::ToolRegistry;
 use flowc::runtime::turn::{Progress, StageDone};
 use serde_json::json;
@@ -74,14 +74,11 @@ fn the_directive_chain_names_every_source_in_order() {
 
 #[test]
 fn a_failed_turn_leaves_the_session_exactly_as_it_was() {
-    let double = Double::failing("the booking system is down");
-    let mut tools = ToolRegistry::default();
-    tools.register("book", double.clone());
-    let mut harness = Harness::with_tools(SOURCES, tools);
+    let (mut harness, double) = Harness::with_failing_tool(SOURCES, "book", "the booking system is down");
     harness.say_with("f", Understood::new().flow("f"));
     let before = harness.session.clone();
     harness.understand_next(Understood::new().field("a", json!("book")));
-    let error = match harness.runtime.respond(&mut harness.session, "book") {
+    let error = match harness.runtime.run_turn(&mut harness.session, "book") {
         Ok(result) => panic!("the turn should fail: {result:#?}"),
         Err(error) => error.to_string(),
     };
@@ -124,7 +121,8 @@ flow f "F" {
         loop {
             match turn.step() {
                 Ok(Progress::Continue(stage)) => stages.push(stage),
-                Ok(Progress::Finished(result)) => break *result,
+                Ok(Progress::ToolCalls(calls)) => panic!("no tool calls were scripted: {calls:?}"),
+                Ok(Progress::Finished { result, .. }) => break *result,
                 Err(error) => panic!("{error}"),
             }
         }
@@ -133,7 +131,7 @@ flow f "F" {
     assert_eq!(staged.session, whole.session);
     assert_eq!(stages.first(), Some(&StageDone::Started));
     assert_eq!(stages.get(1), Some(&StageDone::Understood));
-    assert_eq!(&stages[stages.len() - 2..], [StageDone::Responded, StageDone::PostSignals]);
+    assert_eq!(&stages[stages.len() - 2..], [StageDone::Replied, StageDone::PostSignals]);
     let resolved = stages.iter().filter(|stage| **stage == StageDone::Resolved).count();
     assert!(resolved >= 4, "one resolution step per transition: {stages:?}");
     let observed = observed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
@@ -147,7 +145,7 @@ fn a_session_of_another_program_is_refused() {
     let mut harness = Harness::new(SOURCES);
     harness.session.program_hash = "0000000000000000".to_string();
     let before = harness.session.clone();
-    match harness.runtime.respond(&mut harness.session, "hi") {
+    match harness.runtime.run_turn(&mut harness.session, "hi") {
         Ok(_) => panic!("a session of another program must be refused"),
         Err(error) => assert!(error.to_string().contains("another version of the program"), "{error}"),
     }
@@ -190,4 +188,63 @@ flow other "Other" {
     assert_eq!(harness.data("note"), Some(json!("from the tool")));
     assert_eq!(double.calls().len(), 1);
     assert_eq!(harness.calls_last_turn(), (1, 1));
+}
+
+#[test]
+fn a_stepped_turn_hands_over_the_models_tool_calls_before_they_run() {
+    let double = Double::returning(json!({ "rooms": 3 }));
+    let mut tools = ToolRegistry::default();
+    tools.register("lookup", double.clone());
+    let program = r#"
+schema { a: string }
+tool lookup(q: string) { builtin echo }
+flow f "F" {
+  when "the user wants f"
+  step ask_a { prompt "A?" collect a tools lookup }
+}
+"#;
+    let mut harness = Harness::with_tools(program, tools);
+    harness.say_with("f", Understood::new().flow("f"));
+    harness.reply_next(super::harness::Reply {
+        text: "There are 3 rooms.".to_string(),
+        tool_calls: vec![
+            ("lookup".to_string(), json!({ "q": "rooms" })),
+            ("lookup".to_string(), json!({ "q": "beds" })),
+        ],
+        ..super::harness::Reply::default()
+    });
+    let mut turn = match harness.runtime.begin(&mut harness.session, "how many rooms?") {
+        Ok(turn) => turn,
+        Err(error) => panic!("{error}"),
+    };
+    let mut asked = Vec::new();
+    let result = loop {
+        match turn.step() {
+            Ok(Progress::Continue(_)) => {}
+            Ok(Progress::ToolCalls(calls)) => {
+                // Handed over before they run: the tool has not been called
+                // for this round yet.
+                assert_eq!(double.calls().len(), asked.len(), "{calls:?}");
+                asked.extend(calls.into_iter().map(|call| (call.name, call.arguments.ok())));
+            }
+            Ok(Progress::Finished { reason, result }) => {
+                assert_eq!(reason, result.stopped_reason);
+                break *result;
+            }
+            Err(error) => panic!("{error}"),
+        }
+    };
+    assert_eq!(
+        asked,
+        [("lookup".to_string(), Some(json!({ "q": "rooms" }))), ("lookup".to_string(), Some(json!({ "q": "beds" })))]
+    );
+    assert_eq!(double.calls().len(), 2, "each round ran at the step after it was handed over");
+    assert_eq!(result.reply, "There are 3 rooms.");
+    let tool_calls = result.events.iter().filter(|event| matches!(event, Event::ToolCalled { ok: true, .. })).count();
+    assert_eq!(tool_calls, 2);
+    // One reply, counted once, after the tools it called.
+    let last_tool = result.events.iter().rposition(|event| matches!(event, Event::ToolCalled { .. }));
+    let reply_call =
+        result.events.iter().position(|event| matches!(event, Event::ModelCalled { purpose: Purpose::Respond, .. }));
+    assert!(last_tool < reply_call && reply_call.is_some(), "{:?}", result.events);
 }

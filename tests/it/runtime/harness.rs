@@ -9,7 +9,7 @@ use flowc::llm::{
 };
 use flowc::pipeline::compile;
 use flowc::runtime::clock::{Clock, FixedClock, SeededIds};
-use flowc::runtime::engine::{Runtime, RuntimeOptions};
+use flowc::runtime::engine::{ContinuationLimits, Runtime, RuntimeOptions};
 use flowc::runtime::events::{Event, TurnResult};
 use flowc::runtime::session::Session;
 use flowc::runtime::tools::{ToolEnv, ToolError, ToolHandler, ToolRegistry};
@@ -33,6 +33,9 @@ pub struct Reply {
     /// Keep calling the first tool of `tool_calls` until refused (a model
     /// that never stops calling tools).
     pub call_forever: bool,
+    /// Go on calling after a tool fails, as a model reading the error
+    /// would, while the runtime still allows calls ([`ToolLoop::may_call`]).
+    pub past_errors: bool,
     pub sleep: Option<Duration>,
 }
 
@@ -136,7 +139,9 @@ impl Provider for Scripted {
         let mut script = lock(&self.script);
         let reply = script.replying.clone().unwrap_or_default();
         let last = rounds.last().and_then(|round| round.results.first().cloned());
-        let refused = last.as_ref().is_some_and(Result::is_err);
+        // A model reading the errors goes on while the runtime still offers
+        // tools (`past_errors`); otherwise the first refusal ends the calls.
+        let refused = last.as_ref().is_some_and(Result::is_err) && (!reply.past_errors || request.tools_spent);
         script.tool_results.extend(last);
         let limit = if reply.call_forever { 1000 } else { reply.tool_calls.len() };
         let next = reply.tool_calls.iter().cycle().nth(rounds.len());
@@ -282,6 +287,8 @@ pub struct Harness {
     pub script: Arc<Mutex<Script>>,
     program: Arc<Program>,
     tools: ToolRegistry,
+    limits: ContinuationLimits,
+    now: String,
     /// Understand and respond calls seen before the last turn.
     seen: (usize, usize),
 }
@@ -294,15 +301,33 @@ impl Harness {
     pub fn with_tools(source: &str, tools: ToolRegistry) -> Harness {
         let program = program(source);
         let script = Arc::new(Mutex::new(Script::default()));
-        let runtime = build_runtime(&program, &script, &tools, NOW);
+        let limits = ContinuationLimits::default();
+        let runtime = build_runtime(&program, &script, &tools, NOW, limits);
         let session = runtime.new_session("test");
-        Harness { runtime, session, script, program, tools, seen: (0, 0) }
+        Harness { runtime, session, script, program, tools, limits, now: NOW.to_string(), seen: (0, 0) }
+    }
+
+    /// A harness whose tool `tool` always fails with `message`, and the
+    /// double that records the calls it got.
+    pub fn with_failing_tool(source: &str, tool: &str, message: &str) -> (Harness, Arc<Double>) {
+        let double = Double::failing(message);
+        let mut tools = ToolRegistry::default();
+        tools.register(tool, double.clone());
+        (Harness::with_tools(source, tools), double)
     }
 
     /// Moves the clock: the same program, script and session on a runtime
     /// whose frozen clock reads `now`.
     pub fn set_now(&mut self, now: &str) {
-        self.runtime = build_runtime(&self.program, &self.script, &self.tools, now);
+        self.now = now.to_string();
+        self.runtime = build_runtime(&self.program, &self.script, &self.tools, now, self.limits);
+    }
+
+    /// The same program, script and session on a runtime with these
+    /// library limits.
+    pub fn set_limits(&mut self, limits: ContinuationLimits) {
+        self.limits = limits;
+        self.runtime = build_runtime(&self.program, &self.script, &self.tools, &self.now, limits);
     }
 
     pub fn understand_next(&mut self, understood: Understood) {
@@ -316,7 +341,7 @@ impl Harness {
     /// One turn; it must succeed.
     pub fn say(&mut self, message: &str) -> TurnResult {
         self.remember_counts();
-        match self.runtime.respond(&mut self.session, message) {
+        match self.runtime.run_turn(&mut self.session, message) {
             Ok(result) => result,
             Err(error) => panic!("the turn {message:?} failed: {error}"),
         }
@@ -362,11 +387,17 @@ impl Harness {
     }
 }
 
-fn build_runtime(program: &Arc<Program>, script: &Arc<Mutex<Script>>, tools: &ToolRegistry, now: &str) -> Runtime {
+fn build_runtime(
+    program: &Arc<Program>,
+    script: &Arc<Mutex<Script>>,
+    tools: &ToolRegistry,
+    now: &str,
+    limits: ContinuationLimits,
+) -> Runtime {
     Runtime::new(
         Arc::clone(program),
         Box::new(Scripted { script: Arc::clone(script) }),
-        RuntimeOptions { tool_env: tool_env_at(now), tools: tools.clone() },
+        RuntimeOptions { tool_env: tool_env_at(now), tools: tools.clone(), limits },
     )
 }
 

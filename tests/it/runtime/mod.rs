@@ -3,6 +3,7 @@
 //! scripted provider (and the offline one where natural).
 
 mod chain;
+mod example;
 mod grounding;
 mod harness;
 mod limits;
@@ -11,3 +12,8 @@ mod routing;
 mod runs;
 mod signals;
 mod steps;
+
+/// The `examples/` program, compiled into the tests so that it cannot rot.
+#[allow(dead_code)] // its `main` is the example's, not the tests'
+#[path = "../../../examples/step_by_step.rs"]
+mod step_by_step;

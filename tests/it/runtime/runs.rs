@@ -155,10 +155,7 @@ flow booking "Book a room" {
 "#;
 
 fn failing(on_error: &str) -> (Harness, std::sync::Arc<Double>) {
-    let double = Double::failing("the booking system is down");
-    let mut tools = ToolRegistry::default();
-    tools.register("book", double.clone());
-    (Harness::with_tools(&FAILING.replace("ON_ERROR", on_error), tools), double)
+    Harness::with_failing_tool(&FAILING.replace("ON_ERROR", on_error), "book", "the booking system is down")
 }
 
 fn step_failures(result: &flowc::runtime::events::TurnResult) -> Vec<String> {
@@ -219,10 +216,7 @@ fn on_error_goto_step_moves_on_and_abort_ends_with_its_reason() {
 
 #[test]
 fn a_failing_prepare_hook_is_the_step_failing() {
-    let double = Double::failing("the lookup service is down");
-    let mut tools = ToolRegistry::default();
-    tools.register("lookup", double.clone());
-    let mut harness = Harness::with_tools(
+    let (mut harness, double) = Harness::with_failing_tool(
         r#"
 schema { email: string  name: string }
 tool lookup(email: string) -> { name: string } { builtin echo }
@@ -237,7 +231,8 @@ flow f "F" {
   }
 }
 "#,
-        tools,
+        "lookup",
+        "the lookup service is down",
     );
     harness.say_with("f", Understood::new().flow("f"));
     let failed = harness.say_with("a@b.c", Understood::new().field("email", json!("a@b.c")));
@@ -292,10 +287,7 @@ flow f "F" {
 
 #[test]
 fn a_failing_finalize_is_traced_and_the_turn_goes_on() {
-    let double = Double::failing("audit log unavailable");
-    let mut tools = ToolRegistry::default();
-    tools.register("audit", double.clone());
-    let mut harness = Harness::with_tools(
+    let (mut harness, double) = Harness::with_failing_tool(
         r#"
 schema { a: string  id: string  note: string }
 tool audit(a: string) -> { id: string } { builtin echo }
@@ -311,7 +303,8 @@ flow f "F" {
   }
 }
 "#,
-        tools,
+        "audit",
+        "audit log unavailable",
     );
     let result = harness.say_with("f", Understood::new().flow("f"));
     assert_eq!(result.reply, "reply: A?");

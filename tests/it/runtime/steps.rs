@@ -65,17 +65,18 @@ fn the_batch_example_runs_the_same_way_on_the_offline_provider() {
         flowc::runtime::engine::RuntimeOptions {
             tool_env: super::harness::tool_env_at(super::harness::NOW),
             tools: Default::default(),
+            limits: Default::default(),
         },
     );
     let mut session = runtime.new_session("offline");
-    let result = match runtime.respond(&mut session, "Book the Grand Hotel for 2 guests on 2026-12-04") {
+    let result = match runtime.run_turn(&mut session, "Book the Grand Hotel for 2 guests on 2026-12-04") {
         Ok(result) => result,
         Err(error) => panic!("{error}"),
     };
     assert_eq!(steps(&result), ["ask_hotel", "ask_date", "confirm"]);
     assert_eq!(result.reply, "Shall I book Grand Hotel on 2026-12-04 for 2 guests?");
     assert_eq!(result.llm_calls, 2);
-    let yes = match runtime.respond(&mut session, "yes") {
+    let yes = match runtime.run_turn(&mut session, "yes") {
         Ok(result) => result,
         Err(error) => panic!("{error}"),
     };
