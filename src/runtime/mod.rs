@@ -49,11 +49,9 @@ pub mod events;
 pub mod grounding;
 pub mod session;
 pub mod tools;
-pub mod turn;
 pub mod validate;
 pub mod workflow;
 pub mod workflow_run;
 
-pub use engine::{ContinuationLimits, Observer, Runtime, RuntimeOptions, TurnError};
+pub use engine::{ContinuationLimits, Observer, Progress, Runtime, RuntimeOptions, StageDone, Turn, TurnError};
 pub use events::{Event, StopReason, TurnResult};
-pub use turn::{Progress, StageDone, Turn};

@@ -2,9 +2,9 @@
 //! tool doubles, failed turns, and the step-at-a-time API.
 
 use super::harness::{Double, Harness, Understood, chain, directive_from, steps};
+use flowc::runtime::engine::{Progress, StageDone};
 use flowc::runtime::events::{Event, Purpose};
 use flowc::runtime::tools::ToolRegistry;
-use flowc::runtime::turn::{Progress, StageDone};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 

@@ -3,8 +3,8 @@
 
 use super::Turn;
 use crate::llm::{Message, Role};
-use crate::runtime::engine::ordered_data;
 use crate::runtime::events::{Event, StopReason, Tokens, TurnResult};
+use crate::runtime::session::ordered_data;
 
 impl Turn<'_> {
     pub(super) fn finish(&mut self) -> TurnResult {

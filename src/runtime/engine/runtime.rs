@@ -1,16 +1,16 @@
 //! The runtime: a program, its model and its tools, ready to hold
-//! conversations. Each message is one turn, run by the pipeline of
-//! [`super::turn`].
+//! conversations. Each message is one turn, run by the pipeline of the
+//! stage files beside this one ([`super`]).
 
-use super::actions::ActionError;
-use super::clock::{Clock, IdSource};
-use super::events::{Event, TurnResult};
-use super::session::{Session, program_hash};
-use super::tools::{ToolEnv, ToolError, ToolRegistry};
-use super::turn::{Progress, Turn};
+use super::{Progress, Turn};
 use crate::ir::Program;
 use crate::llm::offline::reading::CertainReader;
 use crate::llm::{Provider, ProviderError};
+use crate::runtime::actions::ActionError;
+use crate::runtime::clock::{Clock, IdSource};
+use crate::runtime::events::{Event, TurnResult};
+use crate::runtime::session::{Session, program_hash};
+use crate::runtime::tools::{ToolEnv, ToolError, ToolRegistry};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -169,5 +169,3 @@ impl Runtime {
         Ok(Turn::new(self, session, message))
     }
 }
-
-pub use super::session::ordered_data;

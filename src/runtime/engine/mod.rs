@@ -9,7 +9,14 @@
 //! A turn works on a copy of the session and replaces the caller's only when
 //! it finishes, so a failed turn leaves the session exactly as it was.
 //! [`Turn::step`] advances one stage (or one step of the batch) at a time for
-//! embedders; [`Runtime::run_turn`](super::engine::Runtime::run_turn) runs a turn to its end.
+//! embedders; [`Runtime::run_turn`] runs a turn to its end.
+//!
+//! One file per stage, in pipeline order: `start.rs` (the pending
+//! directive), `understand.rs`, `signals.rs` (both phases), `resolve.rs`
+//! (entering, evaluating, executing steps), `route.rs` (where a step goes
+//! next, by [`crate::ir::successor`]), `bus.rs` (the directive bus),
+//! `reply.rs` (the model's reply, one round per step, and its tool calls),
+//! `finish.rs`; `runtime.rs` holds the [`Runtime`] that starts turns.
 //!
 //! Choices where the language leaves room, documented in the README:
 //! - Positions emitted to the pre-model bus (by `on_enter`, `prepare`,
@@ -49,13 +56,15 @@ mod finish;
 mod reply;
 mod resolve;
 mod route;
+mod runtime;
 mod signals;
 mod start;
 mod understand;
 
+pub use runtime::{ContinuationLimits, Observer, Runtime, RuntimeOptions, StreamSink, TurnError};
+
 use super::actions::Scope;
 use super::directive::Emission;
-use super::engine::{Runtime, TurnError};
 use super::events::{DirectiveRecord, Event, Purpose, StopReason, TurnResult};
 use super::session::Session;
 use crate::expr::eval::{eval, is_true, render};
@@ -168,10 +177,10 @@ pub struct Turn<'a> {
     halt: bool,
     tool_rounds: u32,
     tool_limit_hit: bool,
-    /// Steps executed this turn, for [`ContinuationLimits::max_steps_per_turn`](super::engine::ContinuationLimits::max_steps_per_turn).
+    /// Steps executed this turn, for [`ContinuationLimits::max_steps_per_turn`](ContinuationLimits::max_steps_per_turn).
     steps_executed: u32,
     /// Failed steps and tool calls since the last that succeeded, for
-    /// [`ContinuationLimits::max_consecutive_errors`](super::engine::ContinuationLimits::max_consecutive_errors).
+    /// [`ContinuationLimits::max_consecutive_errors`](ContinuationLimits::max_consecutive_errors).
     consecutive_errors: u32,
     /// The model's tool loop stopped at `max_consecutive_errors`.
     error_limit_hit: bool,
