@@ -228,13 +228,14 @@ mod tests {
         let mut diagnostics = Vec::new();
         let ast = parse_expr(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
         let locals = [("c".to_string(), object_type(&[("email", Type::String)]))];
+        assert!(diagnostics.is_empty(), "{text}: {diagnostics:?}");
+        let mut type_errors = Vec::new();
         let typed = Checker {
             scope: Scope { symbols: &symbols, fields_visible: true, locals: &locals, env_allowed: true, steps: None },
-            diagnostics: &mut diagnostics,
+            errors: &mut type_errors,
         }
         .expr(&ast);
-        let codes: Vec<&str> = diagnostics.iter().map(|diagnostic| diagnostic.code.as_str()).collect();
-        assert!(codes.is_empty(), "{text}: {codes:?}");
+        assert!(type_errors.is_empty(), "{text}: {type_errors:?}");
         let mut warnings = Vec::new();
         let value = eval(&typed, &bindings, &mut warnings);
         (value, warnings)
@@ -526,12 +527,13 @@ mod tests {
         let symbols = scope_symbols(&bindings);
         let mut diagnostics = Vec::new();
         let ast = parse_template(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
+        let mut type_errors = Vec::new();
         let template = Checker {
             scope: Scope { symbols: &symbols, fields_visible: true, locals: &[], env_allowed: false, steps: None },
-            diagnostics: &mut diagnostics,
+            errors: &mut type_errors,
         }
         .template(&ast);
-        assert!(diagnostics.is_empty(), "{text}");
+        assert!(diagnostics.is_empty() && type_errors.is_empty(), "{text}");
         let mut warnings = Vec::new();
         let rendered = render(&template, &bindings, &mut warnings);
         (rendered, warnings)

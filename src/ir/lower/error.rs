@@ -11,6 +11,7 @@
 use crate::diag::{Code, Diagnostic, did_you_mean};
 use crate::duration::{DurationError, MAX_DURATION_DAYS};
 use crate::expr::Type;
+use crate::expr::typeck::TypeError;
 use crate::source::Span;
 
 /// Words that cannot name a field, flow, step or anything else.
@@ -90,9 +91,9 @@ pub(crate) type PositionKey = &'static str;
 /// from.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum LowerError {
-    /// A problem in an expression or template, which the type checker
-    /// (`crate::expr::typeck`) reports in its own words.
-    Expression(Diagnostic),
+    /// A problem in an expression or template, found and worded by the
+    /// type checker (`crate::expr::typeck`).
+    Expression(TypeError),
     Id(IdError),
     Schema(SchemaError),
     Value(ValueError),
@@ -340,7 +341,7 @@ impl LowerError {
     /// here and nowhere else.
     pub(crate) fn into_diagnostic(self) -> Diagnostic {
         match self {
-            LowerError::Expression(diagnostic) => diagnostic,
+            LowerError::Expression(error) => error.into_diagnostic(),
             LowerError::Id(error) => error.into_diagnostic(),
             LowerError::Schema(error) => error.into_diagnostic(),
             LowerError::Value(error) => error.into_diagnostic(),

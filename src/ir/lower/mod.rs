@@ -309,12 +309,12 @@ impl Lowerer {
     }
 }
 
-/// Runs the type checker in `scope`, keeping what it finds in its own
-/// words ([`LowerError::Expression`]).
+/// Runs the type checker in `scope`, keeping what it finds, in the order
+/// found, among lowering's own errors ([`LowerError::Expression`]).
 fn typed_in<T>(scope: Scope<'_>, errors: &mut Vec<LowerError>, check: impl FnOnce(&mut Checker<'_>) -> T) -> T {
-    let mut diagnostics = Vec::new();
-    let typed = check(&mut Checker { scope, diagnostics: &mut diagnostics });
-    errors.extend(diagnostics.into_iter().map(LowerError::Expression));
+    let mut type_errors = Vec::new();
+    let typed = check(&mut Checker { scope, errors: &mut type_errors });
+    errors.extend(type_errors.into_iter().map(LowerError::Expression));
     typed
 }
 

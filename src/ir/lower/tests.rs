@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::duration::DurationError;
+use crate::expr::typeck::{NameError as TypeNameError, TypeError};
 use crate::source::SourceFile;
 
 /// The problems lowering records for `source` (a `.flow` file, or YAML
@@ -267,13 +268,14 @@ fn an_expression_problem_is_the_type_checkers_own_in_the_order_found() {
         r#"schema { n: int }
         flow f { when "w"  step s { say "{{missing}}"  collect nn } }"#,
     );
-    let [LowerError::Name(NameError::UnknownField { name, .. }), LowerError::Expression(diagnostic)] =
-        errors.as_slice()
+    let [
+        LowerError::Name(NameError::UnknownField { name, .. }),
+        LowerError::Expression(TypeError::Name(TypeNameError::UnknownName { name: missing, .. })),
+    ] = errors.as_slice()
     else {
-        panic!("expected an unknown field, then the type checker's diagnostic, found {errors:?}");
+        panic!("expected an unknown field, then the type checker's unknown name, found {errors:?}");
     };
-    assert_eq!(name, "nn");
-    assert_eq!(diagnostic.code, crate::diag::Code::UnknownField);
+    assert_eq!((name.as_str(), missing.as_str()), ("nn", "missing"));
 }
 
 #[test]

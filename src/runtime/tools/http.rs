@@ -430,12 +430,13 @@ mod tests {
         let mut diagnostics = Vec::new();
         let ast = parse_template(text, SpanMap::Exact { base: 0 }, &mut diagnostics);
         let locals = [("id".to_string(), Type::String), ("guests".to_string(), Type::Int)];
+        let mut type_errors = Vec::new();
         let typed = Checker {
             scope: Scope { symbols: &symbols, fields_visible: false, locals: &locals, env_allowed, steps: None },
-            diagnostics: &mut diagnostics,
+            errors: &mut type_errors,
         }
         .template(&ast);
-        assert!(diagnostics.is_empty(), "{text}");
+        assert!(diagnostics.is_empty() && type_errors.is_empty(), "{text}");
         typed
     }
 
