@@ -286,6 +286,22 @@ pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str
         .map(|(_, candidate)| candidate)
 }
 
+/// [`did_you_mean`], owned: what an error value keeps of its candidates
+/// (the nearest name, not the whole list), so its words can be written
+/// later.
+pub fn nearest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    did_you_mean(name, candidates).map(str::to_string)
+}
+
+/// The help of an error that may have a nearest name: "did you mean
+/// `close`?", else the help `otherwise` writes.
+pub fn suggestion(close: Option<&str>, otherwise: impl FnOnce() -> String) -> String {
+    match close {
+        Some(close) => format!("did you mean `{close}`?"),
+        None => otherwise(),
+    }
+}
+
 /// The span of the `occurrence`th (from 0) `needle` in `text`: where a
 /// test expects a diagnostic, or the value it is written from, to point.
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Calls of the built-in functions: known names, arity and argument types.
 
-use super::{CallError, Checker, Operand, close_to};
+use super::{CallError, Checker, Operand};
+use crate::diag::nearest;
 use crate::expr::{Expr, ExprKind, Function, Type};
 use crate::source::Span;
 use crate::syntax::ast;
@@ -9,7 +10,7 @@ impl Checker<'_> {
     pub(super) fn call(&mut self, function: &ast::Name, args: &[ast::Expr], span: Span) -> Expr {
         let typed_args: Vec<Expr> = args.iter().map(|arg| self.expr(arg)).collect();
         let Some(known) = Function::from_name(&function.value) else {
-            let close = close_to(&function.value, Function::ALL.iter().map(|known| known.name()));
+            let close = nearest(&function.value, Function::ALL.iter().map(|known| known.name()));
             return self.error(CallError::UnknownFunction { name: function.value.clone(), span: function.span, close });
         };
         if typed_args.len() != known.arity() {

@@ -8,6 +8,7 @@
 //! and help. Tests assert on the values; the wording is tested through the
 //! snapshots of `tests/check`.
 
+use crate::diag::suggestion;
 use crate::diag::{Code, Diagnostic};
 use crate::expr::{Function, Type};
 use crate::source::Span;
@@ -285,7 +286,7 @@ impl NameError {
                     .with_help("pass secrets in an http tool's `headers`; keep them out of prompts and data")
             }
             NameError::UnknownName { name, close, fields_visible, .. } => {
-                let help = suggest(close, || {
+                let help = suggestion(close.as_deref(), || {
                     if fields_visible {
                         "declare it in `schema`, or use `context.KEY` for context".to_string()
                     } else {
@@ -297,7 +298,7 @@ impl NameError {
                     .with_help(help)
             }
             NameError::UnknownMember { member, object, close, .. } => {
-                let help = suggest(close, || format!("the object has {}", describe_members(&object)));
+                let help = suggestion(close.as_deref(), || format!("the object has {}", describe_members(&object)));
                 Diagnostic::new(Code::UnknownField, format!("unknown field `{member}`"))
                     .at(span, format!("not a field of {}", object.describe()))
                     .with_help(help)
@@ -384,7 +385,7 @@ impl OperatorError {
                     .with_help("check the operand's type in the schema")
             }
             OperatorError::NotAnEnumValue { value, values, close, .. } => {
-                let help = suggest(close, || format!("the values are {}", values.join(", ")));
+                let help = suggestion(close.as_deref(), || format!("the values are {}", values.join(", ")));
                 Diagnostic::new(Code::TypeMismatch, format!("`{value}` is not a value of enum({})", values.join(", ")))
                     .at(span, "not one of the enum's values")
                     .with_help(help)
@@ -441,8 +442,9 @@ impl CallError {
         let span = self.span();
         match self {
             CallError::UnknownFunction { name, close, .. } => {
-                let help =
-                    suggest(close, || "the functions are len, lower, upper, contains, join, today and now".to_string());
+                let help = suggestion(close.as_deref(), || {
+                    "the functions are len, lower, upper, contains, join, today and now".to_string()
+                });
                 Diagnostic::new(Code::UnknownFunction, format!("unknown function `{name}`"))
                     .at(span, "no function has this name")
                     .with_help(help)
@@ -465,10 +467,6 @@ impl CallError {
 }
 
 /// "did you mean `x`?" when there is a close name, else `otherwise`.
-fn suggest(close: Option<String>, otherwise: impl FnOnce() -> String) -> String {
-    close.map_or_else(otherwise, |close| format!("did you mean `{close}`?"))
-}
-
 const STEP_OUTPUT_HELP: &str = "write `steps.STEP.output` with an earlier step of this workflow";
 
 /// A `type_mismatch` labelled with the type `found` at `span`.

@@ -13,7 +13,6 @@ mod paths;
 pub use error::{CallError, NameError, Operand, OperatorError, StepOutputError, TypeError, Unassignable};
 
 use super::{Expr, ExprKind, Literal, Template, TemplatePart, Type};
-use crate::diag::did_you_mean;
 use crate::ids::{ContextId, FieldId};
 use crate::source::Span;
 use crate::syntax::ast;
@@ -154,10 +153,6 @@ impl Checker<'_> {
 }
 
 /// The candidate a misspelt `name` most likely meant, for a did-you-mean.
-fn close_to<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
-    did_you_mean(name, candidates).map(str::to_string)
-}
-
 fn literal(value: Literal, ty: Type, span: Span) -> Expr {
     Expr { kind: ExprKind::Literal { value }, ty, span }
 }

@@ -1,7 +1,8 @@
 //! Operators: `not` and `-`, the logic, comparisons, orders, membership and
 //! arithmetic, with when two types can be compared.
 
-use super::{Checker, Operand, OperatorError, close_to, is_iso_date, is_iso_datetime, probe, string_literal};
+use super::{Checker, Operand, OperatorError, is_iso_date, is_iso_datetime, probe, string_literal};
+use crate::diag::nearest;
 use crate::expr::{Expr, ExprKind, Type};
 use crate::source::Span;
 use crate::syntax::ast::{self, BinaryOp, UnaryOp};
@@ -145,7 +146,7 @@ impl Incomparable {
         match self {
             Incomparable::NotAValue { value, values } => {
                 let span = literal_side(&value).span;
-                let close = close_to(&value, values.iter().map(String::as_str));
+                let close = nearest(&value, values.iter().map(String::as_str));
                 OperatorError::NotAnEnumValue { value, values, span, close }
             }
             Incomparable::NotADate { value, date_time } => {

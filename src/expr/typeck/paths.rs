@@ -1,7 +1,8 @@
 //! Names in an expression: fields, locals, `context.KEY`, `env.NAME`,
 //! `steps.NAME.output` and the members of objects.
 
-use super::{Checker, NameError, StepOutputError, close_to};
+use super::{Checker, NameError, StepOutputError};
+use crate::diag::nearest;
 use crate::expr::{Expr, ExprKind, Type};
 use crate::source::Span;
 use crate::syntax::ast;
@@ -29,7 +30,7 @@ impl Checker<'_> {
                     (Expr { kind: ExprKind::Context { key: *id }, ty: ty.clone(), span: head.span.to(key.span) }, rest)
                 }
                 None => {
-                    let close = close_to(&key.value, self.scope.symbols.context.keys().map(String::as_str));
+                    let close = nearest(&key.value, self.scope.symbols.context.keys().map(String::as_str));
                     return self.error(NameError::UnknownContextKey { key: key.value.clone(), span: key.span, close });
                 }
             }
@@ -90,7 +91,7 @@ impl Checker<'_> {
             return Err(Box::new(StepOutputError::StepOutputOutsideWorkflow { step: step.value.clone(), span }));
         };
         let Some(index) = outputs.steps.iter().position(|(name, _)| *name == step.value) else {
-            let close = close_to(&step.value, outputs.steps.iter().map(|(name, _)| name.as_str()));
+            let close = nearest(&step.value, outputs.steps.iter().map(|(name, _)| name.as_str()));
             return Err(Box::new(StepOutputError::UnknownStep { step: step.value.clone(), span: step.span, close }));
         };
         if index >= outputs.current {
@@ -116,7 +117,7 @@ impl Checker<'_> {
         NameError::UnknownName {
             name: name.value.clone(),
             span: name.span,
-            close: close_to(&name.value, candidates),
+            close: nearest(&name.value, candidates),
             fields_visible: self.scope.fields_visible,
         }
     }
@@ -128,7 +129,7 @@ impl Checker<'_> {
             Type::Object(fields) => match fields.iter().find(|(name, _)| *name == member.value) {
                 Some((_, ty)) => ty.clone(),
                 None => {
-                    let close = close_to(&member.value, fields.iter().map(|(name, _)| name.as_str()));
+                    let close = nearest(&member.value, fields.iter().map(|(name, _)| name.as_str()));
                     return self.error(NameError::UnknownMember {
                         member: member.value.clone(),
                         object: object.ty.clone(),

@@ -2,6 +2,7 @@
 //! `complete`, `abort`, `reset`) and what else it carries.
 
 use super::*;
+use crate::diag::nearest;
 
 impl Lowerer {
     pub(super) fn directive(
@@ -120,7 +121,7 @@ impl Lowerer {
                     flow: flow_name,
                     step: step_name.value.clone(),
                     span: step_name.span,
-                    close: close_to(&step_name.value, candidates),
+                    close: nearest(&step_name.value, candidates),
                 });
                 None
             }
@@ -136,7 +137,7 @@ impl Lowerer {
             self.report(NameError::UnknownContextKey {
                 name: assignment.name.value.clone(),
                 span: assignment.name.span,
-                close: close_to(&assignment.name.value, self.symbols.context.keys().map(String::as_str)),
+                close: nearest(&assignment.name.value, self.symbols.context.keys().map(String::as_str)),
             });
             return None;
         };

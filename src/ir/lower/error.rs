@@ -8,6 +8,7 @@
 //! assert on the values; the wording is tested once, through the
 //! snapshots of `tests/check`.
 
+use crate::diag::suggestion;
 use crate::diag::{Code, Diagnostic, did_you_mean};
 use crate::duration::{DurationError, MAX_DURATION_DAYS};
 use crate::expr::Type;
@@ -267,13 +268,6 @@ pub(crate) enum StepError {
 }
 
 /// "did you mean `x`?" when there is a close name, else `otherwise`.
-fn suggest(close: Option<&str>, otherwise: impl FnOnce() -> String) -> String {
-    match close {
-        Some(close) => format!("did you mean `{close}`?"),
-        None => otherwise(),
-    }
-}
-
 /// The did-you-mean for a target that is a misspelt directive with no
 /// argument (`-> compelte`), which the front end read as a name.
 fn directive_help(keyword: &str) -> String {
@@ -409,7 +403,7 @@ impl SchemaError {
     fn into_diagnostic(self) -> Diagnostic {
         match self {
             SchemaError::UnknownType { name, span } => {
-                let help = suggest(did_you_mean(&name, TYPE_NAMES.iter().copied()), || {
+                let help = suggestion(did_you_mean(&name, TYPE_NAMES.iter().copied()), || {
                     format!("the types are {}", TYPE_NAMES.join(", "))
                 });
                 Diagnostic::new(Code::UnknownType, format!("unknown type `{name}`"))
@@ -485,20 +479,20 @@ impl NameError {
         NameError::UnknownField { name, span, close } => {
             Diagnostic::new(Code::UnknownField, format!("unknown field `{name}`"))
                 .at(span, "not declared in `schema`")
-                .with_help(suggest(close.as_deref(), || "declare it in `schema`".to_string()))
+                .with_help(suggestion(close.as_deref(), || "declare it in `schema`".to_string()))
         }
         NameError::UnknownContextKey { name, span, close } => {
             Diagnostic::new(Code::UnknownField, format!("unknown context key `{name}`"))
                 .at(span, "not declared under `context`")
-                .with_help(suggest(close.as_deref(), || "declare it under `context`".to_string()))
+                .with_help(suggestion(close.as_deref(), || "declare it under `context`".to_string()))
         }
         NameError::UnknownTool { name, span, close } => {
             Diagnostic::new(Code::UnknownTool, format!("unknown tool `{name}`"))
                 .at(span, "no tool has this name")
-                .with_help(suggest(close.as_deref(), || "declare it under `tools`".to_string()))
+                .with_help(suggestion(close.as_deref(), || "declare it under `tools`".to_string()))
         }
         NameError::UnknownFlow { name, span, close, names_a_step } => {
-            let help = suggest(close.as_deref(), || {
+            let help = suggestion(close.as_deref(), || {
                 if names_a_step {
                     format!("`{name}` is a step; jump to it with `goto_step`")
                 } else {
@@ -510,7 +504,7 @@ impl NameError {
                 .with_help(help)
         }
         NameError::UnknownSignalTarget { name, span, close, misspelt_directive, names_a_step } => {
-            let help = suggest(close.as_deref(), || match misspelt_directive {
+            let help = suggestion(close.as_deref(), || match misspelt_directive {
                 Some(keyword) => directive_help(keyword),
                 None if names_a_step => "a signal's target is a flow; for a step use `goto_step` with its flow (`goto_step F.S` in .flow, `goto_step: { flow: F, step: S }` in YAML)".to_string(),
                 None => "a signal's target names a flow".to_string(),
@@ -521,7 +515,7 @@ impl NameError {
         }
         NameError::UnknownStepTarget { name, span, flows_allowed, close, misspelt_directive, names_a_flow } => {
             let what = if flows_allowed { "step or flow" } else { "step" };
-            let help = suggest(close.as_deref(), || match misspelt_directive {
+            let help = suggestion(close.as_deref(), || match misspelt_directive {
                 Some(keyword) => directive_help(keyword),
                 None if !flows_allowed && names_a_flow => format!(
                     "`next` names a step or `end`; to enter the flow `{name}`, branch to it or emit a `goto`"
@@ -543,7 +537,7 @@ impl NameError {
         NameError::UnknownStepOfFlow { flow, step, span, close } => {
             Diagnostic::new(Code::UnknownTarget, format!("the flow `{flow}` has no step `{step}`"))
                 .at(span, "no step has this id")
-                .with_help(suggest(close.as_deref(), || format!("name a step of the flow `{flow}`")))
+                .with_help(suggestion(close.as_deref(), || format!("name a step of the flow `{flow}`")))
         }
         }
     }
@@ -632,7 +626,7 @@ impl ToolError {
                     .with_help("write `exec: [./tools/script.sh]`: the program, then its arguments")
             }
             ToolError::UnknownBuiltin { name, span } => {
-                let help = suggest(did_you_mean(&name, BUILTINS.iter().copied()), || {
+                let help = suggestion(did_you_mean(&name, BUILTINS.iter().copied()), || {
                     "the builtins are now, uuid and echo".to_string()
                 });
                 Diagnostic::new(Code::InvalidTool, format!("unknown builtin `{name}`"))
@@ -653,7 +647,7 @@ impl ActionError {
     fn into_diagnostic(self) -> Diagnostic {
         match self {
         ActionError::UnknownParam { tool, param, span, params } => {
-            let help = suggest(did_you_mean(&param, params.iter().map(String::as_str)), || {
+            let help = suggestion(did_you_mean(&param, params.iter().map(String::as_str)), || {
                 if params.is_empty() {
                     format!("`{tool}` takes no params")
                 } else {

@@ -26,7 +26,8 @@ mod steps;
 mod tools;
 
 use super::*;
-use crate::diag::{Diagnostic, did_you_mean};
+use crate::diag::Diagnostic;
+use crate::diag::nearest;
 use crate::duration::parse_duration_ms;
 use crate::expr::typeck::{Checker, Scope, StepOutputs, Symbols, assignability};
 use crate::expr::{Expr, ExprKind, Template, Type};
@@ -246,7 +247,7 @@ impl Lowerer {
         if let Some((id, _)) = self.symbols.fields.get(&name.value) {
             return Some(*id);
         }
-        let close = close_to(&name.value, self.symbols.fields.keys().map(String::as_str));
+        let close = nearest(&name.value, self.symbols.fields.keys().map(String::as_str));
         self.report(NameError::UnknownField { name: name.value.clone(), span: name.span, close });
         None
     }
@@ -259,7 +260,7 @@ impl Lowerer {
         if let Some(id) = self.tools.get(&name.value) {
             return Some(*id);
         }
-        let close = close_to(&name.value, self.tools.keys().map(String::as_str));
+        let close = nearest(&name.value, self.tools.keys().map(String::as_str));
         self.report(NameError::UnknownTool { name: name.value.clone(), span: name.span, close });
         None
     }
@@ -288,7 +289,7 @@ impl Lowerer {
             return Some(*flow);
         }
         let names_a_step = scope.is_some_and(|scope| self.step_in(scope.flow, &name.value).is_some());
-        let close = close_to(&name.value, self.flow_names.iter().map(String::as_str));
+        let close = nearest(&name.value, self.flow_names.iter().map(String::as_str));
         self.report(NameError::UnknownFlow { name: name.value.clone(), span: name.span, close, names_a_step });
         None
     }
@@ -319,10 +320,6 @@ fn typed_in<T>(scope: Scope<'_>, errors: &mut Vec<LowerError>, check: impl FnOnc
 }
 
 /// The candidate a misspelt `name` most likely meant, for a did-you-mean.
-fn close_to<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
-    did_you_mean(name, candidates).map(str::to_string)
-}
-
 fn goto_directive(flow: FlowId, span: Span) -> Directive {
     Directive { position: Some(Position::Goto { flow, data: Vec::new() }), span, ..Directive::default() }
 }

@@ -1,6 +1,7 @@
 //! Signals: their guard, phase, behavior, extracted fields and target.
 
 use super::*;
+use crate::diag::nearest;
 
 impl Lowerer {
     pub(super) fn signal(&mut self, signal: &ast::SignalDecl) -> Signal {
@@ -67,7 +68,7 @@ impl Lowerer {
         self.report(NameError::UnknownSignalTarget {
             name: name.value.clone(),
             span: name.span,
-            close: close_to(&name.value, self.flow_names.iter().map(String::as_str)),
+            close: nearest(&name.value, self.flow_names.iter().map(String::as_str)),
             misspelt_directive: misspelt_directive(&name.value),
             names_a_step: self.step_owners.contains_key(&name.value),
         });

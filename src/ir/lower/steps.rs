@@ -2,6 +2,7 @@
 //! (`branches`, `next`), resolved to a step of the flow or a flow.
 
 use super::*;
+use crate::diag::nearest;
 
 impl Lowerer {
     pub(super) fn step(&mut self, step: &ast::StepDecl, scope: FlowScope) -> Step {
@@ -176,7 +177,7 @@ impl Lowerer {
             name: name.value.clone(),
             span: name.span,
             flows_allowed,
-            close: close_to(&name.value, candidates),
+            close: nearest(&name.value, candidates),
             misspelt_directive: if flows_allowed { misspelt_directive(&name.value) } else { None },
             names_a_flow: self.flows.contains_key(&name.value),
         });
