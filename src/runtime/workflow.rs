@@ -259,44 +259,10 @@ impl WorkflowRunner<'_> {
             let outcome = self.execute_with_policy(run, flow.name.as_str(), step);
             let duration = self.tool_env.clock.now().signed_duration_since(started);
             let duration_ms = u64::try_from(duration.num_milliseconds()).unwrap_or(0);
-            match outcome {
-                Ok(StepOutcome { output, position }) => {
+            let after = match outcome {
+                Ok(outcome) => {
                     failures_in_a_row = 0;
-                    if let Some(record) = run.steps.get_mut(step_id.index()) {
-                        record.status = StepStatus::Completed;
-                        record.duration_ms = Some(duration_ms);
-                        record.output = output;
-                    }
-                    self.event(run, "step_completed", Some(&step.name));
-                    (self.on_progress)(&StepProgress {
-                        index: step_id.index() + 1,
-                        total,
-                        id: step.name.clone(),
-                        status: StepStatus::Completed,
-                    });
-                    let successor = match position {
-                        Some(position) => match self.apply_position(run, position) {
-                            Some(next) => next,
-                            None => return Ok(()),
-                        },
-                        None => self.successor(run, flow.name.as_str(), step_id),
-                    };
-                    if let Some(wait_ms) = step.wait_ms {
-                        let Some(resume) = super::clock::resume_time(self.tool_env.clock.now(), wait_ms) else {
-                            self.fail(run, step_id, super::clock::wait_out_of_range(wait_ms));
-                            return Ok(());
-                        };
-                        if let Some(record) = run.steps.get_mut(step_id.index()) {
-                            record.status = StepStatus::Waiting;
-                        }
-                        run.status = RunStatus::Waiting;
-                        run.stopped_at = Some(step_id);
-                        run.resume_at = Some(resume.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
-                        run.next_step = successor;
-                        return Ok(());
-                    }
-                    run.next_step = successor;
-                    (self.checkpoint)(run)?;
+                    self.completed(run, flow.name.as_str(), (step_id, step, total), outcome, duration_ms)?
                 }
                 Err(error) => {
                     if let Some(record) = run.steps.get_mut(step_id.index()) {
@@ -304,32 +270,12 @@ impl WorkflowRunner<'_> {
                     }
                     if step.on_error == OnError::Continue {
                         failures_in_a_row = failures_in_a_row.saturating_add(1);
-                        if let Some(record) = run.steps.get_mut(step_id.index()) {
-                            record.status = StepStatus::Failed;
-                            record.error = Some(error.clone());
-                        }
-                        run.warnings.push(format!("step `{}` failed and the run continued: {error}", step.name));
-                        self.event(run, "step_failed", Some(&step.name));
-                        (self.on_progress)(&StepProgress {
-                            index: step_id.index() + 1,
-                            total,
-                            id: step.name.clone(),
-                            status: StepStatus::Failed,
-                        });
-                        run.next_step = self.successor(run, flow.name.as_str(), step_id);
-                        (self.checkpoint)(run)?;
-                        continue;
                     }
-                    self.event(run, "step_failed", Some(&step.name));
-                    (self.on_progress)(&StepProgress {
-                        index: step_id.index() + 1,
-                        total,
-                        id: step.name.clone(),
-                        status: StepStatus::Failed,
-                    });
-                    self.fail(run, step_id, error);
-                    return Ok(());
+                    self.failed(run, flow.name.as_str(), (step_id, step, total), error)?
                 }
+            };
+            if after == After::Stop {
+                return Ok(());
             }
         }
         run.status = RunStatus::Completed;
@@ -340,6 +286,85 @@ impl WorkflowRunner<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Records a step that completed and moves the run on: to where its
+    /// directives or the successor rule lead, or into a wait.
+    fn completed(
+        &mut self,
+        run: &mut WorkflowRun,
+        flow_name: &str,
+        (step_id, step, total): (StepId, &Step, usize),
+        StepOutcome { output, position }: StepOutcome,
+        duration_ms: u64,
+    ) -> Result<After, String> {
+        if let Some(record) = run.steps.get_mut(step_id.index()) {
+            record.status = StepStatus::Completed;
+            record.duration_ms = Some(duration_ms);
+            record.output = output;
+        }
+        self.report(run, (step_id, step, total), StepStatus::Completed, "step_completed");
+        let successor = match position {
+            Some(position) => match self.apply_position(run, position) {
+                Some(next) => next,
+                None => return Ok(After::Stop),
+            },
+            None => self.successor(run, flow_name, step_id),
+        };
+        if let Some(wait_ms) = step.wait_ms {
+            let Some(resume) = super::clock::resume_time(self.tool_env.clock.now(), wait_ms) else {
+                self.fail(run, step_id, super::clock::wait_out_of_range(wait_ms));
+                return Ok(After::Stop);
+            };
+            if let Some(record) = run.steps.get_mut(step_id.index()) {
+                record.status = StepStatus::Waiting;
+            }
+            run.status = RunStatus::Waiting;
+            run.stopped_at = Some(step_id);
+            run.resume_at = Some(resume.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+            run.next_step = successor;
+            return Ok(After::Stop);
+        }
+        run.next_step = successor;
+        (self.checkpoint)(run)?;
+        Ok(After::Next)
+    }
+
+    /// Records a step that failed: under `on_error: continue` the run goes
+    /// on to the step's successor, else it fails here.
+    fn failed(
+        &mut self,
+        run: &mut WorkflowRun,
+        flow_name: &str,
+        (step_id, step, total): (StepId, &Step, usize),
+        error: String,
+    ) -> Result<After, String> {
+        if step.on_error != OnError::Continue {
+            self.report(run, (step_id, step, total), StepStatus::Failed, "step_failed");
+            self.fail(run, step_id, error);
+            return Ok(After::Stop);
+        }
+        if let Some(record) = run.steps.get_mut(step_id.index()) {
+            record.status = StepStatus::Failed;
+            record.error = Some(error.clone());
+        }
+        run.warnings.push(format!("step `{}` failed and the run continued: {error}", step.name));
+        self.report(run, (step_id, step, total), StepStatus::Failed, "step_failed");
+        run.next_step = self.successor(run, flow_name, step_id);
+        (self.checkpoint)(run)?;
+        Ok(After::Next)
+    }
+
+    /// The run's event for a step that ended, and the terminal's progress.
+    fn report(
+        &mut self,
+        run: &mut WorkflowRun,
+        (step_id, step, total): (StepId, &Step, usize),
+        status: StepStatus,
+        event: &str,
+    ) {
+        self.event(run, event, Some(&step.name));
+        (self.on_progress)(&StepProgress { index: step_id.index() + 1, total, id: step.name.clone(), status });
     }
 
     fn fail(&self, run: &mut WorkflowRun, step_id: StepId, error: String) {
@@ -548,6 +573,13 @@ impl WorkflowRunner<'_> {
         run.warnings.extend(warnings);
         holds
     }
+}
+
+/// Whether a run goes on after a step ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum After {
+    Next,
+    Stop,
 }
 
 struct StepOutcome {
