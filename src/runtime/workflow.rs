@@ -485,14 +485,7 @@ impl WorkflowRunner<'_> {
                 let Then::Directive(directive) = &entry.then else {
                     return self.land(run, successor::branch_landing(run.flow, step_id, &entry.then)).flatten();
                 };
-                let scope = Scope {
-                    program: self.program,
-                    data: &run.data,
-                    context: &run.context,
-                    locals: &[],
-                    clock: self.tool_env.clock.as_ref(),
-                    steps: &run.steps,
-                };
+                let scope = self.scope(run);
                 let mut warnings = Vec::new();
                 let emission = evaluate_directive(
                     directive,
@@ -559,15 +552,20 @@ impl WorkflowRunner<'_> {
         }
     }
 
-    fn holds(&self, run: &mut WorkflowRun, conditions: &[crate::expr::Expr]) -> bool {
-        let scope = Scope {
+    /// What expressions in the run see: its data, context and step records.
+    fn scope<'r>(&'r self, run: &'r WorkflowRun) -> Scope<'r> {
+        Scope {
             program: self.program,
             data: &run.data,
             context: &run.context,
             locals: &[],
             clock: self.tool_env.clock.as_ref(),
             steps: &run.steps,
-        };
+        }
+    }
+
+    fn holds(&self, run: &mut WorkflowRun, conditions: &[crate::expr::Expr]) -> bool {
+        let scope = self.scope(run);
         let mut warnings = Vec::new();
         let holds = conditions.iter().all(|condition| is_true(&eval(condition, &scope, &mut warnings)));
         run.warnings.extend(warnings);

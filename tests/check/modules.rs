@@ -184,23 +184,7 @@ fn named_modules(code: &str) -> BTreeSet<String> {
 
 /// The first name of each member of a `{...}` group, up to its closing brace.
 fn group_heads(group: &str) -> Vec<String> {
-    let mut members = vec![String::new()];
-    let mut depth = 0usize;
-    for character in group.chars() {
-        match character {
-            '}' if depth == 0 => break,
-            ',' if depth == 0 => members.push(String::new()),
-            _ => {
-                match character {
-                    '{' => depth += 1,
-                    '}' => depth -= 1,
-                    _ => {}
-                }
-                members.last_mut().expect("one member at least").push(character);
-            }
-        }
-    }
-    members.iter().map(|member| identifier(member.trim_start())).collect()
+    group_members(group).iter().map(|member| identifier(member)).collect()
 }
 
 /// The identifier `text` starts with.

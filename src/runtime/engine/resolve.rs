@@ -160,12 +160,7 @@ impl Turn<'_> {
         step_id: StepId,
         fresh: bool,
     ) -> Result<(), TurnError> {
-        let Some(flow) = program.flow(flow_id) else {
-            self.cursor = Cursor::Idle;
-            return Ok(());
-        };
-        let Some(step) = flow.step(step_id) else {
-            self.cursor = Cursor::FlowDone(flow_id, None);
+        let Some((flow, step)) = self.locate(program, flow_id, step_id) else {
             return Ok(());
         };
         let reopened = !fresh && self.reopen_confirmation(program, flow, step, (flow_id, step_id));
@@ -300,12 +295,7 @@ impl Turn<'_> {
     }
 
     pub(super) fn execute(&mut self, program: &Program, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
-        let Some(flow) = program.flow(flow_id) else {
-            self.cursor = Cursor::Idle;
-            return Ok(());
-        };
-        let Some(step) = flow.step(step_id) else {
-            self.cursor = Cursor::FlowDone(flow_id, None);
+        let Some((flow, step)) = self.locate(program, flow_id, step_id) else {
             return Ok(());
         };
         if step.auto {

@@ -15,12 +15,7 @@ use crate::runtime::events::Event;
 
 impl Turn<'_> {
     pub(super) fn leave(&mut self, program: &Program, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
-        let Some(flow) = program.flow(flow_id) else {
-            self.cursor = Cursor::Idle;
-            return Ok(());
-        };
-        let Some(step) = flow.step(step_id) else {
-            self.cursor = Cursor::FlowDone(flow_id, None);
+        let Some((flow, step)) = self.locate(program, flow_id, step_id) else {
             return Ok(());
         };
         match successor::leave(step_id, step, |index| self.branch_matches(flow, step, index)) {
@@ -28,6 +23,26 @@ impl Turn<'_> {
             Leaving::Fallthrough(landing) => self.cursor = self.land(flow_id, landing),
         }
         Ok(())
+    }
+
+    /// The flow and step a cursor names. When either is gone (a program
+    /// changed under a session), the cursor moves on, to idle or to the
+    /// flow's completion, and there is nothing to do at the step.
+    pub(super) fn locate<'p>(
+        &mut self,
+        program: &'p Program,
+        flow_id: FlowId,
+        step_id: StepId,
+    ) -> Option<(&'p Flow, &'p Step)> {
+        let Some(flow) = program.flow(flow_id) else {
+            self.cursor = Cursor::Idle;
+            return None;
+        };
+        let Some(step) = flow.step(step_id) else {
+            self.cursor = Cursor::FlowDone(flow_id, None);
+            return None;
+        };
+        Some((flow, step))
     }
 
     /// Whether branch entry `index` matches: its `if`s hold, then its `when`s.
