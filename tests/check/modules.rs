@@ -70,6 +70,25 @@ fn top_level_modules(src: &Path) -> BTreeSet<String> {
 
 /// Every `(from, to)` where code in module `from` names `crate::to`.
 fn references(src: &Path, modules: &BTreeSet<String>) -> Edges {
+    let sources = library_code(src);
+    let mut edges = Edges::new();
+    for (file, code) in sources {
+        let relative = file.strip_prefix(src).expect("under src").to_string_lossy().replace('\\', "/");
+        let Some(from) = owning_module(&relative, modules) else {
+            continue;
+        };
+        for to in named_modules(&code) {
+            if to != from && modules.contains(&to) {
+                edges.entry((from.clone(), to)).or_default().insert(format!("src/{relative}"));
+            }
+        }
+    }
+    edges
+}
+
+/// Every file of `src/` with its code, test code left out, and without the
+/// files only test modules declare.
+fn library_code(src: &Path) -> Vec<(PathBuf, String)> {
     let mut files = Vec::new();
     collect_rust_files(src, &mut files);
     files.sort();
@@ -84,22 +103,8 @@ fn references(src: &Path, modules: &BTreeSet<String>) -> Edges {
         }
         sources.push((file.clone(), code));
     }
-    let mut edges = Edges::new();
-    for (file, code) in sources {
-        if test_files.contains(&file) {
-            continue;
-        }
-        let relative = file.strip_prefix(src).expect("under src").to_string_lossy().replace('\\', "/");
-        let Some(from) = owning_module(&relative, modules) else {
-            continue;
-        };
-        for to in named_modules(&code) {
-            if to != from && modules.contains(&to) {
-                edges.entry((from.clone(), to)).or_default().insert(format!("src/{relative}"));
-            }
-        }
-    }
-    edges
+    sources.retain(|(file, _)| !test_files.contains(file));
+    sources
 }
 
 fn collect_rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -297,30 +302,10 @@ fn modules_at_every_level_do_not_depend_on_each_other_in_a_cycle() {
 /// (or of a module below it) naming sibling `to` by `crate::`, `super::`
 /// or `self::` paths, group members included.
 fn sibling_references(src: &Path) -> SiblingEdges {
-    let mut files = Vec::new();
-    collect_rust_files(src, &mut files);
-    files.sort();
-    let mut test_files = BTreeSet::new();
-    let mut sources = Vec::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file).expect("a source file");
-        let (code, test_modules) = without_test_code(&text);
-        for name in test_modules {
-            test_files.insert(declared_file(file, &name, ".rs"));
-            test_files.insert(declared_file(file, &name, "/mod.rs"));
-        }
-        sources.push((file.clone(), code));
-    }
-    let modules: BTreeSet<ModulePath> = sources
-        .iter()
-        .filter(|(file, _)| !test_files.contains(file))
-        .filter_map(|(file, _)| module_path(src, file))
-        .collect();
+    let sources = library_code(src);
+    let modules: BTreeSet<ModulePath> = sources.iter().filter_map(|(file, _)| module_path(src, file)).collect();
     let mut edges = SiblingEdges::new();
     for (file, code) in &sources {
-        if test_files.contains(file) {
-            continue;
-        }
         let Some(from) = module_path(src, file) else {
             continue;
         };
