@@ -11,7 +11,8 @@
 
 use super::ast::{BinaryOp, Expr, ExprKind, FunctionCall, Name, Template, TemplatePart, UnaryOp};
 use super::grammar::{FlowParser, Rule};
-use crate::diag::{Code, Diagnostic};
+use super::error::ExpressionError;
+use crate::diag::Diagnostic;
 use crate::source::{Span, Spanned};
 use pest::Parser;
 use pest::iterators::Pair;
@@ -124,11 +125,7 @@ impl ExprBuilder<'_> {
             Rule::int_lit => match pair.as_str().parse::<i64>() {
                 Ok(value) => Expr { kind: ExprKind::Int { value }, span },
                 Err(_) => {
-                    self.diagnostics.push(
-                        Diagnostic::new(Code::Syntax, "integer literal is too large")
-                            .at(span, "does not fit in 64 bits")
-                            .with_help("integers range from -9223372036854775808 to 9223372036854775807"),
-                    );
+                    self.diagnostics.push(ExpressionError::IntegerTooLarge { span }.into());
                     Expr::error(span)
                 }
             },
@@ -210,11 +207,7 @@ impl ExprBuilder<'_> {
                 };
                 let compares = is_comparison(op);
                 if compares && left_compares {
-                    builder.borrow_mut().diagnostics.push(
-                        Diagnostic::new(Code::Syntax, "comparisons do not chain")
-                            .at(joined, "two comparisons in a row")
-                            .with_help("join them with `and`, e.g. `1 < x and x < 5`"),
-                    );
+                    builder.borrow_mut().diagnostics.push(ExpressionError::ChainedComparison { span: joined }.into());
                     return (Expr::error(joined), false);
                 }
                 (
@@ -399,10 +392,8 @@ pub fn code_bytes(text: &str) -> impl Iterator<Item = (usize, u8)> + '_ {
     })
 }
 
-fn too_deep_diagnostic(span: Span) -> Diagnostic {
-    Diagnostic::new(Code::Syntax, "nesting is too deep")
-        .at(span, format!("more than {MAX_EXPR_DEPTH} levels deep here"))
-        .with_help("split the expression or block into smaller parts")
+pub(crate) fn too_deep_diagnostic(span: Span) -> Diagnostic {
+    ExpressionError::TooDeep { span }.into()
 }
 
 /// A pest failure as a `syntax` diagnostic: where, and what was expected there.
@@ -421,14 +412,7 @@ pub fn syntax_error(error: &pest::error::Error<Rule>, text: &str, map: SpanMap, 
         pest::error::ErrorVariant::ParsingError { positives, .. } => describe_rules(positives),
         pest::error::ErrorVariant::CustomError { message } => message.clone(),
     };
-    let message = if expected.is_empty() {
-        format!("unexpected {found} in {what}")
-    } else {
-        format!("expected {expected}, found {found}")
-    };
-    Diagnostic::new(Code::Syntax, message)
-        .at(span, "unexpected here")
-        .with_help(format!("see the language reference (docs/language.md) for the forms of {what}"))
+    ExpressionError::Unexpected { found, expected, what: what.to_string(), span }.into()
 }
 
 fn next_char_end(text: &str, offset: usize) -> usize {

@@ -5,21 +5,19 @@
 
 pub mod ast;
 pub mod compact;
+pub(crate) mod error;
 pub mod expr;
 pub mod flow;
 pub mod grammar;
 pub mod yaml;
 
-use crate::diag::{Code, Diagnostic};
-use crate::source::{SourceFile, SourceKind, Span};
+use crate::diag::Diagnostic;
+use crate::source::{SourceFile, SourceKind};
 
 /// Reads one program with the front end its file name selects.
 pub fn parse(file: &SourceFile) -> (ast::Program, Vec<Diagnostic>) {
     if is_blank(file) {
-        let diagnostic = Diagnostic::new(Code::Syntax, "the file holds no program")
-            .at(Span::new(0, 0), "empty, or only comments and white space")
-            .with_help("a program declares at least one flow; see flows/booking.flow for an example");
-        return (ast::Program::default(), vec![diagnostic]);
+        return (ast::Program::default(), vec![error::SyntaxError::EmptyProgram.into()]);
     }
     match file.kind() {
         SourceKind::Flow => flow::parse(file),

@@ -4,7 +4,8 @@
 
 use super::duplicate_agent;
 use super::walker::{Seen, Walker};
-use crate::diag::{Code, Diagnostic};
+use crate::diag::Diagnostic;
+use crate::syntax::error::FlowError;
 use crate::source::{Span, Spanned};
 use crate::syntax::ast::{
     Agent, BodyValue, ExecSpec, FieldDecl, HttpSpec, Limits, Name, Program, SignalDecl, Template, Text, ToolDecl,
@@ -81,11 +82,8 @@ impl Walker<'_> {
                 continue;
             }
             if value.as_rule() != Rule::int_lit {
-                self.diagnostics.push(
-                    Diagnostic::new(Code::Syntax, format!("`{keyword}` takes a whole number"))
-                        .at(self.span(&value), "not a number")
-                        .with_help(format!("write `{keyword} 10`")),
-                );
+                let span = self.span(&value);
+                self.diagnostics.push(FlowError::LimitNotNumber { keyword: keyword.to_string(), span }.into());
                 continue;
             }
             let number = self.whole_number(&value, keyword);
@@ -203,11 +201,7 @@ impl Walker<'_> {
             }
         }
         if bounds == 0 {
-            self.diagnostics.push(
-                Diagnostic::new(Code::Syntax, "a range needs a bound")
-                    .at(range_span, "neither a minimum nor a maximum")
-                    .with_help("write `1..10`, `1..` or `..10`"),
-            );
+            self.diagnostics.push(FlowError::RangeWithoutBound { span: range_span }.into());
         }
     }
 
@@ -324,11 +318,7 @@ impl Walker<'_> {
         });
         match target {
             Some(slot) => *slot = Some(value),
-            None => self.diagnostics.push(
-                Diagnostic::new(Code::Syntax, "`timeout` needs an `http` or `exec` tool")
-                    .at(span, "nothing to time out")
-                    .with_help("builtin tools take no timeout; remove it"),
-            ),
+            None => self.diagnostics.push(FlowError::TimeoutWithoutRequest { span }.into()),
         }
     }
 
@@ -418,7 +408,5 @@ impl Walker<'_> {
 }
 
 fn needs_http(clause: &str, span: Span) -> Diagnostic {
-    Diagnostic::new(Code::Syntax, format!("`{clause}` needs an `http` request in the same tool"))
-        .at(span, "no `http` to attach to")
-        .with_help(format!("add `http METHOD \"url\"` to the tool, or remove the `{clause}`"))
+    FlowError::NeedsHttp { clause: clause.to_string(), span }.into()
 }

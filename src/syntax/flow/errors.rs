@@ -3,9 +3,9 @@
 //! and a `{` left open blamed at the brace.
 
 use super::expected::describe_expected;
-use crate::diag::{Code, Diagnostic};
-use crate::source::Span;
-use crate::syntax::expr::{self, MAX_EXPR_DEPTH, SpanMap};
+use crate::diag::Diagnostic;
+use crate::syntax::error::FlowError;
+use crate::syntax::expr::{self, SpanMap, too_deep_diagnostic};
 use crate::syntax::grammar::{FlowParser, Rule};
 use pest::Parser;
 
@@ -77,10 +77,7 @@ fn blame_unclosed_brace(diagnostic: Diagnostic, text: &str, failed_at: usize, ma
         return diagnostic;
     };
     let gave_up = diagnostic.primary_span().unwrap_or_else(|| map.span(failed_at, failed_at));
-    Diagnostic::new(Code::Syntax, "a `{` is never closed")
-        .at(map.span(brace, brace + 1), "this `{` has no matching `}`")
-        .with_label(gave_up, format!("the parser gave up here: {}", diagnostic.message))
-        .with_help("add the missing `}` where the block should end")
+    FlowError::UnclosedBrace { brace: map.span(brace, brace + 1), gave_up, parser_message: diagnostic.message }.into()
 }
 
 /// What a scan of a file's braces (outside strings and comments) tells
@@ -191,8 +188,3 @@ pub(super) fn next_char_end(text: &str, offset: usize) -> usize {
     text.get(offset..).and_then(|rest| rest.chars().next()).map_or(offset, |first| offset + first.len_utf8())
 }
 
-pub(super) fn too_deep_diagnostic(span: Span) -> Diagnostic {
-    Diagnostic::new(Code::Syntax, "nesting is too deep")
-        .at(span, format!("more than {MAX_EXPR_DEPTH} levels deep here"))
-        .with_help("split the expression or block into smaller parts")
-}

@@ -2,7 +2,7 @@
 //! actions and directives.
 
 use super::walker::{Seen, Walker};
-use crate::diag::{Code, Diagnostic};
+use crate::syntax::error::FlowError;
 use crate::source::Spanned;
 use crate::syntax::ast::{
     Abort, Action, ActionKind, Assignment, Branch, Call, Complete, Directive, Expr, ExprKind, FlowDecl, ForEach, Goto,
@@ -178,13 +178,8 @@ impl Walker<'_> {
             return Some(self.directive(target));
         }
         let name = target.as_str();
-        self.diagnostics.push(
-            Diagnostic::new(Code::Syntax, "`on_no_answer` takes a directive, not a bare name")
-                .at(self.span(&target), "a step or a flow?")
-                .with_help(format!(
-                    "write `on_no_answer goto_step {name}` for a step or `on_no_answer goto {name}` for a flow"
-                )),
-        );
+        let span = self.span(&target);
+        self.diagnostics.push(FlowError::BareNoAnswerTarget { name: name.to_string(), span }.into());
         None
     }
 
@@ -210,11 +205,7 @@ impl Walker<'_> {
             "stop" => Some(OnError::Stop(span)),
             "continue" => Some(OnError::Continue(span)),
             other => {
-                self.diagnostics.push(
-                    Diagnostic::new(Code::Syntax, format!("unknown `on_error` policy `{other}`"))
-                        .at(span, "not a policy")
-                        .with_help("write `on_error stop`, `continue` or `retry 3 backoff 2s` in a workflow; `on_error reply \"…\"`, `goto_step STEP` or `abort \"…\"` in a conversation"),
-                );
+                self.diagnostics.push(FlowError::UnknownErrorPolicy { policy: other.to_string(), span }.into());
                 None
             }
         }

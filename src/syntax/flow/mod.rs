@@ -27,9 +27,11 @@ mod walker;
 use super::ast::{Agent, Program};
 use super::expr::{self, SpanMap};
 use super::grammar::{FlowParser, Rule};
-use crate::diag::{Code, Diagnostic};
+use super::error::FlowError;
+use crate::diag::Diagnostic;
 use crate::source::SourceFile;
-use errors::{next_char_end, parse_failure, too_deep_diagnostic};
+use errors::{next_char_end, parse_failure};
+use expr::too_deep_diagnostic;
 use lexical::skip_trivia;
 use pest::Parser;
 use walker::Walker;
@@ -129,10 +131,11 @@ fn merge_pieces(pieces: Vec<(Program, Vec<Diagnostic>)>) -> (Program, Vec<Diagno
 }
 
 fn duplicate_agent(first: &Agent, second: &Agent) -> Diagnostic {
-    Diagnostic::new(Code::DuplicateKey, "a program has one `agent`")
-        .at(second.name.as_ref().map_or(second.span, |name| name.span), "a second agent")
-        .with_label(first.name.as_ref().map_or(first.span, |name| name.span), "first agent")
-        .with_help("merge the two `agent` blocks")
+    FlowError::DuplicateAgent {
+        second: second.name.as_ref().map_or(second.span, |name| name.span),
+        first: first.name.as_ref().map_or(first.span, |name| name.span),
+    }
+    .into()
 }
 
 /// Cuts a program into about `pieces` ranges that end where a top-level

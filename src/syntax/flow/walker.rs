@@ -3,12 +3,12 @@
 //! bookkeeping that reports a clause given twice. The constructs are
 //! walked in [`super::declarations`] and [`super::flows`].
 
-use super::errors::too_deep_diagnostic;
 use super::lexical::{is_atomic, is_keyword, last_token_end, skip_trivia};
-use crate::diag::{Code, Diagnostic};
+use crate::diag::Diagnostic;
+use crate::syntax::error::{ExpressionError, FlowError};
 use crate::source::{Span, Spanned};
 use crate::syntax::ast::{Expr, ExprKind, Name, Number, Template, TemplatePart, Text};
-use crate::syntax::expr::{self, ExprBuilder, SpanMap};
+use crate::syntax::expr::{self, ExprBuilder, SpanMap, too_deep_diagnostic};
 use crate::syntax::grammar::Rule;
 use pest::iterators::Pair;
 
@@ -202,7 +202,7 @@ impl Walker<'_> {
         match written.parse::<i64>() {
             Ok(value) => Some(Spanned::new(Number::Int(value), span)),
             Err(_) => {
-                self.diagnostics.push(integer_too_large(span));
+                self.diagnostics.push(ExpressionError::IntegerTooLarge { span }.into());
                 None
             }
         }
@@ -214,11 +214,7 @@ impl Walker<'_> {
         match self.number(pair)?.value {
             Number::Int(value) => Some(Spanned::new(value, span)),
             Number::Float(_) => {
-                self.diagnostics.push(
-                    Diagnostic::new(Code::Syntax, format!("`{clause}` takes a whole number"))
-                        .at(span, "not a whole number")
-                        .with_help(format!("write `{clause} 3`")),
-                );
+                self.diagnostics.push(FlowError::NotWholeNumber { clause: clause.to_string(), span }.into());
                 None
             }
         }
@@ -242,10 +238,8 @@ impl Walker<'_> {
             }
             seen.1.push(keyword);
             self.diagnostics.push(
-                Diagnostic::new(Code::DuplicateKey, format!("`{keyword}` is given twice in this {construct}"))
-                    .at(span, "given again here")
-                    .with_label(first, "first given here")
-                    .with_help(format!("keep one `{keyword}`")),
+                FlowError::RepeatedClause { keyword: keyword.to_string(), construct: construct.to_string(), span, first }
+                    .into(),
             );
             return false;
         }
@@ -258,8 +252,3 @@ impl Walker<'_> {
     }
 }
 
-fn integer_too_large(span: Span) -> Diagnostic {
-    Diagnostic::new(Code::Syntax, "integer literal is too large")
-        .at(span, "does not fit in 64 bits")
-        .with_help("integers range from -9223372036854775808 to 9223372036854775807")
-}

@@ -1,0 +1,325 @@
+//! What the front ends find wrong, as values, and the one place that puts
+//! them into words.
+//!
+//! The `.flow` and YAML readers record a [`SyntaxError`] holding the facts
+//! of each problem (spans, the key or keyword found, the nearest known key
+//! for a did-you-mean, the kind of value expected and found);
+//! [`SyntaxError::into_diagnostic`] turns it into the [`Diagnostic`] a user
+//! sees: its code, message, labels and help. pest's own failure is
+//! translated here too ([`ExpressionError::Unexpected`]); the flow reader
+//! then sharpens that diagnostic with what it knows of the file's braces
+//! and words (`flow/errors.rs`).
+
+use crate::diag::{Code, Diagnostic, suggestion};
+use crate::source::Span;
+use crate::syntax::expr::MAX_EXPR_DEPTH;
+use crate::syntax::yaml::tree::{MAX_ALIAS_EXPANSION, MAX_DEPTH};
+
+/// One problem a front end found, with the facts its diagnostic is written
+/// from.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum SyntaxError {
+    /// The file has nothing but white space and comments.
+    EmptyProgram,
+    Expression(ExpressionError),
+    Flow(FlowError),
+    Yaml(YamlError),
+}
+
+/// A problem in an expression, a template or a number, in either syntax.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum ExpressionError {
+    /// pest stopped: `found` is the text there, quoted, or "end of input";
+    /// `expected` what it would have accepted ("" when it cannot say);
+    /// `what` the construct being read ("an expression").
+    Unexpected { found: String, expected: String, what: String, span: Span },
+    IntegerTooLarge { span: Span },
+    ChainedComparison { span: Span },
+    TooDeep { span: Span },
+}
+
+/// A problem only the `.flow` syntax can have.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum FlowError {
+    /// A `{` left open: `gave_up` is where the parser stopped and
+    /// `parser_message` what it said there.
+    UnclosedBrace { brace: Span, gave_up: Span, parser_message: String },
+    DuplicateAgent { second: Span, first: Span },
+    /// A limit (`max_auto_steps`, …) given something that is not a number.
+    LimitNotNumber { keyword: String, span: Span },
+    /// A clause that counts (`retry 2.5`) given a fraction.
+    NotWholeNumber { clause: String, span: Span },
+    RangeWithoutBound { span: Span },
+    TimeoutWithoutRequest { span: Span },
+    /// A clause of a tool (`headers`, `body`) with no `http` beside it.
+    NeedsHttp { clause: String, span: Span },
+    BareNoAnswerTarget { name: String, span: Span },
+    UnknownErrorPolicy { policy: String, span: Span },
+    RepeatedClause { keyword: String, construct: String, span: Span, first: Span },
+}
+
+/// A problem only the YAML syntax can have.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum YamlError {
+    NoDocument,
+    SecondDocument { span: Span },
+    AliasInsideAnchor { span: Span },
+    AliasExpansion { span: Span },
+    UnknownAnchor { name: String, span: Span },
+    UnsupportedTag { tag: String, span: Span },
+    TabIndentation { span: Span },
+    /// saphyr's scanner stopped: `info` is its reason, `at_tab` whether
+    /// it stopped at a tab.
+    Invalid { info: String, at_tab: bool, span: Span },
+    TooDeep { span: Span },
+    NotAProgram { found: &'static str, span: Span },
+    /// A value of the wrong kind for `key`: `value` is its span, or `None`
+    /// when the key has no value (the label then sits on the key).
+    WrongShape { key: String, expected: String, found: &'static str, key_span: Span, value: Option<Span>, help: String },
+    MissingKey { what: String, key: String, span: Span, help: String },
+    /// `close` is the nearest allowed key; `allowed` all of them, listed
+    /// when nothing is near.
+    UnknownKey { key: String, what: String, close: Option<String>, allowed: String, span: Span },
+    RepeatedKey { key: String, what: String, span: Span, first: Span },
+    KeyNotName { found: &'static str, span: Span },
+    ActionWithTwoKeys { span: Span, first: Span },
+}
+
+impl From<ExpressionError> for SyntaxError {
+    fn from(error: ExpressionError) -> SyntaxError {
+        SyntaxError::Expression(error)
+    }
+}
+
+impl From<FlowError> for SyntaxError {
+    fn from(error: FlowError) -> SyntaxError {
+        SyntaxError::Flow(error)
+    }
+}
+
+impl From<YamlError> for SyntaxError {
+    fn from(error: YamlError) -> SyntaxError {
+        SyntaxError::Yaml(error)
+    }
+}
+
+impl From<SyntaxError> for Diagnostic {
+    fn from(error: SyntaxError) -> Diagnostic {
+        error.into_diagnostic()
+    }
+}
+
+impl From<ExpressionError> for Diagnostic {
+    fn from(error: ExpressionError) -> Diagnostic {
+        error.into_diagnostic()
+    }
+}
+
+impl From<FlowError> for Diagnostic {
+    fn from(error: FlowError) -> Diagnostic {
+        error.into_diagnostic()
+    }
+}
+
+impl From<YamlError> for Diagnostic {
+    fn from(error: YamlError) -> Diagnostic {
+        error.into_diagnostic()
+    }
+}
+
+impl SyntaxError {
+    /// The diagnostic a user sees for this problem.
+    pub(crate) fn into_diagnostic(self) -> Diagnostic {
+        match self {
+            SyntaxError::EmptyProgram => Diagnostic::new(Code::Syntax, "the file holds no program")
+                .at(Span::new(0, 0), "empty, or only comments and white space")
+                .with_help("a program declares at least one flow; see flows/booking.flow for an example"),
+            SyntaxError::Expression(error) => error.into_diagnostic(),
+            SyntaxError::Flow(error) => error.into_diagnostic(),
+            SyntaxError::Yaml(error) => error.into_diagnostic(),
+        }
+    }
+}
+
+impl ExpressionError {
+    fn into_diagnostic(self) -> Diagnostic {
+        match self {
+            ExpressionError::Unexpected { found, expected, what, span } => {
+                let message = if expected.is_empty() {
+                    format!("unexpected {found} in {what}")
+                } else {
+                    format!("expected {expected}, found {found}")
+                };
+                Diagnostic::new(Code::Syntax, message)
+                    .at(span, "unexpected here")
+                    .with_help(format!("see the language reference (docs/language.md) for the forms of {what}"))
+            }
+            ExpressionError::IntegerTooLarge { span } => Diagnostic::new(Code::Syntax, "integer literal is too large")
+                .at(span, "does not fit in 64 bits")
+                .with_help("integers range from -9223372036854775808 to 9223372036854775807"),
+            ExpressionError::ChainedComparison { span } => Diagnostic::new(Code::Syntax, "comparisons do not chain")
+                .at(span, "two comparisons in a row")
+                .with_help("join them with `and`, e.g. `1 < x and x < 5`"),
+            ExpressionError::TooDeep { span } => Diagnostic::new(Code::Syntax, "nesting is too deep")
+                .at(span, format!("more than {MAX_EXPR_DEPTH} levels deep here"))
+                .with_help("split the expression or block into smaller parts"),
+        }
+    }
+}
+
+impl FlowError {
+    fn into_diagnostic(self) -> Diagnostic {
+        match self {
+            FlowError::UnclosedBrace { brace, gave_up, parser_message } => {
+                Diagnostic::new(Code::Syntax, "a `{` is never closed")
+                    .at(brace, "this `{` has no matching `}`")
+                    .with_label(gave_up, format!("the parser gave up here: {parser_message}"))
+                    .with_help("add the missing `}` where the block should end")
+            }
+            FlowError::DuplicateAgent { second, first } => {
+                Diagnostic::new(Code::DuplicateKey, "a program has one `agent`")
+                    .at(second, "a second agent")
+                    .with_label(first, "first agent")
+                    .with_help("merge the two `agent` blocks")
+            }
+            FlowError::LimitNotNumber { keyword, span } => {
+                Diagnostic::new(Code::Syntax, format!("`{keyword}` takes a whole number"))
+                    .at(span, "not a number")
+                    .with_help(format!("write `{keyword} 10`"))
+            }
+            FlowError::NotWholeNumber { clause, span } => {
+                Diagnostic::new(Code::Syntax, format!("`{clause}` takes a whole number"))
+                    .at(span, "not a whole number")
+                    .with_help(format!("write `{clause} 3`"))
+            }
+            FlowError::RangeWithoutBound { span } => Diagnostic::new(Code::Syntax, "a range needs a bound")
+                .at(span, "neither a minimum nor a maximum")
+                .with_help("write `1..10`, `1..` or `..10`"),
+            FlowError::TimeoutWithoutRequest { span } => {
+                Diagnostic::new(Code::Syntax, "`timeout` needs an `http` or `exec` tool")
+                    .at(span, "nothing to time out")
+                    .with_help("builtin tools take no timeout; remove it")
+            }
+            FlowError::NeedsHttp { clause, span } => {
+                Diagnostic::new(Code::Syntax, format!("`{clause}` needs an `http` request in the same tool"))
+                    .at(span, "no `http` to attach to")
+                    .with_help(format!("add `http METHOD \"url\"` to the tool, or remove the `{clause}`"))
+            }
+            FlowError::BareNoAnswerTarget { name, span } => {
+                Diagnostic::new(Code::Syntax, "`on_no_answer` takes a directive, not a bare name")
+                    .at(span, "a step or a flow?")
+                    .with_help(format!(
+                        "write `on_no_answer goto_step {name}` for a step or `on_no_answer goto {name}` for a flow"
+                    ))
+            }
+            FlowError::UnknownErrorPolicy { policy, span } => {
+                Diagnostic::new(Code::Syntax, format!("unknown `on_error` policy `{policy}`"))
+                    .at(span, "not a policy")
+                    .with_help("write `on_error stop`, `continue` or `retry 3 backoff 2s` in a workflow; `on_error reply \"…\"`, `goto_step STEP` or `abort \"…\"` in a conversation")
+            }
+            FlowError::RepeatedClause { keyword, construct, span, first } => {
+                Diagnostic::new(Code::DuplicateKey, format!("`{keyword}` is given twice in this {construct}"))
+                    .at(span, "given again here")
+                    .with_label(first, "first given here")
+                    .with_help(format!("keep one `{keyword}`"))
+            }
+        }
+    }
+}
+
+impl YamlError {
+    fn into_diagnostic(self) -> Diagnostic {
+        match self {
+            YamlError::NoDocument => Diagnostic::new(Code::Syntax, "the file holds no YAML document")
+                .at(Span::new(0, 0), "nothing to read")
+                .with_help("a program is a YAML mapping with `agent`, `schema`, `tools`, `signals` and `flows`"),
+            YamlError::SecondDocument { span } => {
+                Diagnostic::new(Code::Syntax, "the file holds more than one YAML document")
+                    .at(span, "a second document starts here")
+                    .with_help("one program per file: move this document into a file of its own")
+            }
+            YamlError::AliasInsideAnchor { span } => {
+                Diagnostic::new(Code::Syntax, "an alias refers to the node that contains it")
+                    .at(span, "this alias is inside its own anchor")
+                    .with_help("an anchor can be used only after its node is complete")
+            }
+            YamlError::AliasExpansion { span } => {
+                Diagnostic::new(Code::Syntax, format!("aliases expand to more than {MAX_ALIAS_EXPANSION} nodes"))
+                    .at(span, "this alias takes the expansion over the limit")
+                    .with_help("each alias is a full copy of its anchor; use fewer or smaller anchors")
+            }
+            YamlError::UnknownAnchor { name, span } => Diagnostic::new(Code::Syntax, format!("unknown anchor `{name}`"))
+                .at(span, "no anchor of this name comes before")
+                .with_help(format!("define the anchor first (`&{name}`), then refer to it (`*{name}`)")),
+            YamlError::UnsupportedTag { tag, span } => Diagnostic::new(Code::Syntax, format!("unsupported YAML tag `{tag}`"))
+                .at(span, "this tag")
+                .with_help("remove the tag: flowc accepts only the core-schema tags (`!!str`, `!!int`, ...)"),
+            YamlError::TabIndentation { span } => {
+                Diagnostic::new(Code::Syntax, "YAML indentation must use spaces, not tabs")
+                    .at(span, "a tab in the indentation")
+                    .with_help("replace the tabs at the start of this line with spaces")
+            }
+            YamlError::Invalid { info, at_tab, span } => {
+                let help = if at_tab {
+                    "YAML separates values with spaces: replace this tab with a space"
+                } else {
+                    "check the indentation and the `:` and `-` here; quote a value that contains `: ` or ` #`, or starts with `{`, `[`, `*`, `&`, `!`, `|` or `>`"
+                };
+                Diagnostic::new(Code::Syntax, format!("invalid YAML: {info}"))
+                    .at(span, "the YAML reader stopped here")
+                    .with_help(help)
+            }
+            YamlError::TooDeep { span } => {
+                Diagnostic::new(Code::Syntax, format!("YAML nesting is deeper than {MAX_DEPTH} levels"))
+                    .at(Span::new(span.start, span.start.saturating_add(1)), "too deep here")
+                    .with_help("a program never needs this much nesting; flatten the structure")
+            }
+            YamlError::NotAProgram { found, span } => {
+                Diagnostic::new(Code::Syntax, format!("expected a mapping of program sections, found {found}"))
+                    .at(span, format!("this is {found}"))
+                    .with_help("a program is a mapping with `agent`, `schema`, `context`, `tools`, `signals` and `flows`")
+            }
+            YamlError::WrongShape { key, expected, found, key_span, value, help } => {
+                let diagnostic = Diagnostic::new(Code::Syntax, format!("expected {expected} for `{key}`, found {found}"));
+                match value {
+                    None => diagnostic.at(key_span, format!("`{key}` has no value")),
+                    Some(value) => diagnostic.at(value, format!("this is {found}")),
+                }
+                .with_help(help)
+            }
+            YamlError::MissingKey { what, key, span, help } => {
+                Diagnostic::new(Code::Syntax, format!("{what} needs `{key}`"))
+                    .at(span, format!("no `{key}` here"))
+                    .with_help(help)
+            }
+            YamlError::UnknownKey { key, what, close, allowed, span } => {
+                let help = if key == "<<" {
+                    // YAML 1.2 has no merge key; flowc reads `<<` as any other key.
+                    String::from("YAML merge keys (`<<`) are not supported: write the keys out")
+                } else {
+                    suggestion(close.as_deref(), || format!("{what} takes {allowed}"))
+                };
+                Diagnostic::new(Code::UnknownKey, format!("unknown key `{key}` in {what}"))
+                    .at(span, format!("not a key of {what}"))
+                    .with_help(help)
+            }
+            YamlError::RepeatedKey { key, what, span, first } => {
+                Diagnostic::new(Code::DuplicateKey, format!("key `{key}` appears twice in {what}"))
+                    .at(span, "used again here")
+                    .with_label(first, "first used here")
+                    .with_help("keep one of them: a YAML mapping's keys must be unique")
+            }
+            YamlError::KeyNotName { found, span } => {
+                Diagnostic::new(Code::Syntax, format!("expected a name as a mapping key, found {found}"))
+                    .at(span, format!("this key is {found}"))
+                    .with_help("keys are plain names; quote the key if it is meant as text")
+            }
+            YamlError::ActionWithTwoKeys { span, first } => {
+                Diagnostic::new(Code::Syntax, "an action holds exactly one key")
+                    .at(span, "a second key in the same action")
+                    .with_label(first, "the action's key")
+                    .with_help("start a new list item (`- `) for each action")
+            }
+        }
+    }
+}
