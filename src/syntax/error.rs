@@ -32,10 +32,21 @@ pub(crate) enum ExpressionError {
     /// pest stopped: `found` is the text there, quoted, or "end of input";
     /// `expected` what it would have accepted ("" when it cannot say);
     /// `what` the construct being read ("an expression").
-    Unexpected { found: String, expected: String, what: String, span: Span },
-    IntegerTooLarge { span: Span },
-    ChainedComparison { span: Span },
-    TooDeep { span: Span },
+    Unexpected {
+        found: String,
+        expected: String,
+        what: String,
+        span: Span,
+    },
+    IntegerTooLarge {
+        span: Span,
+    },
+    ChainedComparison {
+        span: Span,
+    },
+    TooDeep {
+        span: Span,
+    },
 }
 
 /// A problem only the `.flow` syntax can have.
@@ -43,46 +54,129 @@ pub(crate) enum ExpressionError {
 pub(crate) enum FlowError {
     /// A `{` left open: `gave_up` is where the parser stopped and
     /// `parser_message` what it said there.
-    UnclosedBrace { brace: Span, gave_up: Span, parser_message: String },
-    DuplicateAgent { second: Span, first: Span },
+    UnclosedBrace {
+        brace: Span,
+        gave_up: Span,
+        parser_message: String,
+    },
+    DuplicateAgent {
+        second: Span,
+        first: Span,
+    },
     /// A limit (`max_auto_steps`, …) given something that is not a number.
-    LimitNotNumber { keyword: String, span: Span },
+    LimitNotNumber {
+        keyword: String,
+        span: Span,
+    },
     /// A clause that counts (`retry 2.5`) given a fraction.
-    NotWholeNumber { clause: String, span: Span },
-    RangeWithoutBound { span: Span },
-    TimeoutWithoutRequest { span: Span },
+    NotWholeNumber {
+        clause: String,
+        span: Span,
+    },
+    RangeWithoutBound {
+        span: Span,
+    },
+    TimeoutWithoutRequest {
+        span: Span,
+    },
     /// A clause of a tool (`headers`, `body`) with no `http` beside it.
-    NeedsHttp { clause: String, span: Span },
-    BareNoAnswerTarget { name: String, span: Span },
-    UnknownErrorPolicy { policy: String, span: Span },
-    RepeatedClause { keyword: String, construct: String, span: Span, first: Span },
+    NeedsHttp {
+        clause: String,
+        span: Span,
+    },
+    BareNoAnswerTarget {
+        name: String,
+        span: Span,
+    },
+    UnknownErrorPolicy {
+        policy: String,
+        span: Span,
+    },
+    RepeatedClause {
+        keyword: String,
+        construct: String,
+        span: Span,
+        first: Span,
+    },
 }
 
 /// A problem only the YAML syntax can have.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum YamlError {
     NoDocument,
-    SecondDocument { span: Span },
-    AliasInsideAnchor { span: Span },
-    AliasExpansion { span: Span },
-    UnknownAnchor { name: String, span: Span },
-    UnsupportedTag { tag: String, span: Span },
-    TabIndentation { span: Span },
+    SecondDocument {
+        span: Span,
+    },
+    AliasInsideAnchor {
+        span: Span,
+    },
+    AliasExpansion {
+        span: Span,
+    },
+    UnknownAnchor {
+        name: String,
+        span: Span,
+    },
+    UnsupportedTag {
+        tag: String,
+        span: Span,
+    },
+    TabIndentation {
+        span: Span,
+    },
     /// saphyr's scanner stopped: `info` is its reason, `at_tab` whether
     /// it stopped at a tab.
-    Invalid { info: String, at_tab: bool, span: Span },
-    TooDeep { span: Span },
-    NotAProgram { found: &'static str, span: Span },
+    Invalid {
+        info: String,
+        at_tab: bool,
+        span: Span,
+    },
+    TooDeep {
+        span: Span,
+    },
+    NotAProgram {
+        found: &'static str,
+        span: Span,
+    },
     /// A value of the wrong kind for `key`: `value` is its span, or `None`
     /// when the key has no value (the label then sits on the key).
-    WrongShape { key: String, expected: String, found: &'static str, key_span: Span, value: Option<Span>, help: String },
-    MissingKey { what: String, key: String, span: Span, help: String },
+    WrongShape {
+        key: String,
+        expected: String,
+        found: &'static str,
+        key_span: Span,
+        value: Option<Span>,
+        help: String,
+    },
+    MissingKey {
+        what: String,
+        key: String,
+        span: Span,
+        help: String,
+    },
     /// `close` is the nearest allowed key; `allowed` all of them, listed
     /// when nothing is near.
-    UnknownKey { key: String, what: String, close: Option<String>, allowed: String, span: Span },
-    RepeatedKey { key: String, what: String, span: Span, first: Span },
-    KeyNotName { found: &'static str, span: Span },
-    ActionWithTwoKeys { span: Span, first: Span },
+    UnknownKey {
+        key: String,
+        what: String,
+        close: Option<String>,
+        allowed: String,
+        span: Span,
+    },
+    RepeatedKey {
+        key: String,
+        what: String,
+        span: Span,
+        first: Span,
+    },
+    KeyNotName {
+        found: &'static str,
+        span: Span,
+    },
+    ActionWithTwoKeys {
+        span: Span,
+        first: Span,
+    },
 }
 
 impl From<ExpressionError> for SyntaxError {
@@ -248,12 +342,16 @@ impl YamlError {
                     .at(span, "this alias takes the expansion over the limit")
                     .with_help("each alias is a full copy of its anchor; use fewer or smaller anchors")
             }
-            YamlError::UnknownAnchor { name, span } => Diagnostic::new(Code::Syntax, format!("unknown anchor `{name}`"))
-                .at(span, "no anchor of this name comes before")
-                .with_help(format!("define the anchor first (`&{name}`), then refer to it (`*{name}`)")),
-            YamlError::UnsupportedTag { tag, span } => Diagnostic::new(Code::Syntax, format!("unsupported YAML tag `{tag}`"))
-                .at(span, "this tag")
-                .with_help("remove the tag: flowc accepts only the core-schema tags (`!!str`, `!!int`, ...)"),
+            YamlError::UnknownAnchor { name, span } => {
+                Diagnostic::new(Code::Syntax, format!("unknown anchor `{name}`"))
+                    .at(span, "no anchor of this name comes before")
+                    .with_help(format!("define the anchor first (`&{name}`), then refer to it (`*{name}`)"))
+            }
+            YamlError::UnsupportedTag { tag, span } => {
+                Diagnostic::new(Code::Syntax, format!("unsupported YAML tag `{tag}`"))
+                    .at(span, "this tag")
+                    .with_help("remove the tag: flowc accepts only the core-schema tags (`!!str`, `!!int`, ...)")
+            }
             YamlError::TabIndentation { span } => {
                 Diagnostic::new(Code::Syntax, "YAML indentation must use spaces, not tabs")
                     .at(span, "a tab in the indentation")
@@ -277,10 +375,13 @@ impl YamlError {
             YamlError::NotAProgram { found, span } => {
                 Diagnostic::new(Code::Syntax, format!("expected a mapping of program sections, found {found}"))
                     .at(span, format!("this is {found}"))
-                    .with_help("a program is a mapping with `agent`, `schema`, `context`, `tools`, `signals` and `flows`")
+                    .with_help(
+                        "a program is a mapping with `agent`, `schema`, `context`, `tools`, `signals` and `flows`",
+                    )
             }
             YamlError::WrongShape { key, expected, found, key_span, value, help } => {
-                let diagnostic = Diagnostic::new(Code::Syntax, format!("expected {expected} for `{key}`, found {found}"));
+                let diagnostic =
+                    Diagnostic::new(Code::Syntax, format!("expected {expected} for `{key}`, found {found}"));
                 match value {
                     None => diagnostic.at(key_span, format!("`{key}` has no value")),
                     Some(value) => diagnostic.at(value, format!("this is {found}")),

@@ -10,8 +10,8 @@
 //! value's characters are not the file's.
 
 use super::ast::{BinaryOp, Expr, ExprKind, FunctionCall, Name, Template, TemplatePart, UnaryOp};
-use super::grammar::{FlowParser, Rule};
 use super::error::ExpressionError;
+use super::grammar::{FlowParser, Rule};
 use crate::diag::Diagnostic;
 use crate::source::{Span, Spanned};
 use pest::Parser;

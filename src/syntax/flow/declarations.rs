@@ -5,12 +5,12 @@
 use super::duplicate_agent;
 use super::walker::{Seen, Walker};
 use crate::diag::Diagnostic;
-use crate::syntax::error::FlowError;
 use crate::source::{Span, Spanned};
 use crate::syntax::ast::{
     Agent, BodyValue, ExecSpec, FieldDecl, HttpSpec, Limits, Name, Program, SignalDecl, Template, Text, ToolDecl,
     ToolImpl, TypeExpr,
 };
+use crate::syntax::error::FlowError;
 use crate::syntax::expr::MAX_EXPR_DEPTH;
 use crate::syntax::grammar::Rule;
 use pest::iterators::Pair;

@@ -187,4 +187,3 @@ fn word_end(text: &str, offset: usize) -> usize {
 pub(super) fn next_char_end(text: &str, offset: usize) -> usize {
     text.get(offset..).and_then(|rest| rest.chars().next()).map_or(offset, |first| offset + first.len_utf8())
 }
-

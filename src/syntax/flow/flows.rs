@@ -2,13 +2,13 @@
 //! actions and directives.
 
 use super::walker::{Seen, Walker};
-use crate::syntax::error::FlowError;
 use crate::source::Spanned;
 use crate::syntax::ast::{
     Abort, Action, ActionKind, Assignment, Branch, Call, Complete, Directive, Expr, ExprKind, FlowDecl, ForEach, Goto,
     GotoStep, OnError, StepDecl, Then,
 };
 use crate::syntax::compact::Compact;
+use crate::syntax::error::FlowError;
 use crate::syntax::expr::MAX_EXPR_DEPTH;
 use crate::syntax::grammar::Rule;
 use pest::iterators::Pair;

@@ -25,9 +25,9 @@ mod lexical;
 mod walker;
 
 use super::ast::{Agent, Program};
+use super::error::FlowError;
 use super::expr::{self, SpanMap};
 use super::grammar::{FlowParser, Rule};
-use super::error::FlowError;
 use crate::diag::Diagnostic;
 use crate::source::SourceFile;
 use errors::{next_char_end, parse_failure};

@@ -5,9 +5,9 @@
 
 use super::lexical::{is_atomic, is_keyword, last_token_end, skip_trivia};
 use crate::diag::Diagnostic;
-use crate::syntax::error::{ExpressionError, FlowError};
 use crate::source::{Span, Spanned};
 use crate::syntax::ast::{Expr, ExprKind, Name, Number, Template, TemplatePart, Text};
+use crate::syntax::error::{ExpressionError, FlowError};
 use crate::syntax::expr::{self, ExprBuilder, SpanMap, too_deep_diagnostic};
 use crate::syntax::grammar::Rule;
 use pest::iterators::Pair;
@@ -238,8 +238,13 @@ impl Walker<'_> {
             }
             seen.1.push(keyword);
             self.diagnostics.push(
-                FlowError::RepeatedClause { keyword: keyword.to_string(), construct: construct.to_string(), span, first }
-                    .into(),
+                FlowError::RepeatedClause {
+                    keyword: keyword.to_string(),
+                    construct: construct.to_string(),
+                    span,
+                    first,
+                }
+                .into(),
             );
             return false;
         }
@@ -251,4 +256,3 @@ impl Walker<'_> {
         self.diagnostics.push(too_deep_diagnostic(span));
     }
 }
-

@@ -17,6 +17,7 @@ use crate::syntax::ast::{
     ToolImpl, TypeExpr,
 };
 use crate::syntax::compact::Compact;
+use crate::syntax::error::YamlError;
 
 const PROGRAM_KEYS: &[&str] = &["agent", "schema", "context", "tools", "signals", "flows"];
 const AGENT_KEYS: &[&str] = &["name", "identity", "rules", "limits"];
@@ -102,14 +103,8 @@ impl<'tree> Builder<'tree, '_> {
         let mut program = Program::default();
         if !self.values.is_mapping(root) {
             let found = self.values.describe(root);
-            self.values.diagnostics.push(
-                Diagnostic::new(
-                    crate::diag::Code::Syntax,
-                    format!("expected a mapping of program sections, found {found}"),
-                )
-                .at(self.values.span(root), format!("this is {found}"))
-                .with_help("a program is a mapping with `agent`, `schema`, `context`, `tools`, `signals` and `flows`"),
-            );
+            let span = self.values.span(root);
+            self.values.diagnostics.push(YamlError::NotAProgram { found, span }.into());
             return program;
         }
         let sections = self.values.keyed_mapping(root, PROGRAM_KEYS, "a program");
@@ -742,12 +737,7 @@ impl<'tree> Builder<'tree, '_> {
                 continue;
             }
             if let Some(first) = first_key_span {
-                self.values.diagnostics.push(
-                    Diagnostic::new(crate::diag::Code::Syntax, "an action holds exactly one key")
-                        .at(key_span, "a second key in the same action")
-                        .with_label(first, "the action's key")
-                        .with_help("start a new list item (`- `) for each action"),
-                );
+                self.values.diagnostics.push(YamlError::ActionWithTwoKeys { span: key_span, first }.into());
                 continue;
             }
             first_key_span = Some(key_span);

@@ -13,8 +13,9 @@
 //! refused, because flowc gives it no meaning and silently dropping it could
 //! change what the author meant.
 
-use crate::diag::{Code, Diagnostic};
+use crate::diag::Diagnostic;
 use crate::source::Span;
+use crate::syntax::error::YamlError;
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Tag};
 use std::borrow::Cow;
 
@@ -375,13 +376,7 @@ impl<'input> Reader<'input> {
                 Event::Alias(anchor) => self.alias(anchor, span, &mut root)?,
             }
         }
-        root.ok_or_else(|| {
-            ReadError::Refused(Box::new(
-                Diagnostic::new(Code::Syntax, "the file holds no YAML document")
-                    .at(Span::new(0, 0), "nothing to read")
-                    .with_help("a program is a YAML mapping with `agent`, `schema`, `tools`, `signals` and `flows`"),
-            ))
-        })
+        root.ok_or_else(|| refused(YamlError::NoDocument))
     }
 
     fn open_collection(&mut self, is_mapping: bool, anchor: usize, span: Span) -> Result<(), ReadError> {
@@ -528,11 +523,7 @@ impl<'input> Reader<'input> {
 
     fn alias(&mut self, anchor: usize, span: Span, root: &mut Option<NodeId>) -> Result<(), ReadError> {
         let Some(target) = self.anchors.get(anchor).copied().flatten() else {
-            return Err(refused(
-                Diagnostic::new(Code::Syntax, "an alias refers to the node that contains it")
-                    .at(span, "this alias is inside its own anchor")
-                    .with_help("an anchor can be used only after its node is complete"),
-            ));
+            return Err(refused(YamlError::AliasInsideAnchor { span }));
         };
         if self.open.len() + target.height > MAX_DEPTH {
             return Err(too_deep(span));
@@ -540,11 +531,7 @@ impl<'input> Reader<'input> {
         self.aliases_used += 1;
         self.alias_expansion = self.alias_expansion.saturating_add(target.expanded_size);
         if self.alias_expansion > MAX_ALIAS_EXPANSION {
-            return Err(refused(
-                Diagnostic::new(Code::Syntax, format!("aliases expand to more than {MAX_ALIAS_EXPANSION} nodes"))
-                    .at(span, "this alias takes the expansion over the limit")
-                    .with_help("each alias is a full copy of its anchor; use fewer or smaller anchors"),
-            ));
+            return Err(refused(YamlError::AliasExpansion { span }));
         }
         // The alias's span is where it is used; the shared node keeps the
         // anchor's span, which is where its content is written.
@@ -594,11 +581,7 @@ impl<'input> Reader<'input> {
             Some("str") => true,
             Some("int" | "float" | "bool" | "null" | "seq" | "map") => false,
             _ => {
-                diagnostics.push(
-                    Diagnostic::new(Code::Syntax, format!("unsupported YAML tag `{tag}`"))
-                        .at(span, "this tag")
-                        .with_help("remove the tag: flowc accepts only the core-schema tags (`!!str`, `!!int`, ...)"),
-                );
+                diagnostics.push(YamlError::UnsupportedTag { tag: tag.to_string(), span }.into());
                 false
             }
         }
@@ -630,11 +613,7 @@ impl<'input> Reader<'input> {
         let Some(tab) = tab else {
             return false;
         };
-        diagnostics.push(
-            Diagnostic::new(Code::Syntax, "YAML indentation must use spaces, not tabs")
-                .at(Span::new(tab, tab + 1), "a tab in the indentation")
-                .with_help("replace the tabs at the start of this line with spaces"),
-        );
+        diagnostics.push(YamlError::TabIndentation { span: Span::new(tab, tab + 1) }.into());
         true
     }
 
@@ -651,22 +630,13 @@ impl<'input> Reader<'input> {
         // saphyr scans ahead of the events it has produced, so on deep
         // `[[[[` its own nesting limit can trip before ours.
         if error.info() == "recursion limit exceeded" {
-            return too_deep_diagnostic(span);
+            return YamlError::TooDeep { span }.into();
         }
         if error.info().contains("unknown anchor") {
             let name = alias_name_at(self.text, start as usize);
-            return Diagnostic::new(Code::Syntax, format!("unknown anchor `{name}`"))
-                .at(span, "no anchor of this name comes before")
-                .with_help(format!("define the anchor first (`&{name}`), then refer to it (`*{name}`)"));
+            return YamlError::UnknownAnchor { name: name.to_string(), span }.into();
         }
-        let help = if at_tab {
-            "YAML separates values with spaces: replace this tab with a space"
-        } else {
-            "check the indentation and the `:` and `-` here; quote a value that contains `: ` or ` #`, or starts with `{`, `[`, `*`, `&`, `!`, `|` or `>`"
-        };
-        Diagnostic::new(Code::Syntax, format!("invalid YAML: {}", error.info()))
-            .at(span, "the YAML reader stopped here")
-            .with_help(help)
+        YamlError::Invalid { info: error.info().to_string(), at_tab, span }.into()
     }
 }
 
@@ -675,27 +645,17 @@ fn scalar_weight(value: &str) -> u64 {
     u64::try_from(1 + value.len() / BYTES_PER_NODE).unwrap_or(u64::MAX)
 }
 
-fn refused(diagnostic: Diagnostic) -> ReadError {
-    ReadError::Refused(Box::new(diagnostic))
+fn refused(error: YamlError) -> ReadError {
+    ReadError::Refused(Box::new(error.into()))
 }
 
 fn too_deep(span: Span) -> ReadError {
-    refused(too_deep_diagnostic(span))
-}
-
-fn too_deep_diagnostic(span: Span) -> Diagnostic {
-    Diagnostic::new(Code::Syntax, format!("YAML nesting is deeper than {MAX_DEPTH} levels"))
-        .at(Span::new(span.start, span.start.saturating_add(1)), "too deep here")
-        .with_help("a program never needs this much nesting; flatten the structure")
+    refused(YamlError::TooDeep { span })
 }
 
 fn second_document(document_start: Span, first_node: Span) -> ReadError {
     let span = if document_start.is_empty() { first_node } else { document_start };
-    refused(
-        Diagnostic::new(Code::Syntax, "the file holds more than one YAML document")
-            .at(span, "a second document starts here")
-            .with_help("one program per file: move this document into a file of its own"),
-    )
+    refused(YamlError::SecondDocument { span })
 }
 
 /// Where a scalar's value sits verbatim in the file, if it does. Anchors

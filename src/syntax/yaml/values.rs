@@ -4,9 +4,10 @@
 //! key and repeated key. [`super::build`] assembles declarations from these.
 
 use super::tree::{NodeId, NodeKind, Resolved, Scalar, Tree};
-use crate::diag::{Code, Diagnostic, did_you_mean};
+use crate::diag::{Diagnostic, nearest};
 use crate::source::{Span, Spanned};
 use crate::syntax::ast::{Assignment, Expr, ExprKind, Name, Number, Template, Text};
+use crate::syntax::error::{ExpressionError, YamlError};
 use crate::syntax::expr::{MAX_EXPR_DEPTH, SpanMap, parse_expr, parse_template};
 use std::collections::HashMap;
 
@@ -147,22 +148,22 @@ impl<'tree, 'input> Values<'tree, 'input> {
     /// there is no value to point at.
     pub fn wrong_shape(&mut self, entry: Entry<'_>, expected: &str, help: impl Into<String>) {
         let found = self.describe(entry.value);
-        let message = format!("expected {expected} for `{}`, found {found}", entry.key);
-        let diagnostic = if found == "nothing" {
-            Diagnostic::new(Code::Syntax, message).at(entry.key_span, format!("`{}` has no value", entry.key))
-        } else {
-            Diagnostic::new(Code::Syntax, message).at(self.span(entry.value), format!("this is {found}"))
+        let value = (found != "nothing").then(|| self.span(entry.value));
+        let error = YamlError::WrongShape {
+            key: entry.key.to_string(),
+            expected: expected.to_string(),
+            found,
+            key_span: entry.key_span,
+            value,
+            help: help.into(),
         };
-        self.diagnostics.push(diagnostic.with_help(help));
+        self.diagnostics.push(error.into());
     }
 
     /// Reports a required key that is missing from a mapping.
     pub fn missing_key(&mut self, span: Span, what: &str, key: &str, help: impl Into<String>) {
-        self.diagnostics.push(
-            Diagnostic::new(Code::Syntax, format!("{what} needs `{key}`"))
-                .at(span, format!("no `{key}` here"))
-                .with_help(help),
-        );
+        let error = YamlError::MissingKey { what: what.to_string(), key: key.to_string(), span, help: help.into() };
+        self.diagnostics.push(error.into());
     }
 
     /// The entries of a mapping with a fixed key set. Unknown keys and
@@ -214,26 +215,20 @@ impl<'tree, 'input> Values<'tree, 'input> {
     }
 
     pub fn unknown_key(&mut self, key: &str, key_span: Span, allowed: &[&str], what: &str) {
-        let help = match did_you_mean(key, allowed.iter().copied()) {
-            // YAML 1.2 has no merge key; flowc reads `<<` as any other key.
-            _ if key == "<<" => String::from("YAML merge keys (`<<`) are not supported: write the keys out"),
-            Some(suggestion) => format!("did you mean `{suggestion}`?"),
-            None => format!("{what} takes {}", key_list(allowed)),
+        let error = YamlError::UnknownKey {
+            key: key.to_string(),
+            what: what.to_string(),
+            close: nearest(key, allowed.iter().copied()),
+            allowed: key_list(allowed),
+            span: key_span,
         };
-        self.diagnostics.push(
-            Diagnostic::new(Code::UnknownKey, format!("unknown key `{key}` in {what}"))
-                .at(key_span, format!("not a key of {what}"))
-                .with_help(help),
-        );
+        self.diagnostics.push(error.into());
     }
 
     pub fn repeated_key(&mut self, key: &str, key_span: Span, first_span: Span, what: &str) {
-        self.diagnostics.push(
-            Diagnostic::new(Code::DuplicateKey, format!("key `{key}` appears twice in {what}"))
-                .at(key_span, "used again here")
-                .with_label(first_span, "first used here")
-                .with_help("keep one of them: a YAML mapping's keys must be unique"),
-        );
+        let error =
+            YamlError::RepeatedKey { key: key.to_string(), what: what.to_string(), span: key_span, first: first_span };
+        self.diagnostics.push(error.into());
     }
 
     /// A mapping key as text: any scalar (a flow may be called `2024`;
@@ -244,11 +239,8 @@ impl<'tree, 'input> Values<'tree, 'input> {
             Some(scalar) => Some((&scalar.value, self.value_span(key_id))),
             None => {
                 let found = self.describe(key_id);
-                self.diagnostics.push(
-                    Diagnostic::new(Code::Syntax, format!("expected a name as a mapping key, found {found}"))
-                        .at(self.span(key_id), format!("this key is {found}"))
-                        .with_help("keys are plain names; quote the key if it is meant as text"),
-                );
+                let span = self.span(key_id);
+                self.diagnostics.push(YamlError::KeyNotName { found, span }.into());
                 None
             }
         }
@@ -379,11 +371,7 @@ impl<'tree, 'input> Values<'tree, 'input> {
         let span = self.span(entry.value);
         if self.is_sequence(entry.value) {
             if depth >= MAX_EXPR_DEPTH {
-                self.diagnostics.push(
-                    Diagnostic::new(Code::Syntax, "nesting is too deep")
-                        .at(span, format!("more than {MAX_EXPR_DEPTH} levels deep here"))
-                        .with_help("split the expression or block into smaller parts"),
-                );
+                self.diagnostics.push(ExpressionError::TooDeep { span }.into());
                 return Expr::error(span);
             }
             let tree = self.tree;
@@ -521,11 +509,7 @@ impl<'tree, 'input> Values<'tree, 'input> {
     }
 
     pub fn integer_too_large(&mut self, span: Span) {
-        self.diagnostics.push(
-            Diagnostic::new(Code::Syntax, "integer literal is too large")
-                .at(span, "does not fit in 64 bits")
-                .with_help("integers range from -9223372036854775808 to 9223372036854775807"),
-        );
+        self.diagnostics.push(ExpressionError::IntegerTooLarge { span }.into());
     }
 }
 
