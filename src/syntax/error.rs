@@ -424,3 +424,99 @@ impl YamlError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Each front end is fed a small bad program and must record exactly the
+    //! diagnostic the expected value writes: the facts (spans, names, the
+    //! nearest key) are what is asserted; the wording is tested once, on a
+    //! bare value, and through the snapshots of `tests/check`.
+
+    use super::*;
+    use crate::diag::span_of;
+    use crate::source::SourceFile;
+
+    fn only_diagnostic(name: &str, text: &str) -> Diagnostic {
+        let (_, mut diagnostics) = crate::syntax::parse(&SourceFile::new(name, text));
+        assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+        diagnostics.remove(0)
+    }
+
+    #[test]
+    fn the_flow_reader_records_an_unknown_policy_by_its_word_and_span() {
+        let text = "flow f {\n  step s {\n    on_error ignore\n  }\n}\n";
+        let expected = FlowError::UnknownErrorPolicy { policy: "ignore".to_string(), span: span_of(text, "ignore", 0) };
+        assert_eq!(only_diagnostic("bad.flow", text), expected.into());
+    }
+
+    #[test]
+    fn the_flow_reader_records_a_repeated_clause_with_both_spans() {
+        let text = "flow f {\n  step s {\n    prompt \"a\"\n    prompt \"b\"\n  }\n}\n";
+        let expected = FlowError::RepeatedClause {
+            keyword: "prompt".to_string(),
+            construct: "step".to_string(),
+            span: span_of(text, "prompt \"b\"", 0),
+            first: span_of(text, "prompt \"a\"", 0),
+        };
+        assert_eq!(only_diagnostic("bad.flow", text), expected.into());
+    }
+
+    #[test]
+    fn the_expression_parser_records_a_chained_comparison_over_both_comparisons() {
+        let text = "flow f {\n  step s {\n    branch {\n      if 1 < guests < 5 -> done\n    }\n  }\n}\n";
+        let expected = ExpressionError::ChainedComparison { span: span_of(text, "1 < guests < 5", 0) };
+        assert_eq!(only_diagnostic("bad.flow", text), expected.into());
+    }
+
+    #[test]
+    fn the_yaml_reader_records_an_unknown_key_with_the_nearest_one() {
+        let text = "flows:\n  f:\n    steps:\n      - id: s\n        colect: [hotel]\n";
+        let (_, diagnostics) = crate::syntax::parse(&SourceFile::new("bad.yaml", text));
+        let Some(diagnostic) = diagnostics.first() else {
+            panic!("no diagnostic for an unknown key");
+        };
+        let Some(help) = diagnostic.help.as_deref() else {
+            panic!("an unknown key has a help");
+        };
+        assert_eq!(help, "did you mean `collect`?");
+        let expected = YamlError::UnknownKey {
+            key: "colect".to_string(),
+            what: "a step".to_string(),
+            close: Some("collect".to_string()),
+            // Not written when a key is near; the rendering ignores it.
+            allowed: String::new(),
+            span: span_of(text, "colect", 0),
+        };
+        assert_eq!(diagnostic, &Diagnostic::from(expected));
+    }
+
+    #[test]
+    fn the_yaml_reader_records_a_second_document_at_its_marker() {
+        let text = "flows: {}\n---\nflows: {}\n";
+        let expected = YamlError::SecondDocument { span: span_of(text, "---", 0) };
+        assert_eq!(only_diagnostic("bad.yaml", text), expected.into());
+    }
+
+    #[test]
+    fn a_blank_file_records_an_empty_program() {
+        assert_eq!(only_diagnostic("blank.yaml", "# nothing\n"), SyntaxError::EmptyProgram.into());
+        assert_eq!(only_diagnostic("blank.flow", "\n"), SyntaxError::EmptyProgram.into());
+    }
+
+    #[test]
+    fn a_bare_value_is_written_with_its_code_labels_and_help() {
+        let error = YamlError::RepeatedKey {
+            key: "prompt".to_string(),
+            what: "a step".to_string(),
+            span: Span::new(30, 36),
+            first: Span::new(10, 16),
+        };
+        let diagnostic = SyntaxError::from(error).into_diagnostic();
+        assert_eq!(diagnostic.code, Code::DuplicateKey);
+        assert_eq!(diagnostic.message, "key `prompt` appears twice in a step");
+        let labels: Vec<(Span, &str)> =
+            diagnostic.labels.iter().map(|label| (label.span, label.text.as_str())).collect();
+        assert_eq!(labels, [(Span::new(30, 36), "used again here"), (Span::new(10, 16), "first used here")]);
+        assert_eq!(diagnostic.help.as_deref(), Some("keep one of them: a YAML mapping's keys must be unique"));
+    }
+}

@@ -1,6 +1,7 @@
 //! Tests of the `.flow` front end: text in, AST and diagnostics out.
 
 use super::*;
+use crate::diag::Code;
 use crate::source::Span;
 use crate::syntax::ast::{
     Action, ActionKind, BodyValue, Directive, ExprKind, FlowDecl, Name, Number, OnError, StepDecl, Template,
