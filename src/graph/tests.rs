@@ -377,3 +377,27 @@ flow triage -> start1: complete.next (cross)
     assert_eq!(stubs, ["x0"]);
     assert_eq!(graph.clusters.len(), 1);
 }
+
+/// Entering another flow runs its `on_enter` and, at its first step,
+/// arrives in list order (a first step that can be passed over is asked
+/// about), as the runner does: so a `goto_step` to another flow's first
+/// step is drawn to that flow's start, one to a later step to the step.
+#[test]
+fn goto_step_into_another_flow_arrives_as_the_runner_does() {
+    let mut jumper = ask("jump", 0);
+    jumper.actions = vec![
+        emit(Position::GotoStep { flow: FlowId(1), step: StepId(0) }),
+        emit(Position::GotoStep { flow: FlowId(1), step: StepId(1) }),
+    ];
+    let mut first = Step::named("first");
+    first.skip_if = Some(is_set(1));
+    let program = program(vec![flow("main", vec![jumper]), flow("other", vec![first, Step::named("second")])]);
+    let graph = build(&program, &Reachability::default(), None);
+    let targets: Vec<String> = graph
+        .edges
+        .iter()
+        .filter(|edge| edge.label.as_deref().is_some_and(|label| label.contains("goto_step")))
+        .map(|edge| describe(&graph, &edge.to))
+        .collect();
+    assert_eq!(targets, ["start1", "second"], "\n{}", edges(&graph));
+}

@@ -3,7 +3,7 @@
 //! the picture, the proof and the run cannot disagree.
 //!
 //! Leaving a step tries its branch entries in order, then its `next`, then
-//! the next step in the list ([`exits`]). A branch names a step or carries
+//! the next step in the list ([`leave`]). A branch names a step or carries
 //! a directive; a directive without a position goes on in list order
 //! ([`branch_landing`]). A position jumps ([`landing`]). Reaching steps *in
 //! list order* ([`Landing::Listed`]: a flow's entry, after a step with no
@@ -18,7 +18,7 @@
 //! returns where they lead, and each user maps a [`Landing`] to its own
 //! notion of a place (a graph node, a cursor, a workflow step).
 
-use super::{Branch, Flow, FlowId, Next, Position, Step, StepId, Then};
+use super::{Flow, FlowId, Next, Position, Step, StepId, Then};
 
 /// A position field, without what it carries (`with` data, an abort
 /// reason): what decides where the conversation goes. Compiled positions
@@ -151,46 +151,22 @@ pub fn arrival(step: StepId) -> Landing {
     if step == StepId(0) { ENTRY } else { Landing::Step(step) }
 }
 
-/// One way of leaving a step, in the order [`exits`] tries them.
-#[derive(Clone, Copy, Debug)]
-pub enum Exit<'p> {
-    /// Branch entry `index` (it matches when its `if`s hold, then its
-    /// `when`s).
-    Branch(usize, &'p Branch),
-    /// No entry matched: [`fallthrough`].
-    Fallthrough(Landing),
-}
-
-/// The ways of leaving a step, in the order they are tried: each branch
-/// entry, then the fallthrough.
-pub fn exits(step_id: StepId, step: &Step) -> impl Iterator<Item = Exit<'_>> {
-    step.branches
-        .iter()
-        .enumerate()
-        .map(|(index, entry)| Exit::Branch(index, entry))
-        .chain(std::iter::once(Exit::Fallthrough(fallthrough(step_id, step))))
-}
-
-/// How a step is left, for a runner: the first branch entry `matches`
-/// accepts (the caller then follows [`branch_landing`], which may evaluate
-/// a directive), else the fallthrough.
+/// How a step is left, for a runner: by the first branch entry that
+/// matches (the caller then follows [`branch_landing`], which may evaluate
+/// a directive), else by the [`fallthrough`].
 pub enum Leaving {
     Branch(usize),
     Fallthrough(Landing),
 }
 
-/// Decides how a step is left, asking `matches` about each branch entry in
-/// order and stopping at the first that matches.
+/// Decides how a step is left: its branch entries in order, asking
+/// `matches` about each and stopping at the first that matches, then its
+/// `next`, then the next step in the list.
 pub fn leave(step_id: StepId, step: &Step, mut matches: impl FnMut(usize) -> bool) -> Leaving {
-    for exit in exits(step_id, step) {
-        match exit {
-            Exit::Branch(index, _) if matches(index) => return Leaving::Branch(index),
-            Exit::Branch(..) => {}
-            Exit::Fallthrough(landing) => return Leaving::Fallthrough(landing),
-        }
+    match (0..step.branches.len()).find(|index| matches(*index)) {
+        Some(index) => Leaving::Branch(index),
+        None => Leaving::Fallthrough(fallthrough(step_id, step)),
     }
-    // `exits` always ends with the fallthrough.
-    Leaving::Fallthrough(fallthrough(step_id, step))
 }
 
 /// Whether reaching a step in list order may pass over it: it has a
