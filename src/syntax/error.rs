@@ -12,8 +12,6 @@
 
 use crate::diag::{Code, Diagnostic, suggestion};
 use crate::source::Span;
-use crate::syntax::expr::MAX_EXPR_DEPTH;
-use crate::syntax::yaml::tree::{MAX_ALIAS_EXPANSION, MAX_DEPTH};
 
 /// One problem a front end found, with the facts its diagnostic is written
 /// from.
@@ -44,8 +42,10 @@ pub(crate) enum ExpressionError {
     ChainedComparison {
         span: Span,
     },
+    /// Nested deeper than `limit` levels.
     TooDeep {
         span: Span,
+        limit: usize,
     },
 }
 
@@ -110,8 +110,10 @@ pub(crate) enum YamlError {
     AliasInsideAnchor {
         span: Span,
     },
+    /// Aliases expanded past `limit` nodes.
     AliasExpansion {
         span: Span,
+        limit: u64,
     },
     UnknownAnchor {
         name: String,
@@ -131,8 +133,10 @@ pub(crate) enum YamlError {
         at_tab: bool,
         span: Span,
     },
+    /// Nested deeper than `limit` levels.
     TooDeep {
         span: Span,
+        limit: usize,
     },
     NotAProgram {
         found: &'static str,
@@ -254,8 +258,8 @@ impl ExpressionError {
             ExpressionError::ChainedComparison { span } => Diagnostic::new(Code::Syntax, "comparisons do not chain")
                 .at(span, "two comparisons in a row")
                 .with_help("join them with `and`, e.g. `1 < x and x < 5`"),
-            ExpressionError::TooDeep { span } => Diagnostic::new(Code::Syntax, "nesting is too deep")
-                .at(span, format!("more than {MAX_EXPR_DEPTH} levels deep here"))
+            ExpressionError::TooDeep { span, limit } => Diagnostic::new(Code::Syntax, "nesting is too deep")
+                .at(span, format!("more than {limit} levels deep here"))
                 .with_help("split the expression or block into smaller parts"),
         }
     }
@@ -337,8 +341,8 @@ impl YamlError {
                     .at(span, "this alias is inside its own anchor")
                     .with_help("an anchor can be used only after its node is complete")
             }
-            YamlError::AliasExpansion { span } => {
-                Diagnostic::new(Code::Syntax, format!("aliases expand to more than {MAX_ALIAS_EXPANSION} nodes"))
+            YamlError::AliasExpansion { span, limit } => {
+                Diagnostic::new(Code::Syntax, format!("aliases expand to more than {limit} nodes"))
                     .at(span, "this alias takes the expansion over the limit")
                     .with_help("each alias is a full copy of its anchor; use fewer or smaller anchors")
             }
@@ -367,8 +371,8 @@ impl YamlError {
                     .at(span, "the YAML reader stopped here")
                     .with_help(help)
             }
-            YamlError::TooDeep { span } => {
-                Diagnostic::new(Code::Syntax, format!("YAML nesting is deeper than {MAX_DEPTH} levels"))
+            YamlError::TooDeep { span, limit } => {
+                Diagnostic::new(Code::Syntax, format!("YAML nesting is deeper than {limit} levels"))
                     .at(Span::new(span.start, span.start.saturating_add(1)), "too deep here")
                     .with_help("a program never needs this much nesting; flatten the structure")
             }

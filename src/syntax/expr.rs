@@ -393,7 +393,7 @@ pub fn code_bytes(text: &str) -> impl Iterator<Item = (usize, u8)> + '_ {
 }
 
 pub(crate) fn too_deep_diagnostic(span: Span) -> Diagnostic {
-    ExpressionError::TooDeep { span }.into()
+    ExpressionError::TooDeep { span, limit: MAX_EXPR_DEPTH }.into()
 }
 
 /// A pest failure as a `syntax` diagnostic: where, and what was expected there.

@@ -3,7 +3,7 @@
 //! assembles the program from them.
 
 mod build;
-pub(super) mod tree;
+mod tree;
 mod values;
 
 use super::ast::{FlowDecl, Program};

@@ -531,7 +531,7 @@ impl<'input> Reader<'input> {
         self.aliases_used += 1;
         self.alias_expansion = self.alias_expansion.saturating_add(target.expanded_size);
         if self.alias_expansion > MAX_ALIAS_EXPANSION {
-            return Err(refused(YamlError::AliasExpansion { span }));
+            return Err(refused(YamlError::AliasExpansion { span, limit: MAX_ALIAS_EXPANSION }));
         }
         // The alias's span is where it is used; the shared node keeps the
         // anchor's span, which is where its content is written.
@@ -630,7 +630,7 @@ impl<'input> Reader<'input> {
         // saphyr scans ahead of the events it has produced, so on deep
         // `[[[[` its own nesting limit can trip before ours.
         if error.info() == "recursion limit exceeded" {
-            return YamlError::TooDeep { span }.into();
+            return YamlError::TooDeep { span, limit: MAX_DEPTH }.into();
         }
         if error.info().contains("unknown anchor") {
             let name = alias_name_at(self.text, start as usize);
@@ -650,7 +650,7 @@ fn refused(error: YamlError) -> ReadError {
 }
 
 fn too_deep(span: Span) -> ReadError {
-    refused(YamlError::TooDeep { span })
+    refused(YamlError::TooDeep { span, limit: MAX_DEPTH })
 }
 
 fn second_document(document_start: Span, first_node: Span) -> ReadError {

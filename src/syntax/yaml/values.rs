@@ -371,7 +371,7 @@ impl<'tree, 'input> Values<'tree, 'input> {
         let span = self.span(entry.value);
         if self.is_sequence(entry.value) {
             if depth >= MAX_EXPR_DEPTH {
-                self.diagnostics.push(ExpressionError::TooDeep { span }.into());
+                self.diagnostics.push(ExpressionError::TooDeep { span, limit: MAX_EXPR_DEPTH }.into());
                 return Expr::error(span);
             }
             let tree = self.tree;
