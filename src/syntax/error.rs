@@ -47,6 +47,11 @@ pub(crate) enum ExpressionError {
         span: Span,
         limit: usize,
     },
+    /// More than `limit` brackets open at once, refused before parsing.
+    TooManyBrackets {
+        span: Span,
+        limit: usize,
+    },
 }
 
 /// A problem only the `.flow` syntax can have.
@@ -260,6 +265,9 @@ impl ExpressionError {
                 .with_help("join them with `and`, e.g. `1 < x and x < 5`"),
             ExpressionError::TooDeep { span, limit } => Diagnostic::new(Code::Syntax, "nesting is too deep")
                 .at(span, format!("more than {limit} levels deep here"))
+                .with_help("split the expression or block into smaller parts"),
+            ExpressionError::TooManyBrackets { span, limit } => Diagnostic::new(Code::Syntax, "nesting is too deep")
+                .at(span, format!("more than {limit} brackets deep here"))
                 .with_help("split the expression or block into smaller parts"),
         }
     }

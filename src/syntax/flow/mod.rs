@@ -25,13 +25,12 @@ mod lexical;
 mod walker;
 
 use super::ast::{Agent, Program};
-use super::error::FlowError;
+use super::error::{ExpressionError, FlowError};
 use super::expr::{self, SpanMap};
 use super::grammar::{FlowParser, Rule};
 use crate::diag::Diagnostic;
 use crate::source::SourceFile;
 use errors::{next_char_end, parse_failure};
-use expr::too_deep_diagnostic;
 use lexical::skip_trivia;
 use pest::Parser;
 use walker::Walker;
@@ -43,11 +42,9 @@ pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
     // Refused before pest runs: the generated parser recurses once per
     // bracket level, and so does the walk below.
     if let Some(offset) = expr::too_deep(text) {
-        let mut diagnostic = too_deep_diagnostic(map.span(offset, next_char_end(text, offset)));
-        if let Some(label) = diagnostic.labels.first_mut() {
-            label.text = format!("more than {} brackets deep here", expr::MAX_BRACKET_DEPTH);
-        }
-        return (Program::default(), vec![diagnostic]);
+        let span = map.span(offset, next_char_end(text, offset));
+        let error = ExpressionError::TooManyBrackets { span, limit: expr::MAX_BRACKET_DEPTH };
+        return (Program::default(), vec![error.into()]);
     }
     // Large programs are cut at top-level item boundaries and the pieces
     // parsed on all cores; a piece that fails sends the whole file through
