@@ -27,14 +27,19 @@ pub(crate) enum SyntaxError {
 /// A problem in an expression, a template or a number, in either syntax.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum ExpressionError {
-    /// pest stopped: `found` is the text there, quoted, or "end of input";
-    /// `expected` what it would have accepted ("" when it cannot say);
-    /// `what` the construct being read ("an expression").
+    /// pest stopped: `found` is the text there (`None` at the end of the
+    /// input); `expected` what it would have accepted ("" when it cannot
+    /// say); `what` the construct being read ("an expression");
+    /// `names_blanks` whether a space, tab or line end found is named in
+    /// words (the `.flow` reader's choice); `close` the keyword the text
+    /// found is likely a misspelling of.
     Unexpected {
-        found: String,
+        found: Option<String>,
         expected: String,
         what: String,
         span: Span,
+        names_blanks: bool,
+        close: Option<String>,
     },
     IntegerTooLarge {
         span: Span,
@@ -57,12 +62,10 @@ pub(crate) enum ExpressionError {
 /// A problem only the `.flow` syntax can have.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum FlowError {
-    /// A `{` left open: `gave_up` is where the parser stopped and
-    /// `parser_message` what it said there.
+    /// A `{` left open: `gave_up` is what the parser said where it stopped.
     UnclosedBrace {
         brace: Span,
-        gave_up: Span,
-        parser_message: String,
+        gave_up: Box<ExpressionError>,
     },
     DuplicateAgent {
         second: Span,
@@ -247,15 +250,25 @@ impl SyntaxError {
 impl ExpressionError {
     fn into_diagnostic(self) -> Diagnostic {
         match self {
-            ExpressionError::Unexpected { found, expected, what, span } => {
+            ExpressionError::Unexpected { found, expected, what, span, names_blanks, close } => {
+                let quoted = found
+                    .as_deref()
+                    .map_or_else(|| "end of input".to_string(), |found| format!("`{}`", found.escape_debug()));
                 let message = if expected.is_empty() {
-                    format!("unexpected {found} in {what}")
+                    format!("unexpected {quoted} in {what}")
                 } else {
+                    let found = match found.as_deref() {
+                        Some(" ") if names_blanks => "a space".to_string(),
+                        Some("\t") if names_blanks => "a tab".to_string(),
+                        Some("\n" | "\r") if names_blanks => "the end of the line".to_string(),
+                        _ => quoted,
+                    };
                     format!("expected {expected}, found {found}")
                 };
-                Diagnostic::new(Code::Syntax, message)
-                    .at(span, "unexpected here")
-                    .with_help(format!("see the language reference (docs/language.md) for the forms of {what}"))
+                let help = suggestion(close.as_deref(), || {
+                    format!("see the language reference (docs/language.md) for the forms of {what}")
+                });
+                Diagnostic::new(Code::Syntax, message).at(span, "unexpected here").with_help(help)
             }
             ExpressionError::IntegerTooLarge { span } => Diagnostic::new(Code::Syntax, "integer literal is too large")
                 .at(span, "does not fit in 64 bits")
@@ -276,11 +289,15 @@ impl ExpressionError {
 impl FlowError {
     fn into_diagnostic(self) -> Diagnostic {
         match self {
-            FlowError::UnclosedBrace { brace, gave_up, parser_message } => {
-                Diagnostic::new(Code::Syntax, "a `{` is never closed")
+            FlowError::UnclosedBrace { brace, gave_up } => {
+                let parser = gave_up.into_diagnostic();
+                let diagnostic = Diagnostic::new(Code::Syntax, "a `{` is never closed")
                     .at(brace, "this `{` has no matching `}`")
-                    .with_label(gave_up, format!("the parser gave up here: {parser_message}"))
-                    .with_help("add the missing `}` where the block should end")
+                    .with_help("add the missing `}` where the block should end");
+                match parser.primary_span() {
+                    Some(span) => diagnostic.with_label(span, format!("the parser gave up here: {}", parser.message)),
+                    None => diagnostic,
+                }
             }
             FlowError::DuplicateAgent { second, first } => {
                 Diagnostic::new(Code::DuplicateKey, "a program has one `agent`")

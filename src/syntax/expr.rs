@@ -73,7 +73,7 @@ pub fn parse_expr(text: &str, map: SpanMap, diagnostics: &mut Vec<Diagnostic>) -
             builder.expr(expr_pair, 0)
         }
         Err(error) => {
-            diagnostics.push(syntax_error(&error, text, map, "an expression"));
+            diagnostics.push(syntax_error(&error, text, map, "an expression").into());
             Expr::error(whole)
         }
     }
@@ -99,7 +99,7 @@ pub fn parse_template(text: &str, map: SpanMap, diagnostics: &mut Vec<Diagnostic
             Template { parts, span: whole }
         }
         Err(error) => {
-            diagnostics.push(syntax_error(&error, text, map, "a template"));
+            diagnostics.push(syntax_error(&error, text, map, "a template").into());
             Template::literal(text, whole)
         }
     }
@@ -396,23 +396,20 @@ pub(crate) fn too_deep_diagnostic(span: Span) -> Diagnostic {
     ExpressionError::TooDeep { span, limit: MAX_EXPR_DEPTH }.into()
 }
 
-/// A pest failure as a `syntax` diagnostic: where, and what was expected there.
-pub fn syntax_error(error: &pest::error::Error<Rule>, text: &str, map: SpanMap, what: &str) -> Diagnostic {
+/// A pest failure as a `syntax` error: where, and what was expected there.
+pub(crate) fn syntax_error(error: &pest::error::Error<Rule>, text: &str, map: SpanMap, what: &str) -> ExpressionError {
     let offset = match error.location {
         pest::error::InputLocation::Pos(offset) => offset,
         pest::error::InputLocation::Span((start, _)) => start,
     };
     let found_end = next_char_end(text, offset);
     let span = map.span(offset, found_end);
-    let found = text
-        .get(offset..found_end)
-        .filter(|found| !found.is_empty())
-        .map_or_else(|| "end of input".to_string(), |found| format!("`{}`", found.escape_debug()));
+    let found = text.get(offset..found_end).filter(|found| !found.is_empty()).map(str::to_string);
     let expected = match &error.variant {
         pest::error::ErrorVariant::ParsingError { positives, .. } => describe_rules(positives),
         pest::error::ErrorVariant::CustomError { message } => message.clone(),
     };
-    ExpressionError::Unexpected { found, expected, what: what.to_string(), span }.into()
+    ExpressionError::Unexpected { found, expected, what: what.to_string(), span, names_blanks: false, close: None }
 }
 
 fn next_char_end(text: &str, offset: usize) -> usize {

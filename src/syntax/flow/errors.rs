@@ -4,7 +4,7 @@
 
 use super::expected::describe_expected;
 use crate::diag::Diagnostic;
-use crate::syntax::error::FlowError;
+use crate::syntax::error::{ExpressionError, FlowError};
 use crate::syntax::expr::{self, SpanMap, too_deep_diagnostic};
 use crate::syntax::grammar::{FlowParser, Rule};
 use pest::Parser;
@@ -22,39 +22,32 @@ pub(super) fn parse_failure(error: &pest::error::Error<Rule>, text: &str, map: S
         return too_deep_diagnostic(map.span(offset, next_char_end(text, offset)));
     }
     let detailed = detailed_failure(text);
-    let (offset, mut diagnostic, expected_tokens) = match &detailed {
+    let (offset, mut unexpected, expected_tokens) = match &detailed {
         Some((detailed, tokens)) => {
             (error_offset(detailed), expr::syntax_error(detailed, text, map, "a program"), tokens.as_slice())
         }
         None => (offset, expr::syntax_error(error, text, map, "a program"), &[][..]),
     };
-    for (shown, said) in
-        [("` `", "a space"), ("`\\t`", "a tab"), ("`\\n`", "the end of the line"), ("`\\r`", "the end of the line")]
-    {
-        if let Some(expected) = diagnostic.message.strip_suffix(&format!("found {shown}")) {
-            diagnostic.message = format!("{expected}found {said}");
-        }
-    }
     let first_char_end = next_char_end(text, offset);
     let word_end = word_end(text, offset);
-    if word_end > first_char_end
-        && let (Some(first_char), Some(word)) = (text.get(offset..first_char_end), text.get(offset..word_end))
-    {
-        let short = format!("found `{}`", first_char.escape_debug());
-        if let Some(expected) = diagnostic.message.strip_suffix(&short) {
-            diagnostic.message = format!("{expected}found `{word}`");
-            if let Some(label) = diagnostic.labels.first_mut() {
-                label.span = map.span(offset, word_end);
-            }
+    if let ExpressionError::Unexpected { found, expected, span, names_blanks, close, .. } = &mut unexpected {
+        *names_blanks = true;
+        // The word is shown whole where pest names only its first character.
+        if word_end > first_char_end
+            && !expected.is_empty()
+            && found.is_some()
+            && let Some(word) = text.get(offset..word_end)
+        {
+            *found = Some(word.to_string());
+            *span = map.span(offset, word_end);
         }
-    }
-    if let Some(keyword) = text.get(offset..word_end).and_then(|word| misspelt_keyword(word, expected_tokens)) {
-        diagnostic.help = Some(format!("did you mean `{keyword}`?"));
+        *close =
+            text.get(offset..word_end).and_then(|word| misspelt_keyword(word, expected_tokens)).map(str::to_string);
     }
     if expected_tokens.iter().any(|token| token == "}") {
-        diagnostic = blame_unclosed_brace(diagnostic, text, offset, map);
+        return blame_unclosed_brace(unexpected, text, offset, map);
     }
-    diagnostic
+    unexpected.into()
 }
 
 /// The keyword pest expected that `word` is a likely misspelling of.
@@ -68,16 +61,16 @@ fn misspelt_keyword<'a>(word: &str, expected_tokens: &'a [String]) -> Option<&'a
 /// more braces than it closes, the mistake is most likely a `{` left open
 /// earlier, not the word the parser stopped at: the diagnostic then points
 /// at that `{`, with where the parser gave up as a second label.
-fn blame_unclosed_brace(diagnostic: Diagnostic, text: &str, failed_at: usize, map: SpanMap) -> Diagnostic {
+fn blame_unclosed_brace(unexpected: ExpressionError, text: &str, failed_at: usize, map: SpanMap) -> Diagnostic {
     let braces = open_braces(text, failed_at);
     if braces.unclosed_in_file == 0 {
-        return diagnostic;
+        return unexpected.into();
     }
     let Some(brace) = braces.misindented.first().or(braces.open_at_failure.last()).copied() else {
-        return diagnostic;
+        return unexpected.into();
     };
-    let gave_up = diagnostic.primary_span().unwrap_or_else(|| map.span(failed_at, failed_at));
-    FlowError::UnclosedBrace { brace: map.span(brace, brace + 1), gave_up, parser_message: diagnostic.message }.into()
+    let brace = map.span(brace, brace + 1);
+    FlowError::UnclosedBrace { brace, gave_up: Box::new(unexpected) }.into()
 }
 
 /// What a scan of a file's braces (outside strings and comments) tells
