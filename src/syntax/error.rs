@@ -498,6 +498,30 @@ mod tests {
     }
 
     #[test]
+    fn the_flow_reader_records_a_misspelt_keyword_as_the_whole_word_and_the_keyword_meant() {
+        let text = "flow f {\n  step s {\n    promt \"hi\"\n  }\n}\n";
+        let (_, diagnostics) = crate::syntax::parse(&SourceFile::new("bad.flow", text));
+        let [diagnostic] = diagnostics.as_slice() else {
+            panic!("one diagnostic expected: {diagnostics:#?}");
+        };
+        assert_eq!(diagnostic.help.as_deref(), Some("did you mean `prompt`?"));
+        let expected = ExpressionError::Unexpected {
+            found: Some("promt".to_string()),
+            expected: diagnostic
+                .message
+                .strip_prefix("expected ")
+                .and_then(|rest| rest.strip_suffix(", found `promt`"))
+                .unwrap_or_default()
+                .to_string(),
+            what: "a program".to_string(),
+            span: span_of(text, "promt", 0),
+            names_blanks: true,
+            close: Some("prompt".to_string()),
+        };
+        assert_eq!(diagnostic, &Diagnostic::from(expected));
+    }
+
+    #[test]
     fn the_yaml_reader_records_an_unknown_key_with_the_nearest_one() {
         let text = "flows:\n  f:\n    steps:\n      - id: s\n        colect: [hotel]\n";
         let (_, diagnostics) = crate::syntax::parse(&SourceFile::new("bad.yaml", text));
