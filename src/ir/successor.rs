@@ -38,13 +38,6 @@ pub enum Jump {
 }
 
 impl Jump {
-    /// Whether the jump starts a new run of the flow it lands in (whose
-    /// [`Flow::fresh`] fields are cleared): `goto` and `reset` do, a
-    /// `goto_step` is a jump within a run.
-    pub fn starts_a_run(self) -> bool {
-        matches!(self, Jump::Goto(_) | Jump::Reset)
-    }
-
     /// Which position wins when directives merge: `abort > complete >
     /// goto/goto_step > reset`.
     pub fn precedence(self) -> u8 {
@@ -276,8 +269,6 @@ flow other "Other" {
         assert_eq!(landing(here, Jump::Reset), Landing::Step(StepId(0)));
         assert_eq!(landing(here, Jump::Complete(Some(FlowId(1)))), Landing::Complete(Some(FlowId(1))));
         assert_eq!(landing(here, Jump::Abort), Landing::Abort);
-        assert!(Jump::Goto(here).starts_a_run() && Jump::Reset.starts_a_run());
-        assert!(!Jump::GotoStep(here, StepId(0)).starts_a_run());
         assert_eq!(landing_outside(Jump::Complete(Some(here))), Some(Landing::Enter(here, StepId(0))));
         assert_eq!(landing_outside(Jump::GotoStep(here, StepId(2))), Some(Landing::Enter(here, StepId(2))));
         assert_eq!(landing_outside(Jump::Reset), None);
