@@ -19,6 +19,7 @@
 pub mod location;
 pub mod memory;
 pub mod postgres;
+pub mod postgres_tls;
 pub mod sqlite;
 
 use crate::ir::Program;

@@ -13,7 +13,7 @@ use super::rows::{self, now_text};
 use super::{Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id};
 use crate::llm::Message;
 use crate::runtime::session::Session;
-use postgres::{Client, NoTls, Row};
+use postgres::{Client, Row};
 use std::sync::{Mutex, MutexGuard};
 
 /// `MIGRATIONS[n]` takes a database at version `n` to `n + 1`; the same
@@ -75,7 +75,7 @@ impl PostgresStore {
     pub fn connect(url: &str) -> Result<PostgresStore, StoreError> {
         let shown = redact(url);
         let open_error = |message: String| StoreError::Open { location: shown.clone(), message };
-        let mut client = Client::connect(url, NoTls).map_err(|error| open_error(error.to_string()))?;
+        let mut client = super::postgres_tls::connect(url).map_err(open_error)?;
         migrate(&mut client, MIGRATIONS).map_err(open_error)?;
         Ok(PostgresStore { client: Mutex::new(client) })
     }
@@ -87,9 +87,10 @@ impl PostgresStore {
     }
 }
 
-/// The URL without its password, for messages.
+/// The URL without its password (in the credentials or a `password=`
+/// parameter), for messages.
 pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let shown = match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let credentials = url.get(scheme + 3..at).unwrap_or_default();
             match credentials.split_once(':') {
@@ -102,7 +103,15 @@ pub fn redact(url: &str) -> String {
             }
         }
         _ => url.to_string(),
-    }
+    };
+    let Some((base, query)) = shown.split_once('?') else {
+        return shown;
+    };
+    let parameters: Vec<&str> = query
+        .split('&')
+        .map(|parameter| if parameter.starts_with("password=") { "password=***" } else { parameter })
+        .collect();
+    format!("{base}?{}", parameters.join("&"))
 }
 
 pub fn migrate(client: &mut Client, migrations: &[&str]) -> Result<(), String> {
@@ -406,5 +415,9 @@ mod tests {
         assert_eq!(redact("postgres://flowc:secret@127.0.0.1:5432/db"), "postgres://flowc:***@127.0.0.1:5432/db");
         assert_eq!(redact("postgres://127.0.0.1/db"), "postgres://127.0.0.1/db");
         assert_eq!(redact("postgres://flowc@127.0.0.1/db"), "postgres://flowc@127.0.0.1/db");
+        assert_eq!(
+            redact("postgres://flowc@db/app?sslmode=require&password=secret&sslrootcert=ca.pem"),
+            "postgres://flowc@db/app?sslmode=require&password=***&sslrootcert=ca.pem"
+        );
     }
 }
