@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need: PostgreSQL's server binaries (Debian
-# package; the store tests start a throwaway cluster with them), and what
+# package; the store tests start a throwaway cluster with them), `openssl`
+# (the command: it makes that cluster's throwaway CA and certificate), and what
 # the graph tests parse flowc's output with: Graphviz `dot`
 # (Debian package) for the DOT output, and the real Mermaid parser (npm
 # packages pinned in tools/mermaid-check/package-lock.json, run under jsdom
@@ -58,6 +59,11 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   apt_install postgresql
 fi
 
+if ! command -v openssl >/dev/null 2>&1; then
+  echo "install-test-deps: installing openssl"
+  apt_install openssl
+fi
+
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   echo "install-test-deps: installing nodejs and npm"
   apt_install nodejs npm
@@ -74,4 +80,4 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$lock_sum" ]; then
 fi
 
 dot -V
-echo "install-test-deps: postgresql, graphviz and the mermaid checker are ready"
+echo "install-test-deps: postgresql, openssl, graphviz and the mermaid checker are ready"

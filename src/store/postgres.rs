@@ -9,6 +9,7 @@
 //! takes a database of any older version to the current one, under an
 //! advisory lock so that two processes starting at once migrate once.
 
+use super::postgres_tls::describe;
 use super::rows::{self, now_text};
 use super::{Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id};
 use crate::llm::Message;
@@ -61,14 +62,7 @@ pub struct PostgresStore {
 }
 
 fn sql_error(id: &str) -> impl Fn(postgres::Error) -> StoreError + '_ {
-    // The server's own message says what went wrong; the client's Display
-    // says only "db error".
-    move |error| StoreError::Io {
-        id: id.to_string(),
-        message: error
-            .as_db_error()
-            .map_or_else(|| error.to_string(), |db| format!("{}: {}", db.severity(), db.message())),
-    }
+    move |error| StoreError::Io { id: id.to_string(), message: describe(&error) }
 }
 
 impl PostgresStore {
@@ -115,17 +109,17 @@ pub fn redact(url: &str) -> String {
 }
 
 pub fn migrate(client: &mut Client, migrations: &[&str]) -> Result<(), String> {
-    let mut transaction = client.transaction().map_err(|error| error.to_string())?;
-    transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).map_err(|error| error.to_string())?;
+    let mut transaction = client.transaction().map_err(|error| describe(&error))?;
+    transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).map_err(|error| describe(&error))?;
     transaction
         .batch_execute("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| describe(&error))?;
     let version: Option<i64> = transaction
         .query_opt("SELECT version FROM schema_version", &[])
-        .map_err(|error| error.to_string())?
+        .map_err(|error| describe(&error))?
         .map(|row| row.get(0));
     if version.is_none() {
-        transaction.execute("INSERT INTO schema_version VALUES (0)", &[]).map_err(|error| error.to_string())?;
+        transaction.execute("INSERT INTO schema_version VALUES (0)", &[]).map_err(|error| describe(&error))?;
     }
     let version = usize::try_from(version.unwrap_or(0)).map_err(|_| "its schema version is invalid".to_string())?;
     if version > migrations.len() {
@@ -135,11 +129,13 @@ pub fn migrate(client: &mut Client, migrations: &[&str]) -> Result<(), String> {
         ));
     }
     for (index, migration) in migrations.iter().enumerate().skip(version) {
-        transaction.batch_execute(migration).map_err(|error| format!("migration to version {}: {error}", index + 1))?;
+        transaction
+            .batch_execute(migration)
+            .map_err(|error| format!("migration to version {}: {}", index + 1, describe(&error)))?;
     }
     let target = i64::try_from(migrations.len()).unwrap_or(i64::MAX);
-    transaction.execute("UPDATE schema_version SET version = $1", &[&target]).map_err(|error| error.to_string())?;
-    transaction.commit().map_err(|error| error.to_string())
+    transaction.execute("UPDATE schema_version SET version = $1", &[&target]).map_err(|error| describe(&error))?;
+    transaction.commit().map_err(|error| describe(&error))
 }
 
 impl SessionStore for PostgresStore {

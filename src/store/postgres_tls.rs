@@ -54,9 +54,9 @@ impl SslMode {
             "allow" => Err("sslmode=allow (TLS only when the server insists) is not supported; \
                  use sslmode=prefer, or sslmode=require to insist on TLS"
                 .to_string()),
-            other => Err(format!(
-                "sslmode `{other}` is not known; use disable, prefer, require, verify-ca or verify-full"
-            )),
+            other => {
+                Err(format!("sslmode `{other}` is not known; use disable, prefer, require, verify-ca or verify-full"))
+            }
         }
     }
 
@@ -174,7 +174,9 @@ impl TlsSettings {
                 roots: RootCerts::File(PathBuf::from(path)),
                 explicit_roots,
             }),
-            None => Ok(TlsSettings { mode: mode.unwrap_or(SslMode::Prefer), roots: RootCerts::Builtin, explicit_roots }),
+            None => {
+                Ok(TlsSettings { mode: mode.unwrap_or(SslMode::Prefer), roots: RootCerts::Builtin, explicit_roots })
+            }
         }
     }
 
@@ -198,8 +200,11 @@ impl TlsSettings {
         })?;
         let mut store = RootCertStore::empty();
         for certificate in CertificateDer::pem_slice_iter(&bytes) {
-            let certificate = certificate.map_err(|error| format!("sslrootcert `{shown}` is not a PEM file: {error}"))?;
-            store.add(certificate).map_err(|error| format!("sslrootcert `{shown}` holds a bad certificate: {error}"))?;
+            let certificate =
+                certificate.map_err(|error| format!("sslrootcert `{shown}` is not a PEM file: {error}"))?;
+            store
+                .add(certificate)
+                .map_err(|error| format!("sslrootcert `{shown}` holds a bad certificate: {error}"))?;
         }
         if store.is_empty() {
             return Err(format!(
@@ -215,14 +220,18 @@ impl TlsSettings {
             .with_safe_default_protocol_versions()
             .map_err(|error| error.to_string())?;
         let mut config = match self.verification() {
-            Verification::Nothing => {
-                builder.dangerous().with_custom_certificate_verifier(Arc::new(Unchecked { provider })).with_no_client_auth()
-            }
+            Verification::Nothing => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(Unchecked { provider }))
+                .with_no_client_auth(),
             Verification::Chain => {
                 let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(self.root_store()?), provider)
                     .build()
                     .map_err(|error| error.to_string())?;
-                builder.dangerous().with_custom_certificate_verifier(Arc::new(ChainOnly { chain })).with_no_client_auth()
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(ChainOnly { chain }))
+                    .with_no_client_auth()
             }
             Verification::ChainAndName => builder.with_root_certificates(self.root_store()?).with_no_client_auth(),
         };
@@ -237,7 +246,8 @@ impl TlsSettings {
 /// not taken for the query.
 fn split_query(url: &str) -> (&str, &str) {
     let authority = url.find("://").map_or(0, |scheme| scheme + 3);
-    let after_credentials = url.get(authority..).and_then(|rest| rest.find('@')).map_or(authority, |at| authority + at + 1);
+    let after_credentials =
+        url.get(authority..).and_then(|rest| rest.find('@')).map_or(authority, |at| authority + at + 1);
     match url.get(after_credentials..).and_then(|rest| rest.find('?')) {
         Some(question) => {
             let cut = after_credentials + question;
@@ -258,7 +268,7 @@ fn decode(text: &str) -> Result<String, String> {
 /// error is one sentence, without the URL (the caller names it, redacted).
 pub fn connect(url: &str) -> Result<Client, String> {
     let (settings, rest) = TlsSettings::from_url(url)?;
-    let mut config: postgres::Config = rest.parse().map_err(|error: postgres::Error| error.to_string())?;
+    let mut config: postgres::Config = rest.parse().map_err(|error: postgres::Error| describe(&error))?;
     // As libpq: TLS is never used on a Unix socket, whatever the mode.
     let all_local = config.get_hosts().iter().all(|host| !matches!(host, Host::Tcp(_)));
     let mode = if all_local && !config.get_hosts().is_empty() { SslMode::Disable } else { settings.mode };
@@ -272,8 +282,8 @@ pub fn connect(url: &str) -> Result<Client, String> {
 
 /// What went wrong, and what to do about it.
 fn explain(error: &postgres::Error, settings: &TlsSettings) -> String {
-    if let Some(db) = error.as_db_error() {
-        let said = format!("{}: {}", db.severity(), db.message());
+    if error.as_db_error().is_some() {
+        let said = describe(error);
         // The server's pg_hba.conf wants TLS for this user (`hostssl`).
         if said.contains("no encryption") {
             return format!("{said}; the server accepts this user only over TLS: use sslmode=require or stronger");
@@ -306,13 +316,30 @@ fn explain(error: &postgres::Error, settings: &TlsSettings) -> String {
             _ => format!("the TLS handshake with the server failed ({tls})"),
         };
     }
-    let text = error.to_string();
+    let text = describe(error);
     if text.contains("server does not support TLS") {
         return format!(
             "the server does not offer TLS, and sslmode={} needs it; turn on ssl on the server, or use \
              sslmode=prefer on a network you trust",
             settings.mode.as_str()
         );
+    }
+    text
+}
+
+/// What the server said (`FATAL: …`), or the error and what caused it,
+/// each after a colon: the client library's own words are only its kind
+/// ("db error", "error connecting to server").
+pub fn describe(error: &postgres::Error) -> String {
+    if let Some(db) = error.as_db_error() {
+        return format!("{}: {}", db.severity(), db.message());
+    }
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(error);
+    while let Some(current) = cause {
+        text.push_str(": ");
+        text.push_str(&current.to_string());
+        cause = current.source();
     }
     text
 }
@@ -515,9 +542,8 @@ mod tests {
     fn a_unix_socket_host_never_uses_tls() {
         // Nothing listens at the socket: the point is that no TLS is tried
         // (which would fail with "no hostname provided for TLS handshake").
-        let error = connect("postgres://flowc@%2Fnonexistent-flowc-socket-dir/db?sslmode=verify-full")
-            .map(|_| ())
-            .unwrap_err();
+        let error =
+            connect("postgres://flowc@%2Fnonexistent-flowc-socket-dir/db?sslmode=verify-full").map(|_| ()).unwrap_err();
         assert!(!error.contains("TLS"), "{error}");
     }
 }

@@ -16,5 +16,6 @@ mod repl_stream;
 mod run;
 mod runtime;
 mod store;
+mod store_tls;
 mod support;
 mod workflows;
