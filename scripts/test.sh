@@ -9,7 +9,9 @@
 # The cluster speaks TLS with a throwaway CA made here (a server certificate
 # for localhost and 127.0.0.1), and accepts plain connections too, except
 # for the role `flowc_tls`, which pg_hba.conf admits only over TLS: the TLS
-# tests use it to prove that a connection is really encrypted.
+# tests use it to prove that a connection is really encrypted. The role
+# `flowc_scram` (password `flowc-test`) logs in with SCRAM over TLS, as on
+# managed databases, where the client binds the login to the TLS channel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-test-deps.sh
@@ -70,13 +72,15 @@ cat >"$cluster/data/pg_hba.conf" <<'HBA'
 local     all all       trust
 hostnossl all flowc_tls 127.0.0.1/32 reject
 hostssl   all flowc_tls 127.0.0.1/32 trust
+hostssl   all flowc_scram 127.0.0.1/32 scram-sha-256
 host      all all       127.0.0.1/32 trust
 host      all all       ::1/128      trust
 HBA
 as_cluster_owner "$pg_bin/pg_ctl" -D "$cluster/data" -l "$cluster/log" -w \
   -o "-p $port -k $cluster -c listen_addresses=127.0.0.1 -c max_connections=200 \
       -c ssl=on -c ssl_cert_file=$tls/server.crt -c ssl_key_file=$tls/server.key" start >/dev/null
-"$pg_bin/psql" -h "$cluster" -p "$port" -U flowc -d postgres -qc "CREATE ROLE flowc_tls LOGIN" >/dev/null
+"$pg_bin/psql" -h "$cluster" -p "$port" -U flowc -d postgres -q \
+  -c "CREATE ROLE flowc_tls LOGIN" -c "CREATE ROLE flowc_scram LOGIN PASSWORD 'flowc-test'" >/dev/null
 echo "test: PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (TLS and plain)"
 export FLOWC_TEST_POSTGRES="postgres://flowc@127.0.0.1:$port/postgres"
 export FLOWC_TEST_POSTGRES_CA="$tls/ca.crt"

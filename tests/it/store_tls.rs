@@ -8,7 +8,8 @@
 //! `scripts/test.sh` starts the server with a throwaway CA, sets
 //! `FLOWC_TEST_POSTGRES` and `FLOWC_TEST_POSTGRES_CA` (the CA's PEM file),
 //! and creates the role `flowc_tls`, which its pg_hba.conf admits only over
-//! TLS. Without `FLOWC_TEST_POSTGRES` the server tests say so and skip; with
+//! TLS, and `flowc_scram` (password `flowc-test`), which logs in with SCRAM
+//! over TLS. Without `FLOWC_TEST_POSTGRES` the server tests say so and skip; with
 //! it but no CA they fail, since they would prove nothing.
 
 use crate::support::{flowc_env, root, stderr, stdout, temp_dir, unique};
@@ -51,11 +52,15 @@ impl TlsServer {
 
     /// A fresh database owned by `flowc_tls`, made by the superuser.
     fn database(&self, test: &str) -> String {
+        self.database_of("flowc_tls", test)
+    }
+
+    fn database_of(&self, owner: &str, test: &str) -> String {
         let name = format!("flowc_tls_{test}_{}_{}", std::process::id(), unique());
         let admin = format!("postgres://flowc@{}/postgres", self.address);
         let mut client = postgres::Client::connect(&admin, postgres::NoTls)
             .unwrap_or_else(|error| panic!("{admin} does not connect: {error}"));
-        if let Err(error) = client.batch_execute(&format!("CREATE DATABASE {name} OWNER flowc_tls")) {
+        if let Err(error) = client.batch_execute(&format!("CREATE DATABASE {name} OWNER {owner}")) {
             panic!("cannot create a test database: {error}");
         }
         name
@@ -188,6 +193,33 @@ fn a_user_the_server_admits_only_over_tls_is_refused_under_disable() {
     assert_one_line_naming_the_store(&message);
     assert!(message.contains("no encryption"), "the server's reason: {message}");
     assert!(message.contains("use sslmode=require"), "says what to do: {message}");
+}
+
+#[test]
+fn a_password_login_is_bound_to_the_verified_tls_channel() {
+    let Some(server) = TlsServer::get("a_password_login_is_bound_to_the_verified_tls_channel") else {
+        return;
+    };
+    let database = server.database_of("flowc_scram", "scram");
+    let url = |password: &str| {
+        format!(
+            "postgres://flowc_scram:{password}@localhost:{}/{database}?sslmode=verify-full&sslrootcert={}\
+             &channel_binding=require",
+            server.port(),
+            server.ca
+        )
+    };
+    // SCRAM-SHA-256-PLUS: the server checks the client saw its certificate.
+    let store = PostgresStore::connect(&url("flowc-test")).unwrap_or_else(|error| panic!("{error}"));
+    let mut session = Session::new("scram", "hash");
+    session.version = 1;
+    assert!(store.save(&session, 0, &[]).is_ok());
+    assert_eq!(store.load("scram").ok().flatten(), Some(session));
+
+    let message = open_error(&url("hunter2"));
+    assert!(message.contains("flowc_scram:***@"), "{message}");
+    assert!(!message.contains("hunter2"), "{message}");
+    assert!(message.contains("password authentication failed"), "{message}");
 }
 
 /// A server without TLS, as far as the TLS question goes: it answers `N` to
