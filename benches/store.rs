@@ -171,7 +171,8 @@ fn sqlite_bytes_per_session(path: &Path, sessions: usize) {
 }
 
 fn postgres_bytes_per_session(url: &str) {
-    let Ok(mut client) = postgres::Client::connect(url, postgres::NoTls) else {
+    // The store's own connect: the URL may ask for TLS (`sslmode`, `sslrootcert`).
+    let Ok(mut client) = flowc::store::postgres_tls::connect(url) else {
         return;
     };
     let row = client.query_one(
