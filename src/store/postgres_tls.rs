@@ -219,26 +219,27 @@ impl TlsSettings {
         let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(|error| error.to_string())?;
-        let mut config = match self.verification() {
-            Verification::Nothing => builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(Unchecked { provider }))
-                .with_no_client_auth(),
-            Verification::Chain => {
-                let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(self.root_store()?), provider)
-                    .build()
-                    .map_err(|error| error.to_string())?;
-                builder
-                    .dangerous()
-                    .with_custom_certificate_verifier(Arc::new(ChainOnly { chain }))
-                    .with_no_client_auth()
+        let chain = match self.verification() {
+            Verification::ChainAndName => {
+                return Ok(alpn(builder.with_root_certificates(self.root_store()?).with_no_client_auth()));
             }
-            Verification::ChainAndName => builder.with_root_certificates(self.root_store()?).with_no_client_auth(),
+            Verification::Nothing => None,
+            Verification::Chain => Some(
+                WebPkiServerVerifier::builder_with_provider(Arc::new(self.root_store()?), Arc::clone(&provider))
+                    .build()
+                    .map_err(|error| error.to_string())?,
+            ),
         };
-        // What libpq offers; PostgreSQL 17's direct TLS (sslnegotiation=direct) requires it.
-        config.alpn_protocols = vec![b"postgresql".to_vec()];
-        Ok(config)
+        let relaxed = Arc::new(Relaxed { provider, chain });
+        Ok(alpn(builder.dangerous().with_custom_certificate_verifier(relaxed).with_no_client_auth()))
     }
+}
+
+/// What libpq offers; PostgreSQL 17's direct TLS (`sslnegotiation=direct`)
+/// requires it.
+fn alpn(mut config: ClientConfig) -> ClientConfig {
+    config.alpn_protocols = vec![b"postgresql".to_vec()];
+    config
 }
 
 /// `url` cut before its query, and the query. The credentials end at the
@@ -362,24 +363,36 @@ fn rustls_error(error: &postgres::Error) -> Option<&rustls::Error> {
     None
 }
 
-/// `prefer` and `require` without a CA: the certificate is not checked (the
-/// connection is encrypted, not authenticated), but the handshake's
-/// signatures still are, so the server must hold the key it presents.
+/// The certificate checks short of WebPKI's full one: none at all
+/// (`prefer` and `require` without a CA: encrypted, not authenticated), or,
+/// with `chain`, everything but the host name (`verify-ca`; WebPKI checks
+/// the chain before the name, so a name mismatch means the chain passed).
+/// The handshake's signatures are checked either way, so the server must
+/// hold the key of the certificate it presents.
 #[derive(Debug)]
-struct Unchecked {
+struct Relaxed {
     provider: Arc<CryptoProvider>,
+    chain: Option<Arc<WebPkiServerVerifier>>,
 }
 
-impl ServerCertVerifier for Unchecked {
+impl ServerCertVerifier for Relaxed {
     fn verify_server_cert(
         &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            checked => checked,
+        }
     }
 
     fn verify_tls12_signature(
@@ -412,53 +425,6 @@ impl ServerCertVerifier for Unchecked {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.provider.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// `verify-ca`: the whole of the WebPKI check but the host name. The chain
-/// is checked before the name, so a name mismatch means the chain passed.
-#[derive(Debug)]
-struct ChainOnly {
-    chain: Arc<WebPkiServerVerifier>,
-}
-
-impl ServerCertVerifier for ChainOnly {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            checked => checked,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        certificate: &CertificateDer<'_>,
-        signature: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls12_signature(message, certificate, signature)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        certificate: &CertificateDer<'_>,
-        signature: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls13_signature(message, certificate, signature)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.chain.supported_verify_schemes()
     }
 }
 

@@ -132,8 +132,8 @@ fn verify_full_with_the_ca_stores_a_turn_and_reads_it_back() {
 }
 
 #[test]
-fn verify_full_without_the_ca_fails_and_says_to_name_it() {
-    let Some(server) = TlsServer::get("verify_full_without_the_ca_fails_and_says_to_name_it") else {
+fn verify_full_or_verify_ca_without_the_ca_fails_and_says_to_name_it() {
+    let Some(server) = TlsServer::get("verify_full_or_verify_ca_without_the_ca_fails_and_says_to_name_it") else {
         return;
     };
     let database = server.database("noca");
@@ -141,6 +141,8 @@ fn verify_full_without_the_ca_fails_and_says_to_name_it() {
     assert_one_line_naming_the_store(&message);
     assert!(message.contains("not signed by a CA flowc trusts"), "{message}");
     assert!(message.contains("sslrootcert=PATH"), "says what to do: {message}");
+    let chain_only = open_error(&server.url("127.0.0.1", &database, "sslmode=verify-ca"));
+    assert!(chain_only.contains("not signed by a CA flowc trusts"), "verify-ca checks the chain too: {chain_only}");
 }
 
 #[test]
