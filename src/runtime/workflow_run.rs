@@ -130,6 +130,19 @@ impl WorkflowRun {
         })
     }
 
+    /// "stopped by step_limit: …" while one of the limits of the call that
+    /// ran it last holds the run.
+    pub fn limit_summary(&self) -> Option<String> {
+        let reason = self.limited.filter(|_| self.status == RunStatus::Running)?;
+        let what = match reason {
+            StopReason::StepLimit => "it ran `max_steps` steps in one call",
+            StopReason::TimeLimit => "one call ran it for longer than `max_time`",
+            StopReason::ErrorLimit => "`max_consecutive_errors` of its steps failed in a row",
+            other => other.explanation(),
+        };
+        Some(format!("stopped by {}: {what}", reason.as_str()))
+    }
+
     /// "failed at step 3 (send_email): <error>".
     pub fn failure_summary(&self) -> Option<String> {
         if self.status == RunStatus::Failed
