@@ -11,9 +11,15 @@
 //! and the first reached stops it.
 
 use super::engine::ContinuationLimits;
+use super::events::StopReason;
 use super::workflow::RunLimits;
 use crate::duration::{MAX_DURATION_DAYS, parse_duration_ms};
 use std::time::Duration;
+
+/// The stop reasons of the operator's conversation limits (the others are
+/// the program's own, or how a turn ends by itself).
+pub const OPERATOR_STOP_REASONS: [StopReason; 4] =
+    [StopReason::StepLimit, StopReason::SessionTokenLimit, StopReason::SessionTimeLimit, StopReason::ErrorLimit];
 
 /// The table conversations' limits are written in.
 const CONVERSATION_TABLE: &str = "limits";
