@@ -15,22 +15,22 @@ use std::time::Duration;
 #[command(next_help_heading = "Limits (each overrides its key in [limits] or [limits.run] of flowc.toml)")]
 pub struct LimitFlags {
     /// Conversations: steps one turn may execute (the next message goes on from there)
-    #[arg(long, value_name = "N", value_parser = parse_count)]
+    #[arg(long, value_name = "N", value_parser = parse_count, allow_negative_numbers = true)]
     pub max_steps_per_turn: Option<u32>,
     /// Conversations: tokens a session may spend over all its turns
-    #[arg(long, value_name = "N", value_parser = parse_tokens)]
+    #[arg(long, value_name = "N", value_parser = parse_tokens, allow_negative_numbers = true)]
     pub max_session_tokens: Option<u64>,
     /// Conversations: time a session may spend running turns, e.g. 10m
-    #[arg(long, value_name = "DURATION", value_parser = parse_time)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_time, allow_negative_numbers = true)]
     pub max_session_time: Option<Duration>,
     /// Conversations and workflow runs: failures in a row before the turn or the run stops
-    #[arg(long, value_name = "N", value_parser = parse_count)]
+    #[arg(long, value_name = "N", value_parser = parse_count, allow_negative_numbers = true)]
     pub max_consecutive_errors: Option<u32>,
     /// Workflow runs: steps this command runs (the run stays `running`; `flowc resume` goes on)
-    #[arg(long, value_name = "N", value_parser = parse_count)]
+    #[arg(long, value_name = "N", value_parser = parse_count, allow_negative_numbers = true)]
     pub max_steps: Option<u32>,
     /// Workflow runs: time this command runs the run for, e.g. 10m
-    #[arg(long, value_name = "DURATION", value_parser = parse_time)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_time, allow_negative_numbers = true)]
     pub max_time: Option<Duration>,
 }
 
@@ -39,13 +39,13 @@ pub struct LimitFlags {
 #[command(next_help_heading = "Limits (each overrides its key in the [limits.run] table of flowc.toml)")]
 pub struct RunLimitFlags {
     /// Steps one resume runs (the run stays `running`; a later resume goes on)
-    #[arg(long, value_name = "N", value_parser = parse_count)]
+    #[arg(long, value_name = "N", value_parser = parse_count, allow_negative_numbers = true)]
     pub max_steps: Option<u32>,
     /// Time one resume runs the run for, e.g. 10m
-    #[arg(long, value_name = "DURATION", value_parser = parse_time)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_time, allow_negative_numbers = true)]
     pub max_time: Option<Duration>,
     /// Steps failed in a row (gone on by `on_error: continue`) before the run stops
-    #[arg(long, value_name = "N", value_parser = parse_count)]
+    #[arg(long, value_name = "N", value_parser = parse_count, allow_negative_numbers = true)]
     pub max_consecutive_errors: Option<u32>,
 }
 
