@@ -5,7 +5,7 @@
 //! workflows and take those of workflow runs.
 
 use crate::runtime::engine::ContinuationLimits;
-use crate::runtime::limits_config::{OperatorLimits, parse_count, parse_time, parse_tokens};
+use crate::runtime::limits_config::{LimitsError, OperatorLimits, parse_count, parse_time, parse_tokens};
 use crate::runtime::workflow::RunLimits;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -112,7 +112,12 @@ fn configured(program: Option<&Path>) -> Result<OperatorLimits, String> {
     let Some(path) = crate::llm::config::config_file(program, &cwd) else {
         return Ok(OperatorLimits::default());
     };
-    let error = |message: String| format!("cannot read the [limits] table of {}: {message}", path.display());
-    let text = std::fs::read_to_string(&path).map_err(|read| error(read.to_string()))?;
-    OperatorLimits::from_toml(&text).map_err(|refused| error(refused.to_string()))
+    let shown = path.display();
+    let text = std::fs::read_to_string(&path).map_err(|read| format!("cannot read {shown}: {read}"))?;
+    OperatorLimits::from_toml(&text).map_err(|refused| match refused {
+        // Worded as the provider settings word it: the mistake may be
+        // anywhere in the file, not in [limits].
+        LimitsError::Toml(message) => format!("{shown}: {message}"),
+        refused => format!("cannot read the [limits] table of {shown}: {refused}"),
+    })
 }

@@ -25,16 +25,16 @@ pub struct ResumeArgs {
 }
 
 pub fn run(args: &ResumeArgs) -> Outcome {
+    let (store, location, (clock, ids)) = match open_with_clock(args.store.as_deref()) {
+        Ok(opened) => opened,
+        Err(outcome) => return outcome,
+    };
     let limits = match args.limits.resolve() {
         Ok(limits) => limits,
         Err(message) => {
             eprintln!("error: {message}");
             return Outcome::Error;
         }
-    };
-    let (store, location, (clock, ids)) = match open_with_clock(args.store.as_deref()) {
-        Ok(opened) => opened,
-        Err(outcome) => return outcome,
     };
     let stored = match store.load_run(&args.id) {
         Ok(Some(stored)) => stored,

@@ -32,16 +32,16 @@ pub struct WorkerArgs {
 const BATCH: usize = 8;
 
 pub fn run(args: &WorkerArgs) -> Outcome {
+    let (store, _, (clock, ids)) = match open_with_clock(args.store.as_deref()) {
+        Ok(opened) => opened,
+        Err(outcome) => return outcome,
+    };
     let limits = match args.limits.resolve() {
         Ok(limits) => limits,
         Err(message) => {
             eprintln!("error: {message}");
             return Outcome::Error;
         }
-    };
-    let (store, _, (clock, ids)) = match open_with_clock(args.store.as_deref()) {
-        Ok(opened) => opened,
-        Err(outcome) => return outcome,
     };
     let holder = holder_name();
     let mut outcome = Outcome::Success;

@@ -249,6 +249,22 @@ fn each_kind_of_mistake_in_the_table_names_the_key_and_what_it_accepts() {
 }
 
 #[test]
+fn a_flowc_toml_that_is_not_toml_is_worded_as_the_model_settings_word_it() {
+    let dir = dir_with_config("limits-not-toml", "[limits\nmax_steps_per_turn = 1\n");
+    let config = dir.join("flowc.toml").display().to_string();
+    for args in [
+        &["run", &program("booking.flow"), "--script", "booking.chat"][..],
+        &["run", &program("onboarding.flow"), "--data", ONBOARDING_DATA],
+    ] {
+        let output = flowc(&dir, args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let printed = stderr(&output);
+        assert!(printed.starts_with(&format!("error: {config}: invalid table header")), "{printed}");
+        assert!(!printed.contains("[limits] table"), "the mistake is the file's, not the table's: {printed}");
+    }
+}
+
+#[test]
 fn a_limit_flag_flowc_cannot_read_is_a_usage_error() {
     let dir = dir_with_config("limits-bad-flag", "");
     for (flag, value, accepted) in [
