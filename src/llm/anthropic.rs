@@ -421,7 +421,7 @@ fn stream_error(error: Option<&Value>) -> ProviderError {
         "overloaded_error" | "api_error" => ProviderError::Overloaded(message),
         "rate_limit_error" => ProviderError::RateLimited(message),
         "authentication_error" | "permission_error" => ProviderError::Auth(message),
-        _ => ProviderError::InvalidRequest(message),
+        _ => ProviderError::refused(message),
     }
 }
 

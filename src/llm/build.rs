@@ -1,5 +1,6 @@
 //! Builds the provider a configuration names, with the wrappers every run
-//! gets: redaction of secrets, and recording when asked. The providers read
+//! gets: trimming to the context window (servers), redaction of secrets,
+//! and recording when asked. The providers read
 //! their configuration; this is the one place that knows them all.
 
 use super::Provider;
@@ -10,9 +11,16 @@ use super::config::{ConfigError, ProviderConfig, ProviderKind};
 ///
 /// [`Recorder`]: crate::llm::replay::Recorder
 pub fn build_provider(config: &ProviderConfig) -> Result<Box<dyn Provider>, ConfigError> {
+    let window = || super::context::ContextWindow::new(config.context_window, config.max_tokens);
+    // Servers get requests trimmed to the model's window; the recorder,
+    // outside, keeps the request as the runtime made it, so replays match.
     let provider: Box<dyn Provider> = match &config.provider {
-        ProviderKind::OpenAi => Box::new(super::openai::OpenAi::new(config)?),
-        ProviderKind::Anthropic => Box::new(super::anthropic::Anthropic::new(config)?),
+        ProviderKind::OpenAi => {
+            Box::new(super::context::Windowed::new(Box::new(super::openai::OpenAi::new(config)?), window()))
+        }
+        ProviderKind::Anthropic => {
+            Box::new(super::context::Windowed::new(Box::new(super::anthropic::Anthropic::new(config)?), window()))
+        }
         ProviderKind::Replay(path) => Box::new(super::replay::Replay::load(path)?),
         ProviderKind::Offline => Box::new(super::offline::Offline::new()),
     };

@@ -18,6 +18,7 @@
 //! max_retries = 2
 //! temperature = 0.2
 //! max_tokens = 512
+//! context_window = 8192            # tokens; else learned from the server
 //! structured_output = "json_schema" # json_schema | json_object | tool | prompt
 //! tool_choice = "auto"             # auto | forced
 //! ```
@@ -39,6 +40,9 @@ pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o-mini";
 pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-haiku-4-5";
+/// Below this no prompt of flowc's fits: a smaller `context_window` is a
+/// typo (a missing digit), not a model.
+const MIN_CONTEXT_WINDOW: u32 = 256;
 
 /// The model behind a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -178,6 +182,9 @@ pub struct ProviderConfig {
     pub temperature: Option<f64>,
     /// Completion budget per call (Anthropic requires one: 1024 unless set).
     pub max_tokens: Option<u32>,
+    /// The model's context window in tokens: requests are trimmed to fit
+    /// (`llm::context`). Learned from the server's refusals when unset.
+    pub context_window: Option<u32>,
     pub structured_output: StructuredOutput,
     pub tool_choice: ToolChoiceMode,
     /// `--record FILE`: store every request and answer of the run.
@@ -196,6 +203,7 @@ impl Default for ProviderConfig {
             http: HttpSettings::default(),
             temperature: None,
             max_tokens: None,
+            context_window: None,
             structured_output: StructuredOutput::JsonSchema,
             tool_choice: ToolChoiceMode::Auto,
             record: None,
@@ -248,6 +256,7 @@ struct FileConfig {
     max_retries: Option<u32>,
     temperature: Option<f64>,
     max_tokens: Option<u32>,
+    context_window: Option<u32>,
     structured_output: Option<String>,
     tool_choice: Option<String>,
     /// Everything else: tables belong to other modules; a stray top-level
@@ -334,6 +343,14 @@ pub fn load_with(
         return Err(ConfigError::Invalid(format!("temperature {temperature} is outside 0 to 2")));
     }
     config.max_tokens = flags.max_tokens.or(file.max_tokens);
+    config.context_window = match file.context_window {
+        Some(window) if window < MIN_CONTEXT_WINDOW => {
+            return Err(ConfigError::Invalid(format!(
+                "context_window {window} is too small: a model's window is at least {MIN_CONTEXT_WINDOW} tokens"
+            )));
+        }
+        window => window,
+    };
     if let Some(mode) = flags.structured_output {
         config.structured_output = mode;
     } else if let Some(mode) = &file.structured_output {
@@ -389,7 +406,7 @@ fn parse_file_config(text: &str) -> Result<FileConfig, String> {
         if !value.is_table() {
             return Err(format!(
                 "unknown key `{key}` (known: provider, model, base_url, api_key_env, timeout, connect_timeout, \
-                 max_retries, temperature, max_tokens, structured_output, tool_choice)"
+                 max_retries, temperature, max_tokens, context_window, structured_output, tool_choice)"
             ));
         }
     }

@@ -112,9 +112,7 @@ impl CallError {
     /// The error to report when the caller does not recover.
     pub fn into_provider_error(self) -> ProviderError {
         match self {
-            CallError::Rejected { status, message } => {
-                ProviderError::InvalidRequest(format!("HTTP {status}: {message}"))
-            }
+            CallError::Rejected { status, message } => ProviderError::refused(format!("HTTP {status}: {message}")),
             CallError::Failed(error) => error,
         }
     }
@@ -322,6 +320,11 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 /// The class of a failed status, with the server's message.
 pub fn classify_status(status: u16, message: &str, retry_after: Option<Duration>) -> ProviderError {
     let detail = if message.is_empty() { format!("HTTP {status}") } else { format!("HTTP {status}: {message}") };
+    // Whatever the status (some servers answer 500 to a prompt that is too
+    // long), retrying the same request cannot help: trimming can.
+    if crate::llm::context::is_overflow(message) {
+        return ProviderError::ContextOverflow(detail);
+    }
     match status {
         401 | 403 => ProviderError::Auth(detail),
         429 => match retry_after {

@@ -16,6 +16,7 @@
 pub mod anthropic;
 mod build;
 pub mod config;
+pub mod context;
 pub mod http;
 pub mod offline;
 pub mod openai;
@@ -283,6 +284,11 @@ pub enum ProviderError {
     Overloaded(String),
     #[error("the request was refused: {0}")]
     InvalidRequest(String),
+    #[error(
+        "the request does not fit the model's context window: {0} (set `context_window` in flowc.toml, \
+         shorten the program's prompts, or use a model with a larger window)"
+    )]
+    ContextOverflow(String),
     #[error("the model did not answer in time: {0} (raise the timeout in flowc.toml)")]
     Timeout(String),
     #[error("network error: {0} (check the base URL and your connection)")]
@@ -303,11 +309,22 @@ impl ProviderError {
             ProviderError::RateLimited(_) => "rate_limited",
             ProviderError::Overloaded(_) => "overloaded",
             ProviderError::InvalidRequest(_) => "invalid_request",
+            ProviderError::ContextOverflow(_) => "context_overflow",
             ProviderError::Timeout(_) => "timeout",
             ProviderError::Network(_) => "network",
             ProviderError::InvalidOutput(_) => "invalid_output",
             ProviderError::Cancelled => "cancelled",
             ProviderError::NotRecorded(_) => "not_recorded",
+        }
+    }
+
+    /// A refusal of the request itself: too long for the context window,
+    /// or otherwise invalid.
+    pub fn refused(message: String) -> ProviderError {
+        if context::is_overflow(&message) {
+            ProviderError::ContextOverflow(message)
+        } else {
+            ProviderError::InvalidRequest(message)
         }
     }
 }

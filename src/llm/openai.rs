@@ -267,9 +267,13 @@ const TOOL_WORDS: &[&str] = &["tool_choice", "tool", "function"];
 /// A refusal the provider can recover from by changing the request: the
 /// statuses servers use for "I do not support that", with a message that
 /// names the feature.
+/// A request too long for the context window is not one: OpenAI's message
+/// for it names the functions, and trimming, not a mode change, answers it.
 fn is_refusal(status: u16, message: &str, words: &[&str]) -> bool {
     let lower = message.to_lowercase();
-    matches!(status, 400 | 422 | 500 | 501) && words.iter().any(|word| lower.contains(word))
+    matches!(status, 400 | 422 | 500 | 501)
+        && words.iter().any(|word| lower.contains(word))
+        && !crate::llm::context::is_overflow(message)
 }
 
 impl Provider for OpenAi {
@@ -556,7 +560,7 @@ fn stream_error(error: &Value) -> ProviderError {
     match kind {
         "server_error" | "overloaded_error" | "api_error" => ProviderError::Overloaded(message),
         "rate_limit_exceeded" | "rate_limit_error" => ProviderError::RateLimited(message),
-        _ => ProviderError::InvalidRequest(message),
+        _ => ProviderError::refused(message),
     }
 }
 

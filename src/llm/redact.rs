@@ -68,6 +68,7 @@ impl Redactor {
             ProviderError::RateLimited(message) => ProviderError::RateLimited(self.text(&message)),
             ProviderError::Overloaded(message) => ProviderError::Overloaded(self.text(&message)),
             ProviderError::InvalidRequest(message) => ProviderError::InvalidRequest(self.text(&message)),
+            ProviderError::ContextOverflow(message) => ProviderError::ContextOverflow(self.text(&message)),
             ProviderError::Timeout(message) => ProviderError::Timeout(self.text(&message)),
             ProviderError::Network(message) => ProviderError::Network(self.text(&message)),
             ProviderError::InvalidOutput(message) => ProviderError::InvalidOutput(self.text(&message)),

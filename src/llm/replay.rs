@@ -98,6 +98,7 @@ impl RecordedError {
             | ProviderError::RateLimited(message)
             | ProviderError::Overloaded(message)
             | ProviderError::InvalidRequest(message)
+            | ProviderError::ContextOverflow(message)
             | ProviderError::Timeout(message)
             | ProviderError::Network(message)
             | ProviderError::InvalidOutput(message)
@@ -114,6 +115,7 @@ impl RecordedError {
             "rate_limited" => ProviderError::RateLimited(message),
             "overloaded" => ProviderError::Overloaded(message),
             "invalid_request" => ProviderError::InvalidRequest(message),
+            "context_overflow" => ProviderError::ContextOverflow(message),
             "timeout" => ProviderError::Timeout(message),
             "network" => ProviderError::Network(message),
             "cancelled" => ProviderError::Cancelled,

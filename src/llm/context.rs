@@ -1,0 +1,328 @@
+//! Keeping every request inside the model's context window.
+//!
+//! The runtime sends the recent history with each call. With a small local
+//! model (2,048 tokens), that history does not fit beside the program's
+//! prompt for long. A rambling reply or two, and the server refuses the
+//! request. [`Windowed`] wraps a provider that talks to a server. Before
+//! each call it leaves out the oldest history messages until the request's
+//! estimated size fits the window, keeping room for the answer. It never
+//! cuts the message, the instructions or this turn's tool rounds.
+//!
+//! The window is `context_window` in `flowc.toml`. Without it, flowc learns
+//! the window from the server's own refusal of a request that was too long
+//! (llama.cpp, llama-cpp-python, vLLM, OpenAI and Anthropic all name it),
+//! then trims and sends again. The learned window is reported through
+//! [`Provider::modes`], so the CLI can say what to put in `flowc.toml`.
+//!
+//! Sizes are counted in bytes of prompt text and turned into tokens with a
+//! tokens-per-byte ratio. The ratio starts conservative and is then
+//! calibrated from the token counts the server reports, both in the usage of
+//! answered calls and in refusals.
+
+use crate::llm::prompt::{self, AnswerFormat};
+use crate::llm::rounds::result_text;
+use crate::llm::schema::understanding_schema;
+use crate::llm::{ModelReply, Provider, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding};
+use regex::Regex;
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+/// Tokens per byte of prompt text before the server has reported a count.
+/// English runs near 0.25 on most tokenizers and JSON near 0.35, so this
+/// overestimates rather than overflows.
+const UNCALIBRATED_TOKENS_PER_BYTE: f64 = 0.35;
+/// Headroom on every estimate. The ratio varies with the text, and chat
+/// templates add tokens of their own.
+const ESTIMATE_MARGIN: f64 = 1.1;
+/// Without `max_tokens`, the share of the window kept for the answer, up to
+/// [`MAX_ANSWER_RESERVE`]. A server without a completion budget fills what
+/// is left, and an understand answer cut short is invalid JSON.
+const ANSWER_SHARE: u32 = 4;
+const MAX_ANSWER_RESERVE: u32 = 1024;
+
+/// What is known of one model's context window and tokenizer.
+#[derive(Clone, Debug)]
+pub struct ContextWindow {
+    /// `context_window` from the configuration.
+    configured: Option<u32>,
+    /// The window a server's refusal named.
+    learned: Option<u32>,
+    /// The completion budget each call asks for (`max_tokens`).
+    max_tokens: Option<u32>,
+    /// The highest tokens-per-byte ratio the server's counts have shown.
+    calibrated: Option<f64>,
+}
+
+impl ContextWindow {
+    pub fn new(configured: Option<u32>, max_tokens: Option<u32>) -> ContextWindow {
+        ContextWindow { configured, learned: None, max_tokens, calibrated: None }
+    }
+
+    /// The window in force: the smaller of the configured and the learned.
+    pub fn window(&self) -> Option<u32> {
+        match (self.configured, self.learned) {
+            (Some(configured), Some(learned)) => Some(configured.min(learned)),
+            (window, None) | (None, window) => window,
+        }
+    }
+
+    /// The window learned from a refusal, when it is tighter than the
+    /// configured one (what `flowc.toml` should then say).
+    pub fn learned(&self) -> Option<u32> {
+        self.learned.filter(|learned| self.configured.is_none_or(|configured| *learned < configured))
+    }
+
+    /// Tokens the prompt may take: the window less the answer's room.
+    fn prompt_budget(&self) -> Option<u64> {
+        let window = self.window()?;
+        let reserve = self.max_tokens.unwrap_or((window / ANSWER_SHARE).min(MAX_ANSWER_RESERVE));
+        // A completion budget as large as the window leaves the prompt half
+        // of it: the server clamps the answer, not the prompt.
+        let reserve = if reserve >= window { window / 2 } else { reserve };
+        Some(u64::from(window - reserve))
+    }
+
+    /// The estimated tokens of `bytes` of prompt text.
+    pub fn estimate(&self, bytes: usize) -> u64 {
+        let ratio = self.calibrated.unwrap_or(UNCALIBRATED_TOKENS_PER_BYTE);
+        (bytes as f64 * ratio * ESTIMATE_MARGIN).round() as u64
+    }
+
+    /// How many of the oldest of `history` messages to leave out, at least
+    /// `at_least`. The result is the fewest that make the estimated request
+    /// fit, or all of them. `size(n)` is the request's prompt bytes with the
+    /// oldest `n` left out. Nothing is left out while the window is unknown.
+    pub fn oldest_to_leave_out(&self, history: usize, at_least: usize, size: impl Fn(usize) -> usize) -> usize {
+        let at_least = at_least.min(history);
+        let Some(budget) = self.prompt_budget() else {
+            return at_least;
+        };
+        (at_least..=history).find(|&left_out| self.estimate(size(left_out)) <= budget).unwrap_or(history)
+    }
+
+    /// The server counted `prompt_tokens` for a request of `bytes`.
+    pub fn observe(&mut self, bytes: usize, prompt_tokens: u64) {
+        if bytes == 0 || prompt_tokens == 0 {
+            return;
+        }
+        let ratio = prompt_tokens as f64 / bytes as f64;
+        self.calibrated = Some(self.calibrated.map_or(ratio, |known| known.max(ratio)));
+    }
+
+    /// Reads a refusal of a request of `bytes` that was too long: the window
+    /// and the request's token count, where the message names them.
+    pub fn learn(&mut self, refusal: &str, bytes: usize) {
+        let (window, requested) = overflow_figures(refusal);
+        if let Some(window) = window.filter(|window| *window > 0) {
+            self.learned = Some(self.learned.map_or(window, |known| known.min(window)));
+        }
+        if let Some(requested) = requested {
+            self.observe(bytes, requested);
+        }
+    }
+}
+
+/// Whether a server's error message says the request is longer than the
+/// model's context window.
+pub fn is_overflow(message: &str) -> bool {
+    let lower = message.to_lowercase();
+    OVERFLOW_WORDS.iter().any(|words| lower.contains(words))
+}
+
+/// How servers say a request is too long: llama-cpp-python ("exceed context
+/// window of 2048"), llama.cpp ("exceeds the available context size"),
+/// OpenAI and vLLM ("maximum context length is 8192 tokens",
+/// `context_length_exceeded`), Anthropic ("prompt is too long").
+const OVERFLOW_WORDS: &[&str] = &[
+    "context window",
+    "context length",
+    "context size",
+    "context_length_exceeded",
+    "prompt is too long",
+    "too many tokens",
+];
+
+static WINDOW_FIGURE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:context window of|context length is|context size \(|context length of|>)\s*(\d+)").ok()
+});
+static REQUESTED_FIGURE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:requested tokens \(|resulted in|you requested|prompt is too long:|request \()\s*(\d+)").ok()
+});
+
+/// The window and the request's size in tokens, as far as a refusal names
+/// them.
+fn overflow_figures(message: &str) -> (Option<u32>, Option<u64>) {
+    let figure = |pattern: &Option<Regex>| {
+        let captures = pattern.as_ref()?.captures(message)?;
+        captures.get(1)?.as_str().parse::<u64>().ok()
+    };
+    let window = figure(&WINDOW_FIGURE).and_then(|window| u32::try_from(window).ok());
+    (window, figure(&REQUESTED_FIGURE))
+}
+
+/// The understand request's prompt bytes: what every provider sends of it,
+/// the instructions, the history, the fields and the answer's schema.
+fn understand_bytes(request: &UnderstandRequest) -> usize {
+    let prompt = prompt::understand(request, AnswerFormat::Described);
+    prompt.stable.len() + prompt.dynamic.len() + understanding_schema(request).to_string().len()
+}
+
+/// A reply round's prompt bytes: the system prompt, the conversation, the
+/// tools offered and the earlier rounds with their results.
+fn reply_bytes(request: &ReplyRequest, rounds: &[ToolRound]) -> usize {
+    let prompt = prompt::reply_prompt(request);
+    let conversation: usize = prompt::conversation(request).iter().map(|message| message.text.len()).sum();
+    let tools: usize = request.tools.iter().map(|tool| tool.parameters.to_string().len() + tool.name.len()).sum();
+    let rounds: usize = rounds
+        .iter()
+        .map(|round| {
+            let results: usize = round.answered().map(|(_, result)| result_text(result).len()).sum();
+            round.asked.echo.to_string().len() + round.asked.text.len() + results
+        })
+        .sum();
+    prompt.stable.len() + prompt.dynamic.len() + conversation + tools + rounds
+}
+
+/// A request with its oldest history messages left out.
+trait WithHistory: Clone {
+    fn history_len(&self) -> usize;
+    fn leave_out_oldest(&mut self, count: usize);
+}
+
+impl WithHistory for UnderstandRequest {
+    fn history_len(&self) -> usize {
+        self.history.len()
+    }
+
+    fn leave_out_oldest(&mut self, count: usize) {
+        self.history.drain(..count.min(self.history.len()));
+    }
+}
+
+impl WithHistory for ReplyRequest {
+    fn history_len(&self) -> usize {
+        self.history.len()
+    }
+
+    fn leave_out_oldest(&mut self, count: usize) {
+        self.history.drain(..count.min(self.history.len()));
+    }
+}
+
+fn leaving_out<R: WithHistory>(request: &R, count: usize) -> Cow<'_, R> {
+    if count == 0 {
+        return Cow::Borrowed(request);
+    }
+    let mut trimmed = request.clone();
+    trimmed.leave_out_oldest(count);
+    Cow::Owned(trimmed)
+}
+
+/// A provider whose requests are trimmed to the model's context window.
+pub struct Windowed {
+    inner: Box<dyn Provider>,
+    window: ContextWindow,
+}
+
+impl Windowed {
+    pub fn new(inner: Box<dyn Provider>, window: ContextWindow) -> Windowed {
+        Windowed { inner, window }
+    }
+
+    /// Calls `call` with `request` trimmed to the window. Each refusal for
+    /// length teaches the window and leaves out more, until the request
+    /// fits or there is no history left to leave out.
+    fn within_window<R: WithHistory, T>(
+        &mut self,
+        request: &R,
+        size: impl Fn(&R) -> usize,
+        prompt_tokens: impl Fn(&T) -> Option<u64>,
+        mut call: impl FnMut(&mut dyn Provider, &R) -> Result<T, ProviderError>,
+    ) -> Result<T, ProviderError> {
+        let history = request.history_len();
+        let mut at_least = 0;
+        loop {
+            let left_out =
+                self.window.oldest_to_leave_out(history, at_least, |count| size(&leaving_out(request, count)));
+            let fitted = leaving_out(request, left_out);
+            let bytes = size(&fitted);
+            match call(self.inner.as_mut(), &fitted) {
+                Ok(answer) => {
+                    if let Some(tokens) = prompt_tokens(&answer) {
+                        self.window.observe(bytes, tokens);
+                    }
+                    return Ok(answer);
+                }
+                Err(ProviderError::ContextOverflow(refusal)) => {
+                    self.window.learn(&refusal, bytes);
+                    if left_out >= history {
+                        return Err(ProviderError::ContextOverflow(self.too_long(&refusal, bytes)));
+                    }
+                    // A known window lets the estimate choose how many more
+                    // to leave out; an unknown one halves what is left.
+                    let step = if self.window.window().is_some() { 1 } else { (history - left_out).div_ceil(2) };
+                    at_least = left_out + step;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// The refusal of a request that still overflows with no history.
+    fn too_long(&self, refusal: &str, bytes: usize) -> String {
+        let size = format!("about {} tokens", self.window.estimate(bytes));
+        match self.window.window() {
+            Some(window) => format!("with no history left, the prompt takes {size} of the {window}-token window"),
+            None => format!("with no history left, the prompt takes {size}: {refusal}"),
+        }
+    }
+}
+
+impl Provider for Windowed {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+
+    fn modes(&self) -> Option<String> {
+        let learned = self.window.learned().map(|window| format!("context_window = {window}"));
+        match (self.inner.modes(), learned) {
+            (Some(modes), Some(learned)) => Some(format!("{modes}, {learned}")),
+            (modes, None) => modes,
+            (None, learned) => learned,
+        }
+    }
+
+    fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+        self.within_window(
+            request,
+            understand_bytes,
+            // A repaired answer's usage covers two prompts: no calibration.
+            |understanding: &Understanding| (understanding.usage.calls == 1).then_some(understanding.usage.prompt),
+            |inner, request| inner.understand(request),
+        )
+    }
+
+    fn reply(
+        &mut self,
+        request: &ReplyRequest,
+        rounds: &[ToolRound],
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<ModelReply, ProviderError> {
+        self.within_window(
+            request,
+            |request| reply_bytes(request, rounds),
+            |reply: &ModelReply| {
+                let usage = match reply {
+                    ModelReply::Done(response) => response.usage,
+                    ModelReply::ToolCalls(calls) => calls.usage,
+                };
+                (usage.calls == 1).then_some(usage.prompt)
+            },
+            |inner, request| inner.reply(request, rounds, on_text),
+        )
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;
