@@ -435,10 +435,12 @@ fn a_run_stops_before_the_step_past_max_steps_and_goes_on_when_run_again() {
     assert_eq!(step_statuses(&run), [StepStatus::Completed, StepStatus::Completed, StepStatus::Pending]);
     assert_eq!(run.data.get("n"), Some(&json!(2)));
     assert_eq!(run.to_json(&program)["stopped_reason"], json!("step_limit"));
+    assert_eq!(run.limit_summary().as_deref(), Some("stopped by step_limit: it ran `max_steps` steps in one call"));
 
     assert!(with_runner(&program, &tools, |runner| runner.run(&mut run)).is_ok());
     assert_eq!(run.status, RunStatus::Completed);
     assert_eq!(run.limited, None);
+    assert_eq!(run.limit_summary(), None);
     assert_eq!(run.data.get("n"), Some(&json!(3)));
 }
 
@@ -461,6 +463,10 @@ flow w "W" {
     assert_eq!(run.limited, Some(StopReason::ErrorLimit));
     assert_eq!(step_statuses(&run)[..3], [StepStatus::Failed, StepStatus::Failed, StepStatus::Pending]);
     assert_eq!(run.to_json(&program)["stopped_reason"], json!("error_limit"));
+    assert_eq!(
+        run.limit_summary().as_deref(),
+        Some("stopped by error_limit: `max_consecutive_errors` of its steps failed in a row")
+    );
 }
 
 #[test]
@@ -480,6 +486,10 @@ flow w "W" {
     assert_eq!(run.limited, Some(StopReason::TimeLimit));
     assert_eq!(step_statuses(&run), [StepStatus::Completed, StepStatus::Pending]);
     assert_eq!(run.to_json(&program)["stopped_reason"], json!("time_limit"));
+    assert_eq!(
+        run.limit_summary().as_deref(),
+        Some("stopped by time_limit: one call ran it for longer than `max_time`")
+    );
 }
 
 #[test]
