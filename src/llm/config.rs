@@ -464,6 +464,21 @@ mod tests {
     }
 
     #[test]
+    fn the_context_window_comes_from_the_file_and_a_typo_is_refused() {
+        let dir = Dir::new("window");
+        dir.write("flowc.toml", "context_window = 2048\n");
+        assert_eq!(check(&dir, None, &[], &ProviderFlags::default()).unwrap().context_window, Some(2048));
+        dir.write("flowc.toml", "context_window = 204\n");
+        let error = check(&dir, None, &[], &ProviderFlags::default()).unwrap_err().to_string();
+        assert_eq!(error, "context_window 204 is too small: a model's window is at least 256 tokens");
+        dir.write("flowc.toml", "context_windows = 2048\n");
+        let error = check(&dir, None, &[], &ProviderFlags::default()).unwrap_err().to_string();
+        assert!(error.contains("unknown key `context_windows`") && error.contains("context_window,"), "{error}");
+        let dir = Dir::new("no-window");
+        assert_eq!(check(&dir, None, &[], &ProviderFlags::default()).unwrap().context_window, None);
+    }
+
+    #[test]
     fn file_then_env_then_flags() {
         let dir = Dir::new("layers");
         dir.write(

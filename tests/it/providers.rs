@@ -413,6 +413,51 @@ fn a_rate_limit_with_retry_after_is_waited_out() {
     assert!(waited >= Duration::from_millis(900), "Retry-After: 1 was honoured ({waited:?})");
 }
 
+/// The history messages a request carries: chat turns between the system
+/// prompt and the latest message (a reply), or the lines of the
+/// understand prompt's "Conversation so far".
+fn history_in(request: &fake::Request) -> usize {
+    let messages = request.json()["messages"].as_array().cloned().unwrap_or_default();
+    if request.is_stream() {
+        return messages.len().saturating_sub(2);
+    }
+    let prompt = messages.get(1).and_then(|message| message["content"].as_str()).unwrap_or_default().to_string();
+    prompt.lines().filter(|line| line.starts_with("user: ") || line.starts_with("assistant: ")).count()
+}
+
+#[test]
+fn a_small_context_window_is_learned_from_the_refusal_and_the_history_trimmed_to_it() {
+    let dir = temp_dir("window");
+    let script = write_script(&dir, &SCRIPT);
+    let facts = booking_facts();
+    // A model that holds two history messages beside the prompt: more is
+    // refused as llama-cpp-python refuses, with the window just short of
+    // the request (4 bytes a token).
+    let server = FakeServer::start(Arc::new(move |request: &fake::Request, _| {
+        if history_in(request) > 2 {
+            let tokens = request.body.len() / 4;
+            let message = format!("Requested tokens ({tokens}) exceed context window of {}", tokens - 1);
+            return Reply::json(400, &json!({"error": {"message": message, "type": "invalid_request_error"}}));
+        }
+        fake::openai_answer(&facts, request)
+    }));
+    let base_url = format!("{}/v1", server.url);
+    let program = root().join("flows/booking.flow");
+    let output = run(&program, &script, &["--provider", "openai", "--base-url", &base_url], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let turns = turns(&output);
+    assert_booking(&turns);
+    let refused: Vec<usize> = server.requests().iter().map(history_in).filter(|history| *history > 2).collect();
+    assert!(!refused.is_empty(), "the conversation outgrew the window");
+    assert!(
+        refused.len() <= 2,
+        "after the first refusal of each kind, requests are trimmed before they go: {refused:?}"
+    );
+    let stderr = stderr(&output);
+    assert!(stderr.contains("context_window = "), "the learned window is shown: {stderr}");
+    assert_eq!(stderr.matches("note:").count(), 1, "{stderr}");
+}
+
 #[test]
 fn a_server_that_refuses_json_schema_gets_json_object_and_the_user_is_told_once() {
     let dir = temp_dir("fallback");
