@@ -293,6 +293,7 @@ impl Provider for OpenAi {
         if request.is_empty() {
             return Ok(Understanding::default());
         }
+        self.http.set_deadline(request.deadline);
         let answer_schema = schema::without_patterns(&understanding_schema(request));
         let mut usage = Usage::default();
         let mut repair: Option<Repair> = None;
@@ -318,6 +319,7 @@ impl Provider for OpenAi {
         rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
     ) -> Result<ModelReply, ProviderError> {
+        self.http.set_deadline(request.deadline);
         let (messages, called) = reply_messages(request, rounds);
         let mut text = RoundText::new(on_text);
         let mut usage = Usage::default();

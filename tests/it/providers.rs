@@ -459,6 +459,28 @@ fn a_small_context_window_is_learned_from_the_refusal_and_the_history_trimmed_to
 }
 
 #[test]
+fn a_server_slower_than_the_turn_timeout_fails_the_turn_when_the_turns_time_runs_out() {
+    let dir = temp_dir("slow-server");
+    let script = write_script(&dir, &SCRIPT[..1]);
+    let program = dir.join("booking.flow");
+    let source = std::fs::read_to_string(root().join("flows/booking.flow")).unwrap();
+    std::fs::write(&program, source.replace("turn_timeout 60s", "turn_timeout 1s")).unwrap();
+    let facts = booking_facts();
+    // Each answer takes a minute, far past the turn's second and inside
+    // the provider's own 60-second timeout.
+    let server = FakeServer::start(Arc::new(move |request: &fake::Request, _| {
+        std::thread::sleep(Duration::from_secs(60));
+        fake::openai_answer(&facts, request)
+    }));
+    let base_url = format!("{}/v1", server.url);
+    let output = run(&program, &script, &["--provider", "openai", "--base-url", &base_url], &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("the turn's time ran out during the call (`turn_timeout`"), "{}", stderr(&output));
+    assert_eq!(server.requests().len(), 1, "a call cut off by the turn is not retried");
+    assert!(turns(&output).is_empty(), "no turn completed");
+}
+
+#[test]
 fn a_server_that_refuses_json_schema_gets_json_object_and_the_user_is_told_once() {
     let dir = temp_dir("fallback");
     let script = write_script(&dir, &SCRIPT[..2]);

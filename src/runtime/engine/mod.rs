@@ -49,7 +49,9 @@
 //!   before the step is left, the `bool` is cleared and the step asks again.
 //! - `turn_timeout` stops a turn only where the session can resume: before
 //!   a step is evaluated or executed, never between running a step and
-//!   leaving it (the next turn would run it again).
+//!   leaving it (the next turn would run it again). A model call still
+//!   going when the time is spent is cut off and fails the turn, which
+//!   leaves the session as it was.
 
 mod bus;
 mod finish;
@@ -341,6 +343,13 @@ impl Turn<'_> {
     fn session_time(&self) -> std::time::Duration {
         let before = std::time::Duration::from_millis(self.session.turn_time_ms.unwrap_or(0));
         before.saturating_add(self.started.elapsed())
+    }
+
+    /// When `turn_timeout` runs out: a model call still going then is cut
+    /// off, so a slow server cannot hold the turn past it.
+    fn deadline(&self) -> Instant {
+        let limit = std::time::Duration::from_millis(self.runtime.program.agent.limits.turn_timeout_ms);
+        self.started.checked_add(limit).unwrap_or_else(|| self.started + std::time::Duration::from_secs(86_400 * 365))
     }
 
     fn out_of_time(&self) -> bool {

@@ -322,6 +322,7 @@ impl Turn<'_> {
                 })
                 .collect(),
             tools_spent: false,
+            deadline: Some(self.deadline()),
         }
     }
 }
