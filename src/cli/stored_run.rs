@@ -39,7 +39,7 @@ fn due_at(run: &WorkflowRun) -> Option<i64> {
 }
 
 /// Runs `stored` from where it stands to where it stops (or to where one of
-/// the operator's `limits` stops this call, leaving it `running`), saving
+/// the operator's `limits` stops this call, leaving it `paused`), saving
 /// it at every step under `claim`, then releases it. `Err` when the store
 /// refused a save: the run stopped there and the store holds what was done.
 pub fn execute(
@@ -173,12 +173,18 @@ pub fn report(run: &WorkflowRun, program: Option<&Program>, json: bool, location
             }
             RunStatus::Aborted => "aborted".to_string(),
             RunStatus::Failed => run.failure_summary().unwrap_or_else(|| "failed".to_string()),
-            RunStatus::Running => run.limit_summary().unwrap_or_else(|| "stopped".to_string()),
+            RunStatus::Running => "stopped".to_string(),
+            RunStatus::Paused => run.limit_summary().unwrap_or_else(|| "paused".to_string()),
         };
         if super::print_stdout(&format!("run {}: {summary}\n", run.run)) != Outcome::Success {
             return Outcome::Error;
         }
-        if matches!(run.status, RunStatus::Waiting | RunStatus::Running) {
+        if run.status == RunStatus::Paused {
+            eprintln!(
+                "note: the run is stored in {location}, paused: `flowc resume {}` goes on with it (workers leave it)",
+                run.run
+            );
+        } else if matches!(run.status, RunStatus::Waiting | RunStatus::Running) {
             eprintln!(
                 "note: the run is stored in {location}; `flowc resume {}` or `flowc worker` goes on with it",
                 run.run

@@ -66,7 +66,7 @@ pub fn run(args: &WorkerArgs) -> Outcome {
                     let detail = match stored.run.status {
                         RunStatus::Failed => stored.run.failure_summary().map(|summary| format!(": {summary}")),
                         RunStatus::Waiting => stored.run.resume_at.as_ref().map(|at| format!(" until {at}")),
-                        RunStatus::Running => stored.run.limit_summary().map(|summary| format!(": {summary}")),
+                        RunStatus::Paused => stored.run.limit_summary().map(|summary| format!(": {summary}")),
                         _ => None,
                     };
                     let line = format!("resumed {id}: {status}{}\n", detail.unwrap_or_default());

@@ -116,17 +116,17 @@ fn the_repl_shows_the_limit_that_stopped_a_turn_and_why() {
 }
 
 #[test]
-fn a_run_table_stops_a_workflow_running_and_resume_goes_on_under_the_table_or_its_flags() {
+fn a_run_table_pauses_a_workflow_and_resume_goes_on_under_the_table_or_its_flags() {
     let dir = dir_with_config("limits-workflow", "[limits.run]\nmax_steps = 1\n");
     let store = store_in(&dir);
     let started = flowc_at(&dir, &store, TODAY, &["run", &program("onboarding.flow"), "--data", ONBOARDING_DATA]);
     assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
     let id = run_id(&started);
     assert_eq!(stdout(&started), format!("run {id}: stopped by step_limit: it ran `max_steps` steps in one call\n"));
-    assert!(stderr(&started).contains(&format!("`flowc resume {id}`")), "{}", stderr(&started));
+    assert!(stderr(&started).contains(&format!("paused: `flowc resume {id}`")), "{}", stderr(&started));
 
     let stored = json(&flowc_at(&dir, &store, TODAY, &["runs", "show", &id, "--json"]));
-    assert_eq!(stored["status"], "running");
+    assert_eq!(stored["status"], "paused");
     assert_eq!(stored["stopped_reason"], "step_limit");
     assert_eq!(statuses(&stored), ["completed", "pending", "pending", "pending", "pending", "pending", "pending"]);
 
@@ -134,7 +134,7 @@ fn a_run_table_stops_a_workflow_running_and_resume_goes_on_under_the_table_or_it
     let resumed = flowc_at(&dir, &store, TODAY, &["resume", &id, "--json"]);
     assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
     let run = json(&resumed);
-    assert_eq!((run["status"].as_str(), run["stopped_reason"].as_str()), (Some("running"), Some("step_limit")));
+    assert_eq!((run["status"].as_str(), run["stopped_reason"].as_str()), (Some("paused"), Some("step_limit")));
     assert_eq!(started_steps(&run), ["start", "create_account"]);
 
     // Its flag overrides the table: the run goes on to its wait.
@@ -146,7 +146,7 @@ fn a_run_table_stops_a_workflow_running_and_resume_goes_on_under_the_table_or_it
 }
 
 #[test]
-fn a_worker_resumes_a_limited_run_one_limited_call_at_a_time() {
+fn a_worker_leaves_a_paused_run_to_resume_and_pauses_the_runs_its_own_limits_stop() {
     let dir = dir_with_config("limits-worker", "");
     let store = store_in(&dir);
     let run_args = ["run", &program("onboarding.flow"), "--data", ONBOARDING_DATA, "--max-steps", "1"];
@@ -154,15 +154,24 @@ fn a_worker_resumes_a_limited_run_one_limited_call_at_a_time() {
     let id = run_id(&started);
     assert!(stdout(&started).contains("stopped by step_limit"), "{}", stdout(&started));
 
-    let worker = flowc_at(&dir, &store, TODAY, &["worker", "--once", "--max-steps", "2"]);
+    // A limit stops a run: a worker's poll does not undo that.
+    let worker = flowc_at(&dir, &store, TODAY, &["worker", "--once"]);
+    assert_eq!(worker.status.code(), Some(0), "{}", stderr(&worker));
+    assert_eq!(stdout(&worker), "", "the paused run is left alone");
+    let resumed = flowc_at(&dir, &store, TODAY, &["resume", &id, "--json"]);
+    assert_eq!(json(&resumed)["status"], "waiting", "{}", stderr(&resumed));
+
+    // Once due, a worker with a limit of its own takes it, pauses it at the
+    // limit, and does not take it again.
+    let next_day = "2026-01-06T11:00:00Z";
+    let worker = flowc_at(&dir, &store, next_day, &["worker", "--once", "--max-steps", "1"]);
     assert_eq!(worker.status.code(), Some(0), "{}", stderr(&worker));
     assert_eq!(
         stdout(&worker),
-        format!(
-            "resumed {id}: running: stopped by step_limit: it ran `max_steps` steps in one call\n\
-             resumed {id}: waiting until 2026-01-06T10:00:00Z\n"
-        )
+        format!("resumed {id}: paused: stopped by step_limit: it ran `max_steps` steps in one call\n")
     );
+    let stored = json(&flowc_at(&dir, &store, next_day, &["runs", "show", &id, "--json"]));
+    assert_eq!((stored["status"].as_str(), stored["stopped_reason"].as_str()), (Some("paused"), Some("step_limit")));
 }
 
 const FAILING_STEPS: &str = r#"
@@ -189,7 +198,7 @@ fn max_consecutive_errors_stops_a_workflow_whose_steps_keep_failing() {
     let started = flowc_at(&dir, &store, TODAY, &args);
     assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
     let run = json(&started);
-    assert_eq!((run["status"].as_str(), run["stopped_reason"].as_str()), (Some("running"), Some("error_limit")));
+    assert_eq!((run["status"].as_str(), run["stopped_reason"].as_str()), (Some("paused"), Some("error_limit")));
     assert_eq!(statuses(&run), ["failed", "failed", "pending", "pending"]);
 
     let resumed = flowc_at(&dir, &store, TODAY, &["resume", run["run"].as_str().unwrap_or_default(), "--json"]);

@@ -430,7 +430,7 @@ fn a_run_stops_before_the_step_past_max_steps_and_goes_on_when_run_again() {
     let tools = ToolRegistry::default();
     let limits = RunLimits { max_steps: Some(2), ..RunLimits::default() };
     let (mut run, program) = run_with_limits(STEPS, &tools, limits);
-    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.status, RunStatus::Paused);
     assert_eq!(run.limited, Some(StopReason::StepLimit));
     assert_eq!(step_statuses(&run), [StepStatus::Completed, StepStatus::Completed, StepStatus::Pending]);
     assert_eq!(run.data.get("n"), Some(&json!(2)));
