@@ -237,7 +237,8 @@ impl<'a> Turn<'a> {
 impl Turn<'_> {
     /// Advances the turn by one stage, or by one step during resolution.
     pub fn step(&mut self) -> Result<Progress, TurnError> {
-        if self.stage != Stage::Finish
+        // The start stage checks the limits itself, once the turn is counted.
+        if !matches!(self.stage, Stage::Start | Stage::Finish)
             && self.stop.is_none()
             && self.at_a_resumable_point()
             && let Some(reason) = self.limit_reached()

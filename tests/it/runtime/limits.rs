@@ -265,6 +265,12 @@ fn max_session_tokens_stops_the_turn_that_spends_past_it_and_every_turn_after() 
     let third = harness.say("b");
     assert_eq!(third.stopped_reason, StopReason::SessionTokenLimit);
     assert_eq!(third.llm_calls, 0, "a spent session asks the model nothing");
+    assert_eq!((second.turn, third.turn), (2, 3), "a turn refused at its start is still a turn");
+    assert!(
+        matches!(third.events.first(), Some(flowc::runtime::events::Event::TurnStarted { turn: 3, .. })),
+        "{:?}",
+        third.events
+    );
 }
 
 #[test]
@@ -283,6 +289,7 @@ fn max_session_time_stops_a_session_that_spent_its_time_before_the_model_is_aske
     assert_eq!(over.stopped_reason, StopReason::SessionTimeLimit);
     assert_eq!(over.stopped_reason.as_str(), "session_time_limit");
     assert_eq!(over.llm_calls, 0);
+    assert_eq!(over.turn, 2);
     assert_eq!(position(&over), (Some("f"), Some("ask_a")));
 }
 
