@@ -29,6 +29,7 @@
 
 use crate::duration::parse_duration_ms;
 use crate::llm::ProviderError;
+use crate::llm::context::MIN_CONTEXT_WINDOW;
 use crate::llm::http::{CancelFlag, HttpSettings};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -40,9 +41,6 @@ pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o-mini";
 pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-haiku-4-5";
-/// Below this no prompt of flowc's fits: a smaller `context_window` is a
-/// typo (a missing digit), not a model.
-const MIN_CONTEXT_WINDOW: u32 = 256;
 
 /// The model behind a run.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -360,9 +360,10 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 /// The class of a failed status, with the server's message.
 pub fn classify_status(status: u16, message: &str, retry_after: Option<Duration>) -> ProviderError {
     let detail = if message.is_empty() { format!("HTTP {status}") } else { format!("HTTP {status}: {message}") };
-    // Whatever the status (some servers answer 500 to a prompt that is too
-    // long), retrying the same request cannot help: trimming can.
-    if crate::llm::context::is_overflow(message) {
+    // Some servers answer 500 to a prompt that is too long: retrying the
+    // same request cannot help, trimming can. An authentication failure or
+    // a rate limit that mentions the context is still what its status says.
+    if matches!(status, 400 | 413 | 422 | 500..=599) && crate::llm::context::is_overflow(message) {
         return ProviderError::ContextOverflow(detail);
     }
     match status {
@@ -371,7 +372,7 @@ pub fn classify_status(status: u16, message: &str, retry_after: Option<Duration>
             Some(wait) => ProviderError::RateLimited(format!("{detail} (retry after {:.1} s)", wait.as_secs_f64())),
             None => ProviderError::RateLimited(detail),
         },
-        408 => ProviderError::Timeout(detail),
+        408 => ProviderError::Timeout(format!("{detail} (raise the timeout in flowc.toml)")),
         404 => ProviderError::InvalidRequest(format!("{detail} (check the model name and the base URL)")),
         500..=599 => ProviderError::Overloaded(detail),
         _ => ProviderError::InvalidRequest(detail),

@@ -267,6 +267,7 @@ const TOOL_WORDS: &[&str] = &["tool_choice", "tool", "function"];
 /// A refusal the provider can recover from by changing the request: the
 /// statuses servers use for "I do not support that", with a message that
 /// names the feature.
+///
 /// A request too long for the context window is not one: OpenAI's message
 /// for it names the functions, and trimming, not a mode change, answers it.
 fn is_refusal(status: u16, message: &str, words: &[&str]) -> bool {

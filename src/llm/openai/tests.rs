@@ -724,6 +724,19 @@ fn the_turns_deadline_cuts_a_slow_call_short_of_the_configured_timeout() {
 }
 
 #[test]
+fn no_retry_waits_past_the_turns_deadline() {
+    let server = TestServer::start(vec![
+        Reply::json(429, &error_body("Rate limit reached")).header("retry-after", "1"),
+        completion(&good_answer(), "stop"),
+    ]);
+    let request =
+        UnderstandRequest { deadline: Some(Instant::now() + Duration::from_millis(300)), ..booking_request() };
+    let error = provider(&server).understand(&request).unwrap_err();
+    assert_eq!(error.class(), "rate_limited", "the server's own reason, not a wait cut short");
+    assert_eq!(server.requests().len(), 1, "the second-long wait would end past the deadline");
+}
+
+#[test]
 fn a_call_made_after_the_turns_deadline_is_not_sent() {
     let server = TestServer::start(vec![text_stream(&["Too late."])]);
     let request = ReplyRequest { deadline: Some(Instant::now()), ..ReplyRequest::default() };

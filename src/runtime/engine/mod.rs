@@ -49,9 +49,9 @@
 //!   before the step is left, the `bool` is cleared and the step asks again.
 //! - `turn_timeout` stops a turn only where the session can resume: before
 //!   a step is evaluated or executed, never between running a step and
-//!   leaving it (the next turn would run it again). A model call still
-//!   going when the time is spent is cut off and fails the turn, which
-//!   leaves the session as it was.
+//!   leaving it (the next turn would run it again). The understand call,
+//!   before any step acts, is cut off when the time is spent and the turn
+//!   stops with `time_limit`; later calls are not cut off.
 
 mod bus;
 mod finish;
@@ -346,11 +346,16 @@ impl Turn<'_> {
         before.saturating_add(self.started.elapsed())
     }
 
-    /// When `turn_timeout` runs out: a model call still going then is cut
-    /// off, so a slow server cannot hold the turn past it.
-    fn deadline(&self) -> Instant {
-        let limit = std::time::Duration::from_millis(self.runtime.program.agent.limits.turn_timeout_ms);
-        self.started.checked_add(limit).unwrap_or_else(|| self.started + std::time::Duration::from_secs(86_400 * 365))
+    /// When the turn's time runs out: its `turn_timeout`, or sooner where
+    /// the operator's `max_session_time` leaves the session less. `None`
+    /// when neither can be reached (a timeout past what `Instant` holds).
+    fn deadline(&self) -> Option<Instant> {
+        let turn = std::time::Duration::from_millis(self.runtime.program.agent.limits.turn_timeout_ms);
+        let session_left = self.runtime.limits.max_session_time.map(|limit| {
+            let spent_before = std::time::Duration::from_millis(self.session.turn_time_ms.unwrap_or(0));
+            limit.saturating_sub(spent_before)
+        });
+        self.started.checked_add(session_left.map_or(turn, |left| left.min(turn)))
     }
 
     fn out_of_time(&self) -> bool {

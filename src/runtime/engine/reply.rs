@@ -322,7 +322,8 @@ impl Turn<'_> {
                 })
                 .collect(),
             tools_spent: false,
-            deadline: Some(self.deadline()),
+            // After the steps acted: see `understand_request`.
+            deadline: None,
         }
     }
 }
