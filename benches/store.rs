@@ -274,6 +274,7 @@ fn resumes(location: &StoreLocation, label: &str, workers: usize, count: usize, 
                             &claim,
                             Arc::clone(&clock),
                             Arc::clone(&ids),
+                            flowc::runtime::workflow::RunLimits::default(),
                             false,
                         );
                         if done.is_ok() {

@@ -8,6 +8,7 @@
 pub mod check;
 pub mod compile;
 pub mod graph;
+pub mod limits;
 pub mod load;
 pub mod report;
 pub mod resume;
@@ -44,7 +45,7 @@ pub enum Command {
     /// Draw a program's flows as a Mermaid or Graphviz graph
     Graph(graph::GraphArgs),
     /// Hold a conversation with a program, or run a workflow
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Continue a waiting workflow run
     Resume(resume::ResumeArgs),
     /// Resume due workflow runs as they come due

@@ -1,6 +1,8 @@
-//! `flowc resume ID`: continues a waiting workflow run from the store,
-//! claimed first so that no other process runs it at the same time.
+//! `flowc resume ID`: continues a waiting workflow run (or one a limit
+//! stopped) from the store, claimed first so that no other process runs it
+//! at the same time, under the limits of `[limits.run]` and the flags.
 
+use super::limits::RunLimitFlags;
 use super::stored_run::{claim_at, holder_name, report, resume_claimed};
 use super::{Outcome, open_with_clock};
 use crate::runtime::workflow::RunStatus;
@@ -18,12 +20,21 @@ pub struct ResumeArgs {
     /// The store: sqlite:PATH or postgres://… (default: .flowc/flowc.db here, or FLOWC_STORE, or [store] in flowc.toml)
     #[arg(long)]
     pub store: Option<String>,
+    #[command(flatten)]
+    pub limits: RunLimitFlags,
 }
 
 pub fn run(args: &ResumeArgs) -> Outcome {
     let (store, location, (clock, ids)) = match open_with_clock(args.store.as_deref()) {
         Ok(opened) => opened,
         Err(outcome) => return outcome,
+    };
+    let limits = match args.limits.resolve() {
+        Ok(limits) => limits,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return Outcome::Error;
+        }
     };
     let stored = match store.load_run(&args.id) {
         Ok(Some(stored)) => stored,
@@ -65,7 +76,7 @@ pub fn run(args: &ResumeArgs) -> Outcome {
         }
     };
     let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr()) && !args.json;
-    match resume_claimed(store.as_ref(), &mut stored, &claim, clock, ids, show_progress) {
+    match resume_claimed(store.as_ref(), &mut stored, &claim, clock, ids, limits, show_progress) {
         Ok(program) => report(&stored.run, program.as_ref(), args.json, &location),
         Err(error) => {
             eprintln!("error: {error}");

@@ -8,7 +8,7 @@ use crate::ir::Program;
 use crate::runtime::clock::{self, Clock};
 use crate::runtime::session::program_hash;
 use crate::runtime::tools::{ToolEnv, ToolRegistry};
-use crate::runtime::workflow::{RunStatus, StepProgress, StepStatus, WorkflowRun, WorkflowRunner};
+use crate::runtime::workflow::{RunLimits, RunStatus, StepProgress, StepStatus, WorkflowRun, WorkflowRunner};
 use crate::store::{Claim, Store, StoreError, StoreLocation, StoredRun};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,15 +38,17 @@ fn due_at(run: &WorkflowRun) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(resume_at).ok().map(|at| at.timestamp())
 }
 
-/// Runs `stored` from where it stands to where it stops, saving it at every
-/// step under `claim`, then releases it. `Err` when the store refused a
-/// save: the run stopped there and the store holds what was done.
+/// Runs `stored` from where it stands to where it stops (or to where one of
+/// the operator's `limits` stops this call, leaving it `paused`), saving
+/// it at every step under `claim`, then releases it. `Err` when the store
+/// refused a save: the run stopped there and the store holds what was done.
 pub fn execute(
     store: &dyn Store,
     stored: &mut StoredRun,
     program: &Program,
     tool_env: &ToolEnv,
     claim: &Claim,
+    limits: RunLimits,
     show_progress: bool,
 ) -> Result<(), StoreError> {
     let tools = ToolRegistry::default();
@@ -80,7 +82,7 @@ pub fn execute(
             on_progress: &mut on_progress,
             checkpoint: &mut checkpoint,
         };
-        if runner.run(&mut run).is_err() {
+        if runner.run_within(&mut run, limits).is_err() {
             return saved;
         }
     }
@@ -122,20 +124,21 @@ fn check_program(stored: &StoredRun) -> Result<(Program, PathBuf), String> {
     Ok((compilation.ir, dir))
 }
 
-/// Resumes a run this process has claimed. A run whose program changed or
-/// went away fails, with the reason recorded on the run.
+/// Resumes a run this process has claimed, under `limits`. A run whose
+/// program changed or went away fails, with the reason recorded on the run.
 pub fn resume_claimed(
     store: &dyn Store,
     stored: &mut StoredRun,
     claim: &Claim,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn clock::IdSource>,
+    limits: RunLimits,
     show_progress: bool,
 ) -> Result<Option<Program>, StoreError> {
     match check_program(stored) {
         Ok((program, base_dir)) => {
             let tool_env = ToolEnv { base_dir, clock, ids };
-            execute(store, stored, &program, &tool_env, claim, show_progress)?;
+            execute(store, stored, &program, &tool_env, claim, limits, show_progress)?;
             Ok(Some(program))
         }
         Err(reason) => {
@@ -171,11 +174,17 @@ pub fn report(run: &WorkflowRun, program: Option<&Program>, json: bool, location
             RunStatus::Aborted => "aborted".to_string(),
             RunStatus::Failed => run.failure_summary().unwrap_or_else(|| "failed".to_string()),
             RunStatus::Running => "stopped".to_string(),
+            RunStatus::Paused => run.limit_summary().unwrap_or_else(|| "paused".to_string()),
         };
         if super::print_stdout(&format!("run {}: {summary}\n", run.run)) != Outcome::Success {
             return Outcome::Error;
         }
-        if run.status == RunStatus::Waiting {
+        if run.status == RunStatus::Paused {
+            eprintln!(
+                "note: the run is stored in {location}, paused: `flowc resume {}` goes on with it (workers leave it)",
+                run.run
+            );
+        } else if matches!(run.status, RunStatus::Waiting | RunStatus::Running) {
             eprintln!(
                 "note: the run is stored in {location}; `flowc resume {}` or `flowc worker` goes on with it",
                 run.run

@@ -141,6 +141,7 @@ impl Provider for Anthropic {
         if request.is_empty() {
             return Ok(Understanding::default());
         }
+        self.http.set_deadline(request.deadline);
         let answer_schema = understanding_schema(request);
         let prompt = prompt::understand(request, AnswerFormat::Tool(UNDERSTAND_TOOL));
         let mut messages = vec![json!({"role": "user", "content": prompt.dynamic})];
@@ -182,6 +183,7 @@ impl Provider for Anthropic {
         rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
     ) -> Result<ModelReply, ProviderError> {
+        self.http.set_deadline(request.deadline);
         let prompt = prompt::reply_prompt(request);
         let system = system_blocks(&prompt, true);
         let mut messages = conversation(request);

@@ -29,6 +29,7 @@
 
 use crate::duration::parse_duration_ms;
 use crate::llm::ProviderError;
+use crate::llm::context::MIN_CONTEXT_WINDOW;
 use crate::llm::http::{CancelFlag, HttpSettings};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -40,9 +41,6 @@ pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o-mini";
 pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-haiku-4-5";
-/// Below this no prompt of flowc's fits: a smaller `context_window` is a
-/// typo (a missing digit), not a model.
-const MIN_CONTEXT_WINDOW: u32 = 256;
 
 /// The model behind a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -461,6 +459,21 @@ mod tests {
         let config = check(&dir, None, &[], &ProviderFlags::default()).unwrap();
         assert_eq!(config.provider, ProviderKind::Offline);
         assert!(config.api_key.is_none());
+    }
+
+    #[test]
+    fn the_context_window_comes_from_the_file_and_a_typo_is_refused() {
+        let dir = Dir::new("window");
+        dir.write("flowc.toml", "context_window = 2048\n");
+        assert_eq!(check(&dir, None, &[], &ProviderFlags::default()).unwrap().context_window, Some(2048));
+        dir.write("flowc.toml", "context_window = 204\n");
+        let error = check(&dir, None, &[], &ProviderFlags::default()).unwrap_err().to_string();
+        assert_eq!(error, "context_window 204 is too small: a model's window is at least 256 tokens");
+        dir.write("flowc.toml", "context_windows = 2048\n");
+        let error = check(&dir, None, &[], &ProviderFlags::default()).unwrap_err().to_string();
+        assert!(error.contains("unknown key `context_windows`") && error.contains("context_window,"), "{error}");
+        let dir = Dir::new("no-window");
+        assert_eq!(check(&dir, None, &[], &ProviderFlags::default()).unwrap().context_window, None);
     }
 
     #[test]

@@ -22,7 +22,9 @@
 use crate::llm::prompt::{self, AnswerFormat};
 use crate::llm::rounds::result_text;
 use crate::llm::schema::understanding_schema;
-use crate::llm::{ModelReply, Provider, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding};
+use crate::llm::{
+    Message, ModelReply, Provider, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding,
+};
 use regex::Regex;
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -110,17 +112,32 @@ impl ContextWindow {
     }
 
     /// Reads a refusal of a request of `bytes` that was too long: the window
-    /// and the request's token count, where the message names them.
-    pub fn learn(&mut self, refusal: &str, bytes: usize) {
-        let (window, requested) = overflow_figures(refusal);
-        if let Some(window) = window.filter(|window| *window > 0) {
+    /// and the prompt's token count, where the message names them. Whether
+    /// it taught anything: a refusal that did not calls for a bigger cut.
+    pub fn learn(&mut self, refusal: &str, bytes: usize) -> bool {
+        let before = (self.learned, self.calibrated);
+        let (window, prompt_tokens) = overflow_figures(refusal);
+        // A window smaller than any model's is a misread figure.
+        if let Some(window) = window.filter(|window| *window >= MIN_CONTEXT_WINDOW) {
             self.learned = Some(self.learned.map_or(window, |known| known.min(window)));
         }
-        if let Some(requested) = requested {
-            self.observe(bytes, requested);
+        if let Some(tokens) = prompt_tokens {
+            self.observe(bytes, tokens);
         }
+        (self.learned, self.calibrated) != before
+    }
+
+    /// The completion budget alone fills the window: no trimming of the
+    /// prompt can make a request fit.
+    fn answer_fills_window(&self) -> Option<(u32, u32)> {
+        let (max_tokens, window) = (self.max_tokens?, self.window()?);
+        (max_tokens >= window).then_some((max_tokens, window))
     }
 }
+
+/// Below this no prompt of flowc's fits: a smaller window, configured or
+/// read from a refusal, is a mistake (a missing digit, a misread figure).
+pub const MIN_CONTEXT_WINDOW: u32 = 256;
 
 /// Whether a server's error message says the request is longer than the
 /// model's context window.
@@ -132,32 +149,45 @@ pub fn is_overflow(message: &str) -> bool {
 /// How servers say a request is too long: llama-cpp-python ("exceed context
 /// window of 2048"), llama.cpp ("exceeds the available context size"),
 /// OpenAI and vLLM ("maximum context length is 8192 tokens",
-/// `context_length_exceeded`), Anthropic ("prompt is too long").
+/// `context_length_exceeded`), Anthropic ("prompt is too long", "exceed
+/// context limit").
 const OVERFLOW_WORDS: &[&str] = &[
     "context window",
     "context length",
     "context size",
+    "context limit",
     "context_length_exceeded",
     "prompt is too long",
-    "too many tokens",
 ];
 
+/// A figure, with its thousands separators ("128,000").
+const FIGURE: &str = r"\s*(\d[\d,_]*)";
+
 static WINDOW_FIGURE: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:context window of|context length is|context size \(|context length of|>)\s*(\d+)").ok()
+    let before =
+        r"context window of|context length is|context length of|context size \(|context limit:[^>]*>|tokens\s*>";
+    Regex::new(&format!("(?i)(?:{before}){FIGURE}")).ok()
 });
-static REQUESTED_FIGURE: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:requested tokens \(|resulted in|you requested|prompt is too long:|request \()\s*(\d+)").ok()
+/// The prompt's own tokens. OpenAI's "you requested 5000 tokens" counts the
+/// completion too, so its "4000 in the messages" is read instead, or
+/// nothing: calibrating on the completion would overestimate every prompt
+/// after.
+static PROMPT_FIGURE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    let before = r"requested tokens \(|resulted in|prompt is too long:|request \(|request has|context limit:";
+    Regex::new(&format!(r"(?i)(?:(?:{before}){FIGURE}|\((\d[\d,_]*) in the messages)")).ok()
 });
 
-/// The window and the request's size in tokens, as far as a refusal names
+/// The window and the prompt's size in tokens, as far as a refusal names
 /// them.
 fn overflow_figures(message: &str) -> (Option<u32>, Option<u64>) {
     let figure = |pattern: &Option<Regex>| {
         let captures = pattern.as_ref()?.captures(message)?;
-        captures.get(1)?.as_str().parse::<u64>().ok()
+        let digits: String =
+            captures.iter().skip(1).flatten().next()?.as_str().chars().filter(char::is_ascii_digit).collect();
+        digits.parse::<u64>().ok()
     };
     let window = figure(&WINDOW_FIGURE).and_then(|window| u32::try_from(window).ok());
-    (window, figure(&REQUESTED_FIGURE))
+    (window, figure(&PROMPT_FIGURE))
 }
 
 /// The understand request's prompt bytes: what every provider sends of it,
@@ -183,38 +213,40 @@ fn reply_bytes(request: &ReplyRequest, rounds: &[ToolRound]) -> usize {
     prompt.stable.len() + prompt.dynamic.len() + conversation + tools + rounds
 }
 
-/// A request with its oldest history messages left out.
+/// A request that carries history.
 trait WithHistory: Clone {
-    fn history_len(&self) -> usize;
-    fn leave_out_oldest(&mut self, count: usize);
+    fn history(&self) -> &[Message];
+    fn history_mut(&mut self) -> &mut Vec<Message>;
 }
 
 impl WithHistory for UnderstandRequest {
-    fn history_len(&self) -> usize {
-        self.history.len()
+    fn history(&self) -> &[Message] {
+        &self.history
     }
 
-    fn leave_out_oldest(&mut self, count: usize) {
-        self.history.drain(..count.min(self.history.len()));
+    fn history_mut(&mut self) -> &mut Vec<Message> {
+        &mut self.history
     }
 }
 
 impl WithHistory for ReplyRequest {
-    fn history_len(&self) -> usize {
-        self.history.len()
+    fn history(&self) -> &[Message] {
+        &self.history
     }
 
-    fn leave_out_oldest(&mut self, count: usize) {
-        self.history.drain(..count.min(self.history.len()));
+    fn history_mut(&mut self) -> &mut Vec<Message> {
+        &mut self.history
     }
 }
 
+/// `request` with its oldest `count` history messages left out.
 fn leaving_out<R: WithHistory>(request: &R, count: usize) -> Cow<'_, R> {
     if count == 0 {
         return Cow::Borrowed(request);
     }
     let mut trimmed = request.clone();
-    trimmed.leave_out_oldest(count);
+    let history = trimmed.history_mut();
+    history.drain(..count.min(history.len()));
     Cow::Owned(trimmed)
 }
 
@@ -239,7 +271,7 @@ impl Windowed {
         prompt_tokens: impl Fn(&T) -> Option<u64>,
         mut call: impl FnMut(&mut dyn Provider, &R) -> Result<T, ProviderError>,
     ) -> Result<T, ProviderError> {
-        let history = request.history_len();
+        let history = request.history().len();
         let mut at_least = 0;
         loop {
             let left_out =
@@ -254,13 +286,21 @@ impl Windowed {
                     return Ok(answer);
                 }
                 Err(ProviderError::ContextOverflow(refusal)) => {
-                    self.window.learn(&refusal, bytes);
+                    let taught = self.window.learn(&refusal, bytes);
+                    if let Some((max_tokens, window)) = self.window.answer_fills_window() {
+                        return Err(ProviderError::ContextOverflow(format!(
+                            "{refusal} (`max_tokens = {max_tokens}` leaves no room in the {window}-token window: \
+                             lower it in flowc.toml)"
+                        )));
+                    }
                     if left_out >= history {
                         return Err(ProviderError::ContextOverflow(self.too_long(&refusal, bytes)));
                     }
-                    // A known window lets the estimate choose how many more
-                    // to leave out; an unknown one halves what is left.
-                    let step = if self.window.window().is_some() { 1 } else { (history - left_out).div_ceil(2) };
+                    // New figures let the estimate choose how many more to
+                    // leave out; a refusal that taught nothing halves what
+                    // is left, so a server that names no figure costs a few
+                    // refusals, not one per message.
+                    let step = if taught { 1 } else { (history - left_out).div_ceil(2) };
                     at_least = left_out + step;
                 }
                 Err(error) => return Err(error),
@@ -272,7 +312,9 @@ impl Windowed {
     fn too_long(&self, refusal: &str, bytes: usize) -> String {
         let size = format!("about {} tokens", self.window.estimate(bytes));
         match self.window.window() {
-            Some(window) => format!("with no history left, the prompt takes {size} of the {window}-token window"),
+            Some(window) => {
+                format!("with no history left, the prompt takes {size} of the {window}-token window: {refusal}")
+            }
             None => format!("with no history left, the prompt takes {size}: {refusal}"),
         }
     }

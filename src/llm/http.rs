@@ -29,7 +29,7 @@ use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Set to stop the call in flight (Ctrl-C). The CLI clears it with
 /// [`CancelFlag::reset`] before each turn; while it is set every call fails
@@ -134,6 +134,9 @@ pub struct HttpClient {
     cancel: CancelFlag,
     /// Values that must never appear in an error message (the API key).
     secrets: Vec<String>,
+    /// When the current turn's time runs out: no request, retry or wait
+    /// goes past it.
+    deadline: Option<Instant>,
 }
 
 impl HttpClient {
@@ -149,7 +152,27 @@ impl HttpClient {
             .build()
             .map_err(|error| ProviderError::Network(format!("cannot build the HTTP client: {error}")))?;
         let secrets = secrets.into_iter().filter(|secret| secret.len() >= 4).collect();
-        Ok(HttpClient { runtime, client, settings, cancel, secrets })
+        Ok(HttpClient { runtime, client, settings, cancel, secrets, deadline: None })
+    }
+
+    /// Bounds the calls that follow by the turn's deadline (`None`: by the
+    /// configured timeout only).
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+
+    /// What one attempt may take: the configured timeout, or what is left
+    /// of the turn when that is less. `None` once the turn's time is spent.
+    fn attempt_timeout(&self) -> Option<Duration> {
+        let Some(deadline) = self.deadline else {
+            return Some(self.settings.timeout);
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then(|| left.min(self.settings.timeout))
+    }
+
+    fn past_deadline(&self) -> bool {
+        self.deadline.is_some_and(|deadline| Instant::now() >= deadline)
     }
 
     /// Removes API keys from a text bound for an error, a trace or a file.
@@ -235,7 +258,10 @@ impl HttpClient {
     ) -> Result<reqwest::Response, CallError> {
         let mut attempt: u32 = 0;
         loop {
-            let mut request = self.client.post(url).json(body);
+            let Some(timeout) = self.attempt_timeout() else {
+                return Err(CallError::Failed(turn_time_spent()));
+            };
+            let mut request = self.client.post(url).timeout(timeout).json(body);
             for (name, value) in headers {
                 request = request.header(*name, value.as_str());
             }
@@ -263,6 +289,9 @@ impl HttpClient {
             let Some(wait) = retry_delay(&self.settings, attempt, retry_after, jitter()) else {
                 return Err(CallError::Failed(error));
             };
+            if self.deadline.is_some_and(|deadline| Instant::now() + wait >= deadline) {
+                return Err(CallError::Failed(error));
+            }
             tokio::time::sleep(wait).await;
             attempt += 1;
         }
@@ -272,8 +301,19 @@ impl HttpClient {
         // reqwest's messages name the URL, never the headers, but a key may
         // sit in a base URL's query string: redact anyway.
         let message = self.redact(&error_chain(error));
-        if error.is_timeout() { ProviderError::Timeout(message) } else { ProviderError::Network(message) }
+        if !error.is_timeout() {
+            return ProviderError::Network(message);
+        }
+        if self.past_deadline() {
+            return turn_time_spent();
+        }
+        ProviderError::Timeout(format!("{message} (raise the timeout in flowc.toml)"))
     }
+}
+
+/// A call cut off because the turn's `turn_timeout` ran out.
+fn turn_time_spent() -> ProviderError {
+    ProviderError::Timeout("the turn's time ran out during the call (`turn_timeout` in the agent's limits)".into())
 }
 
 /// The wait before retry number `attempt + 1`: the server's `Retry-After`
@@ -320,9 +360,10 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 /// The class of a failed status, with the server's message.
 pub fn classify_status(status: u16, message: &str, retry_after: Option<Duration>) -> ProviderError {
     let detail = if message.is_empty() { format!("HTTP {status}") } else { format!("HTTP {status}: {message}") };
-    // Whatever the status (some servers answer 500 to a prompt that is too
-    // long), retrying the same request cannot help: trimming can.
-    if crate::llm::context::is_overflow(message) {
+    // Some servers answer 500 to a prompt that is too long: retrying the
+    // same request cannot help, trimming can. An authentication failure or
+    // a rate limit that mentions the context is still what its status says.
+    if matches!(status, 400 | 413 | 422 | 500..=599) && crate::llm::context::is_overflow(message) {
         return ProviderError::ContextOverflow(detail);
     }
     match status {
@@ -331,7 +372,7 @@ pub fn classify_status(status: u16, message: &str, retry_after: Option<Duration>
             Some(wait) => ProviderError::RateLimited(format!("{detail} (retry after {:.1} s)", wait.as_secs_f64())),
             None => ProviderError::RateLimited(detail),
         },
-        408 => ProviderError::Timeout(detail),
+        408 => ProviderError::Timeout(format!("{detail} (raise the timeout in flowc.toml)")),
         404 => ProviderError::InvalidRequest(format!("{detail} (check the model name and the base URL)")),
         500..=599 => ProviderError::Overloaded(detail),
         _ => ProviderError::InvalidRequest(detail),

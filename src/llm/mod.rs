@@ -35,6 +35,7 @@ pub use rounds::{ModelReply, NoTools, ReplyText, ToolCall, ToolCalls, ToolLoop, 
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 /// What the understand call must decide for one user message.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -55,6 +56,10 @@ pub struct UnderstandRequest {
     pub signals: Vec<Question>,
     /// Today's date (ISO), for relative dates such as "tomorrow".
     pub today: String,
+    /// When the turn's `turn_timeout` runs out: the call is cut off then.
+    /// Not part of what is recorded.
+    #[serde(skip)]
+    pub deadline: Option<Instant>,
 }
 
 impl UnderstandRequest {
@@ -228,6 +233,9 @@ pub struct ReplyRequest {
     /// matches whatever the budget.
     #[serde(skip)]
     pub tools_spent: bool,
+    /// When the turn's `turn_timeout` runs out (see [`UnderstandRequest::deadline`]).
+    #[serde(skip)]
+    pub deadline: Option<Instant>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -289,7 +297,7 @@ pub enum ProviderError {
          shorten the program's prompts, or use a model with a larger window)"
     )]
     ContextOverflow(String),
-    #[error("the model did not answer in time: {0} (raise the timeout in flowc.toml)")]
+    #[error("the model did not answer in time: {0}")]
     Timeout(String),
     #[error("network error: {0} (check the base URL and your connection)")]
     Network(String),

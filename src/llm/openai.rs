@@ -267,6 +267,7 @@ const TOOL_WORDS: &[&str] = &["tool_choice", "tool", "function"];
 /// A refusal the provider can recover from by changing the request: the
 /// statuses servers use for "I do not support that", with a message that
 /// names the feature.
+///
 /// A request too long for the context window is not one: OpenAI's message
 /// for it names the functions, and trimming, not a mode change, answers it.
 fn is_refusal(status: u16, message: &str, words: &[&str]) -> bool {
@@ -293,6 +294,7 @@ impl Provider for OpenAi {
         if request.is_empty() {
             return Ok(Understanding::default());
         }
+        self.http.set_deadline(request.deadline);
         let answer_schema = schema::without_patterns(&understanding_schema(request));
         let mut usage = Usage::default();
         let mut repair: Option<Repair> = None;
@@ -318,6 +320,7 @@ impl Provider for OpenAi {
         rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
     ) -> Result<ModelReply, ProviderError> {
+        self.http.set_deadline(request.deadline);
         let (messages, called) = reply_messages(request, rounds);
         let mut text = RoundText::new(on_text);
         let mut usage = Usage::default();

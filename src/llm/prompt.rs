@@ -315,6 +315,7 @@ Latest user message: \"Ritz Paris, the 3rd of June, for two\""
             data,
             tools: vec![],
             tools_spent: false,
+            deadline: None,
         };
         let prompt = reply_prompt(&request);
         assert_eq!(

@@ -452,6 +452,7 @@ pub(crate) mod tests {
             }],
             signals: vec![Question { id: "wants_human".into(), when: vec!["the user asks for a human agent".into()] }],
             today: "2026-01-05".into(),
+            deadline: None,
         }
     }
 

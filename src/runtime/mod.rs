@@ -39,7 +39,9 @@
 //! [`TurnResult::events`]. [`ContinuationLimits`] (in [`RuntimeOptions`])
 //! adds the embedder's limits to the program's `agent.limits`, each
 //! stopping with its own [`StopReason`]. `examples/step_by_step.rs` and
-//! `docs/embedding.md` show it all on `flows/booking.flow`.
+//! `docs/embedding.md` show it all on `flows/booking.flow`. The same limits,
+//! with [`workflow::RunLimits`] for workflow runs, are what an operator sets
+//! in `flowc.toml` (`[limits]`) or with flags ([`limits_config`]).
 
 pub mod actions;
 pub mod clock;
@@ -47,6 +49,7 @@ pub mod directive;
 pub mod engine;
 pub mod events;
 pub mod grounding;
+pub mod limits_config;
 pub mod session;
 pub mod tools;
 pub mod validate;

@@ -41,7 +41,7 @@ pub enum StartError {
 
 /// Limits a program embedding flowc sets on one call of
 /// [`WorkflowRunner::run_within`]. A run that reaches one stops before its
-/// next step, still `running`, its `stopped_reason` naming the limit; the
+/// next step, `paused`, its `stopped_reason` naming the limit; the
 /// next call (or `flowc resume`) goes on from that step. `None` is no limit,
 /// the default. Workflows make no model calls, so token and tool-round
 /// limits do not apply to them.
@@ -235,6 +235,7 @@ impl WorkflowRunner<'_> {
         while let Some(step_id) = run.next_step {
             let steps_run = u32::try_from(executions).unwrap_or(u32::MAX);
             if let Some(reason) = limits.reached(steps_run, started_running.elapsed(), failures_in_a_row) {
+                run.status = RunStatus::Paused;
                 run.limited = Some(reason);
                 return Ok(());
             }

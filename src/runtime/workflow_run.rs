@@ -18,6 +18,11 @@ pub enum RunStatus {
     Failed,
     Waiting,
     Aborted,
+    /// Stopped before its next step by a limit of the call that ran it
+    /// ([`super::workflow::RunLimits`]): it goes on when it is resumed by
+    /// name (`flowc resume`, or another `run_within`), never by a worker's
+    /// poll, which would make the limit a mere slice.
+    Paused,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,7 +79,7 @@ pub struct WorkflowRun {
     #[serde(default)]
     pub error: Option<String>,
     /// The limit ([`super::workflow::RunLimits`]) that stopped the run
-    /// before its next step, while it is `running`.
+    /// before its next step, while it is `paused`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limited: Option<StopReason>,
 }
@@ -111,7 +116,8 @@ impl WorkflowRun {
             RunStatus::Failed => "error",
             RunStatus::Waiting => "waiting",
             RunStatus::Aborted => "aborted",
-            RunStatus::Running => self.limited.map_or("needs_input", StopReason::as_str),
+            RunStatus::Running => "needs_input",
+            RunStatus::Paused => self.limited.map_or("needs_input", StopReason::as_str),
         };
         serde_json::json!({
             "run": self.run,
@@ -128,6 +134,19 @@ impl WorkflowRun {
             "llm_calls": 0,
             "tokens": { "prompt": 0, "completion": 0, "cached": 0 },
         })
+    }
+
+    /// "stopped by step_limit: …" while one of the limits of the call that
+    /// ran it last holds the run.
+    pub fn limit_summary(&self) -> Option<String> {
+        let reason = self.limited.filter(|_| self.status == RunStatus::Paused)?;
+        let what = match reason {
+            StopReason::StepLimit => "it ran `max_steps` steps in one call",
+            StopReason::TimeLimit => "one call ran it for longer than `max_time`",
+            StopReason::ErrorLimit => "`max_consecutive_errors` of its steps failed in a row",
+            other => other.explanation(),
+        };
+        Some(format!("stopped by {}: {what}", reason.as_str()))
     }
 
     /// "failed at step 3 (send_email): <error>".

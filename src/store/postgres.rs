@@ -259,12 +259,13 @@ fn run_from_row(row: &Row) -> Result<StoredRun, StoreError> {
     let state: String = row.get(1);
     rows::run(&id, &state, row.get(2), row.get(3), row.get(4), row.get(5))
 }
-/// As in the SQLite store: waiting and due (or `early`), or left running
-/// by a holder whose lease is over; `now` and `early` are SQL parameters.
+/// As in the SQLite store: waiting and due (or `early`), paused by a
+/// limit, or left running by a holder whose lease is over; `now` and
+/// `early` are SQL parameters.
 fn takeable(now: &str, early: &str) -> String {
     format!(
         "(claimed_until IS NULL OR claimed_until < {now})
-         AND ((status = 'waiting' AND ({early} OR due_at <= {now})) OR status = 'running')"
+         AND ((status = 'waiting' AND ({early} OR due_at <= {now})) OR status IN ('running', 'paused'))"
     )
 }
 

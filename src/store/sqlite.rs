@@ -328,10 +328,13 @@ fn run_from_row(id: &str, row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<St
     let state: String = row.get(0)?;
     Ok(rows::run(id, &state, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
 }
-/// Runs a holder may take: waiting and due (or `early`), or left running
-/// by a holder whose lease is over; never one held under a live lease.
+/// Runs a holder may take by name: waiting and due (or `early`), paused by
+/// a limit, or left running by a holder whose lease is over; never one
+/// held under a live lease. Workers take due runs only ([`claim_due`]).
+///
+/// [`claim_due`]: RunStore::claim_due
 const TAKEABLE: &str = "(claimed_until IS NULL OR claimed_until < ?2)
-     AND ((status = 'waiting' AND (?3 OR due_at <= ?2)) OR status = 'running')";
+     AND ((status = 'waiting' AND (?3 OR due_at <= ?2)) OR status IN ('running', 'paused'))";
 
 impl RunStore for SqliteStore {
     fn save_run(&self, stored: &StoredRun, expected_version: u64, claim: Option<&Claim>) -> Result<(), StoreError> {

@@ -7,6 +7,7 @@ mod generated;
 mod grounding;
 #[cfg(unix)]
 mod kill;
+mod limits;
 mod providers;
 mod reliability;
 #[cfg(unix)]

@@ -413,6 +413,116 @@ fn a_rate_limit_with_retry_after_is_waited_out() {
     assert!(waited >= Duration::from_millis(900), "Retry-After: 1 was honoured ({waited:?})");
 }
 
+/// The history messages a request carries: chat turns between the system
+/// prompt and the latest message (a reply), or the lines of the
+/// understand prompt's "Conversation so far".
+fn history_in(request: &fake::Request) -> usize {
+    let messages = request.json()["messages"].as_array().cloned().unwrap_or_default();
+    if request.is_stream() {
+        return messages.len().saturating_sub(2);
+    }
+    let prompt = messages.get(1).and_then(|message| message["content"].as_str()).unwrap_or_default().to_string();
+    prompt.lines().filter(|line| line.starts_with("user: ") || line.starts_with("assistant: ")).count()
+}
+
+#[test]
+fn a_small_context_window_is_learned_from_the_refusal_and_the_history_trimmed_to_it() {
+    let dir = temp_dir("window");
+    let script = write_script(&dir, &SCRIPT);
+    let facts = booking_facts();
+    // A model that holds two history messages beside the prompt: more is
+    // refused as llama-cpp-python refuses, with the window just short of
+    // the request (4 bytes a token).
+    let server = FakeServer::start(Arc::new(move |request: &fake::Request, _| {
+        if history_in(request) > 2 {
+            let tokens = request.body.len() / 4;
+            let message = format!("Requested tokens ({tokens}) exceed context window of {}", tokens - 1);
+            return Reply::json(400, &json!({"error": {"message": message, "type": "invalid_request_error"}}));
+        }
+        fake::openai_answer(&facts, request)
+    }));
+    let base_url = format!("{}/v1", server.url);
+    let program = root().join("flows/booking.flow");
+    let output = run(&program, &script, &["--provider", "openai", "--base-url", &base_url], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let turns = turns(&output);
+    assert_booking(&turns);
+    let refused: Vec<usize> = server.requests().iter().map(history_in).filter(|history| *history > 2).collect();
+    assert!(!refused.is_empty(), "the conversation outgrew the window");
+    assert!(
+        refused.len() <= 2,
+        "after the first refusal of each kind, requests are trimmed before they go: {refused:?}"
+    );
+    let stderr = stderr(&output);
+    assert!(stderr.contains("context_window = "), "the learned window is shown: {stderr}");
+    assert_eq!(stderr.matches("note:").count(), 1, "{stderr}");
+}
+
+/// booking.flow with a `turn_timeout` of one second, in `dir`.
+fn booking_with_a_second_to_spare(dir: &Path) -> PathBuf {
+    let program = dir.join("booking.flow");
+    let source = std::fs::read_to_string(root().join("flows/booking.flow")).unwrap();
+    std::fs::write(&program, source.replace("turn_timeout 60s", "turn_timeout 1s")).unwrap();
+    std::fs::create_dir_all(dir.join("tools")).unwrap();
+    std::fs::copy(root().join("flows/tools/book_hotel.py"), dir.join("tools/book_hotel.py")).unwrap();
+    program
+}
+
+#[test]
+fn an_understand_call_slower_than_the_turn_timeout_is_cut_off_and_the_turn_stops_with_time_limit() {
+    let dir = temp_dir("slow-understand");
+    let script = write_script(&dir, &SCRIPT[..1]);
+    let program = booking_with_a_second_to_spare(&dir);
+    let facts = booking_facts();
+    // Each answer takes a minute, far past the turn's second and inside
+    // the provider's own 60-second timeout.
+    let server = FakeServer::start(Arc::new(move |request: &fake::Request, _| {
+        std::thread::sleep(Duration::from_secs(60));
+        fake::openai_answer(&facts, request)
+    }));
+    let base_url = format!("{}/v1", server.url);
+    let output = run(&program, &script, &["--provider", "openai", "--base-url", &base_url], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let turns = turns(&output);
+    assert_eq!(turns.len(), 1);
+    assert_eq!(turns[0]["stopped_reason"], "time_limit");
+    assert_eq!(turns[0]["llm_calls"], 0, "the cut call answered nothing");
+    assert_eq!(turns[0]["executed_steps"], json!([]), "nothing acted");
+    assert_eq!(server.requests().len(), 1, "a call cut off by the turn is not retried");
+}
+
+/// Once a step has acted, the model's reply is never cut off: failing the
+/// turn then would forget what the step did, and the next message would
+/// do it again (book twice).
+#[test]
+fn a_reply_after_a_step_acted_is_not_cut_off_by_the_turn_timeout() {
+    let dir = temp_dir("slow-reply");
+    let script = write_script(&dir, &["Book The Savoy for 2 guests on 2026-12-04", "yes"]);
+    let program = booking_with_a_second_to_spare(&dir);
+    let facts = Facts::new(&[
+        (
+            "Book The Savoy for 2 guests on 2026-12-04",
+            json!({"flow": "booking", "fields": {"hotel": "The Savoy", "date": "2026-12-04", "guests": 2}}),
+        ),
+        ("yes", json!({"fields": {"confirmed": true}})),
+    ]);
+    // Understanding is quick; every reply takes longer than the turn.
+    let server = FakeServer::start(Arc::new(move |request: &fake::Request, _| {
+        if request.is_stream() {
+            std::thread::sleep(Duration::from_millis(1500));
+        }
+        fake::openai_answer(&facts, request)
+    }));
+    let base_url = format!("{}/v1", server.url);
+    let output = run(&program, &script, &["--provider", "openai", "--base-url", &base_url], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let turns = turns(&output);
+    assert_eq!(turns.len(), 2, "{}", stderr(&output));
+    assert!(turns[0]["reply"].as_str().is_some_and(|reply| reply.contains("Shall I book")), "{}", turns[0]);
+    assert_eq!(turns[1]["executed_steps"], json!(["confirm", "book"]));
+    assert_eq!(turns[1]["data"]["booking_id"], BOOKING_ID, "the booking is kept");
+}
+
 #[test]
 fn a_server_that_refuses_json_schema_gets_json_object_and_the_user_is_told_once() {
     let dir = temp_dir("fallback");

@@ -13,13 +13,13 @@ use std::process::Command;
 const WAIT_MS: u64 = 20_000;
 const PROMPT: &str = "you> ";
 
-struct Repl {
+pub(crate) struct Repl {
     session: PtySession,
 }
 
 impl Repl {
     /// Starts the REPL in `dir` (where `/save` writes) on the booking example.
-    fn start(dir: &Path) -> Repl {
+    pub(crate) fn start(dir: &Path) -> Repl {
         let mut command = Command::new(env!("CARGO_BIN_EXE_flowc"));
         command
             .arg("run")
@@ -73,7 +73,7 @@ impl Repl {
 
     /// Says something and waits for the reply and the next prompt; returns
     /// everything printed in between (reply and trace line).
-    fn say(&mut self, line: &str, reply: &str) -> String {
+    pub(crate) fn say(&mut self, line: &str, reply: &str) -> String {
         self.type_line(line);
         let mut printed = self.expect(reply);
         printed.push_str(reply);
@@ -88,7 +88,7 @@ impl Repl {
     }
 
     /// Ctrl-D: the REPL must end by itself, with exit code 0.
-    fn quit_with_ctrl_d(mut self) {
+    pub(crate) fn quit_with_ctrl_d(mut self) {
         self.control('d');
         if let Err(error) = self.session.exp_eof() {
             panic!("the REPL did not exit on Ctrl-D: {error}");

@@ -1,8 +1,9 @@
 //! The stores through the library and the binary: the PostgreSQL store keeps
 //! the SQLite store's semantics (compare-and-swap, transcript, migrations
 //! from every older schema), two `flowc worker`s sharing one PostgreSQL
-//! resume each of 1,000 due runs exactly once, and a worker killed mid-step
-//! leaves its run to the next worker once its lease is over.
+//! resume each of 1,000 due runs exactly once, a worker killed mid-step
+//! leaves its run to the next worker once its lease is over, and a run a
+//! limit paused is left by workers and taken by `flowc resume`.
 //!
 //! The PostgreSQL tests need a server: `scripts/test.sh` starts a throwaway
 //! one and sets `FLOWC_TEST_POSTGRES`; without it they say so and skip.
@@ -258,5 +259,52 @@ fn a_worker_killed_mid_step_leaves_the_run_resumable_on_sqlite() {
 fn a_worker_killed_mid_step_leaves_the_run_resumable_on_postgres() {
     if let Some(url) = fresh_database("killed") {
         a_killed_worker_leaves_its_run_to_the_next(&url);
+    }
+}
+
+const THREE_STEPS: &str = r#"
+schema { n: int }
+flow w "W" {
+  auto step a { set n = 1 }
+  auto step b { set n = 2 }
+  auto step c { set n = 3 }
+}
+"#;
+
+/// A limit pauses a run: workers polling the store leave it, and
+/// `flowc resume` takes it and goes on from the step it stopped before.
+fn a_paused_run_waits_for_resume_by_name(store: &str) {
+    let dir = temp_dir("store-paused");
+    assert!(std::fs::write(dir.join("three.flow"), THREE_STEPS).is_ok());
+    let started = flowc_at(&dir, store, TODAY, &["run", "three.flow", "--max-steps", "1", "--json"]);
+    assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
+    let run: serde_json::Value = serde_json::from_str(stdout(&started).trim()).unwrap_or_default();
+    assert_eq!((run["status"].as_str(), run["stopped_reason"].as_str()), (Some("paused"), Some("step_limit")));
+    let id = run["run"].as_str().unwrap_or_default().to_string();
+
+    let worker = flowc_at(&dir, store, LATER, &["worker", "--once"]);
+    assert_eq!(worker.status.code(), Some(0), "{}", stderr(&worker));
+    assert_eq!(stdout(&worker), "", "a worker leaves the paused run");
+
+    let resumed = flowc_at(&dir, store, LATER, &["resume", &id, "--json"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let run: serde_json::Value = serde_json::from_str(stdout(&resumed).trim()).unwrap_or_default();
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["data"]["n"], 3);
+    assert_eq!(started_steps(&run), ["a", "b", "c"], "no step ran twice");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_paused_run_waits_for_resume_by_name_on_sqlite() {
+    let dir = temp_dir("store-paused-sqlite");
+    a_paused_run_waits_for_resume_by_name(&format!("sqlite:{}", dir.join("flowc.db").display()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_paused_run_waits_for_resume_by_name_on_postgres() {
+    if let Some(url) = fresh_database("paused") {
+        a_paused_run_waits_for_resume_by_name(&url);
     }
 }

@@ -13,21 +13,21 @@ const TODAY: &str = "2026-01-05T10:00:00Z";
 const TOMORROW: &str = "2026-01-06T10:00:01Z";
 
 /// `flowc ARGS` in `dir` against the store `store`, at `now`.
-fn flowc_at(dir: &Path, store: &str, now: &str, args: &[&str]) -> std::process::Output {
+pub(crate) fn flowc_at(dir: &Path, store: &str, now: &str, args: &[&str]) -> std::process::Output {
     flowc_env(dir, args, &[("FLOWC_STORE", store), ("FLOWC_NOW", now)], Duration::from_secs(60))
 }
 
-fn store_in(dir: &Path) -> String {
+pub(crate) fn store_in(dir: &Path) -> String {
     format!("sqlite:{}", dir.join("flowc.db").display())
 }
 
 /// The id in `run ID: …`.
-fn run_id(output: &std::process::Output) -> String {
+pub(crate) fn run_id(output: &std::process::Output) -> String {
     let text = stdout(output);
     text.strip_prefix("run ").and_then(|rest| rest.split(':').next()).unwrap_or_default().to_string()
 }
 
-fn json(output: &std::process::Output) -> Value {
+pub(crate) fn json(output: &std::process::Output) -> Value {
     serde_json::from_str(stdout(output).trim()).unwrap_or_default()
 }
 

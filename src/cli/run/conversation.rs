@@ -7,7 +7,7 @@ use super::{RunArgs, RunError, initialize};
 use crate::cli::report::stderr_style;
 use crate::cli::{Outcome, print_stdout};
 use crate::ir::Program;
-use crate::runtime::engine::RuntimeOptions;
+use crate::runtime::engine::{ContinuationLimits, RuntimeOptions};
 use crate::runtime::engine::{Runtime, TurnError};
 use crate::runtime::events::TurnResult;
 use crate::runtime::session::Session;
@@ -27,8 +27,9 @@ pub(super) fn converse(
     tool_env: ToolEnv,
     data: &serde_json::Map<String, serde_json::Value>,
     context: Data,
+    limits: ContinuationLimits,
 ) -> Result<Outcome, RunError> {
-    let (mut runtime, cancel) = start_runtime(args, program, tool_env)?;
+    let (mut runtime, cancel) = start_runtime(args, program, tool_env, limits)?;
     let store = match &args.session {
         Some(_) => match crate::cli::open_store(args.store.as_deref(), Some(&args.file)) {
             Ok((store, _)) => Some(store),
@@ -63,11 +64,13 @@ pub(super) fn converse(
 }
 
 /// The runtime of the conversation, on the model the flags and
-/// `flowc.toml` choose, and the flag that cancels its model calls.
+/// `flowc.toml` choose and under the operator's `limits`, and the flag that
+/// cancels its model calls.
 fn start_runtime(
     args: &RunArgs,
     program: &Arc<Program>,
     tool_env: ToolEnv,
+    limits: ContinuationLimits,
 ) -> Result<(Runtime, crate::llm::CancelFlag), RunError> {
     let flags = crate::llm::ProviderFlags {
         provider: args.provider.clone(),
@@ -79,7 +82,7 @@ fn start_runtime(
     let config =
         crate::llm::config::load(Some(&args.file), &flags).map_err(|error| RunError::Usage(error.to_string()))?;
     let provider = crate::llm::build_provider(&config).map_err(|error| RunError::Usage(error.to_string()))?;
-    let options = RuntimeOptions { tool_env, tools: ToolRegistry::default(), limits: Default::default() };
+    let options = RuntimeOptions { tool_env, tools: ToolRegistry::default(), limits };
     let runtime = Runtime::new(Arc::clone(program), provider, options);
     Ok((runtime, config.cancel))
 }

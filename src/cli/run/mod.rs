@@ -17,6 +17,7 @@ mod repl;
 mod workflow;
 
 use super::Outcome;
+use super::limits::LimitFlags;
 use super::load::compile_file;
 use crate::ir::{FlowId, Program};
 use crate::runtime::clock;
@@ -65,6 +66,8 @@ pub struct RunArgs {
     /// The store for --session and workflow runs: sqlite:PATH or postgres://… (default: .flowc/flowc.db beside the program, or FLOWC_STORE, or [store] in flowc.toml)
     #[arg(long)]
     pub store: Option<String>,
+    #[command(flatten)]
+    pub limits: LimitFlags,
 }
 
 pub fn run(args: &RunArgs) -> Outcome {
@@ -107,10 +110,12 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
     let context = validate_context(&program, &context)?;
 
     let selected = select_flow(&program, args.flow.as_deref())?;
+    let limits = args.limits.resolve(&args.file).map_err(RunError::Usage)?;
     if let Some(flow) = selected
         && program.flow(flow).is_some_and(|flow| flow.workflow)
     {
-        return run_workflow(args, &program, flow, &data, context, &tool_env);
+        note_unused_limits(&args.limits.conversation_only(), "conversations", "a workflow run");
+        return run_workflow(args, &program, flow, &data, context, &tool_env, limits.run);
     }
     if selected.is_none() {
         require_conversation(&program)?;
@@ -118,7 +123,17 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
     if args.flow.is_some() {
         eprintln!("note: --flow selects a workflow; a conversation is routed by its messages");
     }
-    converse(args, &program, tool_env, &data, context)
+    note_unused_limits(&args.limits.workflow_only(), "workflow runs", "a conversation");
+    converse(args, &program, tool_env, &data, context, limits.conversation)
+}
+
+/// Says which limit flags do not apply to this kind of run, as `--flow`
+/// does on a conversation: a wrapper may pass the same flags to every run.
+fn note_unused_limits(flags: &[&str], applies_to: &str, this_run: &str) {
+    if let [first, rest @ ..] = flags {
+        let (names, verb) = if rest.is_empty() { (first.to_string(), "limits") } else { (flags.join(", "), "limit") };
+        eprintln!("note: {names} {verb} only {applies_to}; this is {this_run}");
+    }
 }
 
 fn program_dir(file: &Path) -> PathBuf {

@@ -6,6 +6,7 @@ use super::RunError;
 use super::conversation::Conversation;
 use crate::cli::Outcome;
 use crate::runtime::events::TurnResult;
+use crate::runtime::limits_config::OPERATOR_STOP_REASONS;
 use crate::runtime::session::{Session, adopt};
 use std::io::Write;
 use std::sync::Arc;
@@ -71,11 +72,16 @@ impl Conversation<'_> {
             Ok(result) => {
                 print!("{}", after_stream(shown, &result.reply));
                 let _ = std::io::stdout().flush();
-                let trace = result.trace_line();
-                if self.color {
-                    eprintln!("\x1b[2m{trace}\x1b[0m");
-                } else {
-                    eprintln!("{trace}");
+                self.dim_line(&result.trace_line());
+                // The operator's limits stop a turn before its reply: say
+                // why, or the person sees an empty answer and a bare name.
+                let reason = result.stopped_reason;
+                if OPERATOR_STOP_REASONS.contains(&reason) {
+                    self.dim_line(&format!(
+                        "note: {}: {} ([limits] in flowc.toml, or its flag)",
+                        reason.as_str(),
+                        reason.explanation()
+                    ));
                 }
                 self.last = Some(result);
             }
@@ -85,6 +91,15 @@ impl Conversation<'_> {
                 }
                 eprintln!("error: {error} (the session is unchanged)");
             }
+        }
+    }
+
+    /// A line of the trace on stderr, dim when colours are on.
+    fn dim_line(&self, text: &str) {
+        if self.color {
+            eprintln!("\x1b[2m{text}\x1b[0m");
+        } else {
+            eprintln!("{text}");
         }
     }
 

@@ -8,6 +8,7 @@ use crate::cli::stored_run::{claim_at, execute, holder_name, report};
 use crate::ir::{FlowId, Program};
 use crate::runtime::session::Data;
 use crate::runtime::tools::ToolEnv;
+use crate::runtime::workflow::RunLimits;
 use crate::store::{Claim, Store, StoreError, StoredRun};
 use std::io::{IsTerminal, Write};
 
@@ -18,6 +19,7 @@ pub(super) fn run_workflow(
     data: &serde_json::Map<String, serde_json::Value>,
     context: Data,
     tool_env: &ToolEnv,
+    limits: RunLimits,
 ) -> Result<Outcome, RunError> {
     let (store, location) = match crate::cli::open_store(args.store.as_deref(), Some(&args.file)) {
         Ok(opened) => opened,
@@ -36,7 +38,7 @@ pub(super) fn run_workflow(
     };
     store_new(store.as_ref(), &mut stored, &claim, tool_env).map_err(|error| RunError::Usage(error.to_string()))?;
     let show_progress = std::io::stderr().is_terminal() && !args.json;
-    execute(store.as_ref(), &mut stored, program, tool_env, &claim, show_progress)
+    execute(store.as_ref(), &mut stored, program, tool_env, &claim, limits, show_progress)
         .map_err(|error| RunError::Failed(error.to_string()))?;
     for warning in &stored.run.warnings {
         eprintln!("warning: {warning}");

@@ -103,7 +103,20 @@ fn each_servers_refusal_is_recognised_with_its_figures() {
             "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens \
              (4000 in the messages, 1000 in the completion).",
             Some(4096),
-            Some(5000),
+            Some(4000),
+        ),
+        (
+            "input length and `max_tokens` exceed context limit: 150000 + 60000 > 200000, decrease input length \
+             or `max_tokens` and try again",
+            Some(200000),
+            Some(150000),
+        ),
+        ("Requested tokens (131,072) exceed context window of 128,000", Some(128000), Some(131072)),
+        (
+            "'max_tokens' is too large: 4096. This model's maximum context length is 2048 tokens and your request \
+             has 100 input tokens (4096 > 2048 - 100)",
+            Some(2048),
+            Some(100),
         ),
         ("prompt is too long: 212003 tokens > 200000 maximum", Some(200000), Some(212003)),
         (
@@ -120,6 +133,39 @@ fn each_servers_refusal_is_recognised_with_its_figures() {
     for other in ["schema is not allowed here", "'tool_choice' must be 'none'", "Invalid API key", ""] {
         assert!(!is_overflow(other), "{other}");
     }
+}
+
+#[test]
+fn a_figure_too_small_to_be_a_window_is_not_learned() {
+    let mut window = ContextWindow::new(None, None);
+    // Not a window at all: a stray comparison in a message.
+    assert!(!window.learn("the prompt is long: context length is 12 more than allowed", 100));
+    assert_eq!(window.window(), None);
+    assert!(window.learn("Requested tokens (3000) exceed context window of 2048", 9000));
+    assert_eq!(window.window(), Some(2048));
+    assert!(!window.learn("Requested tokens (3000) exceed context window of 2048", 9000), "nothing new");
+}
+
+#[test]
+fn a_rate_limit_or_a_rejected_key_is_not_an_overflow_whatever_it_says() {
+    let classify = |status| crate::llm::http::classify_status(status, "too long for the context window", None).class();
+    assert_eq!(classify(429), "rate_limited");
+    assert_eq!(classify(401), "auth");
+    assert_eq!(classify(413), "context_overflow");
+    assert_eq!(classify(400), "context_overflow");
+}
+
+#[test]
+fn a_completion_budget_that_fills_the_window_fails_at_once_with_what_to_change() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let refusal = "'max_tokens' is too large: 4096. This model's maximum context length is 2048 tokens and your \
+                   request has 100 input tokens";
+    let model = SmallModel { window: 0, refusal: Some(refusal.to_string()), seen: seen.clone() };
+    let mut provider = Windowed::new(Box::new(model), ContextWindow::new(None, Some(4096)));
+    let error = provider.understand(&long_request(12)).unwrap_err();
+    assert_eq!(error.class(), "context_overflow");
+    assert!(error.to_string().contains("`max_tokens = 4096` leaves no room in the 2048-token window"), "{error}");
+    assert_eq!(seen.lock().unwrap().len(), 1, "no request is spent trimming what cannot help");
 }
 
 #[test]
@@ -233,11 +279,12 @@ fn a_configured_window_trims_before_the_first_call() {
 
 #[test]
 fn a_prompt_too_long_without_any_history_fails_with_what_to_do() {
-    let (mut provider, received) = small_model(200, None, None);
+    let (mut provider, received) = small_model(300, None, None);
     let error = provider.understand(&long_request(4)).unwrap_err();
     assert_eq!(error.class(), "context_overflow");
     let text = error.to_string();
-    assert!(text.contains("with no history left") && text.contains("200-token window"), "{text}");
+    assert!(text.contains("with no history left") && text.contains("of the 300-token window"), "{text}");
+    assert!(text.contains("Requested tokens ("), "the server's own words are kept: {text}");
     assert!(text.contains("context_window"), "{text}");
     assert_eq!(seen(&received).last(), Some(&0));
 }

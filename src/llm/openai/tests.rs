@@ -710,6 +710,42 @@ fn slow_answers_time_out() {
 }
 
 #[test]
+fn the_turns_deadline_cuts_a_slow_call_short_of_the_configured_timeout() {
+    let server = TestServer::start(vec![completion(&good_answer(), "stop").after(Duration::from_secs(3))]);
+    let request =
+        UnderstandRequest { deadline: Some(Instant::now() + Duration::from_millis(150)), ..booking_request() };
+    let error = provider(&server).understand(&request).unwrap_err();
+    assert_eq!(error.class(), "timeout");
+    assert_eq!(
+        error.to_string(),
+        "the model did not answer in time: the turn's time ran out during the call (`turn_timeout` in the agent's limits)"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn no_retry_waits_past_the_turns_deadline() {
+    let server = TestServer::start(vec![
+        Reply::json(429, &error_body("Rate limit reached")).header("retry-after", "1"),
+        completion(&good_answer(), "stop"),
+    ]);
+    let request =
+        UnderstandRequest { deadline: Some(Instant::now() + Duration::from_millis(300)), ..booking_request() };
+    let error = provider(&server).understand(&request).unwrap_err();
+    assert_eq!(error.class(), "rate_limited", "the server's own reason, not a wait cut short");
+    assert_eq!(server.requests().len(), 1, "the second-long wait would end past the deadline");
+}
+
+#[test]
+fn a_call_made_after_the_turns_deadline_is_not_sent() {
+    let server = TestServer::start(vec![text_stream(&["Too late."])]);
+    let request = ReplyRequest { deadline: Some(Instant::now()), ..ReplyRequest::default() };
+    let error = provider(&server).reply(&request, &[], &mut |_| {}).unwrap_err();
+    assert!(error.to_string().contains("`turn_timeout`"), "{error}");
+    assert!(server.requests().is_empty());
+}
+
+#[test]
 fn a_stream_cut_short_is_a_network_error() {
     // The server dies after one chunk: no finish_reason, no [DONE].
     let server = TestServer::start(vec![Reply::sse(&[delta(json!({"content": "Half"}), None)]).cut_short()]);

@@ -49,7 +49,9 @@
 //!   before the step is left, the `bool` is cleared and the step asks again.
 //! - `turn_timeout` stops a turn only where the session can resume: before
 //!   a step is evaluated or executed, never between running a step and
-//!   leaving it (the next turn would run it again).
+//!   leaving it (the next turn would run it again). The understand call,
+//!   before any step acts, is cut off when the time is spent and the turn
+//!   stops with `time_limit`; later calls are not cut off.
 
 mod bus;
 mod finish;
@@ -235,7 +237,8 @@ impl<'a> Turn<'a> {
 impl Turn<'_> {
     /// Advances the turn by one stage, or by one step during resolution.
     pub fn step(&mut self) -> Result<Progress, TurnError> {
-        if self.stage != Stage::Finish
+        // The start stage checks the limits itself, once the turn is counted.
+        if !matches!(self.stage, Stage::Start | Stage::Finish)
             && self.stop.is_none()
             && self.at_a_resumable_point()
             && let Some(reason) = self.limit_reached()
@@ -341,6 +344,18 @@ impl Turn<'_> {
     fn session_time(&self) -> std::time::Duration {
         let before = std::time::Duration::from_millis(self.session.turn_time_ms.unwrap_or(0));
         before.saturating_add(self.started.elapsed())
+    }
+
+    /// When the turn's time runs out: its `turn_timeout`, or sooner where
+    /// the operator's `max_session_time` leaves the session less. `None`
+    /// when neither can be reached (a timeout past what `Instant` holds).
+    fn deadline(&self) -> Option<Instant> {
+        let turn = std::time::Duration::from_millis(self.runtime.program.agent.limits.turn_timeout_ms);
+        let session_left = self.runtime.limits.max_session_time.map(|limit| {
+            let spent_before = std::time::Duration::from_millis(self.session.turn_time_ms.unwrap_or(0));
+            limit.saturating_sub(spent_before)
+        });
+        self.started.checked_add(session_left.map_or(turn, |left| left.min(turn)))
     }
 
     fn out_of_time(&self) -> bool {

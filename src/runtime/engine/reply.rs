@@ -322,6 +322,8 @@ impl Turn<'_> {
                 })
                 .collect(),
             tools_spent: false,
+            // After the steps acted: see `understand_request`.
+            deadline: None,
         }
     }
 }

@@ -148,6 +148,8 @@ impl Turn<'_> {
                 .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
                 .collect(),
             today: self.runtime.tool_env.clock.now().date_naive().to_string(),
+            // After the steps acted: see `understand_request`.
+            deadline: None,
         };
         let answer = if request.signals.is_empty() {
             Understanding::default()

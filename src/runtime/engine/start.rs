@@ -12,6 +12,13 @@ impl Turn<'_> {
         let turn = self.session.turns;
         let message = self.message.clone();
         self.emit(Event::TurnStarted { turn, message });
+        // A session whose budget is spent still counts the turn it refuses,
+        // and keeps a pending directive for when it may go on.
+        if let Some(reason) = self.limit_reached() {
+            self.stop = Some(reason);
+            self.stage = Stage::Finish;
+            return Ok(());
+        }
         if let Some(pending) = self.session.pending.take() {
             self.emit(Event::PendingApplied { source: pending.source.to_string() });
             let mut pending = pending;

@@ -34,7 +34,22 @@ impl Turn<'_> {
         let read_by_code = self.runtime.reader.read(&request);
         request.fields.retain(|field| !read_by_code.contains_key(&field.name));
         if !request.is_empty() {
-            let mut understanding = self.understand_or_nothing(&request)?;
+            let mut understanding = match self.understand_or_nothing(&request) {
+                Ok(understanding) => understanding,
+                // The turn's time ran out during the call. Nothing has acted
+                // yet this turn, so it stops as the limit stops it, with
+                // nothing understood, rather than failing.
+                Err(TurnError::Provider(ProviderError::Timeout(reason))) => match self.limit_reached() {
+                    Some(limit) => {
+                        self.warn(format!("the understand call was cut off: {reason}"));
+                        self.stop = Some(limit);
+                        self.stage = Stage::Finish;
+                        return Ok(());
+                    }
+                    None => return Err(ProviderError::Timeout(reason).into()),
+                },
+                Err(error) => return Err(error),
+            };
             self.count_call(Purpose::Understand, understanding.usage);
             self.ground(&mut understanding);
             self.understanding = understanding;
@@ -163,6 +178,10 @@ impl Turn<'_> {
                 .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
                 .collect(),
             today: self.runtime.tool_env.clock.now().date_naive().to_string(),
+            // Only this call is cut off at the turn's end: it comes before
+            // any step acts. A later call cut off would fail a turn whose
+            // steps already ran, and the next message would run them again.
+            deadline: self.deadline(),
         };
         self.asked_fields = fields;
         (request, signals)

@@ -265,6 +265,12 @@ fn max_session_tokens_stops_the_turn_that_spends_past_it_and_every_turn_after() 
     let third = harness.say("b");
     assert_eq!(third.stopped_reason, StopReason::SessionTokenLimit);
     assert_eq!(third.llm_calls, 0, "a spent session asks the model nothing");
+    assert_eq!((second.turn, third.turn), (2, 3), "a turn refused at its start is still a turn");
+    assert!(
+        matches!(third.events.first(), Some(flowc::runtime::events::Event::TurnStarted { turn: 3, .. })),
+        "{:?}",
+        third.events
+    );
 }
 
 #[test]
@@ -283,6 +289,7 @@ fn max_session_time_stops_a_session_that_spent_its_time_before_the_model_is_aske
     assert_eq!(over.stopped_reason, StopReason::SessionTimeLimit);
     assert_eq!(over.stopped_reason.as_str(), "session_time_limit");
     assert_eq!(over.llm_calls, 0);
+    assert_eq!(over.turn, 2);
     assert_eq!(position(&over), (Some("f"), Some("ask_a")));
 }
 
@@ -430,15 +437,17 @@ fn a_run_stops_before_the_step_past_max_steps_and_goes_on_when_run_again() {
     let tools = ToolRegistry::default();
     let limits = RunLimits { max_steps: Some(2), ..RunLimits::default() };
     let (mut run, program) = run_with_limits(STEPS, &tools, limits);
-    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.status, RunStatus::Paused);
     assert_eq!(run.limited, Some(StopReason::StepLimit));
     assert_eq!(step_statuses(&run), [StepStatus::Completed, StepStatus::Completed, StepStatus::Pending]);
     assert_eq!(run.data.get("n"), Some(&json!(2)));
     assert_eq!(run.to_json(&program)["stopped_reason"], json!("step_limit"));
+    assert_eq!(run.limit_summary().as_deref(), Some("stopped by step_limit: it ran `max_steps` steps in one call"));
 
     assert!(with_runner(&program, &tools, |runner| runner.run(&mut run)).is_ok());
     assert_eq!(run.status, RunStatus::Completed);
     assert_eq!(run.limited, None);
+    assert_eq!(run.limit_summary(), None);
     assert_eq!(run.data.get("n"), Some(&json!(3)));
 }
 
@@ -461,6 +470,10 @@ flow w "W" {
     assert_eq!(run.limited, Some(StopReason::ErrorLimit));
     assert_eq!(step_statuses(&run)[..3], [StepStatus::Failed, StepStatus::Failed, StepStatus::Pending]);
     assert_eq!(run.to_json(&program)["stopped_reason"], json!("error_limit"));
+    assert_eq!(
+        run.limit_summary().as_deref(),
+        Some("stopped by error_limit: `max_consecutive_errors` of its steps failed in a row")
+    );
 }
 
 #[test]
@@ -480,6 +493,10 @@ flow w "W" {
     assert_eq!(run.limited, Some(StopReason::TimeLimit));
     assert_eq!(step_statuses(&run), [StepStatus::Completed, StepStatus::Pending]);
     assert_eq!(run.to_json(&program)["stopped_reason"], json!("time_limit"));
+    assert_eq!(
+        run.limit_summary().as_deref(),
+        Some("stopped by time_limit: one call ran it for longer than `max_time`")
+    );
 }
 
 #[test]
