@@ -429,32 +429,46 @@ fn history_in(request: &fake::Request) -> usize {
 fn a_small_context_window_is_learned_from_the_refusal_and_the_history_trimmed_to_it() {
     let dir = temp_dir("window");
     let script = write_script(&dir, &SCRIPT);
+    // Replies that ramble, as a small model's do: each question comes with
+    // a paragraph, and the history fills up.
+    let program = dir.join("booking.flow");
+    let source = std::fs::read_to_string(root().join("flows/booking.flow")).unwrap();
+    let rambling = " Take your time: I can tell you about the rooms, the prices and the neighbourhood, \
+                    about the restaurants, the spa and the gardens, about the history of the house and \
+                    the people who stayed in it, about the museums and theatres within a short walk, \
+                    and about every other hotel of the group, before we go on.?\"";
+    std::fs::write(&program, source.replace("?\"", rambling)).unwrap();
+    std::fs::create_dir_all(dir.join("tools")).unwrap();
+    std::fs::copy(root().join("flows/tools/book_hotel.py"), dir.join("tools/book_hotel.py")).unwrap();
     let facts = booking_facts();
-    // A model that holds two history messages beside the prompt: more is
-    // refused as llama-cpp-python refuses, with the window just short of
-    // the request (4 bytes a token).
+    // A model of 760 tokens of 4 bytes: a longer request is refused as
+    // llama-cpp-python refuses it.
+    const WINDOW: usize = 760;
     let server = FakeServer::start(Arc::new(move |request: &fake::Request, _| {
-        if history_in(request) > 2 {
-            let tokens = request.body.len() / 4;
-            let message = format!("Requested tokens ({tokens}) exceed context window of {}", tokens - 1);
+        let tokens = request.body.len() / 4;
+        if tokens > WINDOW {
+            let message = format!("Requested tokens ({tokens}) exceed context window of {WINDOW}");
             return Reply::json(400, &json!({"error": {"message": message, "type": "invalid_request_error"}}));
         }
         fake::openai_answer(&facts, request)
     }));
     let base_url = format!("{}/v1", server.url);
-    let program = root().join("flows/booking.flow");
     let output = run(&program, &script, &["--provider", "openai", "--base-url", &base_url], &[]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let turns = turns(&output);
-    assert_booking(&turns);
-    let refused: Vec<usize> = server.requests().iter().map(history_in).filter(|history| *history > 2).collect();
-    assert!(!refused.is_empty(), "the conversation outgrew the window");
-    assert!(
-        refused.len() <= 2,
-        "after the first refusal of each kind, requests are trimmed before they go: {refused:?}"
-    );
+    let last = turns.last().unwrap();
+    assert_eq!(last["stopped_reason"], "flow_complete");
+    assert_eq!(last["data"]["booking_id"], BOOKING_ID);
+    let calls: Vec<u64> = turns.iter().map(|turn| turn["llm_calls"].as_u64().unwrap()).collect();
+    assert_eq!(calls, [2, 2, 2, 2, 1], "a refused request is not a model call");
+    let requests = server.requests();
+    let refused = requests.iter().filter(|request| request.body.len() / 4 > WINDOW).count();
+    assert!(refused >= 1, "the conversation outgrew the window");
+    assert!(refused <= 2, "once the window is known, requests are trimmed before they go: {refused} refused");
+    let trimmed = requests.iter().filter(|request| !request.is_stream()).map(history_in).max().unwrap_or(0);
+    assert!(trimmed < 8, "the understand calls never carried the whole history: {trimmed}");
     let stderr = stderr(&output);
-    assert!(stderr.contains("context_window = "), "the learned window is shown: {stderr}");
+    assert!(stderr.contains("context_window = 760"), "the learned window is shown: {stderr}");
     assert_eq!(stderr.matches("note:").count(), 1, "{stderr}");
 }
 
