@@ -40,6 +40,14 @@ port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
 # others can read.
 tls="$cluster/tls"
 mkdir -p "$tls"
+# openssl talks on stderr even when all is well: shown only on failure.
+quietly() {
+  local said
+  if ! said="$("$@" 2>&1)"; then
+    echo "$said" >&2
+    return 1
+  fi
+}
 cat >"$tls/ca.cnf" <<'CNF'
 [req]
 distinguished_name = subject
@@ -58,12 +66,12 @@ keyUsage = critical, digitalSignature
 extendedKeyUsage = serverAuth
 subjectAltName = DNS:localhost, IP:127.0.0.1
 EXT
-openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -days 2 \
-  -config "$tls/ca.cnf" -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
-openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -subj "/CN=localhost" \
-  -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
-openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial -days 2 \
-  -extfile "$tls/server.ext" -out "$tls/server.crt" 2>/dev/null
+quietly openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -days 2 \
+  -config "$tls/ca.cnf" -keyout "$tls/ca.key" -out "$tls/ca.crt"
+quietly openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -subj "/CN=localhost" \
+  -keyout "$tls/server.key" -out "$tls/server.csr"
+quietly openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial -days 2 \
+  -extfile "$tls/server.ext" -out "$tls/server.crt"
 chmod 0600 "$tls/server.key" "$tls/ca.key"
 
 as_cluster_owner "$pg_bin/initdb" -D "$cluster/data" -U flowc --auth=trust -E UTF8 >/dev/null

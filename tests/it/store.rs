@@ -274,7 +274,9 @@ flow w "W" {
 /// A limit pauses a run: workers polling the store leave it, and
 /// `flowc resume` takes it and goes on from the step it stopped before.
 fn a_paused_run_waits_for_resume_by_name(store: &str) {
-    let dir = temp_dir("store-paused");
+    // Its own folder: the SQLite and PostgreSQL variants run at once, and
+    // one removing a shared folder took the other's working directory.
+    let dir = temp_dir(&format!("store-paused-{}", unique()));
     assert!(std::fs::write(dir.join("three.flow"), THREE_STEPS).is_ok());
     let started = flowc_at(&dir, store, TODAY, &["run", "three.flow", "--max-steps", "1", "--json"]);
     assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
