@@ -104,9 +104,6 @@ enum Verification {
 pub struct TlsSettings {
     pub mode: SslMode,
     pub roots: RootCerts,
-    /// Whether `sslrootcert` was given: a file named with `prefer` or
-    /// `require` makes them check the chain, as in libpq.
-    explicit_roots: bool,
 }
 
 /// libpq settings flowc knows and does not honour: named, so that the
@@ -155,35 +152,31 @@ impl TlsSettings {
     }
 
     fn resolve(mode: Option<SslMode>, root_cert: Option<String>) -> Result<TlsSettings, String> {
-        let explicit_roots = root_cert.is_some();
         match root_cert.as_deref() {
             Some("") => Err("sslrootcert is empty; give the path of the CA's PEM file".to_string()),
             // libpq's rule: the system's roots are only worth trusting when
             // the host name is checked too.
             Some("system") => match mode {
                 None | Some(SslMode::VerifyFull) => {
-                    Ok(TlsSettings { mode: SslMode::VerifyFull, roots: RootCerts::Builtin, explicit_roots })
+                    Ok(TlsSettings { mode: SslMode::VerifyFull, roots: RootCerts::Builtin })
                 }
                 Some(weaker) => Err(format!(
                     "sslmode={} may not be used with sslrootcert=system; use sslmode=verify-full",
                     weaker.as_str()
                 )),
             },
-            Some(path) => Ok(TlsSettings {
-                mode: mode.unwrap_or(SslMode::Prefer),
-                roots: RootCerts::File(PathBuf::from(path)),
-                explicit_roots,
-            }),
-            None => {
-                Ok(TlsSettings { mode: mode.unwrap_or(SslMode::Prefer), roots: RootCerts::Builtin, explicit_roots })
+            Some(path) => {
+                Ok(TlsSettings { mode: mode.unwrap_or(SslMode::Prefer), roots: RootCerts::File(PathBuf::from(path)) })
             }
+            None => Ok(TlsSettings { mode: mode.unwrap_or(SslMode::Prefer), roots: RootCerts::Builtin }),
         }
     }
 
     fn verification(&self) -> Verification {
         match self.mode {
             SslMode::Disable => Verification::Nothing,
-            SslMode::Prefer | SslMode::Require if self.explicit_roots => Verification::Chain,
+            // libpq's rule: a CA file named with these makes them check the chain.
+            SslMode::Prefer | SslMode::Require if matches!(self.roots, RootCerts::File(_)) => Verification::Chain,
             SslMode::Prefer | SslMode::Require => Verification::Nothing,
             SslMode::VerifyCa => Verification::Chain,
             SslMode::VerifyFull => Verification::ChainAndName,
