@@ -14,7 +14,7 @@ pub enum StoreLocation {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LocationError {
-    #[error("unknown store `{0}` (use sqlite:PATH; a PostgreSQL store (postgres://…) is not available in this build)")]
+    #[error("unknown store `{0}` (use sqlite:PATH or postgres://USER@HOST/DATABASE)")]
     Unknown(String),
     #[error("cannot read the [store] table of {path}: {message}")]
     Config { path: String, message: String },
@@ -37,7 +37,8 @@ impl StoreLocation {
         }
         match text.strip_prefix("sqlite:") {
             Some(path) if !path.is_empty() => Ok(StoreLocation::Sqlite(PathBuf::from(path))),
-            _ => Err(LocationError::Unknown(text.to_string())),
+            // A mistyped scheme may still carry a password: it is not shown.
+            _ => Err(LocationError::Unknown(super::postgres::redact(text))),
         }
     }
 
@@ -136,6 +137,11 @@ mod tests {
     #[test]
     fn an_unknown_store_or_a_bad_store_table_is_an_error() {
         assert!(matches!(StoreLocation::parse("mysql://x"), Err(LocationError::Unknown(_))));
+        let typo = StoreLocation::parse("postgress://ann:s3cret@db/flowc").map(|_| ()).unwrap_err().to_string();
+        assert_eq!(
+            typo,
+            "unknown store `postgress://ann:***@db/flowc` (use sqlite:PATH or postgres://USER@HOST/DATABASE)"
+        );
         assert!(matches!(StoreLocation::parse("sqlite:"), Err(LocationError::Unknown(_))));
         assert_eq!(
             StoreLocation::parse("postgres://u:p@h/db").unwrap().to_string(),
