@@ -262,22 +262,13 @@ fn a_worker_killed_mid_step_leaves_the_run_resumable_on_postgres() {
     }
 }
 
-const THREE_STEPS: &str = r#"
-schema { n: int }
-flow w "W" {
-  auto step a { set n = 1 }
-  auto step b { set n = 2 }
-  auto step c { set n = 3 }
-}
-"#;
-
 /// A limit pauses a run: workers polling the store leave it, and
 /// `flowc resume` takes it and goes on from the step it stopped before.
 fn a_paused_run_waits_for_resume_by_name(store: &str) {
     // Its own folder: the SQLite and PostgreSQL variants run at once, and
     // one removing a shared folder took the other's working directory.
     let dir = temp_dir(&format!("store-paused-{}", unique()));
-    assert!(std::fs::write(dir.join("three.flow"), THREE_STEPS).is_ok());
+    assert!(std::fs::write(dir.join("three.flow"), crate::runtime::limits::STEPS).is_ok());
     let started = flowc_at(&dir, store, TODAY, &["run", "three.flow", "--max-steps", "1", "--json"]);
     assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
     let run: serde_json::Value = serde_json::from_str(stdout(&started).trim()).unwrap_or_default();

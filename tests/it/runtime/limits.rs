@@ -423,7 +423,8 @@ fn step_statuses(run: &WorkflowRun) -> Vec<StepStatus> {
     run.steps.iter().map(|record| record.status).collect()
 }
 
-const STEPS: &str = r#"
+/// Three auto steps, each setting `n`: a workflow to stop between steps.
+pub(crate) const STEPS: &str = r#"
 schema { n: int }
 flow w "W" {
   auto step a { set n = 1 }

@@ -6,7 +6,7 @@ mod chain;
 mod example;
 mod grounding;
 mod harness;
-mod limits;
+pub(crate) mod limits;
 mod merge;
 mod routing;
 mod runs;
