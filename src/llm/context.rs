@@ -21,7 +21,7 @@
 
 use crate::llm::prompt::{self, AnswerFormat};
 use crate::llm::rounds::result_text;
-use crate::llm::schema::understanding_schema;
+use crate::llm::schema::{answer_token_budget, understanding_schema};
 use crate::llm::{
     Message, ModelReply, Provider, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding,
 };
@@ -74,10 +74,11 @@ impl ContextWindow {
         self.learned.filter(|learned| self.configured.is_none_or(|configured| *learned < configured))
     }
 
-    /// Tokens the prompt may take: the window less the answer's room.
-    fn prompt_budget(&self) -> Option<u64> {
+    /// Tokens the prompt may take: the window less the answer's room, which
+    /// is `max_tokens`, else the call's own cap (`answer`), else a share.
+    fn prompt_budget(&self, answer: Option<u32>) -> Option<u64> {
         let window = self.window()?;
-        let reserve = self.max_tokens.unwrap_or((window / ANSWER_SHARE).min(MAX_ANSWER_RESERVE));
+        let reserve = self.max_tokens.or(answer).unwrap_or((window / ANSWER_SHARE).min(MAX_ANSWER_RESERVE));
         // A completion budget as large as the window leaves the prompt half
         // of it: the server clamps the answer, not the prompt.
         let reserve = if reserve >= window { window / 2 } else { reserve };
@@ -93,10 +94,17 @@ impl ContextWindow {
     /// How many of the oldest of `history` messages to leave out, at least
     /// `at_least`. The result is the fewest that make the estimated request
     /// fit, or all of them. `size(n)` is the request's prompt bytes with the
-    /// oldest `n` left out. Nothing is left out while the window is unknown.
-    pub fn oldest_to_leave_out(&self, history: usize, at_least: usize, size: impl Fn(usize) -> usize) -> usize {
+    /// oldest `n` left out; `answer` the call's completion cap, if it has
+    /// one. Nothing is left out while the window is unknown.
+    pub fn oldest_to_leave_out(
+        &self,
+        history: usize,
+        at_least: usize,
+        answer: Option<u32>,
+        size: impl Fn(usize) -> usize,
+    ) -> usize {
         let at_least = at_least.min(history);
-        let Some(budget) = self.prompt_budget() else {
+        let Some(budget) = self.prompt_budget(answer) else {
             return at_least;
         };
         (at_least..=history).find(|&left_out| self.estimate(size(left_out)) <= budget).unwrap_or(history)
@@ -267,6 +275,7 @@ impl Windowed {
     fn within_window<R: WithHistory, T>(
         &mut self,
         request: &R,
+        answer: Option<u32>,
         size: impl Fn(&R) -> usize,
         prompt_tokens: impl Fn(&T) -> Option<u64>,
         mut call: impl FnMut(&mut dyn Provider, &R) -> Result<T, ProviderError>,
@@ -275,7 +284,7 @@ impl Windowed {
         let mut at_least = 0;
         loop {
             let left_out =
-                self.window.oldest_to_leave_out(history, at_least, |count| size(&leaving_out(request, count)));
+                self.window.oldest_to_leave_out(history, at_least, answer, |count| size(&leaving_out(request, count)));
             let fitted = leaving_out(request, left_out);
             let bytes = size(&fitted);
             match call(self.inner.as_mut(), &fitted) {
@@ -337,6 +346,7 @@ impl Provider for Windowed {
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
         self.within_window(
             request,
+            Some(answer_token_budget(request)),
             understand_bytes,
             // A repaired answer's usage covers two prompts: no calibration.
             |understanding: &Understanding| (understanding.usage.calls == 1).then_some(understanding.usage.prompt),
@@ -352,6 +362,7 @@ impl Provider for Windowed {
     ) -> Result<ModelReply, ProviderError> {
         self.within_window(
             request,
+            None,
             |request| reply_bytes(request, rounds),
             |reply: &ModelReply| {
                 let usage = match reply {

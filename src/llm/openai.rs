@@ -154,6 +154,9 @@ impl OpenAi {
             messages.push(chat("user", &prompt::repair(&repair.error)));
         }
         let mut body = self.body(&messages);
+        if self.max_tokens.is_none() {
+            body.insert("max_tokens".into(), json!(schema::answer_token_budget(request)));
+        }
         match mode {
             StructuredOutput::JsonSchema => {
                 body.insert(

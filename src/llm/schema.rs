@@ -23,6 +23,23 @@
 use crate::llm::{Answer, FieldSpec, Proposal, UnderstandRequest, Understanding};
 use serde_json::{Map, Value, json};
 
+/// The most tokens a sound understand answer can take: a little for the
+/// shape, each field's value with its evidence (a quote of the message at
+/// most), and a word or two per question. Sent as `max_tokens` when the
+/// configuration sets none, so that a weak model looping inside the JSON
+/// (whitespace, a string that never closes) stops in seconds, not when the
+/// context is full; an answer cut short is repaired like any invalid one.
+pub fn answer_token_budget(request: &UnderstandRequest) -> u32 {
+    const SHAPE: usize = 256;
+    const PER_FIELD: usize = 64;
+    const PER_QUESTION: usize = 48;
+    // A quote costs at most its bytes over three in tokens.
+    let quote = request.message.len().div_ceil(3);
+    let questions = request.conditions.len() + request.signals.len() + usize::from(!request.flows.is_empty());
+    let budget = SHAPE + request.fields.len() * (PER_FIELD + quote) + questions * (PER_QUESTION + quote);
+    u32::try_from(budget).unwrap_or(u32::MAX)
+}
+
 /// The schema of the answer to `request`. Every key is required and no
 /// other key is allowed, so a grammar-constrained server always writes the
 /// whole shape (a null says "not given").

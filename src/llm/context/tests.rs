@@ -180,9 +180,9 @@ fn a_refusal_for_length_is_its_own_class_and_is_not_retried_as_overload() {
 #[test]
 fn an_unknown_window_sends_the_whole_history() {
     let window = ContextWindow::new(None, None);
-    assert_eq!(window.oldest_to_leave_out(12, 0, |_| usize::MAX / 2), 0);
-    assert_eq!(window.oldest_to_leave_out(12, 3, |_| usize::MAX / 2), 3);
-    assert_eq!(window.oldest_to_leave_out(2, 3, |_| 0), 2);
+    assert_eq!(window.oldest_to_leave_out(12, 0, None, |_| usize::MAX / 2), 0);
+    assert_eq!(window.oldest_to_leave_out(12, 3, None, |_| usize::MAX / 2), 3);
+    assert_eq!(window.oldest_to_leave_out(2, 3, None, |_| 0), 2);
 }
 
 #[test]
@@ -194,14 +194,18 @@ fn the_fewest_oldest_messages_are_left_out_and_room_is_kept_for_the_answer() {
     let size = |left_out: usize| 500 + (6 - left_out) * 500;
     // 1,500 bytes, 1,650 estimated tokens with the margin: 1,000 is too much;
     // 1,000 bytes (1,100) fits.
-    assert_eq!(window.oldest_to_leave_out(6, 0, size), 5);
+    assert_eq!(window.oldest_to_leave_out(6, 0, None, size), 5);
     // A completion budget of its own replaces the quarter.
     let mut window = ContextWindow::new(Some(2048), Some(48));
     window.observe(1000, 1000);
-    assert_eq!(window.oldest_to_leave_out(6, 0, size), 4);
+    assert_eq!(window.oldest_to_leave_out(6, 0, None, size), 4);
+    // A call's own cap stands in for the unset completion budget.
+    let mut window = ContextWindow::new(Some(2048), None);
+    window.observe(1000, 1000);
+    assert_eq!(window.oldest_to_leave_out(6, 0, Some(48), size), 4);
     // Nothing fits: everything is left out, and the call says so.
     let window = ContextWindow::new(Some(300), None);
-    assert_eq!(window.oldest_to_leave_out(6, 0, size), 6);
+    assert_eq!(window.oldest_to_leave_out(6, 0, None, size), 6);
 }
 
 #[test]

@@ -724,6 +724,19 @@ fn the_turns_deadline_cuts_a_slow_call_short_of_the_configured_timeout() {
 }
 
 #[test]
+fn an_understand_answer_is_capped_unless_max_tokens_is_configured() {
+    let server = TestServer::start(vec![completion(&good_answer(), "stop"), completion(&good_answer(), "stop")]);
+    provider(&server).understand(&booking_request()).unwrap();
+    let mut capped = OpenAi::new(&ProviderConfig { max_tokens: Some(300), ..config(&server.url) }).unwrap();
+    capped.understand(&booking_request()).unwrap();
+    let requests = server.requests();
+    // 256 for the shape, 3 fields at 64 + 12 (a quote of the 36-byte
+    // message), 3 questions (a condition, a signal, the route) at 48 + 12.
+    assert_eq!(requests[0].json()["max_tokens"], 664);
+    assert_eq!(requests[1].json()["max_tokens"], 300);
+}
+
+#[test]
 fn no_retry_waits_past_the_turns_deadline() {
     let server = TestServer::start(vec![
         Reply::json(429, &error_body("Rate limit reached")).header("retry-after", "1"),
