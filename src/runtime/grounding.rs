@@ -9,7 +9,9 @@
 //! `two`), an enum value whose name's words (stemmed, synonyms folded) are
 //! among them, a bool from their yes/no words, a string (each string of a
 //! list or object) contained in them. A yes to an AI condition or a signal
-//! needs evidence that occurs in the message too. Whatever fails is
+//! needs evidence that occurs in the message too, with a word in it: data
+//! alone (an email, a date, a number) cannot show that a condition holds.
+//! Whatever fails is
 //! dropped — a value is not written, a yes counts as no — and reported as
 //! an [`Event::Ungrounded`] with what the model proposed.
 //!
@@ -69,9 +71,33 @@ pub fn check_value(
     }
 }
 
-/// Whether a yes is grounded: its evidence occurs in the message.
+/// Whether a yes is grounded: its evidence occurs in the message and has
+/// words that could say so. An email, a date, a number or an order id is
+/// what the user gave, not a sign that a condition holds: the weak local
+/// model answered "frustrated" citing "jane@example.com", the whole of a
+/// message that gave an email, and the user was handed to a person.
 pub fn check_yes(answer: &Answer, message: &Words) -> Result<(), String> {
-    cited(answer.evidence.as_deref(), message).map(|_| ())
+    let evidence = cited(answer.evidence.as_deref(), message)?;
+    if has_words(evidence) {
+        Ok(())
+    } else {
+        Err(format!("the evidence \"{evidence}\" is data, not words that could say so"))
+    }
+}
+
+/// Whether `text` holds a word (two letters or more, in any language)
+/// outside data: addresses (emails, links) and anything with a digit
+/// (dates, numbers, ids such as `ORD-1234`). Which words mean yes is the
+/// model's to judge; that there are words at all is code's.
+fn has_words(text: &str) -> bool {
+    text.split_whitespace()
+        .filter(|token| {
+            !token.contains('@')
+                && !token.contains("://")
+                && !token.starts_with("www.")
+                && !token.chars().any(|c| c.is_ascii_digit())
+        })
+        .any(|token| token.chars().filter(|c| c.is_alphabetic()).count() >= 2)
 }
 
 /// The evidence, when it is there and occurs in the message.
@@ -274,6 +300,22 @@ mod tests {
         let evidence = "ham, olives and mushrooms";
         assert!(check(toppings(), json!(["ham", "olives", "mushrooms"]), evidence, message).is_ok());
         assert!(check(toppings(), json!(["ham", "pineapple"]), evidence, message).is_err());
+    }
+
+    #[test]
+    fn a_yes_needs_words_not_data() {
+        let check = |evidence: &str, message: &str| check_yes(&Answer::yes(evidence), &Words::new(message));
+        assert_eq!(
+            check("jane@example.com", "jane@example.com"),
+            Err("the evidence \"jane@example.com\" is data, not words that could say so".into())
+        );
+        for data in ["2026-12-04", "ORD-1234", "3", "12:30", "https://acme.test/x", "www.acme.test"] {
+            assert!(check(data, &format!("see {data} now")).is_err(), "{data}");
+        }
+        for words in ["this is ridiculous", "a real person", "it still does not work", "yes", "uh", "ça marche pas"] {
+            assert!(check(words, &format!("well, {words}!")).is_ok(), "{words}");
+        }
+        assert!(check("mail jane@example.com now", "mail jane@example.com now").is_ok(), "words around data count");
     }
 
     #[test]
