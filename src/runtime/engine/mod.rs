@@ -156,6 +156,9 @@ pub struct Turn<'a> {
     started: Instant,
     understanding: Understanding,
     asked_fields: BTreeSet<FieldId>,
+    /// The signals the understand call asked about: answered there, even
+    /// when the answer was set aside (then as no, as if not understood).
+    asked_signals: BTreeSet<String>,
     /// Fields the understanding step wrote from this turn's message: a new
     /// run of a flow entered in the same turn keeps them.
     extracted_this_turn: BTreeSet<String>,
@@ -206,6 +209,7 @@ impl<'a> Turn<'a> {
             started: Instant::now(),
             understanding: Understanding::default(),
             asked_fields: BTreeSet::new(),
+            asked_signals: BTreeSet::new(),
             extracted_this_turn: BTreeSet::new(),
             events: Vec::new(),
             records: Vec::new(),

@@ -108,11 +108,14 @@ impl Turn<'_> {
             return Ok(());
         }
         let early_answers = self.understanding.signals.clone();
+        // A signal the understand call asked is not asked again, even when
+        // that answer was set aside: a model that could not answer the
+        // message once is not asked about it in one more call.
         let unanswered: Vec<usize> = signals
             .iter()
             .copied()
             .filter(|signal| {
-                program.signals.get(*signal).is_some_and(|declared| !early_answers.contains_key(&declared.name))
+                program.signals.get(*signal).is_some_and(|declared| !self.asked_signals.contains(&declared.name))
             })
             .collect();
         let mut fields: BTreeSet<FieldId> = BTreeSet::new();

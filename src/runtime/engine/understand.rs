@@ -34,6 +34,7 @@ impl Turn<'_> {
         let read_by_code = self.runtime.reader.read(&request);
         request.fields.retain(|field| !read_by_code.contains_key(&field.name));
         if !request.is_empty() {
+            self.asked_signals = request.signals.iter().map(|question| question.id.clone()).collect();
             let mut understanding = match self.understand_or_nothing(&request) {
                 Ok(understanding) => understanding,
                 // The turn's time ran out during the call. Nothing has acted

@@ -104,7 +104,19 @@ fn spawn(program: &str, args: &[String], base_dir: &Path) -> std::io::Result<Chi
         use std::os::unix::process::CommandExt;
         command.process_group(0);
     }
-    command.spawn()
+    // A script written a moment ago can still be open for writing in a
+    // child another thread is forking ("Text file busy"): that passes in
+    // milliseconds, so the start is tried again a few times.
+    let mut attempt = 0;
+    loop {
+        match command.spawn() {
+            Err(error) if error.kind() == std::io::ErrorKind::ExecutableFileBusy && attempt < 5 => {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10 << attempt));
+            }
+            started => return started,
+        }
+    }
 }
 
 /// Which program to start: how `Command` resolves a relative path with a

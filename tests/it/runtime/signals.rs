@@ -116,6 +116,22 @@ fn a_cooldown_signal_is_not_asked_until_the_cooldown_has_passed() {
     assert_eq!(record.last_fired_at.as_deref(), Some("2026-01-05T10:10:00Z"));
 }
 
+/// The understand call asked the post-phase signal and its answer was set
+/// aside: the signal is not asked again in a call of its own (the weak
+/// local model, asked again, said `frustrated` to an email address).
+#[test]
+fn a_signal_whose_answer_was_set_aside_is_not_asked_again_after_the_reply() {
+    let mut harness = Harness::new(SIGNALS);
+    harness.say_with("book", Understood::new().flow("booking"));
+    harness.script().invalid_answers = 1;
+    harness.remember_counts();
+    let turn = harness.say("this is useless");
+    assert!(asked_signals(&harness).contains(&"angry".to_string()), "asked in the understand call");
+    assert_eq!(harness.calls_last_turn(), (1, 1), "the set-aside call and the reply, no post-phase call");
+    assert!(harness.session.pending.is_none(), "nothing armed");
+    assert_eq!(position(&turn), (Some("booking"), Some("ask_x")));
+}
+
 #[test]
 fn a_post_phase_signal_arms_a_pending_directive_applied_first_next_turn_without_understanding() {
     let mut harness = Harness::new(SIGNALS);
