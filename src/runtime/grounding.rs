@@ -11,9 +11,8 @@
 //! list or object) contained in them. A yes to an AI condition or a signal
 //! needs evidence that occurs in the message too, with a word in it: data
 //! alone (an email, a date, a number) cannot show that a condition holds.
-//! Whatever fails is
-//! dropped — a value is not written, a yes counts as no — and reported as
-//! an [`Event::Ungrounded`] with what the model proposed.
+//! Whatever fails is dropped — a value is not written, a yes counts as no —
+//! and reported as an [`Event::Ungrounded`] with what the model proposed.
 //!
 //! The readers are the offline provider's (`llm::offline::reading`): one
 //! set of rules reads dates and numbers everywhere.

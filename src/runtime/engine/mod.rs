@@ -354,7 +354,7 @@ impl Turn<'_> {
     /// the operator's `max_session_time` leaves the session less. `None`
     /// when neither can be reached (a timeout past what `Instant` holds).
     fn deadline(&self) -> Option<Instant> {
-        let turn = std::time::Duration::from_millis(self.runtime.program.agent.limits.turn_timeout_ms);
+        let turn = self.turn_timeout();
         let session_left = self.runtime.limits.max_session_time.map(|limit| {
             let spent_before = std::time::Duration::from_millis(self.session.turn_time_ms.unwrap_or(0));
             limit.saturating_sub(spent_before)
@@ -363,8 +363,11 @@ impl Turn<'_> {
     }
 
     fn out_of_time(&self) -> bool {
-        let limit = self.runtime.program.agent.limits.turn_timeout_ms;
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX) > limit
+        self.started.elapsed() > self.turn_timeout()
+    }
+
+    fn turn_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.runtime.program.agent.limits.turn_timeout_ms)
     }
 
     fn over_token_budget(&self) -> bool {
