@@ -16,6 +16,7 @@ mod repl;
 mod repl_stream;
 mod run;
 mod runtime;
+mod serve;
 mod store;
 mod store_tls;
 mod support;
