@@ -19,10 +19,12 @@
 
 use super::events::Event;
 use crate::ir::{Program, TypeKind, ValueType};
-use crate::llm::offline::reading::{ReadDate, dates_in, numbers_in, terms_in, words_of, yes_no_in};
+use crate::llm::offline::consent::{Consent, Doubt};
+use crate::llm::offline::reading::{ReadDate, consent_in, dates_in, numbers_in, terms_in, words_of, yes_no_in};
 use crate::llm::{Answer, Proposal, Understanding};
 use chrono::NaiveDate;
 use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A text compared as words: the offline rules' words (letters and digits
 /// apart, symbols dropped), lowercase, padded with a space on each side so
@@ -44,6 +46,16 @@ impl Words {
     /// words: a value within its evidence.
     pub fn contains(&self, other: &Words) -> bool {
         !other.is_empty() && self.0.contains(other.0.as_str())
+    }
+
+    /// Where `other`'s text first occurs here (as [`Words::quotes`] finds
+    /// it), as a byte range of these words.
+    pub fn span_of(&self, other: &Words) -> Option<std::ops::Range<usize>> {
+        let needle = other.0.trim();
+        if needle.is_empty() {
+            return None;
+        }
+        self.0.find(needle).map(|start| start..start + needle.len())
     }
 
     /// Whether `other`'s text occurs here, words possibly cut at its ends:
@@ -214,6 +226,100 @@ pub fn ground(
         }
     }
     events
+}
+
+/// One span of the message grounds one field. When the words cited for
+/// one field overlap the words cited for another, one of them keeps them:
+/// a value code read with certainty first, then the field the step asks
+/// for; the other proposal is dropped and traced. Overlaps between two
+/// proposals that are neither are left alone ("the Grand Hotel for 2
+/// guests" cites disjoint words anyway). "12 Baker Street, London" answers
+/// the address asked for, not a list of toppings; "then do 3000 for now",
+/// where a pattern read the amount, is not also the recipient.
+pub fn one_field_per_span(
+    fields: &mut BTreeMap<String, Proposal>,
+    certain: &BTreeSet<String>,
+    asked: Option<&str>,
+    message: &str,
+) -> Vec<Event> {
+    let message = Words::new(message);
+    let rank = |name: &str| {
+        if certain.contains(name) {
+            2
+        } else if asked == Some(name) {
+            1
+        } else {
+            0
+        }
+    };
+    // A yes or a no takes no value out of its words: "no, 4 guests" says
+    // no and 4 guests, so a `bool` never contends for a span.
+    let spans: Vec<(String, u8, std::ops::Range<usize>)> = fields
+        .iter()
+        .filter(|(_, proposal)| !proposal.value.is_boolean())
+        .filter_map(|(name, proposal)| {
+            let span = message.span_of(&Words::new(proposal.evidence.as_deref()?))?;
+            Some((name.clone(), rank(name), span))
+        })
+        .collect();
+    let mut events = Vec::new();
+    for (name, rank, span) in &spans {
+        let winner = spans.iter().find(|(other, other_rank, other_span)| {
+            other != name && other_rank > rank && other_span.start < span.end && span.start < other_span.end
+        });
+        let Some((winner, _, _)) = winner else {
+            continue;
+        };
+        if let Some(proposal) = fields.remove(name) {
+            events.push(Event::Ungrounded {
+                kind: "field",
+                name: name.clone(),
+                value: proposal.value,
+                evidence: proposal.evidence,
+                reason: format!("its words answer `{winner}`"),
+            });
+        }
+    }
+    events
+}
+
+/// The consent rule, for the confirmations (`bool`s) the answered step
+/// collects: a yes is kept only when the message is an unqualified assent
+/// (nothing in it asks, hesitates, sets a condition, corrects, says "but"
+/// or also says no), a no only when the message is a plain refusal.
+/// Anything else is set aside as unclear, traced with the reason; the
+/// doubt is returned so the step can say why it asks again. Runs after
+/// grounding, on what code read and what the model proposed alike.
+pub fn ground_consent(
+    confirmations: &[String],
+    fields: &mut BTreeMap<String, Proposal>,
+    message: &str,
+) -> (Vec<Event>, Option<Doubt>) {
+    let mut events = Vec::new();
+    if confirmations.is_empty() {
+        return (events, None);
+    }
+    let reading = consent_in(message);
+    let doubt = match &reading {
+        Consent::Unclear(doubt) => Some(doubt.clone()),
+        Consent::Yes | Consent::No | Consent::Silent => None,
+    };
+    let mut set_aside = None;
+    for field in confirmations {
+        let proposed = fields.get(field).map(|proposal| proposal.value.clone());
+        let doubt = match (&proposed, &reading) {
+            (Some(Value::Bool(true)), Consent::Yes) | (Some(Value::Bool(false)), Consent::No) => continue,
+            (Some(_), Consent::Unclear(doubt)) => doubt.clone(),
+            (Some(Value::Bool(true)), _) => Doubt::no_assent(),
+            (Some(_), _) => Doubt::no_refusal(),
+            (None, Consent::Unclear(doubt)) => doubt.clone(),
+            (None, _) => continue,
+        };
+        fields.remove(field);
+        events.push(Event::ConsentUnclear { field: field.clone(), proposed, reason: doubt.reason() });
+        set_aside = Some(doubt);
+    }
+    (events, set_aside.or(doubt))
 }
 
 #[cfg(test)]
