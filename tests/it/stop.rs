@@ -9,7 +9,7 @@
 //! Every wait here is for an event (a file the tool writes, a line the
 //! worker prints), bounded only so that a bug fails instead of hanging.
 
-use crate::store::{LATER, TODAY, flowc_at, fresh_database};
+use crate::store::{TODAY, flowc_at, fresh_database};
 use crate::support::{stderr, stdout, temp_dir, unique};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

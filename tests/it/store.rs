@@ -102,7 +102,7 @@ fn postgres_migrates_a_database_at_every_older_schema_version() {
 use crate::workflows::{PAUSING, started_steps};
 
 pub(crate) const TODAY: &str = "2026-01-05T10:00:00Z";
-pub(crate) const LATER: &str = "2026-01-05T11:00:00Z";
+const LATER: &str = "2026-01-05T11:00:00Z";
 
 pub(crate) fn flowc_at(dir: &Path, store: &str, now: &str, args: &[&str]) -> std::process::Output {
     flowc_env(dir, args, &[("FLOWC_STORE", store), ("FLOWC_NOW", now)], Duration::from_secs(300))
