@@ -322,3 +322,27 @@ fn a_postgres_worker_is_woken_by_a_run_becoming_due() {
     assert_eq!(code, Some(0), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The probe's stranding case: a PostgreSQL worker killed while it runs one
+/// of six due runs held only that one, so the next worker takes the other
+/// five at once instead of after the lease.
+#[test]
+fn a_killed_postgres_worker_strands_only_the_run_it_was_executing() {
+    let Some(url) = fresh_database("strand") else {
+        return;
+    };
+    let tags = ["s1", "s2", "s3", "s4", "s5", "s6"];
+    let (dir, _) = setup(&url, &tags);
+    let mut child = worker(&dir, &url, &[]);
+    let tag = started_tag(&dir, &tags);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(std::fs::write(dir.join("release"), "").is_ok());
+    let next = flowc_at(&dir, &url, DAY_LATER, &["worker", "--once"]);
+    assert_eq!(next.status.code(), Some(0), "{}", stderr(&next));
+    assert_eq!(stdout(&next).lines().count(), 5, "{}", stdout(&next));
+    let ran: Vec<String> = side_log(&dir).into_iter().filter(|line| line.starts_with("start ")).collect();
+    assert_eq!(ran.len(), 6, "{ran:?}");
+    assert_eq!(ran.iter().filter(|line| line.starts_with(&format!("start {tag} "))).count(), 1, "{ran:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -161,6 +161,8 @@ fn two_workers_on_one_postgres_resume_each_of_1000_due_runs_exactly_once() {
         assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
         let lines: Vec<String> = stdout(&output).lines().map(str::to_string).collect();
         eprintln!("a worker resumed {} runs", lines.len());
+        // One worker taking every run would pass a check of the total only.
+        assert!(!lines.is_empty(), "each worker claimed runs");
         resumed.extend(lines);
     }
     assert_eq!(resumed.len(), 1000, "each run resumed once, none twice");
