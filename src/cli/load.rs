@@ -65,7 +65,8 @@ pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
 /// Expands files and directories into the program files they name, in a
 /// stable (sorted) order. A directory contributes every program below it,
 /// each file once; a file named explicitly is kept as named (its extension
-/// is checked when it is read).
+/// is checked when it is read). A walk leaves out test files
+/// (`*.test.yaml`, read by `flowc test`): they are not programs.
 pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
     let mut files = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -111,7 +112,7 @@ fn walk(
             if !is_link {
                 walk(&entry, files, seen)?;
             }
-        } else if SourceKind::is_program_path(&entry) {
+        } else if SourceKind::is_program_path(&entry) && !super::test::is_test_file(&entry) {
             let canonical = std::fs::canonicalize(&entry).unwrap_or_else(|_| entry.clone());
             if seen.insert(canonical) {
                 files.push(entry);
