@@ -29,6 +29,7 @@ pub enum Point {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Covered {
     pub steps: BTreeSet<(String, String)>,
+    /// Flow, step and entry, counted from 1 as [`Event::BranchTaken`] does.
     pub branches: BTreeSet<(String, String, usize)>,
     pub transitions: BTreeSet<(Point, Point)>,
     /// Where the conversation stands between turns.
@@ -119,7 +120,7 @@ impl Covered {
                 Then::Directive(_) => false,
             });
             if let Some(entry) = entry {
-                self.branches.insert((flow_name.clone(), (*from).to_string(), entry));
+                self.branches.insert((flow_name.clone(), (*from).to_string(), entry + 1));
             }
         }
     }
@@ -153,7 +154,8 @@ pub fn per_flow(program: &Program, graph: &Graph, covered: &Covered) -> Vec<Flow
             }
             for (entry, branch) in step.branches.iter().enumerate() {
                 row.branches.1 += 1;
-                if covered.branches.contains(&(flow.name.clone(), step.name.clone(), entry)) {
+                // Entries count from 1, as the runtime's events name them.
+                if covered.branches.contains(&(flow.name.clone(), step.name.clone(), entry + 1)) {
                     row.branches.0 += 1;
                 } else {
                     let label = branch.label.clone().unwrap_or_else(|| format!("entry {}", entry + 1));

@@ -166,7 +166,7 @@ fn converse(
                     "the turn to run",
                     format!("it failed: {error}"),
                 ));
-                return;
+                break;
             }
         };
         result.covered.add_events(&runtime.program, &turn_result.events);
@@ -181,10 +181,14 @@ fn converse(
             result.failures.extend(failed);
             // Later turns build on this one: what they report would
             // follow from the first difference, not add to it.
-            return;
+            break;
         }
     }
-    result.failures.extend(expect::check_rules(case, &tools_by_turn));
+    // The rules hold over the turns that ran, the failing one included: a
+    // booking made without consent is the first thing to report.
+    let mut rules = expect::check_rules(case, &tools_by_turn);
+    rules.append(&mut result.failures);
+    result.failures = rules;
 }
 
 fn run_workflow(

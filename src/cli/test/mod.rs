@@ -207,7 +207,8 @@ fn load(path: &Path) -> Option<Loaded> {
         }
     };
     let program = compile_program(&source, &program_path, &show);
-    let (file, diagnostics) = read::read(source.clone(), path, program.as_deref());
+    let (file, mut diagnostics) = read::read(source.clone(), path, program.as_deref());
+    crate::diag::sort_diagnostics(&mut diagnostics);
     let errors = diagnostics.iter().any(crate::diag::Diagnostic::is_error);
     show(&source, &diagnostics);
     match (file, program) {
