@@ -220,3 +220,65 @@ impl Overlay {
         !matches!(kind, super::NodeKind::FlowStub | super::NodeKind::Signal)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::SourceFile;
+
+    fn booking() -> Program {
+        crate::pipeline::compile(&SourceFile::new("booking.flow", include_str!("../../flows/booking.flow"))).ir
+    }
+
+    fn step(event: fn(String, String) -> Event, step: &str) -> Event {
+        event("booking".to_string(), step.to_string())
+    }
+
+    #[test]
+    fn events_give_steps_branch_entries_and_the_edges_taken() {
+        let program = booking();
+        let entered = |flow, step| Event::StepEntered { flow, step };
+        let mut covered = Covered::default();
+        covered.add_events(
+            &program,
+            &[
+                Event::TurnStarted { turn: 1, message: String::new() },
+                Event::FlowEntered { flow: "booking".to_string() },
+                step(entered, "ask_hotel"),
+                step(entered, "confirm"),
+                Event::BranchTaken { flow: "booking".to_string(), step: "confirm".to_string(), entry: 1, label: None },
+                step(entered, "book"),
+                Event::FlowCompleted { flow: "booking".to_string() },
+            ],
+        );
+        assert!(covered.branches.contains(&("booking".to_string(), "confirm".to_string(), 1)));
+        assert!(covered.transitions.contains(&(Point::Message, Point::Entry("booking".to_string()))));
+        let reachability = crate::check::reachability::analyze(&program);
+        let graph = crate::graph::build(&program, &reachability, None);
+        let rows = per_flow(&program, &graph, &covered);
+        assert_eq!(rows[0].steps, (3, 6));
+        assert_eq!(rows[0].branches, (1, 3));
+        let overlay = Overlay::new(&program, &graph, &covered);
+        let taken: Vec<(&str, &str)> = graph
+            .edges
+            .iter()
+            .zip(&overlay.edges)
+            .filter(|(_, taken)| **taken)
+            .map(|(edge, _)| (edge.from.as_str(), edge.to.as_str()))
+            .collect();
+        assert!(taken.contains(&("msg_in", "f0_in")), "{taken:?}");
+        assert!(taken.contains(&("f0_s3", "f0_s4")), "confirm → book: {taken:?}");
+        assert!(!taken.contains(&("f0_s3", "f0_s5")), "confirm → cancelled was not taken: {taken:?}");
+        assert!(overlay.nodes.contains(&NodeId::step(FlowId(0), StepId(4))));
+        assert!(!overlay.nodes.contains(&NodeId::step(FlowId(0), StepId(5))));
+    }
+
+    #[test]
+    fn coverage_round_trips_through_json() {
+        let mut covered = Covered::default();
+        covered.steps.insert(("booking".to_string(), "confirm".to_string()));
+        covered.transitions.insert((Point::Run, Point::Entry("onboarding".to_string())));
+        let text = serde_json::to_string(&covered).unwrap_or_default();
+        assert_eq!(serde_json::from_str::<Covered>(&text).ok(), Some(covered));
+    }
+}

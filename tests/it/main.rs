@@ -19,4 +19,5 @@ mod runtime;
 mod store;
 mod store_tls;
 mod support;
+mod test_cmd;
 mod workflows;

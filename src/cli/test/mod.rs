@@ -77,10 +77,7 @@ pub enum Format {
     Json,
 }
 
-/// Whether a path is a test file by its name.
-pub fn is_test_file(path: &Path) -> bool {
-    path.file_name().and_then(|name| name.to_str()).is_some_and(|name| name.ends_with(".test.yaml"))
-}
+pub use super::load::is_test_file;
 
 /// A test file ready to run, with its program.
 pub struct Loaded {

@@ -182,16 +182,18 @@ mod tests {
 
     #[test]
     fn the_case_stub_wins_over_the_file_stub() {
-        let mut program = Program::default();
-        program.tools.push(tool("book", None));
+        let source = crate::source::SourceFile::new("booking.flow", include_str!("../../../flows/booking.flow"));
+        let program = crate::pipeline::compile(&source).ir;
         let stub = |answer: &str| Stub {
-            tool: Spanned::new("book".to_string(), Span::default()),
-            answers: vec![Answer::Returns(json!({"from": answer}))],
+            tool: Spanned::new("book_hotel".to_string(), Span::default()),
+            answers: vec![Answer::Returns(json!({"booking_id": answer}))],
         };
         let log = CallLog::default();
         let registry = registry(&program, &[stub("file")], &[stub("case")], &log);
-        let result = registry.call(&tool("book", None), &Map::new(), &env());
-        assert_eq!(result, Ok(json!({"from": "case"})));
+        let book = program.tools.iter().find(|tool| tool.name == "book_hotel").cloned();
+        let book = book.unwrap_or_else(|| tool("missing", None));
+        let result = registry.call(&book, &Map::new(), &env());
+        assert_eq!(result, Ok(json!({"booking_id": "case"})));
     }
 
     #[test]
