@@ -79,23 +79,27 @@ pub fn report(args: &TestArgs, loaded: &[Loaded], jobs: &[(usize, usize)], resul
 }
 
 fn fraction((reached, total): (usize, usize)) -> String {
-    if total == 0 { "-".to_string() } else { format!("{reached}/{total} {:>3}%", reached * 100 / total) }
+    match (reached * 100).checked_div(total) {
+        Some(percent) => format!("{reached}/{total} {percent:>3}%"),
+        None => "-".to_string(),
+    }
 }
 
 /// The table of one program.
 pub fn table(program: &Path, rows: &[FlowCoverage]) -> String {
     let mut out = format!("\ncoverage of {}\n", crate::cli::load::display_path(program));
     let width = rows.iter().map(|row| row.flow.len()).max().unwrap_or(4).max(4);
-    let _ = writeln!(out, "  {:<width$}  {:<12}  {:<14}  {:<12}", "flow", "steps", "branch entries", "transitions");
+    let header = format!("  {:<width$}  {:<12}  {:<14}  {}", "flow", "steps", "branch entries", "transitions");
+    let _ = writeln!(out, "{header}");
     for row in rows {
-        let _ = writeln!(
-            out,
-            "  {:<width$}  {:<12}  {:<14}  {:<12}",
+        let line = format!(
+            "  {:<width$}  {:<12}  {:<14}  {}",
             row.flow,
             fraction(row.steps),
             fraction(row.branches),
             fraction(row.transitions)
         );
+        let _ = writeln!(out, "{}", line.trim_end());
     }
     for row in rows.iter().filter(|row| !row.missed.is_empty()) {
         let _ = writeln!(out, "  not reached in {}: {}", row.flow, row.missed.join(", "));
