@@ -2,6 +2,7 @@
 //! as one test binary of modules.
 
 mod compile;
+mod consent;
 mod fake;
 mod generated;
 mod grounding;
