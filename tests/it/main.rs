@@ -2,6 +2,7 @@
 //! as one test binary of modules.
 
 mod compile;
+mod consent;
 mod fake;
 mod generated;
 mod grounding;
@@ -17,7 +18,10 @@ mod repl_stream;
 mod run;
 mod runtime;
 mod serve;
+#[cfg(unix)]
+mod stop;
 mod store;
 mod store_tls;
 mod support;
+mod test_cmd;
 mod workflows;
