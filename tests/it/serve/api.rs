@@ -87,11 +87,14 @@ fn a_turn_on_a_stale_version_is_a_409_and_changes_nothing() {
     assert_eq!(client.post(&format!("/v1/sessions/{id}/messages"), &json!({ "text": "yes", "version": 2 })).0, 200);
 }
 
+/// A request, its status and error code, and a word its message must say.
+type Case = (reqwest::Method, &'static str, Option<&'static str>, u16, &'static str, &'static str);
+
 #[test]
 fn errors_are_json_with_stable_codes_and_name_the_field() {
     let server = start(&options(Auth::default()));
     let client = Client::new(server.addr, None);
-    let cases: Vec<(reqwest::Method, &str, Option<&str>, u16, &str, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (reqwest::Method::POST, "/v1/sessions", Some(r#"{"program": "nope"}"#), 404, "program_not_found", "`nope`"),
         (reqwest::Method::POST, "/v1/sessions", Some(r#"{"data": {}}"#), 400, "invalid_body", "`program`"),
         (reqwest::Method::POST, "/v1/sessions", Some(r#"{"program": 7}"#), 400, "invalid_body", "`program`"),
