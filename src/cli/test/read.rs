@@ -289,9 +289,15 @@ impl<'a> Reader<'a, '_> {
                     let name = self.text(value, "`program`")?;
                     file.program = self.directory.join(name);
                 }
-                "provider" => file.provider = self.provider(value)?,
+                // A wrong value is reported and the rest read on, so that
+                // one run shows every problem of the file.
+                "provider" => {
+                    if let Some(provider) = self.provider(value) {
+                        file.provider = provider;
+                    }
+                }
                 "now" => {
-                    let text = self.text(value, "`now`")?;
+                    let Some(text) = self.text(value, "`now`") else { continue };
                     if crate::runtime::clock::FixedClock::parse(&text).is_err() {
                         self.error(
                             Code::InvalidValue,
@@ -501,7 +507,7 @@ impl<'a> Reader<'a, '_> {
             case.tools = self.stubs(value);
         }
         if let Some((_, value)) = find("provider") {
-            case.provider = Some(self.provider(value)?);
+            case.provider = self.provider(value);
         }
         if let Some((_, value)) = find("never") {
             for item in self.items(value) {
@@ -898,3 +904,6 @@ impl<'a> Reader<'a, '_> {
         Some(expects)
     }
 }
+
+#[cfg(test)]
+mod tests;
