@@ -15,6 +15,7 @@ pub mod resume;
 pub mod run;
 pub mod runs;
 pub mod sessions;
+pub mod shutdown;
 pub mod stored_run;
 pub mod test;
 pub mod worker;

@@ -17,6 +17,8 @@ mod repl;
 mod repl_stream;
 mod run;
 mod runtime;
+#[cfg(unix)]
+mod stop;
 mod store;
 mod store_tls;
 mod support;
