@@ -283,7 +283,7 @@ impl<'a> Reader<'a, '_> {
             cases: Vec::new(),
         };
         let mut has_cases = false;
-        for (key, key_span, value) in entries {
+        for (key, _, value) in entries {
             match key {
                 "program" => {
                     let name = self.text(value, "`program`")?;
@@ -317,7 +317,6 @@ impl<'a> Reader<'a, '_> {
                             file.cases.push(case);
                         }
                     }
-                    let _ = key_span;
                 }
                 _ => {}
             }
