@@ -53,3 +53,11 @@ fn a_case_recorded_against_a_model_server_replays_without_it() {
     assert_eq!(replayed.status.code(), Some(0), "{}{}", stdout(&replayed), stderr(&replayed));
     assert_eq!(last_line(&stdout(&replayed)), "1 passed, 0 failed");
 }
+
+#[test]
+fn a_turn_recorded_against_the_real_local_model_replays() {
+    // tests/fixtures/test_cmd/booking-smollm2.test.yaml says how it was recorded.
+    let output = flowc_at(crate::support::root(), &["test", "tests/fixtures/test_cmd/"]);
+    assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
+    assert_eq!(last_line(&stdout(&output)), "1 passed, 0 failed");
+}
