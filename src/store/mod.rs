@@ -117,10 +117,41 @@ pub struct Claim {
     pub until: i64,
 }
 
+/// What a save stores beside the run itself.
+#[derive(Clone, Copy, Debug)]
+pub struct RunMeta<'a> {
+    pub program: &'a str,
+    pub program_hash: &'a str,
+    /// The version this save writes.
+    pub version: u64,
+    pub due_at: Option<i64>,
+}
+
+impl StoredRun {
+    pub fn meta(&self) -> RunMeta<'_> {
+        RunMeta { program: &self.program, program_hash: &self.program_hash, version: self.version, due_at: self.due_at }
+    }
+}
+
 pub trait RunStore {
-    /// Stores `run` if its stored version is still `expected_version` (0 for
-    /// a new run), renewing `claim` or, with `None`, releasing the run.
-    fn save_run(&self, run: &StoredRun, expected_version: u64, claim: Option<&Claim>) -> Result<(), StoreError>;
+    /// Stores `run` at `meta.version` if its stored version is still
+    /// `expected_version` (0 for a new run), renewing `claim` or, with
+    /// `None`, releasing the run. One transaction that rewrites the run's
+    /// head, writes the step records `run.touched` names (all of them for a
+    /// new run) and appends the events the store does not have yet: its
+    /// cost does not grow with the run's length.
+    fn save_run_parts(
+        &self,
+        run: &WorkflowRun,
+        meta: RunMeta<'_>,
+        expected_version: u64,
+        claim: Option<&Claim>,
+    ) -> Result<(), StoreError>;
+
+    /// [`RunStore::save_run_parts`] for a run held with its meta.
+    fn save_run(&self, stored: &StoredRun, expected_version: u64, claim: Option<&Claim>) -> Result<(), StoreError> {
+        self.save_run_parts(&stored.run, stored.meta(), expected_version, claim)
+    }
 
     fn load_run(&self, id: &str) -> Result<Option<StoredRun>, StoreError>;
 
@@ -214,14 +245,34 @@ pub fn commit_turn(
 pub fn commit_run(
     store: &dyn RunStore,
     stored: &mut StoredRun,
-    run: WorkflowRun,
+    mut run: WorkflowRun,
     due_at: Option<i64>,
     claim: Option<&Claim>,
 ) -> Result<(), StoreError> {
     let expected = stored.version;
-    let next = StoredRun { run, version: expected.saturating_add(1), due_at, ..stored.clone() };
-    store.save_run(&next, expected, claim)?;
-    *stored = next;
+    let meta = RunMeta { version: expected.saturating_add(1), due_at, ..stored.meta() };
+    store.save_run_parts(&run, meta, expected, claim)?;
+    run.touched.clear();
+    stored.run = run;
+    stored.version = expected.saturating_add(1);
+    stored.due_at = due_at;
+    Ok(())
+}
+
+/// Saves `run`, which `stored` held when it was loaded and which has run
+/// on since, as the next version, renewing `claim`: a checkpoint. Only the
+/// version of `stored` moves (copying the run at every step would cost
+/// its length); a refused save leaves it as it was.
+pub fn checkpoint_run(
+    store: &dyn RunStore,
+    stored: &mut StoredRun,
+    run: &WorkflowRun,
+    claim: &Claim,
+) -> Result<(), StoreError> {
+    let expected = stored.version;
+    let meta = RunMeta { version: expected.saturating_add(1), due_at: None, ..stored.meta() };
+    store.save_run_parts(run, meta, expected, Some(claim))?;
+    stored.version = expected.saturating_add(1);
     Ok(())
 }
 
@@ -308,6 +359,8 @@ pub(crate) mod rows {
         Ok(session)
     }
 
+    /// A run's head row: the run without its step records and events,
+    /// which [`attach`] adds from their rows.
     pub fn run(
         id: &str,
         state: &str,
@@ -318,7 +371,77 @@ pub(crate) mod rows {
     ) -> Result<StoredRun, StoreError> {
         let run = serde_json::from_str::<WorkflowRun>(state)
             .map_err(|error| StoreError::Corrupt { id: id.to_string(), message: error.to_string() })?;
+        if run.run != id {
+            return Err(StoreError::Corrupt { id: id.to_string(), message: format!("it holds run `{}`", run.run) });
+        }
         Ok(StoredRun { run, program, program_hash, version: u64::try_from(version).unwrap_or(0), due_at })
+    }
+
+    /// What a run's save writes, checked before its transaction starts.
+    pub struct RunWrite {
+        pub version: i64,
+        pub expected: i64,
+        pub head: String,
+    }
+
+    pub fn run_write(run: &WorkflowRun, version: u64, expected: u64) -> Result<RunWrite, StoreError> {
+        let id = run.run.as_str();
+        super::check_id(id)?;
+        let head =
+            run.head_json().map_err(|error| StoreError::Io { id: id.to_string(), message: error.to_string() })?;
+        Ok(RunWrite { version: to_i64(id, version)?, expected: to_i64(id, expected)?, head })
+    }
+
+    /// The step records a save writes, by index, as JSON: all of them for
+    /// a new run, else those that changed.
+    pub fn step_rows(run: &WorkflowRun, new: bool) -> Result<Vec<(i64, String)>, StoreError> {
+        let indexes: Vec<usize> = if new || run.touched.all {
+            (0..run.steps.len()).collect()
+        } else {
+            run.touched.steps.iter().copied().collect()
+        };
+        indexes
+            .into_iter()
+            .filter_map(|index| run.steps.get(index).map(|record| (index, record)))
+            .map(|(index, record)| {
+                let text = serde_json::to_string(record)
+                    .map_err(|error| StoreError::Io { id: run.run.clone(), message: error.to_string() })?;
+                Ok((i64::try_from(index).unwrap_or(i64::MAX), text))
+            })
+            .collect()
+    }
+
+    /// The events a save appends: those after the `stored` the store has.
+    pub fn event_rows(run: &WorkflowRun, stored: i64) -> Result<Vec<(i64, String)>, StoreError> {
+        let from = usize::try_from(stored).unwrap_or(0);
+        (from..run.events.len())
+            .filter_map(|index| run.events.get(index).map(|event| (index, event)))
+            .map(|(index, event)| {
+                let text = serde_json::to_string(event)
+                    .map_err(|error| StoreError::Io { id: run.run.clone(), message: error.to_string() })?;
+                Ok((i64::try_from(index).unwrap_or(i64::MAX), text))
+            })
+            .collect()
+    }
+
+    /// Puts the step records and events read from their rows into the run
+    /// read from its head.
+    pub fn attach(stored: &mut StoredRun, steps: Vec<String>, events: Vec<String>) -> Result<(), StoreError> {
+        let corrupt = |what: &str, error: serde_json::Error| StoreError::Corrupt {
+            id: stored.run.run.clone(),
+            message: format!("{what}: {error}"),
+        };
+        let steps = steps
+            .iter()
+            .map(|text| serde_json::from_str(text).map_err(|error| corrupt("a step record", error)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let events = events
+            .iter()
+            .map(|text| serde_json::from_str(text).map_err(|error| corrupt("an event", error)))
+            .collect::<Result<Vec<_>, _>>()?;
+        stored.run.steps = steps;
+        stored.run.events = events;
+        Ok(())
     }
 
     /// The run's `resume_at`, read from its state for a listing.

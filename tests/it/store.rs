@@ -36,6 +36,15 @@ pub(crate) fn fresh_database(test: &str) -> Option<String> {
     Some(format!("{base}/{name}"))
 }
 
+/// A run as schema version 2 stored it: its step records and events
+/// inside its state.
+const OLD_RUN: &str = r#"{"run":"old-run","flow":0,"status":"waiting","next_step":1,"stopped_at":0,
+    "resume_at":"2026-01-06T10:00:00Z","data":{"n":1},"context":{},
+    "steps":[{"id":"a","status":"waiting","started_at":"t0","duration_ms":0,"output":null,"error":null},
+             {"id":"b","status":"pending","started_at":null,"duration_ms":null,"output":null,"error":null}],
+    "warnings":[],"flow_name":"f",
+    "events":[{"event":"step_started","step":"a","at":"t1"},{"event":"step_completed","step":"a","at":"t2"}]}"#;
+
 fn session(id: &str, version: u64) -> Session {
     let mut session = Session::new(id, "hash");
     session.version = version;
@@ -87,6 +96,14 @@ fn postgres_migrates_a_database_at_every_older_schema_version() {
             );
             assert!(inserted.is_ok(), "{inserted:?}");
         }
+        if version == 2 {
+            let inserted = client.execute(
+                "INSERT INTO runs (id, program, program_hash, flow, status, due_at, version, created_at,
+                     updated_at, state) VALUES ('old-run', 'p.flow', 'h', 'f', 'waiting', 5, 2, 'then', 'then', $1)",
+                &[&OLD_RUN],
+            );
+            assert!(inserted.is_ok(), "{inserted:?}");
+        }
         drop(client);
         let store = match PostgresStore::connect(&url) {
             Ok(store) => store,
@@ -95,7 +112,14 @@ fn postgres_migrates_a_database_at_every_older_schema_version() {
         if version >= 1 {
             assert_eq!(store.load("old").ok().flatten(), Some(session("old", 3)), "from version {version}");
         }
-        assert_eq!(store.list_runs().map(|runs| runs.len()).ok(), Some(0), "from version {version}");
+        let runs = usize::from(version == 2);
+        assert_eq!(store.list_runs().map(|runs| runs.len()).ok(), Some(runs), "from version {version}");
+        if version == 2 {
+            let expected: flowc::runtime::workflow::WorkflowRun =
+                serde_json::from_str(OLD_RUN).unwrap_or_else(|e| panic!("{e}"));
+            let loaded = store.load_run("old-run").ok().flatten().map(|stored| stored.run);
+            assert_eq!(loaded, Some(expected), "the records and events moved into rows");
+        }
     }
 }
 
