@@ -8,6 +8,7 @@
 pub mod check;
 pub mod compile;
 pub mod graph;
+pub mod input;
 pub mod limits;
 pub mod load;
 pub mod report;
