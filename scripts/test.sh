@@ -94,3 +94,9 @@ export FLOWC_TEST_POSTGRES="postgres://flowc@127.0.0.1:$port/postgres"
 export FLOWC_TEST_POSTGRES_CA="$tls/ca.crt"
 
 cargo test "$@"
+# The examples' own conversation and workflow tests, as an author runs
+# them (offline model, stubbed tools); only on a whole run, not when
+# arguments pick some cargo tests.
+if [ "$#" -eq 0 ]; then
+  cargo run --quiet -- test flows/
+fi

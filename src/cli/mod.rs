@@ -18,6 +18,7 @@ pub mod runs;
 pub mod sessions;
 pub mod shutdown;
 pub mod stored_run;
+pub mod test;
 pub mod worker;
 
 use crate::runtime::clock;
@@ -56,6 +57,8 @@ pub enum Command {
     Runs(runs::RunsArgs),
     /// List, show or delete stored conversations
     Sessions(sessions::SessionsArgs),
+    /// Run the conversation and workflow tests of *.test.yaml files
+    Test(Box<test::TestArgs>),
 }
 
 /// How a command ended, as the process exit code documents it.
@@ -110,6 +113,7 @@ pub fn main() -> ExitCode {
         Command::Worker(args) => worker::run(&args),
         Command::Runs(args) => runs::run(&args),
         Command::Sessions(args) => sessions::run(&args),
+        Command::Test(args) => test::run(&args),
     };
     outcome.exit_code()
 }

@@ -2,6 +2,7 @@
 //! as one test binary of modules.
 
 mod compile;
+mod consent;
 mod fake;
 mod generated;
 mod grounding;
@@ -22,4 +23,5 @@ mod stop;
 mod store;
 mod store_tls;
 mod support;
+mod test_cmd;
 mod workflows;
