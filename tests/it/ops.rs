@@ -46,3 +46,78 @@ fn a_50_mb_message_is_refused_before_anything_is_stored() {
     assert!(stderr(&smaller).contains("maximum message size of 100 bytes"), "{}", stderr(&smaller));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const ENV_TOOL: &str = r#"
+import sys, json, os
+sys.stdin.read()
+open("toolenv.json", "w").write(json.dumps(dict(os.environ)))
+print(json.dumps({"ok": True}))
+"#;
+
+/// An exec tool sees PATH, the locale, the run's ids and what it declares;
+/// never the model keys or the store's URL, even when it names them.
+fn tool_environment(name: &str, program: &str) {
+    let dir = temp_dir(&format!("ops-env-{}", unique()));
+    assert!(std::fs::write(dir.join("dump.py"), ENV_TOOL).is_ok());
+    assert!(std::fs::write(dir.join(name), program).is_ok());
+    let store = format!("sqlite:{}", dir.join("flowc.db").display());
+    let env = [
+        ("OPENAI_API_KEY", "sk-secret"),
+        ("ANTHROPIC_API_KEY", "sk-ant-secret"),
+        ("FLOWC_STORE", store.as_str()),
+        ("MY_TOKEN", "declared"),
+        ("UNDECLARED", "hidden"),
+        ("LC_ALL", "C.UTF-8"),
+    ];
+    let output = flowc_env(&dir, &["run", name], &env, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let seen: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("toolenv.json")).unwrap_or_default())
+            .unwrap_or_default();
+    assert_eq!(seen["MY_TOKEN"], "declared");
+    assert_eq!(seen["LC_ALL"], "C.UTF-8");
+    assert!(seen["PATH"].is_string());
+    assert!(seen["FLOWC_RUN_ID"].is_string() && seen["FLOWC_STEP_ID"] == "dump.1", "{seen}");
+    for hidden in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "FLOWC_STORE", "UNDECLARED"] {
+        assert!(seen.get(hidden).is_none(), "{hidden} reached the tool");
+    }
+    let compiled = flowc_env(&dir, &["compile", name], &[], Duration::from_secs(60));
+    let ir: serde_json::Value = serde_json::from_str(&stdout(&compiled)).unwrap_or_default();
+    assert_eq!(ir["tools"][0]["implementation"]["env"], serde_json::json!(["MY_TOKEN", "OPENAI_API_KEY"]));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_exec_tool_gets_a_clean_environment_in_both_syntaxes() {
+    tool_environment(
+        "env.flow",
+        r#"
+schema { ok: bool "ok" }
+tool dump() -> { ok: bool } {
+  exec "python3" "dump.py"
+  env MY_TOKEN, OPENAI_API_KEY
+}
+flow w "W" {
+  auto step dump { call dump() -> ok }
+}
+"#,
+    );
+    tool_environment(
+        "env.yaml",
+        r#"
+schema:
+  ok: { type: bool, description: ok }
+tools:
+  dump:
+    returns: { ok: bool }
+    exec: { command: [python3, dump.py], env: [MY_TOKEN, OPENAI_API_KEY] }
+flows:
+  w:
+    steps:
+      - id: dump
+        auto: true
+        do:
+          - call: { tool: dump, save: ok }
+"#,
+    );
+}

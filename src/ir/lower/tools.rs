@@ -70,6 +70,7 @@ impl Lowerer {
                 Some(ToolImpl::Exec {
                     command: exec.command.iter().map(|part| part.value.clone()).collect(),
                     timeout_ms,
+                    env: exec.env.iter().map(|name| name.value.clone()).collect(),
                 })
             }
             ast::ToolImpl::Builtin { name, .. } => {
