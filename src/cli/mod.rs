@@ -169,6 +169,20 @@ pub fn open_store(flag: Option<&str>, program: Option<&Path>) -> Result<(Box<dyn
     Ok((store, location))
 }
 
+/// Opens the store a reading command uses (`runs`, `sessions`, `resume`),
+/// or says on stderr that there is none: it never creates an empty one.
+pub fn open_existing_store(flag: Option<&str>) -> Result<(Box<dyn Store>, StoreLocation), Outcome> {
+    let location = StoreLocation::resolve_existing(flag).map_err(|error| {
+        eprintln!("error: {error}");
+        Outcome::Error
+    })?;
+    let store = crate::store::open(&location).map_err(|error| {
+        eprintln!("error: {error}");
+        Outcome::Error
+    })?;
+    Ok((store, location))
+}
+
 /// The store and the clock (`FLOWC_NOW`, `FLOWC_SEED`) of a command that
 /// works on stored runs.
 pub fn open_with_clock(flag: Option<&str>) -> Result<(Box<dyn Store>, StoreLocation, clock::ClockAndIds), Outcome> {

@@ -1,14 +1,14 @@
 //! `flowc runs list|show ID|cancel ID`: the workflow runs in the store.
 
 use super::Outcome;
-use super::open_store;
+use super::open_existing_store;
 use crate::store::Cancel;
 
 #[derive(Debug, clap::Args)]
 pub struct RunsArgs {
     #[command(subcommand)]
     pub command: RunsCommand,
-    /// The store: sqlite:PATH or postgres://… (default: .flowc/flowc.db here, or FLOWC_STORE, or [store] in flowc.toml)
+    /// The store: sqlite:PATH or postgres://… (default: FLOWC_STORE, else the project's: the nearest flowc.toml or .flowc/ upwards)
     #[arg(long, global = true)]
     pub store: Option<String>,
     /// Print JSON (`show`: the run object `flowc run --json` prints)
@@ -28,7 +28,7 @@ pub enum RunsCommand {
 }
 
 pub fn run(args: &RunsArgs) -> Outcome {
-    let (store, location) = match open_store(args.store.as_deref(), None) {
+    let (store, location) = match open_existing_store(args.store.as_deref()) {
         Ok(opened) => opened,
         Err(outcome) => return outcome,
     };

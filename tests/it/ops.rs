@@ -121,3 +121,36 @@ flows:
 "#,
     );
 }
+
+/// The new operator's trip: a workflow run from the project root with its
+/// program in `flows/` is found by `runs list` and `resume` from the root
+/// and from `flows/`; in a folder with no project, `runs list` says there
+/// is no store and creates none.
+#[test]
+fn every_command_finds_the_one_store_of_the_project() {
+    let project = temp_dir(&format!("ops-project-{}", unique()));
+    let flows = project.join("flows");
+    assert!(std::fs::create_dir_all(&flows).is_ok());
+    assert!(std::fs::write(flows.join("wait.flow"), crate::workflows::PAUSING).is_ok());
+    let no_store = [("FLOWC_STORE", "")];
+    let started = flowc_env(&project, &["run", "flows/wait.flow"], &no_store, Duration::from_secs(60));
+    assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
+    let id =
+        stdout(&started).strip_prefix("run ").and_then(|rest| rest.split(':').next()).unwrap_or_default().to_string();
+    assert!(project.join(".flowc/flowc.db").exists(), "the store is the project's, in the working folder");
+    assert!(!flows.join(".flowc").exists());
+    for cwd in [&project, &flows] {
+        let listed = flowc_env(cwd, &["runs", "list"], &no_store, Duration::from_secs(60));
+        assert!(stdout(&listed).starts_with(&id), "from {}: {}", cwd.display(), stdout(&listed));
+    }
+
+    let empty = temp_dir(&format!("ops-empty-{}", unique()));
+    for args in [&["runs", "list"][..], &["sessions", "list"], &["resume", "x"]] {
+        let output = flowc_env(&empty, args, &no_store, Duration::from_secs(60));
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&output).contains("there is no store sqlite:"), "{args:?}: {}", stderr(&output));
+    }
+    assert!(!empty.join(".flowc").exists(), "a reading command created no store");
+    let _ = std::fs::remove_dir_all(&project);
+    let _ = std::fs::remove_dir_all(&empty);
+}

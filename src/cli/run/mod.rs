@@ -64,7 +64,7 @@ pub struct RunArgs {
     /// Keep the conversation in the store under ID and go on with it
     #[arg(long)]
     pub session: Option<String>,
-    /// The store for --session and workflow runs: sqlite:PATH or postgres://… (default: .flowc/flowc.db beside the program, or FLOWC_STORE, or [store] in flowc.toml)
+    /// The store for --session and workflow runs: sqlite:PATH or postgres://… (default: FLOWC_STORE, else the project's: the nearest flowc.toml or .flowc/ upwards from the program, then from here; else .flowc/ here)
     #[arg(long)]
     pub store: Option<String>,
     /// The longest message (a line of --script or stdin, a REPL line) and --data/--context text accepted, in bytes (default 262144, or [input] max_message_bytes in flowc.toml)
