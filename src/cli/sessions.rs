@@ -75,7 +75,10 @@ pub fn run(args: &SessionsArgs) -> Outcome {
 }
 
 fn list(store: &dyn crate::store::Store, json: bool) -> Result<String, crate::store::StoreError> {
-    let sessions = store.list()?;
+    let (sessions, unreadable) = store.list_readable()?;
+    for error in &unreadable {
+        eprintln!("warning: left out of the list: {error}");
+    }
     if json {
         return Ok(serde_json::to_string(&sessions).map(|text| text + "\n").unwrap_or_default());
     }

@@ -76,6 +76,13 @@ pub trait SessionStore {
 
     fn list(&self) -> Result<Vec<SessionSummary>, StoreError>;
 
+    /// [`SessionStore::list`], with the sessions whose row cannot be read
+    /// left out and given as errors naming them, so that one corrupt row
+    /// does not hide every session.
+    fn list_readable(&self) -> Result<(Vec<SessionSummary>, Vec<StoreError>), StoreError> {
+        self.list().map(|sessions| (sessions, Vec::new()))
+    }
+
     /// Whether there was a session to delete.
     fn delete(&self, id: &str) -> Result<bool, StoreError>;
 
@@ -281,7 +288,15 @@ pub fn check_id(id: &str) -> Result<(), StoreError> {
     let valid = !id.is_empty()
         && id.len() <= 128
         && id.chars().all(|character| character.is_ascii_alphanumeric() || character == '-' || character == '_');
-    if valid { Ok(()) } else { Err(StoreError::InvalidId { id: id.to_string() }) }
+    if valid { Ok(()) } else { Err(StoreError::InvalidId { id: shown_id(id) }) }
+}
+
+/// An id as an error shows it: control characters escaped (a terminal
+/// never obeys them), and a long one cut to its start with its length.
+fn shown_id(id: &str) -> String {
+    const SHOWN: usize = 64;
+    let start: String = id.chars().take(SHOWN).collect::<String>().escape_debug().collect();
+    if id.chars().count() > SHOWN { format!("{start}… ({} bytes)", id.len()) } else { start }
 }
 
 /// What a loaded session must satisfy whatever the program: its id is the
@@ -507,6 +522,15 @@ mod tests {
         commit_turn(&store, &program, &before, &mut after).unwrap();
         let stored = store.load("s").unwrap().unwrap();
         assert_eq!((stored.flow_name.as_deref(), stored.step_name.as_deref()), (Some("book"), Some("ask")));
+    }
+
+    #[test]
+    fn an_invalid_id_is_shown_escaped_and_cut() {
+        let error = check_id("a\u{1b}[31mb").unwrap_err().to_string();
+        assert!(error.starts_with("`a\\u{1b}[31mb` is not a valid id"), "{error}");
+        let long = "x".repeat(100_000);
+        let error = check_id(&long).unwrap_err().to_string();
+        assert!(error.len() < 200 && error.contains("… (100000 bytes)"), "{error}");
     }
 
     #[test]

@@ -301,23 +301,38 @@ impl SessionStore for SqliteStore {
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
+        let (sessions, unreadable) = self.list_readable()?;
+        match unreadable.into_iter().next() {
+            Some(error) => Err(error),
+            None => Ok(sessions),
+        }
+    }
+
+    fn list_readable(&self) -> Result<(Vec<SessionSummary>, Vec<StoreError>), StoreError> {
         let connection = self.connection("*")?;
         let mut statement = connection
             .prepare("SELECT id, flow, step, turns, version, updated_at FROM sessions ORDER BY id")
             .map_err(sql_error("*"))?;
+        type Row = (String, Option<String>, Option<String>, i64, i64, String);
         let rows = statement
-            .query_map([], |row| {
-                Ok(SessionSummary {
-                    id: row.get(0)?,
-                    flow: row.get(1)?,
-                    step: row.get(2)?,
-                    turns: row.get(3)?,
-                    version: u64::try_from(row.get::<_, i64>(4)?).unwrap_or(0),
-                    updated_at: row.get(5)?,
-                })
+            .query_map([], |row| -> rusqlite::Result<Row> {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?))
             })
             .map_err(sql_error("*"))?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(sql_error("*"))
+        let mut sessions = Vec::new();
+        let mut unreadable = Vec::new();
+        for row in rows {
+            let (id, flow, step, turns, version, updated_at) = row.map_err(sql_error("*"))?;
+            let corrupt = |message: String| StoreError::Corrupt { id: id.clone(), message };
+            match (u32::try_from(turns), u64::try_from(version)) {
+                (Ok(turns), Ok(version)) => {
+                    sessions.push(SessionSummary { id, flow, step, turns, version, updated_at });
+                }
+                (Err(_), _) => unreadable.push(corrupt(format!("its turn count {turns} is out of range"))),
+                (_, Err(_)) => unreadable.push(corrupt(format!("its version {version} is out of range"))),
+            }
+        }
+        Ok((sessions, unreadable))
     }
 
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
@@ -655,6 +670,22 @@ mod tests {
         assert!(matches!(store.load("fork"), Err(StoreError::Corrupt { .. })));
         connection.execute("UPDATE sessions SET version = 9 WHERE id = 'fork'", []).unwrap();
         assert!(matches!(store.load("fork"), Err(StoreError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn a_corrupt_row_is_left_out_of_the_list_and_named() {
+        let path = temp_db("corrupt-row");
+        let store = SqliteStore::open(&path).unwrap();
+        store.save(&session("good", 1), 0, &[]).unwrap();
+        store.save(&session("bad", 1), 0, &[]).unwrap();
+        let connection = Connection::open(&path).unwrap();
+        connection.execute("UPDATE sessions SET turns = -1 WHERE id = 'bad'", []).unwrap();
+        let (sessions, unreadable) = store.list_readable().unwrap();
+        assert_eq!(sessions.iter().map(|summary| summary.id.as_str()).collect::<Vec<_>>(), ["good"]);
+        assert_eq!(unreadable.len(), 1);
+        assert_eq!(unreadable[0].to_string(), "`bad` is corrupt in the store: its turn count -1 is out of range");
+        assert!(store.list().is_err(), "the strict listing still refuses");
+        assert_eq!(store.load("good").unwrap(), Some(session("good", 1)));
     }
 
     #[test]
