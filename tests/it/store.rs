@@ -332,3 +332,36 @@ fn a_paused_run_waits_for_resume_by_name_on_postgres() {
         a_paused_run_waits_for_resume_by_name(&url);
     }
 }
+
+/// The probe's 1,000-step reproducer, by the shape of what is stored
+/// rather than by the clock (the time per step is in `benches/store.rs`):
+/// the run's own row stays the size of its head whatever its length, and
+/// every step record and event is a row of its own.
+#[test]
+fn a_long_run_is_stored_as_a_small_head_and_a_row_per_step_and_event() {
+    let dir = temp_dir("store-long-run");
+    let mut program = String::from("schema { x: int \"x\" }\nflow long \"Long\" {\n");
+    for index in 0..1000 {
+        program.push_str(&format!("  auto step s{index} {{ set x = {index} }}\n"));
+    }
+    program.push_str("}\n");
+    assert!(std::fs::write(dir.join("long.flow"), program).is_ok());
+    let db = dir.join("flowc.db");
+    let store = format!("sqlite:{}", db.display());
+    let output = flowc_at(&dir, &store, TODAY, &["run", "long.flow", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let run: serde_json::Value = serde_json::from_str(stdout(&output).trim()).unwrap_or_default();
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["steps"].as_array().map(Vec::len), Some(1000));
+    let Ok(connection) = rusqlite::Connection::open(&db) else {
+        panic!("cannot open {}", db.display());
+    };
+    let count = |query: &str| connection.query_row(query, [], |row| row.get::<_, i64>(0)).unwrap_or(-1);
+    assert!(count("SELECT length(state) FROM runs") < 1_000, "the head holds no step record or event");
+    assert_eq!(count("SELECT COUNT(*) FROM run_steps"), 1000);
+    assert_eq!(count("SELECT COUNT(*) FROM run_events"), 2000);
+    let shown = flowc_at(&dir, &store, TODAY, &["runs", "show", run["run"].as_str().unwrap_or_default(), "--json"]);
+    let loaded: serde_json::Value = serde_json::from_str(stdout(&shown).trim()).unwrap_or_default();
+    assert_eq!(loaded, run, "loading reads the rows back into the same run");
+    let _ = std::fs::remove_dir_all(&dir);
+}
