@@ -85,6 +85,14 @@ pub fn execute(
             checkpoint: &mut checkpoint,
         };
         if runner.run_within(&mut run, limits).is_err() {
+            // A refused save is most often a `flowc runs cancel`: say so.
+            if let Err(StoreError::RunConflict { id, .. }) = &saved
+                && let Ok(Some(now)) = store.load_run(id)
+                && now.run.status == RunStatus::Cancelled
+            {
+                stored.run = now.run;
+                return Err(StoreError::RunCancelled { id: id.clone() });
+            }
             return saved;
         }
     }

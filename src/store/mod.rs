@@ -42,6 +42,8 @@ pub enum StoreError {
     Conflict { id: String, stored: u64, expected: u64 },
     #[error("run `{id}` was changed by someone else (stored version {stored}, expected {expected})")]
     RunConflict { id: String, stored: u64, expected: u64 },
+    #[error("run `{id}` was cancelled while it ran: it stopped there, and the step in flight was not recorded")]
+    RunCancelled { id: String },
     #[error("cannot read or write `{id}`: {message}")]
     Io { id: String, message: String },
     #[error("`{id}` is corrupt in the store: {message}")]
