@@ -97,7 +97,11 @@ impl AppState {
     /// Counts a store failure (conflicts are the client's to retry, not
     /// the store's fault) and passes it on.
     pub fn store_error(&self, error: crate::store::StoreError) -> ApiError {
-        if !matches!(error, crate::store::StoreError::Conflict { .. } | crate::store::StoreError::RunConflict { .. }) {
+        use crate::store::StoreError;
+        if !matches!(
+            error,
+            StoreError::Conflict { .. } | StoreError::RunConflict { .. } | StoreError::RunCancelled { .. }
+        ) {
             Metrics::add(&self.metrics.store_errors, 1);
         }
         ApiError::from(error)
