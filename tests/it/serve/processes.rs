@@ -124,6 +124,11 @@ fn sigterm_lets_an_open_request_finish_before_the_server_exits() {
 /// A fresh database on the test server, or `None` (said) without one.
 fn fresh_database(test: &str) -> Option<String> {
     let Ok(url) = std::env::var("FLOWC_TEST_POSTGRES") else {
+        // scripts/test.sh starts the server: there a missing one fails.
+        assert!(
+            std::env::var("FLOWC_TEST_STRICT").ok().as_deref() != Some("1"),
+            "FLOWC_TEST_POSTGRES is not set under scripts/test.sh"
+        );
         eprintln!("skipped {test}: FLOWC_TEST_POSTGRES is not set (scripts/test.sh starts a PostgreSQL and sets it)");
         return None;
     };
