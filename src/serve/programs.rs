@@ -128,7 +128,14 @@ impl Programs {
         let mut agents = Vec::new();
         for path in files {
             let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
-            let name = stem_name(&absolute);
+            let mut name = stem_name(&absolute);
+            // The same program in both syntaxes (booking.flow, booking.yaml):
+            // the second is named with its extension, as `flowc test`'s
+            // files name it (`booking-yaml`).
+            if entries.contains_key(&name) {
+                let extension = absolute.extension().map(|ext| ext.to_string_lossy().into_owned()).unwrap_or_default();
+                name = sanitize(&format!("{name}-{extension}"));
+            }
             let stamp = stamp(&absolute);
             let version = compile(&name, &absolute, &settings)?;
             if let Some(agent) = version.ir.agent.name.clone() {
