@@ -35,6 +35,7 @@ pub mod ir;
 pub mod llm;
 pub mod pipeline;
 pub mod runtime;
+pub mod serve;
 pub mod source;
 pub mod store;
 pub mod syntax;

@@ -1,0 +1,309 @@
+// Draws a program's graph (the nodes and edges of GET /v1/programs/NAME/graph)
+// as SVG with a small layered layout: one column per flow, steps in layers
+// down the column, the nodes outside every flow (user message, run, signals)
+// in a row above. No library: Mermaid's JS is larger than the whole server.
+"use strict";
+
+(function () {
+  const SVG = "http://www.w3.org/2000/svg";
+  const CHAR_WIDTH = 6.9;
+  const LINE_HEIGHT = 16;
+  const MAX_CHARS = 36;
+  const LAYER_GAP = 48;
+  const NODE_GAP = 26;
+  const CLUSTER_PAD = 18;
+  const CLUSTER_TITLE = 24;
+  const CLUSTER_GAP = 36;
+
+  function el(name, attributes, parent) {
+    const node = document.createElementNS(SVG, name);
+    for (const [key, value] of Object.entries(attributes || {})) node.setAttribute(key, String(value));
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+
+  function clip(text) {
+    return text.length > MAX_CHARS ? text.slice(0, MAX_CHARS - 1) + "…" : text;
+  }
+
+  function measure(node) {
+    const lines = (node.lines && node.lines.length ? node.lines : [node.id]).map(clip);
+    const widest = Math.max(...lines.map((line) => line.length));
+    node.shown = lines;
+    node.w = Math.max(64, Math.round(widest * CHAR_WIDTH + 22));
+    node.h = lines.length * LINE_HEIGHT + 12;
+  }
+
+  // Layers by longest path over the edges left after dropping those that
+  // close a cycle (found by a depth-first walk in declaration order, so a
+  // loop back to an earlier step is the edge drawn going up).
+  function layer(nodes, edges) {
+    const index = new Map(nodes.map((node, i) => [node.id, i]));
+    const out = nodes.map(() => []);
+    for (const edge of edges) out[index.get(edge.from)].push(edge);
+    const state = nodes.map(() => 0);
+    const back = new Set();
+    const visit = (i) => {
+      state[i] = 1;
+      for (const edge of out[i]) {
+        const j = index.get(edge.to);
+        if (state[j] === 1) back.add(edge);
+        else if (state[j] === 0) visit(j);
+      }
+      state[i] = 2;
+    };
+    nodes.forEach((_, i) => { if (state[i] === 0) visit(i); });
+    const forward = edges.filter((edge) => !back.has(edge) && edge.from !== edge.to);
+    const incoming = nodes.map(() => 0);
+    for (const edge of forward) incoming[index.get(edge.to)] += 1;
+    const queue = nodes.map((_, i) => i).filter((i) => incoming[i] === 0);
+    const depth = nodes.map(() => 0);
+    while (queue.length) {
+      const i = queue.shift();
+      for (const edge of out[i]) {
+        if (back.has(edge) || edge.from === edge.to) continue;
+        const j = index.get(edge.to);
+        depth[j] = Math.max(depth[j], depth[i] + 1);
+        incoming[j] -= 1;
+        if (incoming[j] === 0) queue.push(j);
+      }
+    }
+    nodes.forEach((node, i) => { node.layer = depth[i]; });
+    return { back, forward };
+  }
+
+  // Orders each layer by the mean position of its neighbours, a few sweeps
+  // down and up: enough for programs people write by hand.
+  function order(nodes, forward) {
+    const layers = [];
+    for (const node of nodes) (layers[node.layer] = layers[node.layer] || []).push(node);
+    const byId = new Map(nodes.map((node) => [node.id, node]));
+    const up = new Map(nodes.map((node) => [node.id, []]));
+    const down = new Map(nodes.map((node) => [node.id, []]));
+    for (const edge of forward) {
+      up.get(edge.to).push(byId.get(edge.from));
+      down.get(edge.from).push(byId.get(edge.to));
+    }
+    const place = (layerNodes) => layerNodes.forEach((node, i) => { node.order = i; });
+    layers.forEach((layerNodes) => place(layerNodes || []));
+    for (let sweep = 0; sweep < 4; sweep++) {
+      const downward = sweep % 2 === 0;
+      const sequence = downward ? layers.keys() : [...layers.keys()].reverse();
+      for (const l of sequence) {
+        const layerNodes = layers[l] || [];
+        const key = (node) => {
+          const near = (downward ? up : down).get(node.id);
+          return near.length ? near.reduce((sum, other) => sum + other.order, 0) / near.length : node.order;
+        };
+        layerNodes.sort((a, b) => key(a) - key(b) || a.order - b.order);
+        place(layerNodes);
+      }
+    }
+    return layers.map((layerNodes) => layerNodes || []);
+  }
+
+  // x by the centres of a node's parents where there is room, so chains
+  // stay straight; then pushed apart left to right.
+  function coordinates(layers, forward) {
+    const parents = new Map();
+    for (const edge of forward) {
+      if (!parents.has(edge.to)) parents.set(edge.to, []);
+      parents.get(edge.to).push(edge.from);
+    }
+    const byId = new Map();
+    layers.flat().forEach((node) => byId.set(node.id, node));
+    let y = 0;
+    for (const layerNodes of layers) {
+      const height = Math.max(0, ...layerNodes.map((node) => node.h));
+      let cursor = 0;
+      for (const node of layerNodes) {
+        const ps = (parents.get(node.id) || []).map((id) => byId.get(id)).filter((p) => p.cx !== undefined);
+        const wanted = ps.length ? ps.reduce((sum, p) => sum + p.cx, 0) / ps.length : cursor + node.w / 2;
+        node.cx = Math.max(wanted, cursor + node.w / 2);
+        cursor = node.cx + node.w / 2 + NODE_GAP;
+        node.cy = y + height / 2;
+      }
+      y += height + LAYER_GAP;
+    }
+    const all = layers.flat();
+    const left = Math.min(...all.map((node) => node.cx - node.w / 2));
+    all.forEach((node) => { node.cx -= left; });
+    const width = Math.max(...all.map((node) => node.cx + node.w / 2));
+    return { width, height: Math.max(0, y - LAYER_GAP) };
+  }
+
+  function layout(graph) {
+    const nodes = graph.nodes.map((node) => ({ ...node }));
+    nodes.forEach(measure);
+    const byId = new Map(nodes.map((node) => [node.id, node]));
+    const edges = graph.edges.filter((edge) => byId.has(edge.from) && byId.has(edge.to));
+    const clusterOf = (node) => node.flow;
+    const boxes = [];
+    let x = 0;
+    let backEdges = new Set();
+    const top = nodes.filter((node) => node.flow === null);
+    const topHeight = top.length ? Math.max(...top.map((node) => node.h)) + LAYER_GAP : 0;
+    for (const cluster of graph.clusters) {
+      const members = nodes.filter((node) => clusterOf(node) === cluster.flow);
+      if (!members.length) continue;
+      const ids = new Set(members.map((node) => node.id));
+      const inner = edges.filter((edge) => ids.has(edge.from) && ids.has(edge.to));
+      const { back, forward } = layer(members, inner);
+      back.forEach((edge) => backEdges.add(edge));
+      const size = coordinates(order(members, forward), forward);
+      const titleWidth = cluster.title.length * CHAR_WIDTH + 2 * CLUSTER_PAD;
+      const width = Math.max(size.width + 2 * CLUSTER_PAD, titleWidth);
+      const shift = (width - size.width) / 2;
+      for (const node of members) {
+        node.cx += x + shift;
+        node.cy += topHeight + CLUSTER_TITLE + CLUSTER_PAD;
+      }
+      boxes.push({ cluster, x, y: topHeight, w: width, h: size.height + CLUSTER_TITLE + 2 * CLUSTER_PAD });
+      x += width + CLUSTER_GAP;
+    }
+    // Each free node above the flows it leads into, pushed apart.
+    let cursor = 0;
+    for (const node of top) {
+      const targets = edges.filter((edge) => edge.from === node.id).map((edge) => byId.get(edge.to)).filter((t) => t.cx !== undefined && t.flow !== null);
+      const wanted = targets.length ? targets.reduce((sum, t) => sum + t.cx, 0) / targets.length : cursor + node.w / 2;
+      node.cx = Math.max(wanted, cursor + node.w / 2);
+      node.cy = node.h / 2;
+      cursor = node.cx + node.w / 2 + NODE_GAP;
+    }
+    const width = Math.max(x - CLUSTER_GAP, cursor - NODE_GAP, 1);
+    const height = Math.max(topHeight, ...boxes.map((box) => box.y + box.h), 1);
+    return { nodes, byId, edges, boxes, backEdges, width, height };
+  }
+
+  function point(a, b, c, d, t) {
+    const s = 1 - t;
+    return s * s * s * a + 3 * s * s * t * b + 3 * s * t * t * c + t * t * t * d;
+  }
+
+  function edgePath(edge, from, to, isBack, placed) {
+    if (isBack || to.cy <= from.cy) {
+      // Up, or beside: out of the right side and back in at the right.
+      const sx = from.cx + from.w / 2, sy = from.cy, tx = to.cx + to.w / 2, ty = to.cy;
+      const reach = Math.max(sx, tx) + 36 + Math.min(60, Math.abs(sy - ty) / 6);
+      return { d: `M${sx},${sy} C${reach},${sy} ${reach},${ty} ${tx + 6},${ty}`, lx: reach - 8, ly: (sy + ty) / 2 };
+    }
+    const sx = from.cx, sy = from.cy + from.h / 2, tx = to.cx, ty = to.cy - to.h / 2 - 6;
+    // A long edge whose straight line would cross a node between its ends
+    // goes around that side of them instead.
+    const blocking = placed.filter((node) => node !== from && node !== to && node.cy > sy && node.cy < ty &&
+      Math.abs(node.cx - (sx + (tx - sx) * (node.cy - sy) / (ty - sy))) < node.w / 2 + 6);
+    if (blocking.length) {
+      const right = Math.max(...blocking.map((node) => node.cx + node.w / 2)) + 22;
+      const left = Math.min(...blocking.map((node) => node.cx - node.w / 2)) - 22;
+      const side = Math.abs(right - sx) <= Math.abs(sx - left) ? right : left;
+      const d = `M${sx},${sy} C${sx},${sy + 30} ${side},${sy + 30} ${side},${(sy + ty) / 2} S${tx},${ty - 30} ${tx},${ty}`;
+      return { d, lx: side, ly: (sy + ty) / 2 };
+    }
+    const bend = Math.max(20, (ty - sy) / 2);
+    const d = `M${sx},${sy} C${sx},${sy + bend} ${tx},${ty - bend} ${tx},${ty}`;
+    return { d, lx: point(sx, sx, tx, tx, 0.5), ly: point(sy, sy + bend, ty - bend, ty, 0.5) };
+  }
+
+  function render(container, graph) {
+    container.textContent = "";
+    if (!graph.nodes.length) {
+      const p = document.createElement("p");
+      p.className = "empty";
+      p.textContent = "This program has no flows to draw.";
+      container.appendChild(p);
+      return { highlight() {} };
+    }
+    const shape = layout(graph);
+    const margin = 16;
+    const svg = el("svg", {
+      width: shape.width + 2 * margin + 80,
+      height: shape.height + 2 * margin,
+      viewBox: `${-margin} ${-margin} ${shape.width + 2 * margin + 80} ${shape.height + 2 * margin}`,
+      role: "img",
+      "aria-label": `Graph of ${graph.program}: ${graph.nodes.filter((n) => n.step).length} steps in ${graph.clusters.length} flow(s)`,
+    });
+    const defs = el("defs", {}, svg);
+    for (const [id, cls] of [["arrow", "arrow"], ["arrow-taken", "arrow taken"]]) {
+      const marker = el("marker", { id, viewBox: "0 0 10 10", refX: 8, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, defs);
+      el("path", { d: "M0,0 L10,5 L0,10 z", class: cls }, marker);
+    }
+    for (const box of shape.boxes) {
+      const g = el("g", { class: "g-cluster", "data-flow": box.cluster.flow }, svg);
+      el("rect", { x: box.x, y: box.y, width: box.w, height: box.h, rx: 10 }, g);
+      el("text", { x: box.x + 12, y: box.y + 17 }, g).textContent = box.cluster.title;
+    }
+    const edgeLayer = el("g", {}, svg);
+    const nodeLayer = el("g", {}, svg);
+    const edgeViews = [];
+    for (const edge of shape.edges) {
+      const from = shape.byId.get(edge.from), to = shape.byId.get(edge.to);
+      const route = edgePath(edge, from, to, shape.backEdges.has(edge), shape.nodes);
+      const g = el("g", { class: `g-edge ${edge.kind}${edge.unreachable ? " unreachable" : ""}`, "data-from": edge.from, "data-to": edge.to }, edgeLayer);
+      const path = el("path", { d: route.d, "marker-end": "url(#arrow)" }, g);
+      if (edge.label) {
+        const text = clip(edge.label);
+        const w = text.length * 6.2 + 8;
+        el("rect", { class: "label-bg", x: route.lx - w / 2, y: route.ly - 9, width: w, height: 16, rx: 3 }, g);
+        const label = el("text", { x: route.lx, y: route.ly + 3, "text-anchor": "middle" }, g);
+        label.textContent = text;
+        el("title", {}, g).textContent = edge.label;
+      }
+      edgeViews.push({ edge, g, path });
+    }
+    const nodeViews = new Map();
+    for (const node of shape.nodes) {
+      const g = el("g", {
+        class: `g-node ${node.kind}${node.unreachable ? " unreachable" : ""}`,
+        "data-id": node.id,
+        "data-kind": node.kind,
+        transform: `translate(${node.cx - node.w / 2},${node.cy - node.h / 2})`,
+      }, nodeLayer);
+      if (node.flow) g.setAttribute("data-flow", node.flow);
+      if (node.step) g.setAttribute("data-step", node.step);
+      const round = node.kind === "entry" || node.kind === "message" || node.kind === "run" || node.kind === "complete" || node.kind === "abort";
+      el("rect", { width: node.w, height: node.h, rx: round ? node.h / 2 : 6 }, g);
+      node.shown.forEach((line, i) => {
+        const text = el("text", { x: node.w / 2, y: 6 + LINE_HEIGHT * (i + 1) - 4, "text-anchor": "middle", class: i === 0 ? "" : "sub" }, g);
+        text.textContent = line;
+      });
+      el("title", {}, g).textContent = (node.lines || []).join("\n");
+      nodeViews.set(node.id, g);
+    }
+    container.appendChild(svg);
+
+    return {
+      // current: a node id or null; visited: node ids; taken: [from, to] pairs.
+      highlight({ current, visited, taken }) {
+        const takenKeys = new Set((taken || []).map(([from, to]) => `${from}>${to}`));
+        for (const [id, g] of nodeViews) {
+          g.classList.toggle("current", id === current);
+          g.classList.toggle("visited", id !== current && (visited || []).includes(id));
+          if (id === current) g.setAttribute("aria-current", "step");
+          else g.removeAttribute("aria-current");
+        }
+        for (const view of edgeViews) {
+          const on = takenKeys.has(`${view.edge.from}>${view.edge.to}`);
+          view.g.classList.toggle("taken", on);
+          view.path.setAttribute("marker-end", on ? "url(#arrow-taken)" : "url(#arrow)");
+          // Taken edges last, so they are drawn over the others.
+          if (on) view.g.parentNode.appendChild(view.g);
+        }
+        const target = current && nodeViews.get(current);
+        if (target && target.scrollIntoView) target.scrollIntoView({ block: "nearest", inline: "nearest" });
+      },
+      nodeId(flow, step) {
+        for (const node of shape.nodes) if (node.flow === flow && node.step === step) return node.id;
+        return null;
+      },
+      terminal(flow, kind) {
+        for (const node of shape.nodes) if (node.flow === flow && node.kind === kind) return node.id;
+        return null;
+      },
+      hasEdge(from, to) {
+        return shape.edges.some((edge) => edge.from === from && edge.to === to);
+      },
+    };
+  }
+
+  window.FlowGraph = { render };
+})();
