@@ -351,7 +351,7 @@
 
   function fill(list, items, render, empty) {
     list.textContent = "";
-    if (!items.length) list.appendChild(text("li", empty, "none"));
+    if (!items.length && empty) list.appendChild(text("li", empty, "none"));
     for (const item of items) list.appendChild(render(item));
   }
 
@@ -514,6 +514,9 @@
       if (!message || state.busy || !state.session) return;
       input.value = "";
       send(message);
+    });
+    $("#show-failure").addEventListener("change", (event) => {
+      $("#graph").classList.toggle("hide-failure", !event.target.checked);
     });
     $("#run-form").addEventListener("submit", (event) => { event.preventDefault(); startRun(); });
     $("#resume-run").addEventListener("click", () => runAction("resume"));

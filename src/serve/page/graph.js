@@ -9,7 +9,7 @@
   const CHAR_WIDTH = 6.9;
   const LINE_HEIGHT = 16;
   const MAX_CHARS = 36;
-  const LAYER_GAP = 48;
+  const LAYER_GAP = 58;
   const NODE_GAP = 26;
   const CLUSTER_PAD = 18;
   const CLUSTER_TITLE = 24;
@@ -142,7 +142,7 @@
     let x = 0;
     let backEdges = new Set();
     const top = nodes.filter((node) => node.flow === null);
-    const topHeight = top.length ? Math.max(...top.map((node) => node.h)) + LAYER_GAP : 0;
+    const topHeight = top.length ? Math.max(...top.map((node) => node.h)) + LAYER_GAP + 20 : 0;
     for (const cluster of graph.clusters) {
       const members = nodes.filter((node) => clusterOf(node) === cluster.flow);
       if (!members.length) continue;
@@ -175,17 +175,21 @@
     return { nodes, byId, edges, boxes, backEdges, width, height };
   }
 
-  function point(a, b, c, d, t) {
+  function bezier(segment, t) {
+    const [a, b, c, d] = segment;
     const s = 1 - t;
-    return s * s * s * a + 3 * s * s * t * b + 3 * s * t * t * c + t * t * t * d;
+    const at = (k) => s * s * s * a[k] + 3 * s * s * t * b[k] + 3 * s * t * t * c[k] + t * t * t * d[k];
+    return [at(0), at(1)];
   }
 
-  function edgePath(edge, from, to, isBack, placed) {
+  // A route is a chain of cubic segments: drawn as one path, and walked
+  // to find room for the edge's label.
+  function route(from, to, isBack, placed) {
     if (isBack || to.cy <= from.cy) {
       // Up, or beside: out of the right side and back in at the right.
-      const sx = from.cx + from.w / 2, sy = from.cy, tx = to.cx + to.w / 2, ty = to.cy;
+      const sx = from.cx + from.w / 2, sy = from.cy, tx = to.cx + to.w / 2 + 6, ty = to.cy;
       const reach = Math.max(sx, tx) + 36 + Math.min(60, Math.abs(sy - ty) / 6);
-      return { d: `M${sx},${sy} C${reach},${sy} ${reach},${ty} ${tx + 6},${ty}`, lx: reach - 8, ly: (sy + ty) / 2 };
+      return { segments: [[[sx, sy], [reach, sy], [reach, ty], [tx, ty]]], side: "right" };
     }
     const sx = from.cx, sy = from.cy + from.h / 2, tx = to.cx, ty = to.cy - to.h / 2 - 6;
     // A long edge whose straight line would cross a node between its ends
@@ -196,12 +200,44 @@
       const right = Math.max(...blocking.map((node) => node.cx + node.w / 2)) + 22;
       const left = Math.min(...blocking.map((node) => node.cx - node.w / 2)) - 22;
       const side = Math.abs(right - sx) <= Math.abs(sx - left) ? right : left;
-      const d = `M${sx},${sy} C${sx},${sy + 30} ${side},${sy + 30} ${side},${(sy + ty) / 2} S${tx},${ty - 30} ${tx},${ty}`;
-      return { d, lx: side, ly: (sy + ty) / 2 };
+      const top = Math.min(...blocking.map((node) => node.cy - node.h / 2));
+      const bottom = Math.max(...blocking.map((node) => node.cy + node.h / 2));
+      return {
+        segments: [
+          [[sx, sy], [sx, (sy + top) / 2], [side, (sy + top) / 2], [side, top]],
+          [[side, top], [side, (top + bottom) / 2], [side, (top + bottom) / 2], [side, bottom]],
+          [[side, bottom], [side, (bottom + ty) / 2], [tx, (bottom + ty) / 2], [tx, ty]],
+        ],
+        side: side === right ? "right" : "left",
+      };
     }
     const bend = Math.max(20, (ty - sy) / 2);
-    const d = `M${sx},${sy} C${sx},${sy + bend} ${tx},${ty - bend} ${tx},${ty}`;
-    return { d, lx: point(sx, sx, tx, tx, 0.5), ly: point(sy, sy + bend, ty - bend, ty, 0.5) };
+    return { segments: [[[sx, sy], [sx, sy + bend], [tx, ty - bend], [tx, ty]]], side: null };
+  }
+
+  function pathData(segments) {
+    const [first] = segments;
+    let d = `M${first[0][0]},${first[0][1]}`;
+    for (const [, b, c, e] of segments) d += ` C${b[0]},${b[1]} ${c[0]},${c[1]} ${e[0]},${e[1]}`;
+    return d;
+  }
+
+  // The first spot along the route, from its middle outwards, where the
+  // label overlaps no node and no label placed before it.
+  function labelSpot(path, w, h, nodes, labels) {
+    const overlaps = (x, y, box) => Math.abs(x - box.x) * 2 < w + box.w && Math.abs(y - box.y) * 2 < h + box.h;
+    const free = (x, y) => !nodes.some((node) => overlaps(x, y, { x: node.cx, y: node.cy, w: node.w + 4, h: node.h + 4 })) &&
+      !labels.some((box) => overlaps(x, y, box));
+    const spots = [];
+    for (const t of [0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8, 0.12, 0.88]) {
+      const where = t * path.segments.length;
+      const index = Math.min(path.segments.length - 1, Math.floor(where));
+      spots.push(bezier(path.segments[index], where - index));
+    }
+    const [x, y] = spots.find(([x, y]) => free(x, y)) || spots[0];
+    const box = { x, y, w, h };
+    labels.push(box);
+    return box;
   }
 
   function render(container, graph) {
@@ -235,20 +271,27 @@
     const edgeLayer = el("g", {}, svg);
     const nodeLayer = el("g", {}, svg);
     const edgeViews = [];
-    for (const edge of shape.edges) {
+    const labels = [];
+    // Failure paths (no answer, a failing step) are drawn only when asked
+    // for or when taken: on every asking step they would hide the flow.
+    const failure = (edge) => edge.kind === "no_answer" || edge.kind === "on_error";
+    const ordered = [...shape.edges.filter((edge) => !failure(edge)), ...shape.edges.filter(failure)];
+    for (const edge of ordered) {
       const from = shape.byId.get(edge.from), to = shape.byId.get(edge.to);
-      const route = edgePath(edge, from, to, shape.backEdges.has(edge), shape.nodes);
-      const g = el("g", { class: `g-edge ${edge.kind}${edge.unreachable ? " unreachable" : ""}`, "data-from": edge.from, "data-to": edge.to }, edgeLayer);
-      const path = el("path", { d: route.d, "marker-end": "url(#arrow)" }, g);
+      const path = route(from, to, shape.backEdges.has(edge), shape.nodes);
+      const classes = `g-edge ${edge.kind}${edge.unreachable ? " unreachable" : ""}${failure(edge) ? " failure" : ""}`;
+      const g = el("g", { class: classes, "data-from": edge.from, "data-to": edge.to }, edgeLayer);
+      const line = el("path", { d: pathData(path.segments), "marker-end": "url(#arrow)" }, g);
       if (edge.label) {
         const text = clip(edge.label);
-        const w = text.length * 6.2 + 8;
-        el("rect", { class: "label-bg", x: route.lx - w / 2, y: route.ly - 9, width: w, height: 16, rx: 3 }, g);
-        const label = el("text", { x: route.lx, y: route.ly + 3, "text-anchor": "middle" }, g);
+        const w = text.length * 6.2 + 10;
+        const spot = failure(edge) ? labelSpot(path, w, 16, shape.nodes, []) : labelSpot(path, w, 16, shape.nodes, labels);
+        el("rect", { class: "label-bg", x: spot.x - w / 2, y: spot.y - 8, width: w, height: 16, rx: 3 }, g);
+        const label = el("text", { x: spot.x, y: spot.y + 4, "text-anchor": "middle" }, g);
         label.textContent = text;
-        el("title", {}, g).textContent = edge.label;
       }
-      edgeViews.push({ edge, g, path });
+      el("title", {}, g).textContent = `${from.shown[0]} → ${to.shown[0]}${edge.label ? ": " + edge.label : ""}`;
+      edgeViews.push({ edge, g, path: line });
     }
     const nodeViews = new Map();
     for (const node of shape.nodes) {
