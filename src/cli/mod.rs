@@ -14,6 +14,7 @@ pub mod report;
 pub mod resume;
 pub mod run;
 pub mod runs;
+pub mod serve;
 pub mod sessions;
 pub mod stored_run;
 pub mod worker;
@@ -54,6 +55,8 @@ pub enum Command {
     Runs(runs::RunsArgs),
     /// List, show or delete stored conversations
     Sessions(sessions::SessionsArgs),
+    /// Serve programs' conversations and workflow runs over HTTP
+    Serve(Box<serve::ServeArgs>),
 }
 
 /// How a command ended, as the process exit code documents it.
@@ -108,6 +111,7 @@ pub fn main() -> ExitCode {
         Command::Worker(args) => worker::run(&args),
         Command::Runs(args) => runs::run(&args),
         Command::Sessions(args) => sessions::run(&args),
+        Command::Serve(args) => serve::run(&args),
     };
     outcome.exit_code()
 }

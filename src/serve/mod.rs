@@ -1,4 +1,311 @@
-//! `flowc serve`: conversations and workflows behind an HTTP API, and the
-//! playground page in front of it.
+//! `flowc serve`: conversations and workflow runs behind an HTTP API (axum
+//! on a multi-thread tokio runtime). The turn and the stores are
+//! synchronous: every turn, step and store call runs on tokio's blocking
+//! pool, never on an async worker.
+//!
+//! This file holds the server's state, the route table (which the router
+//! and the OpenAPI document are both built from) and starting and stopping
+//! the server. Handlers live per resource: `sessions` (with the turn and
+//! its server-sent events in `turn`), `runs`; `auth` decides who asks,
+//! `error` is the one error shape, `metrics` the Prometheus text,
+//! `openapi` the document, `programs` the programs by name.
 
+pub mod auth;
+pub mod error;
+pub mod metrics;
+pub mod openapi;
 pub mod page;
+pub mod programs;
+pub mod runs;
+pub mod sessions;
+pub mod turn;
+
+use crate::store::{Store, StoreLocation};
+use auth::Auth;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodFilter, MethodRouter, on};
+use error::ApiError;
+use metrics::Metrics;
+use programs::{ProgramSettings, Programs};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The request body limit when none is configured: far above any message
+/// or run input, far below what could hurt the server.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+/// Everything `flowc serve` was asked for.
+pub struct ServeOptions {
+    pub files: Vec<PathBuf>,
+    pub addr: SocketAddr,
+    pub store: StoreLocation,
+    pub auth: Auth,
+    pub insecure_open: bool,
+    pub body_limit: usize,
+    pub settings: ProgramSettings,
+    /// How often `GET /v1/runs/{id}/events` reads a running run again.
+    pub run_poll: Duration,
+}
+
+/// What every handler shares.
+pub struct AppState {
+    pub programs: Programs,
+    pub store: Arc<dyn Store>,
+    pub auth: Auth,
+    pub metrics: Metrics,
+    pub body_limit: usize,
+    pub run_poll: Duration,
+    /// This process's name on the runs it claims.
+    pub holder: String,
+    /// Runs started with `"wait": false`, finished before the process exits.
+    pub background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl AppState {
+    /// Compiles the programs and opens the store.
+    pub fn new(options: &ServeOptions) -> Result<Arc<AppState>, String> {
+        let programs = Programs::load(&options.files, options.settings.clone())?;
+        let store = crate::store::open(&options.store).map_err(|error| error.to_string())?;
+        Ok(Arc::new(AppState {
+            programs,
+            store: Arc::from(store),
+            auth: options.auth.clone(),
+            metrics: Metrics::default(),
+            body_limit: options.body_limit,
+            run_poll: options.run_poll,
+            holder: holder_name(),
+            background: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// Runs `work` (a turn, a step, a store call) on the blocking pool.
+    pub async fn blocking<T: Send + 'static>(
+        self: &Arc<AppState>,
+        work: impl FnOnce(&AppState) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let state = Arc::clone(self);
+        tokio::task::spawn_blocking(move || work(&state))
+            .await
+            .map_err(|error| ApiError::internal(format!("the request's work stopped: {error}")))?
+    }
+
+    /// Counts a store failure (conflicts are the client's to retry, not
+    /// the store's fault) and passes it on.
+    pub fn store_error(&self, error: crate::store::StoreError) -> ApiError {
+        if !matches!(error, crate::store::StoreError::Conflict { .. } | crate::store::StoreError::RunConflict { .. }) {
+            Metrics::add(&self.metrics.store_errors, 1);
+        }
+        ApiError::from(error)
+    }
+}
+
+/// A claim holder name unique among processes, whatever the id seed.
+fn holder_name() -> String {
+    let random = getrandom::u64().unwrap_or(0);
+    format!("serve-pid{}-{random:016x}", std::process::id())
+}
+
+/// One route of the API: the router and the OpenAPI document are both
+/// made from [`routes`], so neither has a route the other lacks.
+pub struct Route {
+    pub method: Method,
+    pub path: &'static str,
+    pub handler: MethodRouter<Arc<AppState>>,
+}
+
+fn route(method: Method, path: &'static str, handler: MethodRouter<Arc<AppState>>) -> Route {
+    Route { method, path, handler }
+}
+
+/// Every route of the API.
+pub fn routes() -> Vec<Route> {
+    vec![
+        route(Method::GET, "/healthz", on(MethodFilter::GET, health)),
+        route(Method::GET, "/metrics", on(MethodFilter::GET, metrics_text)),
+        route(Method::GET, "/openapi.json", on(MethodFilter::GET, openapi::document)),
+        route(Method::GET, "/v1/programs", on(MethodFilter::GET, programs_list)),
+        route(Method::POST, "/v1/sessions", on(MethodFilter::POST, sessions::create)),
+        route(Method::GET, "/v1/sessions", on(MethodFilter::GET, sessions::list)),
+        route(Method::GET, "/v1/sessions/{id}", on(MethodFilter::GET, sessions::show)),
+        route(Method::DELETE, "/v1/sessions/{id}", on(MethodFilter::DELETE, sessions::delete)),
+        route(Method::POST, "/v1/sessions/{id}/messages", on(MethodFilter::POST, turn::message)),
+        route(Method::POST, "/v1/runs", on(MethodFilter::POST, runs::create)),
+        route(Method::GET, "/v1/runs/{id}", on(MethodFilter::GET, runs::show)),
+        route(Method::GET, "/v1/runs/{id}/events", on(MethodFilter::GET, runs::events)),
+        route(Method::POST, "/v1/runs/{id}/resume", on(MethodFilter::POST, runs::resume)),
+        route(Method::POST, "/v1/runs/{id}/cancel", on(MethodFilter::POST, runs::cancel)),
+    ]
+}
+
+/// The API's router, with its state. The playground's routes (`GET /`,
+/// owned by `page.rs`) are merged in here, beside the API's.
+pub fn router(state: Arc<AppState>) -> Router {
+    let mut router = Router::new();
+    for Route { path, handler, .. } in routes() {
+        router = router.route(path, handler);
+    }
+    router = router.merge(page::router());
+    router
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), count_request))
+        .layer(axum::extract::DefaultBodyLimit::max(state.body_limit))
+        .with_state(state)
+}
+
+async fn count_request(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let response = next.run(request).await;
+    Metrics::add(&state.metrics.requests, 1);
+    state.metrics.request_latency.observe(started.elapsed());
+    response
+}
+
+async fn unknown_route(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "route_not_found",
+        format!("there is no route {method} {} (GET /openapi.json lists them)", uri.path()),
+    )
+}
+
+async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{} does not take {method} (GET /openapi.json lists its methods)", uri.path()),
+    )
+}
+
+async fn health() -> impl IntoResponse {
+    axum::Json(serde_json::json!({ "status": "ok" }))
+}
+
+async fn metrics_text(State(state): State<Arc<AppState>>) -> Response {
+    // Counting sessions reads the store's list: it is what is open across
+    // every process sharing the store, not only this one.
+    let open = state.blocking(|state| state.store.list().map(|list| list.len()).map_err(ApiError::from)).await.ok();
+    let text = state.metrics.render(open);
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn programs_list(State(state): State<Arc<AppState>>, _tenant: auth::Tenant) -> Result<Response, ApiError> {
+    let info = state.blocking(|state| Ok(state.programs.info())).await?;
+    Ok(axum::Json(serde_json::json!({ "programs": info })).into_response())
+}
+
+/// A server running on a runtime of its own: what tests, benches and
+/// embedders start, and what `flowc serve` waits on.
+pub struct Running {
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+}
+
+impl Running {
+    /// Stops taking connections, lets open requests finish, and waits.
+    pub fn stop(mut self) -> Result<(), String> {
+        self.stop_and_wait()
+    }
+
+    fn stop_and_wait(&mut self) -> Result<(), String> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err("the server's thread panicked".to_string()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.stop_and_wait();
+    }
+}
+
+/// Binds `options.addr` and serves on a multi-thread runtime of `workers`
+/// threads until [`Running::stop`] (or, with `signals`, SIGTERM or Ctrl-C),
+/// then drains open requests and background runs.
+pub fn start(options: &ServeOptions, workers: usize, signals: bool) -> Result<Running, String> {
+    auth::check_bind(options.addr, &options.auth, options.insecure_open)?;
+    let state = AppState::new(options)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers.max(1))
+        .enable_all()
+        .thread_name("flowc-serve")
+        .build()
+        .map_err(|error| format!("cannot start the server's runtime: {error}"))?;
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind(options.addr))
+        .map_err(|error| format!("cannot listen on {}: {error}", options.addr))?;
+    let addr = listener.local_addr().map_err(|error| format!("cannot read the bound address: {error}"))?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("flowc-serve-main".to_string())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let app = router(Arc::clone(&state));
+                let shutdown = async move {
+                    if signals {
+                        tokio::select! {
+                            _ = stopped => {}
+                            () = termination() => {}
+                        }
+                    } else {
+                        let _ = stopped.await;
+                    }
+                };
+                let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+                let background: Vec<_> =
+                    std::mem::take(&mut *state.background.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+                for task in background {
+                    let _ = task.await;
+                }
+                served.map_err(|error| format!("the server stopped: {error}"))
+            })
+        })
+        .map_err(|error| format!("cannot start the server's thread: {error}"))?;
+    Ok(Running { addr, stop: Some(stop), thread: Some(thread) })
+}
+
+impl Running {
+    /// Waits until the server stops by itself (a signal).
+    pub fn wait(mut self) -> Result<(), String> {
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err("the server's thread panicked".to_string()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// SIGTERM (what service managers send) or Ctrl-C.
+async fn termination() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,138 @@
+//! `flowc serve PATH...`: reads the flags, the tokens and the store into
+//! [`crate::serve::ServeOptions`] and runs the server until SIGTERM or
+//! Ctrl-C.
+
+use super::Outcome;
+use super::limits::LimitFlags;
+use super::load::expand_paths;
+use crate::serve::auth::{Auth, parse_pair, tokens_from_toml};
+use crate::serve::programs::ProgramSettings;
+use crate::serve::{DEFAULT_BODY_LIMIT, ServeOptions};
+use crate::store::StoreLocation;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Programs (.flow, .yaml, .yml) or folders of them; each is served by its file name without extension
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// The address to listen on (port 0 picks a free port, printed at start)
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// The store: sqlite:PATH or postgres://… (default: .flowc/flowc.db beside the first program, or FLOWC_STORE, or [store] in flowc.toml)
+    #[arg(long)]
+    pub store: Option<String>,
+    /// A bearer token, as TENANT=TOKEN (repeatable; also FLOWC_SERVE_TOKENS, comma-separated, and [serve.tokens] in flowc.toml)
+    #[arg(long = "token", value_name = "TENANT=TOKEN")]
+    pub tokens: Vec<String>,
+    /// Listen on a non-loopback address without any token
+    #[arg(long)]
+    pub insecure_open: bool,
+    /// The largest request body taken, in bytes (larger ones get 413)
+    #[arg(long, default_value_t = DEFAULT_BODY_LIMIT)]
+    pub max_body: usize,
+    /// Async worker threads (turns run on tokio's blocking pool beside them)
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// How often a run's event stream reads a running run again, e.g. 100ms
+    #[arg(long, default_value = "100ms", value_parser = parse_poll)]
+    pub events_poll: Duration,
+    /// The model: offline (default), openai, anthropic or replay:FILE
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// The model name (overrides flowc.toml and FLOWC_MODEL)
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The endpoint root (overrides OPENAI_BASE_URL and flowc.toml)
+    #[arg(long)]
+    pub base_url: Option<String>,
+    #[command(flatten)]
+    pub limits: LimitFlags,
+}
+
+fn parse_poll(text: &str) -> Result<Duration, String> {
+    crate::runtime::limits_config::parse_time(text)
+}
+
+pub fn run(args: &ServeArgs) -> Outcome {
+    match options(args) {
+        Ok(options) => serve(&options, args.workers),
+        Err(message) => {
+            eprintln!("error: {message}");
+            Outcome::Error
+        }
+    }
+}
+
+fn serve(options: &ServeOptions, workers: usize) -> Outcome {
+    let running = match crate::serve::start(options, workers, true) {
+        Ok(running) => running,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return Outcome::Error;
+        }
+    };
+    // The one line a script or test waits for: where to connect.
+    eprintln!("flowc serve: listening on http://{} (store {})", running.addr, options.store);
+    match running.wait() {
+        Ok(()) => {
+            eprintln!("flowc serve: stopped");
+            Outcome::Success
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            Outcome::Error
+        }
+    }
+}
+
+fn options(args: &ServeArgs) -> Result<ServeOptions, String> {
+    let files = expand_paths(&args.paths).map_err(|error| error.to_string())?;
+    let first = files.first().cloned();
+    let store = StoreLocation::resolve(args.store.as_deref(), first.as_deref()).map_err(|error| error.to_string())?;
+    let limits = match &first {
+        Some(file) => args.limits.resolve(file)?,
+        None => Default::default(),
+    };
+    let (clock, ids) = crate::runtime::clock::from_env().map_err(|error| error.to_string())?;
+    let provider_flags = crate::llm::ProviderFlags {
+        provider: args.provider.clone(),
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+        ..crate::llm::ProviderFlags::default()
+    };
+    let auth = Auth::new(tokens(args, first.as_deref())?)?;
+    Ok(ServeOptions {
+        files,
+        addr: args.addr,
+        store,
+        auth,
+        insecure_open: args.insecure_open,
+        body_limit: args.max_body,
+        settings: ProgramSettings { provider_flags, limits, clock, ids },
+        run_poll: args.events_poll,
+    })
+}
+
+/// The tokens of `[serve.tokens]` in flowc.toml, `FLOWC_SERVE_TOKENS` and
+/// `--token`, later ones replacing a tenant's earlier token.
+fn tokens(args: &ServeArgs, program: Option<&std::path::Path>) -> Result<Vec<(String, String)>, String> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    if let Some(path) = crate::llm::config::config_file(program, &cwd) {
+        let text =
+            std::fs::read_to_string(&path).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+        let configured = tokens_from_toml(&text).map_err(|message| format!("{}: {message}", path.display()))?;
+        pairs.extend(configured);
+    }
+    let env = std::env::var("FLOWC_SERVE_TOKENS").unwrap_or_default();
+    let given = env.split(',').map(str::trim).filter(|text| !text.is_empty()).map(str::to_string);
+    for text in given.chain(args.tokens.iter().cloned()) {
+        let (tenant, token) = parse_pair(&text)?;
+        pairs.retain(|(known, _)| *known != tenant);
+        pairs.push((tenant, token));
+    }
+    Ok(pairs)
+}

@@ -1,0 +1,369 @@
+//! `/v1/runs`: workflow runs started, shown, followed, resumed and
+//! cancelled over HTTP. A run is stored before its first step and at every
+//! step after, under this process's claim, exactly as `flowc run` stores
+//! it, so `flowc resume`, `flowc worker` and other servers see the same
+//! run. Its JSON is `flowc run --json`'s run object.
+//!
+//! The execution below mirrors `cli::stored_run` (which the command line
+//! owns and which this module cannot name without a dependency cycle:
+//! `cli` starts the server).
+
+use super::AppState;
+use super::auth::{Tenant, new_id, owned_program};
+use super::error::{ApiError, Body, from_body_rejection};
+use super::metrics::Metrics;
+use super::programs::Version;
+use crate::runtime::tools::ToolRegistry;
+use crate::runtime::workflow::{RunLimits, RunStatus, StepProgress, WorkflowRun, WorkflowRunner};
+use crate::store::{Claim, StoreError, StoredRun};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use std::convert::Infallible;
+use std::sync::Arc;
+
+/// How long a claim holds a run without a checkpoint renewing it (the
+/// command line's lease: a server that dies mid-step leaves the run to a
+/// worker after it).
+const LEASE_SECONDS: i64 = 300;
+
+fn claim(state: &AppState, version: &Version) -> Claim {
+    let now = version.tool_env.clock.now().timestamp();
+    Claim { holder: state.holder.clone(), now, until: now.saturating_add(LEASE_SECONDS) }
+}
+
+fn owned(tenant: &Tenant, id: &str) -> Result<String, ApiError> {
+    owned_program(tenant, id).map(str::to_string).ok_or_else(|| ApiError::no_run(id))
+}
+
+/// The run's JSON, with its data in the order of its program's schema
+/// when this server has the version it ran on.
+fn run_json(state: &AppState, program: &str, stored: &StoredRun) -> serde_json::Value {
+    match state.programs.version(program, &stored.program_hash) {
+        Some(version) => stored.run.to_json(&version.ir),
+        None => stored.run.to_json_without_program(),
+    }
+}
+
+/// `POST /v1/runs {"program", "flow"?, "data"?, "context"?, "wait"?}`: starts
+/// a run and answers 201 with the run where it stopped (completed,
+/// failed, waiting…); with `"wait": false`, 202 at once with the run as
+/// stored, which goes on in the background.
+pub async fn create(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(|rejection| from_body_rejection(&rejection))?;
+    let body = Body::parse(&body, &["program", "flow", "data", "context", "wait"])?;
+    let name = body.required_str("program")?.to_string();
+    let version = state.programs.current(&name).ok_or_else(|| ApiError::no_program(&name))?;
+    let flow = match body.optional_str("flow")? {
+        Some(flow) => version
+            .ir
+            .flow_by_name(flow)
+            .ok_or_else(|| ApiError::invalid(format!("`flow`: the program `{name}` has no flow `{flow}`")))?,
+        None => version
+            .ir
+            .default_flow
+            .or_else(|| (version.ir.flows.len() == 1).then_some(crate::ir::FlowId(0)))
+            .ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "missing field `flow`: the program `{name}` has several flows and no default"
+                ))
+            })?,
+    };
+    let context = super::sessions::context(&version.ir, &body.optional_object("context")?)?;
+    let data = body.optional_object("data")?;
+    let wait = body.optional_bool("wait")?.unwrap_or(true);
+    let mut run = crate::runtime::workflow::start(&version.ir, &version.tool_env, flow, &data, context)
+        .map_err(|error| ApiError::invalid(format!("`data`: {error}")))?;
+    run.run = new_id(&tenant, &name, &run.run);
+    let started = Arc::clone(&state);
+    let (stored, version) = started
+        .blocking(move |state| {
+            let claim = claim(state, &version);
+            let mut stored = StoredRun {
+                run,
+                program: version.path.display().to_string(),
+                program_hash: version.hash.clone(),
+                version: 1,
+                due_at: None,
+            };
+            for _ in 0..100 {
+                match state.store.save_run(&stored, 0, Some(&claim)) {
+                    Ok(()) => return Ok((stored, version)),
+                    Err(StoreError::RunConflict { .. }) => {
+                        stored.run.run = new_id(&tenant, &name, &version.tool_env.ids.next_id());
+                    }
+                    Err(error) => return Err(state.store_error(error)),
+                }
+            }
+            Err(ApiError::internal("every new run id tried was taken"))
+        })
+        .await?;
+    Metrics::add(&state.metrics.runs_started, 1);
+    let program = version.name.clone();
+    if !wait {
+        let shown = run_json(&state, &program, &stored);
+        let background = Arc::clone(&state);
+        let task = tokio::task::spawn_blocking(move || {
+            let mut stored = stored;
+            if let Err(error) = execute(&background, &mut stored, &version) {
+                eprintln!("warning: run {} stopped: {}", stored.run.run, error.message);
+            }
+        });
+        state.background.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(task);
+        return Ok((StatusCode::ACCEPTED, Json(shown)).into_response());
+    }
+    let shown = state
+        .blocking(move |state| {
+            let mut stored = stored;
+            execute(state, &mut stored, &version)?;
+            Ok(run_json(state, &program, &stored))
+        })
+        .await?;
+    Ok((StatusCode::CREATED, Json(shown)).into_response())
+}
+
+/// Runs `stored` from where it stands to where it stops, saving it at every
+/// step under this process's claim, then releases it.
+fn execute(state: &AppState, stored: &mut StoredRun, version: &Version) -> Result<(), ApiError> {
+    let tools = ToolRegistry::default();
+    let mut on_progress = |_: &StepProgress| {};
+    let sleep = |duration: std::time::Duration| std::thread::sleep(duration);
+    let mut saved: Result<(), StoreError> = Ok(());
+    let mut run = stored.run.clone();
+    let limits: RunLimits = version.limits.run;
+    let stopped = {
+        let mut checkpoint = |run: &WorkflowRun| -> Result<(), String> {
+            let renewed = claim(state, version);
+            crate::store::commit_run(state.store.as_ref(), stored, run.clone(), None, Some(&renewed)).map_err(|error| {
+                let message = error.to_string();
+                saved = Err(error);
+                message
+            })
+        };
+        let mut runner = WorkflowRunner {
+            program: &version.ir,
+            tools: &tools,
+            tool_env: &version.tool_env,
+            sleep: &sleep,
+            on_progress: &mut on_progress,
+            checkpoint: &mut checkpoint,
+        };
+        runner.run_within(&mut run, limits).is_err()
+    };
+    if stopped {
+        // A checkpoint was refused: someone else (a cancel) changed the run.
+        return saved.map_err(|error| state.store_error(error));
+    }
+    let due = due_at(&run);
+    crate::store::commit_run(state.store.as_ref(), stored, run, due, None).map_err(|error| state.store_error(error))
+}
+
+/// When a waiting run may go on, in seconds since the epoch.
+fn due_at(run: &WorkflowRun) -> Option<i64> {
+    if run.status != RunStatus::Waiting {
+        return None;
+    }
+    let resume_at = run.resume_at.as_deref()?;
+    chrono::DateTime::parse_from_rfc3339(resume_at).ok().map(|at| at.timestamp())
+}
+
+fn load(state: &AppState, id: &str) -> Result<StoredRun, ApiError> {
+    state.store.load_run(id).map_err(|error| state.store_error(error))?.ok_or_else(|| ApiError::no_run(id))
+}
+
+/// `GET /v1/runs/{id}`.
+pub async fn show(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let program = owned(&tenant, &id)?;
+    let shown = state.blocking(move |state| Ok(run_json(state, &program, &load(state, &id)?))).await?;
+    Ok(Json(shown).into_response())
+}
+
+fn ended(status: RunStatus) -> bool {
+    matches!(status, RunStatus::Completed | RunStatus::Failed | RunStatus::Aborted)
+}
+
+fn status_name(status: RunStatus) -> String {
+    serde_json::to_value(status).ok().and_then(|value| value.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+/// `POST /v1/runs/{id}/resume {"now"?}`: goes on with a waiting run once it
+/// is due (at once with `"now": true`), or with one a limit paused, as
+/// `flowc resume` does; answers the run where it stopped.
+pub async fn resume(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let program = owned(&tenant, &id)?;
+    let body = body.map_err(|rejection| from_body_rejection(&rejection))?;
+    let now = if body.iter().all(u8::is_ascii_whitespace) {
+        false
+    } else {
+        Body::parse(&body, &["now"])?.optional_bool("now")?.unwrap_or(false)
+    };
+    let shown = state
+        .blocking(move |state| {
+            let stored = load(state, &id)?;
+            if ended(stored.run.status) {
+                return Err(ApiError::conflict(format!(
+                    "run `{id}` has ended ({}): there is nothing to resume",
+                    status_name(stored.run.status)
+                ))
+                .with_code("run_ended"));
+            }
+            let version = state.programs.version(&program, &stored.program_hash).ok_or_else(|| {
+                ApiError::conflict(format!(
+                    "run `{id}` started on a version of `{program}` this server does not have (hash {}); \
+                         a run goes on only with the program it started with",
+                    stored.program_hash
+                ))
+                .with_code("incompatible_program")
+            })?;
+            let claim = claim(state, &version);
+            let not_due = stored.due_at.is_some_and(|due| due > claim.now);
+            if stored.run.status == RunStatus::Waiting && !now && not_due {
+                return Err(ApiError::conflict(format!(
+                    "run `{id}` waits until {}; send {{\"now\": true}} to resume it early",
+                    stored.run.resume_at.clone().unwrap_or_default()
+                ))
+                .with_code("not_due"));
+            }
+            let mut claimed =
+                state.store.claim_run(&id, &claim, now).map_err(|error| state.store_error(error))?.ok_or_else(
+                    || {
+                        ApiError::conflict(format!("run `{id}` is being run by another process; try again later"))
+                            .with_code("run_busy")
+                    },
+                )?;
+            execute(state, &mut claimed, &version)?;
+            Ok(run_json(state, &program, &claimed))
+        })
+        .await?;
+    Ok(Json(shown).into_response())
+}
+
+/// `POST /v1/runs/{id}/cancel`: a waiting, paused or running run is
+/// stopped for good: `aborted`, with `error` saying it was cancelled. The
+/// save is a compare-and-swap, so a process running the run finds its next
+/// checkpoint refused and stops there; a worker never takes it (only
+/// waiting runs are due).
+pub async fn cancel(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let program = owned(&tenant, &id)?;
+    let shown = state
+        .blocking(move |state| {
+            // A checkpoint landing between the load and the save makes the
+            // save a conflict: read again and retry, a few times.
+            for _ in 0..10 {
+                let mut stored = load(state, &id)?;
+                if ended(stored.run.status) {
+                    return Err(ApiError::conflict(format!(
+                        "run `{id}` has ended ({}): there is nothing to cancel",
+                        status_name(stored.run.status)
+                    ))
+                    .with_code("run_ended"));
+                }
+                let mut run = stored.run.clone();
+                run.status = RunStatus::Aborted;
+                run.error = Some("cancelled through the API".to_string());
+                run.next_step = None;
+                run.resume_at = None;
+                match crate::store::commit_run(state.store.as_ref(), &mut stored, run, None, None) {
+                    Ok(()) => return Ok(run_json(state, &program, &stored)),
+                    Err(StoreError::RunConflict { .. }) => {}
+                    Err(error) => return Err(state.store_error(error)),
+                }
+            }
+            Err(ApiError::conflict(format!("run `{id}` kept changing while it was being cancelled; try again")))
+        })
+        .await?;
+    Ok(Json(shown).into_response())
+}
+
+/// `GET /v1/runs/{id}/events`: the run's events as server-sent events,
+/// from its first: each `step` event (`step_started`, `step_completed`,
+/// `step_failed`, `run_resumed`) with `progress` "step N of M", then one
+/// `finished` (or `waiting`, `paused`) event with the run object when it
+/// stops. A stopped run's events are replayed from the store; a running
+/// one's follow as it is saved, by whichever process runs it.
+pub async fn events(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let program = owned(&tenant, &id)?;
+    let first = {
+        let id = id.clone();
+        state.blocking(move |state| load(state, &id)).await?
+    };
+    let poll = state.run_poll;
+    let start = (Some(first), 0usize, Vec::<SseEvent>::new(), false);
+    let stream = futures_util::stream::unfold(start, move |(mut loaded, mut sent, mut queue, mut done)| {
+        let state = Arc::clone(&state);
+        let id = id.clone();
+        let program = program.clone();
+        async move {
+            loop {
+                if let Some(event) = queue.pop() {
+                    return Some((Ok::<_, Infallible>(event), (loaded, sent, queue, done)));
+                }
+                if done {
+                    return None;
+                }
+                let stored = match loaded.take() {
+                    Some(stored) => stored,
+                    None => {
+                        tokio::time::sleep(poll).await;
+                        let reload = id.clone();
+                        match state.blocking(move |state| load(state, &reload)).await {
+                            Ok(stored) => stored,
+                            Err(error) => {
+                                queue.push(SseEvent::default().event("error").data(error.body().to_string()));
+                                done = true;
+                                continue;
+                            }
+                        }
+                    }
+                };
+                let fresh: Vec<SseEvent> =
+                    stored.run.events.iter().skip(sent).map(|event| step_event(&stored.run, event)).collect();
+                sent = stored.run.events.len().max(sent);
+                if stored.run.status != RunStatus::Running {
+                    let kind = match stored.run.status {
+                        RunStatus::Waiting => "waiting",
+                        RunStatus::Paused => "paused",
+                        _ => "finished",
+                    };
+                    queue.push(SseEvent::default().event(kind).data(run_json(&state, &program, &stored).to_string()));
+                    done = true;
+                }
+                queue.extend(fresh.into_iter().rev());
+            }
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+fn step_event(run: &WorkflowRun, event: &crate::runtime::workflow_run::RunEvent) -> SseEvent {
+    let total = run.steps.len();
+    let index = event.step.as_deref().and_then(|step| run.steps.iter().position(|record| record.id == step));
+    let progress = index.map(|index| format!("step {} of {total}", index + 1));
+    let data = serde_json::json!({ "event": event.event, "step": event.step, "at": event.at, "progress": progress });
+    SseEvent::default().event("step").data(data.to_string())
+}

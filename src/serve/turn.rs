@@ -1,0 +1,207 @@
+//! `POST /v1/sessions/{id}/messages`: one turn of a stored conversation,
+//! answered with exactly `flowc run --json`'s turn object, or, asked for
+//! with `Accept: text/event-stream`, as server-sent events: the reply's
+//! text as it is written (`text`), then the turn's events (`event`), then
+//! the turn object (`turn`), or an `error`.
+//!
+//! A turn loads the session, runs on a runtime of the session's program
+//! version and saves with a compare-and-swap on the version it loaded: a
+//! session another request (or server) changed meanwhile is a 409 and
+//! nothing of the turn is kept. A client that drops a stream does not stop
+//! its turn: the turn is committed, and `GET /v1/sessions/{id}` shows it.
+
+use super::AppState;
+use super::auth::Tenant;
+use super::error::{ApiError, Body, from_body_rejection};
+use super::metrics::Metrics;
+use super::programs::Version;
+use super::sessions::owned;
+use crate::runtime::engine::TurnError;
+use crate::runtime::events::TurnResult;
+use crate::runtime::session::{Session, adopt};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+use tokio::sync::mpsc;
+
+/// What a streamed turn sends, in order.
+enum Streamed {
+    Text(String),
+    Done(Result<TurnResult, ApiError>),
+}
+
+pub async fn message(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let program = owned(&tenant, &id)?;
+    let body = body.map_err(|rejection| from_body_rejection(&rejection))?;
+    let body = Body::parse(&body, &["text", "version"])?;
+    let text = body.required_str("text")?.to_string();
+    let expected = body.optional_u64("version")?;
+    let streamed = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|accept| accept.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/event-stream"));
+    if !streamed {
+        let result = state.blocking(move |state| run_turn(state, &id, &program, &text, expected, None)).await?;
+        return Ok(Json(result.to_json_line()).into_response());
+    }
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let worker = Arc::clone(&state);
+    tokio::task::spawn_blocking(move || {
+        let text_sender = sender.clone();
+        // A send fails only once the client is gone; the turn goes on.
+        let sink = Box::new(move |piece: &str| {
+            let _ = text_sender.send(Streamed::Text(piece.to_string()));
+        });
+        let result = run_turn(&worker, &id, &program, &text, expected, Some(sink));
+        let _ = sender.send(Streamed::Done(result));
+    });
+    let stream = futures_util::stream::unfold(
+        (receiver, Vec::<SseEvent>::new(), false),
+        |(mut receiver, mut queue, done)| async move {
+            loop {
+                if let Some(event) = queue.pop() {
+                    return Some((Ok::<_, Infallible>(event), (receiver, queue, done)));
+                }
+                if done {
+                    return None;
+                }
+                match receiver.recv().await? {
+                    Streamed::Text(piece) => {
+                        let event =
+                            SseEvent::default().event("text").data(serde_json::json!({ "text": piece }).to_string());
+                        return Some((Ok(event), (receiver, queue, false)));
+                    }
+                    Streamed::Done(Ok(result)) => {
+                        // Queued last first: `pop` takes from the end.
+                        queue.push(SseEvent::default().event("turn").data(result.to_json_line().to_string()));
+                        for event in result.events.iter().rev() {
+                            let data = serde_json::to_string(event).unwrap_or_default();
+                            queue.push(SseEvent::default().event("event").data(data));
+                        }
+                        return Some((Ok(SseEvent::default().comment("turn finished")), (receiver, queue, true)));
+                    }
+                    Streamed::Done(Err(error)) => {
+                        queue.push(SseEvent::default().event("error").data(error.body().to_string()));
+                        return Some((Ok(SseEvent::default().comment("turn failed")), (receiver, queue, true)));
+                    }
+                }
+            }
+        },
+    );
+    Ok((StatusCode::OK, Sse::new(stream).keep_alive(KeepAlive::default())).into_response())
+}
+
+/// One turn, on the blocking pool: load, run, save. `stream` receives the
+/// reply as it is written.
+fn run_turn(
+    state: &AppState,
+    id: &str,
+    program: &str,
+    text: &str,
+    expected: Option<u64>,
+    stream: Option<Box<dyn FnMut(&str) + Send>>,
+) -> Result<TurnResult, ApiError> {
+    let started = Instant::now();
+    state.metrics.turns_in_flight.fetch_add(1, Ordering::Relaxed);
+    let result = turn_inner(state, id, program, text, expected, stream);
+    state.metrics.turns_in_flight.fetch_sub(1, Ordering::Relaxed);
+    match &result {
+        Ok(turn) => {
+            Metrics::add(&state.metrics.turns, 1);
+            Metrics::add(&state.metrics.model_calls, u64::from(turn.llm_calls));
+            Metrics::add(&state.metrics.tokens_prompt, turn.tokens.prompt);
+            Metrics::add(&state.metrics.tokens_completion, turn.tokens.completion);
+            Metrics::add(&state.metrics.tokens_cached, turn.tokens.cached);
+            state.metrics.turn_latency.observe(started.elapsed());
+        }
+        Err(error) if error.status == StatusCode::CONFLICT => Metrics::add(&state.metrics.conflicts, 1),
+        Err(error) if error.status.is_server_error() => Metrics::add(&state.metrics.turns_failed, 1),
+        Err(_) => {}
+    }
+    result
+}
+
+fn turn_inner(
+    state: &AppState,
+    id: &str,
+    program: &str,
+    text: &str,
+    expected: Option<u64>,
+    stream: Option<Box<dyn FnMut(&str) + Send>>,
+) -> Result<TurnResult, ApiError> {
+    let mut session =
+        state.store.load(id).map_err(|error| state.store_error(error))?.ok_or_else(|| ApiError::no_session(id))?;
+    if let Some(expected) = expected
+        && expected != session.version
+    {
+        return Err(ApiError::conflict(format!(
+            "session `{id}` is at version {}, not {expected}: read it again (GET /v1/sessions/{id}) and retry",
+            session.version
+        )));
+    }
+    let version = version_for(state, program, &mut session)?;
+    let mut runtime =
+        version.runtime().map_err(|message| ApiError::new(StatusCode::BAD_GATEWAY, "model_unavailable", message))?;
+    let streaming = stream.is_some();
+    if let Some(stream) = stream {
+        runtime.set_stream(stream);
+    }
+    let mut working = session.clone();
+    let result = runtime.run_turn(&mut working, text);
+    // A runtime that streamed to this request keeps its sink: it is not
+    // given back to serve another.
+    if !streaming {
+        version.give_back(runtime);
+    }
+    let result = result.map_err(turn_error)?;
+    crate::store::commit_turn(state.store.as_ref(), &version.ir, &session, &mut working)
+        .map_err(|error| state.store_error(error))?;
+    Ok(result)
+}
+
+/// The program version the session goes on with: the current one, which
+/// adopts it if it started on another; else, when the edit cannot take it,
+/// the version it started on while this server still has it.
+fn version_for(state: &AppState, program: &str, session: &mut Session) -> Result<Arc<Version>, ApiError> {
+    let current = state.programs.current(program).ok_or_else(|| ApiError::no_program(program))?;
+    if session.program_hash == current.hash {
+        return Ok(current);
+    }
+    let mut adopted = session.clone();
+    match adopt(&current.ir, &current.hash, &mut adopted) {
+        Ok(()) => {
+            *session = adopted;
+            Ok(current)
+        }
+        Err(incompatible) => state
+            .programs
+            .version(program, &session.program_hash)
+            .ok_or_else(|| ApiError::new(StatusCode::CONFLICT, "incompatible_program", incompatible.to_string())),
+    }
+}
+
+fn turn_error(error: TurnError) -> ApiError {
+    let message = error.to_string();
+    match error {
+        TurnError::Provider(_) => ApiError::new(StatusCode::BAD_GATEWAY, "model_failed", message),
+        TurnError::Tool(_) => ApiError::new(StatusCode::BAD_GATEWAY, "tool_failed", message),
+        TurnError::ProgramMismatch { .. } => ApiError::new(StatusCode::CONFLICT, "incompatible_program", message),
+        TurnError::Action(_) | TurnError::Wait(_) => {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "turn_failed", message)
+        }
+    }
+}
