@@ -92,5 +92,8 @@ as_cluster_owner "$pg_bin/pg_ctl" -D "$cluster/data" -l "$cluster/log" -w \
 echo "test: PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (TLS and plain)"
 export FLOWC_TEST_POSTGRES="postgres://flowc@127.0.0.1:$port/postgres"
 export FLOWC_TEST_POSTGRES_CA="$tls/ca.crt"
+# The playground's browser test fails rather than skips when this is set.
+FLOWC_TEST_CHROMIUM="$(command -v chromium)"
+export FLOWC_TEST_CHROMIUM
 
 cargo test "$@"

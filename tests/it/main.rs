@@ -16,6 +16,8 @@ mod repl;
 mod repl_stream;
 mod run;
 mod runtime;
+#[cfg(unix)]
+mod serve_page;
 mod store;
 mod store_tls;
 mod support;

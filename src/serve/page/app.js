@@ -138,16 +138,29 @@
 
   async function loadPrograms() {
     const value = await api("GET", "/v1/programs");
-    state.programs = value.programs || [];
+    // A program is served under its file's stem and its agent's name: one
+    // entry per file, by stem, with the other names beside it.
+    const byFile = new Map();
+    for (const program of value.programs || []) {
+      const file = program.file || program.name;
+      if (!byFile.has(file)) byFile.set(file, []);
+      byFile.get(file).push(program.name);
+    }
+    state.programs = [...byFile].map(([file, names]) => {
+      const stem = file.split("/").pop().replace(/\.[^.]*$/, "");
+      const name = names.includes(stem) ? stem : names[0];
+      return { name, aliases: names.filter((other) => other !== name) };
+    });
     const select = $("#program");
     select.textContent = "";
     for (const program of state.programs) {
-      const option = text("option", program.name);
+      const option = text("option", program.aliases.length ? `${program.name} (${program.aliases.join(", ")})` : program.name);
       option.value = program.name;
       select.appendChild(option);
     }
     const wanted = new URLSearchParams(location.hash.slice(1)).get("program");
-    if (wanted && state.programs.some((program) => program.name === wanted)) select.value = wanted;
+    const known = state.programs.find((program) => program.name === wanted || program.aliases.includes(wanted));
+    if (known) select.value = known.name;
     if (!state.programs.length) {
       setStatus("The server holds no program.", true);
       setBusy(false);
@@ -285,7 +298,10 @@
     }
     state.current = current;
     highlight(path, current);
-    $("#position").textContent = turn.flow ? `· ${turn.flow}${turn.step ? " / " + turn.step : ""}` : "· no flow";
+    const ended = current && !turn.flow ? document.querySelector(`[data-id="${CSS.escape(current)}"]`) : null;
+    $("#position").textContent = turn.flow
+      ? `· ${turn.flow}${turn.step ? " / " + turn.step : ""}`
+      : ended ? `· ${ended.dataset.flow} ${ended.dataset.kind === "abort" ? "aborted" : "completed"}` : "· no flow";
     renderData(turn.data || {});
     renderTrace(turn, events);
   }

@@ -260,7 +260,8 @@
     });
     const defs = el("defs", {}, svg);
     for (const [id, cls] of [["arrow", "arrow"], ["arrow-taken", "arrow taken"]]) {
-      const marker = el("marker", { id, viewBox: "0 0 10 10", refX: 8, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, defs);
+      // In user units: a marker scaled by the stroke would grow on taken edges.
+      const marker = el("marker", { id, viewBox: "0 0 10 10", refX: 8, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" }, defs);
       el("path", { d: "M0,0 L10,5 L0,10 z", class: cls }, marker);
     }
     for (const box of shape.boxes) {
@@ -313,6 +314,15 @@
       nodeViews.set(node.id, g);
     }
     container.appendChild(svg);
+    // Labels may reach past the nodes: the picture is framed on what was drawn.
+    const box = svg.getBBox();
+    svg.setAttribute("viewBox", `${box.x - margin} ${box.y - margin} ${box.width + 2 * margin} ${box.height + 2 * margin}`);
+    // Shrunk to fit the pane when a little is enough (text stays legible);
+    // a larger program scrolls instead.
+    const fit = Math.min(1, (container.clientWidth - 4) / (box.width + 2 * margin), (container.clientHeight - 4) / (box.height + 2 * margin));
+    const scale = fit >= 0.72 ? fit : 1;
+    svg.setAttribute("width", (box.width + 2 * margin) * scale);
+    svg.setAttribute("height", (box.height + 2 * margin) * scale);
 
     return {
       // current: a node id or null; visited: node ids; taken: [from, to] pairs.

@@ -1,0 +1,471 @@
+//! The playground page in a real browser: `flowc serve` on 127.0.0.1 with
+//! the offline model, headless Chromium (Debian's package, installed by
+//! scripts/install-test-deps.sh) driven through the DevTools protocol over
+//! a pipe (`--remote-debugging-pipe`: no port, no websocket crate), and the
+//! booking conversation held by typing into the page as a person would.
+//!
+//! Under scripts/test.sh Chromium must be there (the script exports
+//! `FLOWC_TEST_CHROMIUM`), and a missing browser fails the test; elsewhere
+//! a machine without `chromium` skips it with a loud note on stderr.
+//!
+//! `FLOWC_UPDATE_SCREENSHOT=1` also writes the final screenshot to
+//! docs/serve-playground.png (the picture the README shows); it is always
+//! written to the test's temporary folder.
+
+use crate::support::{root, temp_dir};
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A hung browser or server must not hang the suite: past this, the
+/// watchdog kills both and the test fails on the closed pipe.
+const WATCHDOG: Duration = Duration::from_secs(180);
+
+fn chromium() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("FLOWC_TEST_CHROMIUM") {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "FLOWC_TEST_CHROMIUM names `{}`, which is not a file: run scripts/install-test-deps.sh",
+            path.display()
+        );
+        return Some(path);
+    }
+    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join("chromium"))
+        .find(|path| path.is_file());
+    if found.is_none() {
+        eprintln!(
+            "\n*** SKIPPED the playground browser tests: no `chromium` on PATH. \
+             scripts/test.sh installs it (Debian's chromium) and then never skips. ***\n"
+        );
+    }
+    found
+}
+
+/// A pipe whose ends are not inherited (the child gets copies at 3 and 4).
+fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+    let result = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(result, 0, "pipe2: {}", std::io::Error::last_os_error());
+    // SAFETY: pipe2 succeeded, so both descriptors are open and ours alone.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+/// Headless Chromium and the DevTools protocol on its pipe: messages are
+/// JSON, each ended by a NUL byte; fd 3 is what it reads, fd 4 what it writes.
+struct Browser {
+    child: Child,
+    to: File,
+    from: BufReader<File>,
+    next_id: u64,
+    /// Events read while waiting for a reply, oldest first.
+    pending: VecDeque<Value>,
+    _profile: PathBuf,
+}
+
+impl Browser {
+    fn start(binary: &PathBuf, profile: PathBuf) -> Browser {
+        let (browser_reads, we_write) = pipe();
+        let (we_read, browser_writes) = pipe();
+        let (read_fd, write_fd) = (browser_reads.into_raw_fd(), browser_writes.into_raw_fd());
+        let mut command = Command::new(binary);
+        command
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--remote-debugging-pipe",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--hide-scrollbars",
+                "--font-render-hinting=none",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg("about:blank")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: between fork and exec only async-signal-safe calls
+        // (fcntl, dup2) run. The two ends are first moved above 10 so that
+        // neither dup2 can overwrite the other, then placed at 3 and 4
+        // without close-on-exec.
+        unsafe {
+            command.pre_exec(move || {
+                let high_read = libc::fcntl(read_fd, libc::F_DUPFD, 10);
+                let high_write = libc::fcntl(write_fd, libc::F_DUPFD, 10);
+                if high_read < 0 || high_write < 0 || libc::dup2(high_read, 3) < 0 || libc::dup2(high_write, 4) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn().expect("chromium starts");
+        // SAFETY: the raw ends were taken from OwnedFds above and are closed
+        // here once, now that the child holds its copies.
+        unsafe {
+            libc::close(read_fd);
+            libc::close(write_fd);
+        }
+        Browser {
+            child,
+            to: File::from(we_write),
+            from: BufReader::new(File::from(we_read)),
+            next_id: 0,
+            pending: VecDeque::new(),
+            _profile: profile,
+        }
+    }
+
+    fn read_message(&mut self) -> Value {
+        let mut bytes = Vec::new();
+        let read = self.from.read_until(0, &mut bytes).expect("reading the DevTools pipe");
+        assert!(
+            read > 0 && bytes.last() == Some(&0),
+            "Chromium closed the DevTools pipe (crashed, or the watchdog stopped it)"
+        );
+        bytes.pop();
+        serde_json::from_slice(&bytes).expect("DevTools sends JSON")
+    }
+
+    /// Sends one command (to a page's session when given) and returns its
+    /// result; a protocol error fails the test with Chromium's message.
+    fn call(&mut self, session: Option<&str>, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut message = json!({ "id": id, "method": method, "params": params });
+        if let Some(session) = session {
+            message["sessionId"] = json!(session);
+        }
+        let mut bytes = serde_json::to_vec(&message).expect("serializable");
+        bytes.push(0);
+        self.to.write_all(&bytes).expect("writing the DevTools pipe");
+        loop {
+            let reply = self.read_message();
+            if reply["id"] == json!(id) {
+                assert!(reply.get("error").is_none(), "{method} failed: {}", reply["error"]);
+                return reply["result"].clone();
+            }
+            if reply.get("method").is_some() {
+                self.pending.push_back(reply);
+            }
+        }
+    }
+
+    /// Waits for the next event named `method` (of any session).
+    fn event(&mut self, method: &str) -> Value {
+        if let Some(index) = self.pending.iter().position(|event| event["method"] == method) {
+            return self.pending.remove(index).unwrap_or_default();
+        }
+        loop {
+            let message = self.read_message();
+            if message["method"] == method {
+                return message;
+            }
+            if message.get("method").is_some() {
+                self.pending.push_back(message);
+            }
+        }
+    }
+
+    /// Every event read so far that is named `method`, taken out of the queue.
+    fn take_events(&mut self, method: &str) -> Vec<Value> {
+        let (taken, kept): (Vec<Value>, Vec<Value>) =
+            self.pending.drain(..).partition(|event| event["method"] == method);
+        self.pending = kept.into();
+        taken
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One tab of the browser.
+struct Page<'a> {
+    browser: &'a mut Browser,
+    session: String,
+}
+
+impl Page<'_> {
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let session = self.session.clone();
+        self.browser.call(Some(&session), method, params)
+    }
+
+    /// Evaluates JavaScript in the page, awaiting a promise, and returns
+    /// its value; a thrown error fails the test with its text.
+    fn eval(&mut self, expression: &str) -> Value {
+        let result = self
+            .call("Runtime.evaluate", json!({ "expression": expression, "awaitPromise": true, "returnByValue": true }));
+        assert!(result.get("exceptionDetails").is_none(), "`{expression}` threw: {}", result["exceptionDetails"]);
+        result["result"]["value"].clone()
+    }
+
+    /// Types a message into the chat box and presses Enter, then waits
+    /// until the page says the turn is over (its `idle()` promise).
+    fn say(&mut self, message: &str) {
+        self.eval("document.querySelector('#message').focus()");
+        self.call("Input.insertText", json!({ "text": message }));
+        for kind in ["keyDown", "keyUp"] {
+            let mut key = json!({ "type": kind, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13 });
+            if kind == "keyDown" {
+                key["text"] = json!("\r");
+            }
+            self.call("Input.dispatchKeyEvent", key);
+        }
+        self.eval("playground.idle()");
+    }
+
+    /// What a person sees, read from the page.
+    fn seen(&mut self) -> Value {
+        self.eval(SEEN)
+    }
+
+    fn screenshot(&mut self) -> Vec<u8> {
+        let shot = self.call("Page.captureScreenshot", json!({ "format": "png" }));
+        base64_decode(shot["data"].as_str().expect("base64 PNG"))
+    }
+}
+
+/// Reads the page into one object: the last reply (without its trace
+/// line), the highlighted node, the steps that ran and the edges marked, the
+/// data panel, the trace panel.
+const SEEN: &str = r#"(() => {
+  const texts = (selector) => [...document.querySelectorAll(selector)].map((node) => node.textContent.trim());
+  const replies = [...document.querySelectorAll('#chat .msg.assistant')];
+  const last = replies[replies.length - 1];
+  const current = document.querySelector('#graph .g-node.current');
+  const stepOf = (id) => {
+    const node = document.querySelector(`#graph .g-node[data-id="${id}"]`);
+    return node ? (node.dataset.step || node.dataset.kind) : id;
+  };
+  const data = {};
+  for (const dd of document.querySelectorAll('#data dd[data-key]')) data[dd.dataset.key] = dd.textContent;
+  return {
+    state: document.body.dataset.state,
+    status: document.querySelector('#status').textContent,
+    program: document.querySelector('#program').value,
+    session: document.querySelector('#session-id').textContent,
+    messages: document.querySelectorAll('#chat .msg.user, #chat .msg.assistant').length,
+    reply: last ? last.firstChild.textContent : null,
+    trace: last && last.querySelector('.trace') ? last.querySelector('.trace').textContent : null,
+    errors: texts('#chat .msg.error'),
+    current: current ? (current.dataset.step || current.dataset.kind) : null,
+    current_flow: current ? current.dataset.flow : null,
+    visited: [...document.querySelectorAll('#graph .g-node.visited')].map((node) => node.dataset.step || node.dataset.kind),
+    taken: [...document.querySelectorAll('#graph .g-edge.taken')].map((edge) => stepOf(edge.dataset.from) + '>' + stepOf(edge.dataset.to)),
+    steps_drawn: texts('#graph .g-node[data-step]').length,
+    data,
+    model_calls: texts('#model-calls li:not(.none)'),
+    rejections: texts('#rejections li:not(.none)'),
+    directives: texts('#directives li:not(.none)'),
+    events: texts('#events .kind'),
+    summary: document.querySelector('#turn-summary').textContent,
+  };
+})()"#;
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |byte: u8| -> u32 {
+        match byte {
+            b'A'..=b'Z' => u32::from(byte - b'A'),
+            b'a'..=b'z' => u32::from(byte - b'a') + 26,
+            b'0'..=b'9' => u32::from(byte - b'0') + 52,
+            b'+' => 62,
+            b'/' => 63,
+            other => panic!("not base64: {other}"),
+        }
+    };
+    let digits: Vec<u8> = text.bytes().filter(|byte| *byte != b'=' && !byte.is_ascii_whitespace()).collect();
+    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+    for chunk in digits.chunks(4) {
+        let mut group = 0u32;
+        for (index, byte) in chunk.iter().enumerate() {
+            group |= value(*byte) << (18 - 6 * index);
+        }
+        let bytes = group.to_be_bytes();
+        out.extend_from_slice(&bytes[1..chunk.len()]);
+    }
+    out
+}
+
+/// `flowc serve` on a port of the system's choosing on 127.0.0.1, with the
+/// offline model, a frozen clock and seeded ids, its own SQLite store.
+struct Server {
+    child: Child,
+    url: String,
+    /// What the server wrote to stderr after its first line, for a failure.
+    said: mpsc::Receiver<String>,
+}
+
+impl Server {
+    fn start(dir: &std::path::Path, programs: &[&str]) -> Server {
+        let store = format!("sqlite:{}", dir.join("flowc.db").display());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_flowc"));
+        command
+            .arg("serve")
+            .args(programs.iter().map(|program| root().join("flows").join(program)))
+            .args(["--addr", "127.0.0.1:0", "--store", &store])
+            .current_dir(dir)
+            .env("FLOWC_NOW", "2026-01-05T10:00:00Z")
+            .env("FLOWC_SEED", "7")
+            .env("NO_COLOR", "1")
+            .env_remove("FLOWC_PROVIDER")
+            .env_remove("FLOWC_MODEL")
+            .env_remove("FLOWC_SERVE_TOKENS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("flowc serve starts");
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr is piped"));
+        // The one line the server writes once it listens names the address.
+        let mut first = String::new();
+        stderr.read_line(&mut first).expect("reading flowc serve's stderr");
+        let url = first
+            .split_whitespace()
+            .find(|word| word.starts_with("http://127.0.0.1:"))
+            .unwrap_or_else(|| panic!("flowc serve did not say where it listens: {first:?}"))
+            .to_string();
+        let (tell, said) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = stderr.read_to_string(&mut rest);
+            let _ = tell.send(rest);
+        });
+        Server { child, url, said }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            if let Ok(said) = self.said.recv() {
+                eprintln!("flowc serve said:\n{said}");
+            }
+        }
+    }
+}
+
+/// Kills the browser and the server if the test outlives [`WATCHDOG`].
+fn watchdog(pids: Vec<u32>) -> mpsc::Sender<()> {
+    let (done, wait) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if wait.recv_timeout(WATCHDOG) == Err(mpsc::RecvTimeoutError::Timeout) {
+            for pid in pids {
+                // SAFETY: kill(2) on a pid this test spawned and has not reaped.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+        }
+    });
+    done
+}
+
+fn open_page<'a>(browser: &'a mut Browser, url: &str) -> Page<'a> {
+    let target = browser.call(None, "Target.createTarget", json!({ "url": "about:blank" }));
+    let attached =
+        browser.call(None, "Target.attachToTarget", json!({ "targetId": target["targetId"], "flatten": true }));
+    let session = attached["sessionId"].as_str().expect("a session id").to_string();
+    let mut page = Page { browser, session };
+    page.call("Page.enable", json!({}));
+    page.call("Runtime.enable", json!({}));
+    page.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({ "width": 1440, "height": 900, "deviceScaleFactor": 1, "mobile": false }),
+    );
+    page.call("Page.navigate", json!({ "url": url }));
+    page.browser.event("Page.loadEventFired");
+    page.eval("playground.idle()");
+    page
+}
+
+/// Exceptions thrown and errors logged by the page: there must be none.
+fn page_errors(browser: &mut Browser) -> Vec<String> {
+    let mut errors: Vec<String> = browser
+        .take_events("Runtime.exceptionThrown")
+        .iter()
+        .map(|event| event["params"]["exceptionDetails"].to_string())
+        .collect();
+    errors.extend(
+        browser
+            .take_events("Runtime.consoleAPICalled")
+            .iter()
+            .filter(|event| event["params"]["type"] == "error")
+            .map(|event| event["params"]["args"].to_string()),
+    );
+    errors
+}
+
+#[test]
+fn the_booking_conversation_in_the_browser() {
+    let Some(binary) = chromium() else { return };
+    let dir = temp_dir("serve-page");
+    let server = Server::start(&dir, &["booking.flow"]);
+    let mut browser = Browser::start(&binary, dir.join("profile"));
+    let done = watchdog(vec![browser.child.id(), server.child.id()]);
+    let version = browser.call(None, "Browser.getVersion", json!({}));
+    assert!(version["product"].as_str().unwrap_or_default().contains("Chrome"), "{version}");
+
+    let mut page = open_page(&mut browser, &format!("{}/", server.url));
+    let seen = page.seen();
+    assert_eq!(seen["program"], "booking", "{seen:#}");
+    assert_eq!(seen["state"], "idle", "{seen:#}");
+    assert!(!seen["session"].as_str().unwrap_or_default().is_empty(), "a session was opened: {seen:#}");
+    assert_eq!(seen["steps_drawn"], 6, "every step of booking is drawn: {seen:#}");
+    assert_eq!(seen["current"], Value::Null, "{seen:#}");
+
+    page.say("Book the Grand Hotel for 2 guests on 2026-12-04");
+    let seen = page.seen();
+    assert_eq!(seen["errors"], json!([]), "{seen:#}");
+    assert_eq!(seen["reply"], "Shall I book Grand Hotel on 2026-12-04 for 2 guests?", "{seen:#}");
+    assert_eq!(seen["current"], "confirm", "{seen:#}");
+    assert_eq!(seen["current_flow"], "booking", "{seen:#}");
+    assert_eq!(seen["data"], json!({ "hotel": "Grand Hotel", "date": "2026-12-04", "guests": "2" }), "{seen:#}");
+    assert_eq!(
+        seen["trace"], "booking/confirm · ran ask_hotel, ask_date, confirm · needs_input · 2 model calls",
+        "{seen:#}"
+    );
+    assert_eq!(seen["model_calls"].as_array().map(Vec::len), Some(2), "{seen:#}");
+    for edge in ["message>entry", "entry>ask_hotel", "ask_hotel>ask_date", "ask_date>confirm"] {
+        assert!(seen["taken"].as_array().is_some_and(|taken| taken.contains(&json!(edge))), "{edge} marked: {seen:#}");
+    }
+    assert!(seen["events"].as_array().is_some_and(|events| events.contains(&json!("step_skipped"))), "{seen:#}");
+
+    page.say("yes");
+    let seen = page.seen();
+    assert_eq!(seen["errors"], json!([]), "{seen:#}");
+    let reply = seen["reply"].as_str().unwrap_or_default();
+    assert!(reply.starts_with("Booked! Your confirmation number is GH-"), "{seen:#}");
+    assert_eq!(seen["current"], "complete", "the booking flow ended: {seen:#}");
+    assert!(seen["taken"].as_array().is_some_and(|taken| taken.contains(&json!("confirm>book"))), "{seen:#}");
+    assert!(seen["taken"].as_array().is_some_and(|taken| taken.contains(&json!("book>complete"))), "{seen:#}");
+    assert_eq!(seen["data"]["confirmed"], "true", "{seen:#}");
+    assert!(reply.ends_with(&format!("{}.", seen["data"]["booking_id"].as_str().unwrap_or("?"))), "{seen:#}");
+    assert_eq!(seen["messages"], 4, "{seen:#}");
+
+    let png = page.screenshot();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
+    std::fs::write(dir.join("serve-playground.png"), &png).expect("screenshot written");
+    if std::env::var_os("FLOWC_UPDATE_SCREENSHOT").is_some() {
+        std::fs::write(root().join("docs/serve-playground.png"), &png).expect("docs screenshot written");
+    }
+    let errors = page_errors(&mut browser);
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+    let _ = done.send(());
+}
