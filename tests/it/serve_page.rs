@@ -277,6 +277,9 @@ const SEEN: &str = r#"(() => {
     directives: texts('#directives li:not(.none)'),
     events: texts('#events .kind'),
     summary: document.querySelector('#turn-summary').textContent,
+    run_status: document.querySelector('#run-panel').hidden ? null : document.querySelector('#run-status').textContent,
+    run_steps: texts('#run-steps li'),
+    resume_shown: !document.querySelector('#resume-run').hidden,
   };
 })()"#;
 
@@ -423,6 +426,7 @@ fn the_booking_conversation_in_the_browser() {
     assert!(version["product"].as_str().unwrap_or_default().contains("Chrome"), "{version}");
 
     let mut page = open_page(&mut browser, &format!("{}/", server.url));
+    assert_eq!(page.eval("document.querySelector('#run-form').hidden"), true, "booking has no workflow");
     let seen = page.seen();
     assert_eq!(seen["program"], "booking", "{seen:#}");
     assert_eq!(seen["state"], "idle", "{seen:#}");
@@ -465,6 +469,55 @@ fn the_booking_conversation_in_the_browser() {
     if std::env::var_os("FLOWC_UPDATE_SCREENSHOT").is_some() {
         std::fs::write(root().join("docs/serve-playground.png"), &png).expect("docs screenshot written");
     }
+    let errors = page_errors(&mut browser);
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+    let _ = done.send(());
+}
+
+#[test]
+fn a_workflow_run_fills_in_and_resumes_in_the_browser() {
+    let Some(binary) = chromium() else { return };
+    let dir = temp_dir("serve-page-run");
+    let server = Server::start(&dir, &["booking.flow", "onboarding.flow"]);
+    let mut browser = Browser::start(&binary, dir.join("profile"));
+    let done = watchdog(vec![browser.child.id(), server.child.id()]);
+
+    let mut page = open_page(&mut browser, &format!("{}/#program=onboarding", server.url));
+    let seen = page.seen();
+    assert_eq!(seen["program"], "onboarding", "{seen:#}");
+    assert_eq!(seen["run_status"], Value::Null, "{seen:#}");
+    assert_eq!(page.eval("document.querySelector('#composer').hidden"), true, "a workflow is not chatted with");
+    assert_eq!(page.eval("document.querySelector('#run-flow').value"), "onboarding");
+
+    let data = json!({ "company": "Initech", "contacts": [{ "name": "Ann", "email": "ann@initech.test" }] });
+    page.eval(&format!("document.querySelector('#run-data').value = {}", json!(data.to_string())));
+    page.eval("document.querySelector('#start-run').click()");
+    page.eval("playground.runStopped()");
+    let seen = page.seen();
+    assert_eq!(seen["run_status"], "waiting until 2026-01-06T10:00:00Z", "{seen:#}");
+    let steps: Vec<&str> = seen["run_steps"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(steps[0].starts_with("start — completed"), "{seen:#}");
+    assert!(steps[1].starts_with("create_account — completed"), "{seen:#}");
+    assert!(steps[2].starts_with("welcome_contacts — completed"), "{seen:#}");
+    assert!(steps[3].starts_with("wait_a_day — waiting"), "{seen:#}");
+    assert_eq!(seen["current"], "wait_a_day", "{seen:#}");
+    assert!(
+        seen["taken"].as_array().is_some_and(|taken| taken.contains(&json!("create_account>welcome_contacts"))),
+        "{seen:#}"
+    );
+    assert!(seen["data"]["account_id"].as_str().is_some_and(|id| id.starts_with("ACC-")), "{seen:#}");
+    assert_eq!(seen["resume_shown"], true, "{seen:#}");
+
+    page.eval("document.querySelector('#resume-run').click()");
+    page.eval("playground.runStopped()");
+    let seen = page.seen();
+    assert_eq!(seen["run_status"], "completed", "{seen:#}");
+    assert_eq!(seen["current"], "complete", "{seen:#}");
+    assert_eq!(seen["resume_shown"], false, "{seen:#}");
+    let steps: Vec<&str> = seen["run_steps"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(steps[3].starts_with("wait_a_day — completed"), "{seen:#}");
+    assert!(steps[4].starts_with("check — completed"), "{seen:#}");
+    assert_eq!(seen["errors"], json!([]), "{seen:#}");
     let errors = page_errors(&mut browser);
     assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
     let _ = done.send(());

@@ -18,6 +18,7 @@
     idleWaiters: [],
     run: null,
     runStream: null,
+    runFollow: null,
   };
 
   // ---- small helpers -------------------------------------------------------
@@ -183,6 +184,10 @@
     const workflows = program.flows.filter((flow) => flow.workflow);
     $("#run-form").hidden = workflows.length === 0;
     $("#composer").hidden = !program.conversation;
+    $("#chat").hidden = !program.conversation;
+    $("#turn-card").hidden = !program.conversation;
+    $("#chat-title-text").textContent = program.conversation ? "Conversation" : "Workflow runs";
+    $("#data-title").textContent = program.conversation ? "Session data" : "Run data";
     if (workflows.length) prepareRunForm(workflows);
     resetRun();
     if (program.conversation) await newSession();
@@ -434,9 +439,12 @@
     }
     resetRun();
     try {
-      const run = await api("POST", "/v1/runs", { program: state.program.name, flow: $("#run-flow").value, data });
+      // `wait: false`: the server answers at once and runs the workflow in
+      // the background, so its steps fill in here as they run.
+      const run = await api("POST", "/v1/runs", { program: state.program.name, flow: $("#run-flow").value, data, wait: false });
       renderRun(run);
-      followRun(run.run);
+      state.runFollow = followRun(run.run);
+      setStatus("");
     } catch (error) {
       setStatus(`Could not start the run: ${error.message}`, true);
     }
@@ -448,7 +456,9 @@
     $("#run-id").textContent = run.run;
     const status = $("#run-status");
     status.className = `run-status ${run.status}`;
-    status.textContent = run.status === "waiting" && run.resume_at ? `waiting until ${run.resume_at}` : run.status;
+    status.textContent = run.status === "waiting" && run.resume_at
+      ? `waiting until ${run.resume_at}`
+      : run.status === "running" && run.progress ? `running · ${run.progress}` : run.status;
     const steps = run.steps || [];
     fill($("#run-steps"), steps, (step) => {
       const item = text("li", `${step.id} — ${step.status}${step.duration_ms != null ? ` (${step.duration_ms} ms)` : ""}`, step.status === "completed" ? "done" : step.status);
@@ -459,7 +469,8 @@
     $("#cancel-run").hidden = !["waiting", "running", "paused"].includes(run.status);
     renderData(run.data || {});
     const ran = steps.filter((step) => step.status !== "pending").map((step) => state.graph.nodeId(run.flow, step.id));
-    const path = [state.graph.terminal(run.flow, "entry"), ...ran];
+    const entry = state.graph.terminal(run.flow, "entry");
+    const path = [state.graph.hasEdge("run_in", entry) ? "run_in" : null, entry, ...ran];
     let current = run.step ? state.graph.nodeId(run.flow, run.step) : null;
     if (run.status === "completed") path.push((current = state.graph.terminal(run.flow, "complete")));
     if (run.status === "aborted") path.push((current = state.graph.terminal(run.flow, "abort")));
@@ -501,6 +512,7 @@
       else if (/skip/.test(kind)) record.status = "skipped";
       else if (/wait/.test(kind)) { record.status = "waiting"; run.step = step; }
     }
+    if (event.progress) run.progress = event.progress;
     if (event.status) run.status = event.status;
     if (event.resume_at) run.resume_at = event.resume_at;
     if (event.data) run.data = event.data;
@@ -510,9 +522,11 @@
   async function runAction(action) {
     if (!state.run) return;
     try {
-      const run = await api("POST", `/v1/runs/${encodeURIComponent(state.run.run)}/${action}`, {});
+      // "Resume now" means now: a waiting run is not due yet.
+      const body = action === "resume" ? { now: true } : {};
+      const run = await api("POST", `/v1/runs/${encodeURIComponent(state.run.run)}/${action}`, body);
       renderRun(run);
-      if (action === "resume") followRun(run.run);
+      if (action === "resume") state.runFollow = followRun(run.run);
     } catch (error) {
       setStatus(`Could not ${action} the run: ${error.message}`, true);
     }
@@ -534,9 +548,19 @@
     $("#show-failure").addEventListener("change", (event) => {
       $("#graph").classList.toggle("hide-failure", !event.target.checked);
     });
-    $("#run-form").addEventListener("submit", (event) => { event.preventDefault(); startRun(); });
-    $("#resume-run").addEventListener("click", () => runAction("resume"));
+    $("#run-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      following(startRun());
+    });
+    $("#resume-run").addEventListener("click", () => following(runAction("resume")));
     $("#cancel-run").addEventListener("click", () => runAction("cancel"));
+  }
+
+  // `runStopped()` right after a click must wait for the run the click
+  // starts: the promise covers the request, then the stream it opens.
+  function following(started) {
+    const outer = started.then(() => (state.runFollow === outer ? undefined : state.runFollow));
+    state.runFollow = outer;
   }
 
   function fail(error) {
@@ -550,6 +574,9 @@
     idle: () => (state.busy || document.body.dataset.state === "loading" ? new Promise((resolve) => state.idleWaiters.push(resolve)) : Promise.resolve()),
     get session() { return state.session; },
     get run() { return state.run; },
+    // Resolves when the run's event stream has ended (the run stopped:
+    // waiting, paused or finished) and the run was read again.
+    runStopped: () => state.runFollow || Promise.resolve(),
   };
 
   wire();
