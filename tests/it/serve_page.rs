@@ -69,7 +69,7 @@ struct Browser {
     next_id: u64,
     /// Events read while waiting for a reply, oldest first.
     pending: VecDeque<Value>,
-    _profile: PathBuf,
+    profile: PathBuf,
 }
 
 impl Browser {
@@ -125,7 +125,7 @@ impl Browser {
             from: BufReader::new(File::from(we_read)),
             next_id: 0,
             pending: VecDeque::new(),
-            _profile: profile,
+            profile,
         }
     }
 
@@ -193,6 +193,8 @@ impl Drop for Browser {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // Tens of megabytes of cache and state per run.
+        let _ = std::fs::remove_dir_all(&self.profile);
     }
 }
 
@@ -366,18 +368,31 @@ impl Drop for Server {
     }
 }
 
-/// Kills the browser and the server if the test outlives [`WATCHDOG`].
-fn watchdog(pids: Vec<u32>) -> mpsc::Sender<()> {
-    let (done, wait) = mpsc::channel::<()>();
-    std::thread::spawn(move || {
-        if wait.recv_timeout(WATCHDOG) == Err(mpsc::RecvTimeoutError::Timeout) {
-            for pid in pids {
-                // SAFETY: kill(2) on a pid this test spawned and has not reaped.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+/// Kills the browser and the server if the test outlives [`WATCHDOG`];
+/// dropped (the test ended, passing or not) it stands down, so it never
+/// signals a process id that may have been reused.
+struct Watchdog(Option<mpsc::Sender<()>>);
+
+impl Watchdog {
+    fn start(pids: Vec<u32>) -> Watchdog {
+        let (done, wait) = mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if wait.recv_timeout(WATCHDOG) == Err(mpsc::RecvTimeoutError::Timeout) {
+                for pid in pids {
+                    // SAFETY: kill(2) on a child of this test that is still
+                    // unreaped (its owner waits only after this guard drops).
+                    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                }
             }
-        }
-    });
-    done
+        });
+        Watchdog(Some(done))
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        if let Some(done) = self.0.take() {}
+    }
 }
 
 fn open_page<'a>(browser: &'a mut Browser, url: &str) -> Page<'a> {
@@ -421,7 +436,7 @@ fn the_booking_conversation_in_the_browser() {
     let dir = temp_dir("serve-page");
     let server = Server::start(&dir, &["booking.flow"]);
     let mut browser = Browser::start(&binary, dir.join("profile"));
-    let done = watchdog(vec![browser.child.id(), server.child.id()]);
+    let _watchdog = Watchdog::start(vec![browser.child.id(), server.child.id()]);
     let version = browser.call(None, "Browser.getVersion", json!({}));
     assert!(version["product"].as_str().unwrap_or_default().contains("Chrome"), "{version}");
 
@@ -471,7 +486,6 @@ fn the_booking_conversation_in_the_browser() {
     }
     let errors = page_errors(&mut browser);
     assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
-    let _ = done.send(());
 }
 
 #[test]
@@ -480,7 +494,7 @@ fn a_workflow_run_fills_in_and_resumes_in_the_browser() {
     let dir = temp_dir("serve-page-run");
     let server = Server::start(&dir, &["booking.flow", "onboarding.flow"]);
     let mut browser = Browser::start(&binary, dir.join("profile"));
-    let done = watchdog(vec![browser.child.id(), server.child.id()]);
+    let _watchdog = Watchdog::start(vec![browser.child.id(), server.child.id()]);
 
     let mut page = open_page(&mut browser, &format!("{}/#program=onboarding", server.url));
     let seen = page.seen();
@@ -520,5 +534,4 @@ fn a_workflow_run_fills_in_and_resumes_in_the_browser() {
     assert_eq!(seen["errors"], json!([]), "{seen:#}");
     let errors = page_errors(&mut browser);
     assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
-    let _ = done.send(());
 }

@@ -401,7 +401,9 @@
     fill($("#events"), events, (event) => {
       const item = text("li", "");
       item.appendChild(text("span", event.event, "kind"));
-      const rest = Object.entries(event).filter(([key]) => key !== "event").map(([key, value]) => `${key}: ${show(value)}`);
+      const rest = Object.entries(event)
+        .filter(([key, value]) => key !== "event" && value !== null)
+        .map(([key, value]) => `${key}: ${show(value)}`);
       if (rest.length) item.appendChild(document.createTextNode(" " + rest.join(", ")));
       return item;
     }, turn ? "The server sent no events for this turn." : "");
