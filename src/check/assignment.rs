@@ -279,7 +279,9 @@ mod tests {
                 auto step s2 { set n = 1  call t() -> b }
                 step s3 { requires ok  say "{{a}} {{b}} {{n}} {{ok}}" } }"#,
             ),
-            &[],
+            // `requires` counts as set; that nothing asks for `ok` is the
+            // `asking` pass's finding.
+            &[("unasked_required", "s3")],
         );
     }
 

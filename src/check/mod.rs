@@ -25,6 +25,7 @@
 //! the program and uses no recursion whose depth grows with it, except over
 //! expressions, whose depth the front ends bound. No pass does I/O.
 
+mod asking;
 mod assignment;
 mod conditions;
 mod consent;
@@ -61,6 +62,7 @@ pub fn check(program: &Program) -> Vec<Diagnostic> {
     routing::check(program, &mut diagnostics);
     fields::check(program, &mut diagnostics);
     consent::check(program, &mut diagnostics);
+    asking::check(program, &analysis, &mut diagnostics);
     diagnostics
 }
 

@@ -16,6 +16,7 @@ pub mod run;
 pub mod runs;
 pub mod serve;
 pub mod sessions;
+pub mod shutdown;
 pub mod stored_run;
 pub mod worker;
 

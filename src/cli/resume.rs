@@ -48,9 +48,8 @@ pub fn run(args: &ResumeArgs) -> Outcome {
         }
     };
     let status = stored.run.status;
-    if matches!(status, RunStatus::Completed | RunStatus::Failed | RunStatus::Aborted) {
-        let status = serde_json::to_value(status).ok().and_then(|value| value.as_str().map(str::to_string));
-        eprintln!("error: run `{}` has ended ({}): there is nothing to resume", args.id, status.unwrap_or_default());
+    if status.has_ended() {
+        eprintln!("error: run `{}` has ended ({}): there is nothing to resume", args.id, status.as_str());
         return Outcome::Error;
     }
     let claim = claim_at(&holder_name(), clock.as_ref());

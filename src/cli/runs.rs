@@ -1,7 +1,8 @@
-//! `flowc runs list|show ID`: the workflow runs in the store.
+//! `flowc runs list|show ID|cancel ID`: the workflow runs in the store.
 
 use super::Outcome;
 use super::open_store;
+use crate::store::Cancel;
 
 #[derive(Debug, clap::Args)]
 pub struct RunsArgs {
@@ -21,6 +22,9 @@ pub enum RunsCommand {
     List,
     /// A run with its step records
     Show { id: String },
+    /// Cancel a waiting, paused or running run: it is recorded as
+    /// `cancelled`, and no worker or resume takes it again
+    Cancel { id: String },
 }
 
 pub fn run(args: &RunsArgs) -> Outcome {
@@ -74,5 +78,34 @@ pub fn run(args: &RunsArgs) -> Outcome {
                 Outcome::Error
             }
         },
+        RunsCommand::Cancel { id } => cancel(store.as_ref(), id, &location, args.json),
+    }
+}
+
+fn cancel(store: &dyn crate::store::Store, id: &str, location: &crate::store::StoreLocation, json: bool) -> Outcome {
+    let at = match crate::runtime::clock::from_env() {
+        Ok((clock, _)) => clock.now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Outcome::Error;
+        }
+    };
+    match store.cancel_run(id, &at) {
+        Ok(Cancel::Cancelled(stored)) if json => {
+            super::print_stdout(&format!("{}\n", stored.run.to_json_without_program()))
+        }
+        Ok(Cancel::Cancelled(_)) => super::print_stdout(&format!("run {id}: cancelled\n")),
+        Ok(Cancel::Ended(status)) => {
+            eprintln!("error: run `{id}` has already ended ({}): there is nothing to cancel", status.as_str());
+            Outcome::Failure
+        }
+        Ok(Cancel::Missing) => {
+            eprintln!("error: there is no run `{id}` in {location}");
+            Outcome::Error
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            Outcome::Error
+        }
     }
 }

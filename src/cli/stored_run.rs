@@ -172,6 +172,7 @@ pub fn report(run: &WorkflowRun, program: Option<&Program>, json: bool, location
                 format!("waiting: resumes at {}", run.resume_at.clone().unwrap_or_default())
             }
             RunStatus::Aborted => "aborted".to_string(),
+            RunStatus::Cancelled => "cancelled".to_string(),
             RunStatus::Failed => run.failure_summary().unwrap_or_else(|| "failed".to_string()),
             RunStatus::Running => "stopped".to_string(),
             RunStatus::Paused => run.limit_summary().unwrap_or_else(|| "paused".to_string()),

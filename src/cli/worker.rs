@@ -1,25 +1,40 @@
-//! `flowc worker`: polls the store and resumes every due workflow run, for
-//! as long as it runs (`--once`: what is due now, then exit). Any number of
-//! workers may share one store: a run is claimed before it is resumed, and
-//! a claim is never given twice; a worker that dies leaves its runs to the
-//! others once its lease is over. The limits of `[limits.run]` and the flags
-//! bound each resume: a run one stops is `running` and unclaimed, so the
-//! next poll (of any worker) takes it again.
+//! `flowc worker`: resumes every due workflow run, for as long as it runs
+//! (`--once`: what is due now, then exit, saying how many it resumed and
+//! when the next is due). Any number of workers may share one store: a run
+//! is claimed before it is resumed, one at a time, so a worker holds only
+//! the run it is executing and one that dies strands nothing else; its run
+//! goes to the others once its lease is over. Between runs a worker sleeps
+//! until the next run is due; on PostgreSQL it is woken at once by
+//! `LISTEN/NOTIFY` when a run is released or cancelled, and `--interval`
+//! is only the fallback poll. The limits of `[limits.run]` and the flags
+//! bound each resume.
+//!
+//! SIGTERM or SIGINT stops it gracefully: no new claim, the step in flight
+//! finishes within `--grace` (else its tool is killed and the step recorded
+//! as interrupted), the run is saved and released, and it exits 0. A
+//! second signal stops at once.
 
 use super::Outcome;
 use super::limits::RunLimitFlags;
 use super::open_with_clock;
 use super::stored_run::{claim_at, holder_name, resume_claimed};
+use crate::runtime::clock::Clock;
+use crate::runtime::shutdown;
 use crate::runtime::workflow::RunStatus;
+use crate::store::Store;
+use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct WorkerArgs {
     /// Resume what is due now, then exit
     #[arg(long)]
     pub once: bool,
-    /// Seconds between polls of the store when nothing is due
+    /// Seconds between polls of the store when nothing is due (on PostgreSQL a fallback: workers are notified)
     #[arg(long, default_value_t = 5)]
     pub interval: u64,
+    /// Seconds the step in flight may take to finish after SIGTERM or SIGINT before its tool is killed
+    #[arg(long, default_value_t = 30)]
+    pub grace: u64,
     /// The store: sqlite:PATH or postgres://… (default: .flowc/flowc.db here, or FLOWC_STORE, or [store] in flowc.toml)
     #[arg(long)]
     pub store: Option<String>,
@@ -27,11 +42,11 @@ pub struct WorkerArgs {
     pub limits: RunLimitFlags,
 }
 
-/// How many runs one claim takes: small, so that several workers share the
-/// due runs between them.
-const BATCH: usize = 8;
+/// The longest a worker waits without looking at the stop flag.
+const STOP_CHECK: Duration = Duration::from_millis(200);
 
 pub fn run(args: &WorkerArgs) -> Outcome {
+    super::shutdown::install(Duration::from_secs(args.grace));
     let (store, _, (clock, ids)) = match open_with_clock(args.store.as_deref()) {
         Ok(opened) => opened,
         Err(outcome) => return outcome,
@@ -43,48 +58,100 @@ pub fn run(args: &WorkerArgs) -> Outcome {
             return Outcome::Error;
         }
     };
+    if !args.once {
+        // Listening before the first claim: news between that claim and
+        // the first wait is not lost.
+        if let Err(error) = store.wait_for_news(Duration::ZERO) {
+            eprintln!("warning: {error}; polling every {} s instead", args.interval);
+        }
+    }
     let holder = holder_name();
     let mut outcome = Outcome::Success;
-    loop {
+    let mut resumed = 0usize;
+    while !shutdown::requested() {
         let claim = claim_at(&holder, clock.as_ref());
-        let batch = match store.claim_due(&claim, BATCH) {
-            Ok(batch) => batch,
+        // One run at a time: a claim is the work this worker starts now.
+        let taken = match store.claim_due(&claim, 1) {
+            Ok(taken) => taken,
             Err(error) => {
                 eprintln!("error: {error}");
                 return Outcome::Error;
             }
         };
-        let idle = batch.is_empty();
-        for mut stored in batch {
-            let id = stored.run.run.clone();
-            match resume_claimed(store.as_ref(), &mut stored, &claim, clock.clone(), ids.clone(), limits, false) {
-                Ok(_) => {
-                    let status = serde_json::to_value(stored.run.status)
-                        .ok()
-                        .and_then(|status| status.as_str().map(str::to_string))
-                        .unwrap_or_default();
-                    let detail = match stored.run.status {
-                        RunStatus::Failed => stored.run.failure_summary().map(|summary| format!(": {summary}")),
-                        RunStatus::Waiting => stored.run.resume_at.as_ref().map(|at| format!(" until {at}")),
-                        RunStatus::Paused => stored.run.limit_summary().map(|summary| format!(": {summary}")),
-                        _ => None,
-                    };
-                    let line = format!("resumed {id}: {status}{}\n", detail.unwrap_or_default());
-                    if super::print_stdout(&line) != Outcome::Success {
-                        return Outcome::Error;
-                    }
-                }
-                Err(error) => {
-                    eprintln!("error: run {id}: {error}");
-                    outcome = Outcome::Failure;
-                }
-            }
-        }
-        if idle {
+        let Some(mut stored) = taken.into_iter().next() else {
             if args.once {
-                return outcome;
+                return summary(store.as_ref(), clock.as_ref(), resumed).worst(outcome);
             }
-            std::thread::sleep(std::time::Duration::from_secs(args.interval.max(1)));
+            wait(store.as_ref(), clock.as_ref(), args.interval);
+            continue;
+        };
+        let id = stored.run.run.clone();
+        resumed += 1;
+        match resume_claimed(store.as_ref(), &mut stored, &claim, clock.clone(), ids.clone(), limits, false) {
+            Ok(_) => {
+                let detail = match stored.run.status {
+                    RunStatus::Failed => stored.run.failure_summary().map(|summary| format!(": {summary}")),
+                    RunStatus::Waiting => stored.run.resume_at.as_ref().map(|at| format!(" until {at}")),
+                    RunStatus::Paused => stored.run.limit_summary().map(|summary| format!(": {summary}")),
+                    RunStatus::Running => Some(" (stopped by a signal; the next worker goes on)".to_string()),
+                    _ => None,
+                };
+                let line = format!("resumed {id}: {}{}\n", stored.run.status.as_str(), detail.unwrap_or_default());
+                if super::print_stdout(&line) != Outcome::Success {
+                    return Outcome::Error;
+                }
+            }
+            Err(error) => {
+                eprintln!("error: run {id}: {error}");
+                outcome = Outcome::Failure;
+            }
         }
     }
+    eprintln!("flowc: worker stopped after resuming {resumed} run(s); its claims are released");
+    outcome
+}
+
+/// Sleeps until the next run is due, news arrives, `interval` passes or a
+/// stop is asked for, whichever is first.
+fn wait(store: &dyn Store, clock: &dyn Clock, interval: u64) {
+    let mut remaining = Duration::from_secs(interval.max(1));
+    if let Ok(Some(due)) = store.next_due() {
+        let until_due = u64::try_from(due.saturating_sub(clock.now().timestamp())).unwrap_or(0);
+        // At least a second: a due run another worker holds must not make
+        // this one spin.
+        remaining = remaining.min(Duration::from_secs(until_due.max(1)));
+    }
+    while !remaining.is_zero() && !shutdown::requested() {
+        let slice = remaining.min(STOP_CHECK);
+        match store.wait_for_news(slice) {
+            Ok(true) => return,
+            Ok(false) => {}
+            Err(error) => {
+                eprintln!("warning: {error}");
+                std::thread::sleep(slice);
+            }
+        }
+        remaining = remaining.saturating_sub(slice);
+    }
+}
+
+/// What `--once` says on stderr when nothing more is due.
+fn summary(store: &dyn Store, clock: &dyn Clock, resumed: usize) -> Outcome {
+    let next = match store.next_due() {
+        Ok(next) => next,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Outcome::Error;
+        }
+    };
+    let next = match next.and_then(|due| chrono::DateTime::from_timestamp(due, 0)) {
+        Some(due) if due.timestamp() <= clock.now().timestamp() => {
+            format!("; the next run was due at {} but is held by another worker", due.to_rfc3339())
+        }
+        Some(due) => format!("; the next run is due at {}", due.to_rfc3339()),
+        None => "; no run is waiting".to_string(),
+    };
+    let plural = if resumed == 1 { "" } else { "s" };
+    eprintln!("resumed {resumed} run{plural}{next}");
+    Outcome::Success
 }

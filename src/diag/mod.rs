@@ -49,6 +49,9 @@ pub enum Code {
     UnroutedFlow,
     KeptConsent,
     KeptUncollected,
+    SharedConfirmation,
+    UnaskedRequired,
+    FreeTextList,
 }
 
 impl Code {
@@ -86,6 +89,9 @@ impl Code {
         Code::UnroutedFlow,
         Code::KeptConsent,
         Code::KeptUncollected,
+        Code::SharedConfirmation,
+        Code::UnaskedRequired,
+        Code::FreeTextList,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -123,6 +129,9 @@ impl Code {
             Code::UnroutedFlow => "unrouted_flow",
             Code::KeptConsent => "kept_consent",
             Code::KeptUncollected => "kept_uncollected",
+            Code::SharedConfirmation => "shared_confirmation",
+            Code::UnaskedRequired => "unasked_required",
+            Code::FreeTextList => "free_text_list",
         }
     }
 
@@ -134,7 +143,10 @@ impl Code {
             | Code::ShadowedStep
             | Code::UnroutedFlow
             | Code::KeptConsent
-            | Code::KeptUncollected => Severity::Warning,
+            | Code::KeptUncollected
+            | Code::SharedConfirmation
+            | Code::UnaskedRequired
+            | Code::FreeTextList => Severity::Warning,
             _ => Severity::Error,
         }
     }

@@ -86,6 +86,23 @@ pub enum Event {
         changed: Vec<String>,
         cleared: Vec<String>,
     },
+    /// An answer to a confirmation that is not an unqualified yes or a
+    /// plain no ("yes, but …", "is that right?", "I don't know"): set
+    /// aside (`proposed`, when a model or code proposed one), and the step
+    /// asks again, saying why.
+    ConsentUnclear {
+        field: String,
+        proposed: Option<Value>,
+        reason: String,
+    },
+    /// A step that collects a confirmation was entered anew: an answer it
+    /// did not ask for (another step's, or an earlier visit's) is not
+    /// carried into it, so it asks its own question.
+    ConfirmationCleared {
+        flow: String,
+        step: String,
+        fields: Vec<String>,
+    },
     StepSkipped {
         flow: String,
         step: String,

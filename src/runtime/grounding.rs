@@ -19,10 +19,12 @@
 
 use super::events::Event;
 use crate::ir::{Program, TypeKind, ValueType};
-use crate::llm::offline::reading::{ReadDate, dates_in, numbers_in, terms_in, words_of, yes_no_in};
+use crate::llm::offline::consent::{Consent, Doubt};
+use crate::llm::offline::reading::{ReadDate, consent_in, dates_in, numbers_in, terms_in, words_of, yes_no_in};
 use crate::llm::{Answer, Proposal, Understanding};
 use chrono::NaiveDate;
 use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A text compared as words: the offline rules' words (letters and digits
 /// apart, symbols dropped), lowercase, padded with a space on each side so
@@ -44,6 +46,15 @@ impl Words {
     /// words: a value within its evidence.
     pub fn contains(&self, other: &Words) -> bool {
         !other.is_empty() && self.0.contains(other.0.as_str())
+    }
+
+    /// Where `other`'s words first occur here as whole words, as a byte
+    /// range of these words.
+    pub fn span_of(&self, other: &Words) -> Option<std::ops::Range<usize>> {
+        if other.is_empty() {
+            return None;
+        }
+        self.0.find(other.0.as_str()).map(|start| start + 1..start + other.0.len() - 1)
     }
 
     /// Whether `other`'s text occurs here, words possibly cut at its ends:
@@ -216,6 +227,113 @@ pub fn ground(
     events
 }
 
+/// One span of the message grounds one field. When the words that are one
+/// field's value overlap the words of another's, one of them keeps them: a
+/// value code read with certainty first, then the field the step asks for;
+/// the other proposal is dropped and traced. Overlaps between two
+/// proposals that are neither are left alone. "12 Baker Street, London"
+/// answers the address asked for, not a list of toppings; "then do 3000
+/// for now", where a pattern read the amount, is not also the recipient.
+///
+/// The words a proposal claims are those it was read from when code read
+/// it (code cites exactly), and otherwise the words that are its value: a
+/// string's (each item's, for a list), a number's digits, an enum value's
+/// name. A model that cites the whole message for every value claims no
+/// more than its values.
+pub fn one_field_per_span(
+    fields: &mut BTreeMap<String, Proposal>,
+    certain: &BTreeSet<String>,
+    asked: Option<&str>,
+    message: &str,
+) -> Vec<Event> {
+    let message = Words::new(message);
+    let rank = |name: &str| u8::from(certain.contains(name)) * 2 + u8::from(asked == Some(name));
+    let claims: Vec<(String, u8, Vec<std::ops::Range<usize>>)> = fields
+        .iter()
+        .map(|(name, proposal)| {
+            let spans = if certain.contains(name) {
+                proposal.evidence.iter().filter_map(|evidence| message.span_of(&Words::new(evidence))).collect()
+            } else {
+                value_spans(&proposal.value, &message)
+            };
+            (name.clone(), rank(name), spans)
+        })
+        .collect();
+    let overlap = |ours: &[std::ops::Range<usize>], theirs: &[std::ops::Range<usize>]| {
+        ours.iter().any(|a| theirs.iter().any(|b| a.start < b.end && b.start < a.end))
+    };
+    let mut events = Vec::new();
+    for (name, rank, spans) in &claims {
+        let winner = claims.iter().find(|(other, other_rank, other_spans)| {
+            other != name && other_rank > rank && overlap(spans, other_spans)
+        });
+        let Some((winner, _, _)) = winner else {
+            continue;
+        };
+        if let Some(proposal) = fields.remove(name) {
+            events.push(Event::Ungrounded {
+                kind: "field",
+                name: name.clone(),
+                value: proposal.value,
+                evidence: proposal.evidence,
+                reason: format!("its words answer `{winner}`"),
+            });
+        }
+    }
+    events
+}
+
+/// Where the words that are `value` stand in the message: a string's, each
+/// string item's, a number's digits; nothing for a yes/no, a date or an
+/// object, which take no span of their own.
+fn value_spans(value: &Value, message: &Words) -> Vec<std::ops::Range<usize>> {
+    match value {
+        Value::String(text) => message.span_of(&Words::new(text)).into_iter().collect(),
+        Value::Number(number) => message.span_of(&Words::new(&number.to_string())).into_iter().collect(),
+        Value::Array(items) => items.iter().flat_map(|item| value_spans(item, message)).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The consent rule, for the confirmations (`bool`s) the answered step
+/// collects: a yes is kept only when the message is an unqualified assent
+/// (nothing in it asks, hesitates, sets a condition, corrects, says "but"
+/// or also says no), a no only when the message is a plain refusal.
+/// Anything else is set aside as unclear, traced with the reason; the
+/// doubt is returned so the step can say why it asks again. Runs after
+/// grounding, on what code read and what the model proposed alike.
+pub fn ground_consent(
+    confirmations: &[String],
+    fields: &mut BTreeMap<String, Proposal>,
+    message: &str,
+) -> (Vec<Event>, Option<Doubt>) {
+    let mut events = Vec::new();
+    if confirmations.is_empty() {
+        return (events, None);
+    }
+    let reading = consent_in(message);
+    let doubt = match &reading {
+        Consent::Unclear(doubt) => Some(doubt.clone()),
+        Consent::Yes | Consent::No | Consent::Silent => None,
+    };
+    let mut set_aside = None;
+    for field in confirmations {
+        let proposed = fields.get(field).map(|proposal| proposal.value.clone());
+        let doubt = match (&proposed, &reading) {
+            (Some(Value::Bool(true)), Consent::Yes) | (Some(Value::Bool(false)), Consent::No) => continue,
+            (Some(_), Consent::Unclear(doubt)) => doubt.clone(),
+            (Some(Value::Bool(true)), _) => Doubt::no_assent(),
+            (Some(_), _) => Doubt::no_refusal(),
+            (None, Consent::Unclear(doubt)) => doubt.clone(),
+            (None, _) => continue,
+        };
+        fields.remove(field);
+        events.push(Event::ConsentUnclear { field: field.clone(), proposed, reason: doubt.reason() });
+        set_aside = Some(doubt);
+    }
+    (events, set_aside.or(doubt))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -341,5 +459,67 @@ mod tests {
             })
             .collect();
         assert_eq!(dropped, vec![("field", "confirmed".into()), ("field", "hotel".into()), ("signal", "human".into())]);
+    }
+
+    fn proposals(entries: &[(&str, Value, &str)]) -> BTreeMap<String, Proposal> {
+        entries.iter().map(|(name, value, evidence)| (name.to_string(), Proposal::new(value.clone(), *evidence))).collect()
+    }
+
+    #[test]
+    fn the_asked_field_keeps_its_words_from_a_free_text_list() {
+        let message = "12 Baker Street, London";
+        let mut fields = proposals(&[
+            ("address", json!("12 Baker Street, London"), message),
+            ("toppings", json!(["12 Baker Street", "London"]), message),
+        ]);
+        let events = one_field_per_span(&mut fields, &BTreeSet::new(), Some("address"), message);
+        assert_eq!(fields.keys().collect::<Vec<_>>(), ["address"]);
+        assert!(matches!(&events[..], [Event::Ungrounded { name, reason, .. }]
+            if name == "toppings" && reason == "its words answer `address`"));
+    }
+
+    #[test]
+    fn a_certain_read_keeps_its_words_from_the_whole_answer() {
+        let message = "then do 3000 for now";
+        let mut fields =
+            proposals(&[("amount", json!(3000), "3000"), ("recipient", json!("then do 3000 for now"), message)]);
+        let certain = BTreeSet::from(["amount".to_string()]);
+        one_field_per_span(&mut fields, &certain, Some("recipient"), message);
+        assert_eq!(fields.keys().collect::<Vec<_>>(), ["amount"]);
+    }
+
+    #[test]
+    fn values_that_cite_the_whole_message_claim_only_their_own_words() {
+        let message = "Book The Savoy for 2 guests on 2026-12-04";
+        let mut fields = proposals(&[
+            ("hotel", json!("The Savoy"), message),
+            ("guests", json!(2), message),
+            ("date", json!("2026-12-04"), "2026-12-04"),
+        ]);
+        let certain = BTreeSet::from(["date".to_string()]);
+        assert!(one_field_per_span(&mut fields, &certain, Some("hotel"), message).is_empty());
+        assert_eq!(fields.len(), 3);
+    }
+
+    #[test]
+    fn a_yes_to_a_confirmation_must_be_unqualified() {
+        let confirmations = ["confirmed".to_string()];
+        let run = |value: Value, message: &str| {
+            let mut fields = proposals(&[("confirmed", value, message)]);
+            let (events, doubt) = ground_consent(&confirmations, &mut fields, message);
+            (fields.get("confirmed").map(|proposal| proposal.value.clone()), events.len(), doubt.map(|d| d.kind))
+        };
+        use crate::llm::offline::consent::DoubtKind;
+        assert_eq!(run(json!(true), "yes please"), (Some(json!(true)), 0, None));
+        assert_eq!(run(json!(true), "I need to correct the date"), (None, 1, Some(DoubtKind::Hesitation)));
+        assert_eq!(run(json!(true), "yes please, but wait"), (None, 1, Some(DoubtKind::Hesitation)));
+        assert_eq!(run(json!(true), "yes but for 3 guests"), (None, 1, Some(DoubtKind::Contrast)));
+        assert_eq!(run(json!(true), "the Grand Hotel"), (None, 1, Some(DoubtKind::NoAssent)));
+        assert_eq!(run(json!(false), "no idea"), (None, 1, Some(DoubtKind::Hesitation)));
+        assert_eq!(run(json!(false), "no, please don't"), (Some(json!(false)), 0, None));
+        let mut nothing = BTreeMap::new();
+        let (events, doubt) = ground_consent(&confirmations, &mut nothing, "is that right?");
+        assert!(matches!(&events[..], [Event::ConsentUnclear { proposed: None, .. }]));
+        assert_eq!(doubt.map(|doubt| doubt.kind), Some(DoubtKind::Question));
     }
 }

@@ -51,6 +51,7 @@ pub mod events;
 pub mod grounding;
 pub mod limits_config;
 pub mod session;
+pub mod shutdown;
 pub mod tools;
 pub mod validate;
 pub mod workflow;

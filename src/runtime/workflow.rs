@@ -163,6 +163,7 @@ pub fn start(
         events: Vec::new(),
         error: None,
         limited: None,
+        steps_ended: 0,
     })
 }
 
@@ -233,6 +234,11 @@ impl WorkflowRunner<'_> {
         let started_running = std::time::Instant::now();
         let mut failures_in_a_row = 0u32;
         while let Some(step_id) = run.next_step {
+            if super::shutdown::requested() {
+                // Stopped by the operator before this step: the run stays
+                // `running`, and whoever takes it next starts here.
+                return Ok(());
+            }
             let steps_run = u32::try_from(executions).unwrap_or(u32::MAX);
             if let Some(reason) = limits.reached(steps_run, started_running.elapsed(), failures_in_a_row) {
                 run.status = RunStatus::Paused;
@@ -257,9 +263,15 @@ impl WorkflowRunner<'_> {
             run.next_step = Some(step_id);
             self.event(run, "step_started", Some(&step.name));
             (self.checkpoint)(run)?;
+            super::shutdown::take_interrupted();
             let outcome = self.execute_with_policy(run, flow.name.as_str(), step);
             let duration = self.tool_env.clock.now().signed_duration_since(started);
             let duration_ms = u64::try_from(duration.num_milliseconds()).unwrap_or(0);
+            if outcome.is_err() && super::shutdown::take_interrupted() {
+                self.interrupted(run, step_id, step, outcome.err().unwrap_or_default(), duration_ms);
+                return Ok(());
+            }
+            run.steps_ended = run.steps_ended.saturating_add(1);
             let after = match outcome {
                 Ok(outcome) => {
                     failures_in_a_row = 0;
@@ -287,6 +299,20 @@ impl WorkflowRunner<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Records a step whose tool the end of a stop's grace period killed:
+    /// the run stays `running` at this step, which runs again when the run
+    /// goes on.
+    fn interrupted(&self, run: &mut WorkflowRun, step_id: StepId, step: &Step, error: String, duration_ms: u64) {
+        if let Some(record) = run.steps.get_mut(step_id.index()) {
+            record.status = StepStatus::Interrupted;
+            record.duration_ms = Some(duration_ms);
+            record.error = Some(error);
+        }
+        self.event(run, "step_interrupted", Some(&step.name));
+        run.status = RunStatus::Running;
+        run.next_step = Some(step_id);
     }
 
     /// Records a step that completed and moves the run on: to where its
@@ -393,6 +419,12 @@ impl WorkflowRunner<'_> {
         };
         let mut last_error = String::new();
         for attempt in 0..attempts {
+            if attempt > 0 && super::shutdown::requested() {
+                // No new attempt once stopping: the step runs again when
+                // the run goes on.
+                super::shutdown::note_interrupted();
+                break;
+            }
             if attempt > 0
                 && let OnError::Retry { backoff_ms, .. } = step.on_error
             {
@@ -418,9 +450,11 @@ impl WorkflowRunner<'_> {
         let mut data = run.data.clone();
         let mut out = ActionOutput::default();
         let source = ActionSource { kind: Source::Action, path: &path, numbered: true };
-        runner
-            .run(&step.actions, &source, &mut data, &run.context, &mut Vec::new(), &mut out)
-            .map_err(|error| error.to_string())?;
+        let step_key = format!("{}.{}", step.name, run.steps_ended.saturating_add(1));
+        super::tools::with_identity(&run.run, &step_key, || {
+            runner.run(&step.actions, &source, &mut data, &run.context, &mut Vec::new(), &mut out)
+        })
+        .map_err(|error| error.to_string())?;
         run.warnings.append(&mut out.warnings);
         let merged = merge(&out.emissions);
         for (name, value) in &merged.set {

@@ -23,6 +23,29 @@ pub enum RunStatus {
     /// name (`flowc resume`, or another `run_within`), never by a worker's
     /// poll, which would make the limit a mere slice.
     Paused,
+    /// Cancelled by an operator (`flowc runs cancel`) while it waited or
+    /// ran: it has ended, and nothing resumes it.
+    Cancelled,
+}
+
+impl RunStatus {
+    /// The status as stored and printed: `running`, `cancelled`, ….
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Waiting => "waiting",
+            RunStatus::Aborted => "aborted",
+            RunStatus::Paused => "paused",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the run is over: nothing may resume it.
+    pub fn has_ended(self) -> bool {
+        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Aborted | RunStatus::Cancelled)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +57,10 @@ pub enum StepStatus {
     Failed,
     Skipped,
     Waiting,
+    /// The operator stopped flowc while the step ran and its grace period
+    /// ended first: its tool was killed, and the step runs again when the
+    /// run goes on (its side effect may have happened: at least once).
+    Interrupted,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -82,12 +109,18 @@ pub struct WorkflowRun {
     /// before its next step, while it is `paused`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limited: Option<StopReason>,
+    /// How many step executions ended (completed or failed): with the
+    /// step's name, the `FLOWC_STEP_ID` its tools get, the same when a
+    /// step interrupted or cut short by a crash runs again.
+    #[serde(default)]
+    pub steps_ended: u64,
 }
 
 /// A step started or ended: what a run did, in order, across resumes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunEvent {
-    /// `step_started`, `step_completed`, `step_failed`, `run_resumed`.
+    /// `step_started`, `step_completed`, `step_failed`,
+    /// `step_interrupted`, `run_resumed`, `run_cancelled`.
     pub event: String,
     pub step: Option<String>,
     /// RFC 3339.
@@ -116,6 +149,7 @@ impl WorkflowRun {
             RunStatus::Failed => "error",
             RunStatus::Waiting => "waiting",
             RunStatus::Aborted => "aborted",
+            RunStatus::Cancelled => "cancelled",
             RunStatus::Running => "needs_input",
             RunStatus::Paused => self.limited.map_or("needs_input", StopReason::as_str),
         };

@@ -25,7 +25,7 @@ pub mod sqlite;
 use crate::ir::Program;
 use crate::llm::Message;
 use crate::runtime::session::Session;
-use crate::runtime::workflow::WorkflowRun;
+use crate::runtime::workflow::{RunEvent, RunStatus, WorkflowRun};
 use serde::Serialize;
 
 pub use location::StoreLocation;
@@ -134,6 +134,48 @@ pub trait RunStore {
     /// Takes up to `limit` due runs for `claim.holder`, oldest due first;
     /// no two holders ever get the same run.
     fn claim_due(&self, claim: &Claim, limit: usize) -> Result<Vec<StoredRun>, StoreError>;
+
+    /// Cancels a run that has not ended, whoever holds it: it is recorded
+    /// `cancelled` (with a `run_cancelled` event at `at`), its claim is
+    /// dropped and no worker or resume takes it again. A holder running it
+    /// finds its next save refused.
+    fn cancel_run(&self, id: &str, at: &str) -> Result<Cancel, StoreError>;
+
+    /// When the next waiting run comes due (seconds since the epoch), if
+    /// one waits.
+    fn next_due(&self) -> Result<Option<i64>, StoreError>;
+
+    /// Waits at most `timeout` for news of a run (one became due, was
+    /// released or was cancelled): `true` when there was news. A store
+    /// that cannot be told just sleeps, and its worker polls.
+    fn wait_for_news(&self, timeout: std::time::Duration) -> Result<bool, StoreError> {
+        std::thread::sleep(timeout);
+        Ok(false)
+    }
+}
+
+/// What [`RunStore::cancel_run`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cancel {
+    /// The run as it is stored now, cancelled.
+    Cancelled(Box<StoredRun>),
+    /// The run had already ended, with this status: nothing changed.
+    Ended(RunStatus),
+    /// There is no run with this id.
+    Missing,
+}
+
+/// The run `stored` becomes when it is cancelled at `at`: nothing runs
+/// next, nothing is due.
+pub fn cancelled(mut stored: StoredRun, at: &str) -> StoredRun {
+    stored.run.status = RunStatus::Cancelled;
+    stored.run.next_step = None;
+    stored.run.resume_at = None;
+    stored.run.limited = None;
+    stored.run.events.push(RunEvent { event: "run_cancelled".to_string(), step: None, at: at.to_string() });
+    stored.version = stored.version.saturating_add(1);
+    stored.due_at = None;
+    stored
 }
 
 /// Both stores in one: what `--store` opens.
@@ -285,7 +327,7 @@ pub(crate) mod rows {
     }
 
     pub fn status(run: &WorkflowRun) -> String {
-        serde_json::to_value(run.status).ok().and_then(|status| status.as_str().map(str::to_string)).unwrap_or_default()
+        run.status.as_str().to_string()
     }
 
     pub fn role(message: &Message) -> String {

@@ -11,7 +11,7 @@
 
 use super::postgres_tls::describe;
 use super::rows::{self, now_text};
-use super::{Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id};
+use super::{Cancel, Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id};
 use crate::llm::Message;
 use crate::runtime::session::Session;
 use postgres::{Client, Row};
@@ -59,7 +59,15 @@ const MIGRATION_LOCK: i64 = 0x0066_6c6f_7763;
 
 pub struct PostgresStore {
     client: Mutex<Client>,
+    /// The URL, for the listening connection a worker opens.
+    url: String,
+    /// The connection that `LISTEN`s on [`NEWS`], opened by the first wait.
+    listener: Mutex<Option<Client>>,
 }
+
+/// The channel on which a save that releases a run, and a cancel, notify
+/// the workers (the payload is the run's id).
+pub const NEWS: &str = "flowc_runs";
 
 fn sql_error(id: &str) -> impl Fn(postgres::Error) -> StoreError + '_ {
     move |error| StoreError::Io { id: id.to_string(), message: describe(&error) }
@@ -71,7 +79,7 @@ impl PostgresStore {
         let open_error = |message: String| StoreError::Open { location: shown.clone(), message };
         let mut client = super::postgres_tls::connect(url).map_err(open_error)?;
         migrate(&mut client, MIGRATIONS).map_err(open_error)?;
-        Ok(PostgresStore { client: Mutex::new(client) })
+        Ok(PostgresStore { client: Mutex::new(client), url: url.to_string(), listener: Mutex::new(None) })
     }
 
     fn client(&self, id: &str) -> Result<MutexGuard<'_, Client>, StoreError> {
@@ -326,6 +334,11 @@ impl RunStore for PostgresStore {
         if written == 0 {
             return Err(conflict(expected.saturating_add(1)));
         }
+        if claim.is_none() {
+            // Released: it may be due, or due later than a worker thought.
+            // Delivered on commit, so no worker looks before the row is there.
+            transaction.execute("SELECT pg_notify($1, $2)", &[&NEWS, &id]).map_err(sql_error(id))?;
+        }
         transaction.commit().map_err(sql_error(id))
     }
 
@@ -400,6 +413,71 @@ impl RunStore for PostgresStore {
             )
             .map_err(sql_error("*"))?;
         rows.iter().map(run_from_row).collect()
+    }
+
+    fn cancel_run(&self, id: &str, at: &str) -> Result<Cancel, StoreError> {
+        check_id(id)?;
+        let mut client = self.client(id)?;
+        let mut transaction = client.transaction().map_err(sql_error(id))?;
+        let row = transaction
+            .query_opt(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1 FOR UPDATE"), &[&id])
+            .map_err(sql_error(id))?;
+        let Some(stored) = row.as_ref().map(run_from_row).transpose()? else {
+            return Ok(Cancel::Missing);
+        };
+        if stored.run.status.has_ended() {
+            return Ok(Cancel::Ended(stored.run.status));
+        }
+        let stored = super::cancelled(stored, at);
+        let rows::Write { version, state, .. } = rows::write(id, stored.version, 0, &stored.run)?;
+        transaction
+            .execute(
+                "UPDATE runs SET status = $2, due_at = NULL, version = $3, claimed_by = NULL, claimed_until = NULL,
+                     updated_at = $4, state = $5 WHERE id = $1",
+                &[&id, &rows::status(&stored.run), &version, &now_text(), &state],
+            )
+            .map_err(sql_error(id))?;
+        transaction.execute("SELECT pg_notify($1, $2)", &[&NEWS, &id]).map_err(sql_error(id))?;
+        transaction.commit().map_err(sql_error(id))?;
+        Ok(Cancel::Cancelled(Box::new(stored)))
+    }
+
+    fn next_due(&self) -> Result<Option<i64>, StoreError> {
+        let mut client = self.client("*")?;
+        let row =
+            client.query_one("SELECT MIN(due_at) FROM runs WHERE status = 'waiting'", &[]).map_err(sql_error("*"))?;
+        Ok(row.get(0))
+    }
+
+    fn wait_for_news(&self, timeout: std::time::Duration) -> Result<bool, StoreError> {
+        let mut listener = self
+            .listener
+            .lock()
+            .map_err(|_| StoreError::Io { id: "*".to_string(), message: "the store's lock is poisoned".to_string() })?;
+        if listener.is_none() {
+            let mut client = super::postgres_tls::connect(&self.url)
+                .map_err(|message| StoreError::Open { location: redact(&self.url), message })?;
+            client.batch_execute(&format!("LISTEN {NEWS}")).map_err(sql_error("*"))?;
+            *listener = Some(client);
+        }
+        let Some(client) = listener.as_mut() else {
+            return Ok(false);
+        };
+        use postgres::fallible_iterator::FallibleIterator;
+        let waited = client.notifications().timeout_iter(timeout).next();
+        match waited {
+            Ok(news) => {
+                // Several saves at once are one piece of news: the worker
+                // claims until nothing is due.
+                while let Ok(Some(_)) = client.notifications().iter().next() {}
+                Ok(news.is_some())
+            }
+            Err(error) => {
+                // A broken listening connection is opened again by the next wait.
+                *listener = None;
+                Err(StoreError::Io { id: "*".to_string(), message: describe(&error) })
+            }
+        }
     }
 }
 

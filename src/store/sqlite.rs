@@ -14,7 +14,7 @@
 //! a database of any older version to the current one.
 
 use super::rows::{self, now_text};
-use super::{Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id};
+use super::{Cancel, Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id};
 use crate::llm::Message;
 use crate::runtime::session::Session;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -482,6 +482,41 @@ impl RunStore for SqliteStore {
         }
         transaction.commit().map_err(sql_error("*"))?;
         Ok(runs)
+    }
+
+    fn cancel_run(&self, id: &str, at: &str) -> Result<Cancel, StoreError> {
+        check_id(id)?;
+        let mut connection = self.connection(id)?;
+        let transaction =
+            connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
+        let row = transaction
+            .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))
+            .and_then(|mut statement| statement.query_row([id], |row| run_from_row(id, row)).optional())
+            .map_err(sql_error(id))?;
+        let Some(stored) = row.transpose()? else {
+            return Ok(Cancel::Missing);
+        };
+        if stored.run.status.has_ended() {
+            return Ok(Cancel::Ended(stored.run.status));
+        }
+        let stored = super::cancelled(stored, at);
+        let rows::Write { version, state, .. } = rows::write(id, stored.version, 0, &stored.run)?;
+        transaction
+            .execute(
+                "UPDATE runs SET status = ?2, due_at = NULL, version = ?3, claimed_by = NULL, claimed_until = NULL,
+                     updated_at = ?4, state = ?5 WHERE id = ?1",
+                params![id, rows::status(&stored.run), version, now_text(), state],
+            )
+            .map_err(sql_error(id))?;
+        transaction.commit().map_err(sql_error(id))?;
+        Ok(Cancel::Cancelled(Box::new(stored)))
+    }
+
+    fn next_due(&self) -> Result<Option<i64>, StoreError> {
+        let connection = self.connection("*")?;
+        connection
+            .query_row("SELECT MIN(due_at) FROM runs WHERE status = 'waiting'", [], |row| row.get(0))
+            .map_err(sql_error("*"))
     }
 }
 

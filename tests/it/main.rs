@@ -2,6 +2,7 @@
 //! as one test binary of modules.
 
 mod compile;
+mod consent;
 mod fake;
 mod generated;
 mod grounding;
@@ -18,6 +19,8 @@ mod run;
 mod runtime;
 #[cfg(unix)]
 mod serve_page;
+#[cfg(unix)]
+mod stop;
 mod store;
 mod store_tls;
 mod support;

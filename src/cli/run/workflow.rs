@@ -38,6 +38,9 @@ pub(super) fn run_workflow(
     };
     store_new(store.as_ref(), &mut stored, &claim, tool_env).map_err(|error| RunError::Usage(error.to_string()))?;
     let show_progress = std::io::stderr().is_terminal() && !args.json;
+    // SIGTERM or SIGINT from here on stops the run after the step in
+    // flight, saved and released for `flowc resume` or a worker.
+    crate::cli::shutdown::install(crate::cli::shutdown::DEFAULT_GRACE);
     execute(store.as_ref(), &mut stored, program, tool_env, &claim, limits, show_progress)
         .map_err(|error| RunError::Failed(error.to_string()))?;
     for warning in &stored.run.warnings {

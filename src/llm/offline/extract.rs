@@ -21,6 +21,7 @@
 //! comes with the words it was read from, its evidence.
 
 use super::cache::Cache;
+use super::consent::{self, Consent};
 use super::dates::{self, Value as DateValue};
 use super::numbers;
 use super::text::{Kind, Token, stem};
@@ -28,80 +29,6 @@ use crate::llm::{FieldSpec, Proposal};
 use chrono::NaiveDate;
 use serde_json::Value;
 use std::collections::BTreeMap;
-
-/// Yes words and phrases, matched as whole words.
-const YES: &[&[&str]] = &[
-    &["yes"],
-    &["yeah"],
-    &["yep"],
-    &["yup"],
-    &["sure"],
-    &["ok"],
-    &["okay"],
-    &["correct"],
-    &["confirm"],
-    &["confirmed"],
-    &["absolutely"],
-    &["definitely"],
-    &["affirmative"],
-    &["true"],
-    &["please", "do"],
-    &["go", "ahead"],
-    &["do", "it"],
-    &["of", "course"],
-    &["that's", "right"],
-    &["sounds", "good"],
-];
-
-/// No words and phrases; any word ending in `n't` (`didn't`, `doesn't`)
-/// counts as one too.
-const NO: &[&[&str]] = &[
-    &["no"],
-    &["nope"],
-    &["nah"],
-    &["not"],
-    &["never"],
-    &["cancel"],
-    &["dont"],
-    &["do", "not"],
-    &["nevermind"],
-    &["never", "mind"],
-    &["negative"],
-    &["false"],
-    &["incorrect"],
-    &["wrong"],
-];
-
-/// Whether a yes/no phrase may start with `word` (a fast filter).
-fn starts_yes_no(word: &str) -> bool {
-    word.ends_with("n't") || YES.iter().chain(NO).any(|phrase| phrase.first() == Some(&word))
-}
-
-/// The yes/no answer in `tokens`: `None` when there is neither, or both
-/// (`not sure`, `no, go ahead`). A message that is just `y` or `n` counts.
-pub(crate) fn yes_no(tokens: &[Token]) -> Option<bool> {
-    let words: Vec<&str> = tokens.iter().filter(|t| t.is_alphanumeric()).map(|t| t.lower.as_str()).collect();
-    match words.as_slice() {
-        ["y"] => return Some(true),
-        ["n"] => return Some(false),
-        _ => {}
-    }
-    let mut yes = false;
-    let mut no = false;
-    for start in 0..words.len() {
-        let rest = words.get(start..).unwrap_or_default();
-        if !rest.first().is_some_and(|word| starts_yes_no(word)) {
-            continue;
-        }
-        yes |= YES.iter().any(|phrase| rest.starts_with(phrase));
-        no |= NO.iter().any(|phrase| rest.starts_with(phrase)) || rest.first().is_some_and(|w| w.ends_with("n't"));
-    }
-    match (yes, no) {
-        (true, false) => Some(true),
-        (false, true) => Some(false),
-        _ => None,
-    }
-}
 
 /// The alphanumeric tokens of a message, for phrase matching.
 struct Words<'a> {
@@ -212,7 +139,17 @@ pub(crate) fn extract(
     }
 
     let bools: Vec<&FieldSpec> = fields.iter().filter(|field| field.kind == "bool").collect();
-    if let Some(answer) = if bools.is_empty() { None } else { yes_no(tokens) } {
+    // A yes is read only when nothing in the message takes it back (see
+    // `consent`): "yes, but 3 guests" answers no bool.
+    let answer = match bools.is_empty() {
+        true => None,
+        false => match consent::read_tokens(tokens) {
+            Consent::Yes => Some(true),
+            Consent::No => Some(false),
+            Consent::Unclear(_) | Consent::Silent => None,
+        },
+    };
+    if let Some(answer) = answer {
         let any_asked = fields.iter().any(|field| field.asked);
         for field in &bools {
             if field.asked || (!any_asked && bools.len() == 1) {
@@ -491,27 +428,10 @@ pub(crate) fn whole_answer(message: &str, tokens: &[Token]) -> Option<String> {
     let kept = tokens.get(first..end).unwrap_or_default();
     let start = kept.first()?.start;
     let stop = kept.last()?.end;
-    if only_yes_no(kept) {
+    if consent::only_answer_words(kept) {
         return None;
     }
     message.get(start..stop).map(str::to_string)
-}
-
-/// Whether the words of `tokens` are yes/no phrases and nothing else
-/// (`no`, `not sure`, `yes, go ahead`).
-fn only_yes_no(tokens: &[Token]) -> bool {
-    let words: Vec<&str> = tokens.iter().filter(|t| t.is_alphanumeric()).map(|t| t.lower.as_str()).collect();
-    let mut index = 0;
-    while let Some(rest) = words.get(index..).filter(|rest| !rest.is_empty()) {
-        let phrase = YES.iter().chain(NO).filter(|phrase| rest.starts_with(phrase)).map(|phrase| phrase.len()).max();
-        let contraction = rest.first().is_some_and(|word| word.ends_with("n't"));
-        match phrase {
-            Some(length) => index += length,
-            None if contraction => index += 1,
-            None => return false,
-        }
-    }
-    true
 }
 
 #[cfg(test)]
@@ -572,7 +492,11 @@ mod tests {
     }
 
     fn answer(message: &str) -> Option<bool> {
-        yes_no(&tokenize(message))
+        match consent::read_tokens(&tokenize(message)) {
+            Consent::Yes => Some(true),
+            Consent::No => Some(false),
+            Consent::Unclear(_) | Consent::Silent => None,
+        }
     }
 
     #[test]

@@ -86,6 +86,7 @@
 //! dates resolve against the request's `today`).
 
 mod cache;
+pub mod consent;
 mod dates;
 mod extract;
 mod numbers;
@@ -165,7 +166,16 @@ fn understand(request: &UnderstandRequest, cache: &mut Cache) -> Understanding {
     let conditions = answer_all(&request.conditions);
     let signals = answer_all(&request.signals);
 
-    let said_something_else = !fields.is_empty()
+    // A list of free-text items ("12 Baker Street, London" read as two
+    // toppings) is no better reading than the whole answer to the field
+    // asked: both are proposed, and the runtime gives the words to the
+    // field asked (`grounding::one_field_per_span`).
+    let free_list = |name: &String| {
+        request.fields.iter().any(|field| {
+            &field.name == name && field.kind == "list" && field.schema.pointer("/items/enum").is_none()
+        })
+    };
+    let said_something_else = fields.keys().any(|name| !free_list(name))
         || conditions.values().chain(signals.values()).any(|answer| answer.yes)
         || flow.as_ref().is_some_and(|flow| request.active_flow.as_ref() != Some(flow));
     let whole_answer_field =

@@ -204,7 +204,16 @@ fn unit_before(tokens: &[Token], first: usize) -> Option<String> {
     Some(stem(&word.lower))
 }
 
-/// Every number in `tokens`, left to right, skipping `consumed` tokens.
+/// Whether the number starting at `first` is one the message takes back:
+/// "not 2", "instead of 2", "rather than 2" ("3 guests, not 2").
+fn negated(tokens: &[Token], first: usize) -> bool {
+    let word_before = |back: usize| first.checked_sub(back).and_then(|index| tokens.get(index));
+    let said = |back: usize, word: &str| word_before(back).is_some_and(|token| token.is_word(word));
+    said(1, "not") || (said(1, "of") && said(2, "instead")) || (said(1, "than") && said(2, "rather"))
+}
+
+/// Every number in `tokens`, left to right, skipping `consumed` tokens and
+/// numbers taken back ([`negated`]).
 pub(crate) fn candidates(tokens: &[Token], consumed: &[bool]) -> Vec<Candidate> {
     let is_free = |index: usize| !consumed.get(index).copied().unwrap_or(false);
     let mut found = Vec::new();
@@ -216,6 +225,7 @@ pub(crate) fn candidates(tokens: &[Token], consumed: &[bool]) -> Vec<Candidate> 
             Kind::Symbol => None,
         };
         match number {
+            Some((_, _, last)) if negated(tokens, index) => index = last + 1,
             Some((value, integral, last)) if (index..=last).all(is_free) => {
                 found.push(Candidate {
                     value,

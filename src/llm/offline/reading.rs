@@ -6,7 +6,8 @@
 
 use super::cache::Cache;
 use super::dates::{self, Value as DateValue};
-use super::extract::{span_text, yes_no};
+use super::consent;
+use super::extract::span_text;
 use super::numbers;
 use super::text::{located_terms, tokenize};
 use crate::llm::{FieldSpec, Proposal, UnderstandRequest};
@@ -58,7 +59,12 @@ fn number_candidates(tokens: &[super::text::Token]) -> Vec<numbers::Candidate> {
 
 /// The yes or no `text` says; `None` for neither or both.
 pub fn yes_no_in(text: &str) -> Option<bool> {
-    yes_no(&tokenize(text))
+    consent::polarity_tokens(&tokenize(text))
+}
+
+/// What `message` says as an answer to a yes/no question (a confirmation).
+pub fn consent_in(message: &str) -> consent::Consent {
+    consent::read_tokens(&tokenize(message))
 }
 
 /// The words of `text` as the offline rules cut them (letters and digits
@@ -130,9 +136,10 @@ impl CertainReader {
         }
         let tokens = tokenize(message);
         // The field the current step asks for alone, answered by the one
-        // number or the one yes/no of the message: "2 guests" to "How many
-        // guests?", "yes" to "Shall I book …?". Read at the step that asks
-        // for it, a confirmation is an answer, not consent read ahead.
+        // number of the message ("2 guests" to "How many guests?"), or by a
+        // message that is nothing but a yes or a no from the closed set of
+        // forms ("yes please" to "Shall I book …?"): anything more is for
+        // the model, whose yes must then pass the consent rule.
         if let Some(field) = asked_alone {
             match field.kind.as_str() {
                 "int" | "float" => {
@@ -147,7 +154,7 @@ impl CertainReader {
                     }
                 }
                 "bool" => {
-                    if let Some(answer) = yes_no(&tokens) {
+                    if let Some(answer) = consent::certain_tokens(&tokens) {
                         read.insert(field.name.clone(), Proposal::new(Value::Bool(answer), message.trim()));
                     }
                 }

@@ -172,7 +172,8 @@ fn every_value_and_yes_cites_the_words_it_was_read_from() {
         change.conditions.get("booking.confirm#2").and_then(|answer| answer.evidence.as_deref()),
         Some("different")
     );
-    assert_eq!(evidence_of(&change), json!({"confirmed": "No, make it a different day instead"}));
+    // A change is not a no: the confirmation is left unanswered.
+    assert_eq!(evidence_of(&change), json!({}));
     let savoy = booking_turn("The Savoy, please", Some("hotel"));
     assert_eq!(evidence_of(&savoy), json!({"hotel": "The Savoy"}));
     let no = booking_turn("no", Some("confirmed"));

@@ -159,6 +159,9 @@ pub struct Turn<'a> {
     /// The signals the understand call asked about: answered there, even
     /// when the answer was set aside (then as no, as if not understood).
     asked_signals: BTreeSet<String>,
+    /// Why this turn's message was no clear answer to the confirmation the
+    /// step asked, when it was not: the step says so as it asks again.
+    consent_doubt: Option<crate::llm::offline::consent::Doubt>,
     /// Fields the understanding step wrote from this turn's message: a new
     /// run of a flow entered in the same turn keeps them.
     extracted_this_turn: BTreeSet<String>,
@@ -210,6 +213,7 @@ impl<'a> Turn<'a> {
             understanding: Understanding::default(),
             asked_fields: BTreeSet::new(),
             asked_signals: BTreeSet::new(),
+            consent_doubt: None,
             extracted_this_turn: BTreeSet::new(),
             events: Vec::new(),
             records: Vec::new(),

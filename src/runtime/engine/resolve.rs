@@ -164,6 +164,9 @@ impl Turn<'_> {
             return Ok(());
         };
         let reopened = !fresh && self.reopen_confirmation(program, flow, step, (flow_id, step_id));
+        if fresh {
+            self.clear_confirmations(program, flow, step);
+        }
         if !self.needs_input(step) {
             self.cursor = Cursor::Execute(flow_id, step_id);
             return Ok(());
@@ -210,6 +213,12 @@ impl Turn<'_> {
                 }
             }
             return Ok(());
+        }
+        if !fresh
+            && !reopened
+            && let Some(doubt) = self.consent_doubt.take()
+        {
+            self.says.push(format!("Just to be sure: {}.", doubt.clause()));
         }
         self.session.asks += 1;
         let ask = self.session.asks;
@@ -292,6 +301,27 @@ impl Turn<'_> {
         self.session.asks = 0;
         self.emit(Event::ConfirmationReopened { flow: flow.name.clone(), step: step.name.clone(), changed, cleared });
         true
+    }
+
+    /// A confirmation answers only the step that asked it, on the visit
+    /// that asked it: a step that collects one, entered anew, starts
+    /// without it, whoever set it (another step collecting the same
+    /// field, an earlier visit, a "yes" to another question this turn).
+    fn clear_confirmations(&mut self, program: &Program, flow: &Flow, step: &Step) {
+        let mut cleared = Vec::new();
+        for field in &step.collect {
+            let Some(declared) = program.field(*field) else {
+                continue;
+            };
+            if matches!(declared.ty.kind, crate::ir::TypeKind::Bool)
+                && self.session.data.remove(&declared.name).is_some_and(|value| !value.is_null())
+            {
+                cleared.push(declared.name.clone());
+            }
+        }
+        if !cleared.is_empty() {
+            self.emit(Event::ConfirmationCleared { flow: flow.name.clone(), step: step.name.clone(), fields: cleared });
+        }
     }
 
     pub(super) fn execute(&mut self, program: &Program, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {

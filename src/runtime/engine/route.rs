@@ -236,7 +236,10 @@ impl Turn<'_> {
             let Some(declared) = program.field(*field) else {
                 continue;
             };
-            if self.extracted_this_turn.contains(&declared.name) {
+            // Values the user gave this turn carry into the new run, but a
+            // confirmation never does: it answered another question.
+            let confirmation = matches!(declared.ty.kind, crate::ir::TypeKind::Bool);
+            if self.extracted_this_turn.contains(&declared.name) && !confirmation {
                 continue;
             }
             if self.session.data.remove(&declared.name).is_some() {

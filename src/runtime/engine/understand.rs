@@ -60,11 +60,22 @@ impl Turn<'_> {
                 return Ok(());
             }
         }
+        let certain: BTreeSet<String> = read_by_code.keys().cloned().collect();
+        let asked = self.current_step(&program).and_then(|step| match step.collect.as_slice() {
+            [only] => program.field(*only).map(|declared| declared.name.clone()),
+            _ => None,
+        });
         for (name, proposal) in read_by_code {
             let evidence = proposal.evidence.clone().unwrap_or_default();
             self.emit(Event::ReadByCode { field: name.clone(), value: proposal.value.clone(), evidence });
             self.understanding.fields.insert(name, proposal);
         }
+        for event in
+            grounding::one_field_per_span(&mut self.understanding.fields, &certain, asked.as_deref(), &self.message)
+        {
+            self.emit(event);
+        }
+        self.ground_consent(&program);
         let route = self.choose_route(&program, &candidates, &routable);
 
         // Pre-phase signals (step 3): they run before routing takes effect.
@@ -351,6 +362,28 @@ impl Turn<'_> {
             self.extracted_this_turn.insert(name.clone());
             self.session.data.insert(name, value);
         }
+    }
+
+    /// Holds the answers to the confirmations the asking step collects to
+    /// the consent rule (`grounding::ground_consent`).
+    fn ground_consent(&mut self, program: &Program) {
+        let confirmations: Vec<String> = self
+            .current_step(program)
+            .map(|step| {
+                step.collect
+                    .iter()
+                    .filter_map(|field| program.field(*field))
+                    .filter(|declared| matches!(declared.ty.kind, crate::ir::TypeKind::Bool))
+                    .map(|declared| declared.name.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (events, doubt) =
+            grounding::ground_consent(&confirmations, &mut self.understanding.fields, &self.message);
+        for event in events {
+            self.emit(event);
+        }
+        self.consent_doubt = doubt;
     }
 
     /// Checks the model's proposals against the user's message

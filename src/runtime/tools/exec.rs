@@ -11,14 +11,23 @@
 //! A relative program path with a separator (`tools/x.py`, `./x.sh`) is
 //! resolved against the program's directory; a bare name (`python3`) is
 //! looked up on `PATH`. Arguments are passed as written.
+//!
+//! A step of a workflow run gives its tools `FLOWC_RUN_ID` and
+//! `FLOWC_STEP_ID` (the same for every attempt of one execution of the
+//! step, also after a crash), so that a tool can make its side effect
+//! idempotent. When the operator stops flowc ([`crate::runtime::shutdown`])
+//! the child may finish within the grace period; after it, its process
+//! group is killed and the call is interrupted.
 
 use super::{ToolEnv, ToolError, excerpt};
 use crate::ir::Tool;
+use crate::runtime::shutdown;
 use serde_json::{Map, Value};
+use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -26,6 +35,53 @@ use std::time::{Duration, Instant};
 const MAX_STDOUT: usize = 16 * 1024 * 1024;
 /// How much of stderr the error message keeps (the end, where errors are).
 const STDERR_KEPT: usize = 2 * 1024;
+
+thread_local! {
+    /// The run and step whose actions this thread executes now. A thread
+    /// value rather than a field of the call: the call path through the
+    /// actions is the one conversations use too, which have no run.
+    static IDENTITY: RefCell<Option<(String, String)>> = const { RefCell::new(None) };
+}
+
+/// Runs `work` with the exec tools it calls told `run` and `step` (as
+/// `FLOWC_RUN_ID` and `FLOWC_STEP_ID`).
+pub fn with_identity<T>(run: &str, step: &str, work: impl FnOnce() -> T) -> T {
+    let previous = IDENTITY.with(|identity| identity.replace(Some((run.to_string(), step.to_string()))));
+    let result = work();
+    IDENTITY.with(|identity| identity.replace(previous));
+    result
+}
+
+/// The process groups of the children running now, for a stop at once.
+static RUNNING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// Forgets a child's group when its call ends, however it ends.
+struct Registered(i32);
+
+impl Registered {
+    fn new(child: &Child) -> Option<Registered> {
+        let group = i32::try_from(child.id()).ok()?;
+        RUNNING.lock().ok()?.push(group);
+        Some(Registered(group))
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if let Ok(mut running) = RUNNING.lock() {
+            running.retain(|group| *group != self.0);
+        }
+    }
+}
+
+/// Kills the process group of every exec tool running now (the second
+/// signal of a stop: nothing is left behind).
+pub fn kill_running() {
+    let groups = RUNNING.lock().map(|running| running.clone()).unwrap_or_default();
+    for group in groups {
+        kill_group_id(group);
+    }
+}
 
 pub(super) fn call(
     tool: &Tool,
@@ -40,6 +96,7 @@ pub(super) fn call(
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
     let mut child = spawn(program, program_args, &env.base_dir)
         .map_err(|error| ToolError::failed(tool, format!("cannot run `{program}`: {error}")))?;
+    let _registered = Registered::new(&child);
 
     let mut input = serde_json::to_vec(args).unwrap_or_else(|_| b"{}".to_vec());
     input.push(b'\n');
@@ -54,10 +111,18 @@ pub(super) fn call(
     let stderr = child.stderr.take().map(|pipe| read_on_thread(pipe, STDERR_KEPT * 4, Keep::Tail));
 
     let status = match wait_until(&mut child, deadline) {
-        Ok(Some(status)) => status,
-        Ok(None) => {
+        Ok(Waited::Exited(status)) => status,
+        Ok(Waited::TimedOut) => {
             kill(&mut child);
             return Err(ToolError::timeout(tool, timeout_ms));
+        }
+        Ok(Waited::Interrupted) => {
+            kill(&mut child);
+            shutdown::note_interrupted();
+            return Err(ToolError::failed(
+                tool,
+                "interrupted: flowc was stopped and the grace period ended before the tool did",
+            ));
         }
         Err(error) => {
             kill(&mut child);
@@ -93,6 +158,11 @@ pub(super) fn call(
 
 fn spawn(program: &str, args: &[String], base_dir: &Path) -> std::io::Result<Child> {
     let mut command = Command::new(resolve(program, base_dir));
+    IDENTITY.with(|identity| {
+        if let Some((run, step)) = identity.borrow().as_ref() {
+            command.env("FLOWC_RUN_ID", run).env("FLOWC_STEP_ID", step);
+        }
+    });
     command
         .args(args)
         .current_dir(working_dir(base_dir))
@@ -139,18 +209,30 @@ fn working_dir(base_dir: &Path) -> &Path {
     if base_dir.as_os_str().is_empty() { Path::new(".") } else { base_dir }
 }
 
-/// Polls for the exit until the deadline: `Ok(None)` when it passed.
-fn wait_until(child: &mut Child, deadline: Instant) -> std::io::Result<Option<ExitStatus>> {
+enum Waited {
+    Exited(ExitStatus),
+    /// The tool's own timeout passed.
+    TimedOut,
+    /// flowc is stopping and the grace period is over.
+    Interrupted,
+}
+
+/// Polls for the exit until the tool's deadline or the end of a stop's
+/// grace period, whichever comes first.
+fn wait_until(child: &mut Child, deadline: Instant) -> std::io::Result<Waited> {
     // Short first polls keep quick tools quick; the cap keeps a long tool
     // from costing a busy loop.
     let mut pause = Duration::from_millis(1);
     loop {
         if let Some(status) = child.try_wait()? {
-            return Ok(Some(status));
+            return Ok(Waited::Exited(status));
         }
         let now = Instant::now();
         if now >= deadline {
-            return Ok(None);
+            return Ok(Waited::TimedOut);
+        }
+        if shutdown::grace_over() {
+            return Ok(Waited::Interrupted);
         }
         thread::sleep(pause.min(deadline - now));
         pause = (pause * 2).min(Duration::from_millis(20));
@@ -165,22 +247,26 @@ fn kill(child: &mut Child) {
     let _ = child.wait();
 }
 
-#[cfg(unix)]
 fn kill_group(child: &Child) {
     // `process_group(0)` made the child the leader of a group whose id is
     // its pid. A pid above i32::MAX cannot exist on Unix; skip rather than
     // signal a wrong group.
     if let Ok(group) = i32::try_from(child.id()) {
-        // SAFETY: kill(2) takes plain integers and touches no memory of
-        // ours; a group that is already gone yields ESRCH, which is fine.
-        unsafe {
-            libc::kill(-group, libc::SIGKILL);
-        }
+        kill_group_id(group);
+    }
+}
+
+#[cfg(unix)]
+fn kill_group_id(group: i32) {
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours;
+    // a group that is already gone yields ESRCH, which is fine.
+    unsafe {
+        libc::kill(-group, libc::SIGKILL);
     }
 }
 
 #[cfg(not(unix))]
-fn kill_group(_child: &Child) {}
+fn kill_group_id(_group: i32) {}
 
 fn describe_exit(status: ExitStatus) -> String {
     if let Some(code) = status.code() {

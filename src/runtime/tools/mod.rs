@@ -13,6 +13,8 @@ mod builtin;
 mod exec;
 mod http;
 
+pub use exec::{kill_running as kill_running_tools, with_identity};
+
 use crate::ir::{Tool, ToolImpl};
 use crate::runtime::validate::validate;
 use serde_json::{Map, Value};
