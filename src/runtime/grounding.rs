@@ -264,9 +264,9 @@ pub fn one_field_per_span(
     };
     let mut events = Vec::new();
     for (name, rank, spans) in &claims {
-        let winner = claims.iter().find(|(other, other_rank, other_spans)| {
-            other != name && other_rank > rank && overlap(spans, other_spans)
-        });
+        let winner = claims
+            .iter()
+            .find(|(other, other_rank, other_spans)| other != name && other_rank > rank && overlap(spans, other_spans));
         let Some((winner, _, _)) = winner else {
             continue;
         };
@@ -462,7 +462,10 @@ mod tests {
     }
 
     fn proposals(entries: &[(&str, Value, &str)]) -> BTreeMap<String, Proposal> {
-        entries.iter().map(|(name, value, evidence)| (name.to_string(), Proposal::new(value.clone(), *evidence))).collect()
+        entries
+            .iter()
+            .map(|(name, value, evidence)| (name.to_string(), Proposal::new(value.clone(), *evidence)))
+            .collect()
     }
 
     #[test]

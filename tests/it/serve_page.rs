@@ -368,14 +368,17 @@ impl Drop for Server {
     }
 }
 
-/// Kills the browser and the server if the test outlives [`WATCHDOG`];
-/// dropped (the test ended, passing or not) it stands down, so it never
-/// signals a process id that may have been reused.
-struct Watchdog(Option<mpsc::Sender<()>>);
+/// Kills the browser and the server if the test outlives [`WATCHDOG`].
+/// Dropped (the test ended, passing or not), its sender disconnects the
+/// channel and the watchdog stands down, so it never signals a process id
+/// that may have been reused.
+struct Watchdog {
+    _alive: mpsc::Sender<()>,
+}
 
 impl Watchdog {
     fn start(pids: Vec<u32>) -> Watchdog {
-        let (done, wait) = mpsc::channel::<()>();
+        let (alive, wait) = mpsc::channel::<()>();
         std::thread::spawn(move || {
             if wait.recv_timeout(WATCHDOG) == Err(mpsc::RecvTimeoutError::Timeout) {
                 for pid in pids {
@@ -385,13 +388,7 @@ impl Watchdog {
                 }
             }
         });
-        Watchdog(Some(done))
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        if let Some(done) = self.0.take() {}
+        Watchdog { _alive: alive }
     }
 }
 

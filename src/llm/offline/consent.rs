@@ -521,7 +521,8 @@ mod tests {
 
     #[test]
     fn certain_answers_are_a_closed_set_of_whole_messages() {
-        for message in ["yes", "Yes.", "yes please!", "Yep", "OK, go ahead", "sure, thanks", "Confirmed", "y", "of course"]
+        for message in
+            ["yes", "Yes.", "yes please!", "Yep", "OK, go ahead", "sure, thanks", "Confirmed", "y", "of course"]
         {
             assert_eq!(certain(message), Some(true), "{message}");
         }
@@ -565,7 +566,9 @@ mod tests {
 
     #[test]
     fn refusals_and_what_only_looks_like_one() {
-        for message in ["no, please don't", "stop, I don't want it anymore", "no, I changed my mind", "please cancel that"] {
+        for message in
+            ["no, please don't", "stop, I don't want it anymore", "no, I changed my mind", "please cancel that"]
+        {
             assert_eq!(read(message), Consent::No, "{message}");
         }
         for message in ["I don't know", "no idea", "not yet", "I'd rather not say yet", "not sure"] {

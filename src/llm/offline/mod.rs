@@ -171,9 +171,10 @@ fn understand(request: &UnderstandRequest, cache: &mut Cache) -> Understanding {
     // asked: both are proposed, and the runtime gives the words to the
     // field asked (`grounding::one_field_per_span`).
     let free_list = |name: &String| {
-        request.fields.iter().any(|field| {
-            &field.name == name && field.kind == "list" && field.schema.pointer("/items/enum").is_none()
-        })
+        request
+            .fields
+            .iter()
+            .any(|field| &field.name == name && field.kind == "list" && field.schema.pointer("/items/enum").is_none())
     };
     let said_something_else = fields.keys().any(|name| !free_list(name))
         || conditions.values().chain(signals.values()).any(|answer| answer.yes)

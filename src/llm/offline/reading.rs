@@ -5,8 +5,8 @@
 //! model is asked.
 
 use super::cache::Cache;
-use super::dates::{self, Value as DateValue};
 use super::consent;
+use super::dates::{self, Value as DateValue};
 use super::extract::span_text;
 use super::numbers;
 use super::text::{located_terms, tokenize};

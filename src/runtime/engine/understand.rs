@@ -378,8 +378,7 @@ impl Turn<'_> {
                     .collect()
             })
             .unwrap_or_default();
-        let (events, doubt) =
-            grounding::ground_consent(&confirmations, &mut self.understanding.fields, &self.message);
+        let (events, doubt) = grounding::ground_consent(&confirmations, &mut self.understanding.fields, &self.message);
         for event in events {
             self.emit(event);
         }
