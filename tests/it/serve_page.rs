@@ -320,12 +320,17 @@ struct Server {
 
 impl Server {
     fn start(dir: &std::path::Path, programs: &[&str]) -> Server {
+        Server::start_with(dir, programs, &[])
+    }
+
+    fn start_with(dir: &std::path::Path, programs: &[&str], flags: &[&str]) -> Server {
         let store = format!("sqlite:{}", dir.join("flowc.db").display());
         let mut command = Command::new(env!("CARGO_BIN_EXE_flowc"));
         command
             .arg("serve")
             .args(programs.iter().map(|program| root().join("flows").join(program)))
             .args(["--addr", "127.0.0.1:0", "--store", &store])
+            .args(flags)
             .current_dir(dir)
             .env("FLOWC_NOW", "2026-01-05T10:00:00Z")
             .env("FLOWC_SEED", "7")
@@ -393,6 +398,14 @@ impl Watchdog {
 }
 
 fn open_page<'a>(browser: &'a mut Browser, url: &str) -> Page<'a> {
+    let mut page = new_tab(browser);
+    page.call("Page.navigate", json!({ "url": url }));
+    page.browser.event("Page.loadEventFired");
+    page.eval("playground.idle()");
+    page
+}
+
+fn new_tab(browser: &mut Browser) -> Page<'_> {
     let target = browser.call(None, "Target.createTarget", json!({ "url": "about:blank" }));
     let attached =
         browser.call(None, "Target.attachToTarget", json!({ "targetId": target["targetId"], "flatten": true }));
@@ -404,9 +417,6 @@ fn open_page<'a>(browser: &'a mut Browser, url: &str) -> Page<'a> {
         "Emulation.setDeviceMetricsOverride",
         json!({ "width": 1440, "height": 900, "deviceScaleFactor": 1, "mobile": false }),
     );
-    page.call("Page.navigate", json!({ "url": url }));
-    page.browser.event("Page.loadEventFired");
-    page.eval("playground.idle()");
     page
 }
 
@@ -529,6 +539,57 @@ fn a_workflow_run_fills_in_and_resumes_in_the_browser() {
     assert!(steps[3].starts_with("wait_a_day — completed"), "{seen:#}");
     assert!(steps[4].starts_with("check — completed"), "{seen:#}");
     assert_eq!(seen["errors"], json!([]), "{seen:#}");
+    let errors = page_errors(&mut browser);
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+}
+
+#[test]
+fn with_tokens_the_page_asks_for_one_and_the_graph_route_needs_it() {
+    const TOKEN: &str = "acme-secret-0123456789";
+    let dir = temp_dir("serve-page-token");
+    let server = Server::start_with(&dir, &["booking.flow"], &["--token", &format!("acme={TOKEN}")]);
+
+    // The page and its files hold no data: no token needed. The graph does.
+    let client = reqwest::blocking::Client::new();
+    let get = |path: &str, token: Option<&str>| {
+        let mut request = client.get(format!("{}{path}", server.url));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().expect("the server answers");
+        let status = response.status().as_u16();
+        (status, response.text().unwrap_or_default())
+    };
+    assert_eq!(get("/", None).0, 200);
+    assert_eq!(get("/playground/app.js", None).0, 200);
+    let (status, body) = get("/v1/programs/booking/graph", None);
+    assert_eq!(status, 401, "{body}");
+    let (status, body) = get("/v1/programs/booking/graph", Some(TOKEN));
+    assert_eq!(status, 200, "{body}");
+    let graph: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(graph["agent"], "Concierge");
+    let (status, body) = get("/v1/programs/nope/graph", Some(TOKEN));
+    assert_eq!(status, 404, "{body}");
+    let error: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(error["error"]["code"], "program_not_found");
+
+    let Some(binary) = chromium() else { return };
+    let mut browser = Browser::start(&binary, dir.join("profile"));
+    let _watchdog = Watchdog::start(vec![browser.child.id(), server.child.id()]);
+    let mut page = new_tab(&mut browser);
+    page.call("Page.navigate", json!({ "url": format!("{}/", server.url) }));
+    // The first API request is refused; the page asks, as a person would be asked.
+    let dialog = page.browser.event("Page.javascriptDialogOpening");
+    assert_eq!(dialog["params"]["type"], "prompt", "{dialog}");
+    page.call("Page.handleJavaScriptDialog", json!({ "accept": true, "promptText": TOKEN }));
+    page.browser.event("Page.loadEventFired");
+    page.eval("playground.idle()");
+    let seen = page.seen();
+    assert!(seen["session"].as_str().is_some_and(|id| id.starts_with("acme_")), "a session of tenant acme: {seen:#}");
+    page.say("Book the Grand Hotel for 2 guests on 2026-12-04");
+    let seen = page.seen();
+    assert_eq!(seen["reply"], "Shall I book Grand Hotel on 2026-12-04 for 2 guests?", "{seen:#}");
+    assert_eq!(seen["current"], "confirm", "{seen:#}");
     let errors = page_errors(&mut browser);
     assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
 }
