@@ -158,7 +158,9 @@
         node.cx += x + shift;
         node.cy += topHeight + CLUSTER_TITLE + CLUSTER_PAD;
       }
-      boxes.push({ cluster, x, y: topHeight, w: width, h: size.height + CLUSTER_TITLE + 2 * CLUSTER_PAD });
+      const box = { cluster, x, y: topHeight, w: width, h: size.height + CLUSTER_TITLE + 2 * CLUSTER_PAD };
+      members.forEach((node) => { node.box = box; });
+      boxes.push(box);
       x += width + CLUSTER_GAP;
     }
     // Each free node above the flows it leads into, pushed apart.
@@ -182,9 +184,53 @@
     return [at(0), at(1)];
   }
 
+  // Straight runs between the points, each corner rounded: as cubic
+  // segments, like every other route.
+  function polyline(points, radius) {
+    const segments = [];
+    const toward = (a, b, d) => {
+      const length = Math.hypot(b[0] - a[0], b[1] - a[1]) || 1;
+      const t = Math.min(d, length / 2) / length;
+      return [a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t];
+    };
+    const line = (a, b) => segments.push([a, [a[0] + (b[0] - a[0]) / 3, a[1] + (b[1] - a[1]) / 3], [a[0] + 2 * (b[0] - a[0]) / 3, a[1] + 2 * (b[1] - a[1]) / 3], b]);
+    let start = points[0];
+    for (let i = 1; i < points.length - 1; i++) {
+      const corner = points[i];
+      const before = toward(corner, points[i - 1], radius);
+      const after = toward(corner, points[i + 1], radius);
+      line(start, before);
+      segments.push([before, corner, corner, after]);
+      start = after;
+    }
+    line(start, points[points.length - 1]);
+    return segments;
+  }
+
+  // Between two flows' boxes: out of the source's side into the gap beside
+  // its box, over the boxes between (above them) when there are any, down
+  // the gap beside the target's box and into the target's side, so the line
+  // crosses no flow it does not belong to.
+  function crossRoute(from, to) {
+    const a = from.box, b = to.box;
+    const right = b.x > a.x;
+    const gapA = right ? a.x + a.w + CLUSTER_GAP / 2 : a.x - CLUSTER_GAP / 2;
+    const gapB = right ? b.x - CLUSTER_GAP / 2 : b.x + b.w + CLUSTER_GAP / 2;
+    const sx = from.cx + (right ? from.w / 2 : -from.w / 2);
+    const tx = to.cx + (right ? -to.w / 2 - 6 : to.w / 2 + 6);
+    const points = [[sx, from.cy], [gapA, from.cy]];
+    if (Math.abs(gapA - gapB) > 1) {
+      const band = Math.min(a.y, b.y) - 12;
+      points.push([gapA, band], [gapB, band]);
+    }
+    points.push([gapB, to.cy], [tx, to.cy]);
+    return { segments: polyline(points, 10), side: null };
+  }
+
   // A route is a chain of cubic segments: drawn as one path, and walked
   // to find room for the edge's label.
   function route(from, to, isBack, placed) {
+    if (from.box && to.box && from.box !== to.box) return crossRoute(from, to);
     if (isBack || to.cy <= from.cy) {
       // Up, or beside: out of the right side and back in at the right.
       const sx = from.cx + from.w / 2, sy = from.cy, tx = to.cx + to.w / 2 + 6, ty = to.cy;
