@@ -12,6 +12,7 @@
 //! docs/serve-playground.png (the picture the README shows); it is always
 //! written to the test's temporary folder.
 
+use crate::fake::{self, Facts, FakeServer};
 use crate::support::{root, temp_dir};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -320,10 +321,10 @@ struct Server {
 
 impl Server {
     fn start(dir: &std::path::Path, programs: &[&str]) -> Server {
-        Server::start_with(dir, programs, &[])
+        Server::start_with(dir, programs, &[], &[])
     }
 
-    fn start_with(dir: &std::path::Path, programs: &[&str], flags: &[&str]) -> Server {
+    fn start_with(dir: &std::path::Path, programs: &[&str], flags: &[&str], env: &[(&str, &str)]) -> Server {
         let store = format!("sqlite:{}", dir.join("flowc.db").display());
         let mut command = Command::new(env!("CARGO_BIN_EXE_flowc"));
         command
@@ -338,6 +339,7 @@ impl Server {
             .env_remove("FLOWC_PROVIDER")
             .env_remove("FLOWC_MODEL")
             .env_remove("FLOWC_SERVE_TOKENS")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -547,7 +549,7 @@ fn a_workflow_run_fills_in_and_resumes_in_the_browser() {
 fn with_tokens_the_page_asks_for_one_and_the_graph_route_needs_it() {
     const TOKEN: &str = "acme-secret-0123456789";
     let dir = temp_dir("serve-page-token");
-    let server = Server::start_with(&dir, &["booking.flow"], &["--token", &format!("acme={TOKEN}")]);
+    let server = Server::start_with(&dir, &["booking.flow"], &["--token", &format!("acme={TOKEN}")], &[]);
 
     // The page and its files hold no data: no token needed. The graph does.
     let client = reqwest::blocking::Client::new();
@@ -590,6 +592,64 @@ fn with_tokens_the_page_asks_for_one_and_the_graph_route_needs_it() {
     let seen = page.seen();
     assert_eq!(seen["reply"], "Shall I book Grand Hotel on 2026-12-04 for 2 guests?", "{seen:#}");
     assert_eq!(seen["current"], "confirm", "{seen:#}");
+    let errors = page_errors(&mut browser);
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+}
+
+/// A weak model behind a fake OpenAI-compatible server (as in
+/// tests/it/grounding.rs): asked which hotel, it also invents a date,
+/// citing "please", and a number of guests, citing nothing. The page lists
+/// both as set aside, with grounding's reasons, and the data holds only
+/// the hotel.
+#[test]
+fn what_grounding_set_aside_is_listed_with_its_reasons() {
+    let Some(binary) = chromium() else { return };
+    let cited = |evidence: Value, value: Value| json!({ "evidence": evidence, "value": value });
+    let model = FakeServer::start(fake::openai(Facts::new(&[
+        ("Hi, I'd like to book a hotel room", json!({ "flow": "booking" })),
+        (
+            "The Grand Hotel, please",
+            json!({ "fields": {
+                "hotel": cited(json!("The Grand Hotel"), json!("Grand Hotel")),
+                "date": cited(json!("please"), json!("2026-01-05")),
+                "guests": cited(Value::Null, json!(3)),
+            }}),
+        ),
+    ])));
+    let base_url = format!("{}/v1", model.url);
+    let dir = temp_dir("serve-page-grounding");
+    let server = Server::start_with(
+        &dir,
+        &["booking.flow"],
+        &["--provider", "openai", "--model", "weak", "--base-url", &base_url],
+        &[("OPENAI_API_KEY", "test-key")],
+    );
+    let mut browser = Browser::start(&binary, dir.join("profile"));
+    let _watchdog = Watchdog::start(vec![browser.child.id(), server.child.id()]);
+    let mut page = open_page(&mut browser, &format!("{}/", server.url));
+
+    page.say("Hi, I'd like to book a hotel room");
+    let seen = page.seen();
+    assert_eq!(seen["current"], "ask_hotel", "{seen:#}");
+    assert_eq!(seen["rejections"], json!([]), "{seen:#}");
+
+    page.say("The Grand Hotel, please");
+    let seen = page.seen();
+    assert_eq!(seen["errors"], json!([]), "{seen:#}");
+    assert_eq!(seen["data"], json!({ "hotel": "Grand Hotel" }), "nothing invented is written: {seen:#}");
+    let rejections: Vec<&str> = seen["rejections"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert_eq!(rejections.len(), 2, "{seen:#}");
+    assert!(
+        rejections.iter().any(|text| text.starts_with("date = 2026-01-05 — ") && text.contains("cited: “please”")),
+        "{seen:#}"
+    );
+    assert!(rejections.iter().any(|text| text.starts_with("guests = 3 — ")), "{seen:#}");
+    assert!(
+        seen["model_calls"]
+            .as_array()
+            .is_some_and(|calls| calls.iter().all(|call| call.as_str().unwrap_or("").contains("openai"))),
+        "{seen:#}"
+    );
     let errors = page_errors(&mut browser);
     assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
 }
