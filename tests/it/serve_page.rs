@@ -475,6 +475,18 @@ fn the_booking_conversation_in_the_browser() {
     }
     assert!(seen["events"].as_array().is_some_and(|events| events.contains(&json!("step_skipped"))), "{seen:#}");
 
+    // A reload keeps the conversation: the page reads the session back.
+    let before = seen;
+    page.call("Page.reload", json!({}));
+    page.browser.event("Page.loadEventFired");
+    page.eval("playground.idle()");
+    let seen = page.seen();
+    assert_eq!(seen["session"], before["session"], "{seen:#}");
+    assert_eq!(seen["messages"], 2, "{seen:#}");
+    assert_eq!(seen["reply"], before["reply"], "{seen:#}");
+    assert_eq!(seen["current"], "confirm", "{seen:#}");
+    assert_eq!(seen["data"], before["data"], "{seen:#}");
+
     page.say("yes");
     let seen = page.seen();
     assert_eq!(seen["errors"], json!([]), "{seen:#}");

@@ -190,8 +190,9 @@
     $("#data-title").textContent = program.conversation ? "Session data" : "Run data";
     if (workflows.length) prepareRunForm(workflows);
     resetRun();
-    if (program.conversation) await newSession();
-    else {
+    if (program.conversation) {
+      if (!(await restoreSession())) await newSession();
+    } else {
       state.session = null;
       $("#session-id").textContent = "";
       clearChat("This program has only workflows: start a run below.");
@@ -208,11 +209,47 @@
     if (note) chat.appendChild(text("li", note, "msg note"));
   }
 
+  // The tab's session of each program outlives a reload: the page reads
+  // it back from the server (GET /v1/sessions/ID) rather than keeping a copy.
+  const sessionKey = () => `flowc-session:${state.program.name}`;
+
+  async function restoreSession() {
+    const id = sessionStorage.getItem(sessionKey());
+    if (!id) return false;
+    setBusy(true);
+    try {
+      const session = await api("GET", `/v1/sessions/${encodeURIComponent(id)}`);
+      state.session = session.id;
+      $("#session-id").textContent = session.id;
+      clearChat(`Session with ${state.program.agent || state.program.name}, ${session.turns} turn${session.turns === 1 ? "" : "s"} so far.`);
+      for (const message of session.history || []) {
+        $("#chat").appendChild(text("li", message.text, `msg ${message.role === "user" ? "user" : "assistant"}`));
+      }
+      $("#chat").scrollTop = $("#chat").scrollHeight;
+      state.data = session.data || {};
+      renderData(state.data);
+      renderTrace(null, []);
+      state.current = session.flow && session.step ? state.graph.nodeId(session.flow, session.step) : null;
+      highlight(state.current ? [state.current] : [], state.current);
+      $("#position").textContent = session.flow ? `· ${session.flow}${session.step ? " / " + session.step : ""}` : "";
+      setStatus("");
+      setBusy(false);
+      return true;
+    } catch (_) {
+      // Deleted, expired or from another server: start afresh (still busy,
+      // so `idle()` waits for the new session).
+      sessionStorage.removeItem(sessionKey());
+      return false;
+    }
+  }
+
   async function newSession() {
     setBusy(true);
     try {
       const created = await api("POST", "/v1/sessions", { program: state.program.name });
       state.session = created.id;
+      sessionStorage.setItem(sessionKey(), created.id);
+      $("#position").textContent = "";
       state.current = null;
       state.data = {};
       $("#session-id").textContent = created.id;
