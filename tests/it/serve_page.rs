@@ -505,6 +505,29 @@ fn the_booking_conversation_in_the_browser() {
     if std::env::var_os("FLOWC_UPDATE_SCREENSHOT").is_some() {
         std::fs::write(root().join("docs/serve-playground.png"), &png).expect("docs screenshot written");
     }
+
+    // A new session, then the finished one opened again from the list.
+    let finished = seen;
+    page.eval("document.querySelector('#new-session').click()");
+    page.eval("playground.idle()");
+    let seen = page.seen();
+    assert_ne!(seen["session"], finished["session"], "{seen:#}");
+    assert_eq!(seen["messages"], 0, "{seen:#}");
+    assert_eq!(seen["data"], json!({}), "{seen:#}");
+    let listed = page.eval("[...document.querySelectorAll('#session-pick option')].map((option) => option.value)");
+    assert_eq!(listed, json!(["", finished["session"]]), "the finished session is listed");
+    page.eval(&format!(
+        "(() => {{ const pick = document.querySelector('#session-pick'); pick.value = {}; \
+         pick.dispatchEvent(new Event('change')); }})()",
+        finished["session"]
+    ));
+    page.eval("playground.idle()");
+    let seen = page.seen();
+    assert_eq!(seen["session"], finished["session"], "{seen:#}");
+    assert_eq!(seen["messages"], 4, "{seen:#}");
+    assert_eq!(seen["reply"], finished["reply"], "{seen:#}");
+    assert_eq!(seen["data"], finished["data"], "{seen:#}");
+
     let errors = page_errors(&mut browser);
     assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
 }

@@ -233,6 +233,7 @@
       highlight(state.current ? [state.current] : [], state.current);
       $("#position").textContent = session.flow ? `· ${session.flow}${session.step ? " / " + session.step : ""}` : "";
       setStatus("");
+      await listSessions();
       setBusy(false);
       return true;
     } catch (_) {
@@ -258,12 +259,39 @@
       renderTrace(null, []);
       highlight([], null);
       setStatus("");
+      await listSessions();
     } catch (error) {
       state.session = null;
       setStatus(`Could not start a session: ${error.message}`, true);
     } finally {
       setBusy(false);
     }
+  }
+
+  // The tenant's other sessions of this program (a page of them, newest
+  // first), to open one again; read when the tab's session changes.
+  async function listSessions() {
+    const pick = $("#session-pick");
+    let sessions = [];
+    try {
+      const page = await api("GET", `/v1/sessions?program=${encodeURIComponent(state.program.name)}&limit=100`);
+      sessions = (page.sessions || []).filter((session) => session.id !== state.session);
+    } catch (_) {
+      sessions = [];
+    }
+    sessions.sort((a, b) => String(b.updated_at).localeCompare(String(a.updated_at)));
+    pick.textContent = "";
+    const here = text("option", "—");
+    here.value = "";
+    pick.appendChild(here);
+    for (const session of sessions) {
+      const where = session.flow ? `${session.flow}${session.step ? "/" + session.step : ""}` : "no flow";
+      const label = `…${session.id.slice(-8)} · ${session.turns} turn${session.turns === 1 ? "" : "s"} · ${where}`;
+      const option = text("option", label);
+      option.value = session.id;
+      pick.appendChild(option);
+    }
+    $("#session-pick-label").hidden = sessions.length === 0;
   }
 
   async function send(message) {
@@ -576,6 +604,11 @@
   function wire() {
     $("#program").addEventListener("change", (event) => { choose(event.target.value).catch(fail); });
     $("#new-session").addEventListener("click", () => { newSession().catch(fail); });
+    $("#session-pick").addEventListener("change", (event) => {
+      if (!event.target.value) return;
+      sessionStorage.setItem(sessionKey(), event.target.value);
+      restoreSession().then((restored) => (restored ? undefined : newSession())).catch(fail);
+    });
     $("#composer").addEventListener("submit", (event) => {
       event.preventDefault();
       const input = $("#message");
