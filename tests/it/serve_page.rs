@@ -415,6 +415,9 @@ fn new_tab(browser: &mut Browser) -> Page<'_> {
     let mut page = Page { browser, session };
     page.call("Page.enable", json!({}));
     page.call("Runtime.enable", json!({}));
+    // Chromium's own complaints: a refused load, a blocked script or style
+    // (the Content-Security-Policy), a failed request.
+    page.call("Log.enable", json!({}));
     page.call(
         "Emulation.setDeviceMetricsOverride",
         json!({ "width": 1440, "height": 900, "deviceScaleFactor": 1, "mobile": false }),
@@ -422,7 +425,8 @@ fn new_tab(browser: &mut Browser) -> Page<'_> {
     page
 }
 
-/// Exceptions thrown and errors logged by the page: there must be none.
+/// Exceptions thrown and errors logged by the page or by Chromium about
+/// it: there must be none.
 fn page_errors(browser: &mut Browser) -> Vec<String> {
     let mut errors: Vec<String> = browser
         .take_events("Runtime.exceptionThrown")
@@ -435,6 +439,13 @@ fn page_errors(browser: &mut Browser) -> Vec<String> {
             .iter()
             .filter(|event| event["params"]["type"] == "error")
             .map(|event| event["params"]["args"].to_string()),
+    );
+    errors.extend(
+        browser
+            .take_events("Log.entryAdded")
+            .iter()
+            .filter(|event| event["params"]["entry"]["level"] == "error")
+            .map(|event| event["params"]["entry"].to_string()),
     );
     errors
 }
@@ -627,8 +638,10 @@ fn with_tokens_the_page_asks_for_one_and_the_graph_route_needs_it() {
     let seen = page.seen();
     assert_eq!(seen["reply"], "Shall I book Grand Hotel on 2026-12-04 for 2 guests?", "{seen:#}");
     assert_eq!(seen["current"], "confirm", "{seen:#}");
+    // Chromium logs the one refused request, the one that made the page ask.
     let errors = page_errors(&mut browser);
-    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+    assert_eq!(errors.len(), 1, "the page reported errors: {errors:#?}");
+    assert!(errors[0].contains("status of 401") && errors[0].contains("/v1/programs\""), "{errors:#?}");
 }
 
 /// A weak model behind a fake OpenAI-compatible server (as in
