@@ -84,6 +84,8 @@ impl Browser {
                 "--headless",
                 "--no-sandbox",
                 "--disable-gpu",
+                // A small /dev/shm (containers) crashes tabs; /tmp has room.
+                "--disable-dev-shm-usage",
                 "--remote-debugging-pipe",
                 "--no-first-run",
                 "--no-default-browser-check",
