@@ -703,3 +703,41 @@ fn what_grounding_set_aside_is_listed_with_its_reasons() {
     let errors = page_errors(&mut browser);
     assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
 }
+
+/// Support's frustrated user: one turn, two directives to the handoff flow
+/// (the branch's, applied, and the signal's, which lost the merge). The
+/// page lists both with their sources, marks the jump from triage into
+/// handoff, and the conversation stands at the end of the handoff flow.
+#[test]
+fn directives_are_listed_with_their_sources() {
+    let Some(binary) = chromium() else { return };
+    let dir = temp_dir("serve-page-support");
+    let server = Server::start(&dir, &["support.yaml"]);
+    let mut browser = Browser::start(&binary, dir.join("profile"));
+    let _watchdog = Watchdog::start(vec![browser.child.id(), server.child.id()]);
+    let mut page = open_page(&mut browser, &format!("{}/", server.url));
+    page.say("Hi, I need help");
+    page.say("ann@example.com");
+    let seen = page.seen();
+    assert_eq!(seen["current"], "ask_issue", "{seen:#}");
+    assert_eq!(seen["directives"], json!([]), "{seen:#}");
+
+    page.say("this is terrible, I want to talk to a person");
+    let seen = page.seen();
+    assert_eq!(seen["errors"], json!([]), "{seen:#}");
+    assert_eq!(
+        seen["directives"],
+        json!([
+            r#"{"goto":"handoff"} from branch:triage.ask_issue#3"#,
+            r#"{"goto":{"flow":"handoff","data":{"handoff_reason":"frustrated"}}} from signal:frustrated (not applied)"#,
+        ]),
+        "{seen:#}"
+    );
+    assert_eq!(seen["current"], "complete", "{seen:#}");
+    assert_eq!(seen["current_flow"], "handoff", "{seen:#}");
+    // The signal's data lost with it: only the branch's jump was applied.
+    assert_eq!(seen["data"].get("handoff_reason"), None, "{seen:#}");
+    assert_eq!(seen["taken"], json!(["ask_issue>entry", "entry>connect", "connect>complete"]), "{seen:#}");
+    let errors = page_errors(&mut browser);
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+}
