@@ -88,14 +88,19 @@ impl From<StoreError> for ApiError {
 /// transport reports (400).
 pub fn from_body_rejection(rejection: &axum::extract::rejection::BytesRejection) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            "the request body is larger than the server takes",
-        )
+        too_large()
     } else {
         ApiError::invalid(format!("cannot read the request body: {}", rejection.body_text()))
     }
+}
+
+/// 413: the body is over the server's limit (`--max-body`).
+pub fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+        "the request body is larger than the server takes (--max-body)",
+    )
 }
 
 /// A JSON request body read field by field, so that a 400 names the field.

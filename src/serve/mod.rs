@@ -161,10 +161,25 @@ pub fn router(state: Arc<AppState>) -> Router {
 
 async fn count_request(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let response = next.run(request).await;
+    let response = if announces_too_much(&request, state.body_limit) {
+        // Answered before a byte of the body is read: a client announcing a
+        // gigabyte is not waited for.
+        error::too_large().into_response()
+    } else {
+        next.run(request).await
+    };
     Metrics::add(&state.metrics.requests, 1);
     state.metrics.request_latency.observe(started.elapsed());
     response
+}
+
+fn announces_too_much(request: &Request, limit: usize) -> bool {
+    request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|text| text.trim().parse::<u64>().ok())
+        .is_some_and(|length| length > limit as u64)
 }
 
 async fn unknown_route(method: Method, uri: axum::http::Uri) -> ApiError {

@@ -17,6 +17,7 @@ mod repl;
 mod repl_stream;
 mod run;
 mod runtime;
+mod serve;
 #[cfg(unix)]
 mod serve_page;
 #[cfg(unix)]

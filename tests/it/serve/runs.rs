@@ -1,0 +1,120 @@
+//! Workflow runs over the API: started, shown, followed as server-sent
+//! events (replayed after, live while running), resumed and cancelled,
+//! and visible only to their tenant.
+
+use super::{Client, TOKEN_ACME, TOKEN_GLOBEX, code, options, read_events, start, tenants};
+use flowc::serve::auth::Auth;
+use serde_json::{Value, json};
+
+fn onboarding() -> Value {
+    json!({
+        "program": "onboarding",
+        "data": { "company": "Initech", "contacts": [{ "name": "Ann", "email": "ann@initech.test" }] }
+    })
+}
+
+fn events_of(client: &Client, id: &str) -> Vec<(String, Value)> {
+    let response = client.request(reqwest::Method::GET, &format!("/v1/runs/{id}/events")).send().expect("events");
+    assert_eq!(response.status().as_u16(), 200);
+    read_events(response)
+        .into_iter()
+        .map(|(kind, data)| (kind, serde_json::from_str(&data).expect("json data")))
+        .collect()
+}
+
+#[test]
+fn a_run_waits_replays_its_events_and_resumes_now() {
+    let server = start(&options(Auth::default()));
+    let client = Client::new(server.addr, None);
+    let (status, run) = client.post("/v1/runs", &onboarding());
+    assert_eq!(status, 201, "{run}");
+    assert_eq!((run["status"].as_str(), run["step"].as_str()), (Some("waiting"), Some("wait_a_day")), "{run}");
+    let id = run["run"].as_str().expect("a run id").to_string();
+    assert!(id.starts_with("open_onboarding_"), "{id}");
+    assert_eq!(client.get(&format!("/v1/runs/{id}")), (200, run.clone()));
+
+    let events = events_of(&client, &id);
+    let (last_kind, last) = events.last().expect("events");
+    assert_eq!((last_kind.as_str(), last), ("waiting", &run));
+    let steps: Vec<(String, String)> = events[..events.len() - 1]
+        .iter()
+        .map(|(kind, event)| {
+            assert_eq!(kind, "step");
+            (
+                event["event"].as_str().unwrap_or_default().to_string(),
+                event["progress"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(steps.first(), Some(&("step_started".to_string(), "step 1 of 7".to_string())), "{steps:?}");
+    // The wait is step 4: it completes, and the run waits after it.
+    assert_eq!(steps.last(), Some(&("step_completed".to_string(), "step 4 of 7".to_string())), "{steps:?}");
+    assert_eq!(steps.len(), 8, "each of the four steps started and completed once: {steps:?}");
+
+    let (status, early) = client.post(&format!("/v1/runs/{id}/resume"), &json!({}));
+    assert_eq!((status, code(&early)), (409, "not_due"), "{early}");
+    let (status, resumed) = client.post(&format!("/v1/runs/{id}/resume"), &json!({ "now": true }));
+    assert_eq!(status, 200, "{resumed}");
+    assert_eq!(resumed["status"], "completed", "{resumed}");
+    let (status, ended) = client.post(&format!("/v1/runs/{id}/cancel"), &json!({}));
+    assert_eq!((status, code(&ended)), (409, "run_ended"), "{ended}");
+    let replayed = events_of(&client, &id);
+    assert_eq!(
+        replayed.last().map(|(kind, run)| (kind.as_str(), &run["status"])),
+        Some(("finished", &json!("completed")))
+    );
+}
+
+#[test]
+fn a_cancelled_run_is_aborted_and_never_resumed() {
+    let server = start(&options(Auth::default()));
+    let client = Client::new(server.addr, None);
+    let (_, run) = client.post("/v1/runs", &onboarding());
+    let id = run["run"].as_str().expect("a run id").to_string();
+    let (status, cancelled) = client.post(&format!("/v1/runs/{id}/cancel"), &json!({}));
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(
+        (cancelled["status"].as_str(), cancelled["error"].as_str()),
+        (Some("aborted"), Some("cancelled through the API"))
+    );
+    let (status, refused) = client.post(&format!("/v1/runs/{id}/resume"), &json!({ "now": true }));
+    assert_eq!((status, code(&refused)), (409, "run_ended"), "{refused}");
+}
+
+#[test]
+fn a_run_started_without_waiting_is_followed_live_to_its_wait() {
+    let server = start(&options(Auth::default()));
+    let client = Client::new(server.addr, None);
+    let mut body = onboarding();
+    body["wait"] = json!(false);
+    let (status, run) = client.post("/v1/runs", &body);
+    assert_eq!(status, 202, "{run}");
+    let id = run["run"].as_str().expect("a run id").to_string();
+    let events = events_of(&client, &id);
+    let (kind, last) = events.last().expect("events");
+    assert_eq!((kind.as_str(), last["status"].as_str()), ("waiting", Some("waiting")), "{events:?}");
+    let started = events.iter().filter(|(_, event)| event["event"] == "step_started").count();
+    assert_eq!(started, 4, "every step up to the wait, once: {events:?}");
+}
+
+#[test]
+fn runs_are_their_tenants_and_bad_bodies_name_the_field() {
+    let server = start(&options(tenants()));
+    let acme = Client::new(server.addr, Some(TOKEN_ACME));
+    let globex = Client::new(server.addr, Some(TOKEN_GLOBEX));
+    let (_, run) = acme.post("/v1/runs", &onboarding());
+    let id = run["run"].as_str().expect("a run id").to_string();
+    for (status, body) in [
+        globex.get(&format!("/v1/runs/{id}")),
+        globex.post(&format!("/v1/runs/{id}/cancel"), &json!({})),
+        globex.post(&format!("/v1/runs/{id}/resume"), &json!({ "now": true })),
+    ] {
+        assert_eq!((status, code(&body)), (404, "run_not_found"), "{body}");
+    }
+    let (status, missing) =
+        acme.post("/v1/runs", &json!({ "program": "onboarding", "data": { "company": "Initech" } }));
+    assert_eq!((status, code(&missing)), (400, "invalid_body"));
+    assert!(missing["error"]["message"].as_str().is_some_and(|message| message.contains("contacts")), "{missing}");
+    let (status, flow) = acme.post("/v1/runs", &json!({ "program": "onboarding", "flow": "nope" }));
+    assert_eq!((status, code(&flow)), (400, "invalid_body"));
+}
