@@ -558,6 +558,7 @@ fn a_workflow_run_fills_in_and_resumes_in_the_browser() {
     assert_eq!(seen["program"], "onboarding", "{seen:#}");
     assert_eq!(seen["run_status"], Value::Null, "{seen:#}");
     assert_eq!(page.eval("document.querySelector('#composer').hidden"), true, "a workflow is not chatted with");
+    assert_eq!(page.eval("document.querySelector('#new-session').hidden"), true);
     assert_eq!(page.eval("document.querySelector('#run-flow').value"), "onboarding");
 
     let data = json!({ "company": "Initech", "contacts": [{ "name": "Ann", "email": "ann@initech.test" }] });
@@ -589,6 +590,22 @@ fn a_workflow_run_fills_in_and_resumes_in_the_browser() {
     assert!(steps[3].starts_with("wait_a_day — completed"), "{seen:#}");
     assert!(steps[4].starts_with("check — completed"), "{seen:#}");
     assert_eq!(seen["errors"], json!([]), "{seen:#}");
+
+    // A second run, cancelled while it waits: never resumed.
+    page.eval("document.querySelector('#start-run').click()");
+    page.eval("playground.runStopped()");
+    let seen = page.seen();
+    assert_eq!(seen["run_status"], "waiting until 2026-01-06T10:00:00Z", "{seen:#}");
+    page.eval("document.querySelector('#cancel-run').click()");
+    page.eval("playground.runStopped()");
+    let seen = page.seen();
+    assert_eq!(seen["run_status"], "aborted — cancelled through the API", "{seen:#}");
+    assert_eq!(seen["resume_shown"], false, "{seen:#}");
+    // onboarding draws no abort marker (nothing in it aborts): the run is
+    // shown where it stopped.
+    assert_eq!(seen["current"], "wait_a_day", "{seen:#}");
+    let steps: Vec<&str> = seen["run_steps"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(steps[4].starts_with("check — pending"), "{seen:#}");
     let errors = page_errors(&mut browser);
     assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
 }

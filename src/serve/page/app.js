@@ -185,6 +185,7 @@
     $("#run-form").hidden = workflows.length === 0;
     $("#composer").hidden = !program.conversation;
     $("#chat").hidden = !program.conversation;
+    $("#new-session").hidden = !program.conversation;
     $("#turn-card").hidden = !program.conversation;
     $("#chat-title-text").textContent = program.conversation ? "Conversation" : "Workflow runs";
     $("#data-title").textContent = program.conversation ? "Session data" : "Run data";
@@ -526,6 +527,7 @@
     status.textContent = run.status === "waiting" && run.resume_at
       ? `waiting until ${run.resume_at}`
       : run.status === "running" && run.progress ? `running · ${run.progress}` : run.status;
+    if (run.error) status.appendChild(text("span", ` — ${run.error}`, "muted"));
     const steps = run.steps || [];
     fill($("#run-steps"), steps, (step) => {
       const item = text("li", `${step.id} — ${step.status}${step.duration_ms != null ? ` (${step.duration_ms} ms)` : ""}`, step.status === "completed" ? "done" : step.status);
@@ -625,7 +627,7 @@
       following(startRun());
     });
     $("#resume-run").addEventListener("click", () => following(runAction("resume")));
-    $("#cancel-run").addEventListener("click", () => runAction("cancel"));
+    $("#cancel-run").addEventListener("click", () => following(runAction("cancel")));
   }
 
   // `runStopped()` right after a click must wait for the run the click
