@@ -758,3 +758,31 @@ fn directives_are_listed_with_their_sources() {
     let errors = page_errors(&mut browser);
     assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
 }
+
+/// The graph is of the program's current version: an edit on disk shows
+/// on the next request (and the page draws it again for a new session).
+#[test]
+fn the_graph_follows_an_edit_on_disk() {
+    let dir = temp_dir("serve-page-edit");
+    let program = dir.join("booking.flow");
+    let text = std::fs::read_to_string(root().join("flows/booking.flow")).expect("booking.flow");
+    std::fs::write(&program, &text).expect("copy written");
+    // An absolute path: `join` keeps it as it is.
+    let server = Server::start(&dir, &[program.to_str().expect("a UTF-8 path")]);
+    let steps = || {
+        let body = reqwest::blocking::get(format!("{}/v1/programs/booking/graph", server.url))
+            .and_then(|response| response.text())
+            .expect("the graph");
+        let graph: Value = serde_json::from_str(&body).expect("JSON");
+        graph["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .filter_map(|node| node["step"].as_str().map(str::to_string))
+            .collect::<Vec<_>>()
+    };
+    assert!(steps().contains(&"ask_guests".to_string()));
+    std::fs::write(&program, text.replace("ask_guests", "ask_party")).expect("edit written");
+    let after = steps();
+    assert!(after.contains(&"ask_party".to_string()) && !after.contains(&"ask_guests".to_string()), "{after:?}");
+}

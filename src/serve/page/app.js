@@ -605,7 +605,13 @@
 
   function wire() {
     $("#program").addEventListener("change", (event) => { choose(event.target.value).catch(fail); });
-    $("#new-session").addEventListener("click", () => { newSession().catch(fail); });
+    // Drawn again too: a program edited on disk is served in its new
+    // version to new sessions, and its graph should match.
+    $("#new-session").addEventListener("click", () => {
+      sessionStorage.removeItem(sessionKey());
+      setBusy(true);
+      choose(state.program.name).catch(fail);
+    });
     $("#session-pick").addEventListener("change", (event) => {
       if (!event.target.value) return;
       sessionStorage.setItem(sessionKey(), event.target.value);
