@@ -27,6 +27,9 @@
 #    time, calls, tokens, and the mode flowc settled on). Then a broken
 #    answer: a turn with max_tokens = 8 must be repaired or fail cleanly,
 #    with the stored session (--session) unchanged.
+# 4. Consent: scripts/consent-eval.py runs every consent case (tests/
+#    fixtures/consent) at the booking confirm step with the real model and
+#    fails on any booking on a message that is not a yes.
 #
 # Env: REALLLM_DIR (default /tmp/realllm), REALLLM_PORT (default 8765),
 # REALLLM_SHARED (default ../shared/real-llm beside the checkout; set it
@@ -172,6 +175,20 @@ elif [ "$status" = 1 ] && grep -q "invalid_output" "$WORK/tiny.err" \
 else
   echo "broken answer (max_tokens 8): FAIL: exit $status: $(cat "$WORK/tiny.err")"
   stored_session | cmp -s "$WORK/before.json" - || echo "  FAIL: the stored session changed"
+  failed=1
+fi
+
+# Consent: every case of tests/fixtures/consent (shared/consent's and our
+# own) at the booking example's confirm step, the session brought there
+# offline and each message answered by the real model. A booking on any
+# message that is not a yes fails the script; the table shows what each
+# class led to (booked, cancelled, re-confirmed with a changed value, asked
+# again). CONSENT_CLASSES=no,change,unclear runs only the non-yes cases.
+echo "== consent cases against the real model"
+if ! python3 "$ROOT/scripts/consent-eval.py" --flowc "$FLOWC" --config "$WORK/known/flowc.toml" \
+  --classes "${CONSENT_CLASSES:-yes,no,change,unclear}" \
+  --cases "$ROOT/tests/fixtures/consent/shared.tsv" "$ROOT/tests/fixtures/consent/more.tsv"; then
+  echo "consent: FAIL: a message that is not a yes booked"
   failed=1
 fi
 

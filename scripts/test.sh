@@ -97,3 +97,9 @@ FLOWC_TEST_CHROMIUM="$(command -v chromium || true)"
 export FLOWC_TEST_CHROMIUM
 
 cargo test "$@"
+# The examples' own conversation and workflow tests, as an author runs
+# them (offline model, stubbed tools); only on a whole run, not when
+# arguments pick some cargo tests.
+if [ "$#" -eq 0 ]; then
+  cargo run --quiet -- test flows/
+fi

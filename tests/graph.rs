@@ -44,7 +44,9 @@ fn collect_programs(directory: &Path, files: &mut Vec<PathBuf>) {
         let path = entry.path();
         if path.is_dir() {
             collect_programs(&path, files);
-        } else if matches!(path.extension().and_then(|ext| ext.to_str()), Some("flow" | "yaml" | "yml")) {
+        } else if matches!(path.extension().and_then(|ext| ext.to_str()), Some("flow" | "yaml" | "yml"))
+            && !flowc::cli::test::is_test_file(&path)
+        {
             files.push(path);
         }
     }
@@ -69,6 +71,9 @@ fn snapshot_settings() -> insta::Settings {
 fn example_pictures() {
     snapshot_settings().bind(|| {
         insta::glob!("../flows", "**/*.{flow,yaml,yml}", |path| {
+            if flowc::cli::test::is_test_file(path) {
+                return;
+            }
             insta::assert_snapshot!("graph_mermaid", draw(path, Format::Mermaid));
             insta::assert_snapshot!("graph_dot", draw(path, Format::Dot));
         });

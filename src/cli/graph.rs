@@ -21,6 +21,9 @@ pub struct GraphArgs {
     /// Write the graph to this file instead of stdout
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
+    /// Colour what tests reached, from `flowc test --coverage-out FILE`
+    #[arg(long, value_name = "FILE")]
+    pub coverage: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -50,7 +53,16 @@ pub fn run(args: &GraphArgs) -> Outcome {
             }
         },
     };
-    let text = render(&compilation.ir, only, args.format);
+    let text = match &args.coverage {
+        None => render(&compilation.ir, only, args.format),
+        Some(path) => match super::test::coverage_for(path, &args.file) {
+            Ok(covered) => render_covered(&compilation.ir, only, args.format, &covered),
+            Err(message) => {
+                eprintln!("error: {message}");
+                return Outcome::Error;
+            }
+        },
+    };
     let written = match &args.output {
         None => print_stdout(&text),
         Some(path) => match std::fs::write(path, &text) {
@@ -71,5 +83,21 @@ pub fn render(program: &crate::ir::Program, only: Option<crate::ir::FlowId>, for
     match format {
         Format::Mermaid => graph::mermaid::render(&graph),
         Format::Dot => graph::dot::render(&graph),
+    }
+}
+
+/// [`render`] with the coverage of tests laid on it.
+pub fn render_covered(
+    program: &crate::ir::Program,
+    only: Option<crate::ir::FlowId>,
+    format: Format,
+    covered: &crate::graph::coverage::Covered,
+) -> String {
+    let reachability = reachability::analyze(program);
+    let graph = graph::build(program, &reachability, only);
+    let overlay = graph::coverage::Overlay::new(program, &graph, covered);
+    match format {
+        Format::Mermaid => graph::mermaid::render_with_coverage(&graph, &overlay),
+        Format::Dot => graph::dot::render_with_coverage(&graph, &overlay),
     }
 }

@@ -36,6 +36,12 @@ pub fn display_path(path: &Path) -> String {
     text.strip_prefix("./").unwrap_or(&text).to_string()
 }
 
+/// Whether a path is a test file by its name (`*.test.yaml`, read by
+/// `flowc test`): a walk for programs leaves these out.
+pub fn is_test_file(path: &Path) -> bool {
+    path.file_name().and_then(|name| name.to_str()).is_some_and(|name| name.ends_with(".test.yaml"))
+}
+
 /// Reads one program file; its extension must be one flowc reads, so a
 /// README or a script named by mistake is not parsed as `.flow`.
 pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
@@ -65,7 +71,8 @@ pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
 /// Expands files and directories into the program files they name, in a
 /// stable (sorted) order. A directory contributes every program below it,
 /// each file once; a file named explicitly is kept as named (its extension
-/// is checked when it is read).
+/// is checked when it is read). A walk leaves out test files
+/// (`*.test.yaml`, read by `flowc test`): they are not programs.
 pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
     let mut files = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -111,7 +118,7 @@ fn walk(
             if !is_link {
                 walk(&entry, files, seen)?;
             }
-        } else if SourceKind::is_program_path(&entry) {
+        } else if SourceKind::is_program_path(&entry) && !is_test_file(&entry) {
             let canonical = std::fs::canonicalize(&entry).unwrap_or_else(|_| entry.clone());
             if seen.insert(canonical) {
                 files.push(entry);

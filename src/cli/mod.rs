@@ -18,6 +18,7 @@ pub mod serve;
 pub mod sessions;
 pub mod shutdown;
 pub mod stored_run;
+pub mod test;
 pub mod worker;
 
 use crate::runtime::clock;
@@ -58,6 +59,8 @@ pub enum Command {
     Sessions(sessions::SessionsArgs),
     /// Serve programs' conversations and workflow runs over HTTP
     Serve(Box<serve::ServeArgs>),
+    /// Run the conversation and workflow tests of *.test.yaml files
+    Test(Box<test::TestArgs>),
 }
 
 /// How a command ended, as the process exit code documents it.
@@ -113,6 +116,7 @@ pub fn main() -> ExitCode {
         Command::Runs(args) => runs::run(&args),
         Command::Sessions(args) => sessions::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Test(args) => test::run(&args),
     };
     outcome.exit_code()
 }

@@ -12,6 +12,16 @@ use std::fmt::Write as _;
 
 /// Renders a graph as a DOT `digraph`.
 pub fn render(graph: &Graph) -> String {
+    render_with(graph, None)
+}
+
+/// [`render`] with coverage laid on it (`flowc graph --coverage`): nodes
+/// and edges the tests reached green, the rest red and dashed.
+pub fn render_with_coverage(graph: &Graph, overlay: &super::coverage::Overlay) -> String {
+    render_with(graph, Some(overlay))
+}
+
+fn render_with(graph: &Graph, overlay: Option<&super::coverage::Overlay>) -> String {
     let mut out = String::from("digraph flowc {\n");
     out.push_str("  graph [rankdir=TB, fontname=\"Helvetica\", fontsize=12];\n");
     out.push_str("  node [fontname=\"Helvetica\", fontsize=11, style=filled, fillcolor=\"#ffffff\"];\n");
@@ -28,8 +38,24 @@ pub fn render(graph: &Graph) -> String {
     for node in graph.free_nodes() {
         let _ = writeln!(out, "  {}", node_text(node));
     }
-    for edge in &graph.edges {
-        let _ = writeln!(out, "  {}", edge_text(edge));
+    for (index, edge) in graph.edges.iter().enumerate() {
+        let mut text = edge_text(edge);
+        if let Some(overlay) = overlay {
+            text = with_coverage(text, overlay.edges.get(index).copied().unwrap_or(false));
+        }
+        let _ = writeln!(out, "  {text}");
+    }
+    if let Some(overlay) = overlay {
+        // A node named again takes the new attributes and stays in its cluster.
+        for node in graph.nodes.iter().filter(|node| super::coverage::Overlay::counts(node.kind)) {
+            let (fill, color, style) = if overlay.nodes.contains(&node.id) {
+                ("#d9f2d9", "#2a7a2a", "filled")
+            } else {
+                ("#fbe3e3", "#bb3333", "filled,dashed")
+            };
+            let _ =
+                writeln!(out, "  {} [fillcolor=\"{fill}\", color=\"{color}\", style=\"{style}\"];", node.id.as_str());
+        }
     }
     out.push_str("}\n");
     out
@@ -98,6 +124,15 @@ fn edge_text(edge: &Edge) -> String {
         format!("{} -> {};", edge.from.as_str(), edge.to.as_str())
     } else {
         format!("{} -> {} [{}];", edge.from.as_str(), edge.to.as_str(), attributes.join(", "))
+    }
+}
+
+/// An edge statement coloured by whether the tests took it.
+fn with_coverage(text: String, taken: bool) -> String {
+    let attributes = if taken { "color=\"#2a7a2a\", penwidth=2" } else { "color=\"#cc3333\", style=dashed" };
+    match text.strip_suffix("];") {
+        Some(open) => format!("{open}, {attributes}];"),
+        None => format!("{} [{attributes}];", text.trim_end_matches(';')),
     }
 }
 

@@ -157,6 +157,43 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// [`render`] with coverage laid on it (`flowc graph --coverage`): nodes
+/// and edges the tests reached green, the rest red and dashed. The lines
+/// come after the drawing's own, so their styles win.
+pub fn render_with_coverage(graph: &Graph, overlay: &super::coverage::Overlay) -> String {
+    let mut out = render(graph);
+    let (mut reached, mut missed) = (Vec::new(), Vec::new());
+    for node in graph.nodes.iter().filter(|node| super::coverage::Overlay::counts(node.kind)) {
+        let list = if overlay.nodes.contains(&node.id) { &mut reached } else { &mut missed };
+        list.push(node.id.as_str());
+    }
+    out.push_str("  classDef covered fill:#d9f2d9,stroke:#2a7a2a,stroke-width:2px\n");
+    out.push_str("  classDef uncovered fill:#fbe3e3,stroke:#b33,stroke-dasharray:4 3\n");
+    for (class, ids) in [("covered", &reached), ("uncovered", &missed)] {
+        if !ids.is_empty() {
+            let _ = writeln!(out, "  class {} {class}", ids.join(","));
+        }
+    }
+    let indices = |taken: bool| -> Vec<String> {
+        overlay
+            .edges
+            .iter()
+            .enumerate()
+            .filter(|(_, edge)| **edge == taken)
+            .map(|(index, _)| index.to_string())
+            .collect()
+    };
+    let taken = indices(true);
+    if !taken.is_empty() {
+        let _ = writeln!(out, "  linkStyle {} stroke:#2a7a2a,stroke-width:2px", taken.join(","));
+    }
+    let not_taken = indices(false);
+    if !not_taken.is_empty() {
+        let _ = writeln!(out, "  linkStyle {} stroke:#c33,stroke-dasharray:3 3", not_taken.join(","));
+    }
+    out
+}
+
 /// Marks a step as where a conversation stands (the REPL's `/graph`).
 pub fn mark_current(out: &mut String, flow: crate::ir::FlowId, step: crate::ir::StepId) {
     let _ = writeln!(out, "  classDef current stroke:#d97706,stroke-width:4px");

@@ -29,6 +29,7 @@
 
 mod label;
 
+pub mod coverage;
 pub mod dot;
 pub mod mermaid;
 

@@ -155,6 +155,11 @@ impl Programs {
         Ok(Programs { entries, settings })
     }
 
+    /// The clock every program runs on.
+    pub fn clock(&self) -> &dyn crate::runtime::clock::Clock {
+        self.settings.clock.as_ref()
+    }
+
     pub fn names(&self) -> impl Iterator<Item = &String> {
         self.entries.keys()
     }

@@ -15,7 +15,7 @@ use super::metrics::Metrics;
 use super::programs::Version;
 use crate::runtime::tools::ToolRegistry;
 use crate::runtime::workflow::{RunLimits, RunStatus, StepProgress, WorkflowRun, WorkflowRunner};
-use crate::store::{Claim, StoreError, StoredRun};
+use crate::store::{Cancel, Claim, StoreError, StoredRun};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -190,14 +190,6 @@ pub async fn show(
     Ok(Json(shown).into_response())
 }
 
-fn ended(status: RunStatus) -> bool {
-    matches!(status, RunStatus::Completed | RunStatus::Failed | RunStatus::Aborted)
-}
-
-fn status_name(status: RunStatus) -> String {
-    serde_json::to_value(status).ok().and_then(|value| value.as_str().map(str::to_string)).unwrap_or_default()
-}
-
 /// `POST /v1/runs/{id}/resume {"now"?}`: goes on with a waiting run once it
 /// is due (at once with `"now": true`), or with one a limit paused, as
 /// `flowc resume` does; answers the run where it stopped.
@@ -217,10 +209,10 @@ pub async fn resume(
     let shown = state
         .blocking(move |state| {
             let stored = load(state, &id)?;
-            if ended(stored.run.status) {
+            if stored.run.status.has_ended() {
                 return Err(ApiError::conflict(format!(
                     "run `{id}` has ended ({}): there is nothing to resume",
-                    status_name(stored.run.status)
+                    stored.run.status.as_str()
                 ))
                 .with_code("run_ended"));
             }
@@ -256,10 +248,9 @@ pub async fn resume(
 }
 
 /// `POST /v1/runs/{id}/cancel`: a waiting, paused or running run is
-/// stopped for good: `aborted`, with `error` saying it was cancelled. The
-/// save is a compare-and-swap, so a process running the run finds its next
-/// checkpoint refused and stops there; a worker never takes it (only
-/// waiting runs are due).
+/// stopped for good, `cancelled`, through the store's own cancel (as
+/// `flowc runs cancel`): a process running it finds its next save refused
+/// and stops there, and no worker or resume takes it again.
 pub async fn cancel(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,
@@ -268,29 +259,16 @@ pub async fn cancel(
     let program = owned(&tenant, &id)?;
     let shown = state
         .blocking(move |state| {
-            // A checkpoint landing between the load and the save makes the
-            // save a conflict: read again and retry, a few times.
-            for _ in 0..10 {
-                let mut stored = load(state, &id)?;
-                if ended(stored.run.status) {
-                    return Err(ApiError::conflict(format!(
-                        "run `{id}` has ended ({}): there is nothing to cancel",
-                        status_name(stored.run.status)
-                    ))
-                    .with_code("run_ended"));
-                }
-                let mut run = stored.run.clone();
-                run.status = RunStatus::Aborted;
-                run.error = Some("cancelled through the API".to_string());
-                run.next_step = None;
-                run.resume_at = None;
-                match crate::store::commit_run(state.store.as_ref(), &mut stored, run, None, None) {
-                    Ok(()) => return Ok(run_json(state, &program, &stored)),
-                    Err(StoreError::RunConflict { .. }) => {}
-                    Err(error) => return Err(state.store_error(error)),
-                }
+            let at = state.programs.clock().now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            match state.store.cancel_run(&id, &at).map_err(|error| state.store_error(error))? {
+                Cancel::Cancelled(stored) => Ok(run_json(state, &program, &stored)),
+                Cancel::Ended(status) => Err(ApiError::conflict(format!(
+                    "run `{id}` has ended ({}): there is nothing to cancel",
+                    status.as_str()
+                ))
+                .with_code("run_ended")),
+                Cancel::Missing => Err(ApiError::no_run(&id)),
             }
-            Err(ApiError::conflict(format!("run `{id}` kept changing while it was being cancelled; try again")))
         })
         .await?;
     Ok(Json(shown).into_response())

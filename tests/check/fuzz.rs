@@ -84,6 +84,7 @@ fn seeds() -> Vec<(String, String)> {
         .flatten()
         .map(|entry| entry.path())
         .filter(|path| matches!(path.extension().and_then(|ext| ext.to_str()), Some("flow" | "yaml")))
+        .filter(|path| !flowc::cli::test::is_test_file(path))
         .filter_map(|path| Some((path.to_string_lossy().into_owned(), std::fs::read_to_string(&path).ok()?)))
         .collect();
     seeds.extend(read_corpus());

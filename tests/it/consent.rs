@@ -114,3 +114,13 @@ fn a_qualified_yes_asks_again_saying_why() {
     assert!(!ran(&turns[1], "book"));
     assert!(ran(&turns[2], "book"));
 }
+
+#[test]
+fn words_a_pattern_read_are_not_also_the_whole_answer() {
+    let transfer = root().join("tests/fixtures/consent/transfer.flow");
+    let turns = converse(&transfer, &["I want to send money", "then do 3000 for now", "Ann Smith"]);
+    assert_eq!(turns[1]["data"]["amount"], "3000");
+    assert!(turns[1]["data"].get("recipient").is_none(), "{}", turns[1]["data"]);
+    assert_eq!(turns[1]["reply"], "Who should receive the money?");
+    assert_eq!(turns[2]["reply"], "Send 3000 euros to Ann Smith?");
+}

@@ -25,4 +25,5 @@ mod stop;
 mod store;
 mod store_tls;
 mod support;
+mod test_cmd;
 mod workflows;

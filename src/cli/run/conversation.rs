@@ -82,8 +82,17 @@ fn start_runtime(
     let config =
         crate::llm::config::load(Some(&args.file), &flags).map_err(|error| RunError::Usage(error.to_string()))?;
     let provider = crate::llm::build_provider(&config).map_err(|error| RunError::Usage(error.to_string()))?;
+    let provider: Box<dyn crate::llm::Provider> = match args.trace {
+        Some(super::trace::TraceLevel::Prompts) => {
+            Box::new(super::trace::Traced::new(provider, crate::llm::redact::Redactor::from_config(&config)))
+        }
+        _ => provider,
+    };
     let options = RuntimeOptions { tool_env, tools: ToolRegistry::default(), limits };
-    let runtime = Runtime::new(Arc::clone(program), provider, options);
+    let mut runtime = Runtime::new(Arc::clone(program), provider, options);
+    if args.trace.is_some() {
+        super::trace::observe(&mut runtime, crate::llm::redact::Redactor::from_config(&config));
+    }
     Ok((runtime, config.cancel))
 }
 
@@ -167,6 +176,17 @@ impl Conversation<'_> {
 
     pub(super) fn script(&mut self, lines: &[String]) -> Result<Outcome, RunError> {
         for line in lines {
+            // `/data`, `/trace`, … work as in the REPL; `//text` sends `/text`.
+            let line = match line.strip_prefix('/') {
+                Some(rest) if rest.starts_with('/') => rest,
+                Some(_) => {
+                    if self.script_command(line) {
+                        break;
+                    }
+                    continue;
+                }
+                None => line.as_str(),
+            };
             let result = self.turn(line).map_err(RunError::Failed)?;
             if self.json {
                 let mut text = result.to_json_line().to_string();
@@ -183,5 +203,31 @@ impl Conversation<'_> {
             self.last = Some(result);
         }
         Ok(Outcome::Success)
+    }
+
+    /// A slash command read from a script; returns whether to stop. Under
+    /// `--json` the answers of `/data` and `/trace` are one JSON line each
+    /// (`{"command": "/data", "result": …}`), so the output stays one
+    /// object per line.
+    fn script_command(&mut self, line: &str) -> bool {
+        let command = line.split_whitespace().next().unwrap_or_default();
+        let result = match command {
+            "/data" => Some(serde_json::Value::Object(crate::runtime::session::ordered_data(
+                &self.runtime.program,
+                &self.session.data,
+            ))),
+            "/trace" => Some(match &self.last {
+                Some(result) => serde_json::json!({ "directives": result.directives, "events": result.events }),
+                None => serde_json::Value::Null,
+            }),
+            _ => None,
+        };
+        match result {
+            Some(result) if self.json => {
+                let line = serde_json::json!({ "command": command, "result": result });
+                print_stdout(&format!("{line}\n")) != Outcome::Success
+            }
+            _ => self.command(line),
+        }
     }
 }

@@ -14,6 +14,7 @@
 mod conversation;
 mod interrupt;
 mod repl;
+pub mod trace;
 mod workflow;
 
 use super::Outcome;
@@ -68,6 +69,9 @@ pub struct RunArgs {
     pub store: Option<String>,
     #[command(flatten)]
     pub limits: LimitFlags,
+    /// Print each turn's events as JSON lines on stderr; `--trace prompts` adds the model's requests and raw answers (keys redacted)
+    #[arg(long, value_enum, value_name = "WHAT", num_args = 0..=1, default_missing_value = "events")]
+    pub trace: Option<trace::TraceLevel>,
 }
 
 pub fn run(args: &RunArgs) -> Outcome {
@@ -115,6 +119,11 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
         && program.flow(flow).is_some_and(|flow| flow.workflow)
     {
         note_unused_limits(&args.limits.conversation_only(), "conversations", "a workflow run");
+        if args.trace.is_some() {
+            eprintln!(
+                "note: --trace shows a conversation's turns; a workflow run's events are in `flowc runs show ID --json`"
+            );
+        }
         return run_workflow(args, &program, flow, &data, context, &tool_env, limits.run);
     }
     if selected.is_none() {

@@ -104,7 +104,7 @@ impl Conversation<'_> {
     }
 
     /// A slash command; returns whether to quit.
-    fn command(&mut self, line: &str) -> bool {
+    pub(super) fn command(&mut self, line: &str) -> bool {
         let mut parts = line.splitn(2, ' ');
         let command = parts.next().unwrap_or_default();
         let argument = parts.next().map(str::trim).unwrap_or_default();

@@ -3,7 +3,7 @@
 //! assembles the program from them.
 
 mod build;
-mod tree;
+pub(crate) mod tree;
 mod values;
 
 use super::ast::{FlowDecl, Program};

@@ -66,7 +66,7 @@ fn a_run_waits_replays_its_events_and_resumes_now() {
 }
 
 #[test]
-fn a_cancelled_run_is_aborted_and_never_resumed() {
+fn a_cancelled_run_is_recorded_so_and_never_resumed() {
     let server = start(&options(Auth::default()));
     let client = Client::new(server.addr, None);
     let (_, run) = client.post("/v1/runs", &onboarding());
