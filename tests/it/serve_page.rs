@@ -599,7 +599,7 @@ fn a_workflow_run_fills_in_and_resumes_in_the_browser() {
     page.eval("document.querySelector('#cancel-run').click()");
     page.eval("playground.runStopped()");
     let seen = page.seen();
-    assert_eq!(seen["run_status"], "aborted — cancelled through the API", "{seen:#}");
+    assert_eq!(seen["run_status"], "cancelled", "{seen:#}");
     assert_eq!(seen["resume_shown"], false, "{seen:#}");
     // onboarding draws no abort marker (nothing in it aborts): the run is
     // shown where it stopped.
