@@ -488,18 +488,6 @@ fn the_booking_conversation_in_the_browser() {
     }
     assert!(seen["events"].as_array().is_some_and(|events| events.contains(&json!("step_skipped"))), "{seen:#}");
 
-    // A reload keeps the conversation: the page reads the session back.
-    let before = seen;
-    page.call("Page.reload", json!({}));
-    page.browser.event("Page.loadEventFired");
-    page.eval("playground.idle()");
-    let seen = page.seen();
-    assert_eq!(seen["session"], before["session"], "{seen:#}");
-    assert_eq!(seen["messages"], 2, "{seen:#}");
-    assert_eq!(seen["reply"], before["reply"], "{seen:#}");
-    assert_eq!(seen["current"], "confirm", "{seen:#}");
-    assert_eq!(seen["data"], before["data"], "{seen:#}");
-
     page.say("yes");
     let seen = page.seen();
     assert_eq!(seen["errors"], json!([]), "{seen:#}");
@@ -519,7 +507,24 @@ fn the_booking_conversation_in_the_browser() {
         std::fs::write(root().join("docs/serve-playground.png"), &png).expect("docs screenshot written");
     }
 
-    // A new session, then the finished one opened again from the list.
+    // A reload keeps the conversation: the page reads the session back,
+    // and it goes on (a second booking).
+    let before = seen;
+    page.call("Page.reload", json!({}));
+    page.browser.event("Page.loadEventFired");
+    page.eval("playground.idle()");
+    let seen = page.seen();
+    assert_eq!(seen["session"], before["session"], "{seen:#}");
+    assert_eq!(seen["messages"], 4, "{seen:#}");
+    assert_eq!(seen["reply"], before["reply"], "{seen:#}");
+    assert_eq!(seen["data"], before["data"], "{seen:#}");
+    page.say("Book the Ritz Paris for 3 guests on 2026-12-10");
+    let seen = page.seen();
+    assert_eq!(seen["reply"], "Shall I book Ritz Paris on 2026-12-10 for 3 guests?", "{seen:#}");
+    assert_eq!(seen["current"], "confirm", "{seen:#}");
+    assert_eq!(seen["messages"], 6, "{seen:#}");
+
+    // A new session, then the first one opened again from the list.
     let finished = seen;
     page.eval("document.querySelector('#new-session').click()");
     page.eval("playground.idle()");
@@ -537,7 +542,8 @@ fn the_booking_conversation_in_the_browser() {
     page.eval("playground.idle()");
     let seen = page.seen();
     assert_eq!(seen["session"], finished["session"], "{seen:#}");
-    assert_eq!(seen["messages"], 4, "{seen:#}");
+    assert_eq!(seen["messages"], 6, "{seen:#}");
+    assert_eq!(seen["current"], "confirm", "{seen:#}");
     assert_eq!(seen["reply"], finished["reply"], "{seen:#}");
     assert_eq!(seen["data"], finished["data"], "{seen:#}");
 

@@ -222,7 +222,7 @@
       const session = await api("GET", `/v1/sessions/${encodeURIComponent(id)}`);
       state.session = session.id;
       $("#session-id").textContent = session.id;
-      clearChat(`Session with ${state.program.agent || state.program.name}, ${session.turns} turn${session.turns === 1 ? "" : "s"} so far.`);
+      clearChat(`Reopened: ${session.turns} earlier turn${session.turns === 1 ? "" : "s"}, shown without their traces.`);
       for (const message of session.history || []) {
         $("#chat").appendChild(text("li", message.text, `msg ${message.role === "user" ? "user" : "assistant"}`));
       }
