@@ -159,7 +159,14 @@ fn execute(state: &AppState, stored: &mut StoredRun, version: &Version) -> Resul
         runner.run_within(&mut run, limits).is_err()
     };
     if stopped {
-        // A checkpoint was refused: someone else (a cancel) changed the run.
+        // A checkpoint was refused: someone else changed the run. A cancel
+        // is an answer, not an error: the run as it now stands.
+        if let Ok(Some(now)) = state.store.load_run(&stored.run.run)
+            && now.run.status == RunStatus::Cancelled
+        {
+            *stored = now;
+            return Ok(());
+        }
         return saved.map_err(|error| state.store_error(error));
     }
     let due = due_at(&run);

@@ -128,3 +128,34 @@ pub fn read_events(response: reqwest::blocking::Response) -> Vec<(String, String
     }
     events
 }
+
+/// A workflow whose one step holds until the test writes `release` in
+/// its folder (its tool writes `started` first).
+pub const HOLD: &str = r#"agent Hold {
+  identity "A workflow whose one step waits for the test."
+}
+
+schema {
+  released: bool "Whether the test let the step finish"
+}
+
+tool hold() -> { released: bool } {
+  description "Waits until the file `release` exists."
+  exec "python3" "hold.py"
+  timeout 60s
+}
+
+flow hold {
+  auto step hold {
+    call hold() -> released
+  }
+}
+"#;
+
+pub const HOLD_PY: &str = r#"import json, os, sys, time
+sys.stdin.read()
+open("started", "w").close()
+while not os.path.exists("release"):
+    time.sleep(0.01)
+print(json.dumps({"released": True}))
+"#;

@@ -3,7 +3,7 @@
 //! servers on one PostgreSQL hold one conversation between them while a
 //! worker resumes the run one of them started.
 
-use super::{Client, code};
+use super::{Client, HOLD, HOLD_PY, code};
 use crate::support::{root, temp_dir, unique};
 use serde_json::json;
 use std::io::{BufRead, BufReader};
@@ -91,35 +91,6 @@ fn an_open_server_refuses_a_public_address_unless_told() {
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("--insecure-open") && said.contains("no token is configured"), "{said}");
 }
-
-const HOLD: &str = r#"agent Hold {
-  identity "A workflow whose one step waits for the test."
-}
-
-schema {
-  released: bool "Whether the test let the step finish"
-}
-
-tool hold() -> { released: bool } {
-  description "Waits until the file `release` exists."
-  exec "python3" "hold.py"
-  timeout 60s
-}
-
-flow hold {
-  auto step hold {
-    call hold() -> released
-  }
-}
-"#;
-
-const HOLD_PY: &str = r#"import json, os, sys, time
-sys.stdin.read()
-open("started", "w").close()
-while not os.path.exists("release"):
-    time.sleep(0.01)
-print(json.dumps({"released": True}))
-"#;
 
 #[cfg(unix)]
 #[test]

@@ -2,7 +2,8 @@
 //! events (replayed after, live while running), resumed and cancelled,
 //! and visible only to their tenant.
 
-use super::{Client, TOKEN_ACME, TOKEN_GLOBEX, code, options, read_events, start, tenants};
+use super::{Client, HOLD, HOLD_PY, TOKEN_ACME, TOKEN_GLOBEX, code, options, read_events, start, tenants};
+use crate::support::{temp_dir, unique};
 use flowc::serve::auth::Auth;
 use serde_json::{Value, json};
 
@@ -73,9 +74,15 @@ fn a_cancelled_run_is_recorded_so_and_never_resumed() {
     let id = run["run"].as_str().expect("a run id").to_string();
     let (status, cancelled) = client.post(&format!("/v1/runs/{id}/cancel"), &json!({}));
     assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    let last = cancelled["events"].as_array().and_then(|events| events.last()).map(|event| event["event"].clone());
+    assert_eq!(last, Some(json!("run_cancelled")), "{cancelled}");
+    let (status, again) = client.post(&format!("/v1/runs/{id}/cancel"), &json!({}));
+    assert_eq!((status, code(&again)), (409, "run_ended"), "{again}");
+    let events = events_of(&client, &id);
     assert_eq!(
-        (cancelled["status"].as_str(), cancelled["error"].as_str()),
-        (Some("aborted"), Some("cancelled through the API"))
+        events.last().map(|(kind, run)| (kind.as_str(), &run["status"])),
+        Some(("finished", &json!("cancelled")))
     );
     let (status, refused) = client.post(&format!("/v1/runs/{id}/resume"), &json!({ "now": true }));
     assert_eq!((status, code(&refused)), (409, "run_ended"), "{refused}");
@@ -117,4 +124,32 @@ fn runs_are_their_tenants_and_bad_bodies_name_the_field() {
     assert!(missing["error"]["message"].as_str().is_some_and(|message| message.contains("contacts")), "{missing}");
     let (status, flow) = acme.post("/v1/runs", &json!({ "program": "onboarding", "flow": "nope" }));
     assert_eq!((status, code(&flow)), (400, "invalid_body"));
+}
+
+#[test]
+fn a_run_cancelled_while_a_step_runs_stops_after_it_and_says_cancelled() {
+    let dir = temp_dir(&format!("serve-cancel-{}", unique()));
+    std::fs::write(dir.join("hold.flow"), HOLD).expect("program");
+    std::fs::write(dir.join("hold.py"), HOLD_PY).expect("tool");
+    let mut options = options(Auth::default());
+    options.files = vec![dir.join("hold.flow")];
+    let server = start(&options);
+    let client = Client::new(server.addr, None);
+    let (status, run) = client.post("/v1/runs", &json!({ "program": "hold", "wait": false }));
+    assert_eq!(status, 202, "{run}");
+    let id = run["run"].as_str().expect("a run id").to_string();
+    while !dir.join("started").exists() {
+        std::thread::yield_now();
+    }
+    let (status, cancelled) = client.post(&format!("/v1/runs/{id}/cancel"), &json!({}));
+    assert_eq!((status, cancelled["status"].as_str()), (200, Some("cancelled")), "{cancelled}");
+    std::fs::write(dir.join("release"), "").expect("release");
+    let events = events_of(&client, &id);
+    assert_eq!(
+        events.last().map(|(kind, run)| (kind.as_str(), &run["status"])),
+        Some(("finished", &json!("cancelled")))
+    );
+    drop(server);
+    let (_, after) = Client::new(start(&options).addr, None).get(&format!("/v1/runs/{id}"));
+    assert_eq!(after["status"], "cancelled", "the step that finished after the cancel saved nothing: {after}");
 }
