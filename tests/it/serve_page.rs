@@ -427,6 +427,11 @@ fn new_tab(browser: &mut Browser) -> Page<'_> {
     page
 }
 
+/// The width the graph is drawn at, in pixels.
+fn page_width(page: &mut Page) -> f64 {
+    page.eval("Number(document.querySelector('#graph svg').getAttribute('width'))").as_f64().expect("a width")
+}
+
 /// Exceptions thrown and errors logged by the page or by Chromium about
 /// it: there must be none.
 fn page_errors(browser: &mut Browser) -> Vec<String> {
@@ -469,6 +474,11 @@ fn the_booking_conversation_in_the_browser() {
     assert_eq!(seen["state"], "idle", "{seen:#}");
     assert!(!seen["session"].as_str().unwrap_or_default().is_empty(), "a session was opened: {seen:#}");
     assert_eq!(seen["steps_drawn"], 6, "every step of booking is drawn: {seen:#}");
+    let before = page_width(&mut page);
+    page.eval("document.querySelector('#zoom-in').click()");
+    assert!(page_width(&mut page) > before, "zoomed in");
+    page.eval("document.querySelector('#zoom-fit').click()");
+    assert_eq!(page_width(&mut page), before, "fit is the picture as first drawn");
     assert_eq!(seen["current"], Value::Null, "{seen:#}");
 
     page.say("Book the Grand Hotel for 2 guests on 2026-12-04");

@@ -625,6 +625,9 @@
       input.value = "";
       send(message);
     });
+    for (const how of ["in", "out", "fit"]) {
+      $(`#zoom-${how}`).addEventListener("click", () => state.graph && state.graph.zoom(how));
+    }
     $("#show-failure").addEventListener("change", (event) => {
       $("#graph").classList.toggle("hide-failure", !event.target.checked);
     });

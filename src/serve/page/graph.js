@@ -293,7 +293,7 @@
       p.className = "empty";
       p.textContent = "This program has no flows to draw.";
       container.appendChild(p);
-      return { highlight() {} };
+      return { highlight() {}, zoom: () => 1, nodeId: () => null, terminal: () => null, hasEdge: () => false };
     }
     const shape = layout(graph);
     const margin = 16;
@@ -365,12 +365,23 @@
     svg.setAttribute("viewBox", `${box.x - margin} ${box.y - margin} ${box.width + 2 * margin} ${box.height + 2 * margin}`);
     // Shrunk to fit the pane when a little is enough (text stays legible);
     // a larger program scrolls instead.
-    const fit = Math.min(1, (container.clientWidth - 4) / (box.width + 2 * margin), (container.clientHeight - 4) / (box.height + 2 * margin));
-    const scale = fit >= 0.72 ? fit : 1;
-    svg.setAttribute("width", (box.width + 2 * margin) * scale);
-    svg.setAttribute("height", (box.height + 2 * margin) * scale);
+    const natural = { width: box.width + 2 * margin, height: box.height + 2 * margin };
+    const fit = Math.min(1, (container.clientWidth - 4) / natural.width, (container.clientHeight - 4) / natural.height);
+    let scale = fit >= 0.72 ? fit : 1;
+    const resize = () => {
+      svg.setAttribute("width", natural.width * scale);
+      svg.setAttribute("height", natural.height * scale);
+    };
+    resize();
 
     return {
+      // Zoom: `in`, `out`, or `fit` (the whole picture in the pane).
+      zoom(how) {
+        if (how === "fit") scale = fit;
+        else scale = Math.min(3, Math.max(0.2, scale * (how === "in" ? 1.25 : 0.8)));
+        resize();
+        return scale;
+      },
       // current: a node id or null; visited: node ids; taken: [from, to] pairs.
       highlight({ current, visited, taken }) {
         const takenKeys = new Set((taken || []).map(([from, to]) => `${from}>${to}`));
