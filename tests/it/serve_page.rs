@@ -801,4 +801,18 @@ fn the_graph_follows_an_edit_on_disk() {
     std::fs::write(&program, text.replace("ask_guests", "ask_party")).expect("edit written");
     let after = steps();
     assert!(after.contains(&"ask_party".to_string()) && !after.contains(&"ask_guests".to_string()), "{after:?}");
+
+    // An edit that does not compile: the version before it goes on, and
+    // the page says why beside the program's name.
+    std::fs::write(&program, text.replace("step ask_guests {", "step ask_guests {{")).expect("broken edit written");
+    assert!(steps().contains(&"ask_party".to_string()), "the last good version is served");
+    let Some(binary) = chromium() else { return };
+    let mut browser = Browser::start(&binary, dir.join("profile"));
+    let _watchdog = Watchdog::start(vec![browser.child.id(), server.child.id()]);
+    let mut page = open_page(&mut browser, &format!("{}/", server.url));
+    let info = page.eval("document.querySelector('#program-info').textContent");
+    assert!(info.as_str().is_some_and(|info| info.contains("the file on disk has errors")), "{info}");
+    assert_eq!(page.eval("document.querySelector('#program-info').classList.contains('warning')"), true);
+    let seen = page.seen();
+    assert!(seen["steps_drawn"] == 6 && seen["errors"] == json!([]), "{seen:#}");
 }

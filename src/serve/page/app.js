@@ -174,12 +174,23 @@
     history.replaceState(null, "", `#program=${encodeURIComponent(name)}`);
     // The graph route also says what the page needs of the program: its
     // agent, its flows, and what a run of each workflow requires.
-    const graph = await api("GET", `/v1/programs/${encodeURIComponent(name)}/graph`);
+    // The list is read again for the program's `reload_error`: an edit on
+    // disk that does not compile, while the version before it is served.
+    const [graph, listed] = await Promise.all([
+      api("GET", `/v1/programs/${encodeURIComponent(name)}/graph`),
+      api("GET", "/v1/programs"),
+    ]);
     const program = { name, agent: graph.agent, conversation: graph.conversation, flows: graph.flows };
     state.program = program;
     const flows = program.flows.map((flow) => flow.name + (flow.workflow ? " (workflow)" : ""));
     const agent = program.agent ? `${program.agent} · ` : "";
-    $("#program-info").textContent = `${agent}${flows.length ? "flows: " + flows.join(", ") : "no flows"}`;
+    const info = $("#program-info");
+    info.textContent = `${agent}${flows.length ? "flows: " + flows.join(", ") : "no flows"}`;
+    const served = (listed.programs || []).find((candidate) => candidate.name === name);
+    info.classList.toggle("warning", Boolean(served && served.reload_error));
+    if (served && served.reload_error) {
+      info.appendChild(text("span", ` · the file on disk has errors; the version before it is served: ${served.reload_error}`));
+    }
     state.graph = FlowGraph.render($("#graph"), graph);
     const workflows = program.flows.filter((flow) => flow.workflow);
     $("#run-form").hidden = workflows.length === 0;
