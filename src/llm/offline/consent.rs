@@ -45,7 +45,7 @@ pub enum DoubtKind {
     Question,
     /// "hang on", "not sure", "I don't know", "let me check", "maybe".
     Hesitation,
-    /// "if", "unless", "as long as".
+    /// "if", "unless", "as long as", "once", "when", "after".
     Condition,
     /// "wrong", "instead", "actually", "I meant", "correct something".
     Correction,
@@ -191,8 +191,18 @@ const PHRASES: &[(Class, &[&str])] = &[
     (Class::Condition, &["provided"]),
     (Class::Condition, &["assuming"]),
     (Class::Condition, &["depending"]),
+    (Class::Condition, &["as", "soon", "as"]),
+    (Class::Condition, &["so", "long", "as"]),
+    (Class::Condition, &["on", "condition"]),
     (Class::Condition, &["if"]),
     (Class::Condition, &["unless"]),
+    // A yes for later is a yes under a condition: "once you confirm the
+    // price", "when it drops", "after I check".
+    (Class::Condition, &["once"]),
+    (Class::Condition, &["when"]),
+    (Class::Condition, &["after"]),
+    (Class::Condition, &["before"]),
+    (Class::Condition, &["until"]),
     // Assents. "correct" is one only where it describes what was asked
     // ("that's correct", "all correct", or the first word); elsewhere it is
     // the verb of a correction ("I need to correct the date").
