@@ -474,6 +474,14 @@ fn the_booking_conversation_in_the_browser() {
     assert_eq!(seen["state"], "idle", "{seen:#}");
     assert!(!seen["session"].as_str().unwrap_or_default().is_empty(), "a session was opened: {seen:#}");
     assert_eq!(seen["steps_drawn"], 6, "every step of booking is drawn: {seen:#}");
+    // Every control has a name a screen reader can say.
+    let unnamed = page.eval(
+        "[...document.querySelectorAll('input, select, textarea, button')]\
+         .filter((control) => !(control.labels && control.labels.length) && !control.getAttribute('aria-label') \
+           && !control.textContent.trim()).map((control) => control.id)",
+    );
+    assert_eq!(unnamed, json!([]), "controls without a name");
+    assert_eq!(page.eval("document.querySelector('#graph svg').getAttribute('role')"), "img");
     let before = page_width(&mut page);
     page.eval("document.querySelector('#zoom-in').click()");
     assert!(page_width(&mut page) > before, "zoomed in");
