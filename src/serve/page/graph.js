@@ -140,8 +140,11 @@
     const clusterOf = (node) => node.flow;
     const boxes = [];
     let x = 0;
-    let backEdges = new Set();
-    const top = nodes.filter((node) => node.flow === null);
+    const backEdges = new Set();
+    // Outside every box: the user message, a run's start, signals (and
+    // anything naming a flow that has no box, rather than lose it).
+    const boxed = new Set(graph.clusters.map((cluster) => cluster.flow));
+    const top = nodes.filter((node) => !boxed.has(node.flow));
     const topHeight = top.length ? Math.max(...top.map((node) => node.h)) + LAYER_GAP + 20 : 0;
     for (const cluster of graph.clusters) {
       const members = nodes.filter((node) => clusterOf(node) === cluster.flow);
@@ -166,7 +169,7 @@
     // Each free node above the flows it leads into, pushed apart.
     let cursor = 0;
     for (const node of top) {
-      const targets = edges.filter((edge) => edge.from === node.id).map((edge) => byId.get(edge.to)).filter((t) => t.cx !== undefined && t.flow !== null);
+      const targets = edges.filter((edge) => edge.from === node.id).map((edge) => byId.get(edge.to)).filter((t) => t.cx !== undefined && boxed.has(t.flow));
       const wanted = targets.length ? targets.reduce((sum, t) => sum + t.cx, 0) / targets.length : cursor + node.w / 2;
       node.cx = Math.max(wanted, cursor + node.w / 2);
       node.cy = node.h / 2;
