@@ -427,6 +427,25 @@ fn new_tab(browser: &mut Browser) -> Page<'_> {
     page
 }
 
+/// Asserts the drawn graph is whole: no `NaN` in it, and no two nodes on
+/// top of each other.
+fn assert_graph_drawn_cleanly(page: &mut Page) {
+    let found = page.eval(
+        r#"(() => {
+          const svg = document.querySelector('#graph svg');
+          const nodes = [...svg.querySelectorAll('.g-node')].map((node) => [node.dataset.id, node.getBoundingClientRect()]);
+          const overlaps = [];
+          nodes.forEach(([a, r], i) => nodes.slice(i + 1).forEach(([b, q]) => {
+            if (r.left < q.right && q.left < r.right && r.top < q.bottom && q.top < r.bottom) overlaps.push(a + '/' + b);
+          }));
+          return { nan: svg.outerHTML.includes('NaN'), overlaps, nodes: nodes.length };
+        })()"#,
+    );
+    assert_eq!(found["nan"], false, "{found}");
+    assert_eq!(found["overlaps"], json!([]), "{found}");
+    assert!(found["nodes"].as_u64().is_some_and(|count| count > 0), "{found}");
+}
+
 /// The width the graph is drawn at, in pixels.
 fn page_width(page: &mut Page) -> f64 {
     page.eval("Number(document.querySelector('#graph svg').getAttribute('width'))").as_f64().expect("a width")
@@ -474,6 +493,7 @@ fn the_booking_conversation_in_the_browser() {
     assert_eq!(seen["state"], "idle", "{seen:#}");
     assert!(!seen["session"].as_str().unwrap_or_default().is_empty(), "a session was opened: {seen:#}");
     assert_eq!(seen["steps_drawn"], 6, "every step of booking is drawn: {seen:#}");
+    assert_graph_drawn_cleanly(&mut page);
     // Every control has a name a screen reader can say.
     let unnamed = page.eval(
         "[...document.querySelectorAll('input, select, textarea, button')]\
@@ -583,6 +603,7 @@ fn a_workflow_run_fills_in_and_resumes_in_the_browser() {
     assert_eq!(seen["run_status"], Value::Null, "{seen:#}");
     assert_eq!(page.eval("document.querySelector('#composer').hidden"), true, "a workflow is not chatted with");
     assert_eq!(page.eval("document.querySelector('#new-session').hidden"), true);
+    assert_graph_drawn_cleanly(&mut page);
     assert_eq!(page.eval("document.querySelector('#run-flow').value"), "onboarding");
 
     let data = json!({ "company": "Initech", "contacts": [{ "name": "Ann", "email": "ann@initech.test" }] });
@@ -757,6 +778,9 @@ fn directives_are_listed_with_their_sources() {
     let mut browser = Browser::start(&binary, dir.join("profile"));
     let _watchdog = Watchdog::start(vec![browser.child.id(), server.child.id()]);
     let mut page = open_page(&mut browser, &format!("{}/", server.url));
+    assert_graph_drawn_cleanly(&mut page);
+    page.eval("document.querySelector('#show-failure').click()");
+    assert_graph_drawn_cleanly(&mut page);
     page.say("Hi, I need help");
     page.say("ann@example.com");
     let seen = page.seen();
