@@ -16,7 +16,7 @@ use super::error::{ApiError, Body, from_body_rejection};
 use super::metrics::Metrics;
 use super::programs::Version;
 use super::sessions::owned;
-use crate::runtime::engine::TurnError;
+use crate::runtime::engine::{StreamSink, TurnError};
 use crate::runtime::events::TurnResult;
 use crate::runtime::session::{Session, adopt};
 use axum::Json;
@@ -35,7 +35,7 @@ use tokio::sync::mpsc;
 /// What a streamed turn sends, in order.
 enum Streamed {
     Text(String),
-    Done(Result<TurnResult, ApiError>),
+    Done(Box<Result<TurnResult, ApiError>>),
 }
 
 pub async fn message(
@@ -67,39 +67,43 @@ pub async fn message(
             let _ = text_sender.send(Streamed::Text(piece.to_string()));
         });
         let result = run_turn(&worker, &id, &program, &text, expected, Some(sink));
-        let _ = sender.send(Streamed::Done(result));
+        let _ = sender.send(Streamed::Done(Box::new(result)));
     });
     let stream = futures_util::stream::unfold(
         (receiver, Vec::<SseEvent>::new(), false),
         |(mut receiver, mut queue, done)| async move {
-            loop {
-                if let Some(event) = queue.pop() {
-                    return Some((Ok::<_, Infallible>(event), (receiver, queue, done)));
-                }
-                if done {
-                    return None;
-                }
-                match receiver.recv().await? {
-                    Streamed::Text(piece) => {
-                        let event =
-                            SseEvent::default().event("text").data(serde_json::json!({ "text": piece }).to_string());
-                        return Some((Ok(event), (receiver, queue, false)));
-                    }
-                    Streamed::Done(Ok(result)) => {
-                        // Queued last first: `pop` takes from the end.
-                        queue.push(SseEvent::default().event("turn").data(result.to_json_line().to_string()));
-                        for event in result.events.iter().rev() {
-                            let data = serde_json::to_string(event).unwrap_or_default();
-                            queue.push(SseEvent::default().event("event").data(data));
-                        }
-                        return Some((Ok(SseEvent::default().comment("turn finished")), (receiver, queue, true)));
-                    }
-                    Streamed::Done(Err(error)) => {
-                        queue.push(SseEvent::default().event("error").data(error.body().to_string()));
-                        return Some((Ok(SseEvent::default().comment("turn failed")), (receiver, queue, true)));
-                    }
-                }
+            if let Some(event) = queue.pop() {
+                return Some((Ok::<_, Infallible>(event), (receiver, queue, done)));
             }
+            if done {
+                return None;
+            }
+            let event = match receiver.recv().await? {
+                Streamed::Text(piece) => {
+                    SseEvent::default().event("text").data(serde_json::json!({ "text": piece }).to_string())
+                }
+                Streamed::Done(finished) => {
+                    // Queued last first: `pop` takes from the end.
+                    match *finished {
+                        Ok(result) => {
+                            queue.push(SseEvent::default().event("turn").data(result.to_json_line().to_string()));
+                            for event in result.events.iter().rev() {
+                                let data = serde_json::to_string(event).unwrap_or_default();
+                                queue.push(SseEvent::default().event("event").data(data));
+                            }
+                            SseEvent::default().comment("turn finished")
+                        }
+                        Err(error) => {
+                            queue.push(SseEvent::default().event("error").data(error.body().to_string()));
+                            SseEvent::default().comment("turn failed")
+                        }
+                    }
+                }
+            };
+            // Only the end of the turn queues events: once they are queued,
+            // the stream ends after them.
+            let finished = !queue.is_empty();
+            Some((Ok(event), (receiver, queue, finished)))
         },
     );
     Ok((StatusCode::OK, Sse::new(stream).keep_alive(KeepAlive::default())).into_response())
@@ -113,7 +117,7 @@ fn run_turn(
     program: &str,
     text: &str,
     expected: Option<u64>,
-    stream: Option<Box<dyn FnMut(&str) + Send>>,
+    stream: Option<StreamSink>,
 ) -> Result<TurnResult, ApiError> {
     let started = Instant::now();
     state.metrics.turns_in_flight.fetch_add(1, Ordering::Relaxed);
@@ -141,7 +145,7 @@ fn turn_inner(
     program: &str,
     text: &str,
     expected: Option<u64>,
-    stream: Option<Box<dyn FnMut(&str) + Send>>,
+    stream: Option<StreamSink>,
 ) -> Result<TurnResult, ApiError> {
     let mut session =
         state.store.load(id).map_err(|error| state.store_error(error))?.ok_or_else(|| ApiError::no_session(id))?;

@@ -87,11 +87,14 @@ fn a_turn_on_a_stale_version_is_a_409_and_changes_nothing() {
     assert_eq!(client.post(&format!("/v1/sessions/{id}/messages"), &json!({ "text": "yes", "version": 2 })).0, 200);
 }
 
+/// A request, its status and error code, and a word its message must say.
+type Case = (reqwest::Method, &'static str, Option<&'static str>, u16, &'static str, &'static str);
+
 #[test]
 fn errors_are_json_with_stable_codes_and_name_the_field() {
     let server = start(&options(Auth::default()));
     let client = Client::new(server.addr, None);
-    let cases: Vec<(reqwest::Method, &str, Option<&str>, u16, &str, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (reqwest::Method::POST, "/v1/sessions", Some(r#"{"program": "nope"}"#), 404, "program_not_found", "`nope`"),
         (reqwest::Method::POST, "/v1/sessions", Some(r#"{"data": {}}"#), 400, "invalid_body", "`program`"),
         (reqwest::Method::POST, "/v1/sessions", Some(r#"{"program": 7}"#), 400, "invalid_body", "`program`"),
@@ -247,4 +250,44 @@ fn metrics_count_turns_tokens_and_latency() {
     let calls =
         text.lines().find_map(|line| line.strip_prefix("flowc_model_calls_total ")).and_then(|n| n.parse::<u64>().ok());
     assert!(calls.is_some_and(|calls| calls >= 1), "{text}");
+}
+
+#[test]
+fn an_edited_program_is_served_at_once_and_a_broken_edit_is_refused_with_the_reason() {
+    let dir = crate::support::temp_dir(&format!("serve-reload-{}", crate::support::unique()));
+    let file = dir.join("booking.flow");
+    let original = std::fs::read_to_string(root().join("flows/booking.flow")).expect("the example");
+    std::fs::write(&file, &original).expect("a copy");
+    // Its tools run from its folder.
+    std::fs::create_dir_all(dir.join("tools")).expect("a tools folder");
+    for entry in std::fs::read_dir(root().join("flows/tools")).expect("the example's tools") {
+        let path = entry.expect("a tool").path();
+        std::fs::copy(&path, dir.join("tools").join(path.file_name().expect("a name"))).expect("a tool copied");
+    }
+    let mut options = options(Auth::default());
+    options.files = vec![file.clone()];
+    let server = start(&options);
+    let client = Client::new(server.addr, None);
+    let id = client.new_session();
+    assert_eq!(client.say(&id, BOOK).0, 200);
+
+    let reworded = original.replace("Booked! Your confirmation number is", "Done! Your booking number is");
+    assert_ne!(reworded, original);
+    std::fs::write(&file, &reworded).expect("an edit");
+    let (status, turn) = client.say(&id, "yes");
+    assert_eq!(status, 200, "{turn}");
+    assert!(turn["reply"].as_str().is_some_and(|reply| reply.starts_with("Done! Your booking number is")), "{turn}");
+
+    std::fs::write(&file, format!("{reworded}\nflow broken {{ step s {{ goto_step nowhere }} }}\n"))
+        .expect("a bad edit");
+    let (_, programs) = client.get("/v1/programs");
+    let reason = programs["programs"][0]["reload_error"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("error") && reason.contains("flowc check"), "{programs}");
+    let other = client.new_session();
+    let (status, turn) = client.say(&other, BOOK);
+    assert_eq!(
+        (status, turn["step"].as_str()),
+        (200, Some("confirm")),
+        "the version before the bad edit serves: {turn}"
+    );
 }
