@@ -107,6 +107,8 @@ def main():
     parser.add_argument("--config", help="a flowc.toml naming the provider under test (default: offline)")
     parser.add_argument("--classes", default=",".join(CLASSES), help="only these classes (comma-separated)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--progress", action="store_true",
+                        help="print each case's outcome on stderr as it is known (a real model is slow)")
     args = parser.parse_args()
     wanted_classes = set(args.classes.split(","))
     cases = [case for case in read_cases(args.cases) if case["class"] in wanted_classes]
@@ -133,6 +135,9 @@ def main():
             case["data"] = {} if result is None else {k: v for k, v in result.get("data", {}).items()
                                                       if k in OFFERED}
             case["llm_calls"] = 0 if result is None else result.get("llm_calls", 0)
+            if args.progress:
+                print(f"[{index + 1}/{len(cases)}] {case['class']:8} {case['message']!r}: {case['outcome']}"
+                      f"{'' if case['pass'] else ' (FAIL)'} {case['data']}", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
