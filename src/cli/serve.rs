@@ -111,7 +111,7 @@ fn options(args: &ServeArgs) -> Result<ServeOptions, String> {
         auth,
         insecure_open: args.insecure_open,
         body_limit: args.max_body,
-        settings: ProgramSettings { provider_flags, limits, clock, ids },
+        settings: ProgramSettings { provider_flags, limits, clock, ids, tools: Default::default() },
         run_poll: args.events_poll,
     })
 }

@@ -24,13 +24,16 @@ use std::time::SystemTime;
 /// dropped when the pool is full.
 const POOL_SIZE: usize = 256;
 
-/// What every program shares: the model, the limits, the clock and ids.
+/// What every program shares: the model, the limits, the clock and ids,
+/// and the in-process tool handlers an embedder registers (empty for
+/// `flowc serve`: programs run their own tools).
 #[derive(Clone)]
 pub struct ProgramSettings {
     pub provider_flags: crate::llm::ProviderFlags,
     pub limits: OperatorLimits,
     pub clock: Arc<dyn crate::runtime::clock::Clock>,
     pub ids: Arc<dyn crate::runtime::clock::IdSource>,
+    pub tools: ToolRegistry,
 }
 
 /// One compiled version of a program.
@@ -41,6 +44,7 @@ pub struct Version {
     pub hash: String,
     pub tool_env: ToolEnv,
     pub limits: OperatorLimits,
+    tools: ToolRegistry,
     provider: ProviderConfig,
     pool: Mutex<Vec<Runtime>>,
 }
@@ -54,7 +58,7 @@ impl Version {
         let provider = crate::llm::build_provider(&self.provider).map_err(|error| error.to_string())?;
         let options = RuntimeOptions {
             tool_env: self.tool_env.clone(),
-            tools: ToolRegistry::default(),
+            tools: self.tools.clone(),
             limits: self.limits.conversation,
         };
         Ok(Runtime::new(Arc::clone(&self.ir), provider, options))
@@ -66,6 +70,11 @@ impl Version {
         if pool.len() < POOL_SIZE {
             pool.push(runtime);
         }
+    }
+
+    /// The tools a run of this version uses.
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
     }
 
     /// Whether the program holds a conversation (a flow that is not all-`auto`).
@@ -274,6 +283,7 @@ fn compile(name: &str, path: &Path, settings: &ProgramSettings) -> Result<Versio
         ir,
         tool_env: ToolEnv { base_dir, clock: Arc::clone(&settings.clock), ids: Arc::clone(&settings.ids) },
         limits: settings.limits,
+        tools: settings.tools.clone(),
         provider,
         pool: Mutex::new(Vec::new()),
     })

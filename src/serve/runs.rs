@@ -13,7 +13,6 @@ use super::auth::{Tenant, new_id, owned_program};
 use super::error::{ApiError, Body, from_body_rejection};
 use super::metrics::Metrics;
 use super::programs::Version;
-use crate::runtime::tools::ToolRegistry;
 use crate::runtime::workflow::{RunLimits, RunStatus, StepProgress, WorkflowRun, WorkflowRunner};
 use crate::store::{Cancel, Claim, StoreError, StoredRun};
 use axum::Json;
@@ -133,7 +132,7 @@ pub async fn create(
 /// Runs `stored` from where it stands to where it stops, saving it at every
 /// step under this process's claim, then releases it.
 fn execute(state: &AppState, stored: &mut StoredRun, version: &Version) -> Result<(), ApiError> {
-    let tools = ToolRegistry::default();
+    let tools = version.tools();
     let mut on_progress = |_: &StepProgress| {};
     let sleep = |duration: std::time::Duration| std::thread::sleep(duration);
     let mut saved: Result<(), StoreError> = Ok(());
@@ -150,7 +149,7 @@ fn execute(state: &AppState, stored: &mut StoredRun, version: &Version) -> Resul
         };
         let mut runner = WorkflowRunner {
             program: &version.ir,
-            tools: &tools,
+            tools,
             tool_env: &version.tool_env,
             sleep: &sleep,
             on_progress: &mut on_progress,

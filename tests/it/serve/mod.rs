@@ -32,7 +32,13 @@ pub fn options(auth: Auth) -> ServeOptions {
         auth,
         insecure_open: false,
         body_limit: 64 * 1024,
-        settings: ProgramSettings { provider_flags: Default::default(), limits: Default::default(), clock, ids },
+        settings: ProgramSettings {
+            provider_flags: Default::default(),
+            limits: Default::default(),
+            clock,
+            ids,
+            tools: Default::default(),
+        },
         run_poll: Duration::from_millis(5),
     }
 }
