@@ -115,7 +115,12 @@ def main():
 
     work = tempfile.mkdtemp(prefix="flowc-consent-")
     try:
-        shutil.copy(os.path.join(ROOT, "flows", "booking.flow"), work)
+        # A small model on a shared CPU can take longer than the example's
+        # 60 s turn_timeout; a turn cut off by it says nothing about consent.
+        with open(os.path.join(ROOT, "flows", "booking.flow"), encoding="utf-8") as file:
+            program = file.read().replace("turn_timeout 60s", "turn_timeout 900s")
+        with open(os.path.join(work, "booking.flow"), "w", encoding="utf-8") as file:
+            file.write(program)
         shutil.copytree(os.path.join(ROOT, "flows", "tools"), os.path.join(work, "tools"))
         base = os.path.join(work, "base.db")
         start, error = turn(args.flowc, work, base, SETUP, ["--provider", "offline"])

@@ -206,7 +206,7 @@ impl Conversation<'_> {
     }
 
     /// A slash command read from a script; returns whether to stop. Under
-    /// `--json` the answers of `/data` and `/trace` are one JSON line each
+    /// `--json` the answers of `/data`, `/trace` and `/graph` are one JSON line each
     /// (`{"command": "/data", "result": …}`), so the output stays one
     /// object per line.
     fn script_command(&mut self, line: &str) -> bool {
@@ -216,6 +216,7 @@ impl Conversation<'_> {
                 &self.runtime.program,
                 &self.session.data,
             ))),
+            "/graph" => Some(serde_json::Value::String(self.graph())),
             "/trace" => Some(match &self.last {
                 Some(result) => serde_json::json!({ "directives": result.directives, "events": result.events }),
                 None => serde_json::Value::Null,
