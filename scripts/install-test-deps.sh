@@ -64,6 +64,15 @@ if ! command -v openssl >/dev/null 2>&1; then
   apt_install openssl
 fi
 
+# The playground test (tests/it/serve_page.rs) drives headless Chromium
+# through the DevTools protocol; Debian's package, not a browser download.
+# A font is named too: without recommends Chromium brings none, and the
+# page's screenshot would show boxes for letters.
+if ! command -v chromium >/dev/null 2>&1 || [ ! -d /usr/share/fonts/truetype/dejavu ]; then
+  echo "install-test-deps: installing chromium"
+  apt_install chromium fonts-dejavu-core
+fi
+
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   echo "install-test-deps: installing nodejs and npm"
   apt_install nodejs npm

@@ -94,6 +94,9 @@ export FLOWC_TEST_POSTGRES="postgres://flowc@127.0.0.1:$port/postgres"
 export FLOWC_TEST_POSTGRES_CA="$tls/ca.crt"
 # Everything a test needs is installed above: none may skip for want of it.
 export FLOWC_TEST_STRICT=1
+# The playground's browser test fails rather than skips when this is set.
+FLOWC_TEST_CHROMIUM="$(command -v chromium || true)"
+export FLOWC_TEST_CHROMIUM
 
 cargo test "$@"
 # The examples' own conversation and workflow tests, as an author runs

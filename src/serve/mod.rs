@@ -14,6 +14,7 @@ pub mod auth;
 pub mod error;
 pub mod metrics;
 pub mod openapi;
+pub mod page;
 pub mod programs;
 pub mod runs;
 pub mod sessions;
@@ -153,6 +154,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     for Route { path, handler, .. } in routes() {
         router = router.route(path, handler);
     }
+    router = router.merge(page::router());
     router
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)

@@ -20,6 +20,8 @@ mod run;
 mod runtime;
 mod serve;
 #[cfg(unix)]
+mod serve_page;
+#[cfg(unix)]
 mod stop;
 mod store;
 mod store_tls;

@@ -64,7 +64,7 @@ fn a_body_over_the_limit_is_a_413_and_the_server_goes_on() {
 fn an_unknown_route_is_a_json_404() {
     let server = start(&options(Auth::default()));
     let client = Client::new(server.addr, None);
-    for path in ["/", "/v1", "/v1/sessions/a/b/c", "/favicon.ico"] {
+    for path in ["/nowhere", "/v1", "/v1/sessions/a/b/c", "/favicon.ico"] {
         let (status, error) = client.get(path);
         assert_eq!((status, code(&error)), (404, "route_not_found"), "{path}: {error}");
     }
