@@ -114,9 +114,7 @@ fn next_asking(
             let next = match edge.to {
                 To::Node(next) => Some((flow_index, next)),
                 To::Enter(flow, step) => entered(analysis, flow, step.index()),
-                To::Complete { next } => next
-                    .or(flow.complete_next)
-                    .and_then(|next| entered(analysis, next, 0)),
+                To::Complete { next } => next.or(flow.complete_next).and_then(|next| entered(analysis, next, 0)),
             };
             if let Some(next) = next
                 && seen.insert(next)
