@@ -33,7 +33,7 @@ mod cycles;
 mod dataflow;
 mod directives;
 mod fields;
-mod flowgraph;
+pub(crate) mod flowgraph;
 pub mod reachability;
 mod routing;
 mod summary;
