@@ -23,7 +23,8 @@ use super::dataflow::definitely_set_at_branches;
 use super::flowgraph::{self, FlowGraph, To};
 use super::summary::entered_with;
 use crate::diag::{Code, Diagnostic};
-use crate::ir::{Branch, FieldId, Flow, FlowId, Position, Program, StepId};
+use crate::ir::successor;
+use crate::ir::{Branch, FieldId, Flow, FlowId, Program, StepId};
 use crate::source::Span;
 use std::collections::{BTreeSet, HashMap};
 
@@ -162,11 +163,12 @@ pub(crate) fn analysis(program: &Program) -> Analysis {
 fn goto_step_targets(program: &Program) -> Vec<Vec<StepId>> {
     let mut targets = vec![Vec::new(); program.flows.len()];
     super::walk::directives(program, |site, directive| {
-        if let Some(Position::GotoStep { flow, step }) = &directive.position
-            && (site.flow() == Some(*flow) || step.index() != 0)
+        let named =
+            directive.position.as_ref().and_then(|position| successor::step_named(site.flow(), position.into()));
+        if let Some((flow, step)) = named
             && let Some(list) = targets.get_mut(flow.index())
         {
-            list.push(*step);
+            list.push(step);
         }
     });
     targets

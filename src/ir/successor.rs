@@ -228,6 +228,43 @@ pub fn after_completion(flow: &Flow, named: Option<FlowId>) -> Option<FlowId> {
     named.or(flow.complete_next)
 }
 
+/// The flow a directive's jump enters from `current` (or from outside
+/// every flow): a `goto` or a `goto_step` into another flow, a `complete`
+/// naming one; `None` for a move within the flow, a bare `complete` (its
+/// flow's `complete.next` is [`after_completion`]'s), `reset` or `abort`.
+pub fn flow_entered(current: Option<FlowId>, jump: Jump) -> Option<FlowId> {
+    let landed = match current {
+        Some(current) => landing(current, jump),
+        None => landing_outside(jump)?,
+    };
+    match landed {
+        Landing::Enter(flow, _) => Some(flow),
+        Landing::Complete(named) => named,
+        Landing::Step(_) | Landing::Listed(_) | Landing::Abort => None,
+    }
+}
+
+/// The step a directive's jump enters *as named* (no passing over), with
+/// its flow: a `goto_step` within the flow, or into another flow at a
+/// step other than its first (whose arrival is in list order); `reset`
+/// is the flow's entry, not a step named.
+pub fn step_named(current: Option<FlowId>, jump: Jump) -> Option<(FlowId, StepId)> {
+    if jump == Jump::Reset {
+        return None;
+    }
+    match current {
+        Some(current) => match landing(current, jump) {
+            Landing::Step(step) => Some((current, step)),
+            Landing::Enter(flow, step) => matches!(arrival(step), Landing::Step(_)).then_some((flow, step)),
+            _ => None,
+        },
+        None => match landing_outside(jump)? {
+            Landing::Enter(flow, step) => matches!(arrival(step), Landing::Step(_)).then_some((flow, step)),
+            _ => None,
+        },
+    }
+}
+
 /// The steps a turn may reach, by any way the successor rule allows, from
 /// the given landings (each seen from inside its flow): following every
 /// exit of every step reached (branches, `next`, list order, positions),
@@ -386,6 +423,24 @@ flow other "Other" {
         assert_eq!(landing_outside(Jump::GotoStep(here, StepId(2))), Some(Landing::Enter(here, StepId(2))));
         assert_eq!(landing_outside(Jump::Reset), None);
         assert_eq!(landing_outside(Jump::Complete(None)), None);
+    }
+
+    #[test]
+    fn a_jump_names_a_step_or_enters_a_flow() {
+        let (here, there) = (FlowId(0), FlowId(1));
+        assert_eq!(step_named(Some(here), Jump::GotoStep(here, StepId(0))), Some((here, StepId(0))));
+        assert_eq!(step_named(Some(here), Jump::GotoStep(there, StepId(0))), None, "a flow's first step: its entry");
+        assert_eq!(step_named(Some(here), Jump::GotoStep(there, StepId(2))), Some((there, StepId(2))));
+        assert_eq!(step_named(None, Jump::GotoStep(there, StepId(2))), Some((there, StepId(2))));
+        assert_eq!(step_named(Some(here), Jump::Reset), None);
+        assert_eq!(step_named(Some(here), Jump::Goto(there)), None);
+        assert_eq!(flow_entered(Some(here), Jump::GotoStep(there, StepId(2))), Some(there));
+        assert_eq!(flow_entered(Some(here), Jump::GotoStep(here, StepId(2))), None);
+        assert_eq!(flow_entered(Some(here), Jump::Goto(here)), Some(here), "a new run of the flow");
+        assert_eq!(flow_entered(Some(here), Jump::Complete(Some(there))), Some(there));
+        assert_eq!(flow_entered(Some(here), Jump::Complete(None)), None);
+        assert_eq!(flow_entered(None, Jump::Goto(there)), Some(there));
+        assert_eq!(flow_entered(None, Jump::Abort), None);
     }
 
     #[test]
