@@ -1,5 +1,6 @@
 //! Reachability of steps and branch entries (`unreachable_step`,
-//! `unreachable_branch`, both errors).
+//! `unreachable_branch`, both errors; `covered_branch`, a warning, for an
+//! entry after earlier ones that cover every value of a field).
 //!
 //! A branch entry is unreachable when it is never evaluated or can never
 //! match: it follows an entry with no condition; its conditions include all
@@ -473,7 +474,7 @@ pub(crate) enum EntryCause {
     Covered { field: String, entries: Vec<(usize, Span)> },
 }
 
-/// Reports `unreachable_step` and `unreachable_branch`.
+/// Reports `unreachable_step`, `unreachable_branch` and `covered_branch`.
 pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Vec<Diagnostic>) {
     diagnostics.extend(find(program, analysis).into_iter().map(ReachabilityError::into_diagnostic));
 }
@@ -574,8 +575,11 @@ fn branch_diagnostic(step: &str, span: Span, cause: EntryCause) -> Diagnostic {
                 [init @ .., last] => format!("entries {} and {last} cover", init.join(", ")),
                 [] => "earlier entries cover".to_string(),
             };
+            // A warning, as rustc's unreachable pattern is: a defensive
+            // fallback after entries that cover every value is harmless,
+            // and a faithful port of another tool's flow has one.
             let mut diagnostic = Diagnostic::new(
-                Code::UnreachableBranch,
+                Code::CoveredBranch,
                 format!("this branch entry of `{step}` is never evaluated: {listed} every value of `{field}`"),
             )
             .at(span, "never evaluated");
@@ -583,7 +587,8 @@ fn branch_diagnostic(step: &str, span: Span, cause: EntryCause) -> Diagnostic {
                 diagnostic = diagnostic.with_label(covering, format!("covers values of `{field}`"));
             }
             diagnostic.with_help(format!(
-                "`{field}` is always set here, so an earlier entry always matches; remove this entry"
+                "`{field}` is always set here, so an earlier entry always matches: remove this entry, \
+                 or keep it as a fallback that never runs"
             ))
         }
     }
@@ -659,7 +664,7 @@ mod tests {
     }
 
     #[test]
-    fn covering_a_collected_bool_makes_the_rest_unreachable() {
+    fn covering_a_collected_bool_makes_the_rest_a_covered_branch_warning() {
         check(
             r#"schema { ok: bool }
             flow f { when "w"
@@ -669,8 +674,20 @@ mod tests {
                                   when "x" -> c } }
                 step b { say "b"  next end }
                 step c { say "c" } }"#,
-            &[("unreachable_branch", r#"when "x" -> c"#)],
+            &[("covered_branch", r#"when "x" -> c"#)],
         );
+        let findings = crate::check::findings(
+            r#"schema { ok: bool }
+            flow f { when "w"
+                step a { collect ok
+                         branch { if ok -> b
+                                  if not ok -> c
+                                  else -> c } }
+                step b { say "b"  next end }
+                step c { say "c" } }"#,
+        );
+        assert_eq!(findings, [("covered_branch", "else -> c".to_string())], "a defensive else: a warning");
+        assert_eq!(crate::diag::Code::CoveredBranch.default_severity(), crate::diag::Severity::Warning);
     }
 
     #[test]

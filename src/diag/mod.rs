@@ -52,6 +52,7 @@ pub enum Code {
     SharedConfirmation,
     UnaskedRequired,
     FreeTextList,
+    CoveredBranch,
 }
 
 impl Code {
@@ -92,6 +93,7 @@ impl Code {
         Code::SharedConfirmation,
         Code::UnaskedRequired,
         Code::FreeTextList,
+        Code::CoveredBranch,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -132,6 +134,7 @@ impl Code {
             Code::SharedConfirmation => "shared_confirmation",
             Code::UnaskedRequired => "unasked_required",
             Code::FreeTextList => "free_text_list",
+            Code::CoveredBranch => "covered_branch",
         }
     }
 
@@ -146,7 +149,8 @@ impl Code {
             | Code::KeptUncollected
             | Code::SharedConfirmation
             | Code::UnaskedRequired
-            | Code::FreeTextList => Severity::Warning,
+            | Code::FreeTextList
+            | Code::CoveredBranch => Severity::Warning,
             _ => Severity::Error,
         }
     }
