@@ -721,6 +721,30 @@ mod tests {
     }
 
     #[test]
+    fn an_auto_step_whose_do_emits_a_position_never_falls_through() {
+        check(
+            r#"schema { x: string "X" }
+            flow f { when "w"
+                step a { prompt "X?" collect x }
+                auto step go { emit goto g }
+                step after { say "never" } }
+            flow g { when "v"  step s { say "g" } }"#,
+            &[("unreachable_step", "after")],
+        );
+        // Called and come back: `use` is reached only from `fill`, which
+        // sets `y`, not by falling through `go` (no false maybe_unset).
+        check(
+            r#"schema { x: string "X"  y: string "Y" }
+            flow f { when "w"
+                step a { prompt "X?" collect x }
+                auto step go { emit goto_step fill }
+                step use { say "{{y}}"  next end }
+                auto step fill { set y = "filled"  emit goto_step use } }"#,
+            &[],
+        );
+    }
+
+    #[test]
     fn a_step_after_next_end_is_unreachable() {
         check(
             r#"flow f { when "w"

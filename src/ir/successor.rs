@@ -19,7 +19,7 @@
 //! notion of a place (a graph node, a cursor, a workflow step).
 
 use super::walk::{StepPart, step_directives};
-use super::{Flow, FlowId, Next, Position, Program, Step, StepId, Then};
+use super::{ActionKind, Flow, FlowId, Next, Position, Program, Step, StepId, Then};
 use std::collections::BTreeSet;
 
 /// A position field, without what it carries (`with` data, an abort
@@ -195,15 +195,30 @@ pub enum Exit {
     Recovery,
 }
 
+/// Whether an auto step always leaves by a position its own `do` emits:
+/// one of its actions (not one inside a `for_each`, which may run no
+/// times) emits a directive with a position. Merged, some position wins,
+/// and the step is left by it before its branches or its fall-through are
+/// tried.
+pub fn always_moves(step: &Step) -> bool {
+    step.auto
+        && step
+            .actions
+            .iter()
+            .any(|action| matches!(&action.kind, ActionKind::Emit(directive) if directive.position.is_some()))
+}
+
 /// Every way a step can be left, and where each leads: the directives of
 /// its actions, hooks and recoveries that carry a position, each branch
-/// entry, and its fall-through. An `abort` is an exit too
-/// ([`Landing::Abort`]).
+/// entry, and its fall-through (neither of which a step that
+/// [`always_moves`] takes). An `abort` is an exit too ([`Landing::Abort`]).
 pub fn exits(current: FlowId, step_id: StepId, step: &Step) -> Vec<(Exit, Landing)> {
     let mut out = Vec::new();
+    let moves = always_moves(step);
     for (part, directive) in step_directives(step) {
         let jump = directive.position.as_ref().map(Jump::from);
         match part {
+            StepPart::Branch(_) if moves => {}
             StepPart::Branch(entry) => out.push((Exit::Branch(entry), after_directive(current, step_id, jump))),
             StepPart::PreAction | StepPart::Finalize => {
                 out.extend(jump.map(|jump| (Exit::Directive, landing(current, jump))));
@@ -212,6 +227,9 @@ pub fn exits(current: FlowId, step_id: StepId, step: &Step) -> Vec<(Exit, Landin
                 out.extend(jump.map(|jump| (Exit::Recovery, landing(current, jump))));
             }
         }
+    }
+    if moves {
+        return out;
     }
     for (entry, branch) in step.branches.iter().enumerate() {
         if matches!(branch.then, Then::Step(_)) {
