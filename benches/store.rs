@@ -2,8 +2,10 @@
 //! runtime with an instant provider, then `commit_turn`: one transaction
 //! with the compare-and-swap and the transcript append), with 1 and 8
 //! concurrent writers; the bytes an idle session keeps; resumes per second
-//! of 10,000 due workflow runs with 1 and 2 workers; and how long a store
-//! takes to open and load after a `flowc` process was killed mid-turn.
+//! of 10,000 due workflow runs with 1 and 2 workers; the time per step of
+//! one 10,100-step workflow run around its step 100 and its step 10,000
+//! (each step saved as a worker saves it); and how long a store takes to
+//! open and load after a `flowc` process was killed mid-turn.
 //!
 //! SQLite always; PostgreSQL too when `FLOWC_BENCH_POSTGRES` (or
 //! `FLOWC_TEST_POSTGRES`) holds a server URL whose database may be written.
@@ -295,6 +297,81 @@ fn resumes(location: &StoreLocation, label: &str, workers: usize, count: usize, 
     );
 }
 
+/// One run of a workflow of `steps` steps, each step saved as `flowc
+/// worker` saves it (a checkpoint when it starts and one when it ends):
+/// the median time per step over the 100 around step 100 and over the
+/// last 100. A save that rewrote the whole run would make the second grow
+/// with the run's length.
+fn long_run(location: &StoreLocation, label: &str, steps: usize, dir: &Path) {
+    let mut text = String::from("schema { x: int \"x\" }\nflow long \"Long\" {\n");
+    for index in 0..steps {
+        text.push_str(&format!("  auto step s{index} {{ set x = {index} }}\n"));
+    }
+    text.push_str("}\n");
+    let program = compiled("long.flow", &text);
+    let clock = FixedClock::parse("2026-01-05T10:00:00Z").unwrap_or(FixedClock(chrono::DateTime::UNIX_EPOCH));
+    let tool_env = ToolEnv { base_dir: dir.to_path_buf(), clock: Arc::new(clock), ids: Arc::new(SeededIds::new(7)) };
+    let Ok(mut run) = flowc::runtime::workflow::start(
+        &program,
+        &tool_env,
+        flowc::ir::FlowId(0),
+        &serde_json::Map::new(),
+        Default::default(),
+    ) else {
+        std::process::exit(1);
+    };
+    run.run = format!("long-{}-{label}", std::process::id());
+    let store = open(location);
+    let claim = flowc::cli::stored_run::claim_at("bench-long", tool_env.clock.as_ref());
+    let mut stored = StoredRun {
+        run,
+        program: dir.join("long.flow").to_string_lossy().into_owned(),
+        program_hash: flowc::runtime::session::program_hash(&program),
+        version: 1,
+        due_at: None,
+    };
+    if let Err(error) = store.save_run(&stored, 0, Some(&claim)) {
+        eprintln!("cannot store the run: {error}");
+        std::process::exit(1);
+    }
+    stored.run.touched.clear();
+    let mut run = stored.run.clone();
+    let mut ended: Vec<Instant> = Vec::with_capacity(steps);
+    let mut on_progress = |_: &flowc::runtime::workflow::StepProgress| ended.push(Instant::now());
+    let mut checkpoint = |run: &flowc::runtime::workflow::WorkflowRun| {
+        flowc::store::checkpoint_run(store.as_ref(), &mut stored, run, &claim).map_err(|error| error.to_string())
+    };
+    let tools = ToolRegistry::default();
+    let sleep = |_: Duration| {};
+    let mut runner = WorkflowRunner {
+        program: &program,
+        tools: &tools,
+        tool_env: &tool_env,
+        sleep: &sleep,
+        on_progress: &mut on_progress,
+        checkpoint: &mut checkpoint,
+    };
+    let started = Instant::now();
+    if let Err(error) = runner.run(&mut run) {
+        eprintln!("the long run stopped: {error}");
+        std::process::exit(1);
+    }
+    let total = started.elapsed();
+    let mut per_step: Vec<Duration> = ended.windows(2).map(|pair| pair[1] - pair[0]).collect();
+    let last = per_step.len();
+    let mut early = per_step.get(50..150).unwrap_or_default().to_vec();
+    let late = per_step.get_mut(last.saturating_sub(100)..).unwrap_or_default();
+    let early_us = percentile(&mut early, 50.0);
+    let late_us = percentile(late, 50.0);
+    println!(
+        "{label:<10} one run of {steps} steps: {early_us:>6.0} µs/step at step 100, {late_us:>6.0} µs/step at step {} \
+         (ratio {:.2}; {:.1} s in all)",
+        steps - 100,
+        late_us / early_us.max(1.0),
+        total.as_secs_f64()
+    );
+}
+
 /// Kills a `flowc run --session` mid-conversation, then times opening the
 /// store and loading the session (SQLite replays its WAL on open).
 fn recovery(dir: &Path) {
@@ -341,6 +418,20 @@ fn recovery(dir: &Path) {
 fn main() {
     let quick = std::env::args().any(|argument| argument == "--quick");
     let (conversations, runs) = if quick { (200, 1000) } else { (2000, 10_000) };
+    let long_steps = if quick { 2_100 } else { 10_100 };
+    // `cargo bench --bench store -- long`: the long run alone.
+    if std::env::args().any(|argument| argument == "long") {
+        let dir = std::env::temp_dir().join(format!("flowc-bench-long-{}", std::process::id()));
+        if std::fs::create_dir_all(&dir).is_err() {
+            std::process::exit(2);
+        }
+        long_run(&StoreLocation::Sqlite(dir.join("flowc.db")), "sqlite", long_steps, &dir);
+        if let Ok(url) = std::env::var("FLOWC_BENCH_POSTGRES").or_else(|_| std::env::var("FLOWC_TEST_POSTGRES")) {
+            long_run(&StoreLocation::Postgres(url), "postgres", long_steps, &dir);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
     println!("flowc store costs, {}", machine());
     let dir = std::env::temp_dir().join(format!("flowc-bench-store-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -355,6 +446,7 @@ fn main() {
     long_conversation(&sqlite, "sqlite", if quick { 2000 } else { 10_000 });
     resumes(&sqlite, "sqlite", 1, runs, &dir);
     resumes(&sqlite, "sqlite", 2, runs, &dir);
+    long_run(&sqlite, "sqlite", long_steps, &dir);
     recovery(&dir);
 
     let postgres = std::env::var("FLOWC_BENCH_POSTGRES").or_else(|_| std::env::var("FLOWC_TEST_POSTGRES")).ok();
@@ -366,6 +458,7 @@ fn main() {
             postgres_bytes_per_session(&url);
             resumes(&location, "postgres", 1, runs, &dir);
             resumes(&location, "postgres", 2, runs, &dir);
+            long_run(&location, "postgres", long_steps, &dir);
         }
         None => println!("postgres   skipped: set FLOWC_BENCH_POSTGRES to a server URL"),
     }

@@ -107,13 +107,20 @@ def main():
     parser.add_argument("--config", help="a flowc.toml naming the provider under test (default: offline)")
     parser.add_argument("--classes", default=",".join(CLASSES), help="only these classes (comma-separated)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--progress", action="store_true",
+                        help="print each case's outcome on stderr as it is known (a real model is slow)")
     args = parser.parse_args()
     wanted_classes = set(args.classes.split(","))
     cases = [case for case in read_cases(args.cases) if case["class"] in wanted_classes]
 
     work = tempfile.mkdtemp(prefix="flowc-consent-")
     try:
-        shutil.copy(os.path.join(ROOT, "flows", "booking.flow"), work)
+        # A small model on a shared CPU can take longer than the example's
+        # 60 s turn_timeout; a turn cut off by it says nothing about consent.
+        with open(os.path.join(ROOT, "flows", "booking.flow"), encoding="utf-8") as file:
+            program = file.read().replace("turn_timeout 60s", "turn_timeout 900s")
+        with open(os.path.join(work, "booking.flow"), "w", encoding="utf-8") as file:
+            file.write(program)
         shutil.copytree(os.path.join(ROOT, "flows", "tools"), os.path.join(work, "tools"))
         base = os.path.join(work, "base.db")
         start, error = turn(args.flowc, work, base, SETUP, ["--provider", "offline"])
@@ -133,6 +140,9 @@ def main():
             case["data"] = {} if result is None else {k: v for k, v in result.get("data", {}).items()
                                                       if k in OFFERED}
             case["llm_calls"] = 0 if result is None else result.get("llm_calls", 0)
+            if args.progress:
+                print(f"[{index + 1}/{len(cases)}] {case['class']:8} {case['message']!r}: {case['outcome']}"
+                      f"{'' if case['pass'] else ' (FAIL)'} {case['data']}", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

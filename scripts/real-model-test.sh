@@ -185,7 +185,7 @@ fi
 # class led to (booked, cancelled, re-confirmed with a changed value, asked
 # again). CONSENT_CLASSES=no,change,unclear runs only the non-yes cases.
 echo "== consent cases against the real model"
-if ! python3 "$ROOT/scripts/consent-eval.py" --flowc "$FLOWC" --config "$WORK/known/flowc.toml" \
+if ! python3 "$ROOT/scripts/consent-eval.py" --progress --flowc "$FLOWC" --config "$WORK/known/flowc.toml" \
   --classes "${CONSENT_CLASSES:-yes,no,change,unclear}" \
   --cases "$ROOT/tests/fixtures/consent/shared.tsv" "$ROOT/tests/fixtures/consent/more.tsv"; then
   echo "consent: FAIL: a message that is not a yes booked"

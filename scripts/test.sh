@@ -92,6 +92,8 @@ as_cluster_owner "$pg_bin/pg_ctl" -D "$cluster/data" -l "$cluster/log" -w \
 echo "test: PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (TLS and plain)"
 export FLOWC_TEST_POSTGRES="postgres://flowc@127.0.0.1:$port/postgres"
 export FLOWC_TEST_POSTGRES_CA="$tls/ca.crt"
+# Everything a test needs is installed above: none may skip for want of it.
+export FLOWC_TEST_STRICT=1
 
 cargo test "$@"
 # The examples' own conversation and workflow tests, as an author runs

@@ -26,7 +26,7 @@ pub struct LimitFlags {
     /// Conversations and workflow runs: failures in a row before the turn or the run stops
     #[arg(long, value_name = "N", value_parser = parse_count, allow_negative_numbers = true)]
     pub max_consecutive_errors: Option<u32>,
-    /// Workflow runs: steps this command runs (the run stays `running`; `flowc resume` goes on)
+    /// Workflow runs: steps this command runs (the run is then `paused`; `flowc resume` goes on)
     #[arg(long, value_name = "N", value_parser = parse_count, allow_negative_numbers = true)]
     pub max_steps: Option<u32>,
     /// Workflow runs: time this command runs the run for, e.g. 10m
@@ -38,7 +38,7 @@ pub struct LimitFlags {
 #[derive(Debug, Default, clap::Args)]
 #[command(next_help_heading = "Limits (each overrides its key in the [limits.run] table of flowc.toml)")]
 pub struct RunLimitFlags {
-    /// Steps one resume runs (the run stays `running`; a later resume goes on)
+    /// Steps one resume runs (the run is then `paused`; a later resume goes on)
     #[arg(long, value_name = "N", value_parser = parse_count, allow_negative_numbers = true)]
     pub max_steps: Option<u32>,
     /// Time one resume runs the run for, e.g. 10m

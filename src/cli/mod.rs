@@ -8,6 +8,7 @@
 pub mod check;
 pub mod compile;
 pub mod graph;
+pub mod input;
 pub mod limits;
 pub mod load;
 pub mod report;
@@ -158,6 +159,20 @@ pub fn write_stdout(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -
 /// Opens the store a command uses, or says why it cannot on stderr.
 pub fn open_store(flag: Option<&str>, program: Option<&Path>) -> Result<(Box<dyn Store>, StoreLocation), Outcome> {
     let location = StoreLocation::resolve(flag, program).map_err(|error| {
+        eprintln!("error: {error}");
+        Outcome::Error
+    })?;
+    let store = crate::store::open(&location).map_err(|error| {
+        eprintln!("error: {error}");
+        Outcome::Error
+    })?;
+    Ok((store, location))
+}
+
+/// Opens the store a reading command uses (`runs`, `sessions`, `resume`),
+/// or says on stderr that there is none: it never creates an empty one.
+pub fn open_existing_store(flag: Option<&str>) -> Result<(Box<dyn Store>, StoreLocation), Outcome> {
+    let location = StoreLocation::resolve_existing(flag).map_err(|error| {
         eprintln!("error: {error}");
         Outcome::Error
     })?;

@@ -2,9 +2,9 @@
 //! stopped) from the store, claimed first so that no other process runs it
 //! at the same time, under the limits of `[limits.run]` and the flags.
 
+use super::Outcome;
 use super::limits::RunLimitFlags;
 use super::stored_run::{claim_at, holder_name, report, resume_claimed};
-use super::{Outcome, open_with_clock};
 use crate::runtime::workflow::RunStatus;
 
 #[derive(Debug, clap::Args)]
@@ -17,7 +17,7 @@ pub struct ResumeArgs {
     /// Print the run as one JSON object
     #[arg(long)]
     pub json: bool,
-    /// The store: sqlite:PATH or postgres://… (default: .flowc/flowc.db here, or FLOWC_STORE, or [store] in flowc.toml)
+    /// The store: sqlite:PATH or postgres://… (default: FLOWC_STORE, else the project's: the nearest flowc.toml or .flowc/ upwards)
     #[arg(long)]
     pub store: Option<String>,
     #[command(flatten)]
@@ -25,14 +25,21 @@ pub struct ResumeArgs {
 }
 
 pub fn run(args: &ResumeArgs) -> Outcome {
-    let (store, location, (clock, ids)) = match open_with_clock(args.store.as_deref()) {
-        Ok(opened) => opened,
-        Err(outcome) => return outcome,
-    };
     let limits = match args.limits.resolve() {
         Ok(limits) => limits,
         Err(message) => {
             eprintln!("error: {message}");
+            return Outcome::Error;
+        }
+    };
+    let (store, location) = match super::open_existing_store(args.store.as_deref()) {
+        Ok(opened) => opened,
+        Err(outcome) => return outcome,
+    };
+    let (clock, ids) = match crate::runtime::clock::from_env() {
+        Ok(clock) => clock,
+        Err(error) => {
+            eprintln!("error: {error}");
             return Outcome::Error;
         }
     };

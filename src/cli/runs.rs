@@ -1,14 +1,14 @@
 //! `flowc runs list|show ID|cancel ID`: the workflow runs in the store.
 
 use super::Outcome;
-use super::open_store;
+use super::open_existing_store;
 use crate::store::Cancel;
 
 #[derive(Debug, clap::Args)]
 pub struct RunsArgs {
     #[command(subcommand)]
     pub command: RunsCommand,
-    /// The store: sqlite:PATH or postgres://… (default: .flowc/flowc.db here, or FLOWC_STORE, or [store] in flowc.toml)
+    /// The store: sqlite:PATH or postgres://… (default: FLOWC_STORE, else the project's: the nearest flowc.toml or .flowc/ upwards)
     #[arg(long, global = true)]
     pub store: Option<String>,
     /// Print JSON (`show`: the run object `flowc run --json` prints)
@@ -20,7 +20,7 @@ pub struct RunsArgs {
 pub enum RunsCommand {
     /// One line per stored run
     List,
-    /// A run with its step records
+    /// A run with its step records (`--json`: the run object `flowc run --json` prints)
     Show { id: String },
     /// Cancel a waiting, paused or running run: it is recorded as
     /// `cancelled`, and no worker or resume takes it again
@@ -28,7 +28,7 @@ pub enum RunsCommand {
 }
 
 pub fn run(args: &RunsArgs) -> Outcome {
-    let (store, location) = match open_store(args.store.as_deref(), None) {
+    let (store, location) = match open_existing_store(args.store.as_deref()) {
         Ok(opened) => opened,
         Err(outcome) => return outcome,
     };
@@ -62,11 +62,7 @@ pub fn run(args: &RunsArgs) -> Outcome {
                     Some(program) => stored.run.to_json(program),
                     None => stored.run.to_json_without_program(),
                 };
-                let text = if args.json {
-                    format!("{value}\n")
-                } else {
-                    serde_json::to_string_pretty(&value).map(|text| text + "\n").unwrap_or_default()
-                };
+                let text = if args.json { format!("{value}\n") } else { human(&stored, &value) };
                 super::print_stdout(&text)
             }
             Ok(None) => {
@@ -80,6 +76,36 @@ pub fn run(args: &RunsArgs) -> Outcome {
         },
         RunsCommand::Cancel { id } => cancel(store.as_ref(), id, &location, args.json),
     }
+}
+
+/// `runs show` for a person: the run's state, then one line per step.
+fn human(stored: &crate::store::StoredRun, value: &serde_json::Value) -> String {
+    let run = &stored.run;
+    let mut text = format!("run {}: {}", run.run, run.status.as_str());
+    if let Some(at) = &run.resume_at {
+        text.push_str(&format!(" until {at}"));
+    }
+    if let Some(summary) = run.failure_summary().or_else(|| run.limit_summary()) {
+        text.push_str(&format!(" ({summary})"));
+    }
+    text.push_str(&format!("\nflow: {}\nprogram: {}\n", run.flow_name, stored.program));
+    if let Some(duration) = run.duration_ms {
+        text.push_str(&format!("duration: {duration} ms\n"));
+    }
+    text.push_str("steps:\n");
+    for (index, step) in run.steps.iter().enumerate() {
+        let status = value["steps"][index]["status"].as_str().unwrap_or_default();
+        let took = step.duration_ms.map(|ms| format!(" in {ms} ms")).unwrap_or_default();
+        let error = step.error.as_ref().map(|error| format!(": {error}")).unwrap_or_default();
+        text.push_str(&format!("  {:>3}. {} {status}{took}{error}\n", index + 1, step.id));
+    }
+    let data = serde_json::to_string(&value["data"]).unwrap_or_default();
+    text.push_str(&format!(
+        "data: {data}\nevents: {} (`flowc runs show {} --json` lists them)\n",
+        run.events.len(),
+        run.run
+    ));
+    text
 }
 
 fn cancel(store: &dyn crate::store::Store, id: &str, location: &crate::store::StoreLocation, json: bool) -> Outcome {

@@ -1,13 +1,13 @@
 //! `flowc sessions list|show ID|delete ID`: the conversations in the store.
 
 use super::Outcome;
-use super::open_store;
+use super::open_existing_store;
 
 #[derive(Debug, clap::Args)]
 pub struct SessionsArgs {
     #[command(subcommand)]
     pub command: SessionsCommand,
-    /// The store: sqlite:PATH or postgres://… (default: .flowc/flowc.db here, or FLOWC_STORE, or [store] in flowc.toml)
+    /// The store: sqlite:PATH or postgres://… (default: FLOWC_STORE, else the project's: the nearest flowc.toml or .flowc/ upwards)
     #[arg(long, global = true)]
     pub store: Option<String>,
     /// Print JSON instead of text
@@ -26,7 +26,7 @@ pub enum SessionsCommand {
 }
 
 pub fn run(args: &SessionsArgs) -> Outcome {
-    let (store, location) = match open_store(args.store.as_deref(), None) {
+    let (store, location) = match open_existing_store(args.store.as_deref()) {
         Ok(opened) => opened,
         Err(outcome) => return outcome,
     };
@@ -75,7 +75,10 @@ pub fn run(args: &SessionsArgs) -> Outcome {
 }
 
 fn list(store: &dyn crate::store::Store, json: bool) -> Result<String, crate::store::StoreError> {
-    let sessions = store.list()?;
+    let (sessions, unreadable) = store.list_readable()?;
+    for error in &unreadable {
+        eprintln!("warning: left out of the list: {error}");
+    }
     if json {
         return Ok(serde_json::to_string(&sessions).map(|text| text + "\n").unwrap_or_default());
     }

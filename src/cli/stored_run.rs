@@ -1,7 +1,9 @@
 //! The stored execution every workflow command shares (`run`, `resume`,
 //! `worker`): a run is saved when it starts, when each step starts and
 //! ends, and when it stops, each save a compare-and-swap under the claim of
-//! the process running it; and the line (or JSON) that reports a run.
+//! the process running it that writes what changed (the run's head, the
+//! step's record, the new events); and the line (or JSON) that reports a
+//! run.
 
 use super::Outcome;
 use crate::ir::Program;
@@ -68,7 +70,7 @@ pub fn execute(
     {
         let mut checkpoint = |run: &WorkflowRun| -> Result<(), String> {
             let renewed = claim_at(&claim.holder, tool_env.clock.as_ref());
-            crate::store::commit_run(store, stored, run.clone(), None, Some(&renewed)).map_err(|error| {
+            crate::store::checkpoint_run(store, stored, run, &renewed).map_err(|error| {
                 let message = error.to_string();
                 saved = Err(error);
                 message
@@ -83,6 +85,14 @@ pub fn execute(
             checkpoint: &mut checkpoint,
         };
         if runner.run_within(&mut run, limits).is_err() {
+            // A refused save is most often a `flowc runs cancel`: say so.
+            if let Err(StoreError::RunConflict { id, .. }) = &saved
+                && let Ok(Some(now)) = store.load_run(id)
+                && now.run.status == RunStatus::Cancelled
+            {
+                stored.run = now.run;
+                return Err(StoreError::RunCancelled { id: id.clone() });
+            }
             return saved;
         }
     }

@@ -35,7 +35,7 @@ pub struct WorkerArgs {
     /// Seconds the step in flight may take to finish after SIGTERM or SIGINT before its tool is killed
     #[arg(long, default_value_t = 30)]
     pub grace: u64,
-    /// The store: sqlite:PATH or postgres://… (default: .flowc/flowc.db here, or FLOWC_STORE, or [store] in flowc.toml)
+    /// The store: sqlite:PATH or postgres://… (default: FLOWC_STORE, else the project's: the nearest flowc.toml or .flowc/ upwards)
     #[arg(long)]
     pub store: Option<String>,
     #[command(flatten)]

@@ -33,6 +33,7 @@ pub enum Code {
     TypeMismatch,
     UnknownTool,
     InvalidTool,
+    InvalidUrl,
     WrongArguments,
     AutoCycle,
     InvalidStep,
@@ -75,6 +76,7 @@ impl Code {
         Code::TypeMismatch,
         Code::UnknownTool,
         Code::InvalidTool,
+        Code::InvalidUrl,
         Code::WrongArguments,
         Code::AutoCycle,
         Code::InvalidStep,
@@ -116,6 +118,7 @@ impl Code {
             Code::TypeMismatch => "type_mismatch",
             Code::UnknownTool => "unknown_tool",
             Code::InvalidTool => "invalid_tool",
+            Code::InvalidUrl => "invalid_url",
             Code::WrongArguments => "wrong_arguments",
             Code::AutoCycle => "auto_cycle",
             Code::InvalidStep => "invalid_step",
@@ -273,20 +276,35 @@ pub fn left_out_note(file_name: &str, left_out: usize, limit: usize) -> String {
     )
 }
 
-/// Edit distance, for did-you-mean suggestions.
+/// Edit distance, for did-you-mean suggestions: insertions, deletions,
+/// substitutions and transpositions of two neighbours (optimal string
+/// alignment), so that `plcae` is one edit from `place`, as a typo is.
 pub fn edit_distance(left: &str, right: &str) -> usize {
-    let right_chars: Vec<char> = right.chars().collect();
-    let mut previous: Vec<usize> = (0..=right_chars.len()).collect();
-    let mut current = vec![0; right_chars.len() + 1];
-    for (i, left_char) in left.chars().enumerate() {
+    let left: Vec<char> = left.chars().collect();
+    let right: Vec<char> = right.chars().collect();
+    // Three rows of the matrix: two back, one back, and the current one.
+    let mut before: Vec<usize> = vec![0; right.len() + 1];
+    let mut previous: Vec<usize> = (0..=right.len()).collect();
+    let mut current = vec![0; right.len() + 1];
+    for (i, left_char) in left.iter().enumerate() {
         current[0] = i + 1;
-        for (j, right_char) in right_chars.iter().enumerate() {
-            let substitution = previous[j] + usize::from(left_char != *right_char);
-            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        for (j, right_char) in right.iter().enumerate() {
+            let substitution = previous[j] + usize::from(left_char != right_char);
+            let mut best = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+            let swapped = i > 0
+                && j > 0
+                && left.get(i - 1) == Some(right_char)
+                && right.get(j - 1) == Some(left_char)
+                && left_char != right_char;
+            if swapped {
+                best = best.min(before[j - 1] + 1);
+            }
+            current[j + 1] = best;
         }
+        std::mem::swap(&mut before, &mut previous);
         std::mem::swap(&mut previous, &mut current);
     }
-    previous[right_chars.len()]
+    previous[right.len()]
 }
 
 /// The candidate closest to `name`, if it is close enough to be a likely
@@ -359,5 +377,14 @@ mod tests {
     fn did_you_mean_finds_close_names_only() {
         assert_eq!(did_you_mean("bokking", ["booking", "support"]), Some("booking"));
         assert_eq!(did_you_mean("xyz", ["booking", "support"]), None);
+    }
+
+    #[test]
+    fn a_transposition_is_one_edit() {
+        assert_eq!(edit_distance("plcae", "place"), 1);
+        assert_eq!(edit_distance("ab", "ba"), 1);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(did_you_mean("plcae", ["place", "review"]), Some("place"));
     }
 }

@@ -54,7 +54,7 @@ impl Covered {
     }
 
     /// Adds a conversation turn's events.
-    pub fn add_events(&mut self, program: &Program, events: &[Event]) {
+    pub fn add_events(&mut self, events: &[Event]) {
         for event in events {
             match event {
                 Event::TurnStarted { .. } => {
@@ -77,7 +77,6 @@ impl Covered {
                 _ => {}
             }
         }
-        let _ = program;
     }
 
     /// Adds a workflow run as it stands: the steps it started, in order,
@@ -239,18 +238,15 @@ mod tests {
         let program = booking();
         let entered = |flow, step| Event::StepEntered { flow, step };
         let mut covered = Covered::default();
-        covered.add_events(
-            &program,
-            &[
-                Event::TurnStarted { turn: 1, message: String::new() },
-                Event::FlowEntered { flow: "booking".to_string() },
-                step(entered, "ask_hotel"),
-                step(entered, "confirm"),
-                Event::BranchTaken { flow: "booking".to_string(), step: "confirm".to_string(), entry: 1, label: None },
-                step(entered, "book"),
-                Event::FlowCompleted { flow: "booking".to_string() },
-            ],
-        );
+        covered.add_events(&[
+            Event::TurnStarted { turn: 1, message: String::new() },
+            Event::FlowEntered { flow: "booking".to_string() },
+            step(entered, "ask_hotel"),
+            step(entered, "confirm"),
+            Event::BranchTaken { flow: "booking".to_string(), step: "confirm".to_string(), entry: 1, label: None },
+            step(entered, "book"),
+            Event::FlowCompleted { flow: "booking".to_string() },
+        ]);
         assert!(covered.branches.contains(&("booking".to_string(), "confirm".to_string(), 1)));
         assert!(covered.transitions.contains(&(Point::Message, Point::Entry("booking".to_string()))));
         let reachability = crate::check::reachability::analyze(&program);

@@ -150,6 +150,10 @@ pub enum ToolImpl {
     Exec {
         command: Vec<String>,
         timeout_ms: u64,
+        /// The variables of flowc's environment the tool is given besides
+        /// `PATH` and the locale; the model keys and the store never are.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        env: Vec<String>,
     },
     Builtin {
         builtin: Builtin,

@@ -164,6 +164,7 @@ pub fn start(
         error: None,
         limited: None,
         steps_ended: 0,
+        touched: super::workflow_run::Touched { all: true, steps: Default::default() },
     };
     // A run enters its flow where any flow is entered: its steps in list
     // order, passing over those whose `skip_if` holds on the inputs.
@@ -193,7 +194,7 @@ fn first_listed(
             .is_some_and(|skip_if| holds(program, tool_env, run, std::slice::from_ref(skip_if)))
             || !holds(program, tool_env, run, &candidate.guard)
             || !candidate.when.is_empty();
-        if passed_over && let Some(record) = run.steps.get_mut(id.index()) {
+        if passed_over && let Some(record) = run.step_mut(id.index()) {
             record.status = StepStatus::Skipped;
         }
         passed_over
@@ -255,7 +256,7 @@ impl WorkflowRunner<'_> {
     pub fn run_within(&mut self, run: &mut WorkflowRun, limits: RunLimits) -> Result<(), String> {
         run.limited = None;
         if run.status == RunStatus::Waiting {
-            if let Some(record) = run.stopped_at.and_then(|step| run.steps.get_mut(step.index()))
+            if let Some(record) = run.stopped_at.and_then(|step| run.step_mut(step.index()))
                 && record.status == StepStatus::Waiting
             {
                 record.status = StepStatus::Completed;
@@ -310,14 +311,14 @@ impl WorkflowRunner<'_> {
                 break;
             };
             let started = self.tool_env.clock.now();
-            if let Some(record) = run.steps.get_mut(step_id.index()) {
+            if let Some(record) = run.step_mut(step_id.index()) {
                 record.status = StepStatus::Running;
                 record.started_at = Some(started.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
                 record.error = None;
             }
             run.next_step = Some(step_id);
             self.event(run, "step_started", Some(&step.name));
-            (self.checkpoint)(run)?;
+            self.checkpoint(run)?;
             super::shutdown::take_interrupted();
             let outcome = self.execute_with_policy(run, flow.name.as_str(), step);
             let duration = self.tool_env.clock.now().signed_duration_since(started);
@@ -333,7 +334,7 @@ impl WorkflowRunner<'_> {
                     self.completed(run, flow.name.as_str(), (step_id, step, total), outcome, duration_ms)?
                 }
                 Err(error) => {
-                    if let Some(record) = run.steps.get_mut(step_id.index()) {
+                    if let Some(record) = run.step_mut(step_id.index()) {
                         record.duration_ms = Some(duration_ms);
                     }
                     if step.on_error == OnError::Continue {
@@ -348,11 +349,21 @@ impl WorkflowRunner<'_> {
         }
         run.status = RunStatus::Completed;
         run.next_step = None;
-        for record in &mut run.steps {
-            if record.status == StepStatus::Pending {
+        for index in 0..run.steps.len() {
+            if run.steps.get(index).is_some_and(|record| record.status == StepStatus::Pending)
+                && let Some(record) = run.step_mut(index)
+            {
                 record.status = StepStatus::Skipped;
             }
         }
+        Ok(())
+    }
+
+    /// Hands the run to the checkpoint; once it is saved, no step record
+    /// has changed since.
+    fn checkpoint(&mut self, run: &mut WorkflowRun) -> Result<(), String> {
+        (self.checkpoint)(run)?;
+        run.touched.clear();
         Ok(())
     }
 
@@ -360,7 +371,7 @@ impl WorkflowRunner<'_> {
     /// the run stays `running` at this step, which runs again when the run
     /// goes on.
     fn interrupted(&self, run: &mut WorkflowRun, step_id: StepId, step: &Step, error: String, duration_ms: u64) {
-        if let Some(record) = run.steps.get_mut(step_id.index()) {
+        if let Some(record) = run.step_mut(step_id.index()) {
             record.status = StepStatus::Interrupted;
             record.duration_ms = Some(duration_ms);
             record.error = Some(error);
@@ -380,7 +391,7 @@ impl WorkflowRunner<'_> {
         StepOutcome { output, position }: StepOutcome,
         duration_ms: u64,
     ) -> Result<After, String> {
-        if let Some(record) = run.steps.get_mut(step_id.index()) {
+        if let Some(record) = run.step_mut(step_id.index()) {
             record.status = StepStatus::Completed;
             record.duration_ms = Some(duration_ms);
             record.output = output;
@@ -398,7 +409,7 @@ impl WorkflowRunner<'_> {
                 self.fail(run, step_id, super::clock::wait_out_of_range(wait_ms));
                 return Ok(After::Stop);
             };
-            if let Some(record) = run.steps.get_mut(step_id.index()) {
+            if let Some(record) = run.step_mut(step_id.index()) {
                 record.status = StepStatus::Waiting;
             }
             run.status = RunStatus::Waiting;
@@ -408,7 +419,7 @@ impl WorkflowRunner<'_> {
             return Ok(After::Stop);
         }
         run.next_step = successor;
-        (self.checkpoint)(run)?;
+        self.checkpoint(run)?;
         Ok(After::Next)
     }
 
@@ -426,14 +437,14 @@ impl WorkflowRunner<'_> {
             self.fail(run, step_id, error);
             return Ok(After::Stop);
         }
-        if let Some(record) = run.steps.get_mut(step_id.index()) {
+        if let Some(record) = run.step_mut(step_id.index()) {
             record.status = StepStatus::Failed;
             record.error = Some(error.clone());
         }
         run.warnings.push(format!("step `{}` failed and the run continued: {error}", step.name));
         self.report(run, (step_id, step, total), StepStatus::Failed, "step_failed");
         run.next_step = self.successor(run, flow_name, step_id);
-        (self.checkpoint)(run)?;
+        self.checkpoint(run)?;
         Ok(After::Next)
     }
 
@@ -453,12 +464,14 @@ impl WorkflowRunner<'_> {
         run.status = RunStatus::Failed;
         run.stopped_at = Some(step_id);
         run.next_step = None;
-        if let Some(record) = run.steps.get_mut(step_id.index()) {
+        if let Some(record) = run.step_mut(step_id.index()) {
             record.status = StepStatus::Failed;
             record.error = Some(error);
         }
-        for record in run.steps.iter_mut().skip(step_id.index() + 1) {
-            if record.status == StepStatus::Pending {
+        for index in step_id.index() + 1..run.steps.len() {
+            if run.steps.get(index).is_some_and(|record| record.status == StepStatus::Pending)
+                && let Some(record) = run.step_mut(index)
+            {
                 record.status = StepStatus::Skipped;
                 record.error = Some("previous step failed".to_string());
             }

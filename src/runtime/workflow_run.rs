@@ -3,6 +3,12 @@
 //! goes on from it, and its JSON shape for reports. The runner that
 //! advances a run is [`super::workflow`]; actions read the step records
 //! (`steps.NAME.output`) without depending on the runner.
+//!
+//! A store keeps a run in three parts so that a save costs the same at
+//! step 10,000 as at step 1: the head ([`WorkflowRun::head_json`]: status,
+//! position, data), one row per step record (only the records that
+//! changed since the last save, [`WorkflowRun::touched`]) and one row per
+//! event (only the new ones).
 
 use super::events::StopReason;
 use super::session::Data;
@@ -86,6 +92,9 @@ pub struct WorkflowRun {
     pub resume_at: Option<String>,
     pub data: Data,
     pub context: Data,
+    /// One per step of the flow, in its order. Absent from the head a
+    /// store keeps: it stores the records as rows.
+    #[serde(default)]
     pub steps: Vec<StepRecord>,
     pub warnings: Vec<String>,
     /// The flow's name, so a store can list runs and a resume can find the
@@ -114,6 +123,56 @@ pub struct WorkflowRun {
     /// step interrupted or cut short by a crash runs again.
     #[serde(default)]
     pub steps_ended: u64,
+    /// Which step records changed since the run was last saved, so that a
+    /// save writes those only. Bookkeeping, not part of the run's value.
+    #[serde(skip)]
+    pub touched: Touched,
+}
+
+/// The step records a save must write: all of them (a new run), or those
+/// that changed since the last save.
+#[derive(Clone, Debug, Default)]
+pub struct Touched {
+    pub all: bool,
+    pub steps: std::collections::BTreeSet<usize>,
+}
+
+impl Touched {
+    pub fn clear(&mut self) {
+        self.all = false;
+        self.steps.clear();
+    }
+}
+
+/// Two runs are equal whatever their saves have written so far.
+impl PartialEq for Touched {
+    fn eq(&self, _: &Touched) -> bool {
+        true
+    }
+}
+
+/// [`WorkflowRun`] without its step records and events: what a store
+/// rewrites on each save, the same size at every step. Its fields are
+/// WorkflowRun's, by the same names, so that it reads back as a run whose
+/// steps and events are empty.
+#[derive(Serialize)]
+struct RunHead<'a> {
+    run: &'a str,
+    flow: FlowId,
+    status: RunStatus,
+    next_step: Option<StepId>,
+    stopped_at: Option<StepId>,
+    resume_at: &'a Option<String>,
+    data: &'a Data,
+    context: &'a Data,
+    warnings: &'a [String],
+    flow_name: &'a str,
+    started_at: &'a Option<String>,
+    duration_ms: Option<u64>,
+    error: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limited: Option<StopReason>,
+    steps_ended: u64,
 }
 
 /// A step started or ended: what a run did, in order, across resumes.
@@ -128,6 +187,35 @@ pub struct RunEvent {
 }
 
 impl WorkflowRun {
+    /// The record of step `index`, marked as changed for the next save.
+    pub fn step_mut(&mut self, index: usize) -> Option<&mut StepRecord> {
+        let record = self.steps.get_mut(index)?;
+        self.touched.steps.insert(index);
+        Some(record)
+    }
+
+    /// The run without its step records and events, as JSON: see
+    /// [`RunHead`].
+    pub fn head_json(&self) -> serde_json::Result<String> {
+        serde_json::to_string(&RunHead {
+            run: &self.run,
+            flow: self.flow,
+            status: self.status,
+            next_step: self.next_step,
+            stopped_at: self.stopped_at,
+            resume_at: &self.resume_at,
+            data: &self.data,
+            context: &self.context,
+            warnings: &self.warnings,
+            flow_name: &self.flow_name,
+            started_at: &self.started_at,
+            duration_ms: self.duration_ms,
+            error: &self.error,
+            limited: self.limited,
+            steps_ended: self.steps_ended,
+        })
+    }
+
     /// The run in the JSON shape of DESIGN.md.
     pub fn to_json(&self, program: &Program) -> Value {
         self.json_with(Value::Object(super::session::ordered_data(program, &self.data)))
@@ -195,5 +283,53 @@ impl WorkflowRun {
         let error = record.error.as_deref()?;
         (self.status == RunStatus::Failed)
             .then(|| format!("failed at step {} ({}): {error}", step.index() + 1, record.id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_head_with_the_step_and_event_rows_is_the_run_again() {
+        let mut run = WorkflowRun {
+            run: "r".to_string(),
+            flow: FlowId(0),
+            status: RunStatus::Paused,
+            next_step: Some(StepId(1)),
+            stopped_at: None,
+            resume_at: Some("2026-01-01T00:00:00Z".to_string()),
+            data: [("n".to_string(), Value::from(3))].into_iter().collect(),
+            context: Data::new(),
+            steps: vec![StepRecord {
+                id: "a".to_string(),
+                status: StepStatus::Completed,
+                started_at: None,
+                duration_ms: Some(4),
+                output: Value::Null,
+                error: None,
+            }],
+            warnings: vec!["w".to_string()],
+            flow_name: "f".to_string(),
+            started_at: None,
+            duration_ms: Some(9),
+            events: vec![RunEvent {
+                event: "step_started".to_string(),
+                step: Some("a".to_string()),
+                at: "t".to_string(),
+            }],
+            error: None,
+            limited: Some(StopReason::StepLimit),
+            steps_ended: 1,
+            touched: Touched::default(),
+        };
+        let head = run.head_json().unwrap();
+        assert!(!head.contains("step_started") && !head.contains("\"steps\""), "{head}");
+        let mut read: WorkflowRun = serde_json::from_str(&head).unwrap();
+        read.steps = run.steps.clone();
+        read.events = run.events.clone();
+        assert_eq!(read, run);
+        run.step_mut(0);
+        assert_eq!(run.touched.steps.iter().copied().collect::<Vec<_>>(), [0]);
     }
 }

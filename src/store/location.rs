@@ -1,6 +1,10 @@
-//! Where the store is (SQLite or PostgreSQL): `--store`, else `FLOWC_STORE`, else `[store] url` in
-//! `flowc.toml`, else `.flowc/flowc.db` beside the program (or in the
-//! working directory for commands that name no program).
+//! Where the store is (SQLite or PostgreSQL): `--store`, else `FLOWC_STORE`,
+//! else the project's: the nearest folder holding a `flowc.toml` or a
+//! `.flowc/`, looked for upwards from the program's folder and then from
+//! the working folder (as cargo finds its workspace), whose `[store] url`
+//! or else `.flowc/flowc.db` it is. With no project found, a command that
+//! stores (`flowc run`, `flowc worker`) makes one in the working folder;
+//! the others say there is no store ([`StoreLocation::resolve_existing`]).
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +22,13 @@ pub enum LocationError {
     Unknown(String),
     #[error("cannot read the [store] table of {path}: {message}")]
     Config { path: String, message: String },
+    #[error(
+        "there is no store {location}: no `flowc.toml` or `.flowc/` holding one was found in {searched} or a folder above it \
+         (`flowc run` makes one in the working folder; or pass --store or set FLOWC_STORE)"
+    )]
+    NotFound { location: String, searched: String },
+    #[error("there is no store {location} (a workflow run or `flowc run --session` makes it)")]
+    Missing { location: String },
 }
 
 impl std::fmt::Display for StoreLocation {
@@ -49,6 +60,34 @@ impl StoreLocation {
         let env = std::env::var("FLOWC_STORE").ok().filter(|value| !value.trim().is_empty());
         resolve_with(flag, env.as_deref(), program, &cwd)
     }
+
+    /// [`StoreLocation::resolve`] for a command that reads a store: a
+    /// SQLite database that does not exist is [`LocationError::NotFound`],
+    /// never created empty.
+    pub fn resolve_existing(flag: Option<&str>) -> Result<StoreLocation, LocationError> {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        let env = std::env::var("FLOWC_STORE").ok().filter(|value| !value.trim().is_empty());
+        let named = flag.is_some() || env.is_some();
+        match existing(resolve_with(flag, env.as_deref(), None, &cwd)?, &cwd) {
+            Err(LocationError::NotFound { location, .. }) if named => Err(LocationError::Missing { location }),
+            found => found,
+        }
+    }
+}
+
+fn existing(location: StoreLocation, cwd: &Path) -> Result<StoreLocation, LocationError> {
+    match &location {
+        StoreLocation::Sqlite(path) if !path.exists() => {
+            Err(LocationError::NotFound { location: location.to_string(), searched: cwd.display().to_string() })
+        }
+        _ => Ok(location),
+    }
+}
+
+/// The nearest folder from `start` upwards holding a `flowc.toml` or a
+/// `.flowc/`.
+pub fn project_dir(start: &Path) -> Option<PathBuf> {
+    start.ancestors().find(|dir| dir.join("flowc.toml").is_file() || dir.join(".flowc").is_dir()).map(Path::to_path_buf)
 }
 
 /// [`StoreLocation::resolve`] with the environment and working directory
@@ -62,15 +101,15 @@ fn resolve_with(
     if let Some(text) = flag.or(env) {
         return StoreLocation::parse(text);
     }
-    if let Some(path) = crate::llm::config::config_file(program, cwd)
-        && let Some(url) = configured_url(&path)?
+    let program_dir = program.and_then(Path::parent).map(|dir| cwd.join(dir));
+    let project = program_dir.as_deref().and_then(project_dir).or_else(|| project_dir(cwd));
+    if let Some(dir) = &project
+        && dir.join("flowc.toml").is_file()
+        && let Some(url) = configured_url(&dir.join("flowc.toml"))?
     {
         return StoreLocation::parse(&url);
     }
-    let dir = program
-        .and_then(Path::parent)
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .map_or_else(|| cwd.to_path_buf(), Path::to_path_buf);
+    let dir = project.unwrap_or_else(|| cwd.to_path_buf());
     Ok(StoreLocation::Sqlite(dir.join(".flowc").join("flowc.db")))
 }
 
@@ -123,14 +162,25 @@ mod tests {
     }
 
     #[test]
-    fn the_default_is_beside_the_program_or_in_the_working_directory() {
-        let dir = temp_dir("default");
+    fn every_command_finds_the_project_upwards_and_a_reader_never_creates_a_store() {
+        let dir = temp_dir("project");
+        std::fs::create_dir_all(dir.join("flows")).unwrap();
         let program = dir.join("flows").join("a.flow");
-        assert_eq!(
-            resolve_with(None, None, Some(&program), &dir).unwrap(),
-            StoreLocation::Sqlite(dir.join("flows/.flowc/flowc.db"))
-        );
-        assert_eq!(resolve_with(None, None, None, &dir).unwrap(), StoreLocation::Sqlite(dir.join(".flowc/flowc.db")));
+        let nested = dir.join("flows");
+        // No project yet: `run` makes one in the working folder, a reader
+        // says there is none.
+        let made = resolve_with(None, None, Some(&program), &dir).unwrap();
+        assert_eq!(made, StoreLocation::Sqlite(dir.join(".flowc/flowc.db")));
+        let error = existing(resolve_with(None, None, None, &dir).unwrap(), &dir).unwrap_err().to_string();
+        assert!(error.starts_with("there is no store sqlite:"), "{error}");
+        // Once `.flowc/` exists, the program's folder and every folder
+        // below the project find the same store.
+        std::fs::create_dir_all(dir.join(".flowc")).unwrap();
+        std::fs::write(dir.join(".flowc/flowc.db"), "").unwrap();
+        for cwd in [&dir, &nested] {
+            assert_eq!(resolve_with(None, None, Some(&program), cwd).unwrap(), made);
+            assert_eq!(existing(resolve_with(None, None, None, cwd).unwrap(), cwd).unwrap(), made);
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -42,6 +42,8 @@ pub enum StoreError {
     Conflict { id: String, stored: u64, expected: u64 },
     #[error("run `{id}` was changed by someone else (stored version {stored}, expected {expected})")]
     RunConflict { id: String, stored: u64, expected: u64 },
+    #[error("run `{id}` was cancelled while it ran: it stopped there, and the step in flight was not recorded")]
+    RunCancelled { id: String },
     #[error("cannot read or write `{id}`: {message}")]
     Io { id: String, message: String },
     #[error("`{id}` is corrupt in the store: {message}")]
@@ -75,6 +77,13 @@ pub trait SessionStore {
     fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError>;
 
     fn list(&self) -> Result<Vec<SessionSummary>, StoreError>;
+
+    /// [`SessionStore::list`], with the sessions whose row cannot be read
+    /// left out and given as errors naming them, so that one corrupt row
+    /// does not hide every session.
+    fn list_readable(&self) -> Result<(Vec<SessionSummary>, Vec<StoreError>), StoreError> {
+        self.list().map(|sessions| (sessions, Vec::new()))
+    }
 
     /// Whether there was a session to delete.
     fn delete(&self, id: &str) -> Result<bool, StoreError>;
@@ -117,10 +126,41 @@ pub struct Claim {
     pub until: i64,
 }
 
+/// What a save stores beside the run itself.
+#[derive(Clone, Copy, Debug)]
+pub struct RunMeta<'a> {
+    pub program: &'a str,
+    pub program_hash: &'a str,
+    /// The version this save writes.
+    pub version: u64,
+    pub due_at: Option<i64>,
+}
+
+impl StoredRun {
+    pub fn meta(&self) -> RunMeta<'_> {
+        RunMeta { program: &self.program, program_hash: &self.program_hash, version: self.version, due_at: self.due_at }
+    }
+}
+
 pub trait RunStore {
-    /// Stores `run` if its stored version is still `expected_version` (0 for
-    /// a new run), renewing `claim` or, with `None`, releasing the run.
-    fn save_run(&self, run: &StoredRun, expected_version: u64, claim: Option<&Claim>) -> Result<(), StoreError>;
+    /// Stores `run` at `meta.version` if its stored version is still
+    /// `expected_version` (0 for a new run), renewing `claim` or, with
+    /// `None`, releasing the run. One transaction that rewrites the run's
+    /// head, writes the step records `run.touched` names (all of them for a
+    /// new run) and appends the events the store does not have yet: its
+    /// cost does not grow with the run's length.
+    fn save_run_parts(
+        &self,
+        run: &WorkflowRun,
+        meta: RunMeta<'_>,
+        expected_version: u64,
+        claim: Option<&Claim>,
+    ) -> Result<(), StoreError>;
+
+    /// [`RunStore::save_run_parts`] for a run held with its meta.
+    fn save_run(&self, stored: &StoredRun, expected_version: u64, claim: Option<&Claim>) -> Result<(), StoreError> {
+        self.save_run_parts(&stored.run, stored.meta(), expected_version, claim)
+    }
 
     fn load_run(&self, id: &str) -> Result<Option<StoredRun>, StoreError>;
 
@@ -214,14 +254,34 @@ pub fn commit_turn(
 pub fn commit_run(
     store: &dyn RunStore,
     stored: &mut StoredRun,
-    run: WorkflowRun,
+    mut run: WorkflowRun,
     due_at: Option<i64>,
     claim: Option<&Claim>,
 ) -> Result<(), StoreError> {
     let expected = stored.version;
-    let next = StoredRun { run, version: expected.saturating_add(1), due_at, ..stored.clone() };
-    store.save_run(&next, expected, claim)?;
-    *stored = next;
+    let meta = RunMeta { version: expected.saturating_add(1), due_at, ..stored.meta() };
+    store.save_run_parts(&run, meta, expected, claim)?;
+    run.touched.clear();
+    stored.run = run;
+    stored.version = expected.saturating_add(1);
+    stored.due_at = due_at;
+    Ok(())
+}
+
+/// Saves `run`, which `stored` held when it was loaded and which has run
+/// on since, as the next version, renewing `claim`: a checkpoint. Only the
+/// version of `stored` moves (copying the run at every step would cost
+/// its length); a refused save leaves it as it was.
+pub fn checkpoint_run(
+    store: &dyn RunStore,
+    stored: &mut StoredRun,
+    run: &WorkflowRun,
+    claim: &Claim,
+) -> Result<(), StoreError> {
+    let expected = stored.version;
+    let meta = RunMeta { version: expected.saturating_add(1), due_at: None, ..stored.meta() };
+    store.save_run_parts(run, meta, expected, Some(claim))?;
+    stored.version = expected.saturating_add(1);
     Ok(())
 }
 
@@ -230,7 +290,15 @@ pub fn check_id(id: &str) -> Result<(), StoreError> {
     let valid = !id.is_empty()
         && id.len() <= 128
         && id.chars().all(|character| character.is_ascii_alphanumeric() || character == '-' || character == '_');
-    if valid { Ok(()) } else { Err(StoreError::InvalidId { id: id.to_string() }) }
+    if valid { Ok(()) } else { Err(StoreError::InvalidId { id: shown_id(id) }) }
+}
+
+/// An id as an error shows it: control characters escaped (a terminal
+/// never obeys them), and a long one cut to its start with its length.
+fn shown_id(id: &str) -> String {
+    const SHOWN: usize = 64;
+    let start: String = id.chars().take(SHOWN).collect::<String>().escape_debug().collect();
+    if id.chars().count() > SHOWN { format!("{start}… ({} bytes)", id.len()) } else { start }
 }
 
 /// What a loaded session must satisfy whatever the program: its id is the
@@ -308,6 +376,8 @@ pub(crate) mod rows {
         Ok(session)
     }
 
+    /// A run's head row: the run without its step records and events,
+    /// which [`attach`] adds from their rows.
     pub fn run(
         id: &str,
         state: &str,
@@ -318,7 +388,77 @@ pub(crate) mod rows {
     ) -> Result<StoredRun, StoreError> {
         let run = serde_json::from_str::<WorkflowRun>(state)
             .map_err(|error| StoreError::Corrupt { id: id.to_string(), message: error.to_string() })?;
+        if run.run != id {
+            return Err(StoreError::Corrupt { id: id.to_string(), message: format!("it holds run `{}`", run.run) });
+        }
         Ok(StoredRun { run, program, program_hash, version: u64::try_from(version).unwrap_or(0), due_at })
+    }
+
+    /// What a run's save writes, checked before its transaction starts.
+    pub struct RunWrite {
+        pub version: i64,
+        pub expected: i64,
+        pub head: String,
+    }
+
+    pub fn run_write(run: &WorkflowRun, version: u64, expected: u64) -> Result<RunWrite, StoreError> {
+        let id = run.run.as_str();
+        super::check_id(id)?;
+        let head =
+            run.head_json().map_err(|error| StoreError::Io { id: id.to_string(), message: error.to_string() })?;
+        Ok(RunWrite { version: to_i64(id, version)?, expected: to_i64(id, expected)?, head })
+    }
+
+    /// The step records a save writes, by index, as JSON: all of them for
+    /// a new run, else those that changed.
+    pub fn step_rows(run: &WorkflowRun, new: bool) -> Result<Vec<(i64, String)>, StoreError> {
+        let indexes: Vec<usize> = if new || run.touched.all {
+            (0..run.steps.len()).collect()
+        } else {
+            run.touched.steps.iter().copied().collect()
+        };
+        indexes
+            .into_iter()
+            .filter_map(|index| run.steps.get(index).map(|record| (index, record)))
+            .map(|(index, record)| {
+                let text = serde_json::to_string(record)
+                    .map_err(|error| StoreError::Io { id: run.run.clone(), message: error.to_string() })?;
+                Ok((i64::try_from(index).unwrap_or(i64::MAX), text))
+            })
+            .collect()
+    }
+
+    /// The events a save appends: those after the `stored` the store has.
+    pub fn event_rows(run: &WorkflowRun, stored: i64) -> Result<Vec<(i64, String)>, StoreError> {
+        let from = usize::try_from(stored).unwrap_or(0);
+        (from..run.events.len())
+            .filter_map(|index| run.events.get(index).map(|event| (index, event)))
+            .map(|(index, event)| {
+                let text = serde_json::to_string(event)
+                    .map_err(|error| StoreError::Io { id: run.run.clone(), message: error.to_string() })?;
+                Ok((i64::try_from(index).unwrap_or(i64::MAX), text))
+            })
+            .collect()
+    }
+
+    /// Puts the step records and events read from their rows into the run
+    /// read from its head.
+    pub fn attach(stored: &mut StoredRun, steps: Vec<String>, events: Vec<String>) -> Result<(), StoreError> {
+        let corrupt = |what: &str, error: serde_json::Error| StoreError::Corrupt {
+            id: stored.run.run.clone(),
+            message: format!("{what}: {error}"),
+        };
+        let steps = steps
+            .iter()
+            .map(|text| serde_json::from_str(text).map_err(|error| corrupt("a step record", error)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let events = events
+            .iter()
+            .map(|text| serde_json::from_str(text).map_err(|error| corrupt("an event", error)))
+            .collect::<Result<Vec<_>, _>>()?;
+        stored.run.steps = steps;
+        stored.run.events = events;
+        Ok(())
     }
 
     /// The run's `resume_at`, read from its state for a listing.
@@ -384,6 +524,15 @@ mod tests {
         commit_turn(&store, &program, &before, &mut after).unwrap();
         let stored = store.load("s").unwrap().unwrap();
         assert_eq!((stored.flow_name.as_deref(), stored.step_name.as_deref()), (Some("book"), Some("ask")));
+    }
+
+    #[test]
+    fn an_invalid_id_is_shown_escaped_and_cut() {
+        let error = check_id("a\u{1b}[31mb").unwrap_err().to_string();
+        assert!(error.starts_with("`a\\u{1b}[31mb` is not a valid id"), "{error}");
+        let long = "x".repeat(100_000);
+        let error = check_id(&long).unwrap_err().to_string();
+        assert!(error.len() < 200 && error.contains("… (100000 bytes)"), "{error}");
     }
 
     #[test]

@@ -11,10 +11,13 @@
 
 use super::postgres_tls::describe;
 use super::rows::{self, now_text};
-use super::{Cancel, Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id};
+use super::{
+    Cancel, Claim, RunMeta, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id,
+};
 use crate::llm::Message;
 use crate::runtime::session::Session;
-use postgres::{Client, Row};
+use crate::runtime::workflow::WorkflowRun;
+use postgres::{Client, GenericClient, Row};
 use std::sync::{Mutex, MutexGuard};
 
 /// `MIGRATIONS[n]` takes a database at version `n` to `n + 1`; the same
@@ -52,6 +55,30 @@ pub const MIGRATIONS: &[&str] = &[
         state TEXT NOT NULL
     );
     CREATE INDEX runs_due ON runs (status, due_at);",
+    // 3: as in the SQLite store, step records and events as rows.
+    "CREATE TABLE run_steps (
+        run_id TEXT NOT NULL,
+        idx BIGINT NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (run_id, idx)
+    );
+    CREATE TABLE run_events (
+        run_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        event TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    ALTER TABLE runs ADD COLUMN events_len BIGINT NOT NULL DEFAULT 0;
+    INSERT INTO run_steps (run_id, idx, record)
+        SELECT runs.id, step.ordinality - 1, step.value::text
+        FROM runs, jsonb_array_elements(COALESCE(runs.state::jsonb -> 'steps', '[]'::jsonb))
+            WITH ORDINALITY AS step(value, ordinality);
+    INSERT INTO run_events (run_id, seq, event)
+        SELECT runs.id, event.ordinality - 1, event.value::text
+        FROM runs, jsonb_array_elements(COALESCE(runs.state::jsonb -> 'events', '[]'::jsonb))
+            WITH ORDINALITY AS event(value, ordinality);
+    UPDATE runs SET events_len = (SELECT COUNT(*) FROM run_events WHERE run_id = runs.id),
+        state = ((runs.state::jsonb - 'steps') - 'events')::text;",
 ];
 
 /// Any number that no other flowc lock uses: the migration lock's key.
@@ -267,6 +294,59 @@ fn run_from_row(row: &Row) -> Result<StoredRun, StoreError> {
     let state: String = row.get(1);
     rows::run(&id, &state, row.get(2), row.get(3), row.get(4), row.get(5))
 }
+
+/// Adds the step records and events from their rows to a run read from
+/// its head row.
+fn with_parts(client: &mut impl GenericClient, mut stored: StoredRun) -> Result<StoredRun, StoreError> {
+    let id = stored.run.run.clone();
+    let id = id.as_str();
+    let texts = |rows: Vec<Row>| rows.iter().map(|row| row.get::<_, String>(0)).collect::<Vec<_>>();
+    let steps =
+        client.query("SELECT record FROM run_steps WHERE run_id = $1 ORDER BY idx", &[&id]).map_err(sql_error(id))?;
+    let events =
+        client.query("SELECT event FROM run_events WHERE run_id = $1 ORDER BY seq", &[&id]).map_err(sql_error(id))?;
+    rows::attach(&mut stored, texts(steps), texts(events))?;
+    Ok(stored)
+}
+
+/// Writes the step records and events a save adds (see
+/// [`RunStore::save_run_parts`]); `stored_events` is how many the store
+/// had. Gives the new count of events.
+fn write_parts(
+    transaction: &mut postgres::Transaction<'_>,
+    run: &WorkflowRun,
+    new: bool,
+    stored_events: i64,
+) -> Result<i64, StoreError> {
+    let id = run.run.as_str();
+    let steps = rows::step_rows(run, new)?;
+    if !steps.is_empty() {
+        let statement = transaction
+            .prepare(
+                "INSERT INTO run_steps (run_id, idx, record) VALUES ($1, $2, $3)
+                 ON CONFLICT (run_id, idx) DO UPDATE SET record = $3",
+            )
+            .map_err(sql_error(id))?;
+        for (index, record) in steps {
+            transaction.execute(&statement, &[&id, &index, &record]).map_err(sql_error(id))?;
+        }
+    }
+    let appended = rows::event_rows(run, stored_events)?;
+    let count = appended.last().map_or(stored_events, |(seq, _)| seq.saturating_add(1));
+    if !appended.is_empty() {
+        let statement = transaction
+            .prepare(
+                "INSERT INTO run_events (run_id, seq, event) VALUES ($1, $2, $3)
+                 ON CONFLICT (run_id, seq) DO UPDATE SET event = $3",
+            )
+            .map_err(sql_error(id))?;
+        for (seq, text) in appended {
+            transaction.execute(&statement, &[&id, &seq, &text]).map_err(sql_error(id))?;
+        }
+    }
+    Ok(count)
+}
+
 /// As in the SQLite store: waiting and due (or `early`), paused by a
 /// limit, or left running by a holder whose lease is over; `now` and
 /// `early` are SQL parameters.
@@ -278,9 +358,15 @@ fn takeable(now: &str, early: &str) -> String {
 }
 
 impl RunStore for PostgresStore {
-    fn save_run(&self, stored: &StoredRun, expected_version: u64, claim: Option<&Claim>) -> Result<(), StoreError> {
-        let id = stored.run.run.as_str();
-        let rows::Write { version, expected, state } = rows::write(id, stored.version, expected_version, &stored.run)?;
+    fn save_run_parts(
+        &self,
+        run: &WorkflowRun,
+        meta: RunMeta<'_>,
+        expected_version: u64,
+        claim: Option<&Claim>,
+    ) -> Result<(), StoreError> {
+        let id = run.run.as_str();
+        let rows::RunWrite { version, expected, head } = rows::run_write(run, meta.version, expected_version)?;
         let conflict = |stored: i64| StoreError::RunConflict {
             id: id.to_string(),
             stored: u64::try_from(stored).unwrap_or(0),
@@ -289,10 +375,13 @@ impl RunStore for PostgresStore {
         let mut client = self.client(id)?;
         let mut transaction = client.transaction().map_err(sql_error(id))?;
         let row = transaction
-            .query_opt("SELECT version, claimed_by, claimed_until FROM runs WHERE id = $1 FOR UPDATE", &[&id])
+            .query_opt(
+                "SELECT version, claimed_by, claimed_until, events_len FROM runs WHERE id = $1 FOR UPDATE",
+                &[&id],
+            )
             .map_err(sql_error(id))?;
-        let (stored_version, holder, until): (i64, Option<String>, Option<i64>) =
-            row.map_or((0, None, None), |row| (row.get(0), row.get(1), row.get(2)));
+        let (stored_version, holder, until, events_len): (i64, Option<String>, Option<i64>, i64) =
+            row.map_or((0, None, None, 0), |row| (row.get(0), row.get(1), row.get(2), row.get(3)));
         let held_by_other = match (&holder, until, claim) {
             (Some(holder), Some(until), Some(claim)) => *holder != claim.holder && until >= claim.now,
             _ => false,
@@ -301,39 +390,43 @@ impl RunStore for PostgresStore {
             return Err(conflict(stored_version));
         }
         let now = now_text();
-        let status = rows::status(&stored.run);
+        let status = rows::status(run);
         let holder = claim.map(|claim| claim.holder.clone());
         let until = claim.map(|claim| claim.until);
         // One upsert for a new run and an existing one: the version
         // condition makes a concurrent first save of the same id write
         // nothing (the existing row is locked above otherwise).
+        let events_after = events_len.max(i64::try_from(run.events.len()).unwrap_or(i64::MAX));
         let written = transaction
             .execute(
                 "INSERT INTO runs (id, program, program_hash, flow, status, due_at, version, claimed_by,
-                     claimed_until, created_at, updated_at, state)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11)
+                     claimed_until, created_at, updated_at, state, events_len)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $13)
                  ON CONFLICT (id) DO UPDATE SET program = $2, program_hash = $3, flow = $4, status = $5,
-                     due_at = $6, version = $7, claimed_by = $8, claimed_until = $9, updated_at = $10, state = $11
+                     due_at = $6, version = $7, claimed_by = $8, claimed_until = $9, updated_at = $10, state = $11,
+                     events_len = $13
                  WHERE runs.version = $12",
                 &[
                     &id,
-                    &stored.program,
-                    &stored.program_hash,
-                    &stored.run.flow_name,
+                    &meta.program,
+                    &meta.program_hash,
+                    &run.flow_name,
                     &status,
-                    &stored.due_at,
+                    &meta.due_at,
                     &version,
                     &holder,
                     &until,
                     &now,
-                    &state,
+                    &head,
                     &expected,
+                    &events_after,
                 ],
             )
             .map_err(sql_error(id))?;
         if written == 0 {
             return Err(conflict(expected.saturating_add(1)));
         }
+        write_parts(&mut transaction, run, expected == 0, events_len)?;
         if claim.is_none() {
             // Released: it may be due, or due later than a worker thought.
             // Delivered on commit, so no worker looks before the row is there.
@@ -348,7 +441,10 @@ impl RunStore for PostgresStore {
         let row = client
             .query_opt(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"), &[&id])
             .map_err(sql_error(id))?;
-        row.as_ref().map(run_from_row).transpose()
+        let Some(stored) = row.as_ref().map(run_from_row).transpose()? else {
+            return Ok(None);
+        };
+        with_parts(&mut *client, stored).map(Some)
     }
 
     fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
@@ -386,7 +482,10 @@ impl RunStore for PostgresStore {
                 &[&id, &claim.now, &early, &claim.holder, &claim.until],
             )
             .map_err(sql_error(id))?;
-        row.as_ref().map(run_from_row).transpose()
+        let Some(stored) = row.as_ref().map(run_from_row).transpose()? else {
+            return Ok(None);
+        };
+        with_parts(&mut *client, stored).map(Some)
     }
 
     fn claim_due(&self, claim: &Claim, limit: usize) -> Result<Vec<StoredRun>, StoreError> {
@@ -412,7 +511,8 @@ impl RunStore for PostgresStore {
                 &[&claim.now, &claim.holder, &claim.until, &limit],
             )
             .map_err(sql_error("*"))?;
-        rows.iter().map(run_from_row).collect()
+        let heads = rows.iter().map(run_from_row).collect::<Result<Vec<_>, _>>()?;
+        heads.into_iter().map(|stored| with_parts(&mut *client, stored)).collect()
     }
 
     fn cancel_run(&self, id: &str, at: &str) -> Result<Cancel, StoreError> {
@@ -425,16 +525,19 @@ impl RunStore for PostgresStore {
         let Some(stored) = row.as_ref().map(run_from_row).transpose()? else {
             return Ok(Cancel::Missing);
         };
+        let stored = with_parts(&mut transaction, stored)?;
         if stored.run.status.has_ended() {
             return Ok(Cancel::Ended(stored.run.status));
         }
+        let stored_events = i64::try_from(stored.run.events.len()).unwrap_or(i64::MAX);
         let stored = super::cancelled(stored, at);
-        let rows::Write { version, state, .. } = rows::write(id, stored.version, 0, &stored.run)?;
+        let rows::RunWrite { version, head, .. } = rows::run_write(&stored.run, stored.version, 0)?;
+        let events_len = write_parts(&mut transaction, &stored.run, false, stored_events)?;
         transaction
             .execute(
                 "UPDATE runs SET status = $2, due_at = NULL, version = $3, claimed_by = NULL, claimed_until = NULL,
-                     updated_at = $4, state = $5 WHERE id = $1",
-                &[&id, &rows::status(&stored.run), &version, &now_text(), &state],
+                     updated_at = $4, state = $5, events_len = $6 WHERE id = $1",
+                &[&id, &rows::status(&stored.run), &version, &now_text(), &head, &events_len],
             )
             .map_err(sql_error(id))?;
         transaction.execute("SELECT pg_notify($1, $2)", &[&NEWS, &id]).map_err(sql_error(id))?;

@@ -14,9 +14,12 @@
 //! a database of any older version to the current one.
 
 use super::rows::{self, now_text};
-use super::{Cancel, Claim, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id};
+use super::{
+    Cancel, Claim, RunMeta, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id,
+};
 use crate::llm::Message;
 use crate::runtime::session::Session;
+use crate::runtime::workflow::WorkflowRun;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -61,6 +64,30 @@ pub const MIGRATIONS: &[&str] = &[
         state TEXT NOT NULL
     );
     CREATE INDEX runs_due ON runs (status, due_at);",
+    // 3: a run's step records and events as rows of their own, so that a
+    // step's save writes what changed instead of the whole run; the
+    // records and events of existing runs move out of their state.
+    "CREATE TABLE run_steps (
+        run_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (run_id, idx)
+    ) WITHOUT ROWID;
+    CREATE TABLE run_events (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    ALTER TABLE runs ADD COLUMN events_len INTEGER NOT NULL DEFAULT 0;
+    INSERT INTO run_steps (run_id, idx, record)
+        SELECT runs.id, CAST(step.key AS INTEGER), step.value
+        FROM runs, json_each(runs.state, '$.steps') AS step WHERE json_valid(runs.state);
+    INSERT INTO run_events (run_id, seq, event)
+        SELECT runs.id, CAST(event.key AS INTEGER), event.value
+        FROM runs, json_each(runs.state, '$.events') AS event WHERE json_valid(runs.state);
+    UPDATE runs SET events_len = (SELECT COUNT(*) FROM run_events WHERE run_id = runs.id),
+        state = json_remove(state, '$.steps', '$.events') WHERE json_valid(state);",
 ];
 
 pub struct SqliteStore {
@@ -274,23 +301,38 @@ impl SessionStore for SqliteStore {
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
+        let (sessions, unreadable) = self.list_readable()?;
+        match unreadable.into_iter().next() {
+            Some(error) => Err(error),
+            None => Ok(sessions),
+        }
+    }
+
+    fn list_readable(&self) -> Result<(Vec<SessionSummary>, Vec<StoreError>), StoreError> {
         let connection = self.connection("*")?;
         let mut statement = connection
             .prepare("SELECT id, flow, step, turns, version, updated_at FROM sessions ORDER BY id")
             .map_err(sql_error("*"))?;
+        type Row = (String, Option<String>, Option<String>, i64, i64, String);
         let rows = statement
-            .query_map([], |row| {
-                Ok(SessionSummary {
-                    id: row.get(0)?,
-                    flow: row.get(1)?,
-                    step: row.get(2)?,
-                    turns: row.get(3)?,
-                    version: u64::try_from(row.get::<_, i64>(4)?).unwrap_or(0),
-                    updated_at: row.get(5)?,
-                })
+            .query_map([], |row| -> rusqlite::Result<Row> {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?))
             })
             .map_err(sql_error("*"))?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(sql_error("*"))
+        let mut sessions = Vec::new();
+        let mut unreadable = Vec::new();
+        for row in rows {
+            let (id, flow, step, turns, version, updated_at) = row.map_err(sql_error("*"))?;
+            let corrupt = |message: String| StoreError::Corrupt { id: id.clone(), message };
+            match (u32::try_from(turns), u64::try_from(version)) {
+                (Ok(turns), Ok(version)) => {
+                    sessions.push(SessionSummary { id, flow, step, turns, version, updated_at });
+                }
+                (Err(_), _) => unreadable.push(corrupt(format!("its turn count {turns} is out of range"))),
+                (_, Err(_)) => unreadable.push(corrupt(format!("its version {version} is out of range"))),
+            }
+        }
+        Ok((sessions, unreadable))
     }
 
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
@@ -328,6 +370,54 @@ fn run_from_row(id: &str, row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<St
     let state: String = row.get(0)?;
     Ok(rows::run(id, &state, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
 }
+
+/// The run `id` with its step records and events, or `None`.
+fn read_run(connection: &Connection, id: &str) -> Result<Option<StoredRun>, StoreError> {
+    let head = connection
+        .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))
+        .and_then(|mut statement| statement.query_row([id], |row| run_from_row(id, row)).optional())
+        .map_err(sql_error(id))?;
+    let Some(mut stored) = head.transpose()? else {
+        return Ok(None);
+    };
+    let texts = |query: &str| -> Result<Vec<String>, StoreError> {
+        let mut statement = connection.prepare_cached(query).map_err(sql_error(id))?;
+        let rows = statement.query_map([id], |row| row.get(0)).map_err(sql_error(id))?;
+        rows.collect::<Result<Vec<String>, _>>().map_err(sql_error(id))
+    };
+    let steps = texts("SELECT record FROM run_steps WHERE run_id = ?1 ORDER BY idx")?;
+    let events = texts("SELECT event FROM run_events WHERE run_id = ?1 ORDER BY seq")?;
+    rows::attach(&mut stored, steps, events)?;
+    Ok(Some(stored))
+}
+
+/// Writes the step records and events a save adds (see
+/// [`RunStore::save_run_parts`]); `stored_events` is how many the store
+/// had. Gives the new count of events.
+fn write_parts(
+    transaction: &rusqlite::Transaction<'_>,
+    run: &WorkflowRun,
+    new: bool,
+    stored_events: i64,
+) -> Result<i64, StoreError> {
+    let id = run.run.as_str();
+    let mut step = transaction
+        .prepare_cached("INSERT OR REPLACE INTO run_steps (run_id, idx, record) VALUES (?1, ?2, ?3)")
+        .map_err(sql_error(id))?;
+    for (index, record) in rows::step_rows(run, new)? {
+        step.execute(params![id, index, record]).map_err(sql_error(id))?;
+    }
+    let mut event = transaction
+        .prepare_cached("INSERT OR REPLACE INTO run_events (run_id, seq, event) VALUES (?1, ?2, ?3)")
+        .map_err(sql_error(id))?;
+    let appended = rows::event_rows(run, stored_events)?;
+    let count = appended.last().map_or(stored_events, |(seq, _)| seq.saturating_add(1));
+    for (seq, text) in appended {
+        event.execute(params![id, seq, text]).map_err(sql_error(id))?;
+    }
+    Ok(count)
+}
+
 /// Runs a holder may take by name: waiting and due (or `early`), paused by
 /// a limit, or left running by a holder whose lease is over; never one
 /// held under a live lease. Workers take due runs only ([`claim_due`]).
@@ -337,24 +427,29 @@ const TAKEABLE: &str = "(claimed_until IS NULL OR claimed_until < ?2)
      AND ((status = 'waiting' AND (?3 OR due_at <= ?2)) OR status IN ('running', 'paused'))";
 
 impl RunStore for SqliteStore {
-    fn save_run(&self, stored: &StoredRun, expected_version: u64, claim: Option<&Claim>) -> Result<(), StoreError> {
-        let id = stored.run.run.as_str();
-        let rows::Write { version, expected, state } = rows::write(id, stored.version, expected_version, &stored.run)?;
+    fn save_run_parts(
+        &self,
+        run: &WorkflowRun,
+        meta: RunMeta<'_>,
+        expected_version: u64,
+        claim: Option<&Claim>,
+    ) -> Result<(), StoreError> {
+        let id = run.run.as_str();
+        let rows::RunWrite { version, expected, head } = rows::run_write(run, meta.version, expected_version)?;
         let mut connection = self.connection(id)?;
         let transaction =
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
-        let row: Option<(i64, Option<String>, Option<i64>)> = transaction
-            .prepare_cached("SELECT version, claimed_by, claimed_until FROM runs WHERE id = ?1")
+        let row: Option<(i64, Option<String>, Option<i64>, i64)> = transaction
+            .prepare_cached("SELECT version, claimed_by, claimed_until, events_len FROM runs WHERE id = ?1")
             .and_then(|mut statement| {
-                statement.query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?))).optional()
+                statement.query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))).optional()
             })
             .map_err(sql_error(id))?;
-        let (stored_version, holder, until) = row.unwrap_or((0, None, None));
+        let (stored_version, holder, until, events_len) = row.unwrap_or((0, None, None, 0));
         // Another holder under a live lease owns the run, whatever the
         // versions say.
         let held_by_other = match (&holder, until, claim) {
             (Some(holder), Some(until), Some(claim)) => *holder != claim.holder && until >= claim.now,
-            (Some(_), Some(_), None) => false,
             _ => false,
         };
         if stored_version != expected || held_by_other {
@@ -364,28 +459,31 @@ impl RunStore for SqliteStore {
                 expected: expected_version,
             });
         }
+        let events_len = write_parts(&transaction, run, expected == 0, events_len)?;
         let now = now_text();
         transaction
             .prepare_cached(
                 "INSERT INTO runs (id, program, program_hash, flow, status, due_at, version, claimed_by,
-                     claimed_until, created_at, updated_at, state)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)
+                     claimed_until, created_at, updated_at, state, events_len)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12)
                  ON CONFLICT (id) DO UPDATE SET program = ?2, program_hash = ?3, flow = ?4, status = ?5,
-                     due_at = ?6, version = ?7, claimed_by = ?8, claimed_until = ?9, updated_at = ?10, state = ?11",
+                     due_at = ?6, version = ?7, claimed_by = ?8, claimed_until = ?9, updated_at = ?10, state = ?11,
+                     events_len = ?12",
             )
             .and_then(|mut statement| {
                 statement.execute(params![
                     id,
-                    stored.program,
-                    stored.program_hash,
-                    stored.run.flow_name,
-                    rows::status(&stored.run),
-                    stored.due_at,
+                    meta.program,
+                    meta.program_hash,
+                    run.flow_name,
+                    rows::status(run),
+                    meta.due_at,
                     version,
                     claim.map(|claim| claim.holder.as_str()),
                     claim.map(|claim| claim.until),
                     now,
-                    state
+                    head,
+                    events_len
                 ])
             })
             .map_err(sql_error(id))?;
@@ -395,11 +493,7 @@ impl RunStore for SqliteStore {
     fn load_run(&self, id: &str) -> Result<Option<StoredRun>, StoreError> {
         check_id(id)?;
         let connection = self.connection(id)?;
-        let row = connection
-            .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))
-            .and_then(|mut statement| statement.query_row([id], |row| run_from_row(id, row)).optional())
-            .map_err(sql_error(id))?;
-        row.transpose()
+        read_run(&connection, id)
     }
 
     fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
@@ -437,11 +531,9 @@ impl RunStore for SqliteStore {
         if taken == 0 {
             return Ok(None);
         }
-        let row = transaction
-            .query_row(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"), [id], |row| run_from_row(id, row))
-            .map_err(sql_error(id))?;
+        let run = read_run(&transaction, id)?;
         transaction.commit().map_err(sql_error(id))?;
-        row.map(Some)
+        Ok(run)
     }
 
     fn claim_due(&self, claim: &Claim, limit: usize) -> Result<Vec<StoredRun>, StoreError> {
@@ -475,10 +567,9 @@ impl RunStore for SqliteStore {
                     params![id, claim.holder, claim.until],
                 )
                 .map_err(sql_error(id))?;
-            let run = transaction
-                .query_row(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"), [id], |row| run_from_row(id, row))
-                .map_err(sql_error(id))?;
-            runs.push(run?);
+            if let Some(run) = read_run(&transaction, id)? {
+                runs.push(run);
+            }
         }
         transaction.commit().map_err(sql_error("*"))?;
         Ok(runs)
@@ -489,23 +580,21 @@ impl RunStore for SqliteStore {
         let mut connection = self.connection(id)?;
         let transaction =
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
-        let row = transaction
-            .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))
-            .and_then(|mut statement| statement.query_row([id], |row| run_from_row(id, row)).optional())
-            .map_err(sql_error(id))?;
-        let Some(stored) = row.transpose()? else {
+        let Some(stored) = read_run(&transaction, id)? else {
             return Ok(Cancel::Missing);
         };
         if stored.run.status.has_ended() {
             return Ok(Cancel::Ended(stored.run.status));
         }
+        let stored_events = i64::try_from(stored.run.events.len()).unwrap_or(i64::MAX);
         let stored = super::cancelled(stored, at);
-        let rows::Write { version, state, .. } = rows::write(id, stored.version, 0, &stored.run)?;
+        let rows::RunWrite { version, head, .. } = rows::run_write(&stored.run, stored.version, 0)?;
+        let events_len = write_parts(&transaction, &stored.run, false, stored_events)?;
         transaction
             .execute(
                 "UPDATE runs SET status = ?2, due_at = NULL, version = ?3, claimed_by = NULL, claimed_until = NULL,
-                     updated_at = ?4, state = ?5 WHERE id = ?1",
-                params![id, rows::status(&stored.run), version, now_text(), state],
+                     updated_at = ?4, state = ?5, events_len = ?6 WHERE id = ?1",
+                params![id, rows::status(&stored.run), version, now_text(), head, events_len],
             )
             .map_err(sql_error(id))?;
         transaction.commit().map_err(sql_error(id))?;
@@ -584,6 +673,22 @@ mod tests {
     }
 
     #[test]
+    fn a_corrupt_row_is_left_out_of_the_list_and_named() {
+        let path = temp_db("corrupt-row");
+        let store = SqliteStore::open(&path).unwrap();
+        store.save(&session("good", 1), 0, &[]).unwrap();
+        store.save(&session("bad", 1), 0, &[]).unwrap();
+        let connection = Connection::open(&path).unwrap();
+        connection.execute("UPDATE sessions SET turns = -1 WHERE id = 'bad'", []).unwrap();
+        let (sessions, unreadable) = store.list_readable().unwrap();
+        assert_eq!(sessions.iter().map(|summary| summary.id.as_str()).collect::<Vec<_>>(), ["good"]);
+        assert_eq!(unreadable.len(), 1);
+        assert_eq!(unreadable[0].to_string(), "`bad` is corrupt in the store: its turn count -1 is out of range");
+        assert!(store.list().is_err(), "the strict listing still refuses");
+        assert_eq!(store.load("good").unwrap(), Some(session("good", 1)));
+    }
+
+    #[test]
     fn a_database_at_every_older_schema_version_migrates_and_keeps_its_data() {
         for version in 0..MIGRATIONS.len() {
             let path = temp_db(&format!("migrate-{version}"));
@@ -613,6 +718,53 @@ mod tests {
             }
             assert!(store.list_runs().unwrap().is_empty());
         }
+    }
+
+    /// A run as version 2 stored it: its step records and events inside
+    /// its state.
+    const OLD_RUN: &str = r#"{"run":"old-run","flow":0,"status":"waiting","next_step":1,"stopped_at":0,
+        "resume_at":"2026-01-06T10:00:00Z","data":{"n":1},"context":{},
+        "steps":[{"id":"a","status":"waiting","started_at":"t0","duration_ms":0,"output":null,"error":null},
+                 {"id":"b","status":"pending","started_at":null,"duration_ms":null,"output":null,"error":null}],
+        "warnings":[],"flow_name":"f",
+        "events":[{"event":"step_started","step":"a","at":"t1"},{"event":"step_completed","step":"a","at":"t2"}]}"#;
+
+    #[test]
+    fn runs_stored_whole_move_into_step_and_event_rows_and_go_on_appending() {
+        let path = temp_db("migrate-runs");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut connection = Connection::open(&path).unwrap();
+        migrate(&mut connection, &MIGRATIONS[..2]).unwrap();
+        connection
+            .execute(
+                "INSERT INTO runs (id, program, program_hash, flow, status, due_at, version, created_at, updated_at,
+                     state) VALUES ('old-run', 'p.flow', 'h', 'f', 'waiting', 5, 2, 'then', 'then', ?1)",
+                [OLD_RUN],
+            )
+            .unwrap();
+        drop(connection);
+        let store = SqliteStore::open(&path).unwrap();
+        let expected: crate::runtime::workflow::WorkflowRun = serde_json::from_str(OLD_RUN).unwrap();
+        let mut stored = store.load_run("old-run").unwrap().unwrap();
+        assert_eq!(stored.run, expected);
+        let head: String = store
+            .connection("*")
+            .unwrap()
+            .query_row("SELECT state FROM runs WHERE id = 'old-run'", [], |row| row.get(0))
+            .unwrap();
+        assert!(!head.contains("step_started"), "the events left the state: {head}");
+
+        let mut run = stored.run.clone();
+        run.events.push(crate::runtime::workflow::RunEvent {
+            event: "run_resumed".into(),
+            step: None,
+            at: "t3".into(),
+        });
+        run.step_mut(1).unwrap().status = crate::runtime::workflow::StepStatus::Completed;
+        super::super::commit_run(&store, &mut stored, run.clone(), None, None).unwrap();
+        let loaded = store.load_run("old-run").unwrap().unwrap();
+        assert_eq!(loaded.run, run);
+        assert_eq!(loaded.version, 3);
     }
 
     #[test]

@@ -174,6 +174,10 @@ pub struct ExecSpec {
     /// The program and its arguments; no shell is involved.
     pub command: Vec<Text>,
     pub timeout: Option<Text>,
+    /// The environment variables the tool is given besides `PATH` and the
+    /// locale (`env NAME, …`; `env: [NAME, …]` in YAML).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<Name>,
     #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }

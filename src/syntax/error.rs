@@ -87,6 +87,11 @@ pub(crate) enum FlowError {
     TimeoutWithoutRequest {
         span: Span,
     },
+    /// A clause of a tool (`env`) with no `exec` beside it.
+    NeedsExec {
+        clause: String,
+        span: Span,
+    },
     /// A clause of a tool (`headers`, `body`) with no `http` beside it.
     NeedsHttp {
         clause: String,
@@ -322,6 +327,11 @@ impl FlowError {
                 Diagnostic::new(Code::Syntax, "`timeout` needs an `http` or `exec` tool")
                     .at(span, "nothing to time out")
                     .with_help("builtin tools take no timeout; remove it")
+            }
+            FlowError::NeedsExec { clause, span } => {
+                Diagnostic::new(Code::Syntax, format!("`{clause}` needs an `exec` program in the same tool"))
+                    .at(span, "no `exec` to give it to")
+                    .with_help(format!("only exec tools run with an environment; remove the `{clause}`"))
             }
             FlowError::NeedsHttp { clause, span } => {
                 Diagnostic::new(Code::Syntax, format!("`{clause}` needs an `http` request in the same tool"))

@@ -9,6 +9,7 @@ mod grounding;
 #[cfg(unix)]
 mod kill;
 mod limits;
+mod ops;
 mod providers;
 mod reliability;
 #[cfg(unix)]

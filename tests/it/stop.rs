@@ -346,3 +346,24 @@ fn a_killed_postgres_worker_strands_only_the_run_it_was_executing() {
     assert_eq!(ran.iter().filter(|line| line.starts_with(&format!("start {tag} "))).count(), 1, "{ran:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A run cancelled while a worker executes it stops at its next save: the
+/// worker says it was cancelled, and the run stays cancelled.
+#[test]
+fn a_run_cancelled_while_it_runs_stops_at_its_next_save() {
+    let base = temp_dir(&format!("stop-cancel-running-{}", unique()));
+    let store = sqlite_store(&base);
+    let (dir, ids) = setup(&store, &["h"]);
+    let child = worker(&dir, &store, &["--once"]);
+    wait_for(&dir.join("started-h"));
+    let cancel = flowc_at(&dir, &store, DAY_LATER, &["runs", "cancel", &ids[0]]);
+    assert_eq!(cancel.status.code(), Some(0), "{}", stderr(&cancel));
+    assert!(std::fs::write(dir.join("release"), "").is_ok());
+    let (code, out, err) = finish(child);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(err.contains(&format!("run `{}` was cancelled while it ran", ids[0])), "{err}");
+    let run = shown(&dir, &store, &ids[0]);
+    assert_eq!(run["status"], "cancelled");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -21,6 +21,11 @@ use std::time::Duration;
 /// when there is no server.
 pub(crate) fn fresh_database(test: &str) -> Option<String> {
     let Ok(url) = std::env::var("FLOWC_TEST_POSTGRES") else {
+        // scripts/test.sh starts the server: there a missing one fails.
+        assert!(
+            std::env::var("FLOWC_TEST_STRICT").ok().as_deref() != Some("1"),
+            "FLOWC_TEST_POSTGRES is not set under scripts/test.sh"
+        );
         eprintln!("skipped {test}: FLOWC_TEST_POSTGRES is not set (scripts/test.sh starts a PostgreSQL and sets it)");
         return None;
     };
@@ -35,6 +40,15 @@ pub(crate) fn fresh_database(test: &str) -> Option<String> {
     let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
     Some(format!("{base}/{name}"))
 }
+
+/// A run as schema version 2 stored it: its step records and events
+/// inside its state.
+const OLD_RUN: &str = r#"{"run":"old-run","flow":0,"status":"waiting","next_step":1,"stopped_at":0,
+    "resume_at":"2026-01-06T10:00:00Z","data":{"n":1},"context":{},
+    "steps":[{"id":"a","status":"waiting","started_at":"t0","duration_ms":0,"output":null,"error":null},
+             {"id":"b","status":"pending","started_at":null,"duration_ms":null,"output":null,"error":null}],
+    "warnings":[],"flow_name":"f",
+    "events":[{"event":"step_started","step":"a","at":"t1"},{"event":"step_completed","step":"a","at":"t2"}]}"#;
 
 fn session(id: &str, version: u64) -> Session {
     let mut session = Session::new(id, "hash");
@@ -87,6 +101,14 @@ fn postgres_migrates_a_database_at_every_older_schema_version() {
             );
             assert!(inserted.is_ok(), "{inserted:?}");
         }
+        if version == 2 {
+            let inserted = client.execute(
+                "INSERT INTO runs (id, program, program_hash, flow, status, due_at, version, created_at,
+                     updated_at, state) VALUES ('old-run', 'p.flow', 'h', 'f', 'waiting', 5, 2, 'then', 'then', $1)",
+                &[&OLD_RUN],
+            );
+            assert!(inserted.is_ok(), "{inserted:?}");
+        }
         drop(client);
         let store = match PostgresStore::connect(&url) {
             Ok(store) => store,
@@ -95,7 +117,14 @@ fn postgres_migrates_a_database_at_every_older_schema_version() {
         if version >= 1 {
             assert_eq!(store.load("old").ok().flatten(), Some(session("old", 3)), "from version {version}");
         }
-        assert_eq!(store.list_runs().map(|runs| runs.len()).ok(), Some(0), "from version {version}");
+        let runs = usize::from(version == 2);
+        assert_eq!(store.list_runs().map(|runs| runs.len()).ok(), Some(runs), "from version {version}");
+        if version == 2 {
+            let expected: flowc::runtime::workflow::WorkflowRun =
+                serde_json::from_str(OLD_RUN).unwrap_or_else(|e| panic!("{e}"));
+            let loaded = store.load_run("old-run").ok().flatten().map(|stored| stored.run);
+            assert_eq!(loaded, Some(expected), "the records and events moved into rows");
+        }
     }
 }
 
@@ -302,4 +331,37 @@ fn a_paused_run_waits_for_resume_by_name_on_postgres() {
     if let Some(url) = fresh_database("paused") {
         a_paused_run_waits_for_resume_by_name(&url);
     }
+}
+
+/// The probe's 1,000-step reproducer, by the shape of what is stored
+/// rather than by the clock (the time per step is in `benches/store.rs`):
+/// the run's own row stays the size of its head whatever its length, and
+/// every step record and event is a row of its own.
+#[test]
+fn a_long_run_is_stored_as_a_small_head_and_a_row_per_step_and_event() {
+    let dir = temp_dir("store-long-run");
+    let mut program = String::from("schema { x: int \"x\" }\nflow long \"Long\" {\n");
+    for index in 0..1000 {
+        program.push_str(&format!("  auto step s{index} {{ set x = {index} }}\n"));
+    }
+    program.push_str("}\n");
+    assert!(std::fs::write(dir.join("long.flow"), program).is_ok());
+    let db = dir.join("flowc.db");
+    let store = format!("sqlite:{}", db.display());
+    let output = flowc_at(&dir, &store, TODAY, &["run", "long.flow", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let run: serde_json::Value = serde_json::from_str(stdout(&output).trim()).unwrap_or_default();
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["steps"].as_array().map(Vec::len), Some(1000));
+    let Ok(connection) = rusqlite::Connection::open(&db) else {
+        panic!("cannot open {}", db.display());
+    };
+    let count = |query: &str| connection.query_row(query, [], |row| row.get::<_, i64>(0)).unwrap_or(-1);
+    assert!(count("SELECT length(state) FROM runs") < 1_000, "the head holds no step record or event");
+    assert_eq!(count("SELECT COUNT(*) FROM run_steps"), 1000);
+    assert_eq!(count("SELECT COUNT(*) FROM run_events"), 2000);
+    let shown = flowc_at(&dir, &store, TODAY, &["runs", "show", run["run"].as_str().unwrap_or_default(), "--json"]);
+    let loaded: serde_json::Value = serde_json::from_str(stdout(&shown).trim()).unwrap_or_default();
+    assert_eq!(loaded, run, "loading reads the rows back into the same run");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,7 +14,6 @@ use crate::runtime::session::Session;
 use crate::runtime::session::{Data, adopt};
 use crate::runtime::tools::{ToolEnv, ToolRegistry};
 use crate::store::Store;
-use std::io::BufRead;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
@@ -27,7 +26,7 @@ pub(super) fn converse(
     tool_env: ToolEnv,
     data: &serde_json::Map<String, serde_json::Value>,
     context: Data,
-    limits: ContinuationLimits,
+    (limits, max_message): (ContinuationLimits, usize),
 ) -> Result<Outcome, RunError> {
     let (mut runtime, cancel) = start_runtime(args, program, tool_env, limits)?;
     let store = match &args.session {
@@ -53,12 +52,13 @@ pub(super) fn converse(
         color: stderr_style().color,
         last: None,
         modes: None,
+        max_message,
     };
     conversation.modes = conversation.runtime.provider_modes();
     if interactive {
         conversation.repl()
     } else {
-        let lines = read_script(args.script.as_deref())?;
+        let lines = read_script(args.script.as_deref(), max_message)?;
         conversation.script(&lines)
     }
 }
@@ -112,21 +112,19 @@ fn open_session(runtime: &Runtime, id: Option<&str>, store: Option<&dyn Store>) 
     }
 }
 
-fn read_script(path: Option<&Path>) -> Result<Vec<String>, RunError> {
-    let text = match path {
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|error| RunError::Usage(format!("cannot read `{}`: {error}", path.display())))?,
-        None => {
-            let mut text = String::new();
-            for line in std::io::stdin().lock().lines() {
-                let line = line.map_err(|error| RunError::Usage(format!("cannot read stdin: {error}")))?;
-                text.push_str(&line);
-                text.push('\n');
-            }
-            text
+/// Every line first, so that one over the bound stops the script before
+/// its first turn.
+fn read_script(path: Option<&Path>, max_message: usize) -> Result<Vec<String>, RunError> {
+    match path {
+        Some(path) => {
+            let file = std::fs::File::open(path)
+                .map_err(|error| RunError::Usage(format!("cannot read `{}`: {error}", path.display())))?;
+            let source = format!("`{}`", path.display());
+            crate::cli::input::read_lines(std::io::BufReader::new(file), max_message, &source)
         }
-    };
-    Ok(text.lines().map(str::trim).filter(|line| !line.is_empty()).map(str::to_string).collect())
+        None => crate::cli::input::read_lines(std::io::stdin().lock(), max_message, "stdin"),
+    }
+    .map_err(RunError::Usage)
 }
 
 pub(super) struct Conversation<'a> {
@@ -139,12 +137,15 @@ pub(super) struct Conversation<'a> {
     pub(super) last: Option<TurnResult>,
     /// What the provider negotiated with its server, to say when it changes.
     pub(super) modes: Option<String>,
+    /// The longest message a turn takes, in bytes.
+    pub(super) max_message: usize,
 }
 
 impl Conversation<'_> {
     /// One turn: respond, then save the session (compare-and-swap on its
     /// version). A failed turn or save leaves the stored session as it was.
     pub(super) fn turn(&mut self, message: &str) -> Result<TurnResult, String> {
+        crate::cli::input::check("the message", message, self.max_message)?;
         self.cancel.reset();
         let mut working = self.session.clone();
         let result = self.runtime.run_turn(&mut working, message);
@@ -206,7 +207,7 @@ impl Conversation<'_> {
     }
 
     /// A slash command read from a script; returns whether to stop. Under
-    /// `--json` the answers of `/data` and `/trace` are one JSON line each
+    /// `--json` the answers of `/data`, `/trace` and `/graph` are one JSON line each
     /// (`{"command": "/data", "result": …}`), so the output stays one
     /// object per line.
     fn script_command(&mut self, line: &str) -> bool {
@@ -216,6 +217,7 @@ impl Conversation<'_> {
                 &self.runtime.program,
                 &self.session.data,
             ))),
+            "/graph" => Some(serde_json::Value::String(self.graph())),
             "/trace" => Some(match &self.last {
                 Some(result) => serde_json::json!({ "directives": result.directives, "events": result.events }),
                 None => serde_json::Value::Null,

@@ -64,9 +64,12 @@ pub struct RunArgs {
     /// Keep the conversation in the store under ID and go on with it
     #[arg(long)]
     pub session: Option<String>,
-    /// The store for --session and workflow runs: sqlite:PATH or postgres://… (default: .flowc/flowc.db beside the program, or FLOWC_STORE, or [store] in flowc.toml)
+    /// The store for --session and workflow runs: sqlite:PATH or postgres://… (default: FLOWC_STORE, else the project's: the nearest flowc.toml or .flowc/ upwards from the program, then from here; else .flowc/ here)
     #[arg(long)]
     pub store: Option<String>,
+    /// The longest message (a line of --script or stdin, a REPL line) and --data/--context text accepted, in bytes (default 262144, or [input] max_message_bytes in flowc.toml)
+    #[arg(long, value_name = "BYTES")]
+    pub max_message_bytes: Option<usize>,
     #[command(flatten)]
     pub limits: LimitFlags,
     /// Print each turn's events as JSON lines on stderr; `--trace prompts` adds the model's requests and raw answers (keys redacted)
@@ -109,6 +112,10 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
     let base_dir = program_dir(&args.file);
     let (clock, ids) = clock::from_env().map_err(|error| RunError::Usage(error.to_string()))?;
     let tool_env = ToolEnv { base_dir, clock, ids };
+    let max_message = super::input::max_message_bytes(args.max_message_bytes, &args.file).map_err(RunError::Usage)?;
+    for (flag, text) in [("--data", &args.data), ("--context", &args.context)] {
+        super::input::check(flag, text.as_deref().unwrap_or_default(), max_message).map_err(RunError::Usage)?;
+    }
     let data = parse_object(args.data.as_deref(), "--data")?;
     let context = parse_object(args.context.as_deref(), "--context")?;
     let context = validate_context(&program, &context)?;
@@ -133,7 +140,7 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
         eprintln!("note: --flow selects a workflow; a conversation is routed by its messages");
     }
     note_unused_limits(&args.limits.workflow_only(), "workflow runs", "a conversation");
-    converse(args, &program, tool_env, &data, context, limits.conversation)
+    converse(args, &program, tool_env, &data, context, (limits.conversation, max_message))
 }
 
 /// Says which limit flags do not apply to this kind of run, as `--flow`

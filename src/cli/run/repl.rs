@@ -143,7 +143,7 @@ impl Conversation<'_> {
     }
 
     /// The program's graph as Mermaid, the current step marked.
-    fn graph(&self) -> String {
+    pub(super) fn graph(&self) -> String {
         let program = &self.runtime.program;
         let reachability = crate::check::reachability::analyze(program);
         let mut text = crate::graph::mermaid::render(&crate::graph::build(program, &reachability, self.session.flow));

@@ -60,6 +60,10 @@ fn store_new(store: &dyn Store, stored: &mut StoredRun, claim: &Claim, tool_env:
                 attempts += 1;
                 stored.run.run = tool_env.ids.next_id();
             }
+            Ok(()) => {
+                stored.run.touched.clear();
+                return Ok(());
+            }
             saved => return saved,
         }
     }

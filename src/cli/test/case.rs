@@ -169,7 +169,7 @@ fn converse(
                 break;
             }
         };
-        result.covered.add_events(&runtime.program, &turn_result.events);
+        result.covered.add_events(&turn_result.events);
         let mut json = turn_result.to_json_line();
         if let Value::Object(object) = &mut json {
             object.insert("tools".to_string(), expect::calls_json(&calls));

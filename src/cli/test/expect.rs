@@ -103,7 +103,6 @@ pub fn check_turn(location: &str, turn: &Turn, facts: &TurnFacts<'_>) -> Vec<Fai
             });
         }
     }
-    let _ = result;
     failures
 }
 

@@ -208,6 +208,14 @@ fn load(path: &Path) -> Option<Loaded> {
     crate::diag::sort_diagnostics(&mut diagnostics);
     let errors = diagnostics.iter().any(crate::diag::Diagnostic::is_error);
     show(&source, &diagnostics);
+    if let Some(file) = &file {
+        for case in file.cases.iter().filter(|case| expects_nothing(case)) {
+            eprintln!(
+                "note: {} › {}: the case expects nothing; it only checks that its turns run",
+                source.name, case.name
+            );
+        }
+    }
     match (file, program) {
         (Some(file), Some(program)) if !errors => Some(Loaded { file, program }),
         _ => {
@@ -215,6 +223,18 @@ fn load(path: &Path) -> Option<Loaded> {
             None
         }
     }
+}
+
+/// A case with no expectation and no rule: it passes whatever its flow
+/// says, which an author should know.
+fn expects_nothing(case: &file::Case) -> bool {
+    let expects = match &case.body {
+        file::CaseBody::Conversation(turns) => turns.iter().any(|turn| !turn.expects.is_empty()),
+        file::CaseBody::Workflow(workflow) => {
+            !workflow.expects.is_empty() || workflow.resumes.iter().any(|resume| !resume.expects.is_empty())
+        }
+    };
+    !expects && case.never.is_empty() && case.never_before.is_empty()
 }
 
 /// The program a test file names, or `None` (with its diagnostics shown)

@@ -283,15 +283,21 @@ impl<'a> Reader<'a, '_> {
             cases: Vec::new(),
         };
         let mut has_cases = false;
-        for (key, key_span, value) in entries {
+        for (key, _, value) in entries {
             match key {
                 "program" => {
                     let name = self.text(value, "`program`")?;
                     file.program = self.directory.join(name);
                 }
-                "provider" => file.provider = self.provider(value)?,
+                // A wrong value is reported and the rest read on, so that
+                // one run shows every problem of the file.
+                "provider" => {
+                    if let Some(provider) = self.provider(value) {
+                        file.provider = provider;
+                    }
+                }
                 "now" => {
-                    let text = self.text(value, "`now`")?;
+                    let Some(text) = self.text(value, "`now`") else { continue };
                     if crate::runtime::clock::FixedClock::parse(&text).is_err() {
                         self.error(
                             Code::InvalidValue,
@@ -311,7 +317,6 @@ impl<'a> Reader<'a, '_> {
                             file.cases.push(case);
                         }
                     }
-                    let _ = key_span;
                 }
                 _ => {}
             }
@@ -501,7 +506,7 @@ impl<'a> Reader<'a, '_> {
             case.tools = self.stubs(value);
         }
         if let Some((_, value)) = find("provider") {
-            case.provider = Some(self.provider(value)?);
+            case.provider = self.provider(value);
         }
         if let Some((_, value)) = find("never") {
             for item in self.items(value) {
@@ -898,3 +903,6 @@ impl<'a> Reader<'a, '_> {
         Some(expects)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -172,7 +172,8 @@ mod tests {
     fn an_unstubbed_exec_tool_fails_and_a_builtin_runs() {
         let log = CallLog::default();
         let unstubbed = Unstubbed { log: log.clone() };
-        let exec = tool("book", Some(ToolImpl::Exec { command: vec!["true".to_string()], timeout_ms: 10 }));
+        let exec =
+            tool("book", Some(ToolImpl::Exec { command: vec!["true".to_string()], timeout_ms: 10, env: Vec::new() }));
         let failed = unstubbed.call(&exec, &Map::new(), &env());
         assert!(matches!(failed, Err(ToolError::Failed { message, .. }) if message.contains("not stubbed")));
         let now = tool("now", Some(ToolImpl::Builtin { builtin: crate::ir::Builtin::Now }));

@@ -210,11 +210,32 @@ pub(crate) enum DirectiveError {
 /// A tool that has not exactly one implementation flowc can run.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum ToolError {
-    NoImplementation { tool: String, span: Span },
-    TwoImplementations { tool: String, first: Span, second: Span },
-    UnknownHttpMethod { method: String, span: Span },
-    ExecWithoutProgram { span: Span },
-    UnknownBuiltin { name: String, span: Span },
+    NoImplementation {
+        tool: String,
+        span: Span,
+    },
+    TwoImplementations {
+        tool: String,
+        first: Span,
+        second: Span,
+    },
+    UnknownHttpMethod {
+        method: String,
+        span: Span,
+    },
+    ExecWithoutProgram {
+        span: Span,
+    },
+    UnknownBuiltin {
+        name: String,
+        span: Span,
+    },
+    /// An http tool's url whose scheme is not http or https (`scheme`),
+    /// or that has none (`None`).
+    UrlScheme {
+        scheme: Option<String>,
+        span: Span,
+    },
 }
 
 /// An action whose arguments, saved result or items do not fit.
@@ -619,6 +640,19 @@ impl ToolError {
                 Diagnostic::new(Code::InvalidTool, format!("unknown HTTP method `{method}`"))
                     .at(span, "not an HTTP method flowc sends")
                     .with_help("use GET, POST, PUT, PATCH or DELETE")
+            }
+            ToolError::UrlScheme { scheme: Some(scheme), span } => {
+                Diagnostic::new(Code::InvalidUrl, format!("an http tool's url cannot use `{scheme}:`"))
+                    .at(span, "not http or https")
+                    .with_help(
+                        "an http tool calls http:// or https:// urls only; to read a file or run a program, \
+                         use an `exec` tool",
+                    )
+            }
+            ToolError::UrlScheme { scheme: None, span } => {
+                Diagnostic::new(Code::InvalidUrl, "an http tool's url needs `http://` or `https://`")
+                    .at(span, "no scheme")
+                    .with_help("write the whole url, like `https://api.example.com/customers`")
             }
             ToolError::ExecWithoutProgram { span } => {
                 Diagnostic::new(Code::InvalidTool, "`exec` needs a program to run")

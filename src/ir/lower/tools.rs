@@ -1,5 +1,6 @@
 //! Tool declarations: each tool's one implementation (`http`, `exec`,
-//! `builtin`), its templates typed against its params (`invalid_tool`).
+//! `builtin`), its templates typed against its params (`invalid_tool`),
+//! and an http tool's url scheme (`invalid_url`).
 
 use super::*;
 
@@ -49,6 +50,10 @@ impl Lowerer {
                         return None;
                     }
                 };
+                if let Some(scheme) = url_scheme_problem(&http.url) {
+                    self.report(ToolError::UrlScheme { scheme, span: http.url.span });
+                    return None;
+                }
                 let url = self.tool_template(&http.url, params, false);
                 let headers = http
                     .headers
@@ -70,6 +75,7 @@ impl Lowerer {
                 Some(ToolImpl::Exec {
                     command: exec.command.iter().map(|part| part.value.clone()).collect(),
                     timeout_ms,
+                    env: exec.env.iter().map(|name| name.value.clone()).collect(),
                 })
             }
             ast::ToolImpl::Builtin { name, .. } => {
@@ -111,5 +117,64 @@ impl Lowerer {
                 members.value.iter().map(|(name, value)| (name.value.clone(), self.body(value, params))).collect(),
             ),
         }
+    }
+}
+
+/// What is wrong with the scheme of an http tool's url, when its text shows
+/// it: `Some(Some(scheme))` for a scheme other than http or https (`file:`,
+/// `ftp:`, or `localhost:` for a url missing its scheme), `Some(None)` for
+/// a url with no scheme at all. A url that starts with a value is checked
+/// when the tool runs.
+fn url_scheme_problem(url: &ast::Template) -> Option<Option<String>> {
+    let leading = match url.parts.first() {
+        Some(ast::TemplatePart::Text(text)) => text.trim_start(),
+        Some(ast::TemplatePart::Expr(_)) => return None,
+        None => "",
+    };
+    let scheme_end = leading.find(['/', '?', '#', ':']);
+    match scheme_end.map(|end| (end, leading.as_bytes().get(end))) {
+        Some((end, Some(b':'))) => {
+            let scheme = leading.get(..end).unwrap_or_default();
+            let is_scheme = scheme.chars().next().is_some_and(|first| first.is_ascii_alphabetic())
+                && scheme.chars().all(|character| character.is_ascii_alphanumeric() || "+-.".contains(character));
+            match scheme.to_ascii_lowercase().as_str() {
+                "http" | "https" => None,
+                _ if is_scheme => Some(Some(scheme.to_string())),
+                _ => Some(None),
+            }
+        }
+        // The text ends before any `:` and a value follows: it may hold
+        // the rest of the scheme.
+        None if url.parts.len() > 1 => None,
+        _ => Some(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(text: &str) -> Option<Option<String>> {
+        let source = crate::source::SourceFile::new("t.flow", format!("tool t() {{ http GET \"{text}\" }}"));
+        let (program, _) = crate::syntax::parse(&source);
+        let Some(tool) = program.tools.first() else {
+            panic!("no tool in {text}");
+        };
+        let Some(ast::ToolImpl::Http(http)) = tool.implementations.first() else {
+            panic!("no http in {text}");
+        };
+        url_scheme_problem(&http.url)
+    }
+
+    #[test]
+    fn only_http_and_https_urls_pass() {
+        assert_eq!(problem("https://api.example.com/x"), None);
+        assert_eq!(problem("HTTP://127.0.0.1:8080/x?y=1"), None);
+        assert_eq!(problem("{{base}}/customers"), None);
+        assert_eq!(problem("file:///etc/passwd"), Some(Some("file".to_string())));
+        assert_eq!(problem("ftp://host/x"), Some(Some("ftp".to_string())));
+        assert_eq!(problem("localhost:8080/x"), Some(Some("localhost".to_string())));
+        assert_eq!(problem("/customers/{{id}}"), Some(None));
+        assert_eq!(problem("api.example.com"), Some(None));
     }
 }

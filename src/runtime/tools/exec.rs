@@ -85,7 +85,7 @@ pub fn kill_running() {
 
 pub(super) fn call(
     tool: &Tool,
-    command: &[String],
+    (command, names): (&[String], &[String]),
     timeout_ms: u64,
     args: &Map<String, Value>,
     env: &ToolEnv,
@@ -94,7 +94,7 @@ pub(super) fn call(
         return Err(ToolError::failed(tool, "`exec` names no program"));
     };
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
-    let mut child = spawn(program, program_args, &env.base_dir)
+    let mut child = spawn(program, program_args, &env.base_dir, names)
         .map_err(|error| ToolError::failed(tool, format!("cannot run `{program}`: {error}")))?;
     let _registered = Registered::new(&child);
 
@@ -156,8 +156,27 @@ pub(super) fn call(
     parse_output(tool, &stdout.bytes)
 }
 
-fn spawn(program: &str, args: &[String], base_dir: &Path) -> std::io::Result<Child> {
+/// What a tool is never given, even when it names it: the model keys and
+/// the store's URL (which may hold the database password).
+const NEVER_GIVEN: &[&str] = &["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "FLOWC_STORE"];
+
+/// Whether flowc passes its variable `name` to a tool declaring `names`:
+/// `PATH`, the locale and what the tool declares, never [`NEVER_GIVEN`].
+fn given(name: &str, names: &[String]) -> bool {
+    if NEVER_GIVEN.contains(&name) {
+        return false;
+    }
+    matches!(name, "PATH" | "LANG" | "LANGUAGE" | "TZ")
+        || name.starts_with("LC_")
+        || names.iter().any(|declared| declared == name)
+}
+
+fn spawn(program: &str, args: &[String], base_dir: &Path, names: &[String]) -> std::io::Result<Child> {
     let mut command = Command::new(resolve(program, base_dir));
+    // A clean environment: flowc's holds model keys and the store's URL,
+    // which a tool has no business seeing.
+    command.env_clear();
+    command.envs(std::env::vars_os().filter(|(name, _)| name.to_str().is_some_and(|name| given(name, names))));
     IDENTITY.with(|identity| {
         if let Some((run, step)) = identity.borrow().as_ref() {
             command.env("FLOWC_RUN_ID", run).env("FLOWC_STEP_ID", step);
@@ -425,7 +444,11 @@ mod tests {
             "lookup",
             &[("email", TypeKind::String)],
             returns,
-            Some(ToolImpl::Exec { command: command.iter().map(|part| part.to_string()).collect(), timeout_ms }),
+            Some(ToolImpl::Exec {
+                command: command.iter().map(|part| part.to_string()).collect(),
+                timeout_ms,
+                env: Vec::new(),
+            }),
         );
         ToolRegistry::default().call(&tool, &args(json!({"email": "ada@example.com"})), &env(dir.to_path_buf()))
     }
@@ -556,6 +579,7 @@ mod tests {
             Some(ToolImpl::Exec {
                 command: vec!["python3".to_string(), "tools/book_hotel.py".to_string()],
                 timeout_ms: 10_000,
+                env: Vec::new(),
             }),
         );
         let call_args = args(json!({"hotel": "Grand Hotel", "date": "2026-12-04", "guests": 2}));

@@ -60,10 +60,19 @@ pub(super) fn call(
     // empty text; a tool call has no trace to put the warning in.
     let mut warnings = Vec::new();
     let url = render_url(request.url, &bindings, &mut warnings).map_err(|message| ToolError::failed(tool, message))?;
-    let parsed = reqwest::Url::parse(&url)
-        .map_err(|error| ToolError::failed(tool, format!("the url `{}` is not valid: {error}", excerpt(&url, 200))))?;
+    // Messages end up on terminals and in stored traces: never with the
+    // url's password.
+    let shown = redact_url(&url);
+    let password = password_of(&url);
+    let scrub = |text: String| match &password {
+        Some(password) if !password.is_empty() => text.replace(password.as_str(), "***"),
+        _ => text,
+    };
+    let parsed = reqwest::Url::parse(&url).map_err(|error| {
+        ToolError::failed(tool, format!("the url `{}` is not valid: {error}", excerpt(&shown, 200)))
+    })?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(ToolError::failed(tool, format!("the url `{}` is not http or https", excerpt(&url, 200))));
+        return Err(ToolError::failed(tool, format!("the url `{}` is not http or https", excerpt(&shown, 200))));
     }
     let headers = headers(tool, request.headers, &bindings, &mut warnings)?;
     let body = match request.body {
@@ -91,9 +100,9 @@ pub(super) fn call(
         if error.is_timeout() {
             ToolError::timeout(tool, request.timeout_ms)
         } else if error.is_redirect() {
-            ToolError::failed(tool, format!("`{}` redirected: {}", excerpt(&url, 200), cause(&error)))
+            ToolError::failed(tool, scrub(format!("`{}` redirected: {}", excerpt(&shown, 200), cause(&error))))
         } else {
-            ToolError::failed(tool, format!("cannot reach `{}`: {}", excerpt(&url, 200), cause(&error)))
+            ToolError::failed(tool, scrub(format!("cannot reach `{}`: {}", excerpt(&shown, 200), cause(&error))))
         }
     })?;
 
@@ -176,7 +185,7 @@ fn same_origin_redirect(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::red
     if first_origin.is_some_and(|origin| origin == attempt.url().origin()) {
         return attempt.follow();
     }
-    let target = excerpt(attempt.url().as_str(), 200);
+    let target = excerpt(&redact_url(attempt.url().as_str()), 200);
     attempt.error(format!(
         "flowc does not follow a redirect to another origin (`{target}`) from a tool that sends its own \
          headers, which may hold secrets; call that url directly"
@@ -292,6 +301,35 @@ fn render_body(body: &Body, bindings: &ToolBindings<'_>, warnings: &mut Vec<Stri
 
 /// The innermost explanation of an error ("Connection refused"), which is
 /// what a person needs; reqwest's outer message only repeats the url.
+/// `url` with the password of its credentials (`user:password@`) shown as
+/// `***`.
+pub(crate) fn redact_url(url: &str) -> String {
+    match credentials(url) {
+        Some((start, end)) if url.get(start..end).is_some_and(|user| user.contains(':')) => {
+            let user_end = url.get(start..end).and_then(|user| user.find(':')).map_or(end, |at| start + at);
+            format!("{}:***{}", url.get(..user_end).unwrap_or_default(), url.get(end..).unwrap_or_default())
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// The password of `url`'s credentials, as written in it.
+fn password_of(url: &str) -> Option<String> {
+    let (start, end) = credentials(url)?;
+    let user = url.get(start..end)?;
+    user.split_once(':').map(|(_, password)| password.to_string())
+}
+
+/// Where the credentials of `url` are (between `://` and the `@` before
+/// the path), as byte offsets.
+fn credentials(url: &str) -> Option<(usize, usize)> {
+    let start = url.find("://")? + 3;
+    let rest = url.get(start..)?;
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let at = rest.get(..authority_end)?.rfind('@')?;
+    Some((start, start + at))
+}
+
 fn cause(error: &(dyn std::error::Error + 'static)) -> String {
     let mut current = error;
     while let Some(source) = current.source() {
@@ -582,6 +620,25 @@ mod tests {
             panic!("{result:?}");
         };
         assert!(message.starts_with(&format!("cannot reach `http://{address}/x`: ")), "{message}");
+    }
+
+    #[test]
+    fn a_password_in_the_url_never_appears_in_a_message() {
+        let address = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|address| address.to_string())
+            .unwrap_or_default();
+        let url = format!("http://user:SECRETpw@{address}/api/x");
+        let tool = http_tool(HttpMethod::Get, &url, &[], None, 2_000);
+        let result = call(&tool);
+        let Err(ToolError::Failed { message, .. }) = &result else {
+            panic!("{result:?}");
+        };
+        assert!(!message.contains("SECRETpw"), "{message}");
+        assert!(message.starts_with(&format!("cannot reach `http://user:***@{address}/api/x`: ")), "{message}");
+        assert_eq!(super::redact_url("https://a:b@h/p?q=c@d"), "https://a:***@h/p?q=c@d");
+        assert_eq!(super::redact_url("https://a@h/p"), "https://a@h/p");
+        assert_eq!(super::redact_url("https://h/p@x"), "https://h/p@x");
     }
 
     #[test]

@@ -92,7 +92,9 @@ impl ToolRegistry {
 pub fn call_implementation(tool: &Tool, args: &Map<String, Value>, env: &ToolEnv) -> Result<Value, ToolError> {
     match &tool.implementation {
         Some(ToolImpl::Builtin { builtin }) => Ok(builtin::call(tool, *builtin, args, env)),
-        Some(ToolImpl::Exec { command, timeout_ms }) => exec::call(tool, command, *timeout_ms, args, env),
+        Some(ToolImpl::Exec { command, timeout_ms, env: names }) => {
+            exec::call(tool, (command, names), *timeout_ms, args, env)
+        }
         Some(ToolImpl::Http { method, url, headers, body, timeout_ms }) => http::call(
             tool,
             &http::Request { method: *method, url, headers, body: body.as_ref(), timeout_ms: *timeout_ms },
@@ -215,7 +217,11 @@ pub(crate) mod tests {
             "book_hotel",
             &[("hotel", TypeKind::String), ("guests", TypeKind::Int)],
             Some(&[("booking_id", TypeKind::String)]),
-            Some(ToolImpl::Exec { command: vec!["./does-not-exist.sh".to_string()], timeout_ms: 1_000 }),
+            Some(ToolImpl::Exec {
+                command: vec!["./does-not-exist.sh".to_string()],
+                timeout_ms: 1_000,
+                env: Vec::new(),
+            }),
         )
     }
 

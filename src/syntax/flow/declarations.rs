@@ -217,6 +217,7 @@ impl Walker<'_> {
         let mut headers: Vec<(Name, Template, Span)> = Vec::new();
         let mut body: Option<(BodyValue, Span)> = None;
         let mut timeout: Option<(Text, Span)> = None;
+        let mut env: Vec<(Vec<Name>, Span)> = Vec::new();
         let mut seen = Seen::default();
         for inner in pair.into_inner() {
             let inner_span = self.span(&inner);
@@ -234,8 +235,14 @@ impl Walker<'_> {
                 Rule::exec => implementations.push(ToolImpl::Exec(ExecSpec {
                     command: self.texts(inner),
                     timeout: None,
+                    env: Vec::new(),
                     span: inner_span,
                 })),
+                Rule::tool_env => {
+                    let names = inner.into_inner().skip(1).flat_map(|names| names.into_inner());
+                    let names: Vec<Name> = names.map(|pair| self.name(&pair)).collect();
+                    env.push((names, inner_span));
+                }
                 Rule::builtin => {
                     if let Some(builtin_name) = self.name_value(inner) {
                         implementations.push(ToolImpl::Builtin { name: builtin_name, span: inner_span });
@@ -263,6 +270,7 @@ impl Walker<'_> {
             }
         }
         self.attach_http_options(&mut implementations, headers, body, timeout);
+        self.attach_env(&mut implementations, env);
         ToolDecl {
             name: name.unwrap_or_else(|| Spanned::new(String::new(), span)),
             description,
@@ -270,6 +278,20 @@ impl Walker<'_> {
             returns,
             implementations,
             span,
+        }
+    }
+
+    /// `env` belongs to the tool's `exec`, written before or after it.
+    fn attach_env(&mut self, implementations: &mut [ToolImpl], env: Vec<(Vec<Name>, Span)>) {
+        let mut exec = implementations.iter_mut().find_map(|implementation| match implementation {
+            ToolImpl::Exec(spec) => Some(spec),
+            _ => None,
+        });
+        for (names, span) in env {
+            match exec.as_deref_mut() {
+                Some(spec) => spec.env.extend(names),
+                None => self.diagnostics.push(FlowError::NeedsExec { clause: "env".to_string(), span }.into()),
+            }
         }
     }
 

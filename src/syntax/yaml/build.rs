@@ -25,7 +25,7 @@ const LIMIT_KEYS: &[&str] = &["max_auto_steps", "max_tool_rounds", "max_turn_tok
 const TYPE_KEYS: &[&str] = &["type", "description", "min", "max", "pattern", "values", "examples", "items", "fields"];
 const TOOL_KEYS: &[&str] = &["description", "params", "returns", "http", "exec", "builtin"];
 const HTTP_KEYS: &[&str] = &["method", "url", "headers", "body", "timeout"];
-const EXEC_KEYS: &[&str] = &["command", "timeout"];
+const EXEC_KEYS: &[&str] = &["command", "timeout", "env"];
 const SIGNAL_KEYS: &[&str] = &["when", "if", "phase", "behavior", "cooldown", "extract", "then"];
 const FLOW_KEYS: &[&str] = &[
     "title",
@@ -449,14 +449,16 @@ impl<'tree> Builder<'tree, '_> {
                     Vec::new()
                 }
             };
+            let env = keys.get("env").map(|names| self.values.texts(names, "environment variable names"));
             return Some(ToolImpl::Exec(ExecSpec {
                 command,
                 timeout: keys.get("timeout").and_then(|value| self.values.duration(value)),
+                env: env.unwrap_or_default(),
                 span,
             }));
         }
         let command = self.command(entry)?;
-        Some(ToolImpl::Exec(ExecSpec { command, timeout: None, span }))
+        Some(ToolImpl::Exec(ExecSpec { command, timeout: None, env: Vec::new(), span }))
     }
 
     fn command(&mut self, entry: Entry<'_>) -> Option<Vec<Spanned<String>>> {

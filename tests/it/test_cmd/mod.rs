@@ -3,6 +3,7 @@
 //! the graph, replay of a recording; and `flowc run --trace` and slash
 //! commands in piped scripts.
 
+mod recorded;
 mod reports;
 mod run_trace;
 

@@ -39,17 +39,18 @@ fn trace_prompts_adds_the_requests_and_answers_with_keys_redacted() {
 
 #[test]
 fn slash_commands_work_in_a_piped_script() {
-    let script = format!("{BOOK}/data\n/trace\n//not a command\n/quit\nnever sent\n");
+    let script = format!("{BOOK}/data\n/trace\n/graph\n//not a command\n/quit\nnever sent\n");
     let output = flowc_in(root(), &["run", "flows/booking.flow", "--json"], Some(&script));
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let lines: Vec<serde_json::Value> =
         stdout(&output).lines().map(|line| serde_json::from_str(line).expect("one JSON object per line")).collect();
-    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert_eq!(lines.len(), 5, "{lines:?}");
     assert_eq!(lines[1]["command"], "/data");
     assert_eq!(lines[1]["result"], serde_json::json!({"hotel": "Grand Hotel", "date": "2026-12-04", "guests": 2}));
     assert_eq!(lines[2]["command"], "/trace");
     assert_eq!(lines[2]["result"]["events"][0]["event"], "turn_started");
-    assert_eq!(lines[3]["user"], "/not a command", "`//` sends a message starting with `/`");
+    assert_eq!(lines[4]["user"], "/not a command", "`//` sends a message starting with `/`");
+    assert!(lines[3]["result"].as_str().is_some_and(|graph| graph.contains("class f0_s3 current")), "{lines:?}");
     let plain = flowc_in(root(), &["run", "flows/booking.flow"], Some(&format!("{BOOK}/data\n")));
     assert!(
         stdout(&plain).ends_with("{\n  \"hotel\": \"Grand Hotel\",\n  \"date\": \"2026-12-04\",\n  \"guests\": 2\n}\n"),
