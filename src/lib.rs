@@ -27,6 +27,8 @@
 pub mod check;
 pub mod cli;
 pub mod diag;
+#[cfg(test)]
+mod differential;
 pub mod duration;
 pub mod expr;
 pub mod graph;

@@ -26,6 +26,8 @@ mod modules;
 mod props;
 #[path = "check/stress.rs"]
 mod stress;
+#[path = "check/successor_only.rs"]
+mod successor_only;
 
 use flowc::diag::Code;
 use flowc::diag::render::{Style, render_human};

@@ -19,6 +19,7 @@
 use super::flowgraph::To;
 use super::reachability::Analysis;
 use crate::diag::{Code, Diagnostic};
+use crate::ir::successor;
 use crate::ir::{FieldId, FlowId, Program, TypeKind};
 use crate::source::Span;
 use std::collections::{BTreeSet, VecDeque};
@@ -114,7 +115,9 @@ fn next_asking(
             let next = match edge.to {
                 To::Node(next) => Some((flow_index, next)),
                 To::Enter(flow, step) => entered(analysis, flow, step.index()),
-                To::Complete { next } => next.or(flow.complete_next).and_then(|next| entered(analysis, next, 0)),
+                To::Complete { next } => {
+                    successor::after_completion(flow, next).and_then(|next| entered(analysis, next, 0))
+                }
             };
             if let Some(next) = next
                 && seen.insert(next)

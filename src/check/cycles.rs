@@ -30,8 +30,8 @@ use super::flowgraph::{To, Via, directive_target};
 use super::reachability::Analysis;
 use super::walk::{all_actions, emitted, step_directives};
 use crate::diag::{Code, Diagnostic};
-use crate::ir::successor;
-use crate::ir::{Action, ActionKind, Directive, FieldId, FlowId, Position, Program, Step, StepId};
+use crate::ir::successor::{self, Landing};
+use crate::ir::{Action, ActionKind, Directive, FieldId, Flow, FlowId, Position, Program, Step, StepId};
 use crate::source::Span;
 use std::collections::{HashSet, VecDeque};
 
@@ -96,8 +96,9 @@ fn check_rings(program: &Program, analysis: &Analysis, in_auto_cycle: &[bool], f
             .filter_map(|node| graph.nodes.get(*node as usize))
             .filter(|(_, _, listed)| !listed)
             .filter_map(|(flow, step, _)| {
-                let steps = &program.flow(*flow)?.steps;
-                Some((*flow, steps.get(step.index())?, step.index() + 1 == steps.len()))
+                let declared = program.flow(*flow)?;
+                let step_def = declared.steps.get(step.index())?;
+                Some((*flow, step_def, falls_to_completion(declared, *step, step_def)))
             })
             .collect();
         let waited_on: HashSet<FieldId> = steps
@@ -116,7 +117,8 @@ fn check_rings(program: &Program, analysis: &Analysis, in_auto_cycle: &[bool], f
         // fields its steps collect, and entering a flow runs its hooks: a
         // cycle that may pass through either may ask again.
         let flows: HashSet<FlowId> = steps.iter().map(|(flow, _, _)| *flow).collect();
-        let starts_runs = steps.iter().any(|(flow, step, last)| starts_a_run(program, *flow, step, *last, &flows));
+        let starts_runs =
+            steps.iter().any(|(flow, step, completes)| starts_a_run(program, *flow, step, *completes, &flows));
         for flow in flows.iter().filter_map(|flow| program.flow(*flow)) {
             if starts_runs {
                 written.extend(flow.fresh.iter().copied());
@@ -132,18 +134,34 @@ fn check_rings(program: &Program, analysis: &Analysis, in_auto_cycle: &[bool], f
     }
 }
 
+/// Whether leaving a step without a branch can complete its flow, by the
+/// successor rule: `next end`, or list order past the last step, every
+/// step after it passed over.
+fn falls_to_completion(flow: &Flow, step_id: StepId, step: &Step) -> bool {
+    match successor::fallthrough(step_id, step) {
+        Landing::Complete(_) => true,
+        Landing::Listed(from) => successor::first_listed(flow, from, |_, _| true).is_none(),
+        Landing::Step(_) | Landing::Enter(..) | Landing::Abort => false,
+    }
+}
+
 /// Whether a step can start a new run of a flow of the cycle (`flows`):
 /// a `goto` or `complete next` into one, a `reset`, or a completion of
-/// its own flow (`complete`, `next end`, or no `next` on the last step)
-/// that `complete next` or `on_complete` leads back into one.
-fn starts_a_run(program: &Program, flow_id: FlowId, step: &Step, last_of_flow: bool, flows: &HashSet<FlowId>) -> bool {
+/// its own flow (`complete`, or falling through to the flow's end) that
+/// `complete next` or `on_complete` leads back into one.
+fn starts_a_run(
+    program: &Program,
+    flow_id: FlowId,
+    step: &Step,
+    falls_to_completion: bool,
+    flows: &HashSet<FlowId>,
+) -> bool {
     let Some(flow) = program.flow(flow_id) else {
         return false;
     };
-    let completion_restarts = flow.complete_next.is_some_and(|next| flows.contains(&next))
+    let completion_restarts = successor::after_completion(flow, None).is_some_and(|next| flows.contains(&next))
         || emitted(&flow.on_complete).into_iter().any(|directive| restarts(directive, flows, false));
-    let completes = matches!(step.next, Some(crate::ir::Next::End)) || (step.next.is_none() && last_of_flow);
-    (completes && completion_restarts)
+    (falls_to_completion && completion_restarts)
         || step_directives(step).iter().any(|(_, directive)| restarts(directive, flows, completion_restarts))
 }
 
@@ -254,8 +272,10 @@ impl ProgramGraph {
             .enumerate()
             .map(|(flow_index, flow)| {
                 let flow_id = FlowId::from_index(flow_index);
-                let mut targets: Vec<u32> =
-                    flow.complete_next.and_then(|next| enter(next, StepId(0))).into_iter().collect();
+                let mut targets: Vec<u32> = successor::after_completion(flow, None)
+                    .and_then(|next| enter(next, StepId(0)))
+                    .into_iter()
+                    .collect();
                 for directive in emitted(&flow.on_complete) {
                     let target = match directive_target(flow_id, directive) {
                         Some(To::Node(node)) => global(flow_id, node),
@@ -603,6 +623,22 @@ mod tests {
             flow f { when "w"
                 step a { collect x  next b }
                 auto step b { set x = null  next a } }"#,
+            &[],
+        );
+    }
+
+    #[test]
+    fn a_completion_by_passing_over_the_last_steps_starts_a_new_run() {
+        // `work` is not the last step, but `tail` is passed over once
+        // `done` is set: the flow completes, `complete next` starts a new
+        // run, which clears `x`, so `ask` asks again.
+        check(
+            r#"schema { x: int "X"  done: bool }
+            flow a { when "the user wants a"
+                step ask { prompt "X?" collect x }
+                auto step work { set done = true }
+                step tail { skip_if done == true  say "tail"  branch { else -> { abort } } }
+                complete next a }"#,
             &[],
         );
     }

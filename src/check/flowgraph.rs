@@ -20,9 +20,8 @@
 //! step can take, is switched off in one place ([`FlowGraph::live`]).
 
 use super::conditions::fold_bool;
-use super::walk::{StepPart, step_directives};
-use crate::ir::successor::{self, Jump, Landing, landing};
-use crate::ir::{Directive, Flow, FlowId, Step, StepId, Then};
+use crate::ir::successor::{self, Exit, Jump, Landing, landing};
+use crate::ir::{Directive, Flow, FlowId, Step, StepId};
 use crate::source::Span;
 
 /// Where an edge leads.
@@ -186,30 +185,18 @@ pub(crate) fn build(flow_id: FlowId, flow: &Flow) -> FlowGraph {
 }
 
 fn step_edges(graph: &FlowGraph, flow_id: FlowId, index: usize, step: &Step) -> Vec<Edge> {
-    let step_id = StepId::from_index(index);
-    let mut edges = Vec::new();
-    for (part, directive) in step_directives(step) {
-        let jump = directive.position.as_ref().map(Jump::from);
-        let (via, landing) = match part {
-            StepPart::Branch(entry) => (Via::Branch(entry), Some(successor::after_directive(flow_id, step_id, jump))),
-            StepPart::PreAction | StepPart::Finalize => (Via::Directive, jump.map(|jump| landing(flow_id, jump))),
-            StepPart::OnNoAnswer | StepPart::OnError => (Via::Recovery, jump.map(|jump| landing(flow_id, jump))),
-        };
-        if let Some(to) = landing.and_then(|landing| graph.to(landing)) {
-            edges.push(Edge { to, via });
-        }
-    }
-    for (entry, branch) in step.branches.iter().enumerate() {
-        if matches!(branch.then, Then::Step(_))
-            && let Some(to) = graph.to(successor::branch_landing(flow_id, step_id, &branch.then))
-        {
-            edges.push(Edge { to, via: Via::Branch(entry) });
-        }
-    }
-    if let Some(to) = graph.to(successor::fallthrough(step_id, step)) {
-        edges.push(Edge { to, via: Via::Fallthrough });
-    }
-    edges
+    successor::exits(flow_id, StepId::from_index(index), step)
+        .into_iter()
+        .filter_map(|(exit, landing)| {
+            let via = match exit {
+                Exit::Branch(entry) => Via::Branch(entry),
+                Exit::Fallthrough => Via::Fallthrough,
+                Exit::Directive => Via::Directive,
+                Exit::Recovery => Via::Recovery,
+            };
+            graph.to(landing).map(|to| Edge { to, via })
+        })
+        .collect()
 }
 
 /// Whether a step can be passed over, and the condition that always passes

@@ -9,7 +9,7 @@
 //!
 //! | module            | codes                                         |
 //! | ----------------- | --------------------------------------------- |
-//! | [`reachability`]  | `unreachable_step`, `unreachable_branch`      |
+//! | [`reachability`]  | `unreachable_step`, `unreachable_branch`, `covered_branch` |
 //! | [`assignment`]    | `maybe_unset`                                 |
 //! | [`cycles`]        | `auto_cycle`                                  |
 //! | [`routing`]       | `unrouted_flow`, `shadowed_step`              |
@@ -33,7 +33,7 @@ mod cycles;
 mod dataflow;
 mod directives;
 mod fields;
-mod flowgraph;
+pub(crate) mod flowgraph;
 pub mod reachability;
 mod routing;
 mod summary;

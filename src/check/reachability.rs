@@ -1,5 +1,6 @@
 //! Reachability of steps and branch entries (`unreachable_step`,
-//! `unreachable_branch`, both errors).
+//! `unreachable_branch`, both errors; `covered_branch`, a warning, for an
+//! entry after earlier ones that cover every value of a field).
 //!
 //! A branch entry is unreachable when it is never evaluated or can never
 //! match: it follows an entry with no condition; its conditions include all
@@ -23,7 +24,8 @@ use super::dataflow::definitely_set_at_branches;
 use super::flowgraph::{self, FlowGraph, To};
 use super::summary::entered_with;
 use crate::diag::{Code, Diagnostic};
-use crate::ir::{Branch, FieldId, Flow, FlowId, Position, Program, StepId};
+use crate::ir::successor;
+use crate::ir::{Branch, FieldId, Flow, FlowId, Program, StepId};
 use crate::source::Span;
 use std::collections::{BTreeSet, HashMap};
 
@@ -162,11 +164,12 @@ pub(crate) fn analysis(program: &Program) -> Analysis {
 fn goto_step_targets(program: &Program) -> Vec<Vec<StepId>> {
     let mut targets = vec![Vec::new(); program.flows.len()];
     super::walk::directives(program, |site, directive| {
-        if let Some(Position::GotoStep { flow, step }) = &directive.position
-            && (site.flow() == Some(*flow) || step.index() != 0)
+        let named =
+            directive.position.as_ref().and_then(|position| successor::step_named(site.flow(), position.into()));
+        if let Some((flow, step)) = named
             && let Some(list) = targets.get_mut(flow.index())
         {
-            list.push(*step);
+            list.push(step);
         }
     });
     targets
@@ -471,7 +474,7 @@ pub(crate) enum EntryCause {
     Covered { field: String, entries: Vec<(usize, Span)> },
 }
 
-/// Reports `unreachable_step` and `unreachable_branch`.
+/// Reports `unreachable_step`, `unreachable_branch` and `covered_branch`.
 pub(crate) fn check(program: &Program, analysis: &Analysis, diagnostics: &mut Vec<Diagnostic>) {
     diagnostics.extend(find(program, analysis).into_iter().map(ReachabilityError::into_diagnostic));
 }
@@ -572,8 +575,11 @@ fn branch_diagnostic(step: &str, span: Span, cause: EntryCause) -> Diagnostic {
                 [init @ .., last] => format!("entries {} and {last} cover", init.join(", ")),
                 [] => "earlier entries cover".to_string(),
             };
+            // A warning, as rustc's unreachable pattern is: a defensive
+            // fallback after entries that cover every value is harmless,
+            // and a faithful port of another tool's flow has one.
             let mut diagnostic = Diagnostic::new(
-                Code::UnreachableBranch,
+                Code::CoveredBranch,
                 format!("this branch entry of `{step}` is never evaluated: {listed} every value of `{field}`"),
             )
             .at(span, "never evaluated");
@@ -581,7 +587,8 @@ fn branch_diagnostic(step: &str, span: Span, cause: EntryCause) -> Diagnostic {
                 diagnostic = diagnostic.with_label(covering, format!("covers values of `{field}`"));
             }
             diagnostic.with_help(format!(
-                "`{field}` is always set here, so an earlier entry always matches; remove this entry"
+                "`{field}` is always set here, so an earlier entry always matches: remove this entry, \
+                 or keep it as a fallback that never runs"
             ))
         }
     }
@@ -657,7 +664,7 @@ mod tests {
     }
 
     #[test]
-    fn covering_a_collected_bool_makes_the_rest_unreachable() {
+    fn covering_a_collected_bool_makes_the_rest_a_covered_branch_warning() {
         check(
             r#"schema { ok: bool }
             flow f { when "w"
@@ -667,8 +674,20 @@ mod tests {
                                   when "x" -> c } }
                 step b { say "b"  next end }
                 step c { say "c" } }"#,
-            &[("unreachable_branch", r#"when "x" -> c"#)],
+            &[("covered_branch", r#"when "x" -> c"#)],
         );
+        let findings = crate::check::findings(
+            r#"schema { ok: bool }
+            flow f { when "w"
+                step a { collect ok
+                         branch { if ok -> b
+                                  if not ok -> c
+                                  else -> c } }
+                step b { say "b"  next end }
+                step c { say "c" } }"#,
+        );
+        assert_eq!(findings, [("covered_branch", "else -> c".to_string())], "a defensive else: a warning");
+        assert_eq!(crate::diag::Code::CoveredBranch.default_severity(), crate::diag::Severity::Warning);
     }
 
     #[test]
@@ -698,6 +717,30 @@ mod tests {
                 step after { say "never" }
                 step b { say "b" } }"#,
             &[("unreachable_step", "after")],
+        );
+    }
+
+    #[test]
+    fn an_auto_step_whose_do_emits_a_position_never_falls_through() {
+        check(
+            r#"schema { x: string "X" }
+            flow f { when "w"
+                step a { prompt "X?" collect x }
+                auto step go { emit goto g }
+                step after { say "never" } }
+            flow g { when "v"  step s { say "g" } }"#,
+            &[("unreachable_step", "after")],
+        );
+        // Called and come back: `use` is reached only from `fill`, which
+        // sets `y`, not by falling through `go` (no false maybe_unset).
+        check(
+            r#"schema { x: string "X"  y: string "Y" }
+            flow f { when "w"
+                step a { prompt "X?" collect x }
+                auto step go { emit goto_step fill }
+                step use { say "{{y}}"  next end }
+                auto step fill { set y = "filled"  emit goto_step use } }"#,
+            &[],
         );
     }
 

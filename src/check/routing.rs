@@ -12,7 +12,8 @@
 
 use super::walk;
 use crate::diag::{Code, Diagnostic};
-use crate::ir::{FlowId, Position, Program};
+use crate::ir::successor;
+use crate::ir::{FlowId, Program};
 use crate::source::Span;
 use std::collections::HashMap;
 
@@ -74,17 +75,14 @@ fn unrouted_flows(program: &Program, found: &mut Vec<RoutingWarning>) {
         }
     };
     walk::directives(program, |site, directive| {
-        let target = match &directive.position {
-            Some(Position::Goto { flow, .. } | Position::GotoStep { flow, .. }) => Some(*flow),
-            Some(Position::Complete { next }) => *next,
-            _ => None,
-        };
+        let target =
+            directive.position.as_ref().and_then(|position| successor::flow_entered(site.flow(), position.into()));
         if let Some(target) = target {
             mark(site.flow(), target);
         }
     });
     for (index, flow) in program.flows.iter().enumerate() {
-        if let Some(next) = flow.complete_next {
+        if let Some(next) = successor::after_completion(flow, None) {
             mark(Some(FlowId::from_index(index)), next);
         }
     }

@@ -1,50 +1,10 @@
-//! Walking the IR's nested parts without recursion: actions (a `for_each`
-//! holds more actions) and the directives a program can emit, each with the
-//! place it sits in. Several passes need "every directive" or "every action
-//! of this hook"; they share these walkers so none of them misses a place.
+//! Walking the IR's nested parts without recursion: the step walkers of
+//! [`crate::ir::walk`], and every directive of a program with the place it
+//! sits in. Several passes need "every directive" or "every action of this
+//! hook"; they share these walkers so none of them misses a place.
 
-use crate::ir::{Action, ActionKind, Directive, FlowId, Program, SignalId, Step, StepId, Then};
-
-/// Every action of `actions` and of the `for_each` bodies inside them, in
-/// source order (pre-order), with an explicit stack so nesting depth never
-/// touches the call stack.
-pub(crate) fn all_actions(actions: &[Action]) -> Vec<&Action> {
-    let mut out = Vec::with_capacity(actions.len());
-    let mut stack: Vec<std::slice::Iter<'_, Action>> = vec![actions.iter()];
-    while let Some(top) = stack.last_mut() {
-        match top.next() {
-            Some(action) => {
-                out.push(action);
-                if let ActionKind::ForEach(for_each) = &action.kind {
-                    stack.push(for_each.actions.iter());
-                }
-            }
-            None => {
-                stack.pop();
-            }
-        }
-    }
-    out
-}
-
-/// Whether `actions` call a tool, nested `for_each` bodies included.
-pub(crate) fn calls_a_tool(actions: &[Action]) -> bool {
-    all_actions(actions).into_iter().any(|action| matches!(action.kind, ActionKind::Call(_)))
-}
-
-/// Where a step's directive comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum StepPart {
-    /// `do`, `on_enter` or `prepare` actions: the pre-model bus.
-    PreAction,
-    /// `finalize` actions: the post-model bus.
-    Finalize,
-    /// The `then` of branch entry `n`.
-    Branch(usize),
-    OnNoAnswer,
-    /// A conversation step's `on_error`.
-    OnError,
-}
+pub(crate) use crate::ir::walk::{StepPart, all_actions, calls_a_tool, emitted, step_directives};
+use crate::ir::{Directive, FlowId, Program, SignalId, StepId};
 
 /// Where a directive sits in the program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,38 +23,6 @@ impl Site {
             Site::FlowOnEnter(flow) | Site::FlowOnComplete(flow) | Site::Step(flow, _, _) => Some(flow),
         }
     }
-}
-
-/// The directives of one step, with their part.
-pub(crate) fn step_directives(step: &Step) -> Vec<(StepPart, &Directive)> {
-    let mut out = Vec::new();
-    for hook in [&step.actions, &step.on_enter, &step.prepare] {
-        out.extend(emitted(hook).into_iter().map(|directive| (StepPart::PreAction, directive)));
-    }
-    out.extend(emitted(&step.finalize).into_iter().map(|directive| (StepPart::Finalize, directive)));
-    for (index, branch) in step.branches.iter().enumerate() {
-        if let Then::Directive(directive) = &branch.then {
-            out.push((StepPart::Branch(index), directive));
-        }
-    }
-    if let Some(directive) = &step.on_no_answer {
-        out.push((StepPart::OnNoAnswer, directive));
-    }
-    if let Some(crate::ir::Recovery::Directive(directive)) = &step.recovery {
-        out.push((StepPart::OnError, directive));
-    }
-    out
-}
-
-/// The directives `emit`ted by a list of actions, nested ones included.
-pub(crate) fn emitted(actions: &[Action]) -> Vec<&Directive> {
-    all_actions(actions)
-        .into_iter()
-        .filter_map(|action| match &action.kind {
-            ActionKind::Emit(directive) => Some(&**directive),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Calls `visit` on every directive of the program.

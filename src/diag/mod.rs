@@ -53,6 +53,7 @@ pub enum Code {
     SharedConfirmation,
     UnaskedRequired,
     FreeTextList,
+    CoveredBranch,
 }
 
 impl Code {
@@ -94,6 +95,7 @@ impl Code {
         Code::SharedConfirmation,
         Code::UnaskedRequired,
         Code::FreeTextList,
+        Code::CoveredBranch,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -135,6 +137,7 @@ impl Code {
             Code::SharedConfirmation => "shared_confirmation",
             Code::UnaskedRequired => "unasked_required",
             Code::FreeTextList => "free_text_list",
+            Code::CoveredBranch => "covered_branch",
         }
     }
 
@@ -149,7 +152,8 @@ impl Code {
             | Code::KeptUncollected
             | Code::SharedConfirmation
             | Code::UnaskedRequired
-            | Code::FreeTextList => Severity::Warning,
+            | Code::FreeTextList
+            | Code::CoveredBranch => Severity::Warning,
             _ => Severity::Error,
         }
     }

@@ -310,7 +310,10 @@ impl<'a> Builder<'a> {
         let unreachable = self.reachability.unreachable_steps.contains(&(flow_id, step_id));
         let node = self.step_node(flow_id, step_id, step, unreachable);
 
-        for (branch_index, branch) in step.branches.iter().enumerate() {
+        // An auto step whose `do` emits a position always leaves by it: its
+        // branches are never tried and it never falls through.
+        let moves = successor::always_moves(step);
+        for (branch_index, branch) in step.branches.iter().enumerate().filter(|_| !moves) {
             let branch_unreachable =
                 unreachable || self.reachability.unreachable_branches.contains(&(flow_id, step_id, branch_index));
             let condition = branch.label.clone().unwrap_or_else(|| self.branch_condition(branch));
@@ -331,7 +334,8 @@ impl<'a> Builder<'a> {
         // Any unconditional entry stops the search (entries after it are
         // dead, which the checker reports), so only without one can the
         // resolution go on to `next` or the linear successor.
-        let falls_through = !step.branches.iter().any(|branch| branch.guard.is_empty() && branch.when.is_empty());
+        let falls_through =
+            !moves && !step.branches.iter().any(|branch| branch.guard.is_empty() && branch.when.is_empty());
         if falls_through {
             let prefix = if step.branches.is_empty() { Vec::new() } else { vec!["no branch matched".to_string()] };
             for mut target in self.leave(flow_id, flow, step_id, step) {

@@ -9,6 +9,7 @@
 
 pub mod lower;
 pub mod successor;
+pub(crate) mod walk;
 
 use crate::expr::{Expr, Template, Type};
 use crate::source::Span;

@@ -18,7 +18,9 @@
 //! returns where they lead, and each user maps a [`Landing`] to its own
 //! notion of a place (a graph node, a cursor, a workflow step).
 
-use super::{Flow, FlowId, Next, Position, Step, StepId, Then};
+use super::walk::{StepPart, step_directives};
+use super::{ActionKind, Flow, FlowId, Next, Position, Program, Step, StepId, Then};
+use std::collections::BTreeSet;
 
 /// A position field, without what it carries (`with` data, an abort
 /// reason): what decides where the conversation goes. Compiled positions
@@ -178,6 +180,172 @@ pub fn first_listed(flow: &Flow, from: usize, mut passed_over: impl FnMut(StepId
     })
 }
 
+/// How a step is left by one of its [`exits`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Branch entry `n` matched (to its step, by its directive, or, for a
+    /// directive without a position, on to the next step in the list).
+    Branch(usize),
+    /// No branch entry matched: `next`, else the next step in the list.
+    Fallthrough,
+    /// A directive emitted by the step's actions or hooks.
+    Directive,
+    /// The directive of `on_no_answer` or `on_error`: taken only when the
+    /// step gives up asking or fails.
+    Recovery,
+}
+
+/// Whether an auto step always leaves by a position its own `do` emits:
+/// one of its actions (not one inside a `for_each`, which may run no
+/// times) emits a directive with a position. Merged, some position wins,
+/// and the step is left by it before its branches or its fall-through are
+/// tried.
+pub fn always_moves(step: &Step) -> bool {
+    step.auto
+        && step
+            .actions
+            .iter()
+            .any(|action| matches!(&action.kind, ActionKind::Emit(directive) if directive.position.is_some()))
+}
+
+/// Every way a step can be left, and where each leads: the directives of
+/// its actions, hooks and recoveries that carry a position, each branch
+/// entry, and its fall-through (neither of which a step that
+/// [`always_moves`] takes). An `abort` is an exit too ([`Landing::Abort`]).
+pub fn exits(current: FlowId, step_id: StepId, step: &Step) -> Vec<(Exit, Landing)> {
+    let mut out = Vec::new();
+    let moves = always_moves(step);
+    for (part, directive) in step_directives(step) {
+        let jump = directive.position.as_ref().map(Jump::from);
+        match part {
+            StepPart::Branch(_) if moves => {}
+            StepPart::Branch(entry) => out.push((Exit::Branch(entry), after_directive(current, step_id, jump))),
+            StepPart::PreAction | StepPart::Finalize => {
+                out.extend(jump.map(|jump| (Exit::Directive, landing(current, jump))));
+            }
+            StepPart::OnNoAnswer | StepPart::OnError => {
+                out.extend(jump.map(|jump| (Exit::Recovery, landing(current, jump))));
+            }
+        }
+    }
+    if moves {
+        return out;
+    }
+    for (entry, branch) in step.branches.iter().enumerate() {
+        if matches!(branch.then, Then::Step(_)) {
+            out.push((Exit::Branch(entry), branch_landing(current, step_id, &branch.then)));
+        }
+    }
+    out.push((Exit::Fallthrough, fallthrough(step_id, step)));
+    out
+}
+
+/// The flow a completion enters: the one the `complete` named, else the
+/// completing flow's `complete.next`.
+pub fn after_completion(flow: &Flow, named: Option<FlowId>) -> Option<FlowId> {
+    named.or(flow.complete_next)
+}
+
+/// The flow a directive's jump enters from `current` (or from outside
+/// every flow): a `goto` or a `goto_step` into another flow, a `complete`
+/// naming one; `None` for a move within the flow, a bare `complete` (its
+/// flow's `complete.next` is [`after_completion`]'s), `reset` or `abort`.
+pub fn flow_entered(current: Option<FlowId>, jump: Jump) -> Option<FlowId> {
+    let landed = match current {
+        Some(current) => landing(current, jump),
+        None => landing_outside(jump)?,
+    };
+    match landed {
+        Landing::Enter(flow, _) => Some(flow),
+        Landing::Complete(named) => named,
+        Landing::Step(_) | Landing::Listed(_) | Landing::Abort => None,
+    }
+}
+
+/// The step a directive's jump enters *as named* (no passing over), with
+/// its flow: a `goto_step` within the flow, or into another flow at a
+/// step other than its first (whose arrival is in list order); `reset`
+/// is the flow's entry, not a step named.
+pub fn step_named(current: Option<FlowId>, jump: Jump) -> Option<(FlowId, StepId)> {
+    if jump == Jump::Reset {
+        return None;
+    }
+    match current {
+        Some(current) => match landing(current, jump) {
+            Landing::Step(step) => Some((current, step)),
+            Landing::Enter(flow, step) => matches!(arrival(step), Landing::Step(_)).then_some((flow, step)),
+            _ => None,
+        },
+        None => match landing_outside(jump)? {
+            Landing::Enter(flow, step) => matches!(arrival(step), Landing::Step(_)).then_some((flow, step)),
+            _ => None,
+        },
+    }
+}
+
+/// The steps a turn may reach, by any way the successor rule allows, from
+/// the given landings (each seen from inside its flow): following every
+/// exit of every step reached (branches, `next`, list order, positions),
+/// each step that may be passed over and what follows it, completions
+/// into the next flow, and flows entered with their `on_enter`
+/// directives. The understand stage asks the AI conditions of these steps
+/// and of no others: a condition of a step the turn reaches but was not
+/// asked would count as false.
+pub fn reachable(program: &Program, from: &[(FlowId, Landing)]) -> BTreeSet<(FlowId, StepId)> {
+    let mut reached: BTreeSet<(FlowId, StepId)> = BTreeSet::new();
+    let mut entered: BTreeSet<FlowId> = BTreeSet::new();
+    let mut completed: BTreeSet<(FlowId, Option<FlowId>)> = BTreeSet::new();
+    let mut work: Vec<(FlowId, Landing)> = from.to_vec();
+    while let Some((flow_id, place)) = work.pop() {
+        let Some(flow) = program.flow(flow_id) else {
+            continue;
+        };
+        let mut visit = |step_id: StepId, work: &mut Vec<(FlowId, Landing)>| {
+            if let Some(step) = flow.step(step_id)
+                && reached.insert((flow_id, step_id))
+            {
+                work.extend(exits(flow_id, step_id, step).into_iter().map(|(_, landing)| (flow_id, landing)));
+            }
+        };
+        match place {
+            Landing::Step(step) => visit(step, &mut work),
+            Landing::Listed(from) => {
+                let mut all_passed_over = true;
+                for (index, step) in flow.steps.iter().enumerate().skip(from) {
+                    visit(StepId::from_index(index), &mut work);
+                    if !can_be_passed_over(step) {
+                        all_passed_over = false;
+                        break;
+                    }
+                }
+                if all_passed_over {
+                    work.push((flow_id, Landing::Complete(None)));
+                }
+            }
+            Landing::Complete(named) => {
+                if completed.insert((flow_id, named))
+                    && let Some(next) = after_completion(flow, named)
+                {
+                    work.push((flow_id, Landing::Enter(next, StepId(0))));
+                }
+            }
+            Landing::Enter(next, step) => {
+                if entered.insert(next)
+                    && let Some(declared) = program.flow(next)
+                {
+                    let hooks = super::walk::emitted(&declared.on_enter);
+                    for jump in hooks.iter().filter_map(|directive| directive.position.as_ref().map(Jump::from)) {
+                        work.push((next, landing(next, jump)));
+                    }
+                }
+                work.push((next, arrival(step)));
+            }
+            Landing::Abort => {}
+        }
+    }
+    reached
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,6 +444,24 @@ flow other "Other" {
     }
 
     #[test]
+    fn a_jump_names_a_step_or_enters_a_flow() {
+        let (here, there) = (FlowId(0), FlowId(1));
+        assert_eq!(step_named(Some(here), Jump::GotoStep(here, StepId(0))), Some((here, StepId(0))));
+        assert_eq!(step_named(Some(here), Jump::GotoStep(there, StepId(0))), None, "a flow's first step: its entry");
+        assert_eq!(step_named(Some(here), Jump::GotoStep(there, StepId(2))), Some((there, StepId(2))));
+        assert_eq!(step_named(None, Jump::GotoStep(there, StepId(2))), Some((there, StepId(2))));
+        assert_eq!(step_named(Some(here), Jump::Reset), None);
+        assert_eq!(step_named(Some(here), Jump::Goto(there)), None);
+        assert_eq!(flow_entered(Some(here), Jump::GotoStep(there, StepId(2))), Some(there));
+        assert_eq!(flow_entered(Some(here), Jump::GotoStep(here, StepId(2))), None);
+        assert_eq!(flow_entered(Some(here), Jump::Goto(here)), Some(here), "a new run of the flow");
+        assert_eq!(flow_entered(Some(here), Jump::Complete(Some(there))), Some(there));
+        assert_eq!(flow_entered(Some(here), Jump::Complete(None)), None);
+        assert_eq!(flow_entered(None, Jump::Goto(there)), Some(there));
+        assert_eq!(flow_entered(None, Jump::Abort), None);
+    }
+
+    #[test]
     fn list_order_passes_over_only_steps_that_can_be_passed_over() {
         let program = program(FLOW);
         let (_, flow) = main_flow(&program);
@@ -287,5 +473,65 @@ flow other "Other" {
         assert_eq!(found, Some(StepId(2)), "`third` has no condition: it is not asked about");
         assert_eq!(asked, vec![StepId(1)]);
         assert_eq!(first_listed(flow, 3, |_, _| true), None, "past the last step the flow completes");
+    }
+
+    const HUB: &str = r#"
+agent A {
+  identity "A test."
+}
+
+schema {
+  n: int "A number"
+}
+
+flow main "Main" {
+  step hub {
+    say "hi"
+    branch {
+      when "the user mentions pizza" -> pizza
+      else -> ask
+    }
+  }
+  step ask {
+    prompt "A number?"
+    collect n
+    branch {
+      else -> { set n = null  goto_step hub }
+    }
+  }
+  step pizza {
+    say "pizza"
+    next end
+  }
+  complete next other
+}
+
+flow other "Other" {
+  when "the user wants the other thing"
+  step only {
+    skip_if n > 3
+    say "other"
+  }
+  step last {
+    say "last"
+  }
+}
+"#;
+
+    #[test]
+    fn reachable_follows_jumps_backwards_completion_and_passing_over() {
+        let program = program(HUB);
+        let (main, other) = (FlowId(0), FlowId(1));
+        let from_ask = reachable(&program, &[(main, Landing::Step(StepId(1)))]);
+        let expected: BTreeSet<(FlowId, StepId)> =
+            [(main, StepId(0)), (main, StepId(1)), (main, StepId(2)), (other, StepId(0)), (other, StepId(1))]
+                .into_iter()
+                .collect();
+        assert_eq!(from_ask, expected, "`hub` by the jump back; `other` after completion, its `only` passed over");
+        let from_pizza = reachable(&program, &[(main, Landing::Step(StepId(2)))]);
+        assert!(!from_pizza.contains(&(main, StepId(0))), "nothing leads back from `pizza`");
+        assert!(!from_pizza.contains(&(main, StepId(1))));
+        let entering = reachable(&program, &[(other, Landing::Enter(other, StepId(0)))]);
+        assert_eq!(entering, [(other, StepId(0)), (other, StepId(1))].into_iter().collect());
     }
 }

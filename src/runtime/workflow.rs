@@ -18,7 +18,7 @@ use super::tools::{ToolEnv, ToolRegistry};
 use super::validate::validate;
 use crate::expr::eval::{eval, is_true};
 use crate::ir::successor::{self, Landing, Leaving};
-use crate::ir::{FlowId, OnError, OutputShape, Program, Step, StepId, Then, output_shape};
+use crate::ir::{Flow, FlowId, OnError, OutputShape, Program, Step, StepId, Then, output_shape};
 use serde_json::Value;
 
 /// A workflow cannot take more step executions than this in one run (a
@@ -146,11 +146,11 @@ pub fn start(
                 .collect()
         })
         .unwrap_or_default();
-    Ok(WorkflowRun {
+    let mut run = WorkflowRun {
         run: tool_env.ids.next_id(),
         flow: flow_id,
         status: RunStatus::Running,
-        next_step: flow.filter(|flow| !flow.steps.is_empty()).map(|_| StepId(0)),
+        next_step: None,
         stopped_at: None,
         resume_at: None,
         data,
@@ -165,7 +165,62 @@ pub fn start(
         limited: None,
         steps_ended: 0,
         touched: super::workflow_run::Touched { all: true, steps: Default::default() },
+    };
+    // A run enters its flow where any flow is entered: its steps in list
+    // order, passing over those whose `skip_if` holds on the inputs.
+    if let Some(flow) = flow
+        && let Landing::Listed(from) = successor::arrival(StepId(0))
+    {
+        run.next_step = first_listed(program, tool_env, flow, &mut run, from);
+    }
+    Ok(run)
+}
+
+/// The first step from index `from` on that the run does not pass over
+/// ([`successor::first_listed`]): a step is passed over when its `skip_if`
+/// holds, its `if` does not, or it has a `when` (which a workflow cannot
+/// ask); each one passed over is recorded `skipped`.
+fn first_listed(
+    program: &Program,
+    tool_env: &ToolEnv,
+    flow: &Flow,
+    run: &mut WorkflowRun,
+    from: usize,
+) -> Option<StepId> {
+    successor::first_listed(flow, from, |id, candidate| {
+        let passed_over = candidate
+            .skip_if
+            .as_ref()
+            .is_some_and(|skip_if| holds(program, tool_env, run, std::slice::from_ref(skip_if)))
+            || !holds(program, tool_env, run, &candidate.guard)
+            || !candidate.when.is_empty();
+        if passed_over && let Some(record) = run.step_mut(id.index()) {
+            record.status = StepStatus::Skipped;
+        }
+        passed_over
     })
+}
+
+/// What expressions in the run see: its data, context and step records.
+fn scope<'r>(program: &'r Program, tool_env: &'r ToolEnv, run: &'r WorkflowRun) -> Scope<'r> {
+    Scope {
+        program,
+        data: &run.data,
+        context: &run.context,
+        locals: &[],
+        clock: tool_env.clock.as_ref(),
+        steps: &run.steps,
+    }
+}
+
+/// Whether every condition holds in the run; evaluation warnings join the
+/// run's.
+fn holds(program: &Program, tool_env: &ToolEnv, run: &mut WorkflowRun, conditions: &[crate::expr::Expr]) -> bool {
+    let scope = scope(program, tool_env, run);
+    let mut warnings = Vec::new();
+    let holds = conditions.iter().all(|condition| is_true(&eval(condition, &scope, &mut warnings)));
+    run.warnings.extend(warnings);
+    holds
 }
 
 impl WorkflowRunner<'_> {
@@ -573,19 +628,7 @@ impl WorkflowRunner<'_> {
             Landing::Step(step) => Some(Some(step)),
             Landing::Listed(from) => {
                 let flow = self.program.flow(run.flow)?;
-                let found = successor::first_listed(flow, from, |id, candidate| {
-                    let passed_over = candidate
-                        .skip_if
-                        .as_ref()
-                        .is_some_and(|skip_if| self.holds(run, std::slice::from_ref(skip_if)))
-                        || !self.holds(run, &candidate.guard)
-                        || !candidate.when.is_empty();
-                    if passed_over && let Some(record) = run.step_mut(id.index()) {
-                        record.status = StepStatus::Skipped;
-                    }
-                    passed_over
-                });
-                Some(found)
+                Some(first_listed(self.program, self.tool_env, flow, run, from))
             }
             Landing::Complete(_) => Some(None),
             Landing::Abort => {
@@ -600,24 +643,12 @@ impl WorkflowRunner<'_> {
         }
     }
 
-    /// What expressions in the run see: its data, context and step records.
     fn scope<'r>(&'r self, run: &'r WorkflowRun) -> Scope<'r> {
-        Scope {
-            program: self.program,
-            data: &run.data,
-            context: &run.context,
-            locals: &[],
-            clock: self.tool_env.clock.as_ref(),
-            steps: &run.steps,
-        }
+        scope(self.program, self.tool_env, run)
     }
 
     fn holds(&self, run: &mut WorkflowRun, conditions: &[crate::expr::Expr]) -> bool {
-        let scope = self.scope(run);
-        let mut warnings = Vec::new();
-        let holds = conditions.iter().all(|condition| is_true(&eval(condition, &scope, &mut warnings)));
-        run.warnings.extend(warnings);
-        holds
+        holds(self.program, self.tool_env, run, conditions)
     }
 }
 

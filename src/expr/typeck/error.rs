@@ -42,6 +42,10 @@ pub enum Unassignable {
     NotAnIsoDate(String),
     /// A string literal that is not an ISO datetime.
     NotAnIsoDatetime(String),
+    /// A number constant outside the field's declared `min`/`max`.
+    OutOfRange { literal: String, min: Option<String>, max: Option<String> },
+    /// A string constant the field's declared `pattern` does not match.
+    NotMatchingPattern { literal: String, pattern: String },
 }
 
 /// One problem the type checker found, with the facts its diagnostic is
@@ -207,8 +211,17 @@ impl TypeError {
             }
             TypeError::NotAssignable { what, target, found, problem, .. } => {
                 let target_type = target.describe();
+                let help = match &problem {
+                    Unassignable::OutOfRange { .. } => {
+                        "write a value within the range, or widen the range in the schema".to_string()
+                    }
+                    Unassignable::NotMatchingPattern { .. } => {
+                        "write a value the pattern matches, or change the pattern in the schema".to_string()
+                    }
+                    _ => format!("give a value of type {target_type}"),
+                };
                 mismatch(format!("{what} expects {target_type}, {}", problem.words(&found)), span, &found)
-                    .with_help(format!("give a value of type {target_type}"))
+                    .with_help(help)
             }
             TypeError::NonFiniteNumber { .. } => {
                 Diagnostic::new(Code::Syntax, "this number is not finite").at(span, "here")
@@ -496,6 +509,13 @@ impl Unassignable {
             Unassignable::NotAnEnumValue(literal) => format!("found `{literal}`, which is not one of its values"),
             Unassignable::NotAnIsoDate(literal) => format!("found `{literal}`, which is not an ISO date"),
             Unassignable::NotAnIsoDatetime(literal) => format!("found `{literal}`, which is not an ISO datetime"),
+            Unassignable::OutOfRange { literal, min, max } => {
+                let range = format!("{}..{}", min.as_deref().unwrap_or(""), max.as_deref().unwrap_or(""));
+                format!("found `{literal}`, which is outside its range {range}")
+            }
+            Unassignable::NotMatchingPattern { literal, pattern } => {
+                format!("found `{literal}`, which does not match its pattern `{pattern}`")
+            }
         }
     }
 }

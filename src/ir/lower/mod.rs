@@ -29,7 +29,7 @@ use super::*;
 use crate::diag::Diagnostic;
 use crate::diag::nearest;
 use crate::duration::parse_duration_ms;
-use crate::expr::typeck::{Checker, Scope, StepOutputs, Symbols, assignability};
+use crate::expr::typeck::{Checker, Scope, StepOutputs, Symbols, TypeError, Unassignable, assignability};
 use crate::expr::{Expr, ExprKind, Template, Type};
 use crate::source::{Span, Spanned};
 use crate::syntax::ast;
@@ -77,6 +77,9 @@ struct Lowerer {
     /// Per field (by [`FieldId`]), its type: a lookup per write must not
     /// scan the whole schema.
     field_types: Vec<Type>,
+    /// Per field, its declared type with its range and pattern: a constant
+    /// write is checked against them.
+    field_specs: Vec<ValueType>,
     /// While a workflow's steps are lowered: the outputs earlier steps
     /// record, for `steps.NAME.output`.
     step_outputs: Option<StepOutputs>,
@@ -99,6 +102,7 @@ impl Lowerer {
     fn program(&mut self, program: ast::Program) -> Program {
         let fields = self.declarations(&program.schema, IdKind::Field);
         self.field_types = fields.iter().map(|field| field.ty.to_type()).collect();
+        self.field_specs = fields.iter().map(|field| field.ty.clone()).collect();
         for (index, field) in fields.iter().enumerate() {
             self.symbols.fields.insert(field.name.clone(), (FieldId::from_index(index), field.ty.to_type()));
         }
@@ -275,6 +279,15 @@ impl Lowerer {
             let target = self.symbols_type(field);
             let what = format!("the field `{}`", assignment.name.value);
             let value = self.value_for(&assignment.value, &target, &what, locals);
+            if let Some(problem) = self.field_specs.get(field.index()).and_then(|spec| constant_breaks(&value, spec)) {
+                self.report(LowerError::Expression(TypeError::NotAssignable {
+                    what,
+                    target,
+                    found: value.ty.clone(),
+                    problem,
+                    span: value.span,
+                }));
+            }
             writes.push(Write { field, value });
         }
         writes
@@ -326,6 +339,39 @@ fn goto_directive(flow: FlowId, span: Span) -> Directive {
 
 fn complete_directive(span: Span) -> Directive {
     Directive { position: Some(Position::Complete { next: None }), span, ..Directive::default() }
+}
+
+/// How a constant written to a field breaks the field's declared range or
+/// pattern (which the runtime would refuse on every run), if it does. The
+/// pattern is searched, not anchored, as the runtime's validation does.
+fn constant_breaks(value: &Expr, spec: &ValueType) -> Option<Unassignable> {
+    let ExprKind::Literal { value: literal } = &value.kind else {
+        return None;
+    };
+    match literal {
+        crate::expr::Literal::Number(number) if matches!(spec.kind, TypeKind::Int | TypeKind::Float) => {
+            let measure = number.as_f64()?;
+            let below = spec.min.is_some_and(|min| measure < min);
+            let above = spec.max.is_some_and(|max| measure > max);
+            (below || above).then(|| Unassignable::OutOfRange {
+                literal: number.to_string(),
+                min: spec.min.map(bound),
+                max: spec.max.map(bound),
+            })
+        }
+        crate::expr::Literal::String(text) if matches!(spec.kind, TypeKind::String) => {
+            let pattern = spec.pattern.as_ref()?;
+            let regex = regex::Regex::new(pattern).ok()?;
+            (!regex.is_match(text))
+                .then(|| Unassignable::NotMatchingPattern { literal: text.clone(), pattern: pattern.clone() })
+        }
+        _ => None,
+    }
+}
+
+/// A bound as the schema writes it: `10`, not `10.0`.
+fn bound(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 { format!("{value:.0}") } else { value.to_string() }
 }
 
 #[cfg(test)]

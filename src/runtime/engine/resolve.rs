@@ -117,7 +117,7 @@ impl Turn<'_> {
         self.session.flow = None;
         self.session.step = None;
         self.session.asks = 0;
-        match next_override.or(flow.complete_next) {
+        match successor::after_completion(flow, next_override) {
             Some(next) => {
                 self.emit(Event::Routed { flow: self.flow_name(next), reason: "complete.next" });
                 self.start_run(next);

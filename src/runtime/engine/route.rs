@@ -75,35 +75,33 @@ impl Turn<'_> {
             entry: index + 1,
             label: entry.label.clone(),
         });
-        match &entry.then {
-            Then::Step(_) => self.cursor = self.land(flow_id, successor::branch_landing(flow_id, step_id, &entry.then)),
-            Then::Directive(directive) => {
-                let mut warnings = Vec::new();
-                let emission =
-                    evaluate_directive(directive, Source::Branch(base.clone()), &self.scope(&[]), &mut warnings);
-                for warning in warnings {
-                    self.warn(warning);
-                }
-                self.record(&emission, true);
-                let source_name = emission.source.to_string();
-                self.apply_writes(&emission.set, &emission.set_context, &source_name);
-                // A branch evaluated before the model call is pre-model:
-                // its reply and augmentation act in this turn.
-                if emission.reply.is_some() || emission.has_augmentation() {
-                    self.pre_bus.push(Emission {
-                        position: None,
-                        set: Vec::new(),
-                        set_context: Vec::new(),
-                        ..emission.clone()
-                    });
-                    self.pre_applied = self.pre_bus.len();
-                }
-                self.cursor = match emission.position {
-                    Some(position) => self.position_cursor(position),
-                    None => self.land(flow_id, successor::after_directive(flow_id, step_id, None)),
-                };
-            }
+        let Then::Directive(directive) = &entry.then else {
+            self.cursor = self.land(flow_id, successor::branch_landing(flow_id, step_id, &entry.then));
+            return;
+        };
+        let mut warnings = Vec::new();
+        let emission = evaluate_directive(directive, Source::Branch(base.clone()), &self.scope(&[]), &mut warnings);
+        for warning in warnings {
+            self.warn(warning);
         }
+        self.record(&emission, true);
+        let source_name = emission.source.to_string();
+        self.apply_writes(&emission.set, &emission.set_context, &source_name);
+        // A branch evaluated before the model call is pre-model:
+        // its reply and augmentation act in this turn.
+        if emission.reply.is_some() || emission.has_augmentation() {
+            self.pre_bus.push(Emission {
+                position: None,
+                set: Vec::new(),
+                set_context: Vec::new(),
+                ..emission.clone()
+            });
+            self.pre_applied = self.pre_bus.len();
+        }
+        self.cursor = match emission.position {
+            Some(position) => self.position_cursor(position),
+            None => self.land(flow_id, successor::after_directive(flow_id, step_id, None)),
+        };
     }
 
     /// An entry with a `when` lets the user change course instead of

@@ -5,6 +5,7 @@
 use super::{Cursor, Stage, Turn, TurnError};
 use super::{confirmation_fields, field_spec};
 use crate::expr::{Expr, ExprKind};
+use crate::ir::successor::{self, Landing};
 use crate::ir::{FieldId, Flow, FlowId, Phase, Program, StepId};
 use crate::llm::{FlowChoice, ProviderError, Question, UnderstandRequest, Understanding, Usage};
 use crate::runtime::events::{Event, Purpose, StopReason};
@@ -285,23 +286,42 @@ impl Turn<'_> {
     }
 
     /// The AI conditions this turn may reach that code has not ruled out:
-    /// branch entry and step `when`s of the given flows. An entry whose code
-    /// guard is already false, and reads no field this turn may extract,
-    /// cannot match: its `when` is not asked.
+    /// branch entry and step `when`s of the steps the successor rule says
+    /// the turn can reach ([`successor::reachable`]) from where the
+    /// conversation is in the active flow, or from the given flows'
+    /// entries, in flow then list order. An entry whose code guard is
+    /// already false, and reads no field this turn may extract, cannot
+    /// match: its `when` is not asked.
     pub(super) fn open_conditions(
         &self,
         program: &Program,
         flows: &[FlowId],
         extracting: &BTreeSet<FieldId>,
     ) -> Vec<Question> {
+        let from: Vec<(FlowId, Landing)> = flows
+            .iter()
+            .map(|flow| match self.session.step {
+                Some(step) if Some(*flow) == self.session.flow => (*flow, Landing::Step(step)),
+                _ => (*flow, Landing::Enter(*flow, StepId(0))),
+            })
+            .collect();
+        let reached = successor::reachable(program, &from);
+        // The flows asked about first, then any other the turn may enter.
+        let mut order: Vec<FlowId> = flows.to_vec();
+        for (flow, _) in &reached {
+            if !order.contains(flow) {
+                order.push(*flow);
+            }
+        }
         let mut questions = Vec::new();
-        for flow_id in flows {
-            let Some(flow) = program.flow(*flow_id) else {
+        for flow_id in order {
+            let Some(flow) = program.flow(flow_id) else {
                 continue;
             };
-            let start =
-                if Some(*flow_id) == self.session.flow { self.session.step.map_or(0, StepId::index) } else { 0 };
-            for step in flow.steps.iter().skip(start) {
+            for (index, step) in flow.steps.iter().enumerate() {
+                if !reached.contains(&(flow_id, StepId::from_index(index))) {
+                    continue;
+                }
                 for (index, entry) in step.branches.iter().enumerate() {
                     if entry.when.is_empty() {
                         continue;

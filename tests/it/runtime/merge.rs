@@ -39,7 +39,7 @@ flow f "F" {
   }
   auto step invalid {
     emit set x = 2
-    emit set y = 99
+    emit set y = len(a) * 50
     next end
   }
   step done { say "done" }
@@ -96,7 +96,11 @@ fn writes_shallow_merge_in_emission_order() {
 #[test]
 fn merged_writes_are_validated_as_one_unit() {
     let (harness, result) = answered("invalid");
-    assert_eq!(harness.data("x"), None, "x = 2 is valid but y = 99 is not: nothing is written");
+    assert_eq!(
+        harness.data("x"),
+        None,
+        "x = 2 is valid but y = 350 (the length of `invalid`, times 50) is not: nothing is written"
+    );
     assert_eq!(harness.data("y"), None);
     assert!(
         warnings(&result).iter().any(|warning| warning.contains("`y`") && warning.contains("not applied")),

@@ -8,6 +8,7 @@ mod grounding;
 mod harness;
 pub(crate) mod limits;
 mod merge;
+mod picture;
 mod routing;
 mod runs;
 mod signals;
