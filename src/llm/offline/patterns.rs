@@ -93,8 +93,12 @@ impl Pattern {
     /// a loose pattern (`^[A-Za-z ]+$`) must not pick an arbitrary word of
     /// a message that was not answering this field.
     pub(crate) fn find(&self, message: &str, require_code: bool) -> Option<Found> {
+        // A match must hold a letter or a digit: symbols alone ("!@[" for
+        // an email pattern written loosely) are no value, and grounding
+        // could never find their words in the message.
         let accept = |value: &str| {
-            !value.is_empty() && (!require_code || value.chars().any(|ch| !(ch.is_alphabetic() || ch.is_whitespace())))
+            value.chars().any(char::is_alphanumeric)
+                && (!require_code || value.chars().any(|ch| !(ch.is_alphabetic() || ch.is_whitespace())))
         };
         let first_in = |text: &str, offset: usize| {
             self.exact.find_iter(text).find(|found| accept(found.as_str())).map(|found| Found {
