@@ -124,3 +124,27 @@ fn words_a_pattern_read_are_not_also_the_whole_answer() {
     assert_eq!(turns[1]["reply"], "Who should receive the money?");
     assert_eq!(turns[2]["reply"], "Send 3000 euros to Ann Smith?");
 }
+
+/// The gate every model passes through: a confirmation is set to yes only
+/// when code reads the message as an unqualified yes (a code read from the
+/// closed set, or a model's yes that `grounding::ground_consent` keeps).
+/// So no message of a class other than `yes` can book, whatever a model
+/// proposes for it: checked here without any model.
+#[test]
+fn no_case_but_a_yes_can_pass_the_consent_gate_whatever_the_model_says() {
+    use flowc::llm::offline::consent::{self, Consent};
+    for file in ["shared.tsv", "more.tsv"] {
+        let text = std::fs::read_to_string(root().join("tests/fixtures/consent").join(file)).unwrap();
+        for line in text.lines().filter(|line| !line.starts_with('#') && !line.trim().is_empty()) {
+            let mut parts = line.split('\t');
+            let (class, message) = (parts.next().unwrap(), parts.next().unwrap());
+            let read = consent::read(message);
+            if class == "yes" {
+                assert_eq!(read, Consent::Yes, "{file}: {message:?}");
+            } else {
+                assert_ne!(read, Consent::Yes, "{file}: {class} {message:?} would let a model's yes through");
+                assert_ne!(consent::certain(message), Some(true), "{file}: {message:?}");
+            }
+        }
+    }
+}

@@ -53,6 +53,10 @@ pub enum DoubtKind {
     Contrast,
     /// A yes and a no in one message.
     Mixed,
+    /// A yes with more than a yes beside it: a number, a name, a request
+    /// ("yes, for 3 people", "yes, the Ritz", "yes, and add breakfast").
+    /// What it adds may change what was asked; code cannot tell.
+    MoreThanYes,
     /// A model said yes, but the message holds no assent.
     NoAssent,
     /// A model said no, but the message holds no refusal.
@@ -87,6 +91,7 @@ impl Doubt {
             DoubtKind::Correction => format!("\"{words}\" corrects something"),
             DoubtKind::Contrast => format!("\"{words}\" qualifies the yes"),
             DoubtKind::Mixed => format!("the message says both yes and no (\"{words}\")"),
+            DoubtKind::MoreThanYes => format!("\"{words}\" is more than a yes"),
             DoubtKind::NoAssent => "no words of the message say yes".to_string(),
             DoubtKind::NoRefusal => "no words of the message say no".to_string(),
         }
@@ -101,6 +106,7 @@ impl Doubt {
             DoubtKind::Correction => "you mentioned a correction",
             DoubtKind::Contrast => "your yes came with a \"but\"",
             DoubtKind::Mixed => "I read both a yes and a no",
+            DoubtKind::MoreThanYes => "your yes came with more than a yes",
             DoubtKind::NoAssent => "I did not read a clear yes",
             DoubtKind::NoRefusal => "I did not read a clear no",
         }
@@ -222,6 +228,13 @@ const PHRASES: &[(Class, &[&str])] = &[
     (Class::Assent, &["do", "it"]),
     (Class::Assent, &["please", "do"]),
     (Class::Assent, &["book", "it"]),
+    (Class::Assent, &["book", "that"]),
+    (Class::Assent, &["all", "good"]),
+    (Class::Assent, &["fine", "by", "me"]),
+    (Class::Assent, &["works", "for", "me"]),
+    (Class::Assent, &["book"]),
+    (Class::Assent, &["right"]),
+    (Class::Assent, &["fine"]),
     (Class::Assent, &["of", "course"]),
     (Class::Assent, &["sounds", "good"]),
     (Class::Assent, &["sounds", "great"]),
@@ -307,6 +320,13 @@ const PHRASES: &[(Class, &[&str])] = &[
     (Class::Polite, &["thx"]),
 ];
 
+/// Words that may stand beside an assent without adding to it ("yes, go
+/// ahead and do it for me", "sounds good to me").
+const FILLER: &[&str] = &[
+    "a", "an", "the", "i", "me", "my", "we", "us", "you", "it", "that", "this", "to", "for", "and", "so", "then", "just",
+    "now", "be", "is", "am", "are", "very", "much", "really", "oh", "well", "all",
+];
+
 /// Words that open a question when they open the message.
 const QUESTION_OPENERS: &[&str] = &[
     "how", "what", "what's", "whats", "why", "when", "where", "which", "who", "whose", "is", "isn't", "are", "aren't",
@@ -328,6 +348,8 @@ struct Found {
 /// The words of a message and the phrases found among them.
 struct Reading {
     words: Vec<String>,
+    /// The message holds digits.
+    number: bool,
     found: Vec<Found>,
     /// The message holds a symbol other than `.`, `,`, `!` or an
     /// apostrophe, or a number: something besides an answer.
@@ -343,6 +365,7 @@ fn scan(tokens: &[Token]) -> Reading {
         Kind::Symbol => ![".", ",", "!", "?", "…"].contains(&token.lower.as_str()),
     });
     let question_mark = tokens.iter().any(|token| token.is_symbol('?'));
+    let number = tokens.iter().any(|token| token.kind == Kind::Number);
     let mut found = Vec::new();
     let mut at = 0;
     while at < words.len() {
@@ -370,7 +393,7 @@ fn scan(tokens: &[Token]) -> Reading {
         }
     }
     negate_assents(&words, &mut found);
-    Reading { words, found, other_symbols, question_mark }
+    Reading { words, number, found, other_symbols, question_mark }
 }
 
 /// "correct" opening a message is an assent ("Correct, book it").
@@ -433,11 +456,34 @@ impl Reading {
                 Consent::Unclear(Doubt::new(DoubtKind::Mixed, &format!("{}\" and \"{}", assent.text, refusal.text)))
             }
             (None, Some(_)) => Consent::No,
-            (Some(_), None) => match self.doubt(DoubtKind::Contrast, Class::Contrast) {
+            (Some(_), None) => match self.doubt(DoubtKind::Contrast, Class::Contrast).or_else(|| self.more_than_yes()) {
                 Some(doubt) => Consent::Unclear(doubt),
                 None => Consent::Yes,
             },
             (None, None) => Consent::Silent,
+        }
+    }
+
+    /// What a yes says besides yes: a number, or a word that is neither in
+    /// a phrase of the lexicon nor filler.
+    fn more_than_yes(&self) -> Option<Doubt> {
+        let mut covered = vec![false; self.words.len()];
+        for found in &self.found {
+            let length = found.text.split(' ').count();
+            for flag in covered.iter_mut().skip(found.at).take(length) {
+                *flag = true;
+            }
+        }
+        let extra = self
+            .words
+            .iter()
+            .zip(&covered)
+            .find(|(word, covered)| !**covered && !FILLER.contains(&word.as_str()))
+            .map(|(word, _)| word.clone());
+        match extra {
+            Some(word) => Some(Doubt::new(DoubtKind::MoreThanYes, &word)),
+            None if self.number => Some(Doubt::new(DoubtKind::MoreThanYes, "a number")),
+            None => None,
         }
     }
 
@@ -559,7 +605,9 @@ mod tests {
 
     #[test]
     fn a_yes_counts_only_when_nothing_takes_it_back() {
-        for message in ["that's all correct", "looks good", "exactly, book it please", "yes thank you", "Correct."] {
+        for message in
+            ["that's all correct", "looks good", "exactly, book it please", "yes thank you", "Correct.", "sounds good to me"]
+        {
             assert_eq!(read(message), Consent::Yes, "{message}");
         }
         assert_eq!(unclear("yes please, but wait"), DoubtKind::Hesitation);
@@ -572,6 +620,9 @@ mod tests {
         assert_eq!(unclear("yes if it has a sea view"), DoubtKind::Condition);
         assert_eq!(unclear("no, go ahead"), DoubtKind::Mixed);
         assert_eq!(unclear("do you have parking"), DoubtKind::Question);
+        assert_eq!(unclear("yes, for 3 people"), DoubtKind::MoreThanYes);
+        assert_eq!(unclear("yes, the Ritz"), DoubtKind::MoreThanYes);
+        assert_eq!(unclear("yes, and add breakfast"), DoubtKind::MoreThanYes);
     }
 
     #[test]
