@@ -323,8 +323,8 @@ const PHRASES: &[(Class, &[&str])] = &[
 /// Words that may stand beside an assent without adding to it ("yes, go
 /// ahead and do it for me", "sounds good to me").
 const FILLER: &[&str] = &[
-    "a", "an", "the", "i", "me", "my", "we", "us", "you", "it", "that", "this", "to", "for", "and", "so", "then", "just",
-    "now", "be", "is", "am", "are", "very", "much", "really", "oh", "well", "all",
+    "a", "an", "the", "i", "me", "my", "we", "us", "you", "it", "that", "this", "to", "for", "and", "so", "then",
+    "just", "now", "be", "is", "am", "are", "very", "much", "really", "oh", "well", "all",
 ];
 
 /// Words that open a question when they open the message.
@@ -456,10 +456,12 @@ impl Reading {
                 Consent::Unclear(Doubt::new(DoubtKind::Mixed, &format!("{}\" and \"{}", assent.text, refusal.text)))
             }
             (None, Some(_)) => Consent::No,
-            (Some(_), None) => match self.doubt(DoubtKind::Contrast, Class::Contrast).or_else(|| self.more_than_yes()) {
-                Some(doubt) => Consent::Unclear(doubt),
-                None => Consent::Yes,
-            },
+            (Some(_), None) => {
+                match self.doubt(DoubtKind::Contrast, Class::Contrast).or_else(|| self.more_than_yes()) {
+                    Some(doubt) => Consent::Unclear(doubt),
+                    None => Consent::Yes,
+                }
+            }
             (None, None) => Consent::Silent,
         }
     }
@@ -605,9 +607,14 @@ mod tests {
 
     #[test]
     fn a_yes_counts_only_when_nothing_takes_it_back() {
-        for message in
-            ["that's all correct", "looks good", "exactly, book it please", "yes thank you", "Correct.", "sounds good to me"]
-        {
+        for message in [
+            "that's all correct",
+            "looks good",
+            "exactly, book it please",
+            "yes thank you",
+            "Correct.",
+            "sounds good to me",
+        ] {
             assert_eq!(read(message), Consent::Yes, "{message}");
         }
         assert_eq!(unclear("yes please, but wait"), DoubtKind::Hesitation);
