@@ -32,7 +32,10 @@ const ALLOWED: &[(&str, &str)] = &[
         "draws edges from branch targets, `next` and positions itself (a signal's goto_step straight to the step)",
     ),
     ("src/graph/label.rs", "puts a position and `next` into words, deciding nothing"),
-    ("src/serve/page/graph.rs", "names the graph model's edge kinds in its JSON (`\"complete_next\"`), deciding nothing"),
+    (
+        "src/serve/page/graph.rs",
+        "names the graph model's edge kinds in its JSON (`\"complete_next\"`), deciding nothing",
+    ),
     ("src/graph/coverage.rs", "matches a run's consecutive steps to the branch entry naming the second"),
     ("src/runtime/actions.rs", "evaluates a position's data and reason into the runtime's `Move`"),
     ("src/check/cycles.rs", "whether a directive starts a new run (`restarts`), and what a `goto` writes"),
