@@ -19,8 +19,8 @@
 
 use super::events::Event;
 use crate::ir::{Program, TypeKind, ValueType};
-use crate::llm::offline::consent::{Consent, Doubt};
-use crate::llm::offline::reading::{ReadDate, consent_in, dates_in, numbers_in, terms_in, words_of, yes_no_in};
+use crate::llm::offline::consent::{Consent, Doubt, read_answering};
+use crate::llm::offline::reading::{ReadDate, dates_in, numbers_in, terms_in, words_of, yes_no_in};
 use crate::llm::{Answer, Proposal, Understanding};
 use chrono::NaiveDate;
 use serde_json::Value;
@@ -306,12 +306,13 @@ pub fn ground_consent(
     confirmations: &[String],
     fields: &mut BTreeMap<String, Proposal>,
     message: &str,
+    shown: &[String],
 ) -> (Vec<Event>, Option<Doubt>) {
     let mut events = Vec::new();
     if confirmations.is_empty() {
         return (events, None);
     }
-    let reading = consent_in(message);
+    let reading = read_answering(message, shown);
     let doubt = match &reading {
         Consent::Unclear(doubt) => Some(doubt.clone()),
         Consent::Yes | Consent::No | Consent::Silent => None,
@@ -509,7 +510,7 @@ mod tests {
         let confirmations = ["confirmed".to_string()];
         let run = |value: Value, message: &str| {
             let mut fields = proposals(&[("confirmed", value, message)]);
-            let (events, doubt) = ground_consent(&confirmations, &mut fields, message);
+            let (events, doubt) = ground_consent(&confirmations, &mut fields, message, &[]);
             (fields.get("confirmed").map(|proposal| proposal.value.clone()), events.len(), doubt.map(|d| d.kind))
         };
         use crate::llm::offline::consent::DoubtKind;
@@ -521,7 +522,7 @@ mod tests {
         assert_eq!(run(json!(false), "no idea"), (None, 1, Some(DoubtKind::Hesitation)));
         assert_eq!(run(json!(false), "no, please don't"), (Some(json!(false)), 0, None));
         let mut nothing = BTreeMap::new();
-        let (events, doubt) = ground_consent(&confirmations, &mut nothing, "is that right?");
+        let (events, doubt) = ground_consent(&confirmations, &mut nothing, "is that right?", &[]);
         assert!(matches!(&events[..], [Event::ConsentUnclear { proposed: None, .. }]));
         assert_eq!(doubt.map(|doubt| doubt.kind), Some(DoubtKind::Question));
     }

@@ -348,13 +348,16 @@ struct Found {
 /// The words of a message and the phrases found among them.
 struct Reading {
     words: Vec<String>,
-    /// The message holds digits.
-    number: bool,
+    /// The digit runs of the message.
+    numbers: Vec<String>,
     found: Vec<Found>,
     /// The message holds a symbol other than `.`, `,`, `!` or an
     /// apostrophe, or a number: something besides an answer.
     other_symbols: bool,
     question_mark: bool,
+    /// Words of what the question showed (its values, the names of their
+    /// fields): a yes may repeat them ("yes, the Grand") without adding.
+    shown: Vec<String>,
 }
 
 fn scan(tokens: &[Token]) -> Reading {
@@ -365,7 +368,7 @@ fn scan(tokens: &[Token]) -> Reading {
         Kind::Symbol => ![".", ",", "!", "?", "…"].contains(&token.lower.as_str()),
     });
     let question_mark = tokens.iter().any(|token| token.is_symbol('?'));
-    let number = tokens.iter().any(|token| token.kind == Kind::Number);
+    let numbers = tokens.iter().filter(|token| token.kind == Kind::Number).map(|token| token.lower.clone()).collect();
     let mut found = Vec::new();
     let mut at = 0;
     while at < words.len() {
@@ -393,7 +396,7 @@ fn scan(tokens: &[Token]) -> Reading {
         }
     }
     negate_assents(&words, &mut found);
-    Reading { words, number, found, other_symbols, question_mark }
+    Reading { words, numbers, found, other_symbols, question_mark, shown: Vec::new() }
 }
 
 /// "correct" opening a message is an assent ("Correct, book it").
@@ -476,17 +479,10 @@ impl Reading {
                 *flag = true;
             }
         }
-        let extra = self
-            .words
-            .iter()
-            .zip(&covered)
-            .find(|(word, covered)| !**covered && !FILLER.contains(&word.as_str()))
-            .map(|(word, _)| word.clone());
-        match extra {
-            Some(word) => Some(Doubt::new(DoubtKind::MoreThanYes, &word)),
-            None if self.number => Some(Doubt::new(DoubtKind::MoreThanYes, "a number")),
-            None => None,
-        }
+        let adds = |word: &String| !FILLER.contains(&word.as_str()) && !self.shown.contains(word);
+        let extra = self.words.iter().zip(&covered).find(|(word, covered)| !**covered && adds(word));
+        let number = self.numbers.iter().find(|number| adds(number));
+        extra.map(|(word, _)| word).or(number).map(|word| Doubt::new(DoubtKind::MoreThanYes, word))
     }
 
     /// Whether every word belongs to an assent or a refusal phrase (or
@@ -515,6 +511,16 @@ pub fn read(message: &str) -> Consent {
 
 pub(crate) fn read_tokens(tokens: &[Token]) -> Consent {
     scan(tokens).consent()
+}
+
+/// [`read`], for a question that showed `shown` (its values and the names
+/// of their fields, as text): a yes that only repeats them ("yes, the
+/// Grand", "yes, 2 guests" to "… for 2 guests?") adds nothing.
+pub fn read_answering(message: &str, shown: &[String]) -> Consent {
+    let mut reading = scan(&tokenize(message));
+    reading.shown =
+        shown.iter().flat_map(|text| tokenize(text)).filter(|t| t.is_alphanumeric()).map(|t| t.lower).collect();
+    reading.consent()
 }
 
 /// The answer of a message that is nothing but an answer from the closed
@@ -630,6 +636,10 @@ mod tests {
         assert_eq!(unclear("yes, for 3 people"), DoubtKind::MoreThanYes);
         assert_eq!(unclear("yes, the Ritz"), DoubtKind::MoreThanYes);
         assert_eq!(unclear("yes, and add breakfast"), DoubtKind::MoreThanYes);
+        let shown = ["Grand Hotel".to_string(), "guests".to_string(), "2".to_string()];
+        assert_eq!(read_answering("yes, the Grand", &shown), Consent::Yes, "a yes may repeat what was shown");
+        assert_eq!(read_answering("yes, 2 guests", &shown), Consent::Yes);
+        assert!(matches!(read_answering("yes, 3 guests", &shown), Consent::Unclear(_)));
     }
 
     #[test]

@@ -62,11 +62,6 @@ pub fn yes_no_in(text: &str) -> Option<bool> {
     consent::polarity_tokens(&tokenize(text))
 }
 
-/// What `message` says as an answer to a yes/no question (a confirmation).
-pub fn consent_in(message: &str) -> consent::Consent {
-    consent::read_tokens(&tokenize(message))
-}
-
 /// The words of `text` as the offline rules cut them (letters and digits
 /// apart, symbols dropped), lowercase, each between single spaces: a text
 /// whose words occur in another's, in order, is a substring of it.

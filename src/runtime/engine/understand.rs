@@ -398,7 +398,23 @@ impl Turn<'_> {
                     .collect()
             })
             .unwrap_or_default();
-        let (events, doubt) = grounding::ground_consent(&confirmations, &mut self.understanding.fields, &self.message);
+        // What the question showed: its values and the names of their
+        // fields, which a yes may repeat without adding to it.
+        let shown: Vec<String> = self
+            .session
+            .offered
+            .iter()
+            .flat_map(|offered| &offered.values)
+            .flat_map(|(name, value)| {
+                let value = match value {
+                    serde_json::Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                [name.replace('_', " "), value]
+            })
+            .collect();
+        let (events, doubt) =
+            grounding::ground_consent(&confirmations, &mut self.understanding.fields, &self.message, &shown);
         for event in events {
             self.emit(event);
         }
