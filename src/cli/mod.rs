@@ -11,6 +11,7 @@ pub mod graph;
 pub mod input;
 pub mod limits;
 pub mod load;
+pub mod model;
 pub mod report;
 pub mod resume;
 pub mod run;

@@ -39,15 +39,8 @@ pub struct ServeArgs {
     /// How often a run's event stream reads a running run again, e.g. 100ms
     #[arg(long, default_value = "100ms", value_parser = parse_poll)]
     pub events_poll: Duration,
-    /// The model: offline (default), openai, anthropic or replay:FILE
-    #[arg(long)]
-    pub provider: Option<String>,
-    /// The model name (overrides flowc.toml and FLOWC_MODEL)
-    #[arg(long)]
-    pub model: Option<String>,
-    /// The endpoint root (overrides OPENAI_BASE_URL and flowc.toml)
-    #[arg(long)]
-    pub base_url: Option<String>,
+    #[command(flatten)]
+    pub model: crate::cli::model::ModelFlags,
     #[command(flatten)]
     pub limits: LimitFlags,
 }
@@ -97,12 +90,7 @@ fn options(args: &ServeArgs) -> Result<ServeOptions, String> {
         None => Default::default(),
     };
     let (clock, ids) = crate::runtime::clock::from_env().map_err(|error| error.to_string())?;
-    let provider_flags = crate::llm::ProviderFlags {
-        provider: args.provider.clone(),
-        model: args.model.clone(),
-        base_url: args.base_url.clone(),
-        ..crate::llm::ProviderFlags::default()
-    };
+    let provider_flags = args.model.provider_flags();
     let auth = Auth::new(tokens(args, first.as_deref())?)?;
     Ok(ServeOptions {
         files,

@@ -72,13 +72,7 @@ fn start_runtime(
     tool_env: ToolEnv,
     limits: ContinuationLimits,
 ) -> Result<(Runtime, crate::llm::CancelFlag), RunError> {
-    let flags = crate::llm::ProviderFlags {
-        provider: args.provider.clone(),
-        model: args.model.clone(),
-        base_url: args.base_url.clone(),
-        record: args.record.clone(),
-        ..crate::llm::ProviderFlags::default()
-    };
+    let flags = crate::llm::ProviderFlags { record: args.record.clone(), ..args.model.provider_flags() };
     let config =
         crate::llm::config::load(Some(&args.file), &flags).map_err(|error| RunError::Usage(error.to_string()))?;
     let provider = crate::llm::build_provider(&config).map_err(|error| RunError::Usage(error.to_string()))?;

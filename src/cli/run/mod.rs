@@ -49,15 +49,8 @@ pub struct RunArgs {
     /// Print one JSON object per turn (or one for a workflow run) on stdout
     #[arg(long)]
     pub json: bool,
-    /// The model: offline (default), openai, anthropic or replay:FILE
-    #[arg(long)]
-    pub provider: Option<String>,
-    /// The model name (overrides flowc.toml and FLOWC_MODEL)
-    #[arg(long)]
-    pub model: Option<String>,
-    /// The endpoint root: an OpenAI-compatible server's /v1, or Anthropic's host (overrides OPENAI_BASE_URL and flowc.toml)
-    #[arg(long)]
-    pub base_url: Option<String>,
+    #[command(flatten)]
+    pub model: crate::cli::model::ModelFlags,
     /// Store every model request and answer of the run in FILE (keys redacted)
     #[arg(long)]
     pub record: Option<PathBuf>,

@@ -57,15 +57,9 @@ pub struct TestArgs {
     /// How many cases run at once (default: the number of cores)
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
-    /// Talk to this model instead of each case's own: offline, openai, anthropic or replay:FILE
-    #[arg(long)]
-    pub provider: Option<String>,
-    /// The model name (with --provider)
-    #[arg(long)]
-    pub model: Option<String>,
-    /// The endpoint root (with --provider)
-    #[arg(long)]
-    pub base_url: Option<String>,
+    /// Talk to this model instead of each case's own
+    #[command(flatten)]
+    pub model: crate::cli::model::ModelFlags,
     /// Record each case's model calls in DIR/<file>-<case>.json, to replay with `provider: replay:FILE`
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
@@ -109,9 +103,9 @@ pub fn run(args: &TestArgs) -> Outcome {
         return Outcome::Error;
     }
     let choice = ModelChoice {
-        provider: args.provider.clone(),
-        model: args.model.clone(),
-        base_url: args.base_url.clone(),
+        provider: args.model.provider.clone(),
+        model: args.model.model.clone(),
+        base_url: args.model.base_url.clone(),
         record: args.record.clone(),
     };
     let jobs = selected(&loaded, args.filter.as_deref());
