@@ -12,6 +12,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod listen;
 pub mod metrics;
 pub mod openapi;
 pub mod page;
@@ -51,6 +52,8 @@ pub struct ServeOptions {
     pub settings: ProgramSettings,
     /// How often `GET /v1/runs/{id}/events` reads a running run again.
     pub run_poll: Duration,
+    /// How long a client may take to send a request's head, and its body.
+    pub deadlines: listen::Deadlines,
 }
 
 /// What every handler shares.
@@ -61,6 +64,7 @@ pub struct AppState {
     pub metrics: Metrics,
     pub body_limit: usize,
     pub run_poll: Duration,
+    pub body_timeout: Duration,
     /// This process's name on the runs it claims.
     pub holder: String,
     /// Runs started with `"wait": false`, finished before the process exits.
@@ -79,6 +83,7 @@ impl AppState {
             metrics: Metrics::default(),
             body_limit: options.body_limit,
             run_poll: options.run_poll,
+            body_timeout: options.deadlines.body,
             holder: crate::stored_run::holder_name("serve-"),
             background: Mutex::new(Vec::new()),
         }))
@@ -106,6 +111,24 @@ impl AppState {
             Metrics::add(&self.metrics.store_errors, 1);
         }
         ApiError::from(error)
+    }
+}
+
+/// An event stream counted open (`flowc_event_streams_open`) for as long
+/// as its response lives: it is dropped when the stream ends or its client
+/// goes away.
+pub struct StreamOpen(Arc<AppState>);
+
+impl StreamOpen {
+    pub fn new(state: &Arc<AppState>) -> StreamOpen {
+        Metrics::add(&state.metrics.event_streams_open, 1);
+        StreamOpen(Arc::clone(state))
+    }
+}
+
+impl Drop for StreamOpen {
+    fn drop(&mut self) {
+        self.0.metrics.event_streams_open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -164,7 +187,10 @@ async fn count_request(State(state): State<Arc<AppState>>, request: Request, nex
         // gigabyte is not waited for.
         error::too_large().into_response()
     } else {
-        next.run(request).await
+        match listen::whole_body(request, state.body_limit, state.body_timeout).await {
+            Ok(request) => next.run(request).await,
+            Err(response) => response,
+        }
     };
     Metrics::add(&state.metrics.requests, 1);
     state.metrics.request_latency.observe(started.elapsed());
@@ -262,6 +288,7 @@ pub fn start(options: &ServeOptions, workers: usize, signals: bool) -> Result<Ru
         .map_err(|error| format!("cannot listen on {}: {error}", options.addr))?;
     let addr = listener.local_addr().map_err(|error| format!("cannot read the bound address: {error}"))?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let deadlines = options.deadlines;
     let thread = std::thread::Builder::new()
         .name("flowc-serve-main".to_string())
         .spawn(move || {
@@ -277,13 +304,13 @@ pub fn start(options: &ServeOptions, workers: usize, signals: bool) -> Result<Ru
                         let _ = stopped.await;
                     }
                 };
-                let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+                listen::serve(listener, app, deadlines, shutdown).await;
                 let background: Vec<_> =
                     std::mem::take(&mut *state.background.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
                 for task in background {
                     let _ = task.await;
                 }
-                served.map_err(|error| format!("the server stopped: {error}"))
+                Ok(())
             })
         })
         .map_err(|error| format!("cannot start the server's thread: {error}"))?;

@@ -258,15 +258,15 @@ pub async fn events(
         state.blocking(move |state| load(state, &id)).await?
     };
     let poll = state.run_poll;
-    let start = (Some(first), 0usize, Vec::<SseEvent>::new(), false);
-    let stream = futures_util::stream::unfold(start, move |(mut loaded, mut sent, mut queue, mut done)| {
+    let start = (Some(first), 0usize, Vec::<SseEvent>::new(), false, super::StreamOpen::new(&state));
+    let stream = futures_util::stream::unfold(start, move |(mut loaded, mut sent, mut queue, mut done, open)| {
         let state = Arc::clone(&state);
         let id = id.clone();
         let program = program.clone();
         async move {
             loop {
                 if let Some(event) = queue.pop() {
-                    return Some((Ok::<_, Infallible>(event), (loaded, sent, queue, done)));
+                    return Some((Ok::<_, Infallible>(event), (loaded, sent, queue, done, open)));
                 }
                 if done {
                     return None;

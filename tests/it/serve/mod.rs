@@ -5,6 +5,7 @@
 //! picks.
 
 mod api;
+mod faults;
 mod processes;
 mod robustness;
 mod runs;
@@ -40,6 +41,7 @@ pub fn options(auth: Auth) -> ServeOptions {
             tools: Default::default(),
         },
         run_poll: Duration::from_millis(5),
+        deadlines: Default::default(),
     }
 }
 

@@ -13,15 +13,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 /// A `flowc serve` process, killed if the test ends first.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
     stderr: Arc<Mutex<String>>,
     reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
-    fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+    pub fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_flowc"));
         command.arg("serve").args(args).arg("--addr").arg("127.0.0.1:0").current_dir(dir);
         command.env("FLOWC_NOW", "2026-01-05T10:00:00Z").env("NO_COLOR", "1").env_remove("FLOWC_SEED");
@@ -59,7 +59,7 @@ impl Server {
     }
 
     /// Waits for the process to exit and for its last words.
-    fn exit(&mut self) -> (Option<i32>, String) {
+    pub fn exit(&mut self) -> (Option<i32>, String) {
         let status = self.child.wait().expect("the server exits");
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
@@ -67,7 +67,7 @@ impl Server {
         (status.code(), self.said())
     }
 
-    fn said(&self) -> String {
+    pub fn said(&self) -> String {
         self.stderr.lock().map(|text| text.clone()).unwrap_or_default()
     }
 }
@@ -122,7 +122,7 @@ fn sigterm_lets_an_open_request_finish_before_the_server_exits() {
 }
 
 /// A fresh database on the test server, or `None` (said) without one.
-fn fresh_database(test: &str) -> Option<String> {
+pub fn fresh_database(test: &str) -> Option<String> {
     let Ok(url) = std::env::var("FLOWC_TEST_POSTGRES") else {
         // scripts/test.sh starts the server: there a missing one fails.
         assert!(
