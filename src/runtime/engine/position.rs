@@ -15,7 +15,7 @@ use crate::runtime::events::{Event, StopReason};
 
 /// The cursor a landing of the successor rule ([`successor`]) puts the
 /// turn at. In list order, each step that can be passed over is asked
-/// about ([`Turn::skip_reason`]); those passed over are traced.
+/// about ([`skip_reason`]); those passed over are traced.
 pub(super) fn land(st: &mut TurnState, sv: &Services, flow_id: FlowId, landing: Landing) -> Cursor {
     match landing {
         Landing::Step(step) => Cursor::Enter(flow_id, step),
@@ -43,17 +43,40 @@ pub(super) fn land(st: &mut TurnState, sv: &Services, flow_id: FlowId, landing: 
     }
 }
 
-/// The cursor a directive's position moves the turn to. `goto` and
-/// `reset` start a new run of the flow they land in; `goto` writes its
-/// `with` data once the run has started.
-pub(super) fn position_cursor(st: &mut TurnState, sv: &Services, position: Move) -> Cursor {
+/// When a directive's position acts: before the reply, steps still run
+/// after it (the turn's cursor moves); after it, the session waits where
+/// it lands for the next turn.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum When {
+    BeforeReply,
+    AfterReply,
+}
+
+/// Where a position lands: in the flow the session is in, or, with no
+/// flow to leave (a pending directive, a signal between flows, a position
+/// after the flow ended), from outside every flow; `None` when it goes
+/// nowhere from there (`reset`, a bare `complete`).
+enum Placed {
+    In(FlowId, Landing),
+    Outside(Landing),
+}
+
+/// Does what a position does besides landing, the same before and after
+/// the reply: `goto` and `reset` start a new run of the flow they land in
+/// (and `goto` writes its `with` data once the run has started), an
+/// `abort` says its reason; then asks the successor rule where it lands.
+fn place(st: &mut TurnState, sv: &Services, position: Move, when: When) -> Option<Placed> {
     let current = st.session.flow;
     let jump = position.jump();
     match position {
         Move::Goto { flow, data } => {
             start_run(st, sv, flow);
             apply_writes(st, sv, &data, &[], "goto");
-            if let Some(current) = current {
+            // After the reply the flow is not left for another within the
+            // turn: the next turn enters it.
+            if let Some(current) = current
+                && when == When::BeforeReply
+            {
                 st.emit(Event::FlowLeft {
                     flow: flow_name(sv, current),
                     reason: format!("goto `{}`", flow_name(sv, flow)),
@@ -64,54 +87,40 @@ pub(super) fn position_cursor(st: &mut TurnState, sv: &Services, position: Move)
         _ => {}
     }
     let Some(current) = current else {
-        // No flow to leave (a pending directive, a signal between
-        // flows): only a move into a flow goes anywhere.
+        let landing = successor::landing_outside(jump)?;
         if let Jump::Complete(Some(next)) = jump {
             start_run(st, sv, next);
         }
-        return match successor::landing_outside(jump) {
-            Some(Landing::Enter(flow, step)) => Cursor::EnterFlow(flow, step),
-            Some(Landing::Abort) => Cursor::Abort,
-            _ => Cursor::Idle,
-        };
+        return Some(Placed::Outside(landing));
     };
     if jump == Jump::Reset {
         start_run(st, sv, current);
     }
-    land(st, sv, current, successor::landing(current, jump))
+    Some(Placed::In(current, successor::landing(current, jump)))
+}
+
+/// The cursor a directive's position moves the turn to, before the reply.
+pub(super) fn position_cursor(st: &mut TurnState, sv: &Services, position: Move) -> Cursor {
+    match place(st, sv, position, When::BeforeReply) {
+        Some(Placed::In(current, landing)) => land(st, sv, current, landing),
+        // Only a move into a flow goes anywhere from outside every flow.
+        Some(Placed::Outside(Landing::Enter(flow, step))) => Cursor::EnterFlow(flow, step),
+        Some(Placed::Outside(Landing::Abort)) => Cursor::Abort,
+        Some(Placed::Outside(_)) | None => Cursor::Idle,
+    }
 }
 
 /// Applies a post-model position where the successor rule lands it: the
 /// session waits there for the next turn (entering a flow still runs its
 /// `on_enter`). No step runs after the reply, so nothing is passed over.
+/// A completion enters the flow the `complete` named, else the completed
+/// flow's `complete.next`, as a completion before the reply does.
 pub(super) fn park(st: &mut TurnState, sv: &Services, position: Move) -> Result<(), TurnError> {
     let program = sv.program;
-    let jump = position.jump();
-    match position {
-        Move::Goto { flow, data } => {
-            start_run(st, sv, flow);
-            apply_writes(st, sv, &data, &[], "goto");
-        }
-        Move::Abort { reason: Some(reason) } => st.answer.says.push(reason),
-        _ => {}
-    }
-    let current = st.session.flow;
-    let landing = match current {
-        Some(current) => {
-            if jump == Jump::Reset {
-                start_run(st, sv, current);
-            }
-            successor::landing(current, jump)
-        }
-        None => match successor::landing_outside(jump) {
-            Some(landing) => {
-                if let Jump::Complete(Some(next)) = jump {
-                    start_run(st, sv, next);
-                }
-                landing
-            }
-            None => return Ok(()),
-        },
+    let (current, landing) = match place(st, sv, position, When::AfterReply) {
+        Some(Placed::In(current, landing)) => (Some(current), landing),
+        Some(Placed::Outside(landing)) => (None, landing),
+        None => return Ok(()),
     };
     match landing {
         Landing::Step(step) => {
@@ -121,12 +130,17 @@ pub(super) fn park(st: &mut TurnState, sv: &Services, position: Move) -> Result<
         // Entering a flow still runs its `on_enter`; the session waits
         // at the step named, as it is.
         Landing::Enter(flow, step) => enter_parked(st, sv, program, flow, step)?,
-        Landing::Complete(next) => {
-            if let Some(flow) = current.and_then(|flow| program.flow(flow)) {
+        Landing::Complete(named) => {
+            let completed = current.and_then(|flow| program.flow(flow));
+            if let Some(flow) = completed {
                 st.emit(Event::FlowCompleted { flow: flow.name.clone() });
             }
             st.session.flow = None;
             st.session.step = None;
+            let next = match completed {
+                Some(flow) => successor::after_completion(flow, named),
+                None => named,
+            };
             if let Some(next) = next {
                 start_run(st, sv, next);
                 enter_parked(st, sv, program, next, StepId(0))?;
@@ -143,6 +157,8 @@ pub(super) fn park(st: &mut TurnState, sv: &Services, position: Move) -> Result<
     Ok(())
 }
 
+/// Enters a flow after the reply: its `on_enter` runs (on the post-model
+/// bus), and the session waits at `step` for the next turn.
 pub(super) fn enter_parked(
     st: &mut TurnState,
     sv: &Services,
