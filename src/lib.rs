@@ -36,6 +36,7 @@ pub mod ids;
 pub mod ir;
 pub mod llm;
 pub mod pipeline;
+pub mod read;
 pub mod runtime;
 pub mod serve;
 pub mod source;

@@ -161,7 +161,7 @@ pub struct Turn<'a> {
     asked_signals: BTreeSet<String>,
     /// Why this turn's message was no clear answer to the confirmation the
     /// step asked, when it was not: the step says so as it asks again.
-    consent_doubt: Option<crate::llm::offline::consent::Doubt>,
+    consent_doubt: Option<crate::read::consent::Doubt>,
     /// Fields the understanding step wrote from this turn's message: a new
     /// run of a flow entered in the same turn keeps them.
     extracted_this_turn: BTreeSet<String>,
