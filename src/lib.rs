@@ -35,6 +35,7 @@ pub mod graph;
 pub mod ids;
 pub mod ir;
 pub mod llm;
+pub mod message;
 pub mod pipeline;
 pub mod read;
 pub mod runtime;

@@ -2,7 +2,7 @@
 //! the result is built, and the working copy replaces the caller's session.
 
 use super::Turn;
-use crate::llm::{Message, Role};
+use crate::message::{Message, Role};
 use crate::runtime::events::{Event, StopReason, Tokens, TurnResult};
 use crate::runtime::session::ordered_data;
 

@@ -4,7 +4,8 @@
 use super::{Stage, Turn, TurnError};
 use super::{confirmation_fields, field_spec};
 use crate::ir::{Behavior, FieldId, Phase, Program, Signal};
-use crate::llm::{Message, Question, Role, UnderstandRequest, Understanding};
+use crate::llm::{Question, UnderstandRequest, Understanding};
+use crate::message::{Message, Role};
 use crate::runtime::directive::{Emission, Move, Source, describe, merge};
 use crate::runtime::events::{DirectiveRecord, Event, Purpose, StopReason};
 use std::collections::BTreeSet;
