@@ -23,7 +23,7 @@ pub mod postgres_tls;
 pub mod sqlite;
 
 use crate::ir::Program;
-use crate::llm::Message;
+use crate::message::Message;
 use crate::runtime::session::Session;
 use crate::runtime::workflow::{RunEvent, RunStatus, WorkflowRun};
 use serde::Serialize;
@@ -323,7 +323,7 @@ pub fn check_loaded(key: &str, session: &Session) -> Result<(), StoreError> {
 /// a run and back.
 pub(crate) mod rows {
     use super::{StoreError, StoredRun, check_loaded};
-    use crate::llm::{Message, Role};
+    use crate::message::{Message, Role};
     use crate::runtime::session::Session;
     use crate::runtime::workflow::WorkflowRun;
 
@@ -484,7 +484,7 @@ pub(crate) mod rows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::Role;
+    use crate::message::Role;
 
     fn message(text: &str) -> Message {
         Message { role: Role::User, text: text.to_string() }
