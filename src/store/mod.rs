@@ -21,6 +21,7 @@ pub mod memory;
 pub mod postgres;
 pub mod postgres_tls;
 pub mod sqlite;
+pub mod sqlite_guard;
 
 use crate::ir::Program;
 use crate::llm::Message;
@@ -52,6 +53,10 @@ pub enum StoreError {
     InvalidId { id: String },
     #[error("cannot open the store {location}: {message}")]
     Open { location: String, message: String },
+    /// The store is read-only, or was found damaged as it opened: reading
+    /// goes on, writing is refused.
+    #[error("cannot write to the store {location}: {reason}")]
+    WriteRefused { location: String, reason: String },
 }
 
 /// One line of `flowc sessions list`.
@@ -164,7 +169,18 @@ pub trait RunStore {
 
     fn load_run(&self, id: &str) -> Result<Option<StoredRun>, StoreError>;
 
-    fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError>;
+    /// Every run, or the first error of a run whose row cannot be read.
+    fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let (runs, unreadable) = self.list_runs_readable()?;
+        match unreadable.into_iter().next() {
+            Some(error) => Err(error),
+            None => Ok(runs),
+        }
+    }
+
+    /// Every run whose row reads, and an error naming each one that does
+    /// not (left out, so that one corrupt row does not hide every run).
+    fn list_runs_readable(&self) -> Result<(Vec<RunSummary>, Vec<StoreError>), StoreError>;
 
     /// Takes `id` for `claim.holder` if nobody holds it (or their lease is
     /// over) and it is waiting (due by `claim.now`, unless `early`) or was
@@ -461,9 +477,28 @@ pub(crate) mod rows {
         Ok(())
     }
 
-    /// The run's `resume_at`, read from its state for a listing.
-    pub fn resume_at(state: &str) -> Option<String> {
-        serde_json::from_str::<WorkflowRun>(state).ok().and_then(|run| run.resume_at)
+    /// A line of `flowc runs list` from a run's head row: its state must
+    /// read as the run of this id, with the status its row says.
+    pub fn summary(
+        id: String,
+        flow: String,
+        status: String,
+        state: &str,
+        program: String,
+        updated_at: String,
+    ) -> Result<super::RunSummary, StoreError> {
+        let corrupt = |message: String| StoreError::Corrupt { id: id.clone(), message };
+        let run = serde_json::from_str::<WorkflowRun>(state).map_err(|error| corrupt(error.to_string()))?;
+        if run.run != id {
+            return Err(corrupt(format!("it holds run `{}`", run.run)));
+        }
+        if run.status.as_str() != status {
+            return Err(corrupt(format!(
+                "its row says `{status}` but it holds a run that is `{}`",
+                run.status.as_str()
+            )));
+        }
+        Ok(super::RunSummary { run: id, flow, status, resume_at: run.resume_at, program, updated_at })
     }
 
     pub fn status(run: &WorkflowRun) -> String {

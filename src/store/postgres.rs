@@ -250,21 +250,37 @@ impl SessionStore for PostgresStore {
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
+        let (sessions, unreadable) = self.list_readable()?;
+        match unreadable.into_iter().next() {
+            Some(error) => Err(error),
+            None => Ok(sessions),
+        }
+    }
+
+    fn list_readable(&self) -> Result<(Vec<SessionSummary>, Vec<StoreError>), StoreError> {
         let mut client = self.client("*")?;
         let rows = client
             .query("SELECT id, flow, step, turns, version, updated_at FROM sessions ORDER BY id", &[])
             .map_err(sql_error("*"))?;
-        Ok(rows
-            .iter()
-            .map(|row| SessionSummary {
-                id: row.get(0),
-                flow: row.get(1),
-                step: row.get(2),
-                turns: u32::try_from(row.get::<_, i64>(3)).unwrap_or(u32::MAX),
-                version: u64::try_from(row.get::<_, i64>(4)).unwrap_or(0),
-                updated_at: row.get(5),
-            })
-            .collect())
+        let (mut sessions, mut unreadable) = (Vec::new(), Vec::new());
+        for row in &rows {
+            let id: String = row.get(0);
+            let (turns, version): (i64, i64) = (row.get(3), row.get(4));
+            let corrupt = |message: String| StoreError::Corrupt { id: id.clone(), message };
+            match (u32::try_from(turns), u64::try_from(version)) {
+                (Ok(turns), Ok(version)) => sessions.push(SessionSummary {
+                    id,
+                    flow: row.get(1),
+                    step: row.get(2),
+                    turns,
+                    version,
+                    updated_at: row.get(5),
+                }),
+                (Err(_), _) => unreadable.push(corrupt(format!("its turn count {turns} is out of range"))),
+                (_, Err(_)) => unreadable.push(corrupt(format!("its version {version} is out of range"))),
+            }
+        }
+        Ok((sessions, unreadable))
     }
 
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
@@ -447,26 +463,19 @@ impl RunStore for PostgresStore {
         with_parts(&mut *client, stored).map(Some)
     }
 
-    fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+    fn list_runs_readable(&self) -> Result<(Vec<RunSummary>, Vec<StoreError>), StoreError> {
         let mut client = self.client("*")?;
         let rows = client
             .query("SELECT id, flow, status, state, program, updated_at FROM runs ORDER BY created_at, id", &[])
             .map_err(sql_error("*"))?;
-        Ok(rows
-            .iter()
-            .map(|row| {
-                let state: String = row.get(3);
-                let resume_at = rows::resume_at(&state);
-                RunSummary {
-                    run: row.get(0),
-                    flow: row.get(1),
-                    status: row.get(2),
-                    resume_at,
-                    program: row.get(4),
-                    updated_at: row.get(5),
-                }
-            })
-            .collect())
+        let (mut runs, mut unreadable) = (Vec::new(), Vec::new());
+        for row in &rows {
+            match rows::summary(row.get(0), row.get(1), row.get(2), row.get(3), row.get(4), row.get(5)) {
+                Ok(summary) => runs.push(summary),
+                Err(error) => unreadable.push(error),
+            }
+        }
+        Ok((runs, unreadable))
     }
 
     fn claim_run(&self, id: &str, claim: &Claim, early: bool) -> Result<Option<StoredRun>, StoreError> {

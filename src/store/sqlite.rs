@@ -14,13 +14,14 @@
 //! a database of any older version to the current one.
 
 use super::rows::{self, now_text};
+use super::sqlite_guard::{self, OpenLock, Refusal};
 use super::{
     Cancel, Claim, RunMeta, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id,
 };
 use crate::llm::Message;
 use crate::runtime::session::Session;
 use crate::runtime::workflow::WorkflowRun;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -93,6 +94,12 @@ pub const MIGRATIONS: &[&str] = &[
 pub struct SqliteStore {
     connection: Mutex<Connection>,
     path: PathBuf,
+    /// Why this store refuses to write, if it does: read-only, or found
+    /// damaged as it opened ([`sqlite_guard`]).
+    refusal: Option<Refusal>,
+    /// Held while the store is open; declared after the connection so that
+    /// it is released last.
+    _lock: Option<OpenLock>,
 }
 
 fn sql_error(id: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
@@ -100,21 +107,90 @@ fn sql_error(id: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database at `path` and migrates it.
+    /// Opens (creating if needed) the database at `path` and migrates it;
+    /// one this process cannot write is opened read-only instead, and one
+    /// left by an unclean shutdown is checked first (see [`sqlite_guard`]).
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         let location = format!("sqlite:{}", path.display());
         let open_error = |message: String| StoreError::Open { location: location.clone(), message };
+        if let Some(why) = sqlite_guard::read_only(path) {
+            return SqliteStore::open_read_only(path, why).map_err(open_error);
+        }
         if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|error| open_error(error.to_string()))?;
         }
+        let mut opening = sqlite_guard::open_lock(path).map_err(open_error)?;
         let mut connection = Connection::open(path).map_err(|error| open_error(error.to_string()))?;
         connection.busy_handler(Some(wait_for_writer)).map_err(|error| open_error(error.to_string()))?;
-        set_wal(&connection).map_err(|error| open_error(error.to_string()))?;
-        connection.pragma_update(None, "synchronous", "NORMAL").map_err(|error| open_error(error.to_string()))?;
-        migrate(&mut connection, MIGRATIONS).map_err(open_error)?;
-        let store = SqliteStore { connection: Mutex::new(connection), path: path.to_path_buf() };
-        store.import_json_sessions();
+        let refusal = if opening.check {
+            let damage = sqlite_guard::quick_check(&connection);
+            opening.lock.record(damage.as_deref());
+            damage.map(Refusal::Damaged)
+        } else {
+            None
+        };
+        if let Some(refusal) = &refusal {
+            // Migrating would write into the damage: the store is read as it is.
+            eprintln!("warning: the store {location}: {}", refusal.reason(path));
+        } else {
+            set_wal(&connection).map_err(|error| open_error(error.to_string()))?;
+            connection.pragma_update(None, "synchronous", "NORMAL").map_err(|error| open_error(error.to_string()))?;
+            migrate(&mut connection, MIGRATIONS).map_err(open_error)?;
+        }
+        opening.lock.share().map_err(open_error)?;
+        let store = SqliteStore {
+            connection: Mutex::new(connection),
+            path: path.to_path_buf(),
+            refusal,
+            _lock: Some(opening.lock),
+        };
+        if store.refusal.is_none() {
+            store.import_json_sessions();
+        }
         Ok(store)
+    }
+
+    /// A database this process cannot write, opened to be listed and
+    /// shown: nothing is migrated or switched (both write), so its schema
+    /// must already be this flowc's.
+    fn open_read_only(path: &Path, why: String) -> Result<SqliteStore, String> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+        let open = |uri: String| -> rusqlite::Result<(Connection, i64)> {
+            let connection = Connection::open_with_flags(uri, flags)?;
+            connection.busy_handler(Some(wait_for_writer))?;
+            let version = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+            Ok((connection, version))
+        };
+        let uri = sqlite_guard::file_uri(path);
+        // A WAL database needs its `-shm` file, which a read-only folder
+        // cannot hold: then SQLite reads it immutable, as last checkpointed
+        // (nobody can write there anyway).
+        let (connection, version) =
+            open(uri.clone()).or_else(|_| open(format!("{uri}?immutable=1"))).map_err(|error| error.to_string())?;
+        let current = MIGRATIONS.len();
+        if usize::try_from(version).ok() != Some(current) {
+            return Err(format!(
+                "it is read-only ({why}) and its schema is version {version}, not this flowc's {current}: \
+                 open it once with write access (it is migrated then) or use the flowc that made it"
+            ));
+        }
+        Ok(SqliteStore {
+            connection: Mutex::new(connection),
+            path: path.to_path_buf(),
+            refusal: Some(Refusal::ReadOnly(why)),
+            _lock: None,
+        })
+    }
+
+    /// Refuses a write to a read-only or damaged store, naming its file.
+    fn writable(&self) -> Result<(), StoreError> {
+        match &self.refusal {
+            None => Ok(()),
+            Some(refusal) => Err(StoreError::WriteRefused {
+                location: format!("sqlite:{}", self.path.display()),
+                reason: refusal.reason(&self.path),
+            }),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -249,6 +325,7 @@ impl SessionStore for SqliteStore {
     }
 
     fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError> {
+        self.writable()?;
         let id = session.id.as_str();
         let rows::Write { version, expected, state } = rows::write(id, session.version, expected_version, session)?;
         let mut connection = self.connection(id)?;
@@ -337,6 +414,7 @@ impl SessionStore for SqliteStore {
 
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
         check_id(id)?;
+        self.writable()?;
         let mut connection = self.connection(id)?;
         let transaction =
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
@@ -434,6 +512,7 @@ impl RunStore for SqliteStore {
         expected_version: u64,
         claim: Option<&Claim>,
     ) -> Result<(), StoreError> {
+        self.writable()?;
         let id = run.run.as_str();
         let rows::RunWrite { version, expected, head } = rows::run_write(run, meta.version, expected_version)?;
         let mut connection = self.connection(id)?;
@@ -496,29 +575,35 @@ impl RunStore for SqliteStore {
         read_run(&connection, id)
     }
 
-    fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+    fn list_runs_readable(&self) -> Result<(Vec<RunSummary>, Vec<StoreError>), StoreError> {
         let connection = self.connection("*")?;
         let mut statement = connection
             .prepare("SELECT id, flow, status, state, program, updated_at FROM runs ORDER BY created_at, id")
             .map_err(sql_error("*"))?;
-        let rows = statement
-            .query_map([], |row| {
-                let resume_at = rows::resume_at(&row.get::<_, String>(3)?);
-                Ok(RunSummary {
-                    run: row.get(0)?,
-                    flow: row.get(1)?,
-                    status: row.get(2)?,
-                    resume_at,
-                    program: row.get(4)?,
-                    updated_at: row.get(5)?,
-                })
-            })
-            .map_err(sql_error("*"))?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(sql_error("*"))
+        let mut found = statement.query([]).map_err(sql_error("*"))?;
+        let (mut runs, mut unreadable) = (Vec::new(), Vec::new());
+        while let Some(row) = found.next().map_err(sql_error("*"))? {
+            // A column of the wrong type is that run's corruption, not the list's.
+            let id: String = row.get(0).unwrap_or_else(|_| "?".to_string());
+            let columns = (|| -> rusqlite::Result<(String, String, String, String, String)> {
+                Ok((row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?))
+            })();
+            let summary = columns
+                .map_err(|error| StoreError::Corrupt { id: id.clone(), message: error.to_string() })
+                .and_then(|(flow, status, state, program, updated_at)| {
+                    rows::summary(id, flow, status, &state, program, updated_at)
+                });
+            match summary {
+                Ok(summary) => runs.push(summary),
+                Err(error) => unreadable.push(error),
+            }
+        }
+        Ok((runs, unreadable))
     }
 
     fn claim_run(&self, id: &str, claim: &Claim, early: bool) -> Result<Option<StoredRun>, StoreError> {
         check_id(id)?;
+        self.writable()?;
         let mut connection = self.connection(id)?;
         let transaction =
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
@@ -537,6 +622,7 @@ impl RunStore for SqliteStore {
     }
 
     fn claim_due(&self, claim: &Claim, limit: usize) -> Result<Vec<StoredRun>, StoreError> {
+        self.writable()?;
         let mut connection = self.connection("*")?;
         let transaction =
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error("*"))?;
@@ -577,6 +663,7 @@ impl RunStore for SqliteStore {
 
     fn cancel_run(&self, id: &str, at: &str) -> Result<Cancel, StoreError> {
         check_id(id)?;
+        self.writable()?;
         let mut connection = self.connection(id)?;
         let transaction =
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;

@@ -24,6 +24,7 @@ mod serve_page;
 #[cfg(unix)]
 mod stop;
 mod store;
+mod store_damage;
 mod store_tls;
 mod support;
 mod test_cmd;
