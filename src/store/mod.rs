@@ -457,9 +457,21 @@ pub(crate) mod rows {
             .collect()
     }
 
-    /// Puts the step records and events read from their rows into the run
-    /// read from its head.
-    pub fn attach(stored: &mut StoredRun, steps: Vec<String>, events: Vec<String>) -> Result<(), StoreError> {
+    /// The warnings a save appends: those after the `stored` the store has.
+    pub fn warning_rows(run: &WorkflowRun, stored: i64) -> Vec<(i64, &str)> {
+        let from = usize::try_from(stored).unwrap_or(0);
+        let warnings = run.warnings.get(from..).unwrap_or_default();
+        (stored..).zip(warnings.iter().map(String::as_str)).collect()
+    }
+
+    /// Puts the step records, events and warnings read from their rows
+    /// into the run read from its head.
+    pub fn attach(
+        stored: &mut StoredRun,
+        steps: Vec<String>,
+        events: Vec<String>,
+        warnings: Vec<String>,
+    ) -> Result<(), StoreError> {
         let corrupt = |what: &str, error: serde_json::Error| StoreError::Corrupt {
             id: stored.run.run.clone(),
             message: format!("{what}: {error}"),
@@ -474,6 +486,7 @@ pub(crate) mod rows {
             .collect::<Result<Vec<_>, _>>()?;
         stored.run.steps = steps;
         stored.run.events = events;
+        stored.run.warnings = warnings;
         Ok(())
     }
 

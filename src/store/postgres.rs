@@ -79,6 +79,19 @@ pub const MIGRATIONS: &[&str] = &[
             WITH ORDINALITY AS event(value, ordinality);
     UPDATE runs SET events_len = (SELECT COUNT(*) FROM run_events WHERE run_id = runs.id),
         state = ((runs.state::jsonb - 'steps') - 'events')::text;",
+    // 4: as in the SQLite store, warnings as rows appended.
+    "CREATE TABLE run_warnings (
+        run_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        warning TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    INSERT INTO run_warnings (run_id, seq, warning)
+        SELECT runs.id, warning.ordinality - 1, warning.value
+        FROM runs, jsonb_array_elements_text(CASE WHEN jsonb_typeof(runs.state::jsonb -> 'warnings') = 'array'
+                THEN runs.state::jsonb -> 'warnings' ELSE '[]'::jsonb END)
+            WITH ORDINALITY AS warning(value, ordinality);
+    UPDATE runs SET state = (runs.state::jsonb - 'warnings')::text;",
 ];
 
 /// Any number that no other flowc lock uses: the migration lock's key.
@@ -321,11 +334,14 @@ fn with_parts(client: &mut impl GenericClient, mut stored: StoredRun) -> Result<
         client.query("SELECT record FROM run_steps WHERE run_id = $1 ORDER BY idx", &[&id]).map_err(sql_error(id))?;
     let events =
         client.query("SELECT event FROM run_events WHERE run_id = $1 ORDER BY seq", &[&id]).map_err(sql_error(id))?;
-    rows::attach(&mut stored, texts(steps), texts(events))?;
+    let warnings = client
+        .query("SELECT warning FROM run_warnings WHERE run_id = $1 ORDER BY seq", &[&id])
+        .map_err(sql_error(id))?;
+    rows::attach(&mut stored, texts(steps), texts(events), texts(warnings))?;
     Ok(stored)
 }
 
-/// Writes the step records and events a save adds (see
+/// Writes the step records, events and warnings a save adds (see
 /// [`RunStore::save_run_parts`]); `stored_events` is how many the store
 /// had. Gives the new count of events.
 fn write_parts(
@@ -357,6 +373,23 @@ fn write_parts(
             )
             .map_err(sql_error(id))?;
         for (seq, text) in appended {
+            transaction.execute(&statement, &[&id, &seq, &text]).map_err(sql_error(id))?;
+        }
+    }
+    // The next warning's place, from the key's index: no count to keep.
+    let stored_warnings: i64 = transaction
+        .query_one("SELECT COALESCE(MAX(seq) + 1, 0) FROM run_warnings WHERE run_id = $1", &[&id])
+        .map_err(sql_error(id))?
+        .get(0);
+    let warnings = rows::warning_rows(run, stored_warnings);
+    if !warnings.is_empty() {
+        let statement = transaction
+            .prepare(
+                "INSERT INTO run_warnings (run_id, seq, warning) VALUES ($1, $2, $3)
+                 ON CONFLICT (run_id, seq) DO UPDATE SET warning = $3",
+            )
+            .map_err(sql_error(id))?;
+        for (seq, text) in warnings {
             transaction.execute(&statement, &[&id, &seq, &text]).map_err(sql_error(id))?;
         }
     }

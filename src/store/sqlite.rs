@@ -89,6 +89,19 @@ pub const MIGRATIONS: &[&str] = &[
         FROM runs, json_each(runs.state, '$.events') AS event WHERE json_valid(runs.state);
     UPDATE runs SET events_len = (SELECT COUNT(*) FROM run_events WHERE run_id = runs.id),
         state = json_remove(state, '$.steps', '$.events') WHERE json_valid(state);",
+    // 4: a run's warnings as rows appended, as its events, instead of a
+    // list in its head rewritten at every save.
+    "CREATE TABLE run_warnings (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        warning TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    INSERT INTO run_warnings (run_id, seq, warning)
+        SELECT runs.id, CAST(warning.key AS INTEGER), warning.value
+        FROM runs, json_each(runs.state, '$.warnings') AS warning
+        WHERE json_valid(runs.state) AND json_type(runs.state, '$.warnings') = 'array';
+    UPDATE runs SET state = json_remove(state, '$.warnings') WHERE json_valid(state);",
 ];
 
 pub struct SqliteStore {
@@ -465,11 +478,12 @@ fn read_run(connection: &Connection, id: &str) -> Result<Option<StoredRun>, Stor
     };
     let steps = texts("SELECT record FROM run_steps WHERE run_id = ?1 ORDER BY idx")?;
     let events = texts("SELECT event FROM run_events WHERE run_id = ?1 ORDER BY seq")?;
-    rows::attach(&mut stored, steps, events)?;
+    let warnings = texts("SELECT warning FROM run_warnings WHERE run_id = ?1 ORDER BY seq")?;
+    rows::attach(&mut stored, steps, events, warnings)?;
     Ok(Some(stored))
 }
 
-/// Writes the step records and events a save adds (see
+/// Writes the step records, events and warnings a save adds (see
 /// [`RunStore::save_run_parts`]); `stored_events` is how many the store
 /// had. Gives the new count of events.
 fn write_parts(
@@ -492,6 +506,17 @@ fn write_parts(
     let count = appended.last().map_or(stored_events, |(seq, _)| seq.saturating_add(1));
     for (seq, text) in appended {
         event.execute(params![id, seq, text]).map_err(sql_error(id))?;
+    }
+    // The next warning's place, from the key's index: no count to keep.
+    let stored_warnings: i64 = transaction
+        .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM run_warnings WHERE run_id = ?1")
+        .and_then(|mut statement| statement.query_row([id], |row| row.get(0)))
+        .map_err(sql_error(id))?;
+    let mut warning = transaction
+        .prepare_cached("INSERT OR REPLACE INTO run_warnings (run_id, seq, warning) VALUES (?1, ?2, ?3)")
+        .map_err(sql_error(id))?;
+    for (seq, text) in rows::warning_rows(run, stored_warnings) {
+        warning.execute(params![id, seq, text]).map_err(sql_error(id))?;
     }
     Ok(count)
 }
@@ -813,7 +838,7 @@ mod tests {
         "resume_at":"2026-01-06T10:00:00Z","data":{"n":1},"context":{},
         "steps":[{"id":"a","status":"waiting","started_at":"t0","duration_ms":0,"output":null,"error":null},
                  {"id":"b","status":"pending","started_at":null,"duration_ms":null,"output":null,"error":null}],
-        "warnings":[],"flow_name":"f",
+        "warnings":["an old warning"],"flow_name":"f",
         "events":[{"event":"step_started","step":"a","at":"t1"},{"event":"step_completed","step":"a","at":"t2"}]}"#;
 
     #[test]
@@ -840,6 +865,7 @@ mod tests {
             .query_row("SELECT state FROM runs WHERE id = 'old-run'", [], |row| row.get(0))
             .unwrap();
         assert!(!head.contains("step_started"), "the events left the state: {head}");
+        assert!(!head.contains("an old warning"), "the warnings left the state: {head}");
 
         let mut run = stored.run.clone();
         run.events.push(crate::runtime::workflow::RunEvent {
@@ -848,10 +874,22 @@ mod tests {
             at: "t3".into(),
         });
         run.step_mut(1).unwrap().status = crate::runtime::workflow::StepStatus::Completed;
+        run.warnings.push("a new warning".into());
         super::super::commit_run(&store, &mut stored, run.clone(), None, None).unwrap();
         let loaded = store.load_run("old-run").unwrap().unwrap();
         assert_eq!(loaded.run, run);
         assert_eq!(loaded.version, 3);
+        run.warnings.push("a third".into());
+        super::super::commit_run(&store, &mut stored, run.clone(), None, None).unwrap();
+        assert_eq!(
+            store.load_run("old-run").unwrap().unwrap().run.warnings,
+            ["an old warning", "a new warning", "a third"]
+        );
+        let connection = store.connection("*").unwrap();
+        let rows: i64 = connection.query_row("SELECT COUNT(*) FROM run_warnings", [], |row| row.get(0)).unwrap();
+        let head: String = connection.query_row("SELECT state FROM runs", [], |row| row.get(0)).unwrap();
+        assert_eq!(rows, 3, "each warning is a row, written once");
+        assert!(!head.contains("warning"), "{head}");
     }
 
     #[test]
