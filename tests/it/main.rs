@@ -28,4 +28,6 @@ mod store_damage;
 mod store_tls;
 mod support;
 mod test_cmd;
+#[cfg(unix)]
+mod worker_grace;
 mod workflows;
