@@ -14,6 +14,7 @@ pub mod auth;
 pub mod error;
 pub mod listen;
 pub mod metrics;
+pub mod news;
 pub mod openapi;
 pub mod page;
 pub mod programs;
@@ -65,6 +66,8 @@ pub struct AppState {
     pub body_limit: usize,
     pub run_poll: Duration,
     pub body_timeout: Duration,
+    /// Runs saved, for the clients following their events.
+    pub run_news: news::RunNews,
     /// This process's name on the runs it claims.
     pub holder: String,
     /// Runs started with `"wait": false`, finished before the process exits.
@@ -76,6 +79,10 @@ impl AppState {
     pub fn new(options: &ServeOptions) -> Result<Arc<AppState>, String> {
         let programs = Programs::load(&options.files, options.settings.clone())?;
         let store = crate::store::open(&options.store).map_err(|error| error.to_string())?;
+        let run_news = news::RunNews::default();
+        if let StoreLocation::Postgres(url) = &options.store {
+            run_news.listen_postgres(url.clone());
+        }
         Ok(Arc::new(AppState {
             programs,
             store: Arc::from(store),
@@ -84,6 +91,7 @@ impl AppState {
             body_limit: options.body_limit,
             run_poll: options.run_poll,
             body_timeout: options.deadlines.body,
+            run_news,
             holder: crate::stored_run::holder_name("serve-"),
             background: Mutex::new(Vec::new()),
         }))
