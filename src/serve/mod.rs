@@ -159,6 +159,7 @@ pub fn routes() -> Vec<Route> {
         route(Method::GET, "/metrics", on(MethodFilter::GET, metrics_text)),
         route(Method::GET, "/openapi.json", on(MethodFilter::GET, openapi::document)),
         route(Method::GET, "/v1/programs", on(MethodFilter::GET, programs_list)),
+        route(Method::GET, "/v1/programs/{name}/graph", on(MethodFilter::GET, page::program_graph)),
         route(Method::POST, "/v1/sessions", on(MethodFilter::POST, sessions::create)),
         route(Method::GET, "/v1/sessions", on(MethodFilter::GET, sessions::list)),
         route(Method::GET, "/v1/sessions/{id}", on(MethodFilter::GET, sessions::show)),
