@@ -185,3 +185,22 @@ fn a_corrupt_run_row_is_left_out_of_the_list_on_postgres() {
         assert_eq!(changed.ok(), Some(1));
     });
 }
+
+#[test]
+fn a_corrupt_session_row_is_left_out_of_the_list_on_postgres() {
+    let Some(url) = fresh_database("corrupt_session") else {
+        return;
+    };
+    let store = flowc::store::postgres::PostgresStore::connect(&url).unwrap_or_else(|error| panic!("{error}"));
+    for id in ["good", "bad"] {
+        assert!(store.save(&session(id), 0, &[]).is_ok());
+    }
+    let changed = postgres::Client::connect(&url, postgres::NoTls)
+        .and_then(|mut client| client.execute("UPDATE sessions SET turns = -1 WHERE id = 'bad'", &[]));
+    assert_eq!(changed.ok(), Some(1));
+    let (sessions, unreadable) = store.list_readable().unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(sessions.iter().map(|summary| summary.id.as_str()).collect::<Vec<_>>(), ["good"]);
+    let named: Vec<String> = unreadable.iter().map(ToString::to_string).collect();
+    assert_eq!(named, ["`bad` is corrupt in the store: its turn count -1 is out of range"]);
+    assert!(store.list().is_err(), "the strict listing still refuses");
+}
