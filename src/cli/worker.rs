@@ -17,11 +17,12 @@
 use super::Outcome;
 use super::limits::RunLimitFlags;
 use super::open_with_clock;
-use super::stored_run::{claim_at, holder_name, resume_claimed};
+use super::stored_run::{holder_name, resume_claimed};
 use crate::runtime::clock::Clock;
 use crate::runtime::shutdown;
 use crate::runtime::workflow::RunStatus;
 use crate::store::Store;
+use crate::stored_run::claim_at;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]

@@ -24,7 +24,7 @@ pub mod sqlite;
 pub mod sqlite_guard;
 
 use crate::ir::Program;
-use crate::llm::Message;
+use crate::message::Message;
 use crate::runtime::session::Session;
 use crate::runtime::workflow::{RunEvent, RunStatus, WorkflowRun};
 use serde::Serialize;
@@ -339,7 +339,7 @@ pub fn check_loaded(key: &str, session: &Session) -> Result<(), StoreError> {
 /// a run and back.
 pub(crate) mod rows {
     use super::{StoreError, StoredRun, check_loaded};
-    use crate::llm::{Message, Role};
+    use crate::message::{Message, Role};
     use crate::runtime::session::Session;
     use crate::runtime::workflow::WorkflowRun;
 
@@ -532,7 +532,7 @@ pub(crate) mod rows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::Role;
+    use crate::message::Role;
 
     fn message(text: &str) -> Message {
         Message { role: Role::User, text: text.to_string() }

@@ -14,7 +14,7 @@ use super::rows::{self, now_text};
 use super::{
     Cancel, Claim, RunMeta, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id,
 };
-use crate::llm::Message;
+use crate::message::Message;
 use crate::runtime::session::Session;
 use crate::runtime::workflow::WorkflowRun;
 use postgres::{Client, GenericClient, Row};

@@ -18,7 +18,7 @@ use super::sqlite_guard::{self, OpenLock, Refusal};
 use super::{
     Cancel, Claim, RunMeta, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id,
 };
-use crate::llm::Message;
+use crate::message::Message;
 use crate::runtime::session::Session;
 use crate::runtime::workflow::WorkflowRun;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
@@ -724,7 +724,7 @@ impl RunStore for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::Role;
+    use crate::message::Role;
 
     fn temp_db(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("flowc-sqlite-{name}-{}", std::process::id()));

@@ -9,7 +9,7 @@
 //! one and sets `FLOWC_TEST_POSTGRES`; without it they say so and skip.
 
 use crate::support::{flowc_env, stderr, stdout, temp_dir, unique};
-use flowc::llm::{Message, Role};
+use flowc::message::{Message, Role};
 use flowc::runtime::session::Session;
 use flowc::store::postgres::{MIGRATIONS, PostgresStore, migrate};
 use flowc::store::{RunStore, SessionStore, StoreError};

@@ -4,12 +4,13 @@
 
 use super::{RunArgs, RunError};
 use crate::cli::Outcome;
-use crate::cli::stored_run::{claim_at, execute, holder_name, report};
+use crate::cli::stored_run::{execute, holder_name, report};
 use crate::ir::{FlowId, Program};
 use crate::runtime::session::Data;
 use crate::runtime::tools::ToolEnv;
 use crate::runtime::workflow::RunLimits;
 use crate::store::{Claim, Store, StoreError, StoredRun};
+use crate::stored_run::claim_at;
 use std::io::{IsTerminal, Write};
 
 pub(super) fn run_workflow(
