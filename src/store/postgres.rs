@@ -109,6 +109,11 @@ pub struct PostgresStore {
 /// the workers (the payload is the run's id).
 pub const NEWS: &str = "flowc_runs";
 
+/// The channel on which every save of a run notifies those following its
+/// events (`flowc serve` answering `GET /v1/runs/{id}/events`); the payload
+/// is the run's id.
+pub const RUN_EVENTS: &str = "flowc_run_events";
+
 fn sql_error(id: &str) -> impl Fn(postgres::Error) -> StoreError + '_ {
     move |error| StoreError::Io { id: id.to_string(), message: describe(&error) }
 }
@@ -488,6 +493,8 @@ impl RunStore for PostgresStore {
             // Delivered on commit, so no worker looks before the row is there.
             transaction.execute("SELECT pg_notify($1, $2)", &[&NEWS, &id]).map_err(sql_error(id))?;
         }
+        // Every save: a step started or ended is news to its followers.
+        transaction.execute("SELECT pg_notify($1, $2)", &[&RUN_EVENTS, &id]).map_err(sql_error(id))?;
         transaction.commit().map_err(sql_error(id))
     }
 
@@ -590,6 +597,7 @@ impl RunStore for PostgresStore {
             )
             .map_err(sql_error(id))?;
         transaction.execute("SELECT pg_notify($1, $2)", &[&NEWS, &id]).map_err(sql_error(id))?;
+        transaction.execute("SELECT pg_notify($1, $2)", &[&RUN_EVENTS, &id]).map_err(sql_error(id))?;
         transaction.commit().map_err(sql_error(id))?;
         Ok(Cancel::Cancelled(Box::new(stored)))
     }
