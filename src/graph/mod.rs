@@ -70,7 +70,7 @@ impl NodeId {
         NodeId(format!("x{}", flow.0))
     }
 
-    fn signal(index: usize) -> NodeId {
+    pub(crate) fn signal(index: usize) -> NodeId {
         NodeId(format!("sig{index}"))
     }
 
