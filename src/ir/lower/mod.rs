@@ -343,13 +343,12 @@ fn complete_directive(span: Span) -> Directive {
 
 /// How a constant written to a field breaks the field's declared range or
 /// pattern (which the runtime would refuse on every run), if it does. The
-/// pattern is searched, not anchored, as the runtime's validation does.
+/// value is folded first, so `-5` (a negation, not a literal) and `5 * 3`
+/// are checked as `50` is. The pattern is searched, not anchored, as the
+/// runtime's validation does.
 fn constant_breaks(value: &Expr, spec: &ValueType) -> Option<Unassignable> {
-    let ExprKind::Literal { value: literal } = &value.kind else {
-        return None;
-    };
-    match literal {
-        crate::expr::Literal::Number(number) if matches!(spec.kind, TypeKind::Int | TypeKind::Float) => {
+    match super::fold::fold(value)? {
+        serde_json::Value::Number(number) if matches!(spec.kind, TypeKind::Int | TypeKind::Float) => {
             let measure = number.as_f64()?;
             let below = spec.min.is_some_and(|min| measure < min);
             let above = spec.max.is_some_and(|max| measure > max);
@@ -359,11 +358,11 @@ fn constant_breaks(value: &Expr, spec: &ValueType) -> Option<Unassignable> {
                 max: spec.max.map(bound),
             })
         }
-        crate::expr::Literal::String(text) if matches!(spec.kind, TypeKind::String) => {
+        serde_json::Value::String(text) if matches!(spec.kind, TypeKind::String) => {
             let pattern = spec.pattern.as_ref()?;
             let regex = regex::Regex::new(pattern).ok()?;
-            (!regex.is_match(text))
-                .then(|| Unassignable::NotMatchingPattern { literal: text.clone(), pattern: pattern.clone() })
+            (!regex.is_match(&text))
+                .then(|| Unassignable::NotMatchingPattern { literal: text, pattern: pattern.clone() })
         }
         _ => None,
     }
