@@ -13,8 +13,7 @@
 //! front ends refuse deeper ones), so these walks recurse; [`MAX_DEPTH`]
 //! guards them anyway, answering "unknown" past it.
 
-use crate::expr::ops::{self, Typing};
-use crate::expr::{Expr, ExprKind, Function, Literal, Type};
+use crate::expr::{Expr, ExprKind, Function, Literal};
 use crate::ir::{FieldId, Program, TypeKind};
 use crate::syntax::ast::{BinaryOp, UnaryOp};
 use serde_json::Value;

@@ -16,6 +16,7 @@
 
 mod actions;
 mod agent;
+mod ask_again;
 mod directives;
 mod error;
 mod flows;
@@ -83,6 +84,9 @@ struct Lowerer {
     /// While a workflow's steps are lowered: the outputs earlier steps
     /// record, for `steps.NAME.output`.
     step_outputs: Option<StepOutputs>,
+    /// Whether an `ask_again` was lowered: its writes are spelled out once
+    /// the whole program is ([`ask_again`]).
+    asks_again: bool,
 }
 
 struct ToolSignature {
@@ -194,7 +198,12 @@ impl Lowerer {
         for (flow, incomplete) in flows.iter_mut().zip(&self.incomplete) {
             flow.incomplete = *incomplete;
         }
-        Program { agent, fields, context, tools, signals, flows, default_flow: default_flow.map(|(flow, _)| flow) }
+        let mut program =
+            Program { agent, fields, context, tools, signals, flows, default_flow: default_flow.map(|(flow, _)| flow) };
+        if self.asks_again {
+            self.spell_out_ask_again(&mut program);
+        }
+        program
     }
 
     fn duration(&mut self, text: &ast::Text) -> Option<u64> {
