@@ -83,11 +83,10 @@ pub use runtime::{ContinuationLimits, Observer, Runtime, RuntimeOptions, StreamS
 
 use super::events::{StopReason, TurnResult};
 use super::session::Session;
-use crate::ir::{FieldId, FlowId, Program, StepId};
+use crate::ir::{FlowId, StepId};
 use crate::llm::{FieldSpec, ToolCall};
 use services::Services;
 use state::TurnState;
-use std::collections::BTreeSet;
 
 /// How many messages of history go into model requests.
 const HISTORY_WINDOW: usize = 12;
@@ -244,18 +243,4 @@ pub(crate) fn field_spec(field: &crate::ir::Field, asked: bool) -> FieldSpec {
         max: field.ty.max,
         asked,
     }
-}
-
-/// The confirmations of a program: `bool` fields that some step collects.
-/// They are read only from the message that answers a step collecting them.
-fn confirmation_fields(program: &Program) -> BTreeSet<FieldId> {
-    program
-        .flows
-        .iter()
-        .flat_map(|flow| &flow.steps)
-        .flat_map(|step| step.collect.iter().copied())
-        .filter(|field| {
-            program.field(*field).is_some_and(|declared| matches!(declared.ty.kind, crate::ir::TypeKind::Bool))
-        })
-        .collect()
 }

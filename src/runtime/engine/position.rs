@@ -212,7 +212,8 @@ pub(super) fn start_run(st: &mut TurnState, sv: &Services, flow_id: FlowId) {
 /// unit, and a winning position, which moves the cursor. Returns whether
 /// the cursor moved.
 pub(super) fn apply_pre_positions(st: &mut TurnState, sv: &Services) -> bool {
-    let fresh: Vec<Emission> = st.bus.pre.get(st.bus.pre_applied..).unwrap_or_default().to_vec();
+    let first = st.bus.pre_applied;
+    let fresh: Vec<Emission> = st.bus.pre.get(first..).unwrap_or_default().to_vec();
     st.bus.pre_applied = st.bus.pre.len();
     if fresh.is_empty() {
         return false;
@@ -222,7 +223,12 @@ pub(super) fn apply_pre_positions(st: &mut TurnState, sv: &Services) -> bool {
     let merged = merge(&fresh);
     for (index, emission) in fresh.iter().enumerate() {
         let lost = emission.position.is_some() && merged.position.as_ref().is_some_and(|(_, winner)| *winner != index);
-        record(st, sv, emission, !lost);
+        let recorded = record(st, sv, emission, !lost);
+        if emission.position.is_none()
+            && let Some(slot) = st.bus.pre_records.get_mut(first + index)
+        {
+            *slot = Some(recorded);
+        }
     }
     apply_writes(st, sv, &merged.set, &merged.set_context, "pre-model bus");
     match merged.position {

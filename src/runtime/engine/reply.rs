@@ -168,6 +168,20 @@ fn settle_pre_bus(st: &mut TurnState) -> (Merged, Option<String>) {
         st.warn(warning.clone());
     }
     st.bus.halt |= pre.halt;
+    // A `reply` a later one overrode did not act: its directive, when the
+    // reply was all it could still do, is not applied.
+    if let Some((_, winner)) = &pre.reply {
+        for (index, emission) in st.bus.pre.iter().enumerate() {
+            if index == *winner || emission.reply.is_none() {
+                continue;
+            }
+            if let Some(record) =
+                st.bus.pre_records.get(index).copied().flatten().and_then(|at| st.trace.records.get_mut(at))
+            {
+                record.applied = false;
+            }
+        }
+    }
     let mut verbatim = pre.reply.as_ref().map(|(reply, _)| reply.clone());
     // An abort that is not on the bus (a signal's, or `max_asks` with no
     // `on_no_answer`) beats a reply all the same.
@@ -248,7 +262,14 @@ fn apply_post_bus(st: &mut TurnState, sv: &Services) -> Result<Option<String>, T
                 emission.source
             ));
         }
-        let lost = emission.position.is_some() && post.position.as_ref().is_some_and(|(_, winner)| *winner != index);
+        let lost_position =
+            emission.position.is_some() && post.position.as_ref().is_some_and(|(_, winner)| *winner != index);
+        // One without a position that a later `reply` overrode did not act
+        // either (its writes merged with the rest).
+        let lost_reply = emission.position.is_none()
+            && emission.reply.is_some()
+            && post.reply.as_ref().is_some_and(|(_, winner)| *winner != index);
+        let lost = lost_position || lost_reply;
         if emission.source != Source::Pending {
             record(st, sv, emission, !lost);
         }
