@@ -35,11 +35,14 @@ pub mod graph;
 pub mod ids;
 pub mod ir;
 pub mod llm;
+pub mod message;
 pub mod pipeline;
+pub mod read;
 pub mod runtime;
 pub mod serve;
 pub mod source;
 pub mod store;
+pub mod stored_run;
 pub mod syntax;
 #[cfg(any(test, feature = "testing"))]
 pub mod testgen;

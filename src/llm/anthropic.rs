@@ -22,9 +22,10 @@ use crate::llm::prompt::{self, AnswerFormat, Prompt};
 use crate::llm::rounds::{RoundText, result_text};
 use crate::llm::schema::{self, understanding_schema};
 use crate::llm::{
-    ModelReply, Provider, ProviderError, ReplyRequest, Response, Role, ToolCall, ToolCalls, ToolRound, ToolSpec,
+    ModelReply, Provider, ProviderError, ReplyRequest, Response, ToolCall, ToolCalls, ToolRound, ToolSpec,
     UnderstandRequest, Understanding, Usage,
 };
+use crate::message::Role;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 

@@ -33,6 +33,7 @@ pub use config::{ProviderConfig, ProviderFlags};
 pub use http::CancelFlag;
 pub use rounds::{ModelReply, NoTools, ReplyText, ToolCall, ToolCalls, ToolLoop, ToolRound, reply_with_tools};
 
+use crate::message::Message;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -67,19 +68,6 @@ impl UnderstandRequest {
     pub fn is_empty(&self) -> bool {
         self.flows.is_empty() && self.fields.is_empty() && self.conditions.is_empty() && self.signals.is_empty()
     }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Message {
-    pub role: Role,
-    pub text: String,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    User,
-    Assistant,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -25,9 +25,10 @@ use crate::llm::prompt::{self, AnswerFormat};
 use crate::llm::rounds::{RoundText, result_text};
 use crate::llm::schema::{self, strict_schema, understanding_schema};
 use crate::llm::{
-    Message, ModelReply, Provider, ProviderError, ReplyRequest, Response, Role, ToolCall, ToolCalls, ToolRound,
-    ToolSpec, UnderstandRequest, Understanding, Usage,
+    ModelReply, Provider, ProviderError, ReplyRequest, Response, ToolCall, ToolCalls, ToolRound, ToolSpec,
+    UnderstandRequest, Understanding, Usage,
 };
+use crate::message::{Message, Role};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 

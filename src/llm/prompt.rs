@@ -10,7 +10,8 @@
 //! Prompts are compact on purpose: a small local model reads a 1,500-token
 //! prompt in 7 to 20 seconds, and every token is paid for on a hosted one.
 
-use crate::llm::{FieldSpec, Message, Question, ReplyRequest, Role, UnderstandRequest};
+use crate::llm::{FieldSpec, Question, ReplyRequest, UnderstandRequest};
+use crate::message::{Message, Role};
 use std::fmt::Write as _;
 
 /// A prompt in two parts: `stable` is the cacheable prefix.

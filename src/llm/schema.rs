@@ -442,7 +442,10 @@ pub(crate) mod tests {
     pub(crate) fn booking_request() -> UnderstandRequest {
         UnderstandRequest {
             message: "Ritz Paris, the 3rd of June, for two".into(),
-            history: vec![crate::llm::Message { role: crate::llm::Role::Assistant, text: "Which hotel?".into() }],
+            history: vec![crate::message::Message {
+                role: crate::message::Role::Assistant,
+                text: "Which hotel?".into(),
+            }],
             active_flow: Some("booking".into()),
             flows: vec![
                 FlowChoice {

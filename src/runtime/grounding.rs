@@ -14,14 +14,14 @@
 //! Whatever fails is dropped — a value is not written, a yes counts as no —
 //! and reported as an [`Event::Ungrounded`] with what the model proposed.
 //!
-//! The readers are the offline provider's (`llm::offline::reading`): one
-//! set of rules reads dates and numbers everywhere.
+//! The readers are `crate::read`'s, the offline provider's too: one set of
+//! rules reads dates and numbers everywhere.
 
 use super::events::Event;
 use crate::ir::{Program, TypeKind, ValueType};
-use crate::llm::offline::consent::{Consent, Doubt, read_answering};
-use crate::llm::offline::reading::{ReadDate, dates_in, numbers_in, terms_in, words_of, yes_no_in};
 use crate::llm::{Answer, Proposal, Understanding};
+use crate::read::consent::{Consent, Doubt, read_answering};
+use crate::read::{ReadDate, dates_in, numbers_in, terms_in, words_of, yes_no_in};
 use chrono::NaiveDate;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -513,7 +513,7 @@ mod tests {
             let (events, doubt) = ground_consent(&confirmations, &mut fields, message, &[]);
             (fields.get("confirmed").map(|proposal| proposal.value.clone()), events.len(), doubt.map(|d| d.kind))
         };
-        use crate::llm::offline::consent::DoubtKind;
+        use crate::read::consent::DoubtKind;
         assert_eq!(run(json!(true), "yes please"), (Some(json!(true)), 0, None));
         assert_eq!(run(json!(true), "I need to correct the date"), (None, 1, Some(DoubtKind::Hesitation)));
         assert_eq!(run(json!(true), "yes please, but wait"), (None, 1, Some(DoubtKind::Hesitation)));

@@ -44,6 +44,7 @@
 //! in `flowc.toml` (`[limits]`) or with flags ([`limits_config`]).
 
 pub mod actions;
+pub mod certain;
 pub mod clock;
 pub mod directive;
 pub mod engine;

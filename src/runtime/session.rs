@@ -7,7 +7,8 @@
 use super::directive::Emission;
 use super::validate::validate;
 use crate::ir::{FlowId, Program, StepId};
-use crate::llm::{Message, Usage};
+use crate::llm::Usage;
+use crate::message::Message;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

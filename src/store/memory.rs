@@ -2,7 +2,7 @@
 //! embedders). Same compare-and-swap and transcript rules as SQLite.
 
 use super::{SessionStore, SessionSummary, StoreError, check_id, check_loaded};
-use crate::llm::Message;
+use crate::message::Message;
 use crate::runtime::session::Session;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};

@@ -132,7 +132,7 @@ fn words_a_pattern_read_are_not_also_the_whole_answer() {
 /// proposes for it: checked here without any model.
 #[test]
 fn no_case_but_a_yes_can_pass_the_consent_gate_whatever_the_model_says() {
-    use flowc::llm::offline::consent::{self, Consent};
+    use flowc::read::consent::{self, Consent};
     for file in ["shared.tsv", "more.tsv"] {
         let text = std::fs::read_to_string(root().join("tests/fixtures/consent").join(file)).unwrap();
         for line in text.lines().filter(|line| !line.starts_with('#') && !line.trim().is_empty()) {

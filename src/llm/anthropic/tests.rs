@@ -10,7 +10,8 @@ use super::*;
 use crate::llm::config::ProviderKind;
 use crate::llm::schema::tests::booking_request;
 use crate::llm::testserver::{Reply, TestServer, Tools, fast_http};
-use crate::llm::{Message, NoTools, ToolCall, ToolCalls, ToolRound, reply_with_tools};
+use crate::llm::{NoTools, ToolCall, ToolCalls, ToolRound, reply_with_tools};
+use crate::message::Message;
 use std::time::Duration;
 
 const KEY: &str = "sk-ant-test-0123456789";

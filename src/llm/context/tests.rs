@@ -7,7 +7,8 @@ use crate::llm::config::{ProviderConfig, ProviderKind, Secret};
 use crate::llm::openai::OpenAi;
 use crate::llm::schema::tests::booking_request;
 use crate::llm::testserver::{Reply, TestServer, fast_http};
-use crate::llm::{Message, Response, Role, Usage};
+use crate::llm::{Response, Usage};
+use crate::message::{Message, Role};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 

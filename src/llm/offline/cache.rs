@@ -5,9 +5,9 @@
 //! stemmed once; the cache grows with the program, never with messages.
 //! Values are shared (`Arc`) so a call can hold several at once.
 
-use super::patterns::Patterns;
-use super::text::{stem, terms, word_sequence};
 use crate::llm::FieldSpec;
+use crate::read::patterns::Patterns;
+use crate::read::text::{stem, terms, word_sequence};
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -2,8 +2,8 @@
 //! by the field's type, in an order that lets no span be read twice.
 //!
 //! 1. `string` fields with a `pattern` (the program's own regex is the most
-//!    specific evidence there is; see [`super::patterns`]);
-//! 2. dates, datetimes and clock times ([`super::dates`]): their tokens are
+//!    specific evidence there is; see [`crate::read::patterns`]);
+//! 2. dates, datetimes and clock times ([`crate::read::dates`]): their tokens are
 //!    always removed, field or not, so `2026-12-04` is never also 2026, 12
 //!    and 4;
 //! 3. `string` fields with `examples`: an example found in the message,
@@ -21,11 +21,12 @@
 //! comes with the words it was read from, its evidence.
 
 use super::cache::Cache;
-use super::consent::{self, Consent};
-use super::dates::{self, Value as DateValue};
 use super::numbers;
-use super::text::{Kind, Token, stem};
 use crate::llm::{FieldSpec, Proposal};
+use crate::read::consent::{self, Consent};
+use crate::read::dates::{self, Value as DateValue};
+use crate::read::numbers::candidates;
+use crate::read::text::{Kind, Token, is_stop_word, span_text, stem};
 use chrono::NaiveDate;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -76,14 +77,6 @@ fn consume(consumed: &mut [bool], first: usize, last: usize) {
     for flag in consumed.iter_mut().take(last + 1).skip(first) {
         *flag = true;
     }
-}
-
-/// The words of `message` that tokens `first..=last` cover: the evidence
-/// of a value read from them.
-pub(crate) fn span_text(message: &str, tokens: &[Token], first: usize, last: usize) -> String {
-    let start = tokens.get(first).map_or(0, |token| token.start);
-    let end = tokens.get(last).map_or(start, |token| token.end);
-    message.get(start..end).unwrap_or_default().to_string()
 }
 
 /// Every value found for `fields`, keyed by field name, each with the words
@@ -170,7 +163,7 @@ pub(crate) fn extract(
 
     let numeric: Vec<&FieldSpec> = fields.iter().filter(|field| numbers::is_numeric(field)).collect();
     if !numeric.is_empty() {
-        let candidates = numbers::candidates(tokens, &consumed);
+        let candidates = candidates(tokens, &consumed);
         if !candidates.is_empty() {
             let units: Vec<_> = numeric.iter().map(|field| cache.units(field, numbers::units)).collect();
             for (name, value, candidate) in numbers::assign(&numeric, &units, &candidates) {
@@ -314,7 +307,7 @@ fn find_list(
         return None;
     }
     // Each item: (first, last) token of a run of free content words.
-    let content = |token: &Token| token.is_alphanumeric() && !super::text::is_stop_word(&token.lower);
+    let content = |token: &Token| token.is_alphanumeric() && !is_stop_word(&token.lower);
     let mut best: Vec<(usize, usize)> = Vec::new();
     let mut items: Vec<(usize, usize)> = Vec::new();
     let mut run: Option<(usize, usize)> = None;
@@ -437,8 +430,8 @@ pub(crate) fn whole_answer(message: &str, tokens: &[Token]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::super::tests::field;
-    use super::super::text::tokenize;
     use super::*;
+    use crate::read::text::tokenize;
     use serde_json::json;
 
     fn asked(mut field: FieldSpec) -> FieldSpec {

@@ -48,9 +48,9 @@
 //!   of one of the question's `when`s, else no, a yes citing the word it
 //!   rests on. Every question asked gets an answer.
 //!
-//! The readers are lent to the runtime (`reading.rs`): it checks every
-//! provider's evidence with them and reads what they read beyond doubt
-//! before asking any model.
+//! The readers themselves (words, dates, numbers, patterns, yes/no) are
+//! `crate::read`'s, shared with grounding and the runtime; this module
+//! keeps what is the provider's: extraction, routing and its cache.
 //!
 //! # Replies ([`Provider::reply`])
 //!
@@ -86,19 +86,15 @@
 //! dates resolve against the request's `today`).
 
 mod cache;
-pub mod consent;
-mod dates;
 mod extract;
 mod numbers;
-mod patterns;
-pub mod reading;
 mod routing;
-mod text;
 
 use super::{
     Answer, ModelReply, Proposal, Provider, ProviderError, ReplyRequest, Response, ToolRound, UnderstandRequest,
     Understanding, Usage,
 };
+use crate::read::text;
 use cache::Cache;
 use chrono::NaiveDate;
 use std::collections::BTreeMap;
@@ -156,7 +152,7 @@ fn understand(request: &UnderstandRequest, cache: &mut Cache) -> Understanding {
             .iter()
             .map(|question| {
                 let answer = match routing::answer(question, &located, cache) {
-                    Some(found) => Answer::yes(extract::span_text(&request.message, &tokens, found.first, found.last)),
+                    Some(found) => Answer::yes(text::span_text(&request.message, &tokens, found.first, found.last)),
                     None => Answer::no(),
                 };
                 (question.id.clone(), answer)

@@ -1,5 +1,5 @@
 //! Routing a message among flows, and yes/no questions, by keyword overlap
-//! of terms ([`super::text::terms`]: content words, stemmed, synonyms
+//! of terms ([`crate::read::text::terms`]: content words, stemmed, synonyms
 //! folded).
 //!
 //! - A flow's vocabulary is the terms of its `when`s, its `title` and its
@@ -14,8 +14,8 @@
 //!   message is a term of any of its `when` texts.
 
 use super::cache::Cache;
-use super::text::LocatedTerm;
 use crate::llm::{FlowChoice, Question};
+use crate::read::text::LocatedTerm;
 use std::sync::Arc;
 
 /// The flow the message is about, if any.
@@ -65,8 +65,8 @@ pub(crate) fn answer<'t>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::text::{located_terms, terms, tokenize};
     use super::*;
+    use crate::read::text::{located_terms, span_text, terms, tokenize};
 
     fn flow(name: &str, title: Option<&str>, when: &[&str], examples: &[&str]) -> FlowChoice {
         FlowChoice {
@@ -154,7 +154,7 @@ mod tests {
         let tokens = tokenize(message);
         let located = located_terms(&tokens);
         let found = answer(question, &located, &mut Cache::default())?;
-        Some(super::super::extract::span_text(message, &tokens, found.first, found.last))
+        Some(span_text(message, &tokens, found.first, found.last))
     }
 
     #[test]

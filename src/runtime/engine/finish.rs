@@ -4,7 +4,7 @@
 
 use super::services::Services;
 use super::state::TurnState;
-use crate::llm::{Message, Role};
+use crate::message::{Message, Role};
 use crate::runtime::events::{Event, StopReason, Tokens, TurnResult};
 use crate::runtime::session::ordered_data;
 

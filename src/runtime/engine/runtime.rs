@@ -4,9 +4,9 @@
 
 use super::{Progress, Turn};
 use crate::ir::Program;
-use crate::llm::offline::reading::CertainReader;
 use crate::llm::{Provider, ProviderError};
 use crate::runtime::actions::ActionError;
+use crate::runtime::certain::CertainReader;
 use crate::runtime::clock::{Clock, IdSource};
 use crate::runtime::events::{Event, TurnResult};
 use crate::runtime::session::{Session, program_hash};

@@ -8,7 +8,7 @@ use super::runtime::StreamSink;
 use super::runtime::{ContinuationLimits, Runtime};
 use crate::ir::Program;
 use crate::llm::Provider;
-use crate::llm::offline::reading::CertainReader;
+use crate::runtime::certain::CertainReader;
 use crate::runtime::tools::{ToolEnv, ToolRegistry};
 
 pub(super) struct Services<'a> {

@@ -465,6 +465,14 @@ pub(crate) fn word_count(text: &str) -> u64 {
     text.split_whitespace().count() as u64
 }
 
+/// The words of `message` that tokens `first..=last` cover: the evidence
+/// of a value read from them.
+pub(crate) fn span_text(message: &str, tokens: &[Token], first: usize, last: usize) -> String {
+    let start = tokens.get(first).map_or(0, |token| token.start);
+    let end = tokens.get(last).map_or(start, |token| token.end);
+    message.get(start..end).unwrap_or_default().to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

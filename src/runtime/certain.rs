@@ -1,85 +1,16 @@
-//! The offline rules' readers, lent to the runtime: checking a model's
-//! evidence (`runtime::grounding`) reads dates, numbers and yes/no words
-//! with the very rules the offline provider extracts with, and
-//! [`CertainReader`] takes what those rules read beyond doubt before any
-//! model is asked.
+//! What code reads from a message beyond doubt before any model is asked
+//! ([`CertainReader`]), with the readers of `crate::read` that the offline
+//! provider and grounding use too.
 
-use super::cache::Cache;
-use super::consent;
-use super::dates::{self, Value as DateValue};
-use super::extract::span_text;
-use super::numbers;
-use super::text::{located_terms, tokenize};
 use crate::llm::{FieldSpec, Proposal, UnderstandRequest};
+use crate::read::consent;
+use crate::read::dates::{self, Value as DateValue};
+use crate::read::numbers::{self, number_candidates};
+use crate::read::patterns::Patterns;
+use crate::read::text::{LocatedTerm, Token, located_terms, span_text, tokenize};
 use chrono::NaiveDate;
 use serde_json::Value;
 use std::collections::BTreeMap;
-
-/// A date or time read from a text.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ReadDate {
-    Date(NaiveDate),
-    /// An ISO datetime as written (`2026-12-04T10:30:00Z`).
-    DateTime(String),
-    Time {
-        hour: u32,
-        minute: u32,
-    },
-}
-
-/// Every date, datetime and clock time in `text`, relative words resolved
-/// against `today`.
-pub fn dates_in(text: &str, today: Option<NaiveDate>) -> Vec<ReadDate> {
-    let tokens = tokenize(text);
-    dates::find(&tokens, today, &[])
-        .into_iter()
-        .filter_map(|mention| match mention.value? {
-            DateValue::Date(date) => Some(ReadDate::Date(date)),
-            DateValue::DateTime(datetime) => Some(ReadDate::DateTime(datetime)),
-            DateValue::Time { hour, minute } => Some(ReadDate::Time { hour, minute }),
-        })
-        .collect()
-}
-
-/// Every number in `text`, in digits or words (`2`, `two`, `a couple`);
-/// the digits of dates and times are not numbers.
-pub fn numbers_in(text: &str) -> Vec<f64> {
-    number_candidates(&tokenize(text)).into_iter().map(|candidate| candidate.value).collect()
-}
-
-fn number_candidates(tokens: &[super::text::Token]) -> Vec<numbers::Candidate> {
-    let mut blocked = vec![false; tokens.len()];
-    for mention in dates::find(tokens, None, &[]) {
-        for flag in blocked.iter_mut().take(mention.last + 1).skip(mention.first) {
-            *flag = true;
-        }
-    }
-    numbers::candidates(tokens, &blocked)
-}
-
-/// The yes or no `text` says; `None` for neither or both.
-pub fn yes_no_in(text: &str) -> Option<bool> {
-    consent::polarity_tokens(&tokenize(text))
-}
-
-/// The words of `text` as the offline rules cut them (letters and digits
-/// apart, symbols dropped), lowercase, each between single spaces: a text
-/// whose words occur in another's, in order, is a substring of it.
-pub fn words_of(text: &str) -> String {
-    let mut words = String::with_capacity(text.len() + 2);
-    words.push(' ');
-    for token in tokenize(text).iter().filter(|token| token.is_alphanumeric()) {
-        words.push_str(&token.lower);
-        words.push(' ');
-    }
-    words
-}
-
-/// The terms of `text` (content words, stemmed, synonyms folded); a term
-/// under a negation starts with `!`.
-pub fn terms_in(text: &str) -> Vec<String> {
-    located_terms(&tokenize(text)).into_iter().map(|located| located.term).collect()
-}
 
 /// Reads, before the model, the values the offline rules read beyond
 /// doubt: the one number or the one yes/no of a message answering a step
@@ -93,7 +24,7 @@ pub fn terms_in(text: &str) -> Vec<String> {
 /// between turns.
 #[derive(Default)]
 pub struct CertainReader {
-    cache: Cache,
+    patterns: Patterns,
 }
 
 impl CertainReader {
@@ -109,7 +40,7 @@ impl CertainReader {
             return read;
         }
         for field in request.fields.iter().filter(|field| field.kind == "string") {
-            let Some(pattern) = field.pattern.as_deref().and_then(|source| self.cache.patterns.get(source)) else {
+            let Some(pattern) = field.pattern.as_deref().and_then(|source| self.patterns.get(source)) else {
                 continue;
             };
             if let Some(found) = pattern.find(message, true) {
@@ -138,13 +69,14 @@ impl CertainReader {
         if let Some(field) = asked_alone {
             match field.kind.as_str() {
                 "int" | "float" => {
+                    let integer = field.kind == "int";
                     if let [only] = number_candidates(&tokens).as_slice()
-                        && numbers::fits(field, only)
+                        && only.fits(integer, field.min, field.max)
                     {
                         let evidence = span_text(message, &tokens, only.first, only.last);
                         read.insert(
                             field.name.clone(),
-                            Proposal::new(numbers::json_number(field, only.value), evidence),
+                            Proposal::new(numbers::json_number(integer, only.value), evidence),
                         );
                     }
                 }
@@ -200,7 +132,7 @@ impl CertainReader {
 }
 
 /// Whether a date mention is written `YYYY-MM-DD`.
-fn is_iso(message: &str, tokens: &[super::text::Token], mention: &dates::Mention) -> bool {
+fn is_iso(message: &str, tokens: &[Token], mention: &dates::Mention) -> bool {
     let said = span_text(message, tokens, mention.first, mention.last);
     let bytes = said.as_bytes();
     bytes.len() == 10
@@ -212,12 +144,7 @@ fn is_iso(message: &str, tokens: &[super::text::Token], mention: &dates::Mention
 
 /// The words naming `value` in the message, when they occur as whole words
 /// and no negation governs them.
-fn named_verbatim(
-    message: &str,
-    tokens: &[super::text::Token],
-    terms: &[super::text::LocatedTerm],
-    value: &str,
-) -> Option<String> {
+fn named_verbatim(message: &str, tokens: &[Token], terms: &[LocatedTerm], value: &str) -> Option<String> {
     let wanted: Vec<String> = tokenize(value).into_iter().filter(|t| t.is_alphanumeric()).map(|t| t.lower).collect();
     let words: Vec<(usize, &str)> =
         tokens.iter().enumerate().filter(|(_, t)| t.is_alphanumeric()).map(|(i, t)| (i, t.lower.as_str())).collect();
@@ -235,8 +162,23 @@ fn named_verbatim(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::super::tests::field;
     use super::*;
+    use serde_json::json;
+
+    fn field(name: &str, kind: &str) -> FieldSpec {
+        FieldSpec {
+            name: name.to_string(),
+            kind: kind.to_string(),
+            schema: json!({}),
+            description: None,
+            values: vec![],
+            examples: vec![],
+            pattern: None,
+            min: None,
+            max: None,
+            asked: false,
+        }
+    }
 
     fn request(message: &str, fields: Vec<FieldSpec>) -> UnderstandRequest {
         UnderstandRequest { message: message.into(), fields, today: "2026-01-05".into(), ..Default::default() }
@@ -333,17 +275,5 @@ mod tests {
         assert!(read("my invoice is wrong", vec![issue()]).is_empty(), "a synonym is the model's call");
         assert!(read("ann at example dot com", vec![email()]).is_empty());
         assert!(read("yes", vec![field("confirmed", "bool")]).is_empty(), "consent is never read ahead");
-    }
-
-    #[test]
-    fn readers_share_the_offline_rules() {
-        let today = NaiveDate::from_ymd_opt(2026, 1, 5);
-        assert_eq!(dates_in("tomorrow", today), vec![ReadDate::Date(NaiveDate::from_ymd_opt(2026, 1, 6).unwrap())]);
-        assert_eq!(numbers_in("two guests on 2026-12-04"), vec![2.0]);
-        assert_eq!(yes_no_in("yes please"), Some(true));
-        assert_eq!(yes_no_in("no thanks"), Some(false));
-        assert_eq!(yes_no_in("no, not sure"), None, "both");
-        assert_eq!(words_of("The GRAND-hotel, A12!"), " the grand hotel a 12 ");
-        assert!(terms_in("it does not work").contains(&"!work".to_string()));
     }
 }
