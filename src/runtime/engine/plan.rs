@@ -72,7 +72,7 @@ impl TurnPlan {
             confirmations: Confirmations::of(program),
             fields: BTreeSet::new(),
             asked_alone: None,
-            pre_signals: open_signals(st, sv, program, &[Phase::Pre, Phase::Both]),
+            pre_signals: open_signals(st, sv, &[Phase::Pre, Phase::Both]),
             early_post: Vec::new(),
             conditions: Vec::new(),
         };
@@ -91,7 +91,7 @@ impl TurnPlan {
         // saves a model call; the answer is used after the reply (their
         // guard is checked again then, and one that opens only later is
         // asked in a call of its own).
-        plan.early_post = open_signals(st, sv, program, &[Phase::Post])
+        plan.early_post = open_signals(st, sv, &[Phase::Post])
             .into_iter()
             .filter(|signal| !plan.pre_signals.contains(signal))
             .collect();
@@ -132,7 +132,7 @@ impl TurnPlan {
             };
             from.extend(landed);
         }
-        plan.conditions = open_conditions(st, sv, program, &condition_flows, &from, &fields);
+        plan.conditions = open_conditions(st, sv, &condition_flows, &from, &fields);
         plan.fields = fields;
         plan
     }
@@ -218,7 +218,8 @@ pub(super) fn entry_steps(flow: &Flow) -> Vec<StepId> {
 
 /// Signals of these phases whose guard holds and whose behavior allows
 /// another firing.
-pub(super) fn open_signals(st: &TurnState, sv: &Services, program: &Program, phases: &[Phase]) -> Vec<usize> {
+pub(super) fn open_signals(st: &TurnState, sv: &Services, phases: &[Phase]) -> Vec<usize> {
+    let program = sv.program;
     let now = sv.tool_env.clock.now();
     program
         .signals
@@ -255,11 +256,11 @@ pub(super) fn open_signals(st: &TurnState, sv: &Services, program: &Program, pha
 fn open_conditions(
     st: &TurnState,
     sv: &Services,
-    program: &Program,
     flows: &[FlowId],
     from: &[(FlowId, Landing)],
     extracting: &BTreeSet<FieldId>,
 ) -> Vec<Question> {
+    let program = sv.program;
     let reached = successor::reachable(program, from);
     // The flows asked about first, then any other the turn may enter.
     let mut order: Vec<FlowId> = flows.to_vec();

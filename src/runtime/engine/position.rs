@@ -9,7 +9,7 @@ use super::services::Services;
 use super::state::{TurnState, flow_name};
 use super::{Cursor, TurnError};
 use crate::ir::successor::{self, Jump, Landing};
-use crate::ir::{FlowId, Program, StepId};
+use crate::ir::{FlowId, StepId};
 use crate::runtime::directive::{Emission, Move, merge};
 use crate::runtime::events::{Event, StopReason};
 
@@ -129,7 +129,7 @@ pub(super) fn park(st: &mut TurnState, sv: &Services, position: Move) -> Result<
         }
         // Entering a flow still runs its `on_enter`; the session waits
         // at the step named, as it is.
-        Landing::Enter(flow, step) => enter_parked(st, sv, program, flow, step)?,
+        Landing::Enter(flow, step) => enter_parked(st, sv, flow, step)?,
         Landing::Complete(named) => {
             let completed = current.and_then(|flow| program.flow(flow));
             if let Some(flow) = completed {
@@ -143,7 +143,7 @@ pub(super) fn park(st: &mut TurnState, sv: &Services, position: Move) -> Result<
             };
             if let Some(next) = next {
                 start_run(st, sv, next);
-                enter_parked(st, sv, program, next, StepId(0))?;
+                enter_parked(st, sv, next, StepId(0))?;
             }
         }
         Landing::Abort => {
@@ -159,13 +159,8 @@ pub(super) fn park(st: &mut TurnState, sv: &Services, position: Move) -> Result<
 
 /// Enters a flow after the reply: its `on_enter` runs (on the post-model
 /// bus), and the session waits at `step` for the next turn.
-pub(super) fn enter_parked(
-    st: &mut TurnState,
-    sv: &Services,
-    program: &Program,
-    flow_id: FlowId,
-    step: StepId,
-) -> Result<(), TurnError> {
+pub(super) fn enter_parked(st: &mut TurnState, sv: &Services, flow_id: FlowId, step: StepId) -> Result<(), TurnError> {
+    let program = sv.program;
     let Some(flow) = program.flow(flow_id) else {
         return Ok(());
     };

@@ -15,13 +15,8 @@ use crate::runtime::actions::evaluate_directive;
 use crate::runtime::directive::{Emission, Source};
 use crate::runtime::events::Event;
 
-pub(super) fn leave(
-    st: &mut TurnState,
-    sv: &Services,
-    program: &Program,
-    flow_id: FlowId,
-    step_id: StepId,
-) -> Result<(), TurnError> {
+pub(super) fn leave(st: &mut TurnState, sv: &Services, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
+    let program = sv.program;
     let Some((flow, step)) = locate(st, program, flow_id, step_id) else {
         return Ok(());
     };

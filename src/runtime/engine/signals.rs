@@ -30,12 +30,8 @@ fn fire_signal(st: &mut TurnState, sv: &Services, signal: &Signal, phase: &'stat
 
 /// Fires the pre-phase signals of `signals` the understanding answered
 /// yes; their directives are merged by the caller before routing acts.
-pub(super) fn fire_pre_signals(
-    st: &mut TurnState,
-    sv: &Services,
-    program: &Program,
-    signals: &[usize],
-) -> Vec<Emission> {
+pub(super) fn fire_pre_signals(st: &mut TurnState, sv: &Services, signals: &[usize]) -> Vec<Emission> {
+    let program = sv.program;
     let mut emissions = Vec::new();
     for signal in signals.iter().filter_map(|signal| program.signals.get(*signal)) {
         if !st.reading.understanding.signals.get(&signal.name).is_some_and(|answer| answer.yes) {
@@ -94,7 +90,7 @@ pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<(), 
         return Ok(());
     }
     let program = sv.program;
-    let signals = open_signals(st, sv, program, &[Phase::Post, Phase::Both]);
+    let signals = open_signals(st, sv, &[Phase::Post, Phase::Both]);
     if signals.is_empty() {
         return Ok(());
     }

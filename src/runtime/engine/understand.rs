@@ -82,7 +82,7 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<(), Tu
     let route = choose_route(st, program, &candidates, &routable);
 
     // Pre-phase signals (step 3): they run before routing takes effect.
-    let signal_emissions = fire_pre_signals(st, sv, program, &plan.pre_signals);
+    let signal_emissions = fire_pre_signals(st, sv, &plan.pre_signals);
     let relevant = plan.relevant(program, route.map(|(flow, _)| flow).or(active), &st.reading.understanding);
     write_extraction(st, program, &relevant);
     let signal_position = apply_pre_signal_directives(st, sv, &signal_emissions);
