@@ -299,3 +299,68 @@ fn open_conditions(
     }
     questions
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::SourceFile;
+
+    fn program(source: &str) -> Program {
+        let compilation = crate::pipeline::compile(&SourceFile::new("test.flow", source));
+        assert!(!compilation.has_errors(), "{:#?}", compilation.diagnostics);
+        compilation.ir
+    }
+
+    const ENTRY: &str = r#"
+agent A {
+  identity "A test."
+}
+
+schema {
+  name: string "A name"
+  n: int "A number"
+  ok: bool "Whether it is fine"
+}
+
+flow f "F" {
+  when "the user wants f"
+  step greet {
+    skip_if name is set
+    prompt "Name?"
+    collect name
+  }
+  step maybe {
+    when "the user is in a hurry"
+    prompt "A number?"
+    collect n
+  }
+  step confirm {
+    prompt "Fine?"
+    collect ok
+  }
+  step after {
+    say "done"
+  }
+}
+"#;
+
+    #[test]
+    fn a_flows_entry_may_arrive_at_each_step_that_may_be_passed_over_and_the_first_that_cannot() {
+        let program = program(ENTRY);
+        let flow = program.flow(FlowId(0)).expect("flow f");
+        assert_eq!(entry_steps(flow), [StepId(0), StepId(1), StepId(2)]);
+    }
+
+    #[test]
+    fn a_confirmation_is_admitted_only_from_the_step_that_asks_it() {
+        let program = program(ENTRY);
+        let confirmations = Confirmations::of(&program);
+        let flow = program.flow(FlowId(0)).expect("flow f");
+        let ok = program.field_by_name("ok").expect("field ok");
+        let n = program.field_by_name("n").expect("field n");
+        assert!(confirmations.admits(n, None), "not a confirmation");
+        assert!(!confirmations.admits(ok, None), "after the reply, or asked ahead");
+        assert!(!confirmations.admits(ok, flow.step(StepId(0))), "another step asks");
+        assert!(confirmations.admits(ok, flow.step(StepId(2))), "the step that collects it");
+    }
+}
