@@ -15,6 +15,8 @@ use crate::runtime::events::{Event, Purpose, StopReason};
 use crate::runtime::grounding;
 use std::collections::BTreeSet;
 
+/// Understands the message by the turn's plan and routes the turn: the
+/// cursor is where resolution starts.
 pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<(), TurnError> {
     let program = sv.program;
     let active = st.session.flow;
@@ -64,10 +66,7 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<(), Tu
         }
     }
     let certain: BTreeSet<String> = read_by_code.keys().cloned().collect();
-    let asked = st.current_step(program).and_then(|step| match step.collect.as_slice() {
-        [only] => program.field(*only).map(|declared| declared.name.clone()),
-        _ => None,
-    });
+    let asked = plan.asked_alone.and_then(|field| program.field(field)).map(|declared| declared.name.clone());
     for (name, proposal) in read_by_code {
         let evidence = proposal.evidence.clone().unwrap_or_default();
         st.emit(Event::ReadByCode { field: name.clone(), value: proposal.value.clone(), evidence });
