@@ -244,3 +244,14 @@ pub(crate) fn field_spec(field: &crate::ir::Field, asked: bool) -> FieldSpec {
         asked,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// A turn may be driven from another thread than the one that began
+    /// it (a server's worker), as when it held the runtime itself.
+    #[test]
+    fn a_turn_can_move_between_threads() {
+        fn movable<T: Send>() {}
+        movable::<super::Turn<'static>>();
+    }
+}
