@@ -54,7 +54,7 @@
 //!   a failing flow `on_enter` by the `on_error` of the step it enters; a
 //!   failing flow `on_complete` is traced and dropped, like `finalize`.
 //! - A step that collects a `bool` binds it to the values it asked about
-//!   ([`Step::confirms`], kept as [`Session::offered`]): when one changed
+//!   ([`Step::confirms`](crate::ir::Step::confirms), kept as [`Session::offered`]): when one changed
 //!   before the step is left, the `bool` is cleared and the step asks again.
 //! - `turn_timeout` stops a turn only where the session can resume: before
 //!   a step is evaluated or executed, never between running a step and

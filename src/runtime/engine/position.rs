@@ -173,7 +173,7 @@ pub(super) fn enter_parked(st: &mut TurnState, sv: &Services, flow_id: FlowId, s
     Ok(())
 }
 
-/// A new run of a flow starts: the fields of its [`Flow::fresh`] are
+/// A new run of a flow starts: the fields of its [`Flow::fresh`](crate::ir::Flow::fresh) are
 /// cleared, so nothing collected in an earlier run (a consent above
 /// all) acts in this one. Values the understanding step read from this
 /// turn's message stay: the message that routes here may already
