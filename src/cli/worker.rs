@@ -51,7 +51,10 @@ pub fn run(args: &WorkerArgs) -> Outcome {
         Ok(opened) => opened,
         Err(outcome) => return outcome,
     };
-    let limits = match args.limits.resolve() {
+    let limits = match crate::config::Config::load(None)
+        .map_err(|error| error.to_string())
+        .and_then(|config| args.limits.resolve(&config))
+    {
         Ok(limits) => limits,
         Err(message) => {
             eprintln!("error: {message}");
