@@ -264,7 +264,7 @@ fn resumes(location: &StoreLocation, label: &str, workers: usize, count: usize, 
                 let holder = format!("bench-worker-{worker}");
                 let mut resumed = 0usize;
                 loop {
-                    let claim = flowc::cli::stored_run::claim_at(&holder, clock.as_ref());
+                    let claim = flowc::stored_run::claim_at(&holder, clock.as_ref());
                     let batch = store.claim_due(&claim, 8).unwrap_or_default();
                     if batch.is_empty() {
                         return resumed;
@@ -322,7 +322,7 @@ fn long_run(location: &StoreLocation, label: &str, steps: usize, dir: &Path) {
     };
     run.run = format!("long-{}-{label}", std::process::id());
     let store = open(location);
-    let claim = flowc::cli::stored_run::claim_at("bench-long", tool_env.clock.as_ref());
+    let claim = flowc::stored_run::claim_at("bench-long", tool_env.clock.as_ref());
     let mut stored = StoredRun {
         run,
         program: dir.join("long.flow").to_string_lossy().into_owned(),

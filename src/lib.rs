@@ -43,6 +43,7 @@ pub mod runtime;
 pub mod serve;
 pub mod source;
 pub mod store;
+pub mod stored_run;
 pub mod syntax;
 #[cfg(any(test, feature = "testing"))]
 pub mod testgen;

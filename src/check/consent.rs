@@ -16,7 +16,8 @@
 
 use super::walk;
 use crate::diag::{Code, Diagnostic, did_you_mean};
-use crate::ir::{FieldId, Flow, Position, Program, TypeKind};
+use crate::ir::successor::{self, Jump};
+use crate::ir::{FieldId, Flow, Program, TypeKind};
 use crate::source::Span;
 
 /// What this pass finds, with the facts its warning is written from.
@@ -119,13 +120,18 @@ fn consents(program: &Program, flow: &Flow) -> Vec<FieldId> {
 
 fn jumped_into(program: &Program, found: &mut Vec<ConsentWarning>) {
     walk::directives(program, |site, directive| {
-        let Some(Position::GotoStep { flow: target, .. }) = &directive.position else {
+        let Some(jump) = directive.position.as_ref().map(Jump::from) else {
             return;
         };
-        if site.flow() == Some(*target) {
+        // Entering another flow without starting a new run of it (a
+        // `goto_step`) keeps the consents its earlier run collected.
+        let Some(target) = successor::flow_entered(site.flow(), jump) else {
+            return;
+        };
+        if successor::new_run(site.flow(), jump).is_some() {
             return;
         }
-        let Some(flow) = program.flow(*target) else {
+        let Some(flow) = program.flow(target) else {
             return;
         };
         let cleared = |field: &FieldId| directive.set.iter().any(|write| write.field == *field);

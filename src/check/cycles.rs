@@ -30,8 +30,8 @@ use super::flowgraph::{To, Via, directive_target};
 use super::reachability::Analysis;
 use super::walk::{all_actions, emitted, step_directives};
 use crate::diag::{Code, Diagnostic};
-use crate::ir::successor::{self, Landing};
-use crate::ir::{Action, ActionKind, Directive, FieldId, Flow, FlowId, Position, Program, Step, StepId};
+use crate::ir::successor::{self, Jump, Landing, NewRun};
+use crate::ir::{Action, ActionKind, Directive, FieldId, Flow, FlowId, Program, Step, StepId};
 use crate::source::Span;
 use std::collections::{HashSet, VecDeque};
 
@@ -160,20 +160,22 @@ fn starts_a_run(
         return false;
     };
     let completion_restarts = successor::after_completion(flow, None).is_some_and(|next| flows.contains(&next))
-        || emitted(&flow.on_complete).into_iter().any(|directive| restarts(directive, flows, false));
+        || emitted(&flow.on_complete).into_iter().any(|directive| restarts(flow_id, directive, flows, false));
     (falls_to_completion && completion_restarts)
-        || step_directives(step).iter().any(|(_, directive)| restarts(directive, flows, completion_restarts))
+        || step_directives(step).iter().any(|(_, directive)| restarts(flow_id, directive, flows, completion_restarts))
 }
 
-/// Whether a directive starts a new run of one of `flows`; a bare
-/// `complete` does when the flow's completion leads back.
-fn restarts(directive: &Directive, flows: &HashSet<FlowId>, completion_restarts: bool) -> bool {
-    match &directive.position {
-        Some(Position::Goto { flow, .. }) => flows.contains(flow),
-        Some(Position::Complete { next: Some(next) }) => flows.contains(next),
-        Some(Position::Complete { next: None }) => completion_restarts,
-        Some(Position::Reset) => true,
-        Some(Position::GotoStep { .. } | Position::Abort { .. }) | None => false,
+/// Whether a directive emitted in `current` starts a new run of one of
+/// `flows` ([`successor::new_run`]); a bare `complete` does when the
+/// flow's completion leads back.
+fn restarts(current: FlowId, directive: &Directive, flows: &HashSet<FlowId>, completion_restarts: bool) -> bool {
+    let Some(jump) = directive.position.as_ref().map(Jump::from) else {
+        return false;
+    };
+    match successor::new_run(Some(current), jump) {
+        Some(NewRun::Of(flow)) => flows.contains(&flow),
+        Some(NewRun::AfterCompletion) => completion_restarts,
+        None => false,
     }
 }
 
@@ -202,8 +204,8 @@ fn actions_writes(actions: &[Action], written: &mut HashSet<FieldId>) {
 
 fn directive_writes(directive: &Directive, written: &mut HashSet<FieldId>) {
     written.extend(directive.set.iter().map(|write| write.field));
-    if let Some(Position::Goto { data, .. }) = &directive.position {
-        written.extend(data.iter().map(|write| write.field));
+    if let Some(position) = &directive.position {
+        written.extend(position.data().iter().map(|write| write.field));
     }
 }
 

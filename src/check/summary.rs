@@ -24,7 +24,8 @@ use super::conditions::{facts, fold};
 use super::flowgraph::FlowGraph;
 use super::walk;
 use crate::expr::{Expr, ExprKind, Template, TemplatePart};
-use crate::ir::{Action, ActionKind, Directive, FieldId, Flow, FlowId, Position, Program};
+use crate::ir::successor::{self, NewRun};
+use crate::ir::{Action, ActionKind, Directive, FieldId, Flow, FlowId, Program};
 use crate::source::Span;
 use crate::syntax::ast::BinaryOp;
 use std::collections::{HashMap, HashSet};
@@ -95,17 +96,25 @@ pub(crate) fn entered_with(program: &Program) -> Vec<Vec<FieldId>> {
         }
     };
     for flow in &program.flows {
-        if let Some(next) = flow.complete_next {
+        if let Some(next) = successor::after_completion(flow, None) {
             enter(next, Vec::new());
         }
     }
-    walk::directives(program, |_, directive| match &directive.position {
-        Some(Position::Goto { flow, data }) => {
+    // A flow entered by a new run of it (`goto`, `complete` naming it) is
+    // entered with what the jump writes once the run started: a `goto`'s
+    // data. A `goto_step` into another flow arrives at a step, not at the
+    // entry this summary starts from, and `reset` enters no flow.
+    walk::directives(program, |site, directive| {
+        let Some(position) = &directive.position else {
+            return;
+        };
+        let jump = position.into();
+        let entered = successor::flow_entered(site.flow(), jump);
+        if let Some(flow) = entered.filter(|flow| successor::new_run(site.flow(), jump) == Some(NewRun::Of(*flow))) {
+            let data = position.data();
             let written = data.iter().filter(|write| !is_null(&write.value)).map(|write| write.field).collect();
-            enter(*flow, written);
+            enter(flow, written);
         }
-        Some(Position::Complete { next: Some(next) }) => enter(*next, Vec::new()),
-        _ => {}
     });
     sets.into_iter().map(Option::unwrap_or_default).collect()
 }
@@ -397,14 +406,13 @@ impl Walker {
         for text in &directive.append_prompt {
             self.template(text);
         }
-        match &directive.position {
-            Some(Position::Goto { data, .. }) => {
-                for write in data {
-                    self.expr(&write.value);
-                }
+        if let Some(position) = &directive.position {
+            for write in position.data() {
+                self.expr(&write.value);
             }
-            Some(Position::Abort { reason: Some(reason) }) => self.template(reason),
-            _ => {}
+            if let Some(reason) = position.reason() {
+                self.template(reason);
+            }
         }
     }
 

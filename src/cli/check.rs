@@ -1,5 +1,6 @@
 //! `flowc check PATH...`: every problem of every program in one run, as
-//! rustc-style reports or (`--format json`) one JSON array on stdout.
+//! rustc-style reports or (`--format json`) one JSON array on stdout, and
+//! on stderr what each program's tools are given from the environment.
 
 use super::load::{expand_paths, load_file};
 use super::report::{Tally, print_diagnostics_up_to, print_stderr, stderr_style};
@@ -58,11 +59,13 @@ pub fn run(args: &CheckArgs) -> Outcome {
                 continue;
             }
         };
+        let mut notes = Vec::new();
         let diagnostics = match loaded.encoding_error {
             Some(encoding_error) => vec![encoding_error],
             None => {
                 let mut compilation = compile(&loaded.file);
                 let diagnostics = std::mem::take(&mut compilation.diagnostics);
+                notes = env_notes(&loaded.file.name, &compilation.ir);
                 // The AST and IR of a large program take a noticeable time
                 // to free; the process is about to exit, so leave that to
                 // the operating system.
@@ -81,6 +84,9 @@ pub fn run(args: &CheckArgs) -> Outcome {
                 }
             }
         }
+        for note in &notes {
+            print_stderr(&format!("{note}\n"));
+        }
     }
     if args.format == Format::Json {
         let mut text = serde_json::to_string_pretty(&json).unwrap_or_else(|_| "[]".to_string());
@@ -92,4 +98,41 @@ pub fn run(args: &CheckArgs) -> Outcome {
         outcome = outcome.worst(Outcome::Failure);
     }
     outcome
+}
+
+/// What each exec tool of `program` is given from flowc's environment
+/// besides `PATH` and the locale (its `env`), one note per tool that names
+/// any: an operator sees which secrets a program's tools receive. On
+/// stderr in both formats, as the other per-program notes, so that the
+/// JSON on stdout stays an array of diagnostics.
+fn env_notes(file_name: &str, program: &crate::ir::Program) -> Vec<String> {
+    program
+        .tools
+        .iter()
+        .filter_map(|tool| match &tool.implementation {
+            Some(crate::ir::ToolImpl::Exec { env, .. }) if !env.is_empty() => Some(format!(
+                "note: {file_name}: tool `{}` is given {} from flowc's environment (its `env`)",
+                tool.name,
+                env.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ")
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn each_tool_with_an_env_gets_a_note() {
+        let file = crate::source::SourceFile::new(
+            "t.flow",
+            "tool a() { exec \"true\"\n env API_TOKEN, REGION }\ntool b() { exec \"true\" }\n\
+             flow f { step s { say \"hi\" } }",
+        );
+        let program = crate::pipeline::compile(&file).ir;
+        assert_eq!(
+            super::env_notes("t.flow", &program),
+            ["note: t.flow: tool `a` is given `API_TOKEN`, `REGION` from flowc's environment (its `env`)"]
+        );
+    }
 }

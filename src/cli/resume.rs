@@ -4,8 +4,9 @@
 
 use super::Outcome;
 use super::limits::RunLimitFlags;
-use super::stored_run::{claim_at, holder_name, report, resume_claimed};
+use super::stored_run::{holder_name, report, resume_claimed};
 use crate::runtime::workflow::RunStatus;
+use crate::stored_run::claim_at;
 
 #[derive(Debug, clap::Args)]
 pub struct ResumeArgs {

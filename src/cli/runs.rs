@@ -33,7 +33,12 @@ pub fn run(args: &RunsArgs) -> Outcome {
         Err(outcome) => return outcome,
     };
     match &args.command {
-        RunsCommand::List => match store.list_runs() {
+        RunsCommand::List => match store.list_runs_readable().map(|(runs, unreadable)| {
+            for error in &unreadable {
+                eprintln!("warning: left out of the list: {error}");
+            }
+            runs
+        }) {
             Ok(runs) if args.json => super::print_stdout(&format!("{}\n", serde_json::json!(runs))),
             Ok(runs) => {
                 let mut text = String::new();

@@ -1,12 +1,51 @@
 //! SIGTERM and SIGINT for the commands that run workflows (`flowc worker`,
 //! `flowc run` of a workflow): the first asks for a graceful stop
 //! ([`crate::runtime::shutdown`]), the second stops at once, killing the
-//! exec tool in flight.
+//! exec tool in flight. The grace period is `--grace`, else `[worker]
+//! grace` or `[run] grace` in `flowc.toml`, else 30 s.
 
+use std::path::Path;
 use std::time::Duration;
 
-/// The grace period when neither `--grace` nor `[worker] grace` says.
+/// The grace period when neither `--grace` nor `flowc.toml` says.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// The grace period of a command: `--grace`, else `grace` (seconds) in the
+/// `table` of the `flowc.toml` that applies (beside `program`, else in the
+/// working folder): `[worker]` for `flowc worker`, `[run]` for `flowc run`
+/// of a workflow; else [`DEFAULT_GRACE`].
+pub fn grace(flag: Option<u64>, table: &str, program: Option<&Path>) -> Result<Duration, String> {
+    if let Some(seconds) = flag {
+        return Ok(Duration::from_secs(seconds));
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
+    let Some(path) = crate::llm::config::config_file(program, &cwd) else {
+        return Ok(DEFAULT_GRACE);
+    };
+    let text = std::fs::read_to_string(&path).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    configured(&text, table).map_err(|message| format!("{}: {message}", path.display()))
+}
+
+fn configured(text: &str, name: &str) -> Result<Duration, String> {
+    let file: toml::Table = toml::from_str(text).map_err(|error| error.message().to_string())?;
+    let Some(table) = file.get(name) else {
+        return Ok(DEFAULT_GRACE);
+    };
+    let Some(table) = table.as_table() else {
+        return Err(format!("`{name}` must be a table with `grace = SECONDS`"));
+    };
+    if let Some(key) = table.keys().find(|key| *key != "grace") {
+        return Err(format!("unknown key `{key}` in [{name}] (known: grace)"));
+    }
+    match table.get("grace") {
+        None => Ok(DEFAULT_GRACE),
+        Some(value) => value
+            .as_integer()
+            .and_then(|seconds| u64::try_from(seconds).ok())
+            .map(Duration::from_secs)
+            .ok_or_else(|| format!("[{name}] grace must be a whole number of seconds, 0 or more")),
+    }
+}
 
 /// Installs the handlers; a failure to install them is said, not fatal.
 pub fn install(grace: Duration) {
@@ -73,4 +112,24 @@ fn on_signal(handler: impl Fn(u32) + Send + 'static) -> std::io::Result<()> {
 #[cfg(not(unix))]
 fn on_signal(_handler: impl Fn(u32) + Send + 'static) -> std::io::Result<()> {
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grace_period_is_read_from_its_table() {
+        assert_eq!(configured("", "worker"), Ok(DEFAULT_GRACE));
+        assert_eq!(configured("[worker]\ngrace = 5\n", "worker"), Ok(Duration::from_secs(5)));
+        assert_eq!(configured("[worker]\ngrace = 5\n", "run"), Ok(DEFAULT_GRACE));
+        assert_eq!(configured("[run]\ngrace = 0\n", "run"), Ok(Duration::ZERO));
+        assert_eq!(
+            configured("[run]\ngrace = -1\n", "run").unwrap_err(),
+            "[run] grace must be a whole number of seconds, 0 or more"
+        );
+        assert_eq!(configured("[run]\ngrce = 1\n", "run").unwrap_err(), "unknown key `grce` in [run] (known: grace)");
+        assert_eq!(configured("run = 3\n", "run").unwrap_err(), "`run` must be a table with `grace = SECONDS`");
+    }
 }

@@ -1,49 +1,40 @@
-//! The stored execution every workflow command shares (`run`, `resume`,
-//! `worker`): a run is saved when it starts, when each step starts and
-//! ends, and when it stops, each save a compare-and-swap under the claim of
-//! the process running it that writes what changed (the run's head, the
-//! step's record, the new events); and the line (or JSON) that reports a
-//! run.
+//! What the command line adds to [`crate::stored_run`] (which `run`,
+//! `resume`, `worker` and `serve` share): the run's program read again from
+//! its file and checked, progress lines on a terminal, and the line (or
+//! JSON) that reports a run.
 
 use super::Outcome;
 use crate::ir::Program;
 use crate::runtime::clock::{self, Clock};
 use crate::runtime::session::program_hash;
 use crate::runtime::tools::{ToolEnv, ToolRegistry};
-use crate::runtime::workflow::{RunLimits, RunStatus, StepProgress, StepStatus, WorkflowRun, WorkflowRunner};
+use crate::runtime::workflow::{RunLimits, RunStatus, StepProgress, StepStatus, WorkflowRun};
 use crate::store::{Claim, Store, StoreError, StoreLocation, StoredRun};
+use crate::stored_run::{Execution, Hooks, Resume};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// How long a claim holds a run without a checkpoint renewing it: a process
-/// that dies mid-step leaves its run to others after this.
-pub const LEASE_SECONDS: i64 = 300;
-
-/// This process's name on the claims it takes: unique among processes,
-/// whatever the id seed.
+/// This process's name on the claims it takes.
 pub fn holder_name() -> String {
-    let random = getrandom::u64().unwrap_or(0);
-    format!("pid{}-{random:016x}", std::process::id())
+    crate::stored_run::holder_name("")
 }
 
-pub fn claim_at(holder: &str, clock: &dyn Clock) -> Claim {
-    let now = clock.now().timestamp();
-    Claim { holder: holder.to_string(), now, until: now.saturating_add(LEASE_SECONDS) }
-}
-
-/// When a waiting run may go on, in seconds since the epoch.
-fn due_at(run: &WorkflowRun) -> Option<i64> {
-    if run.status != RunStatus::Waiting {
-        return None;
+/// Prints each step as it ends on stderr, when asked to.
+fn progress_printer(show: bool) -> impl FnMut(&StepProgress) {
+    move |progress: &StepProgress| {
+        if show {
+            let status = match progress.status {
+                StepStatus::Failed => "failed",
+                _ => "completed",
+            };
+            let percent = progress.index * 100 / progress.total.max(1);
+            eprintln!("step {} of {} {status} ({percent}%): {}", progress.index, progress.total, progress.id);
+        }
     }
-    let resume_at = run.resume_at.as_deref()?;
-    chrono::DateTime::parse_from_rfc3339(resume_at).ok().map(|at| at.timestamp())
 }
 
-/// Runs `stored` from where it stands to where it stops (or to where one of
-/// the operator's `limits` stops this call, leaving it `paused`), saving
-/// it at every step under `claim`, then releases it. `Err` when the store
-/// refused a save: the run stopped there and the store holds what was done.
+/// Runs `stored` from where it stands to where it stops, as
+/// [`Execution::execute`] does, with the program's own tools.
 pub fn execute(
     store: &dyn Store,
     stored: &mut StoredRun,
@@ -54,55 +45,9 @@ pub fn execute(
     show_progress: bool,
 ) -> Result<(), StoreError> {
     let tools = ToolRegistry::default();
-    let mut on_progress = |progress: &StepProgress| {
-        if show_progress {
-            let status = match progress.status {
-                StepStatus::Failed => "failed",
-                _ => "completed",
-            };
-            let percent = progress.index * 100 / progress.total.max(1);
-            eprintln!("step {} of {} {status} ({percent}%): {}", progress.index, progress.total, progress.id);
-        }
-    };
-    let sleep = |duration: std::time::Duration| std::thread::sleep(duration);
-    let mut saved: Result<(), StoreError> = Ok(());
-    let mut run = stored.run.clone();
-    {
-        let mut checkpoint = |run: &WorkflowRun| -> Result<(), String> {
-            let renewed = claim_at(&claim.holder, tool_env.clock.as_ref());
-            crate::store::checkpoint_run(store, stored, run, &renewed).map_err(|error| {
-                let message = error.to_string();
-                saved = Err(error);
-                message
-            })
-        };
-        let mut runner = WorkflowRunner {
-            program,
-            tools: &tools,
-            tool_env,
-            sleep: &sleep,
-            on_progress: &mut on_progress,
-            checkpoint: &mut checkpoint,
-        };
-        if runner.run_within(&mut run, limits).is_err() {
-            // A refused save is most often a `flowc runs cancel`: say so.
-            if let Err(StoreError::RunConflict { id, .. }) = &saved
-                && let Ok(Some(now)) = store.load_run(id)
-                && now.run.status == RunStatus::Cancelled
-            {
-                stored.run = now.run;
-                return Err(StoreError::RunCancelled { id: id.clone() });
-            }
-            return saved;
-        }
-    }
-    finish(store, stored, run)
-}
-
-/// Saves `run` as where `stored` stopped, releasing its claim.
-pub fn finish(store: &dyn Store, stored: &mut StoredRun, run: WorkflowRun) -> Result<(), StoreError> {
-    let due = due_at(&run);
-    crate::store::commit_run(store, stored, run, due, None)
+    let execution = Execution { store, program, tools: &tools, tool_env, limits };
+    let hooks = Hooks { on_progress: &mut progress_printer(show_progress), on_saved: &mut |_: &WorkflowRun| {} };
+    execution.execute(stored, claim, hooks)
 }
 
 /// Why a stored run cannot go on with its program as it is now.
@@ -134,8 +79,9 @@ fn check_program(stored: &StoredRun) -> Result<(Program, PathBuf), String> {
     Ok((compilation.ir, dir))
 }
 
-/// Resumes a run this process has claimed, under `limits`. A run whose
-/// program changed or went away fails, with the reason recorded on the run.
+/// Resumes a run this process has claimed, under `limits`, with its
+/// program read again from its file. A run whose program changed or went
+/// away fails, with the reason recorded on the run.
 pub fn resume_claimed(
     store: &dyn Store,
     stored: &mut StoredRun,
@@ -145,21 +91,10 @@ pub fn resume_claimed(
     limits: RunLimits,
     show_progress: bool,
 ) -> Result<Option<Program>, StoreError> {
-    match check_program(stored) {
-        Ok((program, base_dir)) => {
-            let tool_env = ToolEnv { base_dir, clock, ids };
-            execute(store, stored, &program, &tool_env, claim, limits, show_progress)?;
-            Ok(Some(program))
-        }
-        Err(reason) => {
-            let mut run = stored.run.clone();
-            run.status = RunStatus::Failed;
-            run.error = Some(reason);
-            run.next_step = None;
-            finish(store, stored, run)?;
-            Ok(None)
-        }
-    }
+    let tools = ToolRegistry::default();
+    let resume = Resume { store, tools: &tools, clock, ids, limits };
+    let hooks = Hooks { on_progress: &mut progress_printer(show_progress), on_saved: &mut |_: &WorkflowRun| {} };
+    resume.resume(stored, claim, check_program(stored), hooks)
 }
 
 /// The line `flowc run` and `flowc resume` print for a run, or its JSON.

@@ -17,11 +17,12 @@
 use super::Outcome;
 use super::limits::RunLimitFlags;
 use super::open_with_clock;
-use super::stored_run::{claim_at, holder_name, resume_claimed};
+use super::stored_run::{holder_name, resume_claimed};
 use crate::runtime::clock::Clock;
 use crate::runtime::shutdown;
 use crate::runtime::workflow::RunStatus;
 use crate::store::Store;
+use crate::stored_run::claim_at;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -32,9 +33,9 @@ pub struct WorkerArgs {
     /// Seconds between polls of the store when nothing is due (on PostgreSQL a fallback: workers are notified)
     #[arg(long, default_value_t = 5)]
     pub interval: u64,
-    /// Seconds the step in flight may take to finish after SIGTERM or SIGINT before its tool is killed
-    #[arg(long, default_value_t = 30)]
-    pub grace: u64,
+    /// Seconds the step in flight may take to finish after SIGTERM or SIGINT before its tool is killed (default 30, or [worker] grace in flowc.toml)
+    #[arg(long, value_name = "SECONDS")]
+    pub grace: Option<u64>,
     /// The store: sqlite:PATH or postgres://… (default: FLOWC_STORE, else the project's: the nearest flowc.toml or .flowc/ upwards)
     #[arg(long)]
     pub store: Option<String>,
@@ -46,7 +47,14 @@ pub struct WorkerArgs {
 const STOP_CHECK: Duration = Duration::from_millis(200);
 
 pub fn run(args: &WorkerArgs) -> Outcome {
-    super::shutdown::install(Duration::from_secs(args.grace));
+    // A worker names no program: its flowc.toml is the working folder's.
+    match super::shutdown::grace(args.grace, "worker", None) {
+        Ok(grace) => super::shutdown::install(grace),
+        Err(message) => {
+            eprintln!("error: {message}");
+            return Outcome::Error;
+        }
+    }
     let (store, _, (clock, ids)) = match open_with_clock(args.store.as_deref()) {
         Ok(opened) => opened,
         Err(outcome) => return outcome,

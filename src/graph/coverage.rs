@@ -4,7 +4,8 @@
 //! draws it. No I/O.
 
 use super::{Graph, NodeId};
-use crate::ir::{FlowId, Program, StepId, Then};
+use crate::ir::successor::{self, Landing};
+use crate::ir::{FlowId, Program, StepId};
 use crate::runtime::events::Event;
 use crate::runtime::workflow::WorkflowRun;
 use serde::{Deserialize, Serialize};
@@ -113,11 +114,13 @@ impl Covered {
         for pair in started.windows(2) {
             let [from, to] = pair else { continue };
             let Some(step) = flow.step_by_name(from).and_then(|id| flow.step(id)) else { continue };
-            let target = flow.step_by_name(to);
-            let entry = step.branches.iter().position(|branch| match &branch.then {
-                Then::Step(id) => Some(*id) == target,
-                Then::Directive(_) => false,
-            });
+            let (Some(from_id), Some(target)) = (flow.step_by_name(from), flow.step_by_name(to)) else { continue };
+            // The first entry whose landing is the step the run went to
+            // next (a step named, or a directive's `goto_step` to it).
+            let entry = step
+                .branches
+                .iter()
+                .position(|branch| successor::branch_landing(run.flow, from_id, &branch.then) == Landing::Step(target));
             if let Some(entry) = entry {
                 self.branches.insert((flow_name.clone(), (*from).to_string(), entry + 1));
             }
@@ -267,6 +270,62 @@ mod tests {
         assert!(!taken.contains(&("f0_s3", "f0_s5")), "confirm → cancelled was not taken: {taken:?}");
         assert!(overlay.nodes.contains(&NodeId::step(FlowId(0), StepId(4))));
         assert!(!overlay.nodes.contains(&NodeId::step(FlowId(0), StepId(5))));
+    }
+
+    /// A branch entry whose directive jumps with `goto_step` lands on the
+    /// step it names, as one naming the step does: a run that went that
+    /// way covered the entry.
+    #[test]
+    fn a_workflow_entry_that_jumps_by_directive_is_covered() {
+        use crate::runtime::clock::{Clock, FixedClock, SeededIds};
+        use crate::runtime::tools::ToolEnv;
+        use crate::runtime::workflow::{StepProgress, WorkflowRunner};
+        use std::sync::Arc;
+        let source = r#"
+schema { total: int "A running total" }
+flow w "W" {
+  requires total
+  auto step a {
+    set total = total + 1
+    branch {
+      if total > 3 -> { set total = 0  goto_step c }
+    }
+  }
+  auto step b {
+    set total = total + 1
+  }
+  auto step c {
+    set total = total + 2
+  }
+}
+"#;
+        let compilation = crate::pipeline::compile(&SourceFile::new("w.flow", source));
+        assert!(!compilation.has_errors(), "{:?}", compilation.diagnostics);
+        let program = compilation.ir;
+        let clock: Arc<dyn Clock> = Arc::new(FixedClock::parse("2026-01-05T10:00:00Z").expect("a fixed time"));
+        let tool_env = ToolEnv { base_dir: std::path::PathBuf::from("."), clock, ids: Arc::new(SeededIds::new(7)) };
+        let tools = Default::default();
+        let sleep = |_: std::time::Duration| {};
+        let mut on_progress = |_: &StepProgress| {};
+        let mut checkpoint = |_: &WorkflowRun| Ok(());
+        let mut runner = WorkflowRunner {
+            program: &program,
+            tools: &tools,
+            tool_env: &tool_env,
+            sleep: &sleep,
+            on_progress: &mut on_progress,
+            checkpoint: &mut checkpoint,
+        };
+        let mut inputs = serde_json::Map::new();
+        inputs.insert("total".to_string(), serde_json::json!(5));
+        let flow = program.flow_by_name("w").expect("flow w");
+        let mut run = runner.start(flow, &inputs, Default::default()).expect("the run starts");
+        runner.run(&mut run).expect("the run ends");
+        let mut covered = Covered::default();
+        covered.add_run(&program, &run);
+        assert!(covered.steps.contains(&("w".to_string(), "c".to_string())), "{covered:?}");
+        assert!(!covered.steps.contains(&("w".to_string(), "b".to_string())), "{covered:?}");
+        assert!(covered.branches.contains(&("w".to_string(), "a".to_string(), 1)), "{covered:?}");
     }
 
     #[test]

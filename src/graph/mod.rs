@@ -36,7 +36,7 @@ pub mod mermaid;
 use crate::check::reachability::Reachability;
 use crate::check::walk::calls_a_tool;
 use crate::ir::successor::{self, Jump, Landing};
-use crate::ir::{Action, ActionKind, Directive, Flow, FlowId, Next, Position, Program, Recovery, Step, StepId, Then};
+use crate::ir::{Action, ActionKind, Directive, Flow, FlowId, Position, Program, Recovery, Step, StepId, Then};
 use label::{all_of, duration_text, effects_text, expr_text, position_text, quoted};
 use std::collections::BTreeMap;
 
@@ -317,13 +317,15 @@ impl<'a> Builder<'a> {
             let branch_unreachable =
                 unreachable || self.reachability.unreachable_branches.contains(&(flow_id, step_id, branch_index));
             let condition = branch.label.clone().unwrap_or_else(|| self.branch_condition(branch));
+            // A directive's edges carry what it writes; the landing of
+            // either kind is the successor rule's.
             let targets = match &branch.then {
-                Then::Step(_) => {
-                    let landing = successor::branch_landing(flow_id, step_id, &branch.then);
-                    self.landing_targets(flow_id, flow, landing, EdgeKind::Branch)
-                }
                 Then::Directive(directive) => {
                     self.directive_targets(flow_id, flow, step_id, directive, EdgeKind::Branch)
+                }
+                then => {
+                    let landing = successor::branch_landing(flow_id, step_id, then);
+                    self.landing_targets(flow_id, flow, landing, EdgeKind::Branch)
                 }
             };
             for target in targets {
@@ -410,10 +412,10 @@ impl<'a> Builder<'a> {
     /// linear successor.
     fn leave(&mut self, flow_id: FlowId, flow: &Flow, step_id: StepId, step: &Step) -> Vec<Target> {
         let mut targets = self.landing_targets(flow_id, flow, successor::fallthrough(step_id, step), EdgeKind::Linear);
-        let named = match step.next {
-            Some(Next::Step(_)) => "next",
-            Some(Next::End) => "next end",
-            None => return targets,
+        let named = match successor::fallthrough(step_id, step) {
+            Landing::Step(_) => "next",
+            Landing::Complete(_) => "next end",
+            _ => return targets,
         };
         for target in &mut targets {
             target.label.insert(0, named.to_string());
@@ -549,48 +551,47 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// A signal fires while any conversation flow is active, so a position
-    /// relative to the current flow (`complete`, `abort`, `reset`) is drawn
-    /// into every conversation flow.
+    /// A signal fires in any conversation flow, and between flows, so
+    /// where its position lands is asked of the successor rule from each
+    /// of those places, as the runtime does: a `goto_step` into a flow's
+    /// first step lands on the step itself from inside that flow, and
+    /// from anywhere else enters the flow (its `on_enter`, then the
+    /// arrival in list order, passing over what may be passed over).
+    /// `complete`, `abort` and `reset` are drawn into every conversation
+    /// flow. Each place is drawn once.
     fn signal_edges(&mut self, signal_index: usize, signal: &crate::ir::Signal) {
         let Some(position) = signal.then.as_ref().and_then(|then| then.position.as_ref()) else {
             return;
         };
-        let mut targets = Vec::new();
-        match position {
-            Position::Goto { .. } | Position::GotoStep { .. } | Position::Complete { next: Some(_) } => {
-                // The target does not depend on the current flow; `complete`
-                // with a next flow still completes the current one first.
-                let to = match position {
-                    Position::Goto { flow, .. } => self.known_flow(*flow).map(NodeId::entry),
-                    Position::GotoStep { flow, step } => {
-                        let exists = self.program.flow(*flow).and_then(|target| target.step(*step)).is_some();
-                        exists.then(|| NodeId::step(*flow, *step))
-                    }
-                    Position::Complete { next: Some(next) } => self.known_flow(*next).map(NodeId::entry),
-                    _ => None,
-                };
-                if let Some(to) = to {
-                    targets.push(Target {
-                        to,
-                        label: vec![position_text(self.program, None, position)],
-                        kind: EdgeKind::Signal,
-                    });
-                }
+        let jump = Jump::from(position);
+        let conversation_flows: Vec<FlowId> = self
+            .program
+            .flows
+            .iter()
+            .enumerate()
+            .filter(|(_, flow)| !flow.workflow)
+            .map(|(index, _)| FlowId::from_index(index))
+            .collect();
+        // A move that lands the same from outside every flow names its
+        // target in full; one relative to the current flow is labelled
+        // from inside it.
+        let absolute = matches!(successor::landing_outside(jump), Some(Landing::Enter(..)));
+        let mut targets: Vec<Target> = Vec::new();
+        let mut add = |builder: &mut Self, current: FlowId, landing: Landing| {
+            let Some(to) = builder.place_of(current, landing) else {
+                return;
+            };
+            if targets.iter().any(|target| target.to == to) {
+                return;
             }
-            Position::Complete { next: None } | Position::Abort { .. } | Position::Reset => {
-                let conversation_flows: Vec<FlowId> = self
-                    .program
-                    .flows
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, flow)| !flow.workflow)
-                    .map(|(index, _)| FlowId::from_index(index))
-                    .collect();
-                for flow_id in conversation_flows {
-                    targets.extend(self.position_target(flow_id, position, EdgeKind::Signal));
-                }
-            }
+            let label = position_text(builder.program, (!absolute).then_some(current), position);
+            targets.push(Target { to, label: vec![label], kind: EdgeKind::Signal });
+        };
+        for current in conversation_flows {
+            add(self, current, successor::landing(current, jump));
+        }
+        if let Some(landing @ Landing::Enter(flow, _)) = successor::landing_outside(jump) {
+            add(self, flow, landing);
         }
         if targets.is_empty() {
             return;
@@ -609,7 +610,7 @@ impl<'a> Builder<'a> {
             return;
         }
         self.emit_edges(flow_id, &complete, "on_complete", &flow.on_complete, false);
-        if let Some(next) = flow.complete_next.and_then(|next| self.known_flow(next)) {
+        if let Some(next) = successor::after_completion(flow, None).and_then(|next| self.known_flow(next)) {
             let target = Target {
                 to: NodeId::entry(next),
                 label: vec!["complete.next".to_string()],

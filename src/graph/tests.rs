@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::expr::{Expr, ExprKind, Type};
-use crate::ir::{Agent, Behavior, Branch, Field, FieldId, ForEach, Phase, Signal, TypeKind, ValueType};
+use crate::ir::{Agent, Behavior, Branch, Field, FieldId, ForEach, Next, Phase, Signal, TypeKind, ValueType};
 use crate::source::Span;
 use crate::syntax::ast::BinaryOp;
 
@@ -400,4 +400,36 @@ fn goto_step_into_another_flow_arrives_as_the_runner_does() {
         .map(|edge| describe(&graph, &edge.to))
         .collect();
     assert_eq!(targets, ["start1", "second"], "\n{}", edges(&graph));
+}
+
+/// A signal's `goto_step` lands where the runtime lands it from the flow
+/// the conversation is in: inside the target flow, on the step as named;
+/// from any other flow (or none), through the target flow's start, where
+/// its `on_enter` runs and a first step that can be passed over is asked
+/// about. Drawn straight to the step, the picture hid both.
+#[test]
+fn a_signals_goto_step_enters_the_flow_from_outside_it() {
+    let mut first = Step::named("first");
+    first.skip_if = Some(is_set(1));
+    let mut other = flow("other", vec![first, Step::named("second")]);
+    other.on_enter = vec![emit(Position::Complete { next: None })];
+    let mut program = program(vec![flow("main", vec![ask("ask", 0)]), other]);
+    program.signals = vec![Signal {
+        name: "jump".to_string(),
+        when: vec!["the user wants the other thing".to_string()],
+        guard: Vec::new(),
+        phase: Phase::Pre,
+        behavior: Behavior::Always,
+        extract: Vec::new(),
+        then: Some(*moving(Position::GotoStep { flow: FlowId(1), step: StepId(0) })),
+        span: Span::default(),
+    }];
+    let graph = build(&program, &Reachability::default(), None);
+    let from_signal: Vec<String> = graph
+        .edges
+        .iter()
+        .filter(|edge| edge.kind == EdgeKind::Signal)
+        .map(|edge| format!("{}: {}", describe(&graph, &edge.to), edge.label.as_deref().unwrap_or_default()))
+        .collect();
+    assert_eq!(from_signal, ["start1: goto_step other.first", "first: goto_step other.first"], "\n{}", edges(&graph));
 }

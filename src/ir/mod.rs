@@ -421,6 +421,23 @@ impl Position {
     pub fn precedence(&self) -> u8 {
         successor::Jump::from(self).precedence()
     }
+
+    /// The writes a position carries: a `goto`'s `with` data, written once
+    /// the new run has started; none for the others.
+    pub fn data(&self) -> &[Write] {
+        match self {
+            Position::Goto { data, .. } => data,
+            _ => &[],
+        }
+    }
+
+    /// The reason an `abort` carries, said to the user.
+    pub fn reason(&self) -> Option<&Template> {
+        match self {
+            Position::Abort { reason } => reason.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -246,6 +246,32 @@ pub fn after_completion(flow: &Flow, named: Option<FlowId>) -> Option<FlowId> {
     named.or(flow.complete_next)
 }
 
+/// What run a jump starts, where it starts one: its fields of
+/// [`Flow::fresh`](super::Flow::fresh) are cleared, so what an earlier run
+/// collected (a consent above all) does not act in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NewRun {
+    /// A new run of this flow.
+    Of(FlowId),
+    /// A bare `complete`: a new run of what the completing flow's
+    /// completion enters ([`after_completion`]), if anything.
+    AfterCompletion,
+}
+
+/// Whether a jump from `current` (`None`: outside every flow) starts a new
+/// run, and of what: `goto` of its flow, `reset` of the current one,
+/// `complete` of the flow it names, else of what completion enters. A
+/// `goto_step`, even into another flow, goes on with that flow's run;
+/// `abort` starts nothing.
+pub fn new_run(current: Option<FlowId>, jump: Jump) -> Option<NewRun> {
+    match jump {
+        Jump::Goto(flow) | Jump::Complete(Some(flow)) => Some(NewRun::Of(flow)),
+        Jump::Reset => current.map(NewRun::Of),
+        Jump::Complete(None) => current.map(|_| NewRun::AfterCompletion),
+        Jump::GotoStep(..) | Jump::Abort => None,
+    }
+}
+
 /// The flow a directive's jump enters from `current` (or from outside
 /// every flow): a `goto` or a `goto_step` into another flow, a `complete`
 /// naming one; `None` for a move within the flow, a bare `complete` (its
@@ -459,6 +485,18 @@ flow other "Other" {
         assert_eq!(flow_entered(Some(here), Jump::Complete(None)), None);
         assert_eq!(flow_entered(None, Jump::Goto(there)), Some(there));
         assert_eq!(flow_entered(None, Jump::Abort), None);
+    }
+
+    #[test]
+    fn goto_reset_and_complete_start_runs_and_goto_step_does_not() {
+        let (here, there) = (FlowId(0), FlowId(1));
+        assert_eq!(new_run(Some(here), Jump::Goto(there)), Some(NewRun::Of(there)));
+        assert_eq!(new_run(Some(here), Jump::Reset), Some(NewRun::Of(here)));
+        assert_eq!(new_run(None, Jump::Reset), None, "no flow to reset");
+        assert_eq!(new_run(Some(here), Jump::Complete(Some(there))), Some(NewRun::Of(there)));
+        assert_eq!(new_run(Some(here), Jump::Complete(None)), Some(NewRun::AfterCompletion));
+        assert_eq!(new_run(Some(here), Jump::GotoStep(there, StepId(1))), None, "the target flow's run goes on");
+        assert_eq!(new_run(Some(here), Jump::Abort), None);
     }
 
     #[test]

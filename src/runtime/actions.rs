@@ -13,7 +13,8 @@ use super::validate::validate;
 use super::workflow_run::StepRecord;
 use crate::expr::eval::{Bindings, eval, is_true, render};
 use crate::expr::{Expr, Template};
-use crate::ir::{Action, ActionKind, ContextId, Directive, Field, FieldId, Position, Program, StepId, Tool, ToolId};
+use crate::ir::successor::Jump;
+use crate::ir::{Action, ActionKind, ContextId, Directive, Field, FieldId, Program, StepId, Tool, ToolId};
 use serde_json::Value;
 
 /// Names resolved against a session's (or run's) data.
@@ -303,17 +304,21 @@ pub fn evaluate_directive(
 ) -> Emission {
     let program = scope.program;
     let field_name = |field: FieldId| program.field(field).map_or_else(String::new, |field| field.name.clone());
-    let position = directive.position.as_ref().map(|position| match position {
-        Position::Goto { flow, data } => Move::Goto {
-            flow: *flow,
-            data: data.iter().map(|write| (field_name(write.field), eval(&write.value, scope, warnings))).collect(),
+    // Where the move leads is the jump's (`ir::successor`); evaluating
+    // adds what it carries: a `goto`'s data, an `abort`'s reason.
+    let position = directive.position.as_ref().map(|position| match Jump::from(position) {
+        Jump::Goto(flow) => Move::Goto {
+            flow,
+            data: position
+                .data()
+                .iter()
+                .map(|write| (field_name(write.field), eval(&write.value, scope, warnings)))
+                .collect(),
         },
-        Position::GotoStep { flow, step } => Move::GotoStep { flow: *flow, step: *step },
-        Position::Complete { next } => Move::Complete { next: *next },
-        Position::Abort { reason } => {
-            Move::Abort { reason: reason.as_ref().map(|reason| render(reason, scope, warnings)) }
-        }
-        Position::Reset => Move::Reset,
+        Jump::GotoStep(flow, step) => Move::GotoStep { flow, step },
+        Jump::Complete(next) => Move::Complete { next },
+        Jump::Abort => Move::Abort { reason: position.reason().map(|reason| render(reason, scope, warnings)) },
+        Jump::Reset => Move::Reset,
     });
     Emission {
         source,

@@ -8,7 +8,7 @@
 //! step 10,000 as at step 1: the head ([`WorkflowRun::head_json`]: status,
 //! position, data), one row per step record (only the records that
 //! changed since the last save, [`WorkflowRun::touched`]) and one row per
-//! event (only the new ones).
+//! event and per warning (only the new ones).
 
 use super::events::StopReason;
 use super::session::Data;
@@ -96,6 +96,9 @@ pub struct WorkflowRun {
     /// store keeps: it stores the records as rows.
     #[serde(default)]
     pub steps: Vec<StepRecord>,
+    /// Appended to, never rewritten. Absent from the head a store keeps:
+    /// it stores them as rows, as the events.
+    #[serde(default)]
     pub warnings: Vec<String>,
     /// The flow's name, so a store can list runs and a resume can find the
     /// flow in the program again.
@@ -151,7 +154,7 @@ impl PartialEq for Touched {
     }
 }
 
-/// [`WorkflowRun`] without its step records and events: what a store
+/// [`WorkflowRun`] without its step records, events and warnings: what a store
 /// rewrites on each save, the same size at every step. Its fields are
 /// WorkflowRun's, by the same names, so that it reads back as a run whose
 /// steps and events are empty.
@@ -165,7 +168,6 @@ struct RunHead<'a> {
     resume_at: &'a Option<String>,
     data: &'a Data,
     context: &'a Data,
-    warnings: &'a [String],
     flow_name: &'a str,
     started_at: &'a Option<String>,
     duration_ms: Option<u64>,
@@ -206,7 +208,6 @@ impl WorkflowRun {
             resume_at: &self.resume_at,
             data: &self.data,
             context: &self.context,
-            warnings: &self.warnings,
             flow_name: &self.flow_name,
             started_at: &self.started_at,
             duration_ms: self.duration_ms,
@@ -324,10 +325,11 @@ mod tests {
             touched: Touched::default(),
         };
         let head = run.head_json().unwrap();
-        assert!(!head.contains("step_started") && !head.contains("\"steps\""), "{head}");
+        assert!(!head.contains("step_started") && !head.contains("\"steps\"") && !head.contains("\"w\""), "{head}");
         let mut read: WorkflowRun = serde_json::from_str(&head).unwrap();
         read.steps = run.steps.clone();
         read.events = run.events.clone();
+        read.warnings = run.warnings.clone();
         assert_eq!(read, run);
         run.step_mut(0);
         assert_eq!(run.touched.steps.iter().copied().collect::<Vec<_>>(), [0]);

@@ -75,7 +75,7 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict { .. } | StoreError::RunConflict { .. } => ApiError::conflict(error.to_string()),
             StoreError::RunCancelled { .. } => ApiError::conflict(error.to_string()).with_code("run_cancelled"),
             StoreError::InvalidId { .. } => ApiError::new(StatusCode::NOT_FOUND, "not_found", error.to_string()),
-            StoreError::Io { .. } | StoreError::Open { .. } => {
+            StoreError::Io { .. } | StoreError::Open { .. } | StoreError::WriteRefused { .. } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", error.to_string())
             }
             StoreError::Corrupt { .. } => {

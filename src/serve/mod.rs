@@ -79,7 +79,7 @@ impl AppState {
             metrics: Metrics::default(),
             body_limit: options.body_limit,
             run_poll: options.run_poll,
-            holder: holder_name(),
+            holder: crate::stored_run::holder_name("serve-"),
             background: Mutex::new(Vec::new()),
         }))
     }
@@ -107,12 +107,6 @@ impl AppState {
         }
         ApiError::from(error)
     }
-}
-
-/// A claim holder name unique among processes, whatever the id seed.
-fn holder_name() -> String {
-    let random = getrandom::u64().unwrap_or(0);
-    format!("serve-pid{}-{random:016x}", std::process::id())
 }
 
 /// One route of the API: the router and the OpenAPI document are both

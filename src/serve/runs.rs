@@ -4,17 +4,16 @@
 //! it, so `flowc resume`, `flowc worker` and other servers see the same
 //! run. Its JSON is `flowc run --json`'s run object.
 //!
-//! The execution below mirrors `cli::stored_run` (which the command line
-//! owns and which this module cannot name without a dependency cycle:
-//! `cli` starts the server).
+//! The execution is [`crate::stored_run`]'s, the one the command line uses.
 
 use super::AppState;
 use super::auth::{Tenant, new_id, owned_program};
 use super::error::{ApiError, Body, from_body_rejection};
 use super::metrics::Metrics;
 use super::programs::Version;
-use crate::runtime::workflow::{RunLimits, RunStatus, StepProgress, WorkflowRun, WorkflowRunner};
+use crate::runtime::workflow::{RunStatus, StepProgress, WorkflowRun};
 use crate::store::{Cancel, Claim, StoreError, StoredRun};
+use crate::stored_run::{Execution, Hooks};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -25,14 +24,10 @@ use axum::response::{IntoResponse, Response};
 use std::convert::Infallible;
 use std::sync::Arc;
 
-/// How long a claim holds a run without a checkpoint renewing it (the
-/// command line's lease: a server that dies mid-step leaves the run to a
-/// worker after it).
-const LEASE_SECONDS: i64 = 300;
-
+/// This server's claim on a run, for a lease from now: a server that dies
+/// mid-step leaves the run to a worker after it.
 fn claim(state: &AppState, version: &Version) -> Claim {
-    let now = version.tool_env.clock.now().timestamp();
-    Claim { holder: state.holder.clone(), now, until: now.saturating_add(LEASE_SECONDS) }
+    crate::stored_run::claim_at(&state.holder, version.tool_env.clock.as_ref())
 }
 
 fn owned(tenant: &Tenant, id: &str) -> Result<String, ApiError> {
@@ -130,55 +125,21 @@ pub async fn create(
 }
 
 /// Runs `stored` from where it stands to where it stops, saving it at every
-/// step under this process's claim, then releases it.
+/// step under this process's claim, then releases it. A cancel met on the
+/// way is an answer, not an error: `stored` is then the run as cancelled.
 fn execute(state: &AppState, stored: &mut StoredRun, version: &Version) -> Result<(), ApiError> {
-    let tools = version.tools();
-    let mut on_progress = |_: &StepProgress| {};
-    let sleep = |duration: std::time::Duration| std::thread::sleep(duration);
-    let mut saved: Result<(), StoreError> = Ok(());
-    let mut run = stored.run.clone();
-    let limits: RunLimits = version.limits.run;
-    let stopped = {
-        let mut checkpoint = |run: &WorkflowRun| -> Result<(), String> {
-            let renewed = claim(state, version);
-            crate::store::commit_run(state.store.as_ref(), stored, run.clone(), None, Some(&renewed)).map_err(|error| {
-                let message = error.to_string();
-                saved = Err(error);
-                message
-            })
-        };
-        let mut runner = WorkflowRunner {
-            program: &version.ir,
-            tools,
-            tool_env: &version.tool_env,
-            sleep: &sleep,
-            on_progress: &mut on_progress,
-            checkpoint: &mut checkpoint,
-        };
-        runner.run_within(&mut run, limits).is_err()
+    let execution = Execution {
+        store: state.store.as_ref(),
+        program: &version.ir,
+        tools: version.tools(),
+        tool_env: &version.tool_env,
+        limits: version.limits.run,
     };
-    if stopped {
-        // A checkpoint was refused: someone else changed the run. A cancel
-        // is an answer, not an error: the run as it now stands.
-        if let Ok(Some(now)) = state.store.load_run(&stored.run.run)
-            && now.run.status == RunStatus::Cancelled
-        {
-            *stored = now;
-            return Ok(());
-        }
-        return saved.map_err(|error| state.store_error(error));
+    let hooks = Hooks { on_progress: &mut |_: &StepProgress| {}, on_saved: &mut |_: &WorkflowRun| {} };
+    match execution.execute(stored, &claim(state, version), hooks) {
+        Ok(()) | Err(StoreError::RunCancelled { .. }) => Ok(()),
+        Err(error) => Err(state.store_error(error)),
     }
-    let due = due_at(&run);
-    crate::store::commit_run(state.store.as_ref(), stored, run, due, None).map_err(|error| state.store_error(error))
-}
-
-/// When a waiting run may go on, in seconds since the epoch.
-fn due_at(run: &WorkflowRun) -> Option<i64> {
-    if run.status != RunStatus::Waiting {
-        return None;
-    }
-    let resume_at = run.resume_at.as_deref()?;
-    chrono::DateTime::parse_from_rfc3339(resume_at).ok().map(|at| at.timestamp())
 }
 
 fn load(state: &AppState, id: &str) -> Result<StoredRun, ApiError> {

@@ -21,6 +21,7 @@ pub mod memory;
 pub mod postgres;
 pub mod postgres_tls;
 pub mod sqlite;
+pub mod sqlite_guard;
 
 use crate::ir::Program;
 use crate::message::Message;
@@ -52,6 +53,10 @@ pub enum StoreError {
     InvalidId { id: String },
     #[error("cannot open the store {location}: {message}")]
     Open { location: String, message: String },
+    /// The store is read-only, or was found damaged as it opened: reading
+    /// goes on, writing is refused.
+    #[error("cannot write to the store {location}: {reason}")]
+    WriteRefused { location: String, reason: String },
 }
 
 /// One line of `flowc sessions list`.
@@ -164,7 +169,18 @@ pub trait RunStore {
 
     fn load_run(&self, id: &str) -> Result<Option<StoredRun>, StoreError>;
 
-    fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError>;
+    /// Every run, or the first error of a run whose row cannot be read.
+    fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let (runs, unreadable) = self.list_runs_readable()?;
+        match unreadable.into_iter().next() {
+            Some(error) => Err(error),
+            None => Ok(runs),
+        }
+    }
+
+    /// Every run whose row reads, and an error naming each one that does
+    /// not (left out, so that one corrupt row does not hide every run).
+    fn list_runs_readable(&self) -> Result<(Vec<RunSummary>, Vec<StoreError>), StoreError>;
 
     /// Takes `id` for `claim.holder` if nobody holds it (or their lease is
     /// over) and it is waiting (due by `claim.now`, unless `early`) or was
@@ -441,9 +457,21 @@ pub(crate) mod rows {
             .collect()
     }
 
-    /// Puts the step records and events read from their rows into the run
-    /// read from its head.
-    pub fn attach(stored: &mut StoredRun, steps: Vec<String>, events: Vec<String>) -> Result<(), StoreError> {
+    /// The warnings a save appends: those after the `stored` the store has.
+    pub fn warning_rows(run: &WorkflowRun, stored: i64) -> Vec<(i64, &str)> {
+        let from = usize::try_from(stored).unwrap_or(0);
+        let warnings = run.warnings.get(from..).unwrap_or_default();
+        (stored..).zip(warnings.iter().map(String::as_str)).collect()
+    }
+
+    /// Puts the step records, events and warnings read from their rows
+    /// into the run read from its head.
+    pub fn attach(
+        stored: &mut StoredRun,
+        steps: Vec<String>,
+        events: Vec<String>,
+        warnings: Vec<String>,
+    ) -> Result<(), StoreError> {
         let corrupt = |what: &str, error: serde_json::Error| StoreError::Corrupt {
             id: stored.run.run.clone(),
             message: format!("{what}: {error}"),
@@ -458,12 +486,32 @@ pub(crate) mod rows {
             .collect::<Result<Vec<_>, _>>()?;
         stored.run.steps = steps;
         stored.run.events = events;
+        stored.run.warnings = warnings;
         Ok(())
     }
 
-    /// The run's `resume_at`, read from its state for a listing.
-    pub fn resume_at(state: &str) -> Option<String> {
-        serde_json::from_str::<WorkflowRun>(state).ok().and_then(|run| run.resume_at)
+    /// A line of `flowc runs list` from a run's head row: its state must
+    /// read as the run of this id, with the status its row says.
+    pub fn summary(
+        id: String,
+        flow: String,
+        status: String,
+        state: &str,
+        program: String,
+        updated_at: String,
+    ) -> Result<super::RunSummary, StoreError> {
+        let corrupt = |message: String| StoreError::Corrupt { id: id.clone(), message };
+        let run = serde_json::from_str::<WorkflowRun>(state).map_err(|error| corrupt(error.to_string()))?;
+        if run.run != id {
+            return Err(corrupt(format!("it holds run `{}`", run.run)));
+        }
+        if run.status.as_str() != status {
+            return Err(corrupt(format!(
+                "its row says `{status}` but it holds a run that is `{}`",
+                run.status.as_str()
+            )));
+        }
+        Ok(super::RunSummary { run: id, flow, status, resume_at: run.resume_at, program, updated_at })
     }
 
     pub fn status(run: &WorkflowRun) -> String {

@@ -79,6 +79,19 @@ pub const MIGRATIONS: &[&str] = &[
             WITH ORDINALITY AS event(value, ordinality);
     UPDATE runs SET events_len = (SELECT COUNT(*) FROM run_events WHERE run_id = runs.id),
         state = ((runs.state::jsonb - 'steps') - 'events')::text;",
+    // 4: as in the SQLite store, warnings as rows appended.
+    "CREATE TABLE run_warnings (
+        run_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        warning TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    INSERT INTO run_warnings (run_id, seq, warning)
+        SELECT runs.id, warning.ordinality - 1, warning.value
+        FROM runs, jsonb_array_elements_text(CASE WHEN jsonb_typeof(runs.state::jsonb -> 'warnings') = 'array'
+                THEN runs.state::jsonb -> 'warnings' ELSE '[]'::jsonb END)
+            WITH ORDINALITY AS warning(value, ordinality);
+    UPDATE runs SET state = (runs.state::jsonb - 'warnings')::text;",
 ];
 
 /// Any number that no other flowc lock uses: the migration lock's key.
@@ -250,21 +263,37 @@ impl SessionStore for PostgresStore {
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
+        let (sessions, unreadable) = self.list_readable()?;
+        match unreadable.into_iter().next() {
+            Some(error) => Err(error),
+            None => Ok(sessions),
+        }
+    }
+
+    fn list_readable(&self) -> Result<(Vec<SessionSummary>, Vec<StoreError>), StoreError> {
         let mut client = self.client("*")?;
         let rows = client
             .query("SELECT id, flow, step, turns, version, updated_at FROM sessions ORDER BY id", &[])
             .map_err(sql_error("*"))?;
-        Ok(rows
-            .iter()
-            .map(|row| SessionSummary {
-                id: row.get(0),
-                flow: row.get(1),
-                step: row.get(2),
-                turns: u32::try_from(row.get::<_, i64>(3)).unwrap_or(u32::MAX),
-                version: u64::try_from(row.get::<_, i64>(4)).unwrap_or(0),
-                updated_at: row.get(5),
-            })
-            .collect())
+        let (mut sessions, mut unreadable) = (Vec::new(), Vec::new());
+        for row in &rows {
+            let id: String = row.get(0);
+            let (turns, version): (i64, i64) = (row.get(3), row.get(4));
+            let corrupt = |message: String| StoreError::Corrupt { id: id.clone(), message };
+            match (u32::try_from(turns), u64::try_from(version)) {
+                (Ok(turns), Ok(version)) => sessions.push(SessionSummary {
+                    id,
+                    flow: row.get(1),
+                    step: row.get(2),
+                    turns,
+                    version,
+                    updated_at: row.get(5),
+                }),
+                (Err(_), _) => unreadable.push(corrupt(format!("its turn count {turns} is out of range"))),
+                (_, Err(_)) => unreadable.push(corrupt(format!("its version {version} is out of range"))),
+            }
+        }
+        Ok((sessions, unreadable))
     }
 
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
@@ -305,11 +334,14 @@ fn with_parts(client: &mut impl GenericClient, mut stored: StoredRun) -> Result<
         client.query("SELECT record FROM run_steps WHERE run_id = $1 ORDER BY idx", &[&id]).map_err(sql_error(id))?;
     let events =
         client.query("SELECT event FROM run_events WHERE run_id = $1 ORDER BY seq", &[&id]).map_err(sql_error(id))?;
-    rows::attach(&mut stored, texts(steps), texts(events))?;
+    let warnings = client
+        .query("SELECT warning FROM run_warnings WHERE run_id = $1 ORDER BY seq", &[&id])
+        .map_err(sql_error(id))?;
+    rows::attach(&mut stored, texts(steps), texts(events), texts(warnings))?;
     Ok(stored)
 }
 
-/// Writes the step records and events a save adds (see
+/// Writes the step records, events and warnings a save adds (see
 /// [`RunStore::save_run_parts`]); `stored_events` is how many the store
 /// had. Gives the new count of events.
 fn write_parts(
@@ -341,6 +373,23 @@ fn write_parts(
             )
             .map_err(sql_error(id))?;
         for (seq, text) in appended {
+            transaction.execute(&statement, &[&id, &seq, &text]).map_err(sql_error(id))?;
+        }
+    }
+    // The next warning's place, from the key's index: no count to keep.
+    let stored_warnings: i64 = transaction
+        .query_one("SELECT COALESCE(MAX(seq) + 1, 0) FROM run_warnings WHERE run_id = $1", &[&id])
+        .map_err(sql_error(id))?
+        .get(0);
+    let warnings = rows::warning_rows(run, stored_warnings);
+    if !warnings.is_empty() {
+        let statement = transaction
+            .prepare(
+                "INSERT INTO run_warnings (run_id, seq, warning) VALUES ($1, $2, $3)
+                 ON CONFLICT (run_id, seq) DO UPDATE SET warning = $3",
+            )
+            .map_err(sql_error(id))?;
+        for (seq, text) in warnings {
             transaction.execute(&statement, &[&id, &seq, &text]).map_err(sql_error(id))?;
         }
     }
@@ -447,26 +496,19 @@ impl RunStore for PostgresStore {
         with_parts(&mut *client, stored).map(Some)
     }
 
-    fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+    fn list_runs_readable(&self) -> Result<(Vec<RunSummary>, Vec<StoreError>), StoreError> {
         let mut client = self.client("*")?;
         let rows = client
             .query("SELECT id, flow, status, state, program, updated_at FROM runs ORDER BY created_at, id", &[])
             .map_err(sql_error("*"))?;
-        Ok(rows
-            .iter()
-            .map(|row| {
-                let state: String = row.get(3);
-                let resume_at = rows::resume_at(&state);
-                RunSummary {
-                    run: row.get(0),
-                    flow: row.get(1),
-                    status: row.get(2),
-                    resume_at,
-                    program: row.get(4),
-                    updated_at: row.get(5),
-                }
-            })
-            .collect())
+        let (mut runs, mut unreadable) = (Vec::new(), Vec::new());
+        for row in &rows {
+            match rows::summary(row.get(0), row.get(1), row.get(2), row.get(3), row.get(4), row.get(5)) {
+                Ok(summary) => runs.push(summary),
+                Err(error) => unreadable.push(error),
+            }
+        }
+        Ok((runs, unreadable))
     }
 
     fn claim_run(&self, id: &str, claim: &Claim, early: bool) -> Result<Option<StoredRun>, StoreError> {

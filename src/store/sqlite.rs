@@ -14,13 +14,14 @@
 //! a database of any older version to the current one.
 
 use super::rows::{self, now_text};
+use super::sqlite_guard::{self, OpenLock, Refusal};
 use super::{
     Cancel, Claim, RunMeta, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id,
 };
 use crate::message::Message;
 use crate::runtime::session::Session;
 use crate::runtime::workflow::WorkflowRun;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -88,11 +89,30 @@ pub const MIGRATIONS: &[&str] = &[
         FROM runs, json_each(runs.state, '$.events') AS event WHERE json_valid(runs.state);
     UPDATE runs SET events_len = (SELECT COUNT(*) FROM run_events WHERE run_id = runs.id),
         state = json_remove(state, '$.steps', '$.events') WHERE json_valid(state);",
+    // 4: a run's warnings as rows appended, as its events, instead of a
+    // list in its head rewritten at every save.
+    "CREATE TABLE run_warnings (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        warning TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    INSERT INTO run_warnings (run_id, seq, warning)
+        SELECT runs.id, CAST(warning.key AS INTEGER), warning.value
+        FROM runs, json_each(runs.state, '$.warnings') AS warning
+        WHERE json_valid(runs.state) AND json_type(runs.state, '$.warnings') = 'array';
+    UPDATE runs SET state = json_remove(state, '$.warnings') WHERE json_valid(state);",
 ];
 
 pub struct SqliteStore {
     connection: Mutex<Connection>,
     path: PathBuf,
+    /// Why this store refuses to write, if it does: read-only, or found
+    /// damaged as it opened ([`sqlite_guard`]).
+    refusal: Option<Refusal>,
+    /// Held while the store is open; declared after the connection so that
+    /// it is released last.
+    _lock: Option<OpenLock>,
 }
 
 fn sql_error(id: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
@@ -100,21 +120,90 @@ fn sql_error(id: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database at `path` and migrates it.
+    /// Opens (creating if needed) the database at `path` and migrates it;
+    /// one this process cannot write is opened read-only instead, and one
+    /// left by an unclean shutdown is checked first (see [`sqlite_guard`]).
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         let location = format!("sqlite:{}", path.display());
         let open_error = |message: String| StoreError::Open { location: location.clone(), message };
+        if let Some(why) = sqlite_guard::read_only(path) {
+            return SqliteStore::open_read_only(path, why).map_err(open_error);
+        }
         if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|error| open_error(error.to_string()))?;
         }
+        let mut opening = sqlite_guard::open_lock(path).map_err(open_error)?;
         let mut connection = Connection::open(path).map_err(|error| open_error(error.to_string()))?;
         connection.busy_handler(Some(wait_for_writer)).map_err(|error| open_error(error.to_string()))?;
-        set_wal(&connection).map_err(|error| open_error(error.to_string()))?;
-        connection.pragma_update(None, "synchronous", "NORMAL").map_err(|error| open_error(error.to_string()))?;
-        migrate(&mut connection, MIGRATIONS).map_err(open_error)?;
-        let store = SqliteStore { connection: Mutex::new(connection), path: path.to_path_buf() };
-        store.import_json_sessions();
+        let refusal = if opening.check {
+            let damage = sqlite_guard::quick_check(&connection);
+            opening.lock.record(damage.as_deref());
+            damage.map(Refusal::Damaged)
+        } else {
+            None
+        };
+        if let Some(refusal) = &refusal {
+            // Migrating would write into the damage: the store is read as it is.
+            eprintln!("warning: the store {location}: {}", refusal.reason(path));
+        } else {
+            set_wal(&connection).map_err(|error| open_error(error.to_string()))?;
+            connection.pragma_update(None, "synchronous", "NORMAL").map_err(|error| open_error(error.to_string()))?;
+            migrate(&mut connection, MIGRATIONS).map_err(open_error)?;
+        }
+        opening.lock.share().map_err(open_error)?;
+        let store = SqliteStore {
+            connection: Mutex::new(connection),
+            path: path.to_path_buf(),
+            refusal,
+            _lock: Some(opening.lock),
+        };
+        if store.refusal.is_none() {
+            store.import_json_sessions();
+        }
         Ok(store)
+    }
+
+    /// A database this process cannot write, opened to be listed and
+    /// shown: nothing is migrated or switched (both write), so its schema
+    /// must already be this flowc's.
+    fn open_read_only(path: &Path, why: String) -> Result<SqliteStore, String> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+        let open = |uri: String| -> rusqlite::Result<(Connection, i64)> {
+            let connection = Connection::open_with_flags(uri, flags)?;
+            connection.busy_handler(Some(wait_for_writer))?;
+            let version = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+            Ok((connection, version))
+        };
+        let uri = sqlite_guard::file_uri(path);
+        // A WAL database needs its `-shm` file, which a read-only folder
+        // cannot hold: then SQLite reads it immutable, as last checkpointed
+        // (nobody can write there anyway).
+        let (connection, version) =
+            open(uri.clone()).or_else(|_| open(format!("{uri}?immutable=1"))).map_err(|error| error.to_string())?;
+        let current = MIGRATIONS.len();
+        if usize::try_from(version).ok() != Some(current) {
+            return Err(format!(
+                "it is read-only ({why}) and its schema is version {version}, not this flowc's {current}: \
+                 open it once with write access (it is migrated then) or use the flowc that made it"
+            ));
+        }
+        Ok(SqliteStore {
+            connection: Mutex::new(connection),
+            path: path.to_path_buf(),
+            refusal: Some(Refusal::ReadOnly(why)),
+            _lock: None,
+        })
+    }
+
+    /// Refuses a write to a read-only or damaged store, naming its file.
+    fn writable(&self) -> Result<(), StoreError> {
+        match &self.refusal {
+            None => Ok(()),
+            Some(refusal) => Err(StoreError::WriteRefused {
+                location: format!("sqlite:{}", self.path.display()),
+                reason: refusal.reason(&self.path),
+            }),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -249,6 +338,7 @@ impl SessionStore for SqliteStore {
     }
 
     fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError> {
+        self.writable()?;
         let id = session.id.as_str();
         let rows::Write { version, expected, state } = rows::write(id, session.version, expected_version, session)?;
         let mut connection = self.connection(id)?;
@@ -337,6 +427,7 @@ impl SessionStore for SqliteStore {
 
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
         check_id(id)?;
+        self.writable()?;
         let mut connection = self.connection(id)?;
         let transaction =
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
@@ -387,11 +478,12 @@ fn read_run(connection: &Connection, id: &str) -> Result<Option<StoredRun>, Stor
     };
     let steps = texts("SELECT record FROM run_steps WHERE run_id = ?1 ORDER BY idx")?;
     let events = texts("SELECT event FROM run_events WHERE run_id = ?1 ORDER BY seq")?;
-    rows::attach(&mut stored, steps, events)?;
+    let warnings = texts("SELECT warning FROM run_warnings WHERE run_id = ?1 ORDER BY seq")?;
+    rows::attach(&mut stored, steps, events, warnings)?;
     Ok(Some(stored))
 }
 
-/// Writes the step records and events a save adds (see
+/// Writes the step records, events and warnings a save adds (see
 /// [`RunStore::save_run_parts`]); `stored_events` is how many the store
 /// had. Gives the new count of events.
 fn write_parts(
@@ -415,6 +507,17 @@ fn write_parts(
     for (seq, text) in appended {
         event.execute(params![id, seq, text]).map_err(sql_error(id))?;
     }
+    // The next warning's place, from the key's index: no count to keep.
+    let stored_warnings: i64 = transaction
+        .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM run_warnings WHERE run_id = ?1")
+        .and_then(|mut statement| statement.query_row([id], |row| row.get(0)))
+        .map_err(sql_error(id))?;
+    let mut warning = transaction
+        .prepare_cached("INSERT OR REPLACE INTO run_warnings (run_id, seq, warning) VALUES (?1, ?2, ?3)")
+        .map_err(sql_error(id))?;
+    for (seq, text) in rows::warning_rows(run, stored_warnings) {
+        warning.execute(params![id, seq, text]).map_err(sql_error(id))?;
+    }
     Ok(count)
 }
 
@@ -434,6 +537,7 @@ impl RunStore for SqliteStore {
         expected_version: u64,
         claim: Option<&Claim>,
     ) -> Result<(), StoreError> {
+        self.writable()?;
         let id = run.run.as_str();
         let rows::RunWrite { version, expected, head } = rows::run_write(run, meta.version, expected_version)?;
         let mut connection = self.connection(id)?;
@@ -496,29 +600,35 @@ impl RunStore for SqliteStore {
         read_run(&connection, id)
     }
 
-    fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+    fn list_runs_readable(&self) -> Result<(Vec<RunSummary>, Vec<StoreError>), StoreError> {
         let connection = self.connection("*")?;
         let mut statement = connection
             .prepare("SELECT id, flow, status, state, program, updated_at FROM runs ORDER BY created_at, id")
             .map_err(sql_error("*"))?;
-        let rows = statement
-            .query_map([], |row| {
-                let resume_at = rows::resume_at(&row.get::<_, String>(3)?);
-                Ok(RunSummary {
-                    run: row.get(0)?,
-                    flow: row.get(1)?,
-                    status: row.get(2)?,
-                    resume_at,
-                    program: row.get(4)?,
-                    updated_at: row.get(5)?,
-                })
-            })
-            .map_err(sql_error("*"))?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(sql_error("*"))
+        let mut found = statement.query([]).map_err(sql_error("*"))?;
+        let (mut runs, mut unreadable) = (Vec::new(), Vec::new());
+        while let Some(row) = found.next().map_err(sql_error("*"))? {
+            // A column of the wrong type is that run's corruption, not the list's.
+            let id: String = row.get(0).unwrap_or_else(|_| "?".to_string());
+            let columns = (|| -> rusqlite::Result<(String, String, String, String, String)> {
+                Ok((row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?))
+            })();
+            let summary = columns
+                .map_err(|error| StoreError::Corrupt { id: id.clone(), message: error.to_string() })
+                .and_then(|(flow, status, state, program, updated_at)| {
+                    rows::summary(id, flow, status, &state, program, updated_at)
+                });
+            match summary {
+                Ok(summary) => runs.push(summary),
+                Err(error) => unreadable.push(error),
+            }
+        }
+        Ok((runs, unreadable))
     }
 
     fn claim_run(&self, id: &str, claim: &Claim, early: bool) -> Result<Option<StoredRun>, StoreError> {
         check_id(id)?;
+        self.writable()?;
         let mut connection = self.connection(id)?;
         let transaction =
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
@@ -537,6 +647,7 @@ impl RunStore for SqliteStore {
     }
 
     fn claim_due(&self, claim: &Claim, limit: usize) -> Result<Vec<StoredRun>, StoreError> {
+        self.writable()?;
         let mut connection = self.connection("*")?;
         let transaction =
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error("*"))?;
@@ -577,6 +688,7 @@ impl RunStore for SqliteStore {
 
     fn cancel_run(&self, id: &str, at: &str) -> Result<Cancel, StoreError> {
         check_id(id)?;
+        self.writable()?;
         let mut connection = self.connection(id)?;
         let transaction =
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
@@ -726,7 +838,7 @@ mod tests {
         "resume_at":"2026-01-06T10:00:00Z","data":{"n":1},"context":{},
         "steps":[{"id":"a","status":"waiting","started_at":"t0","duration_ms":0,"output":null,"error":null},
                  {"id":"b","status":"pending","started_at":null,"duration_ms":null,"output":null,"error":null}],
-        "warnings":[],"flow_name":"f",
+        "warnings":["an old warning"],"flow_name":"f",
         "events":[{"event":"step_started","step":"a","at":"t1"},{"event":"step_completed","step":"a","at":"t2"}]}"#;
 
     #[test]
@@ -753,6 +865,7 @@ mod tests {
             .query_row("SELECT state FROM runs WHERE id = 'old-run'", [], |row| row.get(0))
             .unwrap();
         assert!(!head.contains("step_started"), "the events left the state: {head}");
+        assert!(!head.contains("an old warning"), "the warnings left the state: {head}");
 
         let mut run = stored.run.clone();
         run.events.push(crate::runtime::workflow::RunEvent {
@@ -761,10 +874,22 @@ mod tests {
             at: "t3".into(),
         });
         run.step_mut(1).unwrap().status = crate::runtime::workflow::StepStatus::Completed;
+        run.warnings.push("a new warning".into());
         super::super::commit_run(&store, &mut stored, run.clone(), None, None).unwrap();
         let loaded = store.load_run("old-run").unwrap().unwrap();
         assert_eq!(loaded.run, run);
         assert_eq!(loaded.version, 3);
+        run.warnings.push("a third".into());
+        super::super::commit_run(&store, &mut stored, run.clone(), None, None).unwrap();
+        assert_eq!(
+            store.load_run("old-run").unwrap().unwrap().run.warnings,
+            ["an old warning", "a new warning", "a third"]
+        );
+        let connection = store.connection("*").unwrap();
+        let rows: i64 = connection.query_row("SELECT COUNT(*) FROM run_warnings", [], |row| row.get(0)).unwrap();
+        let head: String = connection.query_row("SELECT state FROM runs", [], |row| row.get(0)).unwrap();
+        assert_eq!(rows, 3, "each warning is a row, written once");
+        assert!(!head.contains("warning"), "{head}");
     }
 
     #[test]

@@ -56,6 +56,31 @@ fn top_level_modules_do_not_depend_on_each_other_in_a_cycle() {
     }
 }
 
+/// Dependencies that must never exist, even without a cycle today, each as
+/// (from, to, why). The command line wires everything together, so the
+/// server and the shared run execution never reach back into it.
+const FORBIDDEN: &[(&str, &str, &str)] = &[
+    ("serve", "cli", "the command line starts the server; what both need belongs in the library"),
+    ("stored_run", "cli", "stored-run execution is shared by the command line and the server"),
+    ("stored_run", "serve", "stored-run execution is shared by the command line and the server"),
+    ("runtime", "store", "the store keeps the runtime's types; `stored_run` joins the two"),
+];
+
+#[test]
+fn forbidden_dependencies_do_not_exist() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let modules = top_level_modules(&src);
+    for (from, to, _) in FORBIDDEN {
+        assert!(modules.contains(*from) && modules.contains(*to), "`{from}` or `{to}` is no module of src/lib.rs");
+    }
+    let edges = references(&src, &modules);
+    for (from, to, why) in FORBIDDEN {
+        if let Some(files) = edges.get(&(from.to_string(), to.to_string())) {
+            panic!("`{from}` names `crate::{to}` ({}): {why}", files.iter().cloned().collect::<Vec<_>>().join(", "));
+        }
+    }
+}
+
 /// The `mod` declarations of `src/lib.rs`.
 pub(super) fn top_level_modules(src: &Path) -> BTreeSet<String> {
     let lib = std::fs::read_to_string(src.join("lib.rs")).expect("src/lib.rs");

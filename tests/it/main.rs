@@ -24,7 +24,10 @@ mod serve_page;
 #[cfg(unix)]
 mod stop;
 mod store;
+mod store_damage;
 mod store_tls;
 mod support;
 mod test_cmd;
+#[cfg(unix)]
+mod worker_grace;
 mod workflows;

@@ -47,7 +47,7 @@ const OLD_RUN: &str = r#"{"run":"old-run","flow":0,"status":"waiting","next_step
     "resume_at":"2026-01-06T10:00:00Z","data":{"n":1},"context":{},
     "steps":[{"id":"a","status":"waiting","started_at":"t0","duration_ms":0,"output":null,"error":null},
              {"id":"b","status":"pending","started_at":null,"duration_ms":null,"output":null,"error":null}],
-    "warnings":[],"flow_name":"f",
+    "warnings":["an old warning"],"flow_name":"f",
     "events":[{"event":"step_started","step":"a","at":"t1"},{"event":"step_completed","step":"a","at":"t2"}]}"#;
 
 fn session(id: &str, version: u64) -> Session {
@@ -123,7 +123,7 @@ fn postgres_migrates_a_database_at_every_older_schema_version() {
             let expected: flowc::runtime::workflow::WorkflowRun =
                 serde_json::from_str(OLD_RUN).unwrap_or_else(|e| panic!("{e}"));
             let loaded = store.load_run("old-run").ok().flatten().map(|stored| stored.run);
-            assert_eq!(loaded, Some(expected), "the records and events moved into rows");
+            assert_eq!(loaded, Some(expected), "the records, events and warnings moved into rows");
         }
     }
 }

@@ -66,6 +66,9 @@ pub struct RunArgs {
     pub max_message_bytes: Option<usize>,
     #[command(flatten)]
     pub limits: LimitFlags,
+    /// Workflows: seconds the step in flight may take to finish after SIGTERM or SIGINT before its tool is killed (default 30, or [run] grace in flowc.toml)
+    #[arg(long, value_name = "SECONDS")]
+    pub grace: Option<u64>,
     /// Print each turn's events as JSON lines on stderr; `--trace prompts` adds the model's requests and raw answers (keys redacted)
     #[arg(long, value_enum, value_name = "WHAT", num_args = 0..=1, default_missing_value = "events")]
     pub trace: Option<trace::TraceLevel>,

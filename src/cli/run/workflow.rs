@@ -4,12 +4,13 @@
 
 use super::{RunArgs, RunError};
 use crate::cli::Outcome;
-use crate::cli::stored_run::{claim_at, execute, holder_name, report};
+use crate::cli::stored_run::{execute, holder_name, report};
 use crate::ir::{FlowId, Program};
 use crate::runtime::session::Data;
 use crate::runtime::tools::ToolEnv;
 use crate::runtime::workflow::RunLimits;
 use crate::store::{Claim, Store, StoreError, StoredRun};
+use crate::stored_run::claim_at;
 use std::io::{IsTerminal, Write};
 
 pub(super) fn run_workflow(
@@ -21,6 +22,7 @@ pub(super) fn run_workflow(
     tool_env: &ToolEnv,
     limits: RunLimits,
 ) -> Result<Outcome, RunError> {
+    let grace = crate::cli::shutdown::grace(args.grace, "run", Some(&args.file)).map_err(RunError::Usage)?;
     let (store, location) = match crate::cli::open_store(args.store.as_deref(), Some(&args.file)) {
         Ok(opened) => opened,
         Err(outcome) => return Ok(outcome),
@@ -40,7 +42,7 @@ pub(super) fn run_workflow(
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     // SIGTERM or SIGINT from here on stops the run after the step in
     // flight, saved and released for `flowc resume` or a worker.
-    crate::cli::shutdown::install(crate::cli::shutdown::DEFAULT_GRACE);
+    crate::cli::shutdown::install(grace);
     execute(store.as_ref(), &mut stored, program, tool_env, &claim, limits, show_progress)
         .map_err(|error| RunError::Failed(error.to_string()))?;
     for warning in &stored.run.warnings {

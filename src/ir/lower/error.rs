@@ -226,6 +226,12 @@ pub(crate) enum ToolError {
     ExecWithoutProgram {
         span: Span,
     },
+    /// A name in an exec tool's `env` that cannot name an environment
+    /// variable.
+    EnvName {
+        name: String,
+        span: Span,
+    },
     UnknownBuiltin {
         name: String,
         span: Span,
@@ -658,6 +664,15 @@ impl ToolError {
                 Diagnostic::new(Code::InvalidTool, "`exec` needs a program to run")
                     .at(span, "no program given")
                     .with_help("write `exec: [./tools/script.sh]`: the program, then its arguments")
+            }
+            ToolError::EnvName { name, span } => {
+                let shown: String = name.chars().take(64).collect::<String>().escape_debug().collect();
+                Diagnostic::new(Code::InvalidTool, format!("`{shown}` is not an environment variable name"))
+                    .at(span, "not a variable name")
+                    .with_help(
+                        "`env` names the variables of flowc's environment the tool is given: letters, digits \
+                         and `_`, not starting with a digit, like `GITHUB_TOKEN`",
+                    )
             }
             ToolError::UnknownBuiltin { name, span } => {
                 let help = suggestion(did_you_mean(&name, BUILTINS.iter().copied()), || {

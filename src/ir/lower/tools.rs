@@ -72,6 +72,9 @@ impl Lowerer {
                 }
                 let timeout_ms =
                     exec.timeout.as_ref().and_then(|text| self.duration(text)).unwrap_or(DEFAULT_TOOL_TIMEOUT_MS);
+                for name in exec.env.iter().filter(|name| !is_variable_name(&name.value)) {
+                    self.report(ToolError::EnvName { name: name.value.clone(), span: name.span });
+                }
                 Some(ToolImpl::Exec {
                     command: exec.command.iter().map(|part| part.value.clone()).collect(),
                     timeout_ms,
@@ -118,6 +121,15 @@ impl Lowerer {
             ),
         }
     }
+}
+
+/// Whether `name` can name an environment variable a tool is given:
+/// `[A-Za-z_][A-Za-z0-9_]*`, what shells and most programs accept (a `=`
+/// or a space could never be one; a dash or a dot is refused by shells).
+pub(crate) fn is_variable_name(name: &str) -> bool {
+    let mut characters = name.chars();
+    characters.next().is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && characters.all(|character| character.is_ascii_alphanumeric() || character == '_')
 }
 
 /// What is wrong with the scheme of an http tool's url, when its text shows

@@ -11,12 +11,21 @@
 //! [`Turn::step`] advances one stage (or one step of the batch) at a time for
 //! embedders; [`Runtime::run_turn`] runs a turn to its end.
 //!
-//! One file per stage, in pipeline order: `start.rs` (the pending
-//! directive), `understand.rs`, `signals.rs` (both phases), `resolve.rs`
-//! (entering, evaluating, executing steps), `route.rs` (where a step goes
-//! next, by [`crate::ir::successor`]), `bus.rs` (the directive bus),
-//! `reply.rs` (the model's reply, one round per step, and its tool calls),
-//! `finish.rs`; `runtime.rs` holds the [`Runtime`] that starts turns.
+//! The turn's state (`state.rs`: cursor, working session, buses, counters,
+//! trace) is apart from the services it uses (`services.rs`: program,
+//! model, tools, clock, limits); each stage is a function over the two, in
+//! its own file, and a stage calls another only through an import, so
+//! the stages' dependencies are visible and have no cycle (the module test
+//! in `tests/check/modules.rs` checks it). In pipeline order: `start.rs`
+//! (the pending directive), `understand.rs`, `signals.rs` (both phases),
+//! `resolve.rs` (entering, evaluating, executing steps), `reply.rs` (the
+//! model's reply, one round per step, with `tool_loop.rs`), `finish.rs`.
+//! Below them: `plan.rs` (what the turn asks the model), `ask.rs` (asking
+//! it and taking what it read), `route.rs` (leaving a step),
+//! `position.rs` (where a position or a landing puts the turn, by
+//! [`crate::ir::successor`]), `conditions.rs`, and `bus.rs` (actions,
+//! writes, directive records). `runtime.rs` holds the [`Runtime`] that
+//! starts turns.
 //!
 //! Choices where the language leaves room, documented in the README:
 //! - Positions emitted to the pre-model bus (by `on_enter`, `prepare`,
@@ -53,31 +62,32 @@
 //!   before any step acts, is cut off when the time is spent and the turn
 //!   stops with `time_limit`; later calls are not cut off.
 
+mod ask;
 mod bus;
+mod conditions;
 mod finish;
+mod plan;
+mod position;
 mod reply;
 mod resolve;
 mod route;
 mod runtime;
+mod services;
 mod signals;
 mod start;
+mod state;
+mod tool_loop;
 mod understand;
 
 pub use runtime::{ContinuationLimits, Observer, Runtime, RuntimeOptions, StreamSink, TurnError};
 
-use super::actions::Scope;
-use super::directive::Emission;
-use super::events::{DirectiveRecord, Event, Purpose, StopReason, TurnResult};
+use super::events::{StopReason, TurnResult};
 use super::session::Session;
-use crate::expr::eval::{eval, is_true, render};
-use crate::expr::{Expr, Template};
-use crate::ir::{FieldId, FlowId, Program, Step, StepId};
-use crate::llm::{FieldSpec, ToolCall, Understanding, Usage};
-use crate::message::Message;
-use serde_json::Value;
+use crate::ir::{FieldId, FlowId, Program, StepId};
+use crate::llm::{FieldSpec, ToolCall};
+use services::Services;
+use state::TurnState;
 use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::time::Instant;
 
 /// How many messages of history go into model requests.
 const HISTORY_WINDOW: usize = 12;
@@ -146,142 +156,64 @@ pub enum Progress {
     Finished { reason: StopReason, result: Box<TurnResult> },
 }
 
-/// One turn in progress.
+/// One turn in progress: its state and the services it borrows from the
+/// [`Runtime`].
 pub struct Turn<'a> {
-    runtime: &'a mut Runtime,
     original: &'a mut Session,
-    session: Session,
-    message: String,
-    stage: Stage,
-    cursor: Cursor,
-    started: Instant,
-    understanding: Understanding,
-    asked_fields: BTreeSet<FieldId>,
-    /// The signals the understand call asked about: answered there, even
-    /// when the answer was set aside (then as no, as if not understood).
-    asked_signals: BTreeSet<String>,
-    /// Why this turn's message was no clear answer to the confirmation the
-    /// step asked, when it was not: the step says so as it asks again.
-    consent_doubt: Option<crate::read::consent::Doubt>,
-    /// Fields the understanding step wrote from this turn's message: a new
-    /// run of a flow entered in the same turn keeps them.
-    extracted_this_turn: BTreeSet<String>,
-    events: Vec<Event>,
-    records: Vec<DirectiveRecord>,
-    pre_bus: Vec<Emission>,
-    pre_applied: usize,
-    post_bus: Vec<Emission>,
-    says: Vec<String>,
-    instructions: Vec<String>,
-    asking: Option<(FlowId, StepId)>,
-    /// The steps this turn's reply covers, in the order they ran: conversation
-    /// steps entered this turn and executed, and the step that asks. Each
-    /// ran its `prepare`; each runs its `finalize` after the reply.
-    batch: Vec<(FlowId, StepId)>,
-    executed: Vec<String>,
-    auto_steps: u32,
-    transitions: u32,
-    usage: Usage,
-    stop: Option<StopReason>,
-    halt: bool,
-    tool_rounds: u32,
-    tool_limit_hit: bool,
-    /// Steps executed this turn, for [`ContinuationLimits::max_steps_per_turn`](ContinuationLimits::max_steps_per_turn).
-    steps_executed: u32,
-    /// Failed steps and tool calls since the last that succeeded, for
-    /// [`ContinuationLimits::max_consecutive_errors`](ContinuationLimits::max_consecutive_errors).
-    consecutive_errors: u32,
-    /// The model's tool loop stopped at `max_consecutive_errors`.
-    error_limit_hit: bool,
-    /// The reply while the model writes it over several steps.
-    replying: Option<reply::Replying>,
-    resume_at: Option<String>,
-    reply: String,
+    state: TurnState<'a>,
+    services: Services<'a>,
 }
 
 impl<'a> Turn<'a> {
     /// A turn on a working copy of `session`, at its first stage.
     pub(super) fn new(runtime: &'a mut Runtime, session: &'a mut Session, message: &str) -> Turn<'a> {
-        let working = session.clone();
-        Turn {
-            runtime,
-            original: session,
-            session: working,
-            message: message.to_string(),
-            stage: Stage::Start,
-            cursor: Cursor::Idle,
-            started: Instant::now(),
-            understanding: Understanding::default(),
-            asked_fields: BTreeSet::new(),
-            asked_signals: BTreeSet::new(),
-            consent_doubt: None,
-            extracted_this_turn: BTreeSet::new(),
-            events: Vec::new(),
-            records: Vec::new(),
-            pre_bus: Vec::new(),
-            pre_applied: 0,
-            post_bus: Vec::new(),
-            says: Vec::new(),
-            instructions: Vec::new(),
-            asking: None,
-            batch: Vec::new(),
-            executed: Vec::new(),
-            auto_steps: 0,
-            transitions: 0,
-            usage: Usage::default(),
-            stop: None,
-            halt: false,
-            tool_rounds: 0,
-            tool_limit_hit: false,
-            steps_executed: 0,
-            consecutive_errors: 0,
-            error_limit_hit: false,
-            replying: None,
-            resume_at: None,
-            reply: String::new(),
-        }
+        let (services, observer) = Services::borrow(runtime);
+        let state = TurnState::new(session.clone(), message, observer);
+        Turn { original: session, state, services }
     }
 }
 
 impl Turn<'_> {
     /// Advances the turn by one stage, or by one step during resolution.
     pub fn step(&mut self) -> Result<Progress, TurnError> {
+        let (state, services) = (&mut self.state, &mut self.services);
         // The start stage checks the limits itself, once the turn is counted.
-        if !matches!(self.stage, Stage::Start | Stage::Finish)
-            && self.stop.is_none()
-            && self.at_a_resumable_point()
-            && let Some(reason) = self.limit_reached()
+        if !matches!(state.stage, Stage::Start | Stage::Finish)
+            && state.stop.is_none()
+            && state.at_a_resumable_point()
+            && let Some(reason) = state.limit_reached(services)
         {
-            self.stop = Some(reason);
-            self.stage = Stage::Finish;
+            state.stop = Some(reason);
+            state.stage = Stage::Finish;
         }
-        match self.stage {
+        match state.stage {
             Stage::Start => {
-                self.start()?;
+                start::start(state, services)?;
                 Ok(Progress::Continue(StageDone::Started))
             }
             Stage::Understand => {
-                self.understand()?;
+                understand::understand(state, services)?;
                 Ok(Progress::Continue(StageDone::Understood))
             }
             Stage::Resolve => {
-                self.resolve_one()?;
+                resolve::resolve_one(state, services)?;
                 Ok(Progress::Continue(StageDone::Resolved))
             }
             Stage::Reply => {
-                let calls = self.reply()?;
+                let calls = reply::reply(state, services)?;
                 Ok(Self::replied(calls))
             }
             Stage::ToolCalls => {
-                let calls = self.answer_tool_calls()?;
+                let calls = reply::answer_tool_calls(state, services)?;
                 Ok(Self::replied(calls))
             }
             Stage::PostSignals => {
-                self.post_signals()?;
+                signals::post_signals(state, services)?;
                 Ok(Progress::Continue(StageDone::PostSignals))
             }
             Stage::Finish => {
-                let result = self.finish();
+                let result = finish::finish(state, services);
+                *self.original = std::mem::take(&mut state.session);
                 Ok(Progress::Finished { reason: result.stopped_reason, result: Box::new(result) })
             }
         }
@@ -292,159 +224,6 @@ impl Turn<'_> {
             Some(calls) => Progress::ToolCalls(calls),
             None => Progress::Continue(StageDone::Replied),
         }
-    }
-
-    fn program(&self) -> Arc<Program> {
-        Arc::clone(&self.runtime.program)
-    }
-
-    fn emit(&mut self, event: Event) {
-        if let Some(observer) = self.runtime.observer.as_mut() {
-            observer.event(&event);
-        }
-        self.events.push(event);
-    }
-
-    fn warn(&mut self, message: impl Into<String>) {
-        self.emit(Event::Warning { message: message.into() });
-    }
-
-    /// Whether the turn may stop here and leave a session the next turn
-    /// resumes correctly. During resolution that is only before a step is
-    /// evaluated or executed (the session then points at it): stopping
-    /// after a step ran but before it was left would run it again next
-    /// turn, tool calls included.
-    fn at_a_resumable_point(&self) -> bool {
-        match self.stage {
-            Stage::Resolve => matches!(self.cursor, Cursor::Evaluate { .. } | Cursor::Execute(..) | Cursor::Idle),
-            // Between the rounds of a reply the model's tools may have
-            // acted: the reply completes (its finalize hooks and post-model
-            // bus) before the turn may stop.
-            Stage::ToolCalls => false,
-            _ => true,
-        }
-    }
-
-    /// The continuation limit this turn has reached, if any: checked
-    /// between stages and before each step is evaluated or executed.
-    fn limit_reached(&self) -> Option<StopReason> {
-        let limits = self.runtime.limits;
-        if self.out_of_time() {
-            return Some(StopReason::TimeLimit);
-        }
-        if limits.max_session_time.is_some_and(|limit| self.session_time() > limit) {
-            return Some(StopReason::SessionTimeLimit);
-        }
-        let session_tokens = self.session.usage.total_tokens().saturating_add(self.usage.total_tokens());
-        if limits.max_session_tokens.is_some_and(|limit| session_tokens > limit) {
-            return Some(StopReason::SessionTokenLimit);
-        }
-        if limits.max_consecutive_errors.is_some_and(|limit| self.consecutive_errors >= limit) {
-            return Some(StopReason::ErrorLimit);
-        }
-        let about_to_execute = self.stage == Stage::Resolve && matches!(self.cursor, Cursor::Execute(..));
-        if about_to_execute && limits.max_steps_per_turn.is_some_and(|limit| self.steps_executed >= limit) {
-            return Some(StopReason::StepLimit);
-        }
-        None
-    }
-
-    /// The time the session has spent running turns, this one included.
-    fn session_time(&self) -> std::time::Duration {
-        let before = std::time::Duration::from_millis(self.session.turn_time_ms.unwrap_or(0));
-        before.saturating_add(self.started.elapsed())
-    }
-
-    /// When the turn's time runs out: its `turn_timeout`, or sooner where
-    /// the operator's `max_session_time` leaves the session less. `None`
-    /// when neither can be reached (a timeout past what `Instant` holds).
-    fn deadline(&self) -> Option<Instant> {
-        let turn = self.turn_timeout();
-        let session_left = self.runtime.limits.max_session_time.map(|limit| {
-            let spent_before = std::time::Duration::from_millis(self.session.turn_time_ms.unwrap_or(0));
-            limit.saturating_sub(spent_before)
-        });
-        self.started.checked_add(session_left.map_or(turn, |left| left.min(turn)))
-    }
-
-    fn out_of_time(&self) -> bool {
-        self.started.elapsed() > self.turn_timeout()
-    }
-
-    fn turn_timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_millis(self.runtime.program.agent.limits.turn_timeout_ms)
-    }
-
-    fn over_token_budget(&self) -> bool {
-        self.runtime.program.agent.limits.max_turn_tokens.is_some_and(|limit| self.usage.total_tokens() > limit)
-    }
-
-    fn flow_name(&self, flow: FlowId) -> String {
-        self.runtime.program.flow(flow).map_or_else(String::new, |flow| flow.name.clone())
-    }
-
-    fn scope<'s>(&'s self, locals: &'s [Value]) -> Scope<'s> {
-        Scope {
-            program: &self.runtime.program,
-            data: &self.session.data,
-            context: &self.session.context,
-            locals,
-            clock: self.runtime.tool_env.clock.as_ref(),
-            steps: &[],
-        }
-    }
-
-    fn eval(&mut self, expr: &Expr) -> Value {
-        let mut warnings = Vec::new();
-        let value = eval(expr, &self.scope(&[]), &mut warnings);
-        for warning in warnings {
-            self.warn(warning);
-        }
-        value
-    }
-
-    fn holds(&mut self, conditions: &[Expr]) -> bool {
-        conditions.iter().all(|condition| {
-            let value = self.eval(condition);
-            is_true(&value)
-        })
-    }
-
-    fn render(&mut self, template: &Template) -> String {
-        let mut warnings = Vec::new();
-        let text = render(template, &self.scope(&[]), &mut warnings);
-        for warning in warnings {
-            self.warn(warning);
-        }
-        text
-    }
-
-    fn current_step<'p>(&self, program: &'p Program) -> Option<&'p Step> {
-        let flow = program.flow(self.session.flow?)?;
-        flow.step(self.session.step?)
-    }
-
-    fn guard_passes(&self, guard: &[Expr]) -> bool {
-        let mut warnings = Vec::new();
-        let scope = self.scope(&[]);
-        guard.iter().all(|condition| is_true(&eval(condition, &scope, &mut warnings)))
-    }
-
-    fn history_window(&self) -> Vec<Message> {
-        let history = &self.session.history;
-        history.get(history.len().saturating_sub(HISTORY_WINDOW)..).unwrap_or_default().to_vec()
-    }
-
-    fn count_call(&mut self, purpose: Purpose, usage: Usage) {
-        let usage = Usage { calls: usage.calls.max(1), ..usage };
-        self.usage.add(usage);
-        let provider = self.runtime.provider.name();
-        self.emit(Event::ModelCalled { purpose, provider, usage });
-    }
-
-    fn stop_with(&mut self, reason: StopReason) {
-        self.stop.get_or_insert(reason);
-        self.stage = Stage::Reply;
     }
 }
 

@@ -25,17 +25,22 @@
 //!   (scheme, host and port), since those headers may carry secrets from
 //!   `env` that another origin must not see. A redirect elsewhere is a tool
 //!   error naming the target.
+//! - When the operator stops flowc ([`crate::runtime::shutdown`]), a
+//!   request in flight may finish within the grace period; after it, the
+//!   step stops waiting and is interrupted (the request itself is
+//!   abandoned: the server may still act on it, at least once).
 
 use super::{ToolEnv, ToolError, excerpt};
 use crate::expr::eval::{self, Bindings};
 use crate::expr::{ExprKind, Template, TemplatePart};
 use crate::ir::{Body, ContextId, FieldId, HttpMethod, Tool};
+use crate::runtime::shutdown;
 use reqwest::blocking::Client;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 use std::io::Read;
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::sync::{OnceLock, mpsc};
+use std::time::{Duration, Instant};
 
 /// A larger response is an error, not an allocation.
 const MAX_RESPONSE: u64 = 16 * 1024 * 1024;
@@ -96,24 +101,27 @@ pub(super) fn call(
     if let Some(body) = &body {
         builder = builder.body(serde_json::to_vec(body).unwrap_or_default());
     }
-    let response = builder.send().map_err(|error| {
-        if error.is_timeout() {
-            ToolError::timeout(tool, request.timeout_ms)
-        } else if error.is_redirect() {
+    let exchanged = match exchange(builder) {
+        Some(exchanged) => exchanged,
+        None => {
+            shutdown::note_interrupted();
+            return Err(ToolError::failed(
+                tool,
+                "interrupted: flowc was stopped and the grace period ended before the server answered",
+            ));
+        }
+    };
+    let (status, bytes) = exchanged.map_err(|failure| match failure {
+        Failure::Send(error) if error.is_timeout() => ToolError::timeout(tool, request.timeout_ms),
+        Failure::Send(error) if error.is_redirect() => {
             ToolError::failed(tool, scrub(format!("`{}` redirected: {}", excerpt(&shown, 200), cause(&error))))
-        } else {
+        }
+        Failure::Send(error) => {
             ToolError::failed(tool, scrub(format!("cannot reach `{}`: {}", excerpt(&shown, 200), cause(&error))))
         }
-    })?;
-
-    let status = response.status();
-    let mut bytes = Vec::new();
-    response.take(MAX_RESPONSE + 1).read_to_end(&mut bytes).map_err(|error| {
-        if is_timeout(&error) {
-            ToolError::timeout(tool, request.timeout_ms)
-        } else {
-            ToolError::failed(tool, format!("reading the response failed: {}", cause(&error)))
-        }
+        Failure::Read(error) if is_timeout(&error) => ToolError::timeout(tool, request.timeout_ms),
+        Failure::Read(error) => ToolError::failed(tool, format!("reading the response failed: {}", cause(&error))),
+        Failure::Lost => ToolError::failed(tool, "the request's thread ended without an answer"),
     })?;
     let text = String::from_utf8_lossy(&bytes);
     if !status.is_success() {
@@ -130,6 +138,47 @@ pub(super) fn call(
         ));
     }
     parse_response(tool, text.trim())
+}
+
+/// Why a request got no response to read.
+enum Failure {
+    Send(reqwest::Error),
+    Read(std::io::Error),
+    Lost,
+}
+
+/// The longest the caller waits without looking whether flowc is stopping.
+const STOP_CHECK: Duration = Duration::from_millis(50);
+
+/// Sends the request and reads its response (status and at most
+/// [`MAX_RESPONSE`] + 1 bytes) on a thread of its own, so that the step
+/// waits for it only until the end of a stop's grace period: then `None`
+/// (the request is abandoned; its own timeout ends it).
+fn exchange(builder: reqwest::blocking::RequestBuilder) -> Option<Result<(reqwest::StatusCode, Vec<u8>), Failure>> {
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        let result = builder.send().map_err(Failure::Send).and_then(|response| {
+            let status = response.status();
+            let mut bytes = Vec::new();
+            response.take(MAX_RESPONSE + 1).read_to_end(&mut bytes).map(|_| (status, bytes)).map_err(Failure::Read)
+        });
+        // The caller may have stopped waiting: nobody to tell then.
+        let _ = sender.send(result);
+    });
+    loop {
+        let pause = match shutdown::deadline() {
+            Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => left,
+                _ => return receiver.try_recv().ok(),
+            },
+            None => STOP_CHECK,
+        };
+        match receiver.recv_timeout(pause) {
+            Ok(result) => return Some(result),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Some(Err(Failure::Lost)),
+        }
+    }
 }
 
 fn parse_response(tool: &Tool, text: &str) -> Result<Value, ToolError> {

@@ -12,6 +12,7 @@ mod picture;
 mod routing;
 mod runs;
 mod signals;
+mod stages;
 mod steps;
 
 /// The `examples/` program, compiled into the tests so that it cannot rot.

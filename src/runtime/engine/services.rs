@@ -1,0 +1,49 @@
+//! What a turn uses but does not change: the program, the model, the
+//! tools and their environment (clock, ids), the operator's limits and the
+//! code reader. Borrowed from the [`Runtime`](super::Runtime) for the
+//! length of one turn, apart from the [`TurnState`](super::state::TurnState)
+//! the stages change, so a stage's signature says which it may touch.
+
+use super::runtime::StreamSink;
+use super::runtime::{ContinuationLimits, Runtime};
+use crate::ir::Program;
+use crate::llm::Provider;
+use crate::runtime::certain::CertainReader;
+use crate::runtime::tools::{ToolEnv, ToolRegistry};
+
+pub(super) struct Services<'a> {
+    pub(super) program: &'a Program,
+    pub(super) tools: &'a ToolRegistry,
+    pub(super) tool_env: &'a ToolEnv,
+    pub(super) limits: ContinuationLimits,
+    /// Reads what the offline rules read beyond doubt before the model is
+    /// asked (it keeps its compiled patterns).
+    pub(super) reader: &'a mut CertainReader,
+    /// The model: only the stages that call it (understand, post-phase
+    /// signals, reply) take the services mutably.
+    pub(super) provider: &'a mut dyn Provider,
+    pub(super) stream: Option<&'a mut StreamSink>,
+}
+
+impl<'a> Services<'a> {
+    /// The services of `runtime`, and its observer, which the turn's trace
+    /// feeds as events happen.
+    pub(super) fn borrow(runtime: &'a mut Runtime) -> (Services<'a>, Option<&'a mut dyn super::Observer>) {
+        let Runtime { program, provider, tools, tool_env, observer, limits, stream, reader, .. } = runtime;
+        let program: &'a std::sync::Arc<Program> = program;
+        let services = Services {
+            program: program.as_ref(),
+            tools,
+            tool_env,
+            limits: *limits,
+            reader,
+            provider: provider.as_mut(),
+            stream: stream.as_mut(),
+        };
+        let observer: Option<&'a mut dyn super::Observer> = match observer {
+            Some(observer) => Some(observer.as_mut()),
+            None => None,
+        };
+        (services, observer)
+    }
+}
