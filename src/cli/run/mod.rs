@@ -130,7 +130,7 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
                 "note: --trace shows a conversation's turns; a workflow run's events are in `flowc runs show ID --json`"
             );
         }
-        return run_workflow(args, &program, flow, &data, context, &tool_env, limits.run);
+        return run_workflow(args, &program, flow, &data, context, &tool_env, (limits.run, &config));
     }
     if selected.is_none() {
         require_conversation(&program)?;
