@@ -115,3 +115,37 @@ fn the_pure_core_does_no_io() {
     assert!(scanned > 50, "scanned only {scanned} files of the pure core");
     assert!(found.is_empty(), "the pure core does I/O:\n{}", found.join("\n"));
 }
+
+/// Where the front ends, the lowering and the type checker put findings
+/// into words: their `error.rs`, alone. Elsewhere they build values that
+/// hold the facts (`SyntaxError`, `LowerError`, `TypeError`).
+const WORDED_IN_ERROR_RS: &[&str] = &["syntax/", "ir/lower/", "expr/typeck/"];
+
+/// Building a diagnostic's words.
+const WORDING: &[&str] = &["Diagnostic::new(", "Diagnostic {", "with_help(", "with_label("];
+
+#[test]
+fn only_error_rs_puts_findings_into_words() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    let mut error_files = 0;
+    for (file, code) in library_code(&src) {
+        let relative = file.strip_prefix(&src).expect("under src").to_string_lossy().replace('\\', "/");
+        if !WORDED_IN_ERROR_RS.iter().any(|dir| relative.starts_with(dir)) {
+            continue;
+        }
+        if relative.ends_with("/error.rs") {
+            error_files += usize::from(WORDING.iter().any(|wording| code.contains(wording)));
+            continue;
+        }
+        for (number, line) in code.lines().enumerate() {
+            // A function returning a diagnostic built elsewhere names the type only.
+            let built = line.replace("-> Diagnostic {", "");
+            if let Some(wording) = WORDING.iter().find(|wording| built.contains(**wording)) {
+                found.push(format!("src/{relative}:{} builds words ({wording}): {}", number + 1, line.trim()));
+            }
+        }
+    }
+    assert_eq!(error_files, WORDED_IN_ERROR_RS.len(), "the scan must see each error.rs put findings into words");
+    assert!(found.is_empty(), "findings put into words outside error.rs:\n{}", found.join("\n"));
+}
