@@ -4,6 +4,8 @@
 //! - The store keeps sessions and runs; it does not know the model: it
 //!   names no `crate::llm` (a session's messages are `crate::message`'s,
 //!   `flowc.toml` is `crate::config`'s).
+//! - Providers never see the program: `llm` names neither the IR nor the
+//!   runtime or the store; the runtime builds their requests.
 //! - The neutral modules that several layers share (`read`, `message`,
 //!   `config`, `duration`, `ids`, `source`) name none of the layers that
 //!   use them.
@@ -43,6 +45,14 @@ fn the_store_does_not_import_the_model() {
     );
     let found = forbidden(&edges, "store", &["llm"]);
     assert!(found.is_empty(), "the store names the model's module:\n{}", found.join("\n"));
+}
+
+#[test]
+fn providers_never_see_the_program() {
+    let (_, edges) = edges();
+    assert!(edges.contains_key(&("llm".to_string(), "read".to_string())), "the scan must see the offline rules");
+    let found = forbidden(&edges, "llm", &["ir", "runtime", "store", "check", "syntax"]);
+    assert!(found.is_empty(), "the model's module names the program or the runtime:\n{}", found.join("\n"));
 }
 
 #[test]
