@@ -11,6 +11,7 @@
 //! looks for its project upwards instead (`store::location`, as cargo finds
 //! its workspace), and reads the `flowc.toml` it finds there through
 //! [`Config::read`].
+#![warn(missing_docs)]
 
 use std::path::{Path, PathBuf};
 

@@ -7,7 +7,7 @@
 //! diagnostic may point at; `flowc compile` leaves them out unless asked.
 //! Nothing here does I/O.
 
-pub mod lower;
+pub(crate) mod lower;
 pub mod successor;
 pub(crate) mod walk;
 
