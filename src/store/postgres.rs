@@ -162,6 +162,14 @@ pub fn redact(url: &str) -> String {
 }
 
 pub fn migrate(client: &mut Client, migrations: &[&str]) -> Result<(), String> {
+    // Up to date, nothing is written: a role that may only read, or a
+    // standby, can still list and show (its writes fail, saying why).
+    let target = i64::try_from(migrations.len()).unwrap_or(i64::MAX);
+    if let Ok(Some(row)) = client.query_opt("SELECT version FROM schema_version", &[])
+        && row.get::<_, i64>(0) == target
+    {
+        return Ok(());
+    }
     let mut transaction = client.transaction().map_err(|error| describe(&error))?;
     transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).map_err(|error| describe(&error))?;
     transaction
@@ -186,7 +194,6 @@ pub fn migrate(client: &mut Client, migrations: &[&str]) -> Result<(), String> {
             .batch_execute(migration)
             .map_err(|error| format!("migration to version {}: {}", index + 1, describe(&error)))?;
     }
-    let target = i64::try_from(migrations.len()).unwrap_or(i64::MAX);
     transaction.execute("UPDATE schema_version SET version = $1", &[&target]).map_err(|error| describe(&error))?;
     transaction.commit().map_err(|error| describe(&error))
 }
