@@ -64,7 +64,7 @@ static ALLOCATOR: Counting = Counting;
 
 fn parse_and_lower(file: &SourceFile) -> usize {
     let (ast, mut diagnostics) = flowc::syntax::parse(file);
-    let (ir, lowering) = flowc::ir::lower::lower(ast);
+    let (ir, lowering) = flowc::pipeline::lower(ast);
     diagnostics.extend(lowering);
     assert!(diagnostics.is_empty(), "generated programs are valid: {:?}", diagnostics.first());
     ir.flows.len()

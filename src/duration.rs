@@ -4,6 +4,7 @@
 //! between them: `500ms`, `30s`, `10m`, `2h`, `1d`. It sits at the root of
 //! the crate so that both the lowering and the provider configuration can
 //! use it without one depending on the other.
+#![warn(missing_docs)]
 
 /// The longest duration flowc accepts: about ten years. A time this far
 /// ahead still fits every clock and date type the runtime adds it to, so a

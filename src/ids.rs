@@ -2,6 +2,7 @@
 //! it ([`crate::expr`]) refer to flows, steps, fields, context keys, tools
 //! and signals. They live apart from both so that each can name them
 //! without depending on the other; `crate::ir` re-exports them.
+#![warn(missing_docs)]
 
 use serde::Serialize;
 
@@ -13,10 +14,12 @@ macro_rules! index_type {
         pub struct $name(pub u32);
 
         impl $name {
+            /// The index into the list the id points into.
             pub fn index(self) -> usize {
                 self.0 as usize
             }
 
+            /// The id of the item at `index` of its list.
             pub fn from_index(index: usize) -> $name {
                 $name(u32::try_from(index).unwrap_or(u32::MAX))
             }

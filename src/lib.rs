@@ -26,6 +26,7 @@
 
 pub mod check;
 pub mod cli;
+pub mod config;
 pub mod diag;
 #[cfg(test)]
 mod differential;

@@ -2,6 +2,7 @@
 //! and transcript are made of these, and the model is shown them, so the
 //! type belongs to neither the runtime nor the providers: both (and the
 //! stores) import it from here.
+#![warn(missing_docs)]
 
 use serde::{Deserialize, Serialize};
 

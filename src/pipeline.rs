@@ -2,6 +2,7 @@
 //! static checks, with every diagnostic gathered and sorted. `flowc compile`,
 //! `check`, `graph` and `run` all start here, so they agree on what a valid
 //! program is. It does no I/O: the caller reads the file.
+#![warn(missing_docs)]
 
 use crate::diag::{Code, Diagnostic, sort_diagnostics};
 use crate::ir::{self, Program};
@@ -14,12 +15,14 @@ pub struct Compilation {
     /// The syntax tree, when asked for with [`compile_keeping_ast`]:
     /// lowering consumes it otherwise.
     pub ast: Option<ast::Program>,
+    /// The lowered program; with errors, what lowering could resolve.
     pub ir: Program,
     /// Sorted by position; errors and warnings together.
     pub diagnostics: Vec<Diagnostic>,
 }
 
 impl Compilation {
+    /// Whether any diagnostic is an error (warnings alone compile).
     pub fn has_errors(&self) -> bool {
         self.diagnostics.iter().any(Diagnostic::is_error)
     }
@@ -37,6 +40,13 @@ pub fn compile_keeping_ast(file: &SourceFile) -> Compilation {
     let (ast, diagnostics) = syntax::parse(file);
     let kept = ast.clone();
     Compilation { ast: Some(kept), ..from_ast(ast, diagnostics) }
+}
+
+/// The lowering stage alone: a syntax tree into the IR and the problems
+/// lowering found, without the static checks. For an embedder that holds an
+/// AST, and the front-end benchmark that times each stage.
+pub fn lower(ast: ast::Program) -> (Program, Vec<Diagnostic>) {
+    ir::lower::lower(ast)
 }
 
 fn from_ast(ast: ast::Program, mut diagnostics: Vec<Diagnostic>) -> Compilation {

@@ -1,6 +1,7 @@
 //! Source files and byte spans: the coordinates every diagnostic, AST node and
 //! IR node is expressed in. A [`SourceFile`] is built from text its caller
 //! read; nothing here reads files.
+#![warn(missing_docs)]
 
 use serde::Serialize;
 use std::cell::Cell;
@@ -11,23 +12,29 @@ use std::cell::Cell;
 /// parsing (see [`SourceFile::new`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Span {
+    /// The first byte.
     pub start: u32,
+    /// One past the last byte.
     pub end: u32,
 }
 
 impl Span {
+    /// The bytes `start..end`.
     pub const fn new(start: u32, end: u32) -> Span {
         Span { start, end }
     }
 
+    /// A byte range as a span (offsets past `u32` clamp).
     pub fn from_range(range: std::ops::Range<usize>) -> Span {
         Span::new(clamp_u32(range.start), clamp_u32(range.end))
     }
 
+    /// How many bytes it covers.
     pub fn len(self) -> u32 {
         self.end.saturating_sub(self.start)
     }
 
+    /// Whether it covers no byte.
     pub fn is_empty(self) -> bool {
         self.len() == 0
     }
@@ -37,6 +44,7 @@ impl Span {
         Span::new(self.start.min(other.start), self.end.max(other.end))
     }
 
+    /// The span as a byte range, to slice the text with.
     pub fn range(self) -> std::ops::Range<usize> {
         self.start as usize..self.end as usize
     }
@@ -82,12 +90,15 @@ pub fn write_json<T: Serialize + ?Sized>(
 /// A value with the span it was read from.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Spanned<T> {
+    /// What was read.
     pub value: T,
+    /// Where it was read from.
     #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
 }
 
 impl<T> Spanned<T> {
+    /// `value`, read from `span`.
     pub fn new(value: T, span: Span) -> Spanned<T> {
         Spanned { value, span }
     }
@@ -100,7 +111,10 @@ pub const MAX_SOURCE_LEN: usize = u32::MAX as usize - 1;
 /// turning byte offsets into 1-based line and column numbers.
 #[derive(Clone, Debug)]
 pub struct SourceFile {
+    /// The name diagnostics show (a path, usually); its extension decides
+    /// the front end ([`SourceFile::kind`]).
     pub name: String,
+    /// The program's text.
     pub text: String,
     line_starts: Vec<u32>,
     /// How many UTF-8 continuation bytes come before each block of
@@ -122,11 +136,15 @@ fn is_continuation(byte: u8) -> bool {
 /// A 1-based line and column (the column counts characters, as rustc does).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LineCol {
+    /// The line, from 1.
     pub line: usize,
+    /// The column in characters, from 1.
     pub column: usize,
 }
 
 impl SourceFile {
+    /// A program's text under a display name, indexed for line and column
+    /// lookups.
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> SourceFile {
         let text = text.into();
         let mut line_starts = vec![0u32];
@@ -159,6 +177,7 @@ impl SourceFile {
         before_block + in_block
     }
 
+    /// Which front end reads it, by its name's extension.
     pub fn kind(&self) -> SourceKind {
         SourceKind::from_path(&self.name)
     }
@@ -205,11 +224,14 @@ impl SourceFile {
 /// Which front end reads a file, decided by its extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SourceKind {
+    /// flowc's own syntax (`.flow`).
     Flow,
+    /// YAML (`.yaml`, `.yml`).
     Yaml,
 }
 
 impl SourceKind {
+    /// The front end for a file name: YAML for `.yaml`/`.yml`, else `.flow`.
     pub fn from_path(path: &str) -> SourceKind {
         let lower = path.to_ascii_lowercase();
         if lower.ends_with(".yaml") || lower.ends_with(".yml") { SourceKind::Yaml } else { SourceKind::Flow }

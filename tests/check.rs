@@ -20,6 +20,8 @@
 mod cli;
 #[path = "check/fuzz.rs"]
 mod fuzz;
+#[path = "check/layers.rs"]
+mod layers;
 #[path = "check/modules.rs"]
 mod modules;
 #[path = "check/props.rs"]

@@ -24,6 +24,7 @@
 //! [`assignment`] and [`reachability`]). Every pass is linear (or n log n) in the size of
 //! the program and uses no recursion whose depth grows with it, except over
 //! expressions, whose depth the front ends bound. No pass does I/O.
+#![warn(missing_docs)]
 
 mod asking;
 mod assignment;

@@ -33,11 +33,13 @@ use std::collections::{BTreeSet, HashMap};
 /// graph (which draws it dashed), so both always agree.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Reachability {
+    /// Steps no path reaches.
     pub unreachable_steps: BTreeSet<(FlowId, StepId)>,
     /// (flow, step, index of the entry in the step's branches)
     pub unreachable_branches: BTreeSet<(FlowId, StepId, usize)>,
 }
 
+/// What in `program` can never run.
 pub fn analyze(program: &Program) -> Reachability {
     let analysis = analysis(program);
     Reachability {

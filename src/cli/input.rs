@@ -5,30 +5,24 @@
 //! with a clear error before anything runs or is stored, and a script is
 //! read with the bound: an oversized line is never held in memory whole.
 
+use crate::config::Config;
 use std::io::BufRead;
-use std::path::Path;
 
 /// A few hundred KB: far more than anyone types or pastes into a chat, far
 /// less than what would strain memory (a message is held a few times over
 /// by a turn: history, transcript, prompts).
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
 
-/// The bound for a run of `program`: the flag, else `max_message_bytes`
-/// in the `[input]` table of its `flowc.toml`, else the default.
-pub fn max_message_bytes(flag: Option<usize>, program: &Path) -> Result<usize, String> {
+/// The bound for a run: the flag, else `max_message_bytes` in the
+/// `[input]` table of its `flowc.toml` (`config`), else the default.
+pub fn max_message_bytes(flag: Option<usize>, config: &Config) -> Result<usize, String> {
     if let Some(bytes) = flag {
         return Ok(bytes);
     }
-    let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
-    let Some(path) = crate::llm::config::config_file(Some(program), &cwd) else {
-        return Ok(DEFAULT_MAX_MESSAGE_BYTES);
-    };
-    let text = std::fs::read_to_string(&path).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-    configured(&text).map_err(|message| format!("{}: {message}", path.display()))
+    configured(config.table()).map_err(|message| format!("{}: {message}", config.shown()))
 }
 
-fn configured(text: &str) -> Result<usize, String> {
-    let table: toml::Table = toml::from_str(text).map_err(|error| error.message().to_string())?;
+fn configured(table: &toml::Table) -> Result<usize, String> {
     let Some(input) = table.get("input") else {
         return Ok(DEFAULT_MAX_MESSAGE_BYTES);
     };
@@ -152,6 +146,7 @@ mod tests {
 
     #[test]
     fn the_bound_comes_from_the_input_table() {
+        let configured = |text: &str| configured(&text.parse::<toml::Table>().unwrap());
         assert_eq!(configured(""), Ok(DEFAULT_MAX_MESSAGE_BYTES));
         assert_eq!(configured("[input]\nmax_message_bytes = 1000\n"), Ok(1000));
         assert!(configured("[input]\nmax_message_bytes = 0\n").is_err());

@@ -1,13 +1,12 @@
-//! The limits a command runs under: the `[limits]` table of `flowc.toml`
-//! (found as the provider settings are: beside the program, else in the
-//! working directory), each overridden by its flag. `flowc run` takes the
+//! The limits a command runs under: the `[limits]` table of the command's
+//! `flowc.toml` (`crate::config`), each overridden by its flag. `flowc run` takes the
 //! flags of both kinds of run; `flowc resume` and `flowc worker` only run
 //! workflows and take those of workflow runs.
 
+use crate::config::Config;
 use crate::runtime::engine::ContinuationLimits;
-use crate::runtime::limits_config::{LimitsError, OperatorLimits, parse_count, parse_time, parse_tokens};
+use crate::runtime::limits_config::{OperatorLimits, parse_count, parse_time, parse_tokens};
 use crate::runtime::workflow::RunLimits;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The limit flags of `flowc run`.
@@ -84,16 +83,16 @@ impl LimitFlags {
         given.into_iter().filter_map(|(given, flag)| given.then_some(flag)).collect()
     }
 
-    /// The limits of `flowc run FILE`.
-    pub fn resolve(&self, program: &Path) -> Result<OperatorLimits, String> {
-        Ok(configured(Some(program))?.overridden_by(self.overrides()))
+    /// The limits of `flowc run FILE`, whose `flowc.toml` is `config`.
+    pub fn resolve(&self, config: &Config) -> Result<OperatorLimits, String> {
+        Ok(configured(config)?.overridden_by(self.overrides()))
     }
 }
 
 impl RunLimitFlags {
-    /// The limits of a command that names no program: `flowc.toml` in the
-    /// working directory, as for its `[store]`.
-    pub fn resolve(&self) -> Result<RunLimits, String> {
+    /// The limits of a command that names no program, whose `flowc.toml`
+    /// (`config`) is the working directory's.
+    pub fn resolve(&self, config: &Config) -> Result<RunLimits, String> {
         let overrides = OperatorLimits {
             conversation: ContinuationLimits::default(),
             run: RunLimits {
@@ -102,22 +101,12 @@ impl RunLimitFlags {
                 max_consecutive_errors: self.max_consecutive_errors,
             },
         };
-        Ok(configured(None)?.overridden_by(overrides).run)
+        Ok(configured(config)?.overridden_by(overrides).run)
     }
 }
 
 /// The `[limits]` of the `flowc.toml` this process reads, if there is one.
-fn configured(program: Option<&Path>) -> Result<OperatorLimits, String> {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let Some(path) = crate::llm::config::config_file(program, &cwd) else {
-        return Ok(OperatorLimits::default());
-    };
-    let shown = path.display();
-    let text = std::fs::read_to_string(&path).map_err(|read| format!("cannot read {shown}: {read}"))?;
-    OperatorLimits::from_toml(&text).map_err(|refused| match refused {
-        // Worded as the provider settings word it: the mistake may be
-        // anywhere in the file, not in [limits].
-        LimitsError::Toml(message) => format!("{shown}: {message}"),
-        refused => format!("cannot read the [limits] table of {shown}: {refused}"),
-    })
+fn configured(config: &Config) -> Result<OperatorLimits, String> {
+    OperatorLimits::from_table(config.table())
+        .map_err(|refused| format!("cannot read the [limits] table of {}: {refused}", config.shown()))
 }

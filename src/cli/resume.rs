@@ -26,7 +26,10 @@ pub struct ResumeArgs {
 }
 
 pub fn run(args: &ResumeArgs) -> Outcome {
-    let limits = match args.limits.resolve() {
+    let limits = match crate::config::Config::load(None)
+        .map_err(|error| error.to_string())
+        .and_then(|config| args.limits.resolve(&config))
+    {
         Ok(limits) => limits,
         Err(message) => {
             eprintln!("error: {message}");

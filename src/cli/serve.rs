@@ -5,7 +5,8 @@
 use super::Outcome;
 use super::limits::LimitFlags;
 use super::load::expand_paths;
-use crate::serve::auth::{Auth, parse_pair, tokens_from_toml};
+use crate::config::Config;
+use crate::serve::auth::{Auth, parse_pair, tokens_from_table};
 use crate::serve::programs::ProgramSettings;
 use crate::serve::{DEFAULT_BODY_LIMIT, ServeOptions};
 use crate::store::StoreLocation;
@@ -39,6 +40,12 @@ pub struct ServeArgs {
     /// How often a run's event stream reads a running run again, e.g. 100ms
     #[arg(long, default_value = "100ms", value_parser = parse_poll)]
     pub events_poll: Duration,
+    /// How long a client may take to send a request's head, e.g. 10s (then the connection is closed)
+    #[arg(long, default_value = "10s", value_parser = parse_poll)]
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body, e.g. 30s (then 408)
+    #[arg(long, default_value = "30s", value_parser = parse_poll)]
+    pub body_timeout: Duration,
     #[command(flatten)]
     pub model: crate::cli::model::ModelFlags,
     #[command(flatten)]
@@ -85,13 +92,14 @@ fn options(args: &ServeArgs) -> Result<ServeOptions, String> {
     let files = expand_paths(&args.paths).map_err(|error| error.to_string())?;
     let first = files.first().cloned();
     let store = StoreLocation::resolve(args.store.as_deref(), first.as_deref()).map_err(|error| error.to_string())?;
+    let config = Config::load(first.as_deref()).map_err(|error| error.to_string())?;
     let limits = match &first {
-        Some(file) => args.limits.resolve(file)?,
+        Some(_) => args.limits.resolve(&config)?,
         None => Default::default(),
     };
     let (clock, ids) = crate::runtime::clock::from_env().map_err(|error| error.to_string())?;
     let provider_flags = args.model.provider_flags();
-    let auth = Auth::new(tokens(args, first.as_deref())?)?;
+    let auth = Auth::new(tokens(args, &config)?)?;
     Ok(ServeOptions {
         files,
         addr: args.addr,
@@ -101,20 +109,15 @@ fn options(args: &ServeArgs) -> Result<ServeOptions, String> {
         body_limit: args.max_body,
         settings: ProgramSettings { provider_flags, limits, clock, ids, tools: Default::default() },
         run_poll: args.events_poll,
+        deadlines: crate::serve::listen::Deadlines { header: args.header_timeout, body: args.body_timeout },
     })
 }
 
 /// The tokens of `[serve.tokens]` in flowc.toml, `FLOWC_SERVE_TOKENS` and
 /// `--token`, later ones replacing a tenant's earlier token.
-fn tokens(args: &ServeArgs, program: Option<&std::path::Path>) -> Result<Vec<(String, String)>, String> {
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    if let Some(path) = crate::llm::config::config_file(program, &cwd) {
-        let text =
-            std::fs::read_to_string(&path).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-        let configured = tokens_from_toml(&text).map_err(|message| format!("{}: {message}", path.display()))?;
-        pairs.extend(configured);
-    }
+fn tokens(args: &ServeArgs, config: &Config) -> Result<Vec<(String, String)>, String> {
+    let mut pairs: Vec<(String, String)> =
+        tokens_from_table(config.table()).map_err(|message| format!("{}: {message}", config.shown()))?;
     let env = std::env::var("FLOWC_SERVE_TOKENS").unwrap_or_default();
     let given = env.split(',').map(str::trim).filter(|text| !text.is_empty()).map(str::to_string);
     for text in given.chain(args.tokens.iter().cloned()) {

@@ -4,30 +4,24 @@
 //! exec tool in flight. The grace period is `--grace`, else `[worker]
 //! grace` or `[run] grace` in `flowc.toml`, else 30 s.
 
-use std::path::Path;
+use crate::config::Config;
 use std::time::Duration;
 
 /// The grace period when neither `--grace` nor `flowc.toml` says.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 
 /// The grace period of a command: `--grace`, else `grace` (seconds) in the
-/// `table` of the `flowc.toml` that applies (beside `program`, else in the
-/// working folder): `[worker]` for `flowc worker`, `[run]` for `flowc run`
-/// of a workflow; else [`DEFAULT_GRACE`].
-pub fn grace(flag: Option<u64>, table: &str, program: Option<&Path>) -> Result<Duration, String> {
+/// `table` of the command's `flowc.toml` (`config`: beside the program,
+/// else in the working folder): `[worker]` for `flowc worker`, `[run]` for
+/// `flowc run` of a workflow; else [`DEFAULT_GRACE`].
+pub fn grace(flag: Option<u64>, table: &str, config: &Config) -> Result<Duration, String> {
     if let Some(seconds) = flag {
         return Ok(Duration::from_secs(seconds));
     }
-    let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
-    let Some(path) = crate::llm::config::config_file(program, &cwd) else {
-        return Ok(DEFAULT_GRACE);
-    };
-    let text = std::fs::read_to_string(&path).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-    configured(&text, table).map_err(|message| format!("{}: {message}", path.display()))
+    configured(config.table(), table).map_err(|message| format!("{}: {message}", config.shown()))
 }
 
-fn configured(text: &str, name: &str) -> Result<Duration, String> {
-    let file: toml::Table = toml::from_str(text).map_err(|error| error.message().to_string())?;
+fn configured(file: &toml::Table, name: &str) -> Result<Duration, String> {
     let Some(table) = file.get(name) else {
         return Ok(DEFAULT_GRACE);
     };
@@ -121,6 +115,7 @@ mod tests {
 
     #[test]
     fn the_grace_period_is_read_from_its_table() {
+        let configured = |text: &str, name: &str| configured(&text.parse::<toml::Table>().unwrap(), name);
         assert_eq!(configured("", "worker"), Ok(DEFAULT_GRACE));
         assert_eq!(configured("[worker]\ngrace = 5\n", "worker"), Ok(Duration::from_secs(5)));
         assert_eq!(configured("[worker]\ngrace = 5\n", "run"), Ok(DEFAULT_GRACE));

@@ -48,7 +48,14 @@ const STOP_CHECK: Duration = Duration::from_millis(200);
 
 pub fn run(args: &WorkerArgs) -> Outcome {
     // A worker names no program: its flowc.toml is the working folder's.
-    match super::shutdown::grace(args.grace, "worker", None) {
+    let config = match crate::config::Config::load(None) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Outcome::Error;
+        }
+    };
+    match super::shutdown::grace(args.grace, "worker", &config) {
         Ok(grace) => super::shutdown::install(grace),
         Err(message) => {
             eprintln!("error: {message}");
@@ -59,7 +66,7 @@ pub fn run(args: &WorkerArgs) -> Outcome {
         Ok(opened) => opened,
         Err(outcome) => return outcome,
     };
-    let limits = match args.limits.resolve() {
+    let limits = match args.limits.resolve(&config) {
         Ok(limits) => limits,
         Err(message) => {
             eprintln!("error: {message}");

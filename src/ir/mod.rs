@@ -7,8 +7,8 @@
 //! diagnostic may point at; `flowc compile` leaves them out unless asked.
 //! Nothing here does I/O.
 
-pub mod fold;
-pub mod lower;
+pub(crate) mod fold;
+pub(crate) mod lower;
 pub mod successor;
 pub(crate) mod walk;
 

@@ -5,8 +5,8 @@
 //!
 //! [`build_provider`]: crate::llm::build_provider
 //!
-//! `flowc.toml` is read beside the program first, else in the working
-//! directory (the first one found is used, they are not merged):
+//! The top-level keys of `flowc.toml` (found and parsed by `crate::config`,
+//! which hands the file here) are this module's:
 //!
 //! ```toml
 //! provider = "openai"              # offline | openai | anthropic | replay:FILE
@@ -27,16 +27,16 @@
 //! committed `flowc.toml` cannot leak one. Tables (`[store]`, …) are left to
 //! the modules that own them.
 
+use crate::config::Config;
 use crate::duration::parse_duration_ms;
 use crate::llm::ProviderError;
 use crate::llm::context::MIN_CONTEXT_WINDOW;
 use crate::llm::http::{CancelFlag, HttpSettings};
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-pub const CONFIG_FILE: &str = "flowc.toml";
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o-mini";
@@ -228,8 +228,6 @@ pub struct ProviderFlags {
 /// what to do.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {message}")]
-    Read { path: String, message: String },
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
     #[error("{0}")]
@@ -286,21 +284,19 @@ impl DurationValue {
     }
 }
 
-/// Reads the configuration of this process: `flowc.toml` beside `program`
-/// or in the working directory, the real environment, and `flags`.
-pub fn load(program: Option<&Path>, flags: &ProviderFlags) -> Result<ProviderConfig, ConfigError> {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    load_with(program, &cwd, &|name| std::env::var(name).ok(), flags)
+/// The provider settings of this process: the top-level keys of its
+/// `flowc.toml` (`config`), the real environment, and `flags`.
+pub fn load(config: &Config, flags: &ProviderFlags) -> Result<ProviderConfig, ConfigError> {
+    load_with(config, &|name| std::env::var(name).ok(), flags)
 }
 
-/// [`load`] with the working directory and environment given, for tests.
+/// [`load`] with the environment given, for tests.
 pub fn load_with(
-    program: Option<&Path>,
-    cwd: &Path,
+    config: &Config,
     env: &dyn Fn(&str) -> Option<String>,
     flags: &ProviderFlags,
 ) -> Result<ProviderConfig, ConfigError> {
-    let file = read_file_config(program, cwd)?;
+    let file = file_config(config).map_err(|message| ConfigError::Parse { path: config.shown(), message })?;
     let env = |name: &str| env(name).filter(|value| !value.trim().is_empty());
     let mut config = ProviderConfig::default();
 
@@ -375,28 +371,14 @@ pub fn load_with(
     Ok(config)
 }
 
-/// The `flowc.toml` that applies: beside `program`, else in `cwd`.
-pub fn config_file(program: Option<&Path>, cwd: &Path) -> Option<PathBuf> {
-    let beside_program = program.and_then(|path| {
-        let dir = if path.is_dir() { Some(path) } else { path.parent() };
-        dir.map(|dir| if dir.as_os_str().is_empty() { cwd.join(CONFIG_FILE) } else { dir.join(CONFIG_FILE) })
-    });
-    let candidates = beside_program.into_iter().chain(std::iter::once(cwd.join(CONFIG_FILE)));
-    candidates.into_iter().find(|path| path.is_file())
-}
-
-fn read_file_config(program: Option<&Path>, cwd: &Path) -> Result<FileConfig, ConfigError> {
-    let Some(path) = config_file(program, cwd) else {
+/// This module's keys of the file, checked.
+fn file_config(config: &Config) -> Result<FileConfig, String> {
+    if config.path().is_none() {
         return Ok(FileConfig::default());
-    };
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(&path)
-        .map_err(|error| ConfigError::Read { path: shown.clone(), message: error.to_string() })?;
-    parse_file_config(&text).map_err(|message| ConfigError::Parse { path: shown, message })
-}
-
-fn parse_file_config(text: &str) -> Result<FileConfig, String> {
-    let file: FileConfig = toml::from_str(text).map_err(|error| error.message().to_string())?;
+    }
+    let file: FileConfig = toml::Value::Table(config.table().clone())
+        .try_into()
+        .map_err(|error: toml::de::Error| error.message().to_string())?;
     if file.rest.contains_key("api_key") {
         return Err("API keys do not belong in flowc.toml: set OPENAI_API_KEY or ANTHROPIC_API_KEY".to_string());
     }
@@ -416,6 +398,7 @@ fn parse_file_config(text: &str) -> Result<FileConfig, String> {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+    use std::path::Path;
 
     struct Dir(PathBuf);
 
@@ -450,7 +433,8 @@ mod tests {
         flags: &ProviderFlags,
     ) -> Result<ProviderConfig, ConfigError> {
         let env: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        load_with(program, &dir.0, &|name| env.get(name).cloned(), flags)
+        let config = Config::load_from(program, &dir.0).map_err(|error| ConfigError::Invalid(error.to_string()))?;
+        load_with(&config, &|name| env.get(name).cloned(), flags)
     }
 
     #[test]

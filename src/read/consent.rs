@@ -23,7 +23,9 @@ use super::text::{Kind, Token, tokenize};
 /// What a message says to a yes/no question.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Consent {
+    /// An unqualified yes.
     Yes,
+    /// A no.
     No,
     /// Neither a yes nor a no that can be acted on, and why.
     Unclear(Doubt),
@@ -35,10 +37,13 @@ pub enum Consent {
 /// words themselves as the message wrote them (lowercase).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Doubt {
+    /// What kind of words made the answer unclear.
     pub kind: DoubtKind,
+    /// Those words, as the message wrote them (lowercase).
     pub words: String,
 }
 
+/// The kinds of words that keep an answer from being a clear yes or no.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DoubtKind {
     /// A question mark, or a message that starts as a question.

@@ -6,6 +6,7 @@
 //! evidence with them, and the runtime reads with them what needs no model.
 //! Nothing here knows a provider, a program or a session: the callers turn
 //! what is read into their own values.
+#![warn(missing_docs)]
 
 pub mod consent;
 pub(crate) mod dates;
@@ -20,11 +21,15 @@ use text::{located_terms, tokenize};
 /// A date or time read from a text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReadDate {
+    /// A calendar date.
     Date(NaiveDate),
     /// An ISO datetime as written (`2026-12-04T10:30:00Z`).
     DateTime(String),
+    /// A clock time without a date.
     Time {
+        /// 0 to 23.
         hour: u32,
+        /// 0 to 59.
         minute: u32,
     },
 }

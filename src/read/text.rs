@@ -359,6 +359,7 @@ const SYNONYMS: &[&[&str]] = &[
     &["bill", "invoice", "charge", "payment", "pay", "paid"],
     &["cancel", "cancellation"],
     &["date", "day"],
+    GREETINGS,
 ];
 
 static CANONICAL: LazyLock<HashMap<String, String>> = LazyLock::new(|| {
@@ -373,11 +374,17 @@ static CANONICAL: LazyLock<HashMap<String, String>> = LazyLock::new(|| {
     canonical
 });
 
+/// Greetings: filler where a message gives values (a stop word), but a term
+/// where it is asked what it says, so "hello" answers a signal whose `when`
+/// is "the user says hello" (all fold onto `hello`).
+const GREETINGS: &[&str] = &["hello", "hi", "hey", "hiya", "howdy", "greet", "greeting", "greetings"];
+
 /// The term a content word stands for: stemmed, then folded by the synonym
-/// table. `None` for stop words, contractions and one-letter words.
+/// table. `None` for stop words (greetings aside), contractions and
+/// one-letter words.
 pub(crate) fn term(word: &str) -> Option<String> {
     let word = word.strip_suffix("'s").unwrap_or(word);
-    if word.contains('\'') || word.chars().count() < 2 || is_stop_word(word) {
+    if word.contains('\'') || word.chars().count() < 2 || (is_stop_word(word) && !GREETINGS.contains(&word)) {
         return None;
     }
     let stemmed = stem(word);
@@ -560,7 +567,9 @@ mod tests {
 
     #[test]
     fn terms_drop_stop_words_and_fold_synonyms() {
-        assert_eq!(terms("Hi, I'd like to book a hotel room"), vec!["book", "hotel", "room"]);
+        // A greeting is a term (a signal may ask for it), folded onto `hello`.
+        assert_eq!(terms("Hi, I'd like to book a hotel room"), vec!["hello", "book", "hotel", "room"]);
+        assert_eq!(terms("hey there, greetings"), vec!["hello"]);
         assert_eq!(terms("the user wants to change the date"), vec!["chang", "dat"]);
         assert_eq!(terms("Can I modify the day?"), vec!["chang", "dat"]);
         assert_eq!(terms("I want to talk to a real person"), vec!["talk", "real", "human"]);

@@ -3,8 +3,8 @@
 //! sub-table (workflow runs), and the same limits given one at a time on
 //! the command line. It turns text into [`ContinuationLimits`] and
 //! [`RunLimits`] and says precisely what is wrong with text it refuses; it
-//! reads no file (the CLI finds and reads `flowc.toml` and hands its text
-//! here), so the runtime keeps its I/O where it was.
+//! reads no file (`crate::config` finds and parses `flowc.toml` and the CLI
+//! hands its table here), so the runtime keeps its I/O where it was.
 //!
 //! These limits are the operator's; a program's `agent.limits` are its
 //! author's and are read by the lowering, not here. Both apply to a turn,
@@ -81,6 +81,12 @@ impl OperatorLimits {
     /// when it has no such table. Other tables belong to other readers.
     pub fn from_toml(text: &str) -> Result<OperatorLimits, LimitsError> {
         let file: toml::Table = toml::from_str(text).map_err(|error| LimitsError::Toml(error.message().to_string()))?;
+        OperatorLimits::from_table(&file)
+    }
+
+    /// The limits of a parsed `flowc.toml` (`crate::config` parses it once
+    /// for every reader): its `[limits]` table, or none.
+    pub fn from_table(file: &toml::Table) -> Result<OperatorLimits, LimitsError> {
         let mut limits = OperatorLimits::default();
         let Some(table) = file.get(CONVERSATION_TABLE) else {
             return Ok(limits);

@@ -96,9 +96,8 @@ pub fn parse_pair(text: &str) -> Result<(String, String), String> {
     Ok((tenant.trim().to_string(), token.trim().to_string()))
 }
 
-/// The `[serve.tokens]` table of a `flowc.toml` (tenant = "token").
-pub fn tokens_from_toml(text: &str) -> Result<Vec<(String, String)>, String> {
-    let value: toml::Table = text.parse().map_err(|error: toml::de::Error| error.message().to_string())?;
+/// The `[serve.tokens]` table of a parsed `flowc.toml` (tenant = "token").
+pub fn tokens_from_table(value: &toml::Table) -> Result<Vec<(String, String)>, String> {
     let Some(serve) = value.get("serve") else {
         return Ok(Vec::new());
     };
@@ -221,6 +220,7 @@ mod tests {
 
     #[test]
     fn tokens_read_from_flowc_toml() {
+        let tokens_from_toml = |text: &str| tokens_from_table(&text.parse().unwrap());
         let pairs = tokens_from_toml("[serve.tokens]\nacme = \"acme-secret-0123456789\"\n").unwrap();
         assert_eq!(pairs, vec![("acme".to_string(), "acme-secret-0123456789".to_string())]);
         assert_eq!(tokens_from_toml("[limits]\nmax_steps = 3\n"), Ok(Vec::new()));

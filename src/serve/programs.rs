@@ -279,8 +279,9 @@ fn compile(name: &str, path: &Path, settings: &ProgramSettings) -> Result<Versio
             if errors == 1 { "" } else { "s" }
         ));
     }
-    let provider = crate::llm::config::load(Some(path), &settings.provider_flags)
-        .map_err(|error| format!("{display}: {error}"))?;
+    let config = crate::config::Config::load(Some(path)).map_err(|error| format!("{display}: {error}"))?;
+    let provider =
+        crate::llm::config::load(&config, &settings.provider_flags).map_err(|error| format!("{display}: {error}"))?;
     let ir = Arc::new(compilation.ir);
     let base_dir = path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     Ok(Version {

@@ -6,6 +6,7 @@
 //! stores (`flowc run`, `flowc worker`) makes one in the working folder;
 //! the others say there is no store ([`StoreLocation::resolve_existing`]).
 
+use crate::config::{CONFIG_FILE, Config};
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,7 +88,7 @@ fn existing(location: StoreLocation, cwd: &Path) -> Result<StoreLocation, Locati
 /// The nearest folder from `start` upwards holding a `flowc.toml` or a
 /// `.flowc/`.
 pub fn project_dir(start: &Path) -> Option<PathBuf> {
-    start.ancestors().find(|dir| dir.join("flowc.toml").is_file() || dir.join(".flowc").is_dir()).map(Path::to_path_buf)
+    start.ancestors().find(|dir| dir.join(CONFIG_FILE).is_file() || dir.join(".flowc").is_dir()).map(Path::to_path_buf)
 }
 
 /// [`StoreLocation::resolve`] with the environment and working directory
@@ -104,8 +105,8 @@ fn resolve_with(
     let program_dir = program.and_then(Path::parent).map(|dir| cwd.join(dir));
     let project = program_dir.as_deref().and_then(project_dir).or_else(|| project_dir(cwd));
     if let Some(dir) = &project
-        && dir.join("flowc.toml").is_file()
-        && let Some(url) = configured_url(&dir.join("flowc.toml"))?
+        && dir.join(CONFIG_FILE).is_file()
+        && let Some(url) = configured_url(&dir.join(CONFIG_FILE))?
     {
         return StoreLocation::parse(&url);
     }
@@ -116,9 +117,8 @@ fn resolve_with(
 /// `url` in the `[store]` table of a `flowc.toml`.
 fn configured_url(path: &Path) -> Result<Option<String>, LocationError> {
     let error = |message: String| LocationError::Config { path: path.display().to_string(), message };
-    let text = std::fs::read_to_string(path).map_err(|read| error(read.to_string()))?;
-    let table: toml::Table = toml::from_str(&text).map_err(|parse| error(parse.message().to_string()))?;
-    let Some(store) = table.get("store") else {
+    let config = Config::read(path).map_err(|refused| error(refused.detail().to_string()))?;
+    let Some(store) = config.table().get("store") else {
         return Ok(None);
     };
     let Some(store) = store.as_table() else {

@@ -6,6 +6,7 @@ use super::interrupt::install_interrupt;
 use super::{RunArgs, RunError, initialize};
 use crate::cli::report::stderr_style;
 use crate::cli::{Outcome, print_stdout};
+use crate::config::Config;
 use crate::ir::Program;
 use crate::runtime::engine::{ContinuationLimits, RuntimeOptions};
 use crate::runtime::engine::{Runtime, TurnError};
@@ -26,9 +27,9 @@ pub(super) fn converse(
     tool_env: ToolEnv,
     data: &serde_json::Map<String, serde_json::Value>,
     context: Data,
-    (limits, max_message): (ContinuationLimits, usize),
+    (config, limits, max_message): (&Config, ContinuationLimits, usize),
 ) -> Result<Outcome, RunError> {
-    let (mut runtime, cancel) = start_runtime(args, program, tool_env, limits)?;
+    let (mut runtime, cancel) = start_runtime(args, program, tool_env, config, limits)?;
     let store = match &args.session {
         Some(_) => match crate::cli::open_store(args.store.as_deref(), Some(&args.file)) {
             Ok((store, _)) => Some(store),
@@ -70,11 +71,11 @@ fn start_runtime(
     args: &RunArgs,
     program: &Arc<Program>,
     tool_env: ToolEnv,
+    config: &Config,
     limits: ContinuationLimits,
 ) -> Result<(Runtime, crate::llm::CancelFlag), RunError> {
     let flags = crate::llm::ProviderFlags { record: args.record.clone(), ..args.model.provider_flags() };
-    let config =
-        crate::llm::config::load(Some(&args.file), &flags).map_err(|error| RunError::Usage(error.to_string()))?;
+    let config = crate::llm::config::load(config, &flags).map_err(|error| RunError::Usage(error.to_string()))?;
     let provider = crate::llm::build_provider(&config).map_err(|error| RunError::Usage(error.to_string()))?;
     let provider: Box<dyn crate::llm::Provider> = match args.trace {
         Some(super::trace::TraceLevel::Prompts) => {

@@ -20,6 +20,7 @@ mod workflow;
 use super::Outcome;
 use super::limits::LimitFlags;
 use super::load::compile_file;
+use crate::config::Config;
 use crate::ir::{FlowId, Program};
 use crate::runtime::clock;
 use crate::runtime::session::{Data, Session};
@@ -108,7 +109,9 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
     let base_dir = program_dir(&args.file);
     let (clock, ids) = clock::from_env().map_err(|error| RunError::Usage(error.to_string()))?;
     let tool_env = ToolEnv { base_dir, clock, ids };
-    let max_message = super::input::max_message_bytes(args.max_message_bytes, &args.file).map_err(RunError::Usage)?;
+    // `flowc.toml` is read once, here, and its tables handed to each reader.
+    let config = Config::load(Some(&args.file)).map_err(|error| RunError::Usage(error.to_string()))?;
+    let max_message = super::input::max_message_bytes(args.max_message_bytes, &config).map_err(RunError::Usage)?;
     for (flag, text) in [("--data", &args.data), ("--context", &args.context)] {
         super::input::check(flag, text.as_deref().unwrap_or_default(), max_message).map_err(RunError::Usage)?;
     }
@@ -117,7 +120,7 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
     let context = validate_context(&program, &context)?;
 
     let selected = select_flow(&program, args.flow.as_deref())?;
-    let limits = args.limits.resolve(&args.file).map_err(RunError::Usage)?;
+    let limits = args.limits.resolve(&config).map_err(RunError::Usage)?;
     if let Some(flow) = selected
         && program.flow(flow).is_some_and(|flow| flow.workflow)
     {
@@ -127,7 +130,7 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
                 "note: --trace shows a conversation's turns; a workflow run's events are in `flowc runs show ID --json`"
             );
         }
-        return run_workflow(args, &program, flow, &data, context, &tool_env, limits.run);
+        return run_workflow(args, &program, flow, &data, context, &tool_env, (limits.run, &config));
     }
     if selected.is_none() {
         require_conversation(&program)?;
@@ -136,7 +139,7 @@ fn run_inner(args: &RunArgs) -> Result<Outcome, RunError> {
         eprintln!("note: --flow selects a workflow; a conversation is routed by its messages");
     }
     note_unused_limits(&args.limits.workflow_only(), "workflow runs", "a conversation");
-    converse(args, &program, tool_env, &data, context, (limits.conversation, max_message))
+    converse(args, &program, tool_env, &data, context, (&config, limits.conversation, max_message))
 }
 
 /// Says which limit flags do not apply to this kind of run, as `--flow`

@@ -5,6 +5,7 @@
 use super::{RunArgs, RunError};
 use crate::cli::Outcome;
 use crate::cli::stored_run::{execute, holder_name, report};
+use crate::config::Config;
 use crate::ir::{FlowId, Program};
 use crate::runtime::session::Data;
 use crate::runtime::tools::ToolEnv;
@@ -20,9 +21,9 @@ pub(super) fn run_workflow(
     data: &serde_json::Map<String, serde_json::Value>,
     context: Data,
     tool_env: &ToolEnv,
-    limits: RunLimits,
+    (limits, config): (RunLimits, &Config),
 ) -> Result<Outcome, RunError> {
-    let grace = crate::cli::shutdown::grace(args.grace, "run", Some(&args.file)).map_err(RunError::Usage)?;
+    let grace = crate::cli::shutdown::grace(args.grace, "run", config).map_err(RunError::Usage)?;
     let (store, location) = match crate::cli::open_store(args.store.as_deref(), Some(&args.file)) {
         Ok(opened) => opened,
         Err(outcome) => return Ok(outcome),

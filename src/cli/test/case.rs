@@ -108,7 +108,8 @@ fn provider(file: &TestFile, case: &Case, choice: &ModelChoice) -> Result<Box<dy
         record,
         ..crate::llm::ProviderFlags::default()
     };
-    let config = crate::llm::config::load(Some(&file.program), &flags).map_err(|error| error.to_string())?;
+    let config = crate::config::Config::load(Some(&file.program)).map_err(|error| error.to_string())?;
+    let config = crate::llm::config::load(&config, &flags).map_err(|error| error.to_string())?;
     crate::llm::build_provider(&config).map_err(|error| error.to_string())
 }
 

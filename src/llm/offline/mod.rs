@@ -13,7 +13,8 @@
 //! `modify` = `different` = `instead`; `human` = `person` = `agent` =
 //! `someone`; `urgent` = `down` = `outage`; `angry` = `upset` = `furious` =
 //! `frustrated`; `book` = `reserve`; `bill` = `invoice` = `charge`; `date` =
-//! `day`). A term after `not`, `never`, `cannot` or a `…n't` word, up to the
+//! `day`; `hello` = `hi` = `hey` = `greet`: greetings are terms, so a
+//! greeting signal fires on one). A term after `not`, `never`, `cannot` or a `…n't` word, up to the
 //! end of its clause (punctuation or `but`), is negated and only matches a
 //! negated term; a clause-initial `no` is an answer, not a negation.
 //!

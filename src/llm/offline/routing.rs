@@ -194,6 +194,25 @@ mod tests {
     }
 
     #[test]
+    fn a_greeting_answers_a_greeting_question_and_nothing_else() {
+        let hello = question(&["the user says hello"]);
+        assert_eq!(evidence(&hello, "hello").as_deref(), Some("hello"));
+        assert_eq!(evidence(&hello, "Hi!").as_deref(), Some("Hi"));
+        assert!(yes(&question(&["hello"]), "hey there"));
+        assert!(yes(&question(&["the user greets us"]), "hello"));
+        assert!(!yes(&hello, "yes"));
+        assert!(!yes(&question(&["the user wants to change the date"]), "hello"));
+        let flows = [flow("booking", None, &["the user wants to book a hotel"], &[])];
+        assert_eq!(route(&flows, &terms("hi"), &mut Cache::default()), None, "a greeting routes nowhere by itself");
+        let flows =
+            [flow("booking", None, &["the user wants to book a hotel"], &[]), flow("welcome", None, &["hello"], &[])];
+        assert_eq!(
+            route(&flows, &terms("Hi, I want to book a hotel"), &mut Cache::default()).as_deref(),
+            Some("booking")
+        );
+    }
+
+    #[test]
     fn any_when_of_a_question_is_enough() {
         let either = question(&["the user wants a refund", "the user mentions an invoice"]);
         assert!(yes(&either, "where is my invoice"));

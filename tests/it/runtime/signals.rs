@@ -276,3 +276,48 @@ fn a_post_phase_signal_that_does_not_match_extracts_nothing() {
     assert_eq!(harness.data("reason"), None, "`extract` applies only when the signal matches");
     assert!(harness.session.pending.is_none());
 }
+
+/// Issue 20: a pre-phase signal whose `when` is a greeting fires on the
+/// offline model when the user says just that; greetings were stop words,
+/// so no term of "hello" could match it. A confirmation still needs an
+/// unqualified yes: a greeting is not one.
+#[test]
+fn a_greeting_fires_a_greeting_signal_offline_and_is_no_yes() {
+    const GREETING: &str = r#"
+schema { hotel: string examples "Grand Hotel"  confirmed: bool  greeted: bool }
+signal hello {
+  when "the user says hello"
+  then { set greeted = true }
+}
+flow booking "Book a hotel room" {
+  when "the user wants to book a hotel room"
+  step ask_hotel { prompt "Which hotel?" collect hotel }
+  step confirm { prompt "Shall I book {{hotel}}?" collect confirmed }
+}
+"#;
+    let program = super::harness::program(GREETING);
+    let mut runtime = flowc::runtime::engine::Runtime::new(
+        program,
+        Box::new(flowc::llm::offline::Offline::new()),
+        flowc::runtime::engine::RuntimeOptions {
+            tool_env: super::harness::tool_env_at(super::harness::NOW),
+            tools: Default::default(),
+            limits: Default::default(),
+        },
+    );
+    let mut greeting = runtime.new_session("greeting");
+    let mut booking = runtime.new_session("booking");
+    let mut say = |session: &mut flowc::runtime::session::Session, message: &str| {
+        runtime.run_turn(session, message).unwrap_or_else(|error| panic!("{message}: {error}"))
+    };
+    let hello = say(&mut greeting, "hello");
+    assert_eq!(greeting.data.get("greeted"), Some(&json!(true)), "the greeting signal fired: {:?}", hello.events);
+
+    say(&mut booking, "I want to book the Grand Hotel");
+    let hello = say(&mut booking, "hello");
+    assert_eq!(position(&hello), (Some("booking"), Some("confirm")), "a greeting does not confirm");
+    assert_eq!(booking.data.get("confirmed"), None);
+    assert_eq!(booking.data.get("greeted"), Some(&json!(true)));
+    let yes = say(&mut booking, "yes");
+    assert_eq!(booking.data.get("confirmed"), Some(&json!(true)), "{}", yes.reply);
+}
