@@ -13,8 +13,8 @@
 //!
 //! The turn's state (`state.rs`: cursor, working session, buses, counters,
 //! trace) is apart from the services it uses (`services.rs`: program,
-//! model, tools, clock, limits); each stage is a function over the two, in
-//! its own file, and a stage calls another only through an import, so
+//! model, tools, clock, limits); each stage is a function over the two
+//! returning its `StageOutcome`, in its own file, and a stage calls another only through an import, so
 //! the stages' dependencies are visible and have no cycle (the module test
 //! in `tests/check/modules.rs` checks it). In pipeline order: `start.rs`
 //! (the pending directive), `understand.rs`, `signals.rs` (both phases),
