@@ -55,6 +55,7 @@ const WORDS: &[&str] = &[
     "hello",
     "hmm",
     "I want a detour",
+    "I want to change the plan",
     "I'm finished with this",
     "I want to begin again later",
 ];

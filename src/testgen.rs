@@ -110,7 +110,8 @@ fn write_flow(out: &mut String, flow: usize, steps: usize) {
 
 /// [`large_program`] with the moves the differential test follows
 /// (issue 20): each flow's step `s1` first goes to the next flow (`goto`,
-/// a new run) for the enterprise plan; a `detour` flow whose `on_enter` writes and
+/// a new run) for the enterprise plan, and asks `s0` again (`ask_again`)
+/// when the user wants another plan; a `detour` flow whose `on_enter` writes and
 /// whose first step may be passed over; pre-phase signals that jump into
 /// the detour's first step (`goto_step`) and complete the current flow,
 /// and a post-phase one that goes back to the first flow (`goto`, applied
@@ -127,7 +128,12 @@ pub fn moving_program(flows: usize, steps: usize) -> String {
         let Some(start) = out.find(&marker) else { continue };
         if let Some(offset) = out[start..].find(entry) {
             let at = start + offset + entry.len();
-            out.insert_str(at, &format!("      if plan == \"enterprise\" -> {{ goto f{next} }}\n"));
+            out.insert_str(
+                at,
+                &format!(
+                    "      if plan == \"enterprise\" -> {{ goto f{next} }}\n      when \"the user wants to change the plan\" -> ask_again s0\n"
+                ),
+            );
         }
     }
     out.push_str(
