@@ -17,8 +17,10 @@ use super::{
 use crate::message::Message;
 use crate::runtime::session::Session;
 use crate::runtime::workflow::WorkflowRun;
-use postgres::{Client, GenericClient, Row};
-use std::sync::{Mutex, MutexGuard};
+use postgres::{Client, GenericClient, Row, Statement};
+use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// `MIGRATIONS[n]` takes a database at version `n` to `n + 1`; the same
 /// versions as the SQLite store's.
@@ -98,12 +100,188 @@ pub const MIGRATIONS: &[&str] = &[
 const MIGRATION_LOCK: i64 = 0x0066_6c6f_7763;
 
 pub struct PostgresStore {
-    client: Mutex<Client>,
+    pool: Pool,
     /// The URL, for the listening connection a worker opens.
     url: String,
-    /// The connection that `LISTEN`s on [`NEWS`], opened by the first wait.
+    /// The connection that `LISTEN`s on [`NEWS`], opened by the first wait;
+    /// never one of the pool's, which would miss news while lent.
     listener: Mutex<Option<Client>>,
 }
+
+/// How many connections a store opens at most when the URL says nothing
+/// (`pool_size=N`): enough for the commits of concurrent turns to share
+/// PostgreSQL's group commit, few enough that several processes stay well
+/// inside the server's default `max_connections` (100).
+pub const DEFAULT_POOL_SIZE: usize = 10;
+
+/// The most `pool_size` may ask for: beyond it a typo, not a plan.
+const MAX_POOL_SIZE: usize = 1000;
+
+/// A bounded pool of connections: a caller takes an idle one, opens one
+/// while fewer than `size` are open, or waits for one to come back. A
+/// connection the server closed (or that broke) is dropped when it comes
+/// back, and the next caller opens a fresh one in its place.
+struct Pool {
+    /// The URL without `pool_size`, as the client library takes it.
+    url: String,
+    size: usize,
+    state: Mutex<PoolState>,
+    returned: Condvar,
+}
+
+struct PoolState {
+    idle: Vec<Connection>,
+    /// Idle and lent together: never above the pool's size.
+    open: usize,
+}
+
+/// A connection and the statements prepared on it, so that a statement
+/// run again costs one round trip (bind and execute), not two.
+struct Connection {
+    client: Client,
+    prepared: HashMap<&'static str, Statement>,
+}
+
+impl Connection {
+    fn new(client: Client) -> Connection {
+        Connection { client, prepared: HashMap::new() }
+    }
+
+    /// `sql` prepared on this connection, once.
+    fn statement(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
+        if let Some(statement) = self.prepared.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql)?;
+        self.prepared.insert(sql, statement.clone());
+        Ok(statement)
+    }
+}
+
+/// A connection lent by the pool; it goes back when dropped.
+struct Lent<'a> {
+    pool: &'a Pool,
+    connection: Option<Connection>,
+}
+
+impl Deref for Lent<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        // Taken out only in `drop`.
+        self.connection.as_ref().unwrap_or_else(|| unreachable!("a lent connection is there until dropped"))
+    }
+}
+
+impl DerefMut for Lent<'_> {
+    fn deref_mut(&mut self) -> &mut Connection {
+        self.connection.as_mut().unwrap_or_else(|| unreachable!("a lent connection is there until dropped"))
+    }
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        let Some(connection) = self.connection.take() else {
+            return;
+        };
+        // A poisoned lock means a caller panicked holding it: the state
+        // is two plain fields, still consistent, so it is used anyway.
+        let mut state = self.pool.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if connection.client.is_closed() {
+            state.open = state.open.saturating_sub(1);
+        } else {
+            state.idle.push(connection);
+        }
+        drop(state);
+        self.pool.returned.notify_one();
+    }
+}
+
+impl Pool {
+    fn new(url: String, size: usize, first: Client) -> Pool {
+        let state = PoolState { idle: vec![Connection::new(first)], open: 1 };
+        Pool { url, size, state: Mutex::new(state), returned: Condvar::new() }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn get(&self) -> Result<Lent<'_>, StoreError> {
+        let mut state = self.lock();
+        loop {
+            if let Some(connection) = state.idle.pop() {
+                return Ok(Lent { pool: self, connection: Some(connection) });
+            }
+            if state.open < self.size {
+                state.open += 1;
+                drop(state);
+                // Opened without the lock: the others go on meanwhile.
+                return match super::postgres_tls::connect(&self.url) {
+                    Ok(client) => Ok(Lent { pool: self, connection: Some(Connection::new(client)) }),
+                    Err(message) => {
+                        self.lock().open -= 1;
+                        self.returned.notify_one();
+                        Err(StoreError::Open { location: redact(&self.url), message })
+                    }
+                };
+            }
+            state = self.returned.wait(state).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+}
+
+/// The pool's size from `pool_size=N` in `url`, and the URL without it.
+pub fn pool_size(url: &str) -> Result<(usize, String), String> {
+    let (base, query) = super::postgres_tls::split_query(url);
+    let mut size = DEFAULT_POOL_SIZE;
+    let mut kept = Vec::new();
+    for parameter in query.split('&').filter(|parameter| !parameter.is_empty()) {
+        match parameter.split_once('=') {
+            Some(("pool_size", value)) => {
+                size =
+                    value.parse::<usize>().ok().filter(|size| (1..=MAX_POOL_SIZE).contains(size)).ok_or_else(|| {
+                        format!("pool_size=`{value}` is not a whole number of connections from 1 to {MAX_POOL_SIZE}")
+                    })?;
+            }
+            _ => kept.push(parameter),
+        }
+    }
+    let rest = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
+    Ok((size, rest))
+}
+
+const LOAD_SESSION: &str = "SELECT version, state FROM sessions WHERE id = $1";
+
+/// A session's first save: the row is inserted unless another first save
+/// got there first (then nothing is, and no line either). Parameters:
+/// id, version, flow, step, turns, lines appended, updated at, state, the
+/// expected version (0, unused), the lines' roles and texts.
+const INSERT_SESSION: &str = "WITH head AS (
+        INSERT INTO sessions (id, version, flow, step, turns, transcript_len, updated_at, state)
+        SELECT $1::TEXT, $2::BIGINT, $3::TEXT, $4::TEXT, $5::BIGINT, $6::BIGINT, $7::TEXT, $8::TEXT
+        WHERE $9::BIGINT = 0
+        ON CONFLICT (id) DO NOTHING
+        RETURNING 0::BIGINT AS base),
+    lines AS (
+        INSERT INTO transcript (session_id, seq, role, text)
+        SELECT $1, head.base + line.ord - 1, line.role, line.text
+        FROM head, unnest($10::TEXT[], $11::TEXT[]) WITH ORDINALITY AS line(role, text, ord))
+    SELECT base FROM head";
+
+/// A later save: the compare-and-swap is the `version = $9` condition,
+/// which PostgreSQL checks again on the newest row after waiting for a
+/// concurrent writer, so of two saves from one version exactly one
+/// writes. Same parameters as [`INSERT_SESSION`].
+const UPDATE_SESSION: &str = "WITH head AS (
+        UPDATE sessions SET version = $2, flow = $3, step = $4, turns = $5,
+            transcript_len = transcript_len + $6, updated_at = $7, state = $8
+        WHERE id = $1 AND version = $9
+        RETURNING transcript_len - $6 AS base),
+    lines AS (
+        INSERT INTO transcript (session_id, seq, role, text)
+        SELECT $1, head.base + line.ord - 1, line.role, line.text
+        FROM head, unnest($10::TEXT[], $11::TEXT[]) WITH ORDINALITY AS line(role, text, ord))
+    SELECT base FROM head";
 
 /// The channel on which a save that releases a run, and a cancel, notify
 /// the workers (the payload is the run's id).
@@ -122,15 +300,16 @@ impl PostgresStore {
     pub fn connect(url: &str) -> Result<PostgresStore, StoreError> {
         let shown = redact(url);
         let open_error = |message: String| StoreError::Open { location: shown.clone(), message };
-        let mut client = super::postgres_tls::connect(url).map_err(open_error)?;
+        let (size, rest) = pool_size(url).map_err(open_error)?;
+        let mut client = super::postgres_tls::connect(&rest).map_err(open_error)?;
         migrate(&mut client, MIGRATIONS).map_err(open_error)?;
-        Ok(PostgresStore { client: Mutex::new(client), url: url.to_string(), listener: Mutex::new(None) })
+        Ok(PostgresStore { pool: Pool::new(rest.clone(), size, client), url: rest, listener: Mutex::new(None) })
     }
 
-    fn client(&self, id: &str) -> Result<MutexGuard<'_, Client>, StoreError> {
-        self.client
-            .lock()
-            .map_err(|_| StoreError::Io { id: id.to_string(), message: "the store's lock is poisoned".to_string() })
+    /// A connection from the pool (`id` is for messages only: a pool that
+    /// cannot open a connection says where, not which session).
+    fn client(&self, _id: &str) -> Result<Lent<'_>, StoreError> {
+        self.pool.get()
     }
 }
 
@@ -201,9 +380,9 @@ pub fn migrate(client: &mut Client, migrations: &[&str]) -> Result<(), String> {
 impl SessionStore for PostgresStore {
     fn load(&self, id: &str) -> Result<Option<Session>, StoreError> {
         check_id(id)?;
-        let mut client = self.client(id)?;
-        let row =
-            client.query_opt("SELECT version, state FROM sessions WHERE id = $1", &[&id]).map_err(sql_error(id))?;
+        let mut lent = self.client(id)?;
+        let statement = lent.statement(LOAD_SESSION).map_err(sql_error(id))?;
+        let row = lent.client.query_opt(&statement, &[&id]).map_err(sql_error(id))?;
         let Some(row) = row else {
             return Ok(None);
         };
@@ -214,64 +393,54 @@ impl SessionStore for PostgresStore {
     fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError> {
         let id = session.id.as_str();
         let rows::Write { version, expected, state } = rows::write(id, session.version, expected_version, session)?;
-        let conflict = |stored: i64| StoreError::Conflict {
-            id: id.to_string(),
-            stored: u64::try_from(stored).unwrap_or(0),
-            expected: expected_version,
-        };
-        let mut client = self.client(id)?;
-        let mut transaction = client.transaction().map_err(sql_error(id))?;
-        let row = transaction
-            .query_opt("SELECT version, transcript_len FROM sessions WHERE id = $1 FOR UPDATE", &[&id])
-            .map_err(sql_error(id))?;
-        let (stored, transcript_len): (i64, i64) = row.map_or((0, 0), |row| (row.get(0), row.get(1)));
-        if stored != expected {
-            return Err(conflict(stored));
-        }
         let appended = i64::try_from(transcript.len()).unwrap_or(i64::MAX);
         let turns = i64::from(session.turns);
         let now = now_text();
-        if stored == 0 {
-            // Two first turns race on the insert: the loser inserts nothing.
-            let inserted = transaction
-                .execute(
-                    "INSERT INTO sessions (id, version, flow, step, turns, transcript_len, updated_at, state)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING",
-                    &[&id, &version, &session.flow_name, &session.step_name, &turns, &appended, &now, &state],
-                )
-                .map_err(sql_error(id))?;
-            if inserted == 0 {
-                return Err(conflict(expected.saturating_add(1)));
-            }
-        } else {
-            transaction
-                .execute(
-                    "UPDATE sessions SET version = $2, flow = $3, step = $4, turns = $5, transcript_len = $6,
-                         updated_at = $7, state = $8 WHERE id = $1",
-                    &[
-                        &id,
-                        &version,
-                        &session.flow_name,
-                        &session.step_name,
-                        &turns,
-                        &transcript_len.saturating_add(appended),
-                        &now,
-                        &state,
-                    ],
-                )
-                .map_err(sql_error(id))?;
+        let roles: Vec<String> = transcript.iter().map(rows::role).collect();
+        let texts: Vec<&str> = transcript.iter().map(|message| message.text.as_str()).collect();
+        let mut lent = self.client(id)?;
+        // One statement, so one round trip and one transaction: the head's
+        // compare-and-swap and the transcript's lines, which are written
+        // only if the head was.
+        let sql = if expected == 0 { INSERT_SESSION } else { UPDATE_SESSION };
+        let statement = lent.statement(sql).map_err(sql_error(id))?;
+        let written = lent
+            .client
+            .query_opt(
+                &statement,
+                &[
+                    &id,
+                    &version,
+                    &session.flow_name,
+                    &session.step_name,
+                    &turns,
+                    &appended,
+                    &now,
+                    &state,
+                    &expected,
+                    &roles,
+                    &texts,
+                ],
+            )
+            .map_err(sql_error(id))?;
+        if written.is_some() {
+            return Ok(());
         }
-        if !transcript.is_empty() {
-            let statement = transaction
-                .prepare("INSERT INTO transcript (session_id, seq, role, text) VALUES ($1, $2, $3, $4)")
-                .map_err(sql_error(id))?;
-            for (offset, message) in (0i64..).zip(transcript) {
-                transaction
-                    .execute(&statement, &[&id, &(transcript_len + offset), &rows::role(message), &message.text])
-                    .map_err(sql_error(id))?;
-            }
-        }
-        transaction.commit().map_err(sql_error(id))
+        // The rare case, a conflict, pays a second round trip to say
+        // which version is stored.
+        let stored: i64 = lent
+            .client
+            .query_opt("SELECT version FROM sessions WHERE id = $1", &[&id])
+            .map_err(sql_error(id))?
+            .map_or(0, |row| row.get(0));
+        // Lost between the two reads (deleted, or a first turn raced):
+        // still a conflict, never a success.
+        let stored = if stored == expected { expected.saturating_add(1) } else { stored };
+        Err(StoreError::Conflict {
+            id: id.to_string(),
+            stored: u64::try_from(stored).unwrap_or(0),
+            expected: expected_version,
+        })
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
@@ -283,7 +452,8 @@ impl SessionStore for PostgresStore {
     }
 
     fn list_readable(&self) -> Result<(Vec<SessionSummary>, Vec<StoreError>), StoreError> {
-        let mut client = self.client("*")?;
+        let mut lent = self.client("*")?;
+        let client = &mut lent.client;
         let rows = client
             .query("SELECT id, flow, step, turns, version, updated_at FROM sessions ORDER BY id", &[])
             .map_err(sql_error("*"))?;
@@ -310,7 +480,8 @@ impl SessionStore for PostgresStore {
 
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
         check_id(id)?;
-        let mut client = self.client(id)?;
+        let mut lent = self.client(id)?;
+        let client = &mut lent.client;
         let mut transaction = client.transaction().map_err(sql_error(id))?;
         transaction.execute("DELETE FROM transcript WHERE session_id = $1", &[&id]).map_err(sql_error(id))?;
         let deleted = transaction.execute("DELETE FROM sessions WHERE id = $1", &[&id]).map_err(sql_error(id))?;
@@ -320,7 +491,8 @@ impl SessionStore for PostgresStore {
 
     fn transcript(&self, id: &str) -> Result<Vec<Message>, StoreError> {
         check_id(id)?;
-        let mut client = self.client(id)?;
+        let mut lent = self.client(id)?;
+        let client = &mut lent.client;
         let rows = client
             .query("SELECT role, text FROM transcript WHERE session_id = $1 ORDER BY seq", &[&id])
             .map_err(sql_error(id))?;
@@ -433,7 +605,8 @@ impl RunStore for PostgresStore {
             stored: u64::try_from(stored).unwrap_or(0),
             expected: expected_version,
         };
-        let mut client = self.client(id)?;
+        let mut lent = self.client(id)?;
+        let client = &mut lent.client;
         let mut transaction = client.transaction().map_err(sql_error(id))?;
         let row = transaction
             .query_opt(
@@ -500,7 +673,8 @@ impl RunStore for PostgresStore {
 
     fn load_run(&self, id: &str) -> Result<Option<StoredRun>, StoreError> {
         check_id(id)?;
-        let mut client = self.client(id)?;
+        let mut lent = self.client(id)?;
+        let client = &mut lent.client;
         let row = client
             .query_opt(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"), &[&id])
             .map_err(sql_error(id))?;
@@ -511,7 +685,8 @@ impl RunStore for PostgresStore {
     }
 
     fn list_runs_readable(&self) -> Result<(Vec<RunSummary>, Vec<StoreError>), StoreError> {
-        let mut client = self.client("*")?;
+        let mut lent = self.client("*")?;
+        let client = &mut lent.client;
         let rows = client
             .query("SELECT id, flow, status, state, program, updated_at FROM runs ORDER BY created_at, id", &[])
             .map_err(sql_error("*"))?;
@@ -527,7 +702,8 @@ impl RunStore for PostgresStore {
 
     fn claim_run(&self, id: &str, claim: &Claim, early: bool) -> Result<Option<StoredRun>, StoreError> {
         check_id(id)?;
-        let mut client = self.client(id)?;
+        let mut lent = self.client(id)?;
+        let client = &mut lent.client;
         let row = client
             .query_opt(
                 &format!(
@@ -545,7 +721,8 @@ impl RunStore for PostgresStore {
     }
 
     fn claim_due(&self, claim: &Claim, limit: usize) -> Result<Vec<StoredRun>, StoreError> {
-        let mut client = self.client("*")?;
+        let mut lent = self.client("*")?;
+        let client = &mut lent.client;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         // As in the SQLite store: runs left by a dead holder first, then the
         // due ones, oldest first; each an index range scan. SKIP LOCKED
@@ -573,7 +750,8 @@ impl RunStore for PostgresStore {
 
     fn cancel_run(&self, id: &str, at: &str) -> Result<Cancel, StoreError> {
         check_id(id)?;
-        let mut client = self.client(id)?;
+        let mut lent = self.client(id)?;
+        let client = &mut lent.client;
         let mut transaction = client.transaction().map_err(sql_error(id))?;
         let row = transaction
             .query_opt(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1 FOR UPDATE"), &[&id])
@@ -603,7 +781,8 @@ impl RunStore for PostgresStore {
     }
 
     fn next_due(&self) -> Result<Option<i64>, StoreError> {
-        let mut client = self.client("*")?;
+        let mut lent = self.client("*")?;
+        let client = &mut lent.client;
         let row =
             client.query_one("SELECT MIN(due_at) FROM runs WHERE status = 'waiting'", &[]).map_err(sql_error("*"))?;
         Ok(row.get(0))

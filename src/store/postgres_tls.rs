@@ -238,7 +238,7 @@ fn alpn(mut config: ClientConfig) -> ClientConfig {
 /// `url` cut before its query, and the query. The credentials end at the
 /// first `@`, as the client library reads them, so a `?` in a password is
 /// not taken for the query.
-fn split_query(url: &str) -> (&str, &str) {
+pub(super) fn split_query(url: &str) -> (&str, &str) {
     let authority = url.find("://").map_or(0, |scheme| scheme + 3);
     let after_credentials =
         url.get(authority..).and_then(|rest| rest.find('@')).map_or(authority, |at| authority + at + 1);
