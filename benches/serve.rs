@@ -158,10 +158,12 @@ fn server(store: StoreLocation) -> Running {
         .unwrap_or_else(|message| fail(format!("the server does not start: {message} (run from the repository root)")))
 }
 
-fn level(name: &str, addr: SocketAddr, sessions: usize, run_for: Duration) {
+/// `sessions` clients spread over the servers at `addrs`, one after the other.
+fn level(name: &str, addrs: &[SocketAddr], sessions: usize, run_for: Duration) {
     let start = Arc::new(Barrier::new(sessions + 1));
     let clients: Vec<_> = (0..sessions)
-        .map(|_| {
+        .zip(addrs.iter().copied().cycle())
+        .map(|(_, addr)| {
             let start = Arc::clone(&start);
             std::thread::spawn(move || client(addr, &start, run_for))
         })
@@ -213,12 +215,24 @@ fn main() {
         stores.push(("postgres", StoreLocation::Postgres(url)));
     }
     for (name, store) in stores {
-        let running = server(store);
+        let running = server(store.clone());
         // Warm the runtime pool and the store's caches.
-        level(name, running.addr, 10, Duration::from_millis(200));
+        level(name, &[running.addr], 10, Duration::from_millis(200));
         println!("-- {name}");
         for sessions in [1, 10, 100] {
-            level(name, running.addr, sessions, run_for);
+            level(name, &[running.addr], sessions, run_for);
+        }
+        if let StoreLocation::Postgres(_) = store {
+            // Two servers on one database, each with its own pool, as two
+            // `flowc serve` processes would be (here in one process).
+            let second = server(store);
+            level(name, &[running.addr, second.addr], 10, Duration::from_millis(200));
+            for sessions in [10, 100] {
+                level("postgres×2", &[running.addr, second.addr], sessions, run_for);
+            }
+            if let Err(message) = second.stop() {
+                fail(message);
+            }
         }
         memory_per_session(running.addr, if quick { 1000 } else { 5000 });
         if let Err(message) = running.stop() {

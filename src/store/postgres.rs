@@ -162,6 +162,8 @@ impl Connection {
 struct Lent<'a> {
     pool: &'a Pool,
     connection: Option<Connection>,
+    /// A call on it failed: dropped when it comes back.
+    failed: bool,
 }
 
 impl Deref for Lent<'_> {
@@ -186,7 +188,7 @@ impl Drop for Lent<'_> {
         // A poisoned lock means a caller panicked holding it: the state
         // is two plain fields, still consistent, so it is used anyway.
         let mut state = self.pool.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if connection.client.is_closed() {
+        if self.failed || connection.client.is_closed() {
             state.open = state.open.saturating_sub(1);
         } else {
             state.idle.push(connection);
@@ -210,14 +212,14 @@ impl Pool {
         let mut state = self.lock();
         loop {
             if let Some(connection) = state.idle.pop() {
-                return Ok(Lent { pool: self, connection: Some(connection) });
+                return Ok(Lent { pool: self, failed: false, connection: Some(connection) });
             }
             if state.open < self.size {
                 state.open += 1;
                 drop(state);
                 // Opened without the lock: the others go on meanwhile.
                 return match super::postgres_tls::connect(&self.url) {
-                    Ok(client) => Ok(Lent { pool: self, connection: Some(Connection::new(client)) }),
+                    Ok(client) => Ok(Lent { pool: self, failed: false, connection: Some(Connection::new(client)) }),
                     Err(message) => {
                         self.lock().open -= 1;
                         self.returned.notify_one();
@@ -306,10 +308,17 @@ impl PostgresStore {
         Ok(PostgresStore { pool: Pool::new(rest.clone(), size, client), url: rest, listener: Mutex::new(None) })
     }
 
-    /// A connection from the pool (`id` is for messages only: a pool that
-    /// cannot open a connection says where, not which session).
-    fn client(&self, _id: &str) -> Result<Lent<'_>, StoreError> {
-        self.pool.get()
+    /// Runs `work` on a connection from the pool. A connection on which
+    /// the work failed (the server gone, the socket cut, any error but a
+    /// conflict or a bad row) is dropped, not lent again: the next call
+    /// opens a fresh one.
+    fn using<T>(&self, work: impl FnOnce(&mut Lent<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut lent = self.pool.get()?;
+        let done = work(&mut lent);
+        if matches!(done, Err(StoreError::Io { .. })) {
+            lent.failed = true;
+        }
+        done
     }
 }
 
@@ -380,14 +389,15 @@ pub fn migrate(client: &mut Client, migrations: &[&str]) -> Result<(), String> {
 impl SessionStore for PostgresStore {
     fn load(&self, id: &str) -> Result<Option<Session>, StoreError> {
         check_id(id)?;
-        let mut lent = self.client(id)?;
-        let statement = lent.statement(LOAD_SESSION).map_err(sql_error(id))?;
-        let row = lent.client.query_opt(&statement, &[&id]).map_err(sql_error(id))?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let state: String = row.get(1);
-        rows::session(id, row.get(0), &state).map(Some)
+        self.using(|lent| {
+            let statement = lent.statement(LOAD_SESSION).map_err(sql_error(id))?;
+            let row = lent.client.query_opt(&statement, &[&id]).map_err(sql_error(id))?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let state: String = row.get(1);
+            rows::session(id, row.get(0), &state).map(Some)
+        })
     }
 
     fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError> {
@@ -398,48 +408,49 @@ impl SessionStore for PostgresStore {
         let now = now_text();
         let roles: Vec<String> = transcript.iter().map(rows::role).collect();
         let texts: Vec<&str> = transcript.iter().map(|message| message.text.as_str()).collect();
-        let mut lent = self.client(id)?;
-        // One statement, so one round trip and one transaction: the head's
-        // compare-and-swap and the transcript's lines, which are written
-        // only if the head was.
-        let sql = if expected == 0 { INSERT_SESSION } else { UPDATE_SESSION };
-        let statement = lent.statement(sql).map_err(sql_error(id))?;
-        let written = lent
-            .client
-            .query_opt(
-                &statement,
-                &[
-                    &id,
-                    &version,
-                    &session.flow_name,
-                    &session.step_name,
-                    &turns,
-                    &appended,
-                    &now,
-                    &state,
-                    &expected,
-                    &roles,
-                    &texts,
-                ],
-            )
-            .map_err(sql_error(id))?;
-        if written.is_some() {
-            return Ok(());
-        }
-        // The rare case, a conflict, pays a second round trip to say
-        // which version is stored.
-        let stored: i64 = lent
-            .client
-            .query_opt("SELECT version FROM sessions WHERE id = $1", &[&id])
-            .map_err(sql_error(id))?
-            .map_or(0, |row| row.get(0));
-        // Lost between the two reads (deleted, or a first turn raced):
-        // still a conflict, never a success.
-        let stored = if stored == expected { expected.saturating_add(1) } else { stored };
-        Err(StoreError::Conflict {
-            id: id.to_string(),
-            stored: u64::try_from(stored).unwrap_or(0),
-            expected: expected_version,
+        self.using(|lent| {
+            // One statement, so one round trip and one transaction: the head's
+            // compare-and-swap and the transcript's lines, which are written
+            // only if the head was.
+            let sql = if expected == 0 { INSERT_SESSION } else { UPDATE_SESSION };
+            let statement = lent.statement(sql).map_err(sql_error(id))?;
+            let written = lent
+                .client
+                .query_opt(
+                    &statement,
+                    &[
+                        &id,
+                        &version,
+                        &session.flow_name,
+                        &session.step_name,
+                        &turns,
+                        &appended,
+                        &now,
+                        &state,
+                        &expected,
+                        &roles,
+                        &texts,
+                    ],
+                )
+                .map_err(sql_error(id))?;
+            if written.is_some() {
+                return Ok(());
+            }
+            // The rare case, a conflict, pays a second round trip to say
+            // which version is stored.
+            let stored: i64 = lent
+                .client
+                .query_opt("SELECT version FROM sessions WHERE id = $1", &[&id])
+                .map_err(sql_error(id))?
+                .map_or(0, |row| row.get(0));
+            // Lost between the two reads (deleted, or a first turn raced):
+            // still a conflict, never a success.
+            let stored = if stored == expected { expected.saturating_add(1) } else { stored };
+            Err(StoreError::Conflict {
+                id: id.to_string(),
+                stored: u64::try_from(stored).unwrap_or(0),
+                expected: expected_version,
+            })
         })
     }
 
@@ -452,51 +463,54 @@ impl SessionStore for PostgresStore {
     }
 
     fn list_readable(&self) -> Result<(Vec<SessionSummary>, Vec<StoreError>), StoreError> {
-        let mut lent = self.client("*")?;
-        let client = &mut lent.client;
-        let rows = client
-            .query("SELECT id, flow, step, turns, version, updated_at FROM sessions ORDER BY id", &[])
-            .map_err(sql_error("*"))?;
-        let (mut sessions, mut unreadable) = (Vec::new(), Vec::new());
-        for row in &rows {
-            let id: String = row.get(0);
-            let (turns, version): (i64, i64) = (row.get(3), row.get(4));
-            let corrupt = |message: String| StoreError::Corrupt { id: id.clone(), message };
-            match (u32::try_from(turns), u64::try_from(version)) {
-                (Ok(turns), Ok(version)) => sessions.push(SessionSummary {
-                    id,
-                    flow: row.get(1),
-                    step: row.get(2),
-                    turns,
-                    version,
-                    updated_at: row.get(5),
-                }),
-                (Err(_), _) => unreadable.push(corrupt(format!("its turn count {turns} is out of range"))),
-                (_, Err(_)) => unreadable.push(corrupt(format!("its version {version} is out of range"))),
+        self.using(|lent| {
+            let client = &mut lent.client;
+            let rows = client
+                .query("SELECT id, flow, step, turns, version, updated_at FROM sessions ORDER BY id", &[])
+                .map_err(sql_error("*"))?;
+            let (mut sessions, mut unreadable) = (Vec::new(), Vec::new());
+            for row in &rows {
+                let id: String = row.get(0);
+                let (turns, version): (i64, i64) = (row.get(3), row.get(4));
+                let corrupt = |message: String| StoreError::Corrupt { id: id.clone(), message };
+                match (u32::try_from(turns), u64::try_from(version)) {
+                    (Ok(turns), Ok(version)) => sessions.push(SessionSummary {
+                        id,
+                        flow: row.get(1),
+                        step: row.get(2),
+                        turns,
+                        version,
+                        updated_at: row.get(5),
+                    }),
+                    (Err(_), _) => unreadable.push(corrupt(format!("its turn count {turns} is out of range"))),
+                    (_, Err(_)) => unreadable.push(corrupt(format!("its version {version} is out of range"))),
+                }
             }
-        }
-        Ok((sessions, unreadable))
+            Ok((sessions, unreadable))
+        })
     }
 
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
         check_id(id)?;
-        let mut lent = self.client(id)?;
-        let client = &mut lent.client;
-        let mut transaction = client.transaction().map_err(sql_error(id))?;
-        transaction.execute("DELETE FROM transcript WHERE session_id = $1", &[&id]).map_err(sql_error(id))?;
-        let deleted = transaction.execute("DELETE FROM sessions WHERE id = $1", &[&id]).map_err(sql_error(id))?;
-        transaction.commit().map_err(sql_error(id))?;
-        Ok(deleted > 0)
+        self.using(|lent| {
+            let client = &mut lent.client;
+            let mut transaction = client.transaction().map_err(sql_error(id))?;
+            transaction.execute("DELETE FROM transcript WHERE session_id = $1", &[&id]).map_err(sql_error(id))?;
+            let deleted = transaction.execute("DELETE FROM sessions WHERE id = $1", &[&id]).map_err(sql_error(id))?;
+            transaction.commit().map_err(sql_error(id))?;
+            Ok(deleted > 0)
+        })
     }
 
     fn transcript(&self, id: &str) -> Result<Vec<Message>, StoreError> {
         check_id(id)?;
-        let mut lent = self.client(id)?;
-        let client = &mut lent.client;
-        let rows = client
-            .query("SELECT role, text FROM transcript WHERE session_id = $1 ORDER BY seq", &[&id])
-            .map_err(sql_error(id))?;
-        rows.iter().map(|row| rows::message(id, row.get(0), row.get(1))).collect()
+        self.using(|lent| {
+            let client = &mut lent.client;
+            let rows = client
+                .query("SELECT role, text FROM transcript WHERE session_id = $1 ORDER BY seq", &[&id])
+                .map_err(sql_error(id))?;
+            rows.iter().map(|row| rows::message(id, row.get(0), row.get(1))).collect()
+        })
     }
 }
 
@@ -605,131 +619,135 @@ impl RunStore for PostgresStore {
             stored: u64::try_from(stored).unwrap_or(0),
             expected: expected_version,
         };
-        let mut lent = self.client(id)?;
-        let client = &mut lent.client;
-        let mut transaction = client.transaction().map_err(sql_error(id))?;
-        let row = transaction
-            .query_opt(
-                "SELECT version, claimed_by, claimed_until, events_len FROM runs WHERE id = $1 FOR UPDATE",
-                &[&id],
-            )
-            .map_err(sql_error(id))?;
-        let (stored_version, holder, until, events_len): (i64, Option<String>, Option<i64>, i64) =
-            row.map_or((0, None, None, 0), |row| (row.get(0), row.get(1), row.get(2), row.get(3)));
-        let held_by_other = match (&holder, until, claim) {
-            (Some(holder), Some(until), Some(claim)) => *holder != claim.holder && until >= claim.now,
-            _ => false,
-        };
-        if stored_version != expected || held_by_other {
-            return Err(conflict(stored_version));
-        }
-        let now = now_text();
-        let status = rows::status(run);
-        let holder = claim.map(|claim| claim.holder.clone());
-        let until = claim.map(|claim| claim.until);
-        // One upsert for a new run and an existing one: the version
-        // condition makes a concurrent first save of the same id write
-        // nothing (the existing row is locked above otherwise).
-        let events_after = events_len.max(i64::try_from(run.events.len()).unwrap_or(i64::MAX));
-        let written = transaction
-            .execute(
-                "INSERT INTO runs (id, program, program_hash, flow, status, due_at, version, claimed_by,
+        self.using(|lent| {
+            let client = &mut lent.client;
+            let mut transaction = client.transaction().map_err(sql_error(id))?;
+            let row = transaction
+                .query_opt(
+                    "SELECT version, claimed_by, claimed_until, events_len FROM runs WHERE id = $1 FOR UPDATE",
+                    &[&id],
+                )
+                .map_err(sql_error(id))?;
+            let (stored_version, holder, until, events_len): (i64, Option<String>, Option<i64>, i64) =
+                row.map_or((0, None, None, 0), |row| (row.get(0), row.get(1), row.get(2), row.get(3)));
+            let held_by_other = match (&holder, until, claim) {
+                (Some(holder), Some(until), Some(claim)) => *holder != claim.holder && until >= claim.now,
+                _ => false,
+            };
+            if stored_version != expected || held_by_other {
+                return Err(conflict(stored_version));
+            }
+            let now = now_text();
+            let status = rows::status(run);
+            let holder = claim.map(|claim| claim.holder.clone());
+            let until = claim.map(|claim| claim.until);
+            // One upsert for a new run and an existing one: the version
+            // condition makes a concurrent first save of the same id write
+            // nothing (the existing row is locked above otherwise).
+            let events_after = events_len.max(i64::try_from(run.events.len()).unwrap_or(i64::MAX));
+            let written = transaction
+                .execute(
+                    "INSERT INTO runs (id, program, program_hash, flow, status, due_at, version, claimed_by,
                      claimed_until, created_at, updated_at, state, events_len)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $13)
                  ON CONFLICT (id) DO UPDATE SET program = $2, program_hash = $3, flow = $4, status = $5,
                      due_at = $6, version = $7, claimed_by = $8, claimed_until = $9, updated_at = $10, state = $11,
                      events_len = $13
                  WHERE runs.version = $12",
-                &[
-                    &id,
-                    &meta.program,
-                    &meta.program_hash,
-                    &run.flow_name,
-                    &status,
-                    &meta.due_at,
-                    &version,
-                    &holder,
-                    &until,
-                    &now,
-                    &head,
-                    &expected,
-                    &events_after,
-                ],
-            )
-            .map_err(sql_error(id))?;
-        if written == 0 {
-            return Err(conflict(expected.saturating_add(1)));
-        }
-        write_parts(&mut transaction, run, expected == 0, events_len)?;
-        if claim.is_none() {
-            // Released: it may be due, or due later than a worker thought.
-            // Delivered on commit, so no worker looks before the row is there.
-            transaction.execute("SELECT pg_notify($1, $2)", &[&NEWS, &id]).map_err(sql_error(id))?;
-        }
-        // Every save: a step started or ended is news to its followers.
-        transaction.execute("SELECT pg_notify($1, $2)", &[&RUN_EVENTS, &id]).map_err(sql_error(id))?;
-        transaction.commit().map_err(sql_error(id))
+                    &[
+                        &id,
+                        &meta.program,
+                        &meta.program_hash,
+                        &run.flow_name,
+                        &status,
+                        &meta.due_at,
+                        &version,
+                        &holder,
+                        &until,
+                        &now,
+                        &head,
+                        &expected,
+                        &events_after,
+                    ],
+                )
+                .map_err(sql_error(id))?;
+            if written == 0 {
+                return Err(conflict(expected.saturating_add(1)));
+            }
+            write_parts(&mut transaction, run, expected == 0, events_len)?;
+            if claim.is_none() {
+                // Released: it may be due, or due later than a worker thought.
+                // Delivered on commit, so no worker looks before the row is there.
+                transaction.execute("SELECT pg_notify($1, $2)", &[&NEWS, &id]).map_err(sql_error(id))?;
+            }
+            // Every save: a step started or ended is news to its followers.
+            transaction.execute("SELECT pg_notify($1, $2)", &[&RUN_EVENTS, &id]).map_err(sql_error(id))?;
+            transaction.commit().map_err(sql_error(id))
+        })
     }
 
     fn load_run(&self, id: &str) -> Result<Option<StoredRun>, StoreError> {
         check_id(id)?;
-        let mut lent = self.client(id)?;
-        let client = &mut lent.client;
-        let row = client
-            .query_opt(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"), &[&id])
-            .map_err(sql_error(id))?;
-        let Some(stored) = row.as_ref().map(run_from_row).transpose()? else {
-            return Ok(None);
-        };
-        with_parts(&mut *client, stored).map(Some)
+        self.using(|lent| {
+            let client = &mut lent.client;
+            let row = client
+                .query_opt(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"), &[&id])
+                .map_err(sql_error(id))?;
+            let Some(stored) = row.as_ref().map(run_from_row).transpose()? else {
+                return Ok(None);
+            };
+            with_parts(&mut *client, stored).map(Some)
+        })
     }
 
     fn list_runs_readable(&self) -> Result<(Vec<RunSummary>, Vec<StoreError>), StoreError> {
-        let mut lent = self.client("*")?;
-        let client = &mut lent.client;
-        let rows = client
-            .query("SELECT id, flow, status, state, program, updated_at FROM runs ORDER BY created_at, id", &[])
-            .map_err(sql_error("*"))?;
-        let (mut runs, mut unreadable) = (Vec::new(), Vec::new());
-        for row in &rows {
-            match rows::summary(row.get(0), row.get(1), row.get(2), row.get(3), row.get(4), row.get(5)) {
-                Ok(summary) => runs.push(summary),
-                Err(error) => unreadable.push(error),
+        self.using(|lent| {
+            let client = &mut lent.client;
+            let rows = client
+                .query("SELECT id, flow, status, state, program, updated_at FROM runs ORDER BY created_at, id", &[])
+                .map_err(sql_error("*"))?;
+            let (mut runs, mut unreadable) = (Vec::new(), Vec::new());
+            for row in &rows {
+                match rows::summary(row.get(0), row.get(1), row.get(2), row.get(3), row.get(4), row.get(5)) {
+                    Ok(summary) => runs.push(summary),
+                    Err(error) => unreadable.push(error),
+                }
             }
-        }
-        Ok((runs, unreadable))
+            Ok((runs, unreadable))
+        })
     }
 
     fn claim_run(&self, id: &str, claim: &Claim, early: bool) -> Result<Option<StoredRun>, StoreError> {
         check_id(id)?;
-        let mut lent = self.client(id)?;
-        let client = &mut lent.client;
-        let row = client
-            .query_opt(
-                &format!(
-                    "UPDATE runs SET claimed_by = $4, claimed_until = $5 WHERE id = $1 AND {}
+        self.using(|lent| {
+            let client = &mut lent.client;
+            let row = client
+                .query_opt(
+                    &format!(
+                        "UPDATE runs SET claimed_by = $4, claimed_until = $5 WHERE id = $1 AND {}
                      RETURNING {RUN_COLUMNS}",
-                    takeable("$2", "$3")
-                ),
-                &[&id, &claim.now, &early, &claim.holder, &claim.until],
-            )
-            .map_err(sql_error(id))?;
-        let Some(stored) = row.as_ref().map(run_from_row).transpose()? else {
-            return Ok(None);
-        };
-        with_parts(&mut *client, stored).map(Some)
+                        takeable("$2", "$3")
+                    ),
+                    &[&id, &claim.now, &early, &claim.holder, &claim.until],
+                )
+                .map_err(sql_error(id))?;
+            let Some(stored) = row.as_ref().map(run_from_row).transpose()? else {
+                return Ok(None);
+            };
+            with_parts(&mut *client, stored).map(Some)
+        })
     }
 
     fn claim_due(&self, claim: &Claim, limit: usize) -> Result<Vec<StoredRun>, StoreError> {
-        let mut lent = self.client("*")?;
-        let client = &mut lent.client;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        // As in the SQLite store: runs left by a dead holder first, then the
-        // due ones, oldest first; each an index range scan. SKIP LOCKED
-        // passes over rows another worker is claiming this instant.
-        let rows = client
-            .query(
-                "WITH dead AS (
+        self.using(|lent| {
+            let client = &mut lent.client;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            // As in the SQLite store: runs left by a dead holder first, then the
+            // due ones, oldest first; each an index range scan. SKIP LOCKED
+            // passes over rows another worker is claiming this instant.
+            let rows = client
+                .query(
+                    "WITH dead AS (
                      SELECT id FROM runs WHERE status = 'running'
                          AND (claimed_until IS NULL OR claimed_until < $1)
                          LIMIT $4 FOR UPDATE SKIP LOCKED),
@@ -741,51 +759,55 @@ impl RunStore for PostgresStore {
                      (SELECT id FROM dead) UNION ALL (SELECT id FROM due ORDER BY due_at) LIMIT $4)
                  UPDATE runs SET claimed_by = $2, claimed_until = $3 FROM taken WHERE runs.id = taken.id
                  RETURNING runs.id, runs.state, runs.program, runs.program_hash, runs.version, runs.due_at",
-                &[&claim.now, &claim.holder, &claim.until, &limit],
-            )
-            .map_err(sql_error("*"))?;
-        let heads = rows.iter().map(run_from_row).collect::<Result<Vec<_>, _>>()?;
-        heads.into_iter().map(|stored| with_parts(&mut *client, stored)).collect()
+                    &[&claim.now, &claim.holder, &claim.until, &limit],
+                )
+                .map_err(sql_error("*"))?;
+            let heads = rows.iter().map(run_from_row).collect::<Result<Vec<_>, _>>()?;
+            heads.into_iter().map(|stored| with_parts(&mut *client, stored)).collect()
+        })
     }
 
     fn cancel_run(&self, id: &str, at: &str) -> Result<Cancel, StoreError> {
         check_id(id)?;
-        let mut lent = self.client(id)?;
-        let client = &mut lent.client;
-        let mut transaction = client.transaction().map_err(sql_error(id))?;
-        let row = transaction
-            .query_opt(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1 FOR UPDATE"), &[&id])
-            .map_err(sql_error(id))?;
-        let Some(stored) = row.as_ref().map(run_from_row).transpose()? else {
-            return Ok(Cancel::Missing);
-        };
-        let stored = with_parts(&mut transaction, stored)?;
-        if stored.run.status.has_ended() {
-            return Ok(Cancel::Ended(stored.run.status));
-        }
-        let stored_events = i64::try_from(stored.run.events.len()).unwrap_or(i64::MAX);
-        let stored = super::cancelled(stored, at);
-        let rows::RunWrite { version, head, .. } = rows::run_write(&stored.run, stored.version, 0)?;
-        let events_len = write_parts(&mut transaction, &stored.run, false, stored_events)?;
-        transaction
-            .execute(
-                "UPDATE runs SET status = $2, due_at = NULL, version = $3, claimed_by = NULL, claimed_until = NULL,
+        self.using(|lent| {
+            let client = &mut lent.client;
+            let mut transaction = client.transaction().map_err(sql_error(id))?;
+            let row = transaction
+                .query_opt(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1 FOR UPDATE"), &[&id])
+                .map_err(sql_error(id))?;
+            let Some(stored) = row.as_ref().map(run_from_row).transpose()? else {
+                return Ok(Cancel::Missing);
+            };
+            let stored = with_parts(&mut transaction, stored)?;
+            if stored.run.status.has_ended() {
+                return Ok(Cancel::Ended(stored.run.status));
+            }
+            let stored_events = i64::try_from(stored.run.events.len()).unwrap_or(i64::MAX);
+            let stored = super::cancelled(stored, at);
+            let rows::RunWrite { version, head, .. } = rows::run_write(&stored.run, stored.version, 0)?;
+            let events_len = write_parts(&mut transaction, &stored.run, false, stored_events)?;
+            transaction
+                .execute(
+                    "UPDATE runs SET status = $2, due_at = NULL, version = $3, claimed_by = NULL, claimed_until = NULL,
                      updated_at = $4, state = $5, events_len = $6 WHERE id = $1",
-                &[&id, &rows::status(&stored.run), &version, &now_text(), &head, &events_len],
-            )
-            .map_err(sql_error(id))?;
-        transaction.execute("SELECT pg_notify($1, $2)", &[&NEWS, &id]).map_err(sql_error(id))?;
-        transaction.execute("SELECT pg_notify($1, $2)", &[&RUN_EVENTS, &id]).map_err(sql_error(id))?;
-        transaction.commit().map_err(sql_error(id))?;
-        Ok(Cancel::Cancelled(Box::new(stored)))
+                    &[&id, &rows::status(&stored.run), &version, &now_text(), &head, &events_len],
+                )
+                .map_err(sql_error(id))?;
+            transaction.execute("SELECT pg_notify($1, $2)", &[&NEWS, &id]).map_err(sql_error(id))?;
+            transaction.execute("SELECT pg_notify($1, $2)", &[&RUN_EVENTS, &id]).map_err(sql_error(id))?;
+            transaction.commit().map_err(sql_error(id))?;
+            Ok(Cancel::Cancelled(Box::new(stored)))
+        })
     }
 
     fn next_due(&self) -> Result<Option<i64>, StoreError> {
-        let mut lent = self.client("*")?;
-        let client = &mut lent.client;
-        let row =
-            client.query_one("SELECT MIN(due_at) FROM runs WHERE status = 'waiting'", &[]).map_err(sql_error("*"))?;
-        Ok(row.get(0))
+        self.using(|lent| {
+            let client = &mut lent.client;
+            let row = client
+                .query_one("SELECT MIN(due_at) FROM runs WHERE status = 'waiting'", &[])
+                .map_err(sql_error("*"))?;
+            Ok(row.get(0))
+        })
     }
 
     fn wait_for_news(&self, timeout: std::time::Duration) -> Result<bool, StoreError> {
@@ -823,6 +845,27 @@ impl RunStore for PostgresStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pool_size_is_taken_out_of_the_url_and_the_rest_kept() {
+        assert_eq!(pool_size("postgres://u@db/app"), Ok((DEFAULT_POOL_SIZE, "postgres://u@db/app".to_string())));
+        assert_eq!(
+            pool_size("postgres://u@db/app?sslmode=require&pool_size=32&connect_timeout=5"),
+            Ok((32, "postgres://u@db/app?sslmode=require&connect_timeout=5".to_string()))
+        );
+        assert_eq!(pool_size("postgres://u@db/app?pool_size=4"), Ok((4, "postgres://u@db/app".to_string())));
+    }
+
+    #[test]
+    fn a_bad_pool_size_is_refused_before_connecting_naming_the_parameter() {
+        for bad in ["0", "many", "100000", ""] {
+            let Err(error) = PostgresStore::connect(&format!("postgres://u@127.0.0.1:1/app?pool_size={bad}")) else {
+                panic!("pool_size={bad} was taken");
+            };
+            let said = error.to_string();
+            assert!(said.contains("pool_size=") && said.contains("whole number"), "{said}");
+        }
+    }
 
     #[test]
     fn a_password_never_appears_in_messages() {

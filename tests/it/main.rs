@@ -25,6 +25,7 @@ mod serve_page;
 mod stop;
 mod store;
 mod store_damage;
+mod store_pool;
 mod store_tls;
 mod support;
 mod test_cmd;
