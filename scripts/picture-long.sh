@@ -2,8 +2,8 @@
 # The differential test of issue 20 (src/differential.rs) in long-run
 # mode: generated programs and message scripts run offline, every
 # transition compared with `flowc graph` and the checker's flow graph.
-# CI runs 24 cases per kind on a fixed seed; this runs more, on a seed of
-# your choice:
+# CI runs 64 conversation and 24 workflow cases on a fixed seed; this runs
+# more of each, on a seed of your choice:
 #
 #   bash scripts/picture-long.sh            # 5000 cases, seed 20
 #   bash scripts/picture-long.sh 20000 7    # 20000 cases, seed 7

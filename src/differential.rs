@@ -5,6 +5,11 @@
 //! reported `unreachable_step`, and a program the checker passes (so no
 //! `auto_cycle`) must never spin until the turn's step limit stops it.
 //!
+//! The programs move in every way a run can: branches, list order with
+//! passing over, `goto` between flows (a new run), signals whose position
+//! moves the conversation before the reply (pre-phase) or from the next
+//! turn (post-phase), and workflows whose polling loops `wait`.
+//!
 //! Fixed seeds in CI; `FLOWC_PICTURE_CASES` and `FLOWC_PICTURE_SEED` run
 //! more cases or other ones (`scripts/picture-long.sh`). Every disagreement
 //! found becomes a fixture under `tests/fixtures/picture/`, checked here on
@@ -49,6 +54,9 @@ const WORDS: &[&str] = &[
     "I want a human",
     "hello",
     "hmm",
+    "I want a detour",
+    "I'm finished with this",
+    "I want to begin again later",
 ];
 
 /// A transition the run took, in the terms both graphs share.
@@ -61,6 +69,10 @@ enum Taken {
     Routed { to: (FlowId, StepId), skipped: Vec<(FlowId, StepId)> },
     /// A step's flow completed.
     Completed { from: (FlowId, StepId) },
+    /// A signal's position moved the conversation from the flow it was in
+    /// (if any) to a step: before the reply (pre-phase), or, applied after
+    /// it (post-phase), to the step the next turn starts from.
+    Signal { signal: usize, from: Option<FlowId>, to: (FlowId, StepId), skipped: Vec<(FlowId, StepId)> },
 }
 
 fn locate(program: &Program, flow: &str, step: &str) -> Option<(FlowId, StepId)> {
@@ -77,38 +89,87 @@ struct Reader {
     routed: bool,
     entered: bool,
     skipped: Vec<(FlowId, StepId)>,
-    /// A move this reader does not compare (a signal's, an abort): the
-    /// next step entered starts afresh.
+    /// A move this reader does not compare (an abort, several signals'
+    /// positions merged): the next step entered starts afresh.
     lost: bool,
+    /// The flow the conversation is in, as the events tell.
+    flow: Option<FlowId>,
+    /// A signal whose position moves the conversation next, with the flow
+    /// it fired in.
+    signal: Option<(usize, Option<FlowId>)>,
 }
 
 impl Reader {
     fn read(&mut self, program: &Program, events: &[Event], out: &mut Vec<Taken>) {
         for event in events {
             match event {
+                Event::TurnStarted { .. } => self.skipped.clear(),
                 Event::Routed { .. } => {
+                    // Routing after a post-phase signal parked the
+                    // conversation: the signal's move is not the one taken.
+                    if self.signal.take().is_some() {
+                        self.lost = true;
+                    }
                     self.routed = true;
                     self.skipped.clear();
                 }
-                Event::FlowEntered { .. } => self.entered = true,
-                Event::StepSkipped { flow, step, .. } => self.skipped.extend(locate(program, flow, step)),
-                Event::FlowCompleted { flow } => {
-                    if let Some(from) = self.at.filter(|(at, _)| program.flow_by_name(flow) == Some(*at)) {
-                        out.push(Taken::Completed { from });
+                Event::FlowEntered { flow } => {
+                    self.entered = true;
+                    if self.signal.is_none() {
+                        self.flow = program.flow_by_name(flow);
                     }
                 }
-                Event::FlowLeft { .. } | Event::SignalMatched { .. } => self.lost = true,
+                Event::StepSkipped { flow, step, .. } => self.skipped.extend(locate(program, flow, step)),
+                Event::FlowCompleted { flow } => {
+                    if self.signal.is_none()
+                        && let Some(from) = self.at.filter(|(at, _)| program.flow_by_name(flow) == Some(*at))
+                    {
+                        out.push(Taken::Completed { from });
+                    }
+                    if self.signal.is_none() {
+                        self.flow = None;
+                    }
+                }
+                // A `goto` leaves the flow for a new run of one: the step
+                // entered next is compared as entered from another flow.
+                Event::FlowLeft { reason, .. } if reason.starts_with("goto") => {}
+                Event::FlowLeft { .. } => {
+                    self.lost = true;
+                    self.flow = None;
+                }
+                Event::SignalMatched { signal, .. } => {
+                    let index = program.signals.iter().position(|declared| declared.name == *signal);
+                    let moves = index
+                        .and_then(|index| program.signals.get(index))
+                        .is_some_and(|declared| declared.then.as_ref().is_some_and(|then| then.position.is_some()));
+                    if !moves {
+                        // A signal that only writes or replies: the
+                        // conversation goes on as it would have.
+                        continue;
+                    }
+                    if self.signal.is_some() {
+                        // Several positions merged: which won is the
+                        // merge's, not compared here.
+                        self.lost = true;
+                    }
+                    self.signal = index.map(|index| (index, self.flow));
+                }
                 Event::StepEntered { flow, step } => {
                     let Some(to) = locate(program, flow, step) else {
                         continue;
                     };
                     let skipped = std::mem::take(&mut self.skipped);
-                    if self.routed {
+                    if let Some((signal, from)) = self.signal.take() {
+                        if !self.lost {
+                            out.push(Taken::Signal { signal, from, to, skipped });
+                        }
+                    } else if self.routed {
                         out.push(Taken::Routed { to, skipped });
                     } else if let Some(from) = self.at.filter(|_| !self.lost) {
                         out.push(Taken::Step { from, to, skipped, entered: self.entered });
                     }
                     self.at = Some(to);
+                    self.flow = Some(to.0);
                     (self.routed, self.entered, self.lost) = (false, false, false);
                 }
                 _ => {}
@@ -151,6 +212,30 @@ fn checker_has(program: &Program, graphs: &[FlowGraph], taken: &Taken) -> bool {
             })
     };
     match taken {
+        Taken::Signal { signal, from, to, .. } => {
+            use crate::ir::successor::{self, Jump, Landing};
+            let Some(jump) = program
+                .signals
+                .get(*signal)
+                .and_then(|declared| declared.then.as_ref()?.position.as_ref())
+                .map(Jump::from)
+            else {
+                return false;
+            };
+            let landing = match from {
+                Some(current) => Some(successor::landing(*current, jump)),
+                None => successor::landing_outside(jump),
+            };
+            match landing {
+                Some(Landing::Step(step)) => *from == Some(to.0) && step == to.1,
+                Some(Landing::Enter(flow, step)) => arrives(flow, step, *to),
+                Some(Landing::Complete(named)) => from
+                    .and_then(|current| program.flow(current))
+                    .and_then(|flow| successor::after_completion(flow, named))
+                    .is_some_and(|next| arrives(next, StepId(0), *to)),
+                Some(Landing::Listed(_) | Landing::Abort) | None => false,
+            }
+        }
         Taken::Routed { to, .. } => arrives(to.0, StepId(0), *to),
         Taken::Completed { from } => graphs
             .get(from.0.index())
@@ -175,8 +260,11 @@ fn checker_has(program: &Program, graphs: &[FlowGraph], taken: &Taken) -> bool {
 }
 
 /// Whether the picture draws the transition: a path from where the run
-/// was to the step it entered, through nothing but flow entries,
-/// completions and the steps the run passed over.
+/// was to the step it entered, through nothing but flow entries and
+/// completions. Steps passed over are not on the path: the picture draws
+/// an edge past them, from where the search in list order starts, to
+/// each step it may stop at (so a jump drawn straight to a step that the
+/// run passed over is caught).
 fn picture_has(picture: &Graph, taken: &Taken) -> bool {
     let entry = |flow: FlowId| {
         picture
@@ -185,17 +273,15 @@ fn picture_has(picture: &Graph, taken: &Taken) -> bool {
             .find(|node| node.kind == NodeKind::Entry && node.flow == Some(flow))
             .map(|node| node.id.clone())
     };
-    let (start, target, skipped, to_completion) = match taken {
-        Taken::Routed { to, skipped } => (entry(to.0), Some(*to), skipped.clone(), false),
-        Taken::Step { from, to, skipped, .. } => {
-            (Some(NodeId::step(from.0, from.1)), Some(*to), skipped.clone(), false)
-        }
-        Taken::Completed { from } => (Some(NodeId::step(from.0, from.1)), None, Vec::new(), true),
+    let (start, target, to_completion) = match taken {
+        Taken::Routed { to, .. } => (entry(to.0), Some(*to), false),
+        Taken::Step { from, to, .. } => (Some(NodeId::step(from.0, from.1)), Some(*to), false),
+        Taken::Completed { from } => (Some(NodeId::step(from.0, from.1)), None, true),
+        Taken::Signal { signal, to, .. } => (Some(NodeId::signal(*signal)), Some(*to), false),
     };
     let Some(start) = start else {
         return false;
     };
-    let passable: BTreeSet<NodeId> = skipped.iter().map(|(flow, step)| NodeId::step(*flow, *step)).collect();
     let target = target.map(|(flow, step)| NodeId::step(flow, step));
     let kind = |id: &NodeId| picture.nodes.iter().find(|node| node.id == *id).map(|node| node.kind);
     let mut seen = BTreeSet::from([start.clone()]);
@@ -205,8 +291,7 @@ fn picture_has(picture: &Graph, taken: &Taken) -> bool {
             if Some(&edge.to) == target.as_ref() || (to_completion && kind(&edge.to) == Some(NodeKind::Complete)) {
                 return true;
             }
-            let through =
-                passable.contains(&edge.to) || matches!(kind(&edge.to), Some(NodeKind::Entry | NodeKind::Complete));
+            let through = matches!(kind(&edge.to), Some(NodeKind::Entry | NodeKind::Complete));
             if through && seen.insert(edge.to.clone()) {
                 queue.push_back(edge.to.clone());
             }
@@ -215,9 +300,21 @@ fn picture_has(picture: &Graph, taken: &Taken) -> bool {
     false
 }
 
+/// How many transitions were compared: all, those a signal's position
+/// made, those that entered another flow on the way (a `goto`, a
+/// completion), and the waits a workflow was resumed from.
+#[derive(Clone, Copy, Debug, Default)]
+struct Compared {
+    transitions: usize,
+    signals: usize,
+    entered: usize,
+    /// Workflow runs resumed after a `wait`.
+    waits: usize,
+}
+
 /// What a program and a script were found to disagree on, if anything,
 /// and how many transitions were compared.
-fn disagreements(source: &str, script: &[&str]) -> Result<(Vec<String>, usize), String> {
+fn disagreements(source: &str, script: &[&str]) -> Result<(Vec<String>, Compared), String> {
     let compilation = crate::pipeline::compile(&SourceFile::new("generated.flow", source));
     if compilation.has_errors() {
         return Err(format!("the program does not compile: {:?}", compilation.diagnostics));
@@ -236,7 +333,7 @@ fn disagreements(source: &str, script: &[&str]) -> Result<(Vec<String>, usize), 
     let mut session = runtime.new_session("picture");
     let mut reader = Reader::default();
     let mut found = Vec::new();
-    let mut compared = 0;
+    let mut compared = Compared::default();
     for message in script {
         let result = runtime.run_turn(&mut session, message).map_err(|error| format!("{message:?}: {error}"))?;
         if result.stopped_reason == StopReason::AutoStepLimit {
@@ -244,7 +341,9 @@ fn disagreements(source: &str, script: &[&str]) -> Result<(Vec<String>, usize), 
         }
         let mut taken = Vec::new();
         reader.read(&program, &result.events, &mut taken);
-        compared += taken.len();
+        compared.transitions += taken.len();
+        compared.signals += taken.iter().filter(|taken| matches!(taken, Taken::Signal { .. })).count();
+        compared.entered += taken.iter().filter(|taken| matches!(taken, Taken::Step { entered: true, .. })).count();
         for transition in taken {
             let before = found.len();
             compare(&program, (&analysis.graphs, &reach, &picture), &transition, &mut found);
@@ -263,7 +362,7 @@ fn compare(
     transition: &Taken,
     found: &mut Vec<String>,
 ) {
-    if let Taken::Step { to, .. } | Taken::Routed { to, .. } = transition
+    if let Taken::Step { to, .. } | Taken::Routed { to, .. } | Taken::Signal { to, .. } = transition
         && reach.unreachable_steps.contains(to)
     {
         found.push(format!("entered {to:?}, which the checker reports unreachable_step"));
@@ -277,8 +376,9 @@ fn compare(
 }
 
 /// A workflow of `steps` auto steps, each passed over, branching forward,
-/// ending or adding to `total` by the numbers in `shape` (no step goes
-/// back, so every run ends).
+/// ending or adding to `total` by the numbers in `shape`, some waiting
+/// and going back to the step before while `total` is small (a polling
+/// loop: each lap adds at least 1, so every run ends).
 fn workflow_program(shape: &[(u8, u8, u8)]) -> String {
     let mut out = String::from("schema { total: int \"A running total\" }\nflow w \"W\" {\n  requires total\n");
     let count = shape.len();
@@ -287,9 +387,17 @@ fn workflow_program(shape: &[(u8, u8, u8)]) -> String {
         if skip % 3 == 0 {
             out.push_str(&format!("    skip_if total > {}\n", skip % 20));
         }
-        out.push_str(&format!("    set total = total + {}\n", add % 5));
+        let polls = add % 4 == 3 && index > 0;
+        if polls {
+            out.push_str(&format!("    set total = total + {}\n", 1 + add % 5));
+            out.push_str("    wait 1s\n");
+        } else {
+            out.push_str(&format!("    set total = total + {}\n", add % 5));
+        }
         let ahead = index + 2 + usize::from(*branch) % 3;
-        if branch % 2 == 0 && ahead < count {
+        if polls {
+            out.push_str(&format!("    branch {{\n      if total < 12 -> s{}\n    }}\n", index - 1));
+        } else if branch % 2 == 0 && ahead < count {
             out.push_str(&format!("    branch {{\n      if total > {} -> s{ahead}\n    }}\n", branch % 15));
         } else if branch % 7 == 1 {
             out.push_str("    next end\n");
@@ -302,8 +410,8 @@ fn workflow_program(shape: &[(u8, u8, u8)]) -> String {
 
 /// Runs a workflow from `total` and compares each step it moved between,
 /// from the run's start to its end, with both graphs.
-fn workflow_disagreements(source: &str, total: i64) -> Result<(Vec<String>, usize), String> {
-    use crate::runtime::workflow::{StepProgress, StepStatus, WorkflowRun, WorkflowRunner};
+fn workflow_disagreements(source: &str, total: i64) -> Result<(Vec<String>, Compared), String> {
+    use crate::runtime::workflow::{RunStatus, StepProgress, StepStatus, WorkflowRun, WorkflowRunner};
     let compilation = crate::pipeline::compile(&SourceFile::new("generated.flow", source));
     if compilation.has_errors() {
         return Err(format!("the program does not compile: {:?}", compilation.diagnostics));
@@ -318,7 +426,14 @@ fn workflow_disagreements(source: &str, total: i64) -> Result<(Vec<String>, usiz
     let tools = Default::default();
     let sleep = |_: std::time::Duration| {};
     let mut on_progress = |_: &StepProgress| {};
-    let mut checkpoint = |_: &WorkflowRun| Ok(());
+    // A step may be passed over on one lap and run on the next: what was
+    // ever passed over is read at every checkpoint.
+    let mut skipped: BTreeSet<(FlowId, StepId)> = BTreeSet::new();
+    let mut checkpoint = |run: &WorkflowRun| {
+        let passed = run.steps.iter().enumerate().filter(|(_, record)| record.status == StepStatus::Skipped);
+        skipped.extend(passed.map(|(index, _)| (flow, StepId::from_index(index))));
+        Ok(())
+    };
     let mut runner = WorkflowRunner {
         program: &program,
         tools: &tools,
@@ -330,13 +445,26 @@ fn workflow_disagreements(source: &str, total: i64) -> Result<(Vec<String>, usiz
     let mut inputs = serde_json::Map::new();
     inputs.insert("total".to_string(), serde_json::json!(total));
     let mut run = runner.start(flow, &inputs, Default::default()).map_err(|error| error.to_string())?;
+    // A run that waits is resumed at once (the clock is not what is
+    // compared), as `flowc resume` would once its time came.
+    let mut waits = 0usize;
     runner.run(&mut run)?;
-    let skipped: Vec<(FlowId, StepId)> = run
-        .steps
-        .iter()
-        .enumerate()
-        .filter(|(_, record)| record.status == StepStatus::Skipped)
-        .map(|(index, _)| (flow, StepId::from_index(index)))
+    while run.status == RunStatus::Waiting && waits < 64 {
+        waits += 1;
+        runner.run(&mut run)?;
+    }
+    if run.status == RunStatus::Waiting {
+        return Err(format!("the run still waits after {waits} resumptions"));
+    }
+    let skipped: Vec<(FlowId, StepId)> = skipped
+        .into_iter()
+        .chain(
+            run.steps
+                .iter()
+                .enumerate()
+                .filter(|(_, record)| record.status == StepStatus::Skipped)
+                .map(|(index, _)| (flow, StepId::from_index(index))),
+        )
         .collect();
     let started: Vec<(FlowId, StepId)> = run
         .events
@@ -360,24 +488,24 @@ fn workflow_disagreements(source: &str, total: i64) -> Result<(Vec<String>, usiz
     for transition in &taken {
         compare(&program, (&analysis.graphs, &reach, &picture), transition, &mut found);
     }
-    Ok((found, taken.len()))
+    Ok((found, Compared { transitions: taken.len(), waits, ..Compared::default() }))
 }
 
-/// A generated program ([`crate::testgen::large_program`]) whose "start
+/// A generated program ([`crate::testgen::moving_program`]) whose "start
 /// over" entry asks `s0` again (it clears a field `s0` collects) instead
 /// of going back to a step whose fields are all set, which `auto_cycle`
 /// rightly refuses.
 /// Its `name` and `result` get examples, so that the offline model can read
 /// them from a message that answers several fields at once.
 fn conversation_program(flows: usize, steps: usize) -> String {
-    crate::testgen::large_program(flows, steps)
+    crate::testgen::moving_program(flows, steps)
         .replace("name: string \"The user's name\"", "name: string \"The user's name\" examples \"Ann\", \"Bob\"")
         .replace("result: string", "result: string examples \"fine\", \"done\"")
         .replace("start over\" -> s0", "start over\" -> { set agree = null  goto_step s0 }")
 }
 
 fn script_strategy() -> impl Strategy<Value = (usize, usize, Vec<usize>)> {
-    (1usize..=3, 6usize..=11, proptest::collection::vec(0..WORDS.len(), 1..10))
+    (1usize..=3, 6usize..=11, proptest::collection::vec(0..WORDS.len(), 4..16))
 }
 
 fn env_number(name: &str, default: u64) -> u64 {
@@ -386,18 +514,24 @@ fn env_number(name: &str, default: u64) -> u64 {
 
 #[test]
 fn generated_conversations_never_leave_the_picture() {
-    let cases = u32::try_from(env_number("FLOWC_PICTURE_CASES", 24)).unwrap_or(24);
+    let cases = u32::try_from(env_number("FLOWC_PICTURE_CASES", 64)).unwrap_or(64);
     let seed = env_number("FLOWC_PICTURE_SEED", 20);
     let mut seed_bytes = [0u8; 32];
     seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
-    let compared = std::cell::Cell::new(0usize);
+    let compared = std::cell::Cell::new(Compared::default());
     let outcome = runner.run(&script_strategy(), |(flows, steps, words)| {
         let source = conversation_program(flows, steps);
         let script: Vec<&str> = words.iter().filter_map(|word| WORDS.get(*word).copied()).collect();
         let (found, count) = disagreements(&source, &script).map_err(TestCaseError::fail)?;
-        compared.set(compared.get() + count);
+        let sum = compared.get();
+        compared.set(Compared {
+            transitions: sum.transitions + count.transitions,
+            signals: sum.signals + count.signals,
+            entered: sum.entered + count.entered,
+            waits: 0,
+        });
         prop_assert!(found.is_empty(), "{flows} flows of {steps} steps, script {script:?}:\n{}", found.join("\n"));
         Ok(())
     });
@@ -405,8 +539,13 @@ fn generated_conversations_never_leave_the_picture() {
         panic!("{failure}");
     }
     // Not a vacuous pass: the scripts do move the conversations.
-    eprintln!("{} conversation transitions compared", compared.get());
-    assert!(compared.get() >= usize::try_from(cases).unwrap_or(0), "only {} transitions compared", compared.get());
+    let compared = compared.get();
+    eprintln!(
+        "{} conversation transitions compared ({} by a signal's position, {} into another flow)",
+        compared.transitions, compared.signals, compared.entered
+    );
+    assert!(compared.transitions >= usize::try_from(cases).unwrap_or(0), "only {compared:?} compared");
+    assert!(compared.signals > 0 && compared.entered > 0, "no signal or flow-to-flow move compared: {compared:?}");
 }
 
 #[test]
@@ -419,41 +558,61 @@ fn generated_workflows_never_leave_the_picture() {
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
     let strategy = (proptest::collection::vec(any::<(u8, u8, u8)>(), 2..9), 0i64..25);
-    let compared = std::cell::Cell::new(0usize);
+    let compared = std::cell::Cell::new(Compared::default());
     let outcome = runner.run(&strategy, |(shape, total)| {
         let source = workflow_program(&shape);
         // A shape whose steps the checker refuses (a step after an early
         // `next end` is never reached) is not a program to run.
         prop_assume!(!crate::pipeline::compile(&SourceFile::new("w.flow", &source)).has_errors());
         let (found, count) = workflow_disagreements(&source, total).map_err(TestCaseError::fail)?;
-        compared.set(compared.get() + count);
+        let sum = compared.get();
+        compared.set(Compared {
+            transitions: sum.transitions + count.transitions,
+            waits: sum.waits + count.waits,
+            ..sum
+        });
         prop_assert!(found.is_empty(), "total {total}, program:\n{source}\n{}", found.join("\n"));
         Ok(())
     });
     if let Err(failure) = outcome {
         panic!("{failure}");
     }
-    eprintln!("{} workflow transitions compared", compared.get());
-    assert!(compared.get() >= 2 * usize::try_from(cases).unwrap_or(0), "only {} transitions compared", compared.get());
+    let compared = compared.get();
+    eprintln!("{} workflow transitions compared ({} waits resumed)", compared.transitions, compared.waits);
+    assert!(compared.transitions >= 2 * usize::try_from(cases).unwrap_or(0), "only {compared:?} compared");
+    assert!(compared.waits > 0, "no run waited: {compared:?}");
 }
 
 /// The disagreements found so far, each a program and a script.
 #[test]
 fn fixtures_stay_inside_the_picture() {
-    let fixtures: &[(&str, &str)] =
-        &[(include_str!("../tests/fixtures/picture/hub.flow"), include_str!("../tests/fixtures/picture/hub.chat"))];
+    let fixtures: &[(&str, &str)] = &[
+        (include_str!("../tests/fixtures/picture/hub.flow"), include_str!("../tests/fixtures/picture/hub.chat")),
+        (
+            include_str!("../tests/fixtures/picture/signal_detour.flow"),
+            include_str!("../tests/fixtures/picture/signal_detour.chat"),
+        ),
+    ];
     for (source, chat) in fixtures {
         let script: Vec<&str> = chat.lines().filter(|line| !line.trim().is_empty()).collect();
         match disagreements(source, &script) {
             Ok((found, compared)) => {
-                assert!(found.is_empty() && compared > 0, "{compared} compared: {}", found.join("\n"))
+                assert!(found.is_empty() && compared.transitions > 0, "{compared:?} compared: {}", found.join("\n"))
             }
             Err(error) => panic!("{error}"),
         }
     }
+    // The detour's signal move is compared, not lost.
+    let detour = include_str!("../tests/fixtures/picture/signal_detour.flow");
+    match disagreements(detour, &["I want to order food", "I want a detour"]) {
+        Ok((_, compared)) => assert_eq!(compared.signals, 1, "{compared:?}"),
+        Err(error) => panic!("{error}"),
+    }
     let workflow = include_str!("../tests/fixtures/picture/skip_first.flow");
     match workflow_disagreements(workflow, 5) {
-        Ok((found, compared)) => assert!(found.is_empty() && compared > 0, "{compared} compared: {}", found.join("\n")),
+        Ok((found, compared)) => {
+            assert!(found.is_empty() && compared.transitions > 0, "{compared:?} compared: {}", found.join("\n"))
+        }
         Err(error) => panic!("{error}"),
     }
 }

@@ -108,6 +108,62 @@ fn write_flow(out: &mut String, flow: usize, steps: usize) {
     let _ = writeln!(out, "}}\n");
 }
 
+/// [`large_program`] with the moves the differential test follows
+/// (issue 20): each flow's step `s1` first goes to the next flow (`goto`,
+/// a new run) for the enterprise plan; a `detour` flow whose `on_enter` writes and
+/// whose first step may be passed over; pre-phase signals that jump into
+/// the detour's first step (`goto_step`) and complete the current flow,
+/// and a post-phase one that goes back to the first flow (`goto`, applied
+/// after the reply). It compiles without errors (the warnings of
+/// [`large_program`] aside, the jumps back to `s0` of another flow share
+/// its consent).
+pub fn moving_program(flows: usize, steps: usize) -> String {
+    let flows = flows.max(1);
+    let mut out = large_program(flows, steps);
+    for flow in 0..flows {
+        let next = (flow + 1) % flows;
+        let entry = "    branch {\n";
+        let marker = format!("flow f{flow} \"Flow number {flow}\" {{");
+        let Some(start) = out.find(&marker) else { continue };
+        if let Some(offset) = out[start..].find(entry) {
+            let at = start + offset + entry.len();
+            out.insert_str(at, &format!("      if plan == \"enterprise\" -> {{ goto f{next} }}\n"));
+        }
+    }
+    out.push_str(
+        r#"flow detour "A detour" {
+  on_enter { set total = 1 }
+  step d0 {
+    skip_if note is set
+    prompt "Anything to note on the way?"
+    collect note
+  }
+  step d1 {
+    say "Back from the detour."
+    next end
+  }
+}
+
+signal take_detour {
+  when "the user wants a detour"
+  then { goto_step detour.d0 }
+}
+
+signal finished {
+  when "the user is finished with this"
+  then { complete }
+}
+
+signal later {
+  when "the user wants to begin again later"
+  phase post
+  then { goto f0 }
+}
+"#,
+    );
+    out
+}
+
 const YAML_SCHEMA: &str = r#"agent:
   name: Bench
   identity: You are a test agent.

@@ -40,6 +40,12 @@ pub struct ServeArgs {
     /// How often a run's event stream reads a running run again, e.g. 100ms
     #[arg(long, default_value = "100ms", value_parser = parse_poll)]
     pub events_poll: Duration,
+    /// How long a client may take to send a request's head, e.g. 10s (then the connection is closed)
+    #[arg(long, default_value = "10s", value_parser = parse_poll)]
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body, e.g. 30s (then 408)
+    #[arg(long, default_value = "30s", value_parser = parse_poll)]
+    pub body_timeout: Duration,
     #[command(flatten)]
     pub model: crate::cli::model::ModelFlags,
     #[command(flatten)]
@@ -103,6 +109,7 @@ fn options(args: &ServeArgs) -> Result<ServeOptions, String> {
         body_limit: args.max_body,
         settings: ProgramSettings { provider_flags, limits, clock, ids, tools: Default::default() },
         run_poll: args.events_poll,
+        deadlines: crate::serve::listen::Deadlines { header: args.header_timeout, body: args.body_timeout },
     })
 }
 

@@ -214,6 +214,16 @@ fn truncate(text: &str, max_chars: usize) -> String {
 
 /// What a position field does, as an edge label: `goto support`,
 /// `goto_step booking.confirm`, `complete`, `abort "too many tries"`.
+/// A directive's position as written: `ask_again S` for one written so
+/// (its clearing writes are its own, not shown), else [`position_text`].
+pub fn move_text(program: &Program, current_flow: Option<crate::ir::FlowId>, directive: &Directive) -> Option<String> {
+    let text = position_text(program, current_flow, directive.position.as_ref()?);
+    Some(match text.strip_prefix("goto_step ") {
+        Some(step) if directive.ask_again => format!("ask_again {step}"),
+        _ => text,
+    })
+}
+
 pub fn position_text(program: &Program, current_flow: Option<crate::ir::FlowId>, position: &Position) -> String {
     let flow_name = |flow| program.flow(flow).map_or("?", |flow| flow.name.as_str());
     match position {

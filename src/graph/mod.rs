@@ -39,8 +39,8 @@ pub use draw::{Format, draw, draw_covered};
 use crate::check::reachability::Reachability;
 use crate::check::walk::calls_a_tool;
 use crate::ir::successor::{self, Jump, Landing};
-use crate::ir::{Action, ActionKind, Directive, Flow, FlowId, Position, Program, Recovery, Step, StepId, Then};
-use label::{all_of, duration_text, effects_text, expr_text, position_text, quoted};
+use crate::ir::{Action, ActionKind, Directive, Flow, FlowId, Program, Recovery, Step, StepId, Then};
+use label::{all_of, duration_text, effects_text, expr_text, move_text, quoted};
 use std::collections::BTreeMap;
 
 /// A generated node id: ASCII letters, digits and `_` only, so it is a
@@ -73,7 +73,7 @@ impl NodeId {
         NodeId(format!("x{}", flow.0))
     }
 
-    fn signal(index: usize) -> NodeId {
+    pub(crate) fn signal(index: usize) -> NodeId {
         NodeId(format!("sig{index}"))
     }
 
@@ -396,7 +396,7 @@ impl<'a> Builder<'a> {
         match &step.recovery {
             Some(Recovery::Stop) => Vec::new(),
             Some(Recovery::Directive(directive)) => match &directive.position {
-                Some(position) => self.position_target(flow_id, position, EdgeKind::OnError).into_iter().collect(),
+                Some(_) => self.position_target(flow_id, directive, EdgeKind::OnError).into_iter().collect(),
                 None => {
                     let mut label: Vec<String> =
                         Some(effects_text(directive)).filter(|text| !text.is_empty()).into_iter().collect();
@@ -506,7 +506,7 @@ impl<'a> Builder<'a> {
         kind: EdgeKind,
     ) -> Vec<Target> {
         match &directive.position {
-            Some(position) => self.position_target(flow_id, position, kind).into_iter().collect(),
+            Some(_) => self.position_target(flow_id, directive, kind).into_iter().collect(),
             None => {
                 let effects = effects_text(directive);
                 let landing = successor::after_directive(flow_id, step_id, None);
@@ -524,9 +524,10 @@ impl<'a> Builder<'a> {
 
     /// The node a position field moves to from inside `flow_id`. `None`
     /// only for an id the IR does not hold, which lowering never produces.
-    fn position_target(&mut self, flow_id: FlowId, position: &Position, kind: EdgeKind) -> Option<Target> {
+    fn position_target(&mut self, flow_id: FlowId, directive: &Directive, kind: EdgeKind) -> Option<Target> {
+        let position = directive.position.as_ref()?;
         let to = self.place_of(flow_id, successor::landing(flow_id, Jump::from(position)))?;
-        Some(Target { to, label: vec![position_text(self.program, Some(flow_id), position)], kind })
+        Some(Target { to, label: vec![move_text(self.program, Some(flow_id), directive)?], kind })
     }
 
     fn known_flow(&self, flow: FlowId) -> Option<FlowId> {
@@ -539,10 +540,7 @@ impl<'a> Builder<'a> {
         for action in actions {
             match &action.kind {
                 ActionKind::Emit(directive) => {
-                    let Some(position) = &directive.position else {
-                        continue;
-                    };
-                    if let Some(target) = self.position_target(flow_id, position, EdgeKind::Emit) {
+                    if let Some(target) = self.position_target(flow_id, directive, EdgeKind::Emit) {
                         self.place(from, target, vec![format!("{hook} emit")], unreachable);
                     }
                 }
@@ -563,7 +561,7 @@ impl<'a> Builder<'a> {
     /// `complete`, `abort` and `reset` are drawn into every conversation
     /// flow. Each place is drawn once.
     fn signal_edges(&mut self, signal_index: usize, signal: &crate::ir::Signal) {
-        let Some(position) = signal.then.as_ref().and_then(|then| then.position.as_ref()) else {
+        let Some((then, position)) = signal.then.as_ref().and_then(|then| Some((then, then.position.as_ref()?))) else {
             return;
         };
         let jump = Jump::from(position);
@@ -587,7 +585,7 @@ impl<'a> Builder<'a> {
             if targets.iter().any(|target| target.to == to) {
                 return;
             }
-            let label = position_text(builder.program, (!absolute).then_some(current), position);
+            let label = move_text(builder.program, (!absolute).then_some(current), then).unwrap_or_default();
             targets.push(Target { to, label: vec![label], kind: EdgeKind::Signal });
         };
         for current in conversation_flows {

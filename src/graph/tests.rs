@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::expr::{Expr, ExprKind, Type};
-use crate::ir::{Agent, Behavior, Branch, Field, FieldId, ForEach, Next, Phase, Signal, TypeKind, ValueType};
+use crate::ir::{Agent, Behavior, Branch, Field, FieldId, ForEach, Next, Phase, Position, Signal, TypeKind, ValueType};
 use crate::source::Span;
 use crate::syntax::ast::BinaryOp;
 

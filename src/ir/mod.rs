@@ -7,6 +7,7 @@
 //! diagnostic may point at; `flowc compile` leaves them out unless asked.
 //! Nothing here does I/O.
 
+pub(crate) mod fold;
 pub(crate) mod lower;
 pub mod successor;
 pub(crate) mod walk;
@@ -396,6 +397,11 @@ pub enum Then {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Directive {
     pub position: Option<Position>,
+    /// Written `ask_again S`: its `set` starts with the nulls that clear
+    /// what `S` collects (and the confirmations that showed it), and its
+    /// position is `goto_step S` (docs/language.md, "Asking a step again").
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ask_again: bool,
     pub reply: Option<Template>,
     pub set: Vec<Write>,
     pub set_context: Vec<ContextWrite>,

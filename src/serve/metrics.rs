@@ -57,6 +57,9 @@ pub struct Metrics {
     pub sessions_created: AtomicU64,
     pub runs_started: AtomicU64,
     pub turns_in_flight: AtomicU64,
+    /// Server-sent event streams a client is reading now (a streamed turn,
+    /// a run's events): one left open after its client went is a leak.
+    pub event_streams_open: AtomicU64,
     pub requests: AtomicU64,
     pub turn_latency: Histogram,
     pub request_latency: Histogram,
@@ -104,6 +107,11 @@ impl Metrics {
             out,
             "# HELP flowc_turns_in_flight Turns running now.\n# TYPE flowc_turns_in_flight gauge\nflowc_turns_in_flight {}",
             self.turns_in_flight.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP flowc_event_streams_open Server-sent event streams open now.\n# TYPE flowc_event_streams_open gauge\nflowc_event_streams_open {}",
+            self.event_streams_open.load(Ordering::Relaxed)
         );
         if let Some(open) = open_sessions {
             let _ = writeln!(

@@ -12,7 +12,9 @@
 
 pub mod auth;
 pub mod error;
+pub mod listen;
 pub mod metrics;
+pub mod news;
 pub mod openapi;
 pub mod page;
 pub mod programs;
@@ -51,6 +53,8 @@ pub struct ServeOptions {
     pub settings: ProgramSettings,
     /// How often `GET /v1/runs/{id}/events` reads a running run again.
     pub run_poll: Duration,
+    /// How long a client may take to send a request's head, and its body.
+    pub deadlines: listen::Deadlines,
 }
 
 /// What every handler shares.
@@ -61,6 +65,9 @@ pub struct AppState {
     pub metrics: Metrics,
     pub body_limit: usize,
     pub run_poll: Duration,
+    pub body_timeout: Duration,
+    /// Runs saved, for the clients following their events.
+    pub run_news: news::RunNews,
     /// This process's name on the runs it claims.
     pub holder: String,
     /// Runs started with `"wait": false`, finished before the process exits.
@@ -72,6 +79,10 @@ impl AppState {
     pub fn new(options: &ServeOptions) -> Result<Arc<AppState>, String> {
         let programs = Programs::load(&options.files, options.settings.clone())?;
         let store = crate::store::open(&options.store).map_err(|error| error.to_string())?;
+        let run_news = news::RunNews::default();
+        if let StoreLocation::Postgres(url) = &options.store {
+            run_news.listen_postgres(url.clone());
+        }
         Ok(Arc::new(AppState {
             programs,
             store: Arc::from(store),
@@ -79,6 +90,8 @@ impl AppState {
             metrics: Metrics::default(),
             body_limit: options.body_limit,
             run_poll: options.run_poll,
+            body_timeout: options.deadlines.body,
+            run_news,
             holder: crate::stored_run::holder_name("serve-"),
             background: Mutex::new(Vec::new()),
         }))
@@ -109,6 +122,24 @@ impl AppState {
     }
 }
 
+/// An event stream counted open (`flowc_event_streams_open`) for as long
+/// as its response lives: it is dropped when the stream ends or its client
+/// goes away.
+pub struct StreamOpen(Arc<AppState>);
+
+impl StreamOpen {
+    pub fn new(state: &Arc<AppState>) -> StreamOpen {
+        Metrics::add(&state.metrics.event_streams_open, 1);
+        StreamOpen(Arc::clone(state))
+    }
+}
+
+impl Drop for StreamOpen {
+    fn drop(&mut self) {
+        self.0.metrics.event_streams_open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// One route of the API: the router and the OpenAPI document are both
 /// made from [`routes`], so neither has a route the other lacks.
 pub struct Route {
@@ -128,6 +159,7 @@ pub fn routes() -> Vec<Route> {
         route(Method::GET, "/metrics", on(MethodFilter::GET, metrics_text)),
         route(Method::GET, "/openapi.json", on(MethodFilter::GET, openapi::document)),
         route(Method::GET, "/v1/programs", on(MethodFilter::GET, programs_list)),
+        route(Method::GET, "/v1/programs/{name}/graph", on(MethodFilter::GET, page::program_graph)),
         route(Method::POST, "/v1/sessions", on(MethodFilter::POST, sessions::create)),
         route(Method::GET, "/v1/sessions", on(MethodFilter::GET, sessions::list)),
         route(Method::GET, "/v1/sessions/{id}", on(MethodFilter::GET, sessions::show)),
@@ -164,7 +196,10 @@ async fn count_request(State(state): State<Arc<AppState>>, request: Request, nex
         // gigabyte is not waited for.
         error::too_large().into_response()
     } else {
-        next.run(request).await
+        match listen::whole_body(request, state.body_limit, state.body_timeout).await {
+            Ok(request) => next.run(request).await,
+            Err(response) => response,
+        }
     };
     Metrics::add(&state.metrics.requests, 1);
     state.metrics.request_latency.observe(started.elapsed());
@@ -262,6 +297,7 @@ pub fn start(options: &ServeOptions, workers: usize, signals: bool) -> Result<Ru
         .map_err(|error| format!("cannot listen on {}: {error}", options.addr))?;
     let addr = listener.local_addr().map_err(|error| format!("cannot read the bound address: {error}"))?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let deadlines = options.deadlines;
     let thread = std::thread::Builder::new()
         .name("flowc-serve-main".to_string())
         .spawn(move || {
@@ -277,13 +313,13 @@ pub fn start(options: &ServeOptions, workers: usize, signals: bool) -> Result<Ru
                         let _ = stopped.await;
                     }
                 };
-                let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+                listen::serve(listener, app, deadlines, shutdown).await;
                 let background: Vec<_> =
                     std::mem::take(&mut *state.background.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
                 for task in background {
                     let _ = task.await;
                 }
-                served.map_err(|error| format!("the server stopped: {error}"))
+                Ok(())
             })
         })
         .map_err(|error| format!("cannot start the server's thread: {error}"))?;

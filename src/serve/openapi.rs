@@ -53,6 +53,14 @@ pub fn docs() -> Vec<Doc> {
             false,
         ),
         doc(
+            Method::GET,
+            "/v1/programs/{name}/graph",
+            "A program's graph as `flowc graph` draws it (its current version): flows, steps as nodes, transitions as edges",
+            None,
+            &[(200, Some("Graph")), (401, Some("Error")), (404, Some("Error"))],
+            false,
+        ),
+        doc(
             Method::POST,
             "/v1/sessions",
             "Start a conversation with a program",
@@ -154,6 +162,20 @@ fn schemas() -> Value {
         "Programs": { "type": "object", "properties": { "programs": { "type": "array", "items": {
             "type": "object", "properties": { "name": { "type": "string" }, "file": { "type": "string" }, "hash": { "type": "string" },
                 "flows": { "type": "array" }, "reload_error": { "type": ["string", "null"] } } } } } },
+        "Graph": {
+            "type": "object", "required": ["program", "flows", "clusters", "nodes", "edges"],
+            "properties": { "program": { "type": "string" }, "agent": { "type": ["string", "null"] },
+                "conversation": { "type": "boolean" }, "flows": { "type": "array", "items": object },
+                "clusters": { "type": "array", "items": object },
+                "nodes": { "type": "array", "items": { "type": "object", "required": ["id", "kind"],
+                    "properties": { "id": { "type": "string" }, "kind": { "type": "string" }, "flow": { "type": ["string", "null"] },
+                        "step": { "type": ["string", "null"] }, "lines": { "type": "array", "items": { "type": "string" } },
+                        "unreachable": { "type": "boolean" } } } },
+                "edges": { "type": "array", "items": { "type": "object", "required": ["from", "to", "kind"],
+                    "properties": { "from": { "type": "string" }, "to": { "type": "string" }, "kind": { "type": "string" },
+                        "label": { "type": ["string", "null"] }, "unreachable": { "type": "boolean" },
+                        "cross_flow": { "type": "boolean" } } } } }
+        },
         "NewSession": {
             "type": "object", "required": ["program"], "additionalProperties": false,
             "properties": { "program": { "type": "string" }, "context": object, "data": object }
@@ -232,9 +254,13 @@ pub fn build(routes: &[(Method, &'static str)]) -> Value {
             responses.insert(status.to_string(), response);
         }
         let mut operation = json!({ "summary": doc.summary, "responses": responses });
-        if path.contains("{id}") {
-            operation["parameters"] =
-                json!([{ "name": "id", "in": "path", "required": true, "schema": { "type": "string" } }]);
+        let parameters: Vec<Value> = ["id", "name"]
+            .iter()
+            .filter(|name| path.contains(&format!("{{{name}}}")))
+            .map(|name| json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string" } }))
+            .collect();
+        if !parameters.is_empty() {
+            operation["parameters"] = Value::Array(parameters);
         }
         if let Some(request) = doc.request {
             operation["requestBody"] = json!({

@@ -33,10 +33,11 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; st
      img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 /// The page's routes, merged into the server's router: the page and its
-/// files (open to all, like any login page: they hold no data), and the
-/// graph route (behind the API's tokens, like `GET /v1/programs`).
+/// files, open to all like any login page (they hold no data). The graph
+/// route is the API's (in [`super::routes`] and the OpenAPI document),
+/// behind its tokens like `GET /v1/programs`.
 pub fn router() -> Router<Arc<AppState>> {
-    assets().route("/v1/programs/{name}/graph", get(program_graph))
+    assets()
 }
 
 /// The page and its embedded files.
@@ -71,7 +72,7 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 
 /// The graph of the program's current version: a program edited on disk
 /// is compiled again first, as a new session would see it.
-async fn program_graph(
+pub async fn program_graph(
     State(state): State<Arc<AppState>>,
     _tenant: Tenant,
     Path(name): Path<String>,

@@ -135,7 +135,10 @@ fn execute(state: &AppState, stored: &mut StoredRun, version: &Version) -> Resul
         tool_env: &version.tool_env,
         limits: version.limits.run,
     };
-    let hooks = Hooks { on_progress: &mut |_: &StepProgress| {}, on_saved: &mut |_: &WorkflowRun| {} };
+    let hooks = Hooks {
+        on_progress: &mut |_: &StepProgress| {},
+        on_saved: &mut |run: &WorkflowRun| state.run_news.saved(&run.run),
+    };
     match execution.execute(stored, &claim(state, version), hooks) {
         Ok(()) | Err(StoreError::RunCancelled { .. }) => Ok(()),
         Err(error) => Err(state.store_error(error)),
@@ -228,7 +231,10 @@ pub async fn cancel(
         .blocking(move |state| {
             let at = state.programs.clock().now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
             match state.store.cancel_run(&id, &at).map_err(|error| state.store_error(error))? {
-                Cancel::Cancelled(stored) => Ok(run_json(state, &program, &stored)),
+                Cancel::Cancelled(stored) => {
+                    state.run_news.saved(&id);
+                    Ok(run_json(state, &program, &stored))
+                }
                 Cancel::Ended(status) => Err(ApiError::conflict(format!(
                     "run `{id}` has ended ({}): there is nothing to cancel",
                     status.as_str()
@@ -253,20 +259,23 @@ pub async fn events(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let program = owned(&tenant, &id)?;
+    // Listening before the first read: no save after it goes unheard.
+    let news = state.run_news.subscribe();
     let first = {
         let id = id.clone();
         state.blocking(move |state| load(state, &id)).await?
     };
     let poll = state.run_poll;
-    let start = (Some(first), 0usize, Vec::<SseEvent>::new(), false);
-    let stream = futures_util::stream::unfold(start, move |(mut loaded, mut sent, mut queue, mut done)| {
+    let open = super::StreamOpen::new(&state);
+    let start = (Some(first), 0usize, Vec::<SseEvent>::new(), false, (open, news));
+    let stream = futures_util::stream::unfold(start, move |(mut loaded, mut sent, mut queue, mut done, mut held)| {
         let state = Arc::clone(&state);
         let id = id.clone();
         let program = program.clone();
         async move {
             loop {
                 if let Some(event) = queue.pop() {
-                    return Some((Ok::<_, Infallible>(event), (loaded, sent, queue, done)));
+                    return Some((Ok::<_, Infallible>(event), (loaded, sent, queue, done, held)));
                 }
                 if done {
                     return None;
@@ -274,7 +283,7 @@ pub async fn events(
                 let stored = match loaded.take() {
                     Some(stored) => stored,
                     None => {
-                        tokio::time::sleep(poll).await;
+                        super::news::wait_for(&mut held.1, &id, poll).await;
                         let reload = id.clone();
                         match state.blocking(move |state| load(state, &reload)).await {
                             Ok(stored) => stored,

@@ -69,11 +69,12 @@ pub async fn message(
         let result = run_turn(&worker, &id, &program, &text, expected, Some(sink));
         let _ = sender.send(Streamed::Done(Box::new(result)));
     });
+    let open = super::StreamOpen::new(&state);
     let stream = futures_util::stream::unfold(
-        (receiver, Vec::<SseEvent>::new(), false),
-        |(mut receiver, mut queue, done)| async move {
+        (receiver, Vec::<SseEvent>::new(), false, open),
+        |(mut receiver, mut queue, done, open)| async move {
             if let Some(event) = queue.pop() {
-                return Some((Ok::<_, Infallible>(event), (receiver, queue, done)));
+                return Some((Ok::<_, Infallible>(event), (receiver, queue, done, open)));
             }
             if done {
                 return None;
@@ -103,7 +104,7 @@ pub async fn message(
             // Only the end of the turn queues events: once they are queued,
             // the stream ends after them.
             let finished = !queue.is_empty();
-            Some((Ok(event), (receiver, queue, finished)))
+            Some((Ok(event), (receiver, queue, finished, open)))
         },
     );
     Ok((StatusCode::OK, Sse::new(stream).keep_alive(KeepAlive::default())).into_response())

@@ -109,6 +109,11 @@ pub struct PostgresStore {
 /// the workers (the payload is the run's id).
 pub const NEWS: &str = "flowc_runs";
 
+/// The channel on which every save of a run notifies those following its
+/// events (`flowc serve` answering `GET /v1/runs/{id}/events`); the payload
+/// is the run's id.
+pub const RUN_EVENTS: &str = "flowc_run_events";
+
 fn sql_error(id: &str) -> impl Fn(postgres::Error) -> StoreError + '_ {
     move |error| StoreError::Io { id: id.to_string(), message: describe(&error) }
 }
@@ -157,6 +162,14 @@ pub fn redact(url: &str) -> String {
 }
 
 pub fn migrate(client: &mut Client, migrations: &[&str]) -> Result<(), String> {
+    // Up to date, nothing is written: a role that may only read, or a
+    // standby, can still list and show (its writes fail, saying why).
+    let target = i64::try_from(migrations.len()).unwrap_or(i64::MAX);
+    if let Ok(Some(row)) = client.query_opt("SELECT version FROM schema_version", &[])
+        && row.get::<_, i64>(0) == target
+    {
+        return Ok(());
+    }
     let mut transaction = client.transaction().map_err(|error| describe(&error))?;
     transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).map_err(|error| describe(&error))?;
     transaction
@@ -181,7 +194,6 @@ pub fn migrate(client: &mut Client, migrations: &[&str]) -> Result<(), String> {
             .batch_execute(migration)
             .map_err(|error| format!("migration to version {}: {}", index + 1, describe(&error)))?;
     }
-    let target = i64::try_from(migrations.len()).unwrap_or(i64::MAX);
     transaction.execute("UPDATE schema_version SET version = $1", &[&target]).map_err(|error| describe(&error))?;
     transaction.commit().map_err(|error| describe(&error))
 }
@@ -481,6 +493,8 @@ impl RunStore for PostgresStore {
             // Delivered on commit, so no worker looks before the row is there.
             transaction.execute("SELECT pg_notify($1, $2)", &[&NEWS, &id]).map_err(sql_error(id))?;
         }
+        // Every save: a step started or ended is news to its followers.
+        transaction.execute("SELECT pg_notify($1, $2)", &[&RUN_EVENTS, &id]).map_err(sql_error(id))?;
         transaction.commit().map_err(sql_error(id))
     }
 
@@ -583,6 +597,7 @@ impl RunStore for PostgresStore {
             )
             .map_err(sql_error(id))?;
         transaction.execute("SELECT pg_notify($1, $2)", &[&NEWS, &id]).map_err(sql_error(id))?;
+        transaction.execute("SELECT pg_notify($1, $2)", &[&RUN_EVENTS, &id]).map_err(sql_error(id))?;
         transaction.commit().map_err(sql_error(id))?;
         Ok(Cancel::Cancelled(Box::new(stored)))
     }

@@ -42,25 +42,40 @@ impl Refusal {
 }
 
 /// Why the database at `path` cannot be written by this process, if it
-/// cannot: the file or its folder is marked read-only, or opening it for
-/// writing is refused (permissions, a read-only mount). A database that
-/// does not exist yet is writable if its folder is (it is made there).
+/// cannot: the file or its folder (where WAL mode writes `-wal` and `-shm`
+/// files) is marked read-only or not writable by this user, or on a
+/// read-only mount. A database that does not exist yet is made, not
+/// opened: writable. Asked without opening the file, since closing a
+/// descriptor of a database would drop the locks SQLite holds on it in
+/// this process.
 pub fn read_only(path: &Path) -> Option<String> {
     let metadata = std::fs::metadata(path).ok()?;
-    if metadata.permissions().readonly() {
+    if metadata.permissions().readonly() || !writable(path) {
         return Some(format!("{} is not writable", path.display()));
     }
-    if let Err(error) = std::fs::OpenOptions::new().write(true).open(path) {
-        return Some(format!("{} cannot be opened for writing: {error}", path.display()));
-    }
-    // WAL mode writes `-wal` and `-shm` files beside the database.
     let folder = path.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    match std::fs::metadata(folder) {
-        Ok(folder_metadata) if folder_metadata.permissions().readonly() => {
-            Some(format!("its folder {} is not writable", folder.display()))
-        }
-        _ => None,
+    let folder_read_only = std::fs::metadata(folder).is_ok_and(|metadata| metadata.permissions().readonly());
+    if folder_read_only || !writable(folder) {
+        return Some(format!("its folder {} is not writable", folder.display()));
     }
+    None
+}
+
+/// Whether this user may write `path` (access(2) with `W_OK`: permissions
+/// and read-only mounts).
+#[cfg(unix)]
+fn writable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(name) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: access(2) reads the NUL-terminated name, which outlives the call.
+    unsafe { libc::access(name.as_ptr(), libc::W_OK) == 0 }
+}
+
+#[cfg(not(unix))]
+fn writable(_: &Path) -> bool {
+    true
 }
 
 /// `path` as an SQLite `file:` URI, whatever characters it holds.

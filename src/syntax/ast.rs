@@ -283,6 +283,7 @@ pub enum Then {
 pub const DIRECTIVE_KEYS: &[&str] = &[
     "goto",
     "goto_step",
+    "ask_again",
     "complete",
     "abort",
     "reset",
@@ -300,6 +301,9 @@ pub const DIRECTIVE_KEYS: &[&str] = &[
 pub struct Directive {
     pub goto: Option<Goto>,
     pub goto_step: Option<GotoStep>,
+    /// `ask_again`: a `goto_step` that first clears what the step collects
+    /// (and the confirmations that showed it); lowering spells it out.
+    pub ask_again: Option<GotoStep>,
     pub complete: Option<Complete>,
     pub abort: Option<Abort>,
     pub reset: Option<Spanned<bool>>,

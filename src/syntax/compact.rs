@@ -172,6 +172,7 @@ impl Compact for Directive {
         let Directive {
             goto,
             goto_step,
+            ask_again,
             complete,
             abort,
             reset: _,
@@ -185,6 +186,7 @@ impl Compact for Directive {
         } = self;
         goto.compact();
         goto_step.compact();
+        ask_again.compact();
         complete.compact();
         abort.compact();
         reply.compact();

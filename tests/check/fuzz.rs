@@ -124,6 +124,9 @@ fn run_front_end_commands(name: &str, text: String) {
 enum Failure {
     Panic,
     Hang,
+    /// The thread to run it on did not start: the input was not tried,
+    /// which must not count as a pass.
+    NotRun(String),
 }
 
 /// Runs the commands on a thread of their own, under [`HANG_AFTER`].
@@ -134,8 +137,8 @@ fn exercise(name: &str, text: &str) -> Result<(), Failure> {
         let outcome = std::panic::catch_unwind(|| run_front_end_commands(&name, text));
         let _ = sender.send(outcome.is_ok());
     });
-    if spawned.is_err() {
-        return Ok(());
+    if let Err(error) = spawned {
+        return Err(Failure::NotRun(error.to_string()));
     }
     match receiver.recv_timeout(HANG_AFTER) {
         Ok(true) => Ok(()),
@@ -195,8 +198,10 @@ fn the_fuzz_corpus_replays_without_a_panic_or_hang() {
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let name = path.file_name().and_then(|name| name.to_str()).unwrap_or("corpus.flow");
         replayed += 1;
-        if exercise(name, &text).is_err() {
-            failures.push(path.display().to_string());
+        match exercise(name, &text) {
+            Ok(()) => {}
+            Err(Failure::NotRun(error)) => failures.push(format!("{} (not run: {error})", path.display())),
+            Err(_) => failures.push(path.display().to_string()),
         }
     }
     assert!(replayed > 0, "the corpus is empty");
@@ -211,7 +216,7 @@ fn mutated_programs_never_panic_or_hang_in_the_front_end_commands() {
     let seeds = seeds();
     assert!(seeds.len() > 10, "too few programs to mutate: {}", seeds.len());
     let mut random = Random(seed);
-    let (mut panics, mut hangs) = (Vec::new(), Vec::new());
+    let (mut panics, mut hangs, mut not_run) = (Vec::new(), Vec::new(), Vec::new());
     let mut fuzzed = 0;
     for iteration in 0..iterations {
         if stop_at.is_some_and(|stop_at| Instant::now() >= stop_at) {
@@ -232,11 +237,23 @@ fn mutated_programs_never_panic_or_hang_in_the_front_end_commands() {
                 // The hung thread keeps a core busy: stop here.
                 break;
             }
+            Err(Failure::NotRun(error)) => {
+                not_run.push(format!(
+                    "{}: {error}",
+                    save_failure(name, &text, &format!("not-run-{seed}-{iteration}")).display()
+                ));
+            }
         }
     }
-    println!("fuzzed {fuzzed} inputs (seed {seed}): {} panics, {} hangs", panics.len(), hangs.len());
+    println!(
+        "fuzzed {fuzzed} inputs (seed {seed}): {} panics, {} hangs, {} not run",
+        panics.len(),
+        hangs.len(),
+        not_run.len()
+    );
     assert!(
-        panics.is_empty() && hangs.is_empty(),
-        "panics: {panics:#?}\nhangs: {hangs:#?}\nfix each, then move its input into tests/fuzz_corpus/"
+        panics.is_empty() && hangs.is_empty() && not_run.is_empty(),
+        "panics: {panics:#?}\nhangs: {hangs:#?}\nnot run (no thread to run them on): {not_run:#?}\n\
+         fix each, then move its input into tests/fuzz_corpus/"
     );
 }

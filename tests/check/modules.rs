@@ -296,6 +296,13 @@ fn modules_at_every_level_do_not_depend_on_each_other_in_a_cycle() {
         edges.keys().any(|(parent, from, to)| parent == "check" && from == "assignment" && to == "reachability"),
         "the scan must see `check::assignment` use `check::reachability` (through `super::`)"
     );
+    // The turn's stages are functions calling each other through imports
+    // (issue 20): the scan must see them, or a cycle between stages would
+    // pass unseen.
+    assert!(
+        edges.keys().any(|(parent, from, to)| parent == "runtime::engine" && from == "resolve" && to == "route"),
+        "the scan must see the turn's stages call each other (`runtime::engine::resolve` uses `route`)"
+    );
     for (parent, from, to) in ALLOWED_SIBLINGS {
         assert!(
             edges.contains_key(&(parent.to_string(), from.to_string(), to.to_string())),

@@ -318,8 +318,12 @@ fn real_model_books_only_on_yes() {
     use flowc::llm::ProviderConfig;
     use flowc::llm::config::{ProviderKind, StructuredOutput, ToolChoiceMode};
     let Ok(base_url) = std::env::var("FLOWC_REAL_MODEL_URL") else {
-        eprintln!("real_model_books_only_on_yes: FLOWC_REAL_MODEL_URL is not set");
-        return;
+        // Asked for by name (`--ignored`) without a server: a failure that
+        // says why, never a pass that tested nothing.
+        panic!(
+            "real_model_books_only_on_yes needs a real server: FLOWC_REAL_MODEL_URL is not set \
+             (run it with FLOWC_REAL_MODEL=1 bash scripts/real-model-test.sh)"
+        );
     };
     let dir = temp_dir("grounding-real");
     let live = |recording: &Path| ProviderConfig {

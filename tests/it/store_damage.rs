@@ -185,3 +185,50 @@ fn a_corrupt_run_row_is_left_out_of_the_list_on_postgres() {
         assert_eq!(changed.ok(), Some(1));
     });
 }
+
+#[test]
+fn a_corrupt_session_row_is_left_out_of_the_list_on_postgres() {
+    let Some(url) = fresh_database("corrupt_session") else {
+        return;
+    };
+    let store = flowc::store::postgres::PostgresStore::connect(&url).unwrap_or_else(|error| panic!("{error}"));
+    for id in ["good", "bad"] {
+        assert!(store.save(&session(id), 0, &[]).is_ok());
+    }
+    let changed = postgres::Client::connect(&url, postgres::NoTls)
+        .and_then(|mut client| client.execute("UPDATE sessions SET turns = -1 WHERE id = 'bad'", &[]));
+    assert_eq!(changed.ok(), Some(1));
+    let (sessions, unreadable) = store.list_readable().unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(sessions.iter().map(|summary| summary.id.as_str()).collect::<Vec<_>>(), ["good"]);
+    let named: Vec<String> = unreadable.iter().map(ToString::to_string).collect();
+    assert_eq!(named, ["`bad` is corrupt in the store: its turn count -1 is out of range"]);
+    assert!(store.list().is_err(), "the strict listing still refuses");
+}
+
+/// A role that may only read a PostgreSQL store (or a standby) lists and
+/// shows its runs: connecting writes nothing once the schema is current.
+#[test]
+fn a_read_only_postgres_role_lists_and_shows_and_its_writes_fail_saying_why() {
+    let Some(url) = fresh_database("read_only_role") else {
+        return;
+    };
+    let dir = temp_dir("store-read-only-pg");
+    let id = waiting_run(&dir, &url);
+    let role = format!("flowc_reader_{}_{}", std::process::id(), crate::support::unique());
+    let granted = postgres::Client::connect(&url, postgres::NoTls).and_then(|mut client| {
+        client
+            .batch_execute(&format!("CREATE ROLE {role} LOGIN; GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}"))
+    });
+    assert!(granted.is_ok(), "{granted:?}");
+    let reader = url.replacen("://flowc@", &format!("://{role}@"), 1);
+    assert_ne!(reader, url, "the test server's user is `flowc`: {url}");
+
+    let listed = flowc_at(&dir, &reader, TODAY, &["runs", "list"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    assert!(stdout(&listed).starts_with(&format!("{id}\tpausing\twaiting")), "{}", stdout(&listed));
+    let shown = flowc_at(&dir, &reader, TODAY, &["runs", "show", &id]);
+    assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
+    let cancelled = flowc_at(&dir, &reader, TODAY, &["runs", "cancel", &id]);
+    assert_ne!(cancelled.status.code(), Some(0));
+    assert!(stderr(&cancelled).contains("permission denied"), "{}", stderr(&cancelled));
+}

@@ -1,5 +1,5 @@
 //! Directives: the one position each may move to (`goto`, `goto_step`,
-//! `complete`, `abort`, `reset`) and what else it carries.
+//! `ask_again`, `complete`, `abort`, `reset`) and what else it carries.
 
 use super::*;
 use crate::diag::nearest;
@@ -17,8 +17,15 @@ impl Lowerer {
             positions.push(("goto", goto.span, position));
         }
         if let Some(goto_step) = &directive.goto_step {
-            let position = self.goto_step(goto_step, scope);
+            let position = self.goto_step(goto_step, scope, "goto_step");
             positions.push(("goto_step", goto_step.span, position));
+        }
+        if let Some(ask_again) = &directive.ask_again {
+            // A `goto_step` with the same names and errors; what it
+            // clears is added once the whole program is lowered.
+            let position = self.goto_step(ask_again, scope, "ask_again");
+            self.asks_again = true;
+            positions.push(("ask_again", ask_again.span, position));
         }
         if let Some(complete) = &directive.complete {
             let next = complete.next.as_ref().and_then(|name| self.flow_ref(name, scope));
@@ -50,6 +57,7 @@ impl Lowerer {
         }
         let empty = directive.goto.is_none()
             && directive.goto_step.is_none()
+            && directive.ask_again.is_none()
             && directive.complete.is_none()
             && directive.abort.is_none()
             && directive.reset.is_none()
@@ -64,7 +72,9 @@ impl Lowerer {
         }
         let set_context =
             directive.set_context.iter().filter_map(|assignment| self.context_write(assignment, locals)).collect();
+        let ask_again = positions.first().is_some_and(|(key, _, position)| *key == "ask_again" && position.is_some());
         Directive {
+            ask_again,
             position: positions.into_iter().next().and_then(|(_, _, position)| position),
             reply: directive.reply.as_ref().map(|reply| self.template(reply, locals)),
             set: self.writes(&directive.set, locals),
@@ -91,9 +101,16 @@ impl Lowerer {
         Some(Position::Goto { flow, data })
     }
 
-    pub(super) fn goto_step(&mut self, goto_step: &ast::GotoStep, scope: Option<FlowScope>) -> Option<Position> {
+    /// `goto_step` (or `ask_again`, `key`) to a step of the current flow or
+    /// of the flow named.
+    pub(super) fn goto_step(
+        &mut self,
+        goto_step: &ast::GotoStep,
+        scope: Option<FlowScope>,
+        key: PositionKey,
+    ) -> Option<Position> {
         let Some(step_name) = &goto_step.step else {
-            self.report(DirectiveError::GotoStepWithoutStep { span: goto_step.span });
+            self.report(DirectiveError::GotoStepWithoutStep { key, span: goto_step.span });
             return None;
         };
         let flow = match (&goto_step.flow, scope) {
@@ -101,6 +118,7 @@ impl Lowerer {
             (None, Some(scope)) => scope.flow,
             (None, None) => {
                 self.report(DirectiveError::GotoStepWithoutFlow {
+                    key,
                     step: step_name.value.clone(),
                     span: step_name.span,
                 });

@@ -198,13 +198,39 @@ pub(crate) enum NameError {
 /// A directive (or a step's branches) that cannot move the conversation.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum DirectiveError {
-    GotoWithoutFlow { span: Span },
-    GotoStepWithoutStep { span: Span },
-    GotoStepWithoutFlow { step: String, span: Span },
-    TwoPositions { first: PositionKey, first_span: Span, second: PositionKey, second_span: Span },
-    ReplyWithAbort { reply: Span, abort: Span },
-    EmptyDirective { span: Span },
-    EmptyBranches { span: Span },
+    GotoWithoutFlow {
+        span: Span,
+    },
+    GotoStepWithoutStep {
+        key: PositionKey,
+        span: Span,
+    },
+    GotoStepWithoutFlow {
+        key: PositionKey,
+        step: String,
+        span: Span,
+    },
+    /// `ask_again` names a step that collects nothing: nothing to ask.
+    AskAgainCollectsNothing {
+        step: String,
+        span: Span,
+    },
+    TwoPositions {
+        first: PositionKey,
+        first_span: Span,
+        second: PositionKey,
+        second_span: Span,
+    },
+    ReplyWithAbort {
+        reply: Span,
+        abort: Span,
+    },
+    EmptyDirective {
+        span: Span,
+    },
+    EmptyBranches {
+        span: Span,
+    },
 }
 
 /// A tool that has not exactly one implementation flowc can run.
@@ -582,19 +608,24 @@ impl DirectiveError {
             DirectiveError::GotoWithoutFlow { span } => Diagnostic::new(Code::InvalidDirective, "`goto` names no flow")
                 .at(span, "empty goto")
                 .with_help("write `goto: FLOW` or `goto: { flow: FLOW, data: {...} }`"),
-            DirectiveError::GotoStepWithoutStep { span } => {
-                Diagnostic::new(Code::InvalidDirective, "`goto_step` names no step")
-                    .at(span, "empty goto_step")
-                    .with_help("write `goto_step: STEP` or `goto_step: { flow: FLOW, step: STEP }`")
+            DirectiveError::GotoStepWithoutStep { key, span } => {
+                Diagnostic::new(Code::InvalidDirective, format!("`{key}` names no step"))
+                    .at(span, format!("empty {key}"))
+                    .with_help(format!("write `{key}: STEP` or `{key}: {{ flow: FLOW, step: STEP }}`"))
             }
-            DirectiveError::GotoStepWithoutFlow { step, span } => Diagnostic::new(
+            DirectiveError::AskAgainCollectsNothing { step, span } => Diagnostic::new(
                 Code::InvalidDirective,
-                "`goto_step` outside a flow must name its flow",
+                format!("`ask_again {step}`: `{step}` collects nothing, so there is nothing to ask again"),
             )
-            .at(span, "which flow's step?")
-            .with_help(format!(
-                "name the flow: `goto_step FLOW.{step}` in .flow, `goto_step: {{ flow: FLOW, step: {step} }}` in YAML"
-            )),
+            .at(span, "asks again a step that collects nothing")
+            .with_help(format!("to go back to the step as it is, write `goto_step {step}`")),
+            DirectiveError::GotoStepWithoutFlow { key, step, span } => {
+                Diagnostic::new(Code::InvalidDirective, format!("`{key}` outside a flow must name its flow"))
+                    .at(span, "which flow's step?")
+                    .with_help(format!(
+                        "name the flow: `{key} FLOW.{step}` in .flow, `{key}: {{ flow: FLOW, step: {step} }}` in YAML"
+                    ))
+            }
             DirectiveError::TwoPositions { first, first_span, second, second_span } => Diagnostic::new(
                 Code::InvalidDirective,
                 format!("a directive has both `{first}` and `{second}`"),

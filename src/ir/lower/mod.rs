@@ -16,6 +16,7 @@
 
 mod actions;
 mod agent;
+mod ask_again;
 mod directives;
 mod error;
 mod flows;
@@ -83,6 +84,9 @@ struct Lowerer {
     /// While a workflow's steps are lowered: the outputs earlier steps
     /// record, for `steps.NAME.output`.
     step_outputs: Option<StepOutputs>,
+    /// Whether an `ask_again` was lowered: its writes are spelled out once
+    /// the whole program is ([`ask_again`]).
+    asks_again: bool,
 }
 
 struct ToolSignature {
@@ -194,7 +198,12 @@ impl Lowerer {
         for (flow, incomplete) in flows.iter_mut().zip(&self.incomplete) {
             flow.incomplete = *incomplete;
         }
-        Program { agent, fields, context, tools, signals, flows, default_flow: default_flow.map(|(flow, _)| flow) }
+        let mut program =
+            Program { agent, fields, context, tools, signals, flows, default_flow: default_flow.map(|(flow, _)| flow) };
+        if self.asks_again {
+            self.spell_out_ask_again(&mut program);
+        }
+        program
     }
 
     fn duration(&mut self, text: &ast::Text) -> Option<u64> {
@@ -343,13 +352,12 @@ fn complete_directive(span: Span) -> Directive {
 
 /// How a constant written to a field breaks the field's declared range or
 /// pattern (which the runtime would refuse on every run), if it does. The
-/// pattern is searched, not anchored, as the runtime's validation does.
+/// value is folded first, so `-5` (a negation, not a literal) and `5 * 3`
+/// are checked as `50` is. The pattern is searched, not anchored, as the
+/// runtime's validation does.
 fn constant_breaks(value: &Expr, spec: &ValueType) -> Option<Unassignable> {
-    let ExprKind::Literal { value: literal } = &value.kind else {
-        return None;
-    };
-    match literal {
-        crate::expr::Literal::Number(number) if matches!(spec.kind, TypeKind::Int | TypeKind::Float) => {
+    match super::fold::fold(value)? {
+        serde_json::Value::Number(number) if matches!(spec.kind, TypeKind::Int | TypeKind::Float) => {
             let measure = number.as_f64()?;
             let below = spec.min.is_some_and(|min| measure < min);
             let above = spec.max.is_some_and(|max| measure > max);
@@ -359,11 +367,11 @@ fn constant_breaks(value: &Expr, spec: &ValueType) -> Option<Unassignable> {
                 max: spec.max.map(bound),
             })
         }
-        crate::expr::Literal::String(text) if matches!(spec.kind, TypeKind::String) => {
+        serde_json::Value::String(text) if matches!(spec.kind, TypeKind::String) => {
             let pattern = spec.pattern.as_ref()?;
             let regex = regex::Regex::new(pattern).ok()?;
-            (!regex.is_match(text))
-                .then(|| Unassignable::NotMatchingPattern { literal: text.clone(), pattern: pattern.clone() })
+            (!regex.is_match(&text))
+                .then(|| Unassignable::NotMatchingPattern { literal: text, pattern: pattern.clone() })
         }
         _ => None,
     }

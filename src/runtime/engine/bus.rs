@@ -70,7 +70,7 @@ pub(super) fn run_actions(
         if post {
             st.bus.post.push(emission);
         } else {
-            st.bus.pre.push(emission);
+            st.bus.push_pre(emission, None);
         }
     }
     Ok(())
@@ -136,10 +136,12 @@ pub(super) fn apply_writes(
     }
 }
 
-pub(super) fn record(st: &mut TurnState, sv: &Services, emission: &Emission, applied: bool) {
+/// Records a directive in the trace; returns the index of its record.
+pub(super) fn record(st: &mut TurnState, sv: &Services, emission: &Emission, applied: bool) -> usize {
     let directive = describe(emission, sv.program);
     if applied {
         st.emit(Event::DirectiveApplied { source: emission.source.to_string() });
     }
     st.trace.records.push(DirectiveRecord { source: emission.source.to_string(), directive, applied });
+    st.trace.records.len() - 1
 }

@@ -54,7 +54,7 @@
 //!   a failing flow `on_enter` by the `on_error` of the step it enters; a
 //!   failing flow `on_complete` is traced and dropped, like `finalize`.
 //! - A step that collects a `bool` binds it to the values it asked about
-//!   ([`Step::confirms`], kept as [`Session::offered`]): when one changed
+//!   ([`Step::confirms`](crate::ir::Step::confirms), kept as [`Session::offered`]): when one changed
 //!   before the step is left, the `bool` is cleared and the step asks again.
 //! - `turn_timeout` stops a turn only where the session can resume: before
 //!   a step is evaluated or executed, never between running a step and
@@ -83,11 +83,10 @@ pub use runtime::{ContinuationLimits, Observer, Runtime, RuntimeOptions, StreamS
 
 use super::events::{StopReason, TurnResult};
 use super::session::Session;
-use crate::ir::{FieldId, FlowId, Program, StepId};
+use crate::ir::{FlowId, StepId};
 use crate::llm::{FieldSpec, ToolCall};
 use services::Services;
 use state::TurnState;
-use std::collections::BTreeSet;
 
 /// How many messages of history go into model requests.
 const HISTORY_WINDOW: usize = 12;
@@ -246,16 +245,13 @@ pub(crate) fn field_spec(field: &crate::ir::Field, asked: bool) -> FieldSpec {
     }
 }
 
-/// The confirmations of a program: `bool` fields that some step collects.
-/// They are read only from the message that answers a step collecting them.
-fn confirmation_fields(program: &Program) -> BTreeSet<FieldId> {
-    program
-        .flows
-        .iter()
-        .flat_map(|flow| &flow.steps)
-        .flat_map(|step| step.collect.iter().copied())
-        .filter(|field| {
-            program.field(*field).is_some_and(|declared| matches!(declared.ty.kind, crate::ir::TypeKind::Bool))
-        })
-        .collect()
+#[cfg(test)]
+mod tests {
+    /// A turn may be driven from another thread than the one that began
+    /// it (a server's worker), as when it held the runtime itself.
+    #[test]
+    fn a_turn_can_move_between_threads() {
+        fn movable<T: Send>() {}
+        movable::<super::Turn<'static>>();
+    }
 }

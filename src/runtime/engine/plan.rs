@@ -1,17 +1,225 @@
-//! What a turn asks the model about: the signals that are open and the
-//! AI conditions of the steps the turn can reach.
+//! What a turn asks the model, as one value ([`TurnPlan`]) worked out
+//! from where the conversation stands before the understand call: the
+//! fields the message may answer (with the confirmation rule), the open
+//! signals, and the AI conditions of the steps the turn can reach. The
+//! understand call asks it, the relevance filter writes only what it
+//! allows, and the post-phase signals follow its confirmation rule.
 
 use super::conditions::{push_questions, reads_any};
 use super::services::Services;
 use super::state::TurnState;
-use crate::ir::successor::{self, Landing};
-use crate::ir::{Behavior, FieldId, FlowId, Phase, Program, StepId};
+use crate::ir::successor::{self, Jump, Landing};
+use crate::ir::{Behavior, FieldId, Flow, FlowId, Phase, Program, Step, StepId, TypeKind};
 use crate::llm::Question;
+use crate::llm::Understanding;
 use std::collections::BTreeSet;
+
+/// What a turn asks the model.
+pub(super) struct TurnPlan {
+    /// The flow the conversation is in, and the step the message answers.
+    active: Option<FlowId>,
+    answering: Option<StepId>,
+    confirmations: Confirmations,
+    /// The fields the understand call asks about.
+    pub(super) fields: BTreeSet<FieldId>,
+    /// The field the answering step collects alone (a bare answer is its).
+    pub(super) asked_alone: Option<FieldId>,
+    /// The open pre-phase signals, and the post-phase ones asked early.
+    pub(super) pre_signals: Vec<usize>,
+    pub(super) early_post: Vec<usize>,
+    pub(super) conditions: Vec<Question>,
+}
+
+/// The confirmations of a program: `bool` fields that some step collects.
+/// Consent is never carried over: a confirmation is read only from the
+/// message answering the step that asks for it, never ahead through
+/// `requires`, entry steps or signal `extract`.
+pub(super) struct Confirmations(BTreeSet<FieldId>);
+
+impl Confirmations {
+    pub(super) fn of(program: &Program) -> Confirmations {
+        Confirmations(
+            program
+                .flows
+                .iter()
+                .flat_map(|flow| &flow.steps)
+                .flat_map(|step| step.collect.iter().copied())
+                .filter(|field| {
+                    program.field(*field).is_some_and(|declared| matches!(declared.ty.kind, TypeKind::Bool))
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether `field` may be read from the message: not a confirmation,
+    /// or one the step the message answers collects (`None` after the
+    /// reply, when the message answers no step any more).
+    pub(super) fn admits(&self, field: FieldId, answering: Option<&Step>) -> bool {
+        !self.0.contains(&field) || answering.is_some_and(|step| step.collect.contains(&field))
+    }
+}
+
+impl TurnPlan {
+    /// The plan of a turn about to ask the understand call: `candidates`
+    /// are the flows whose guard holds, `routable` those of them the model
+    /// may route to.
+    pub(super) fn build(st: &TurnState, sv: &Services, candidates: &[FlowId], routable: &[FlowId]) -> TurnPlan {
+        let program = sv.program;
+        let active = st.session.flow;
+        let mut plan = TurnPlan {
+            active,
+            answering: st.session.step.filter(|_| active.is_some()),
+            confirmations: Confirmations::of(program),
+            fields: BTreeSet::new(),
+            asked_alone: None,
+            pre_signals: open_signals(st, sv, &[Phase::Pre, Phase::Both]),
+            early_post: Vec::new(),
+            conditions: Vec::new(),
+        };
+        let answering = plan.answering_step(program);
+        // Fields: the answering step's, the active flow's, and when no flow
+        // is active (or another may take over), the candidates'.
+        let mut fields = plan.step_fields(program);
+        let extraction_flows: Vec<FlowId> = match active {
+            Some(flow) => std::iter::once(flow).chain(routable.iter().copied()).collect(),
+            None => candidates.to_vec(),
+        };
+        for flow in &extraction_flows {
+            fields.extend(plan.flow_fields(program, *flow));
+        }
+        // Post-phase signals ask about the same message: asking them here
+        // saves a model call; the answer is used after the reply (their
+        // guard is checked again then, and one that opens only later is
+        // asked in a call of its own).
+        plan.early_post = open_signals(st, sv, &[Phase::Post])
+            .into_iter()
+            .filter(|signal| !plan.pre_signals.contains(signal))
+            .collect();
+        // Early post-phase answers need their `extract` fields asked too:
+        // no later call asks them again.
+        let asked_signals: Vec<usize> = plan.pre_signals.iter().chain(&plan.early_post).copied().collect();
+        fields.extend(signal_fields(program, &asked_signals));
+        fields.retain(|field| plan.confirmations.admits(*field, answering));
+        plan.asked_alone = answering.and_then(|step| match step.collect.as_slice() {
+            [only] => Some(*only),
+            _ => None,
+        });
+        let condition_flows: Vec<FlowId> = match active {
+            Some(flow) => vec![flow],
+            None => candidates.to_vec(),
+        };
+        let mut from: Vec<(FlowId, Landing)> = condition_flows
+            .iter()
+            .map(|flow| match plan.answering {
+                Some(step) if Some(*flow) == active => (*flow, Landing::Step(step)),
+                _ => (*flow, Landing::Enter(*flow, StepId(0))),
+            })
+            .collect();
+        // A pre-phase signal's position acts before the turn resolves: the
+        // steps it lands on are reached this turn too.
+        for signal in plan.pre_signals.iter().filter_map(|signal| program.signals.get(*signal)) {
+            let Some(jump) = signal.then.as_ref().and_then(|then| then.position.as_ref()).map(Jump::from) else {
+                continue;
+            };
+            let landed = match active {
+                Some(current) => Some((current, successor::landing(current, jump))),
+                // From outside every flow only a move into a flow goes
+                // anywhere.
+                None => match successor::landing_outside(jump) {
+                    Some(landing @ Landing::Enter(flow, _)) => Some((flow, landing)),
+                    _ => None,
+                },
+            };
+            from.extend(landed);
+        }
+        plan.conditions = open_conditions(st, sv, &condition_flows, &from, &fields);
+        plan.fields = fields;
+        plan
+    }
+
+    /// The step the message answers.
+    pub(super) fn answering_step<'p>(&self, program: &'p Program) -> Option<&'p Step> {
+        program.flow(self.active?)?.step(self.answering?)
+    }
+
+    /// The fields of the step the message answers: those it collects and
+    /// those it requires.
+    fn step_fields(&self, program: &Program) -> BTreeSet<FieldId> {
+        self.answering_step(program)
+            .map(|step| step.collect.iter().chain(&step.requires).copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// The fields a flow may take from the message: its `requires` and
+    /// `optional`, and, entered from no flow, those its entry collects.
+    fn flow_fields(&self, program: &Program, flow: FlowId) -> BTreeSet<FieldId> {
+        let Some(declared) = program.flow(flow) else {
+            return BTreeSet::new();
+        };
+        let mut fields: BTreeSet<FieldId> = declared.requires.iter().chain(&declared.optional).copied().collect();
+        if self.active.is_none() {
+            for step in entry_steps(declared).into_iter().filter_map(|step| declared.step(step)) {
+                fields.extend(step.collect.iter().copied());
+            }
+        }
+        fields
+    }
+
+    /// The fields whose extracted values are written, as one unit: the
+    /// answering step's, those of the flow the turn settles in, and the
+    /// `extract` fields of matched signals.
+    pub(super) fn relevant(
+        &self,
+        program: &Program,
+        settled: Option<FlowId>,
+        understanding: &Understanding,
+    ) -> BTreeSet<FieldId> {
+        let mut relevant = self.step_fields(program);
+        if let Some(flow) = settled {
+            relevant.extend(self.flow_fields(program, flow));
+        }
+        let matched: Vec<usize> = (0..program.signals.len())
+            .filter(|signal| {
+                program
+                    .signals
+                    .get(*signal)
+                    .is_some_and(|declared| understanding.signals.get(&declared.name).is_some_and(|answer| answer.yes))
+            })
+            .collect();
+        relevant.extend(signal_fields(program, &matched));
+        relevant
+    }
+}
+
+/// The `extract` fields of these signals.
+pub(super) fn signal_fields(program: &Program, signals: &[usize]) -> BTreeSet<FieldId> {
+    signals
+        .iter()
+        .filter_map(|signal| program.signals.get(*signal))
+        .flat_map(|signal| signal.extract.iter().copied())
+        .collect()
+}
+
+/// The steps entering a flow may arrive at, by the successor rule
+/// ([`successor::arrival`] at the first step, in list order): each step
+/// that may be passed over, up to and with the first that cannot be.
+pub(super) fn entry_steps(flow: &Flow) -> Vec<StepId> {
+    let Landing::Listed(from) = successor::arrival(StepId(0)) else {
+        return vec![StepId(0)];
+    };
+    let mut steps = Vec::new();
+    let first = successor::first_listed(flow, from, |step, _| {
+        steps.push(step);
+        true
+    });
+    steps.extend(first);
+    steps
+}
 
 /// Signals of these phases whose guard holds and whose behavior allows
 /// another firing.
-pub(super) fn open_signals(st: &TurnState, sv: &Services, program: &Program, phases: &[Phase]) -> Vec<usize> {
+pub(super) fn open_signals(st: &TurnState, sv: &Services, phases: &[Phase]) -> Vec<usize> {
+    let program = sv.program;
     let now = sv.tool_env.clock.now();
     program
         .signals
@@ -41,24 +249,19 @@ pub(super) fn open_signals(st: &TurnState, sv: &Services, program: &Program, pha
 /// branch entry and step `when`s of the steps the successor rule says
 /// the turn can reach ([`successor::reachable`]) from where the
 /// conversation is in the active flow, or from the given flows'
-/// entries, in flow then list order. An entry whose code guard is
+/// entries, and from where the pre-phase signals' positions land, in flow
+/// then list order. An entry whose code guard is
 /// already false, and reads no field this turn may extract, cannot
 /// match: its `when` is not asked.
-pub(super) fn open_conditions(
+fn open_conditions(
     st: &TurnState,
     sv: &Services,
-    program: &Program,
     flows: &[FlowId],
+    from: &[(FlowId, Landing)],
     extracting: &BTreeSet<FieldId>,
 ) -> Vec<Question> {
-    let from: Vec<(FlowId, Landing)> = flows
-        .iter()
-        .map(|flow| match st.session.step {
-            Some(step) if Some(*flow) == st.session.flow => (*flow, Landing::Step(step)),
-            _ => (*flow, Landing::Enter(*flow, StepId(0))),
-        })
-        .collect();
-    let reached = successor::reachable(program, &from);
+    let program = sv.program;
+    let reached = successor::reachable(program, from);
     // The flows asked about first, then any other the turn may enter.
     let mut order: Vec<FlowId> = flows.to_vec();
     for (flow, _) in &reached {
@@ -95,4 +298,69 @@ pub(super) fn open_conditions(
         }
     }
     questions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::SourceFile;
+
+    fn program(source: &str) -> Program {
+        let compilation = crate::pipeline::compile(&SourceFile::new("test.flow", source));
+        assert!(!compilation.has_errors(), "{:#?}", compilation.diagnostics);
+        compilation.ir
+    }
+
+    const ENTRY: &str = r#"
+agent A {
+  identity "A test."
+}
+
+schema {
+  name: string "A name"
+  n: int "A number"
+  ok: bool "Whether it is fine"
+}
+
+flow f "F" {
+  when "the user wants f"
+  step greet {
+    skip_if name is set
+    prompt "Name?"
+    collect name
+  }
+  step maybe {
+    when "the user is in a hurry"
+    prompt "A number?"
+    collect n
+  }
+  step confirm {
+    prompt "Fine?"
+    collect ok
+  }
+  step after {
+    say "done"
+  }
+}
+"#;
+
+    #[test]
+    fn a_flows_entry_may_arrive_at_each_step_that_may_be_passed_over_and_the_first_that_cannot() {
+        let program = program(ENTRY);
+        let flow = program.flow(FlowId(0)).expect("flow f");
+        assert_eq!(entry_steps(flow), [StepId(0), StepId(1), StepId(2)]);
+    }
+
+    #[test]
+    fn a_confirmation_is_admitted_only_from_the_step_that_asks_it() {
+        let program = program(ENTRY);
+        let confirmations = Confirmations::of(&program);
+        let flow = program.flow(FlowId(0)).expect("flow f");
+        let ok = program.field_by_name("ok").expect("field ok");
+        let n = program.field_by_name("n").expect("field n");
+        assert!(confirmations.admits(n, None), "not a confirmation");
+        assert!(!confirmations.admits(ok, None), "after the reply, or asked ahead");
+        assert!(!confirmations.admits(ok, flow.step(StepId(0))), "another step asks");
+        assert!(confirmations.admits(ok, flow.step(StepId(2))), "the step that collects it");
+    }
 }

@@ -9,7 +9,7 @@ use super::services::Services;
 use super::state::{TurnState, flow_name};
 use super::{Cursor, TurnError};
 use crate::ir::successor::{self, Jump, Landing};
-use crate::ir::{FlowId, Program, StepId};
+use crate::ir::{FlowId, StepId};
 use crate::runtime::directive::{Emission, Move, merge};
 use crate::runtime::events::{Event, StopReason};
 
@@ -129,7 +129,7 @@ pub(super) fn park(st: &mut TurnState, sv: &Services, position: Move) -> Result<
         }
         // Entering a flow still runs its `on_enter`; the session waits
         // at the step named, as it is.
-        Landing::Enter(flow, step) => enter_parked(st, sv, program, flow, step)?,
+        Landing::Enter(flow, step) => enter_parked(st, sv, flow, step)?,
         Landing::Complete(named) => {
             let completed = current.and_then(|flow| program.flow(flow));
             if let Some(flow) = completed {
@@ -143,7 +143,7 @@ pub(super) fn park(st: &mut TurnState, sv: &Services, position: Move) -> Result<
             };
             if let Some(next) = next {
                 start_run(st, sv, next);
-                enter_parked(st, sv, program, next, StepId(0))?;
+                enter_parked(st, sv, next, StepId(0))?;
             }
         }
         Landing::Abort => {
@@ -159,13 +159,8 @@ pub(super) fn park(st: &mut TurnState, sv: &Services, position: Move) -> Result<
 
 /// Enters a flow after the reply: its `on_enter` runs (on the post-model
 /// bus), and the session waits at `step` for the next turn.
-pub(super) fn enter_parked(
-    st: &mut TurnState,
-    sv: &Services,
-    program: &Program,
-    flow_id: FlowId,
-    step: StepId,
-) -> Result<(), TurnError> {
+pub(super) fn enter_parked(st: &mut TurnState, sv: &Services, flow_id: FlowId, step: StepId) -> Result<(), TurnError> {
+    let program = sv.program;
     let Some(flow) = program.flow(flow_id) else {
         return Ok(());
     };
@@ -178,7 +173,7 @@ pub(super) fn enter_parked(
     Ok(())
 }
 
-/// A new run of a flow starts: the fields of its [`Flow::fresh`] are
+/// A new run of a flow starts: the fields of its [`Flow::fresh`](crate::ir::Flow::fresh) are
 /// cleared, so nothing collected in an earlier run (a consent above
 /// all) acts in this one. Values the understanding step read from this
 /// turn's message stay: the message that routes here may already
@@ -212,7 +207,8 @@ pub(super) fn start_run(st: &mut TurnState, sv: &Services, flow_id: FlowId) {
 /// unit, and a winning position, which moves the cursor. Returns whether
 /// the cursor moved.
 pub(super) fn apply_pre_positions(st: &mut TurnState, sv: &Services) -> bool {
-    let fresh: Vec<Emission> = st.bus.pre.get(st.bus.pre_applied..).unwrap_or_default().to_vec();
+    let first = st.bus.pre_applied;
+    let fresh: Vec<Emission> = st.bus.pre.get(first..).unwrap_or_default().to_vec();
     st.bus.pre_applied = st.bus.pre.len();
     if fresh.is_empty() {
         return false;
@@ -222,7 +218,12 @@ pub(super) fn apply_pre_positions(st: &mut TurnState, sv: &Services) -> bool {
     let merged = merge(&fresh);
     for (index, emission) in fresh.iter().enumerate() {
         let lost = emission.position.is_some() && merged.position.as_ref().is_some_and(|(_, winner)| *winner != index);
-        record(st, sv, emission, !lost);
+        let recorded = record(st, sv, emission, !lost);
+        if emission.position.is_none()
+            && let Some(slot) = st.bus.pre_records.get_mut(first + index)
+        {
+            *slot = Some(recorded);
+        }
     }
     apply_writes(st, sv, &merged.set, &merged.set_context, "pre-model bus");
     match merged.position {

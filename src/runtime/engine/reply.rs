@@ -9,7 +9,7 @@ use super::services::Services;
 use super::state::{TurnState, flow_name};
 use super::tool_loop::{Replying, ToolBudget, TurnToolLoop};
 use super::{Stage, TurnError};
-use crate::ir::{Program, ToolId};
+use crate::ir::ToolId;
 use crate::llm::rounds::MAX_ROUNDS;
 use crate::llm::{ModelReply, ReplyRequest, ReplyText, ToolCall, ToolLoop, ToolRound, ToolSpec};
 use crate::runtime::directive::{Merged, Source, merge};
@@ -26,10 +26,10 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<
         && st.stop != Some(StopReason::Aborted)
         && (!st.answer.instructions.is_empty() || (st.session.flow.is_none() && st.answer.says.is_empty()));
     if !needs_model || st.over_token_budget(sv) {
-        complete_reply(st, sv, program, verbatim, None)?;
+        complete_reply(st, sv, verbatim, None)?;
         return Ok(None);
     }
-    let request = reply_request(st, sv, program, &pre.append_prompt, &pre.inject_tools);
+    let request = reply_request(st, sv, &pre.append_prompt, &pre.inject_tools);
     // The `say` texts lead the reply: shown at once, with the line
     // break that joins them to the model's text sent only once that
     // text starts.
@@ -57,7 +57,7 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<
         budget,
         separated: said.is_empty(),
     });
-    model_round(st, sv, program)
+    model_round(st, sv)
 }
 
 /// Runs the tool calls the model asked for in its last round, through
@@ -91,12 +91,12 @@ pub(super) fn answer_tool_calls(st: &mut TurnState, sv: &mut Services) -> Result
         st.emit(event);
     }
     st.bus.post.extend(emissions);
-    model_round(st, sv, program)
+    model_round(st, sv)
 }
 
 /// One round of the model's reply: the reply is done (and completed
 /// here), or the model asks for tool calls, which are returned.
-fn model_round(st: &mut TurnState, sv: &mut Services, program: &Program) -> Result<Option<Vec<ToolCall>>, TurnError> {
+fn model_round(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<ToolCall>>, TurnError> {
     let Some(replying) = st.answer.replying.as_mut() else {
         return Ok(None);
     };
@@ -132,11 +132,11 @@ fn model_round(st: &mut TurnState, sv: &mut Services, program: &Program) -> Resu
         }
         Some(ModelReply::Done(response)) => {
             replying.text.add(&response.text, response.usage);
-            finish_model_reply(st, sv, program)?;
+            finish_model_reply(st, sv)?;
             Ok(None)
         }
         None => {
-            finish_model_reply(st, sv, program)?;
+            finish_model_reply(st, sv)?;
             Ok(None)
         }
     }
@@ -144,7 +144,7 @@ fn model_round(st: &mut TurnState, sv: &mut Services, program: &Program) -> Resu
 
 /// The model has written the reply: its usage is counted and the reply
 /// completed.
-fn finish_model_reply(st: &mut TurnState, sv: &mut Services, program: &Program) -> Result<(), TurnError> {
+fn finish_model_reply(st: &mut TurnState, sv: &mut Services) -> Result<(), TurnError> {
     let Some(replying) = st.answer.replying.take() else {
         return Ok(());
     };
@@ -156,7 +156,7 @@ fn finish_model_reply(st: &mut TurnState, sv: &mut Services, program: &Program) 
     st.counters.error_limit_hit = budget.error_limit_hit || budget.out_of_errors();
     let response = text.finish();
     st.count_call(sv, Purpose::Respond, response.usage);
-    complete_reply(st, sv, program, verbatim, Some(response.text))
+    complete_reply(st, sv, verbatim, Some(response.text))
 }
 
 /// Merges the whole pre-model bus before the model is asked: its halt,
@@ -168,6 +168,20 @@ fn settle_pre_bus(st: &mut TurnState) -> (Merged, Option<String>) {
         st.warn(warning.clone());
     }
     st.bus.halt |= pre.halt;
+    // A `reply` a later one overrode did not act: its directive, when the
+    // reply was all it could still do, is not applied.
+    if let Some((_, winner)) = &pre.reply {
+        for (index, emission) in st.bus.pre.iter().enumerate() {
+            if index == *winner || emission.reply.is_none() {
+                continue;
+            }
+            if let Some(record) =
+                st.bus.pre_records.get(index).copied().flatten().and_then(|at| st.trace.records.get_mut(at))
+            {
+                record.applied = false;
+            }
+        }
+    }
     let mut verbatim = pre.reply.as_ref().map(|(reply, _)| reply.clone());
     // An abort that is not on the bus (a signal's, or `max_asks` with no
     // `on_no_answer`) beats a reply all the same.
@@ -186,14 +200,13 @@ fn settle_pre_bus(st: &mut TurnState) -> (Merged, Option<String>) {
 fn complete_reply(
     st: &mut TurnState,
     sv: &Services,
-    program: &Program,
     verbatim: Option<String>,
     model_text: Option<String>,
 ) -> Result<(), TurnError> {
     if st.bus.halt && st.stop == Some(StopReason::NeedsInput) {
         st.stop = Some(StopReason::Halt);
     }
-    finalize_batch(st, sv, program)?;
+    finalize_batch(st, sv)?;
     let post_reply = apply_post_bus(st, sv)?;
     let mut parts: Vec<String> = st.answer.says.clone();
     match (post_reply.or(verbatim), model_text) {
@@ -217,7 +230,8 @@ fn complete_reply(
 
 /// Every step of the batch finalizes, in order. The reply is written:
 /// a failing `finalize` is traced and dropped, not a failed turn.
-fn finalize_batch(st: &mut TurnState, sv: &Services, program: &Program) -> Result<(), TurnError> {
+fn finalize_batch(st: &mut TurnState, sv: &Services) -> Result<(), TurnError> {
+    let program = sv.program;
     for (flow, step) in std::mem::take(&mut st.answer.batch) {
         let Some(step) = program.flow(flow).and_then(|found| found.step(step)) else {
             continue;
@@ -248,7 +262,14 @@ fn apply_post_bus(st: &mut TurnState, sv: &Services) -> Result<Option<String>, T
                 emission.source
             ));
         }
-        let lost = emission.position.is_some() && post.position.as_ref().is_some_and(|(_, winner)| *winner != index);
+        let lost_position =
+            emission.position.is_some() && post.position.as_ref().is_some_and(|(_, winner)| *winner != index);
+        // One without a position that a later `reply` overrode did not act
+        // either (its writes merged with the rest).
+        let lost_reply = emission.position.is_none()
+            && emission.reply.is_some()
+            && post.reply.as_ref().is_some_and(|(_, winner)| *winner != index);
+        let lost = lost_position || lost_reply;
         if emission.source != Source::Pending {
             record(st, sv, emission, !lost);
         }
@@ -263,10 +284,10 @@ fn apply_post_bus(st: &mut TurnState, sv: &Services) -> Result<Option<String>, T
 pub(super) fn reply_request(
     st: &mut TurnState,
     sv: &Services,
-    program: &Program,
     appended: &[String],
     injected: &[ToolId],
 ) -> ReplyRequest {
+    let program = sv.program;
     let identity = program.agent.identity.as_ref().map(|identity| st.render(sv, identity));
     let rules: Vec<String> = program.agent.rules.iter().map(|rule| st.render(sv, rule)).collect();
     let flow_rules: Vec<String> = st

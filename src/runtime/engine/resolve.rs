@@ -24,32 +24,26 @@ pub(super) fn resolve_one(st: &mut TurnState, sv: &Services) -> Result<(), TurnE
         st.stage = Stage::Reply;
         return Ok(());
     }
-    let program = sv.program;
     match st.cursor {
         Cursor::Idle => {
             st.session.flow = None;
             st.session.step = None;
             st.stop_with(StopReason::NeedsInput);
         }
-        Cursor::EnterFlow(flow_id, step_id) => enter_flow(st, sv, program, flow_id, step_id)?,
-        Cursor::Enter(flow_id, step_id) => enter_step(st, sv, program, flow_id, step_id)?,
-        Cursor::Evaluate { flow, step, fresh } => evaluate(st, sv, program, flow, step, fresh)?,
-        Cursor::Execute(flow, step) => execute(st, sv, program, flow, step)?,
-        Cursor::Leave(flow, step) => leave(st, sv, program, flow, step)?,
-        Cursor::FlowDone(flow_id, next_override) => complete_flow(st, sv, program, flow_id, next_override)?,
+        Cursor::EnterFlow(flow_id, step_id) => enter_flow(st, sv, flow_id, step_id)?,
+        Cursor::Enter(flow_id, step_id) => enter_step(st, sv, flow_id, step_id)?,
+        Cursor::Evaluate { flow, step, fresh } => evaluate(st, sv, flow, step, fresh)?,
+        Cursor::Execute(flow, step) => execute(st, sv, flow, step)?,
+        Cursor::Leave(flow, step) => leave(st, sv, flow, step)?,
+        Cursor::FlowDone(flow_id, next_override) => complete_flow(st, sv, flow_id, next_override)?,
         Cursor::Abort => abort_flow(st, sv),
     }
     Ok(())
 }
 
 /// Enters a flow at `step_id`: its `on_enter` runs first.
-fn enter_flow(
-    st: &mut TurnState,
-    sv: &Services,
-    program: &Program,
-    flow_id: FlowId,
-    step_id: StepId,
-) -> Result<(), TurnError> {
+fn enter_flow(st: &mut TurnState, sv: &Services, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
+    let program = sv.program;
     let Some(flow) = program.flow(flow_id) else {
         st.cursor = Cursor::Idle;
         return Ok(());
@@ -79,13 +73,8 @@ fn enter_flow(
 }
 
 /// Enters a step: its `on_enter` runs, then it is evaluated.
-fn enter_step(
-    st: &mut TurnState,
-    sv: &Services,
-    program: &Program,
-    flow_id: FlowId,
-    step_id: StepId,
-) -> Result<(), TurnError> {
+fn enter_step(st: &mut TurnState, sv: &Services, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
+    let program = sv.program;
     let Some((flow, step)) = program.flow(flow_id).and_then(|flow| Some((flow, flow.step(step_id)?))) else {
         // A flow with no steps completes at once.
         st.cursor = Cursor::FlowDone(flow_id, None);
@@ -111,10 +100,10 @@ fn enter_step(
 fn complete_flow(
     st: &mut TurnState,
     sv: &Services,
-    program: &Program,
     flow_id: FlowId,
     next_override: Option<FlowId>,
 ) -> Result<(), TurnError> {
+    let program = sv.program;
     let Some(flow) = program.flow(flow_id) else {
         st.cursor = Cursor::Idle;
         return Ok(());
@@ -157,11 +146,11 @@ fn abort_flow(st: &mut TurnState, sv: &Services) {
 pub(super) fn evaluate(
     st: &mut TurnState,
     sv: &Services,
-    program: &Program,
     flow_id: FlowId,
     step_id: StepId,
     fresh: bool,
 ) -> Result<(), TurnError> {
+    let program = sv.program;
     let Some((flow, step)) = locate(st, program, flow_id, step_id) else {
         return Ok(());
     };
@@ -329,13 +318,8 @@ fn clear_confirmations(st: &mut TurnState, program: &Program, flow: &Flow, step:
     }
 }
 
-pub(super) fn execute(
-    st: &mut TurnState,
-    sv: &Services,
-    program: &Program,
-    flow_id: FlowId,
-    step_id: StepId,
-) -> Result<(), TurnError> {
+pub(super) fn execute(st: &mut TurnState, sv: &Services, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
+    let program = sv.program;
     let Some((flow, step)) = locate(st, program, flow_id, step_id) else {
         return Ok(());
     };
@@ -389,7 +373,7 @@ pub(super) fn execute(
             .ok_or_else(|| TurnError::Wait(crate::runtime::clock::wait_out_of_range(wait_ms)))?;
         st.answer.resume_at = Some(resume.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
         st.cursor = Cursor::Leave(flow_id, step_id);
-        leave(st, sv, program, flow_id, step_id)?;
+        leave(st, sv, flow_id, step_id)?;
         // Park at the successor without entering it: the wait resumes there.
         if let Cursor::Enter(next_flow, next_step) = st.cursor {
             st.session.flow = Some(next_flow);

@@ -15,13 +15,8 @@ use crate::runtime::actions::evaluate_directive;
 use crate::runtime::directive::{Emission, Source};
 use crate::runtime::events::Event;
 
-pub(super) fn leave(
-    st: &mut TurnState,
-    sv: &Services,
-    program: &Program,
-    flow_id: FlowId,
-    step_id: StepId,
-) -> Result<(), TurnError> {
+pub(super) fn leave(st: &mut TurnState, sv: &Services, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
+    let program = sv.program;
     let Some((flow, step)) = locate(st, program, flow_id, step_id) else {
         return Ok(());
     };
@@ -79,13 +74,17 @@ pub(super) fn take_branch(st: &mut TurnState, sv: &Services, flow_id: FlowId, st
     for warning in warnings {
         st.warn(warning);
     }
-    record(st, sv, &emission, true);
+    let recorded = record(st, sv, &emission, true);
     let source_name = emission.source.to_string();
     apply_writes(st, sv, &emission.set, &emission.set_context, &source_name);
     // A branch evaluated before the model call is pre-model:
     // its reply and augmentation act in this turn.
     if emission.reply.is_some() || emission.has_augmentation() {
-        st.bus.pre.push(Emission { position: None, set: Vec::new(), set_context: Vec::new(), ..emission.clone() });
+        let record = emission.position.is_none().then_some(recorded);
+        st.bus.push_pre(
+            Emission { position: None, set: Vec::new(), set_context: Vec::new(), ..emission.clone() },
+            record,
+        );
         st.bus.pre_applied = st.bus.pre.len();
     }
     st.cursor = match emission.position {

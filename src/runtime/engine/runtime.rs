@@ -56,22 +56,22 @@ pub struct RuntimeOptions {
 /// Limits an embedder sets on top of the program's own `agent.limits`
 /// (`max_auto_steps`, `max_tool_rounds`, `max_turn_tokens`,
 /// `turn_timeout`, which keep their meaning). Each stops a turn with its
-/// own [`StopReason`](super::events::StopReason), at a point the next turn resumes from: before a step
+/// own [`StopReason`](crate::runtime::events::StopReason), at a point the next turn resumes from: before a step
 /// is evaluated or executed, or between stages. `None` is no limit, the
 /// default.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ContinuationLimits {
-    /// Steps one turn may execute ([`StopReason::StepLimit`](super::events::StopReason::StepLimit)).
+    /// Steps one turn may execute ([`StopReason::StepLimit`](crate::runtime::events::StopReason::StepLimit)).
     pub max_steps_per_turn: Option<u32>,
     /// Tokens a session may spend over all its turns
-    /// ([`StopReason::SessionTokenLimit`](super::events::StopReason::SessionTokenLimit)).
+    /// ([`StopReason::SessionTokenLimit`](crate::runtime::events::StopReason::SessionTokenLimit)).
     pub max_session_tokens: Option<u64>,
     /// Time a session may spend running turns, over all of them
-    /// ([`StopReason::SessionTimeLimit`](super::events::StopReason::SessionTimeLimit)). The time is kept in the session
+    /// ([`StopReason::SessionTimeLimit`](crate::runtime::events::StopReason::SessionTimeLimit)). The time is kept in the session
     /// (`turn_time_ms`) only while this limit is set.
     pub max_session_time: Option<Duration>,
     /// Failures in a row within a turn, failed steps and failed tool calls
-    /// of the model's tool loop, before it stops ([`StopReason::ErrorLimit`](super::events::StopReason::ErrorLimit)).
+    /// of the model's tool loop, before it stops ([`StopReason::ErrorLimit`](crate::runtime::events::StopReason::ErrorLimit)).
     pub max_consecutive_errors: Option<u32>,
 }
 

@@ -1,6 +1,6 @@
 //! What a turn uses but does not change: the program, the model, the
 //! tools and their environment (clock, ids), the operator's limits and the
-//! code reader. Borrowed from the [`Runtime`](super::Runtime) for the
+//! code reader. Borrowed from the [`Runtime`] for the
 //! length of one turn, apart from the [`TurnState`](super::state::TurnState)
 //! the stages change, so a stage's signature says which it may touch.
 

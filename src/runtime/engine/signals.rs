@@ -4,10 +4,10 @@
 
 use super::ask::{ground, understand_or_nothing, write_extraction};
 use super::bus::{apply_writes, directive_emission, record};
-use super::plan::open_signals;
+use super::plan::{Confirmations, open_signals, signal_fields};
 use super::services::Services;
 use super::state::{TurnState, flow_name};
-use super::{Stage, TurnError, confirmation_fields, field_spec};
+use super::{Stage, TurnError, field_spec};
 use crate::ir::{FieldId, Phase, Program, Signal};
 use crate::llm::{Question, UnderstandRequest, Understanding};
 use crate::message::{Message, Role};
@@ -30,12 +30,8 @@ fn fire_signal(st: &mut TurnState, sv: &Services, signal: &Signal, phase: &'stat
 
 /// Fires the pre-phase signals of `signals` the understanding answered
 /// yes; their directives are merged by the caller before routing acts.
-pub(super) fn fire_pre_signals(
-    st: &mut TurnState,
-    sv: &Services,
-    program: &Program,
-    signals: &[usize],
-) -> Vec<Emission> {
+pub(super) fn fire_pre_signals(st: &mut TurnState, sv: &Services, signals: &[usize]) -> Vec<Emission> {
+    let program = sv.program;
     let mut emissions = Vec::new();
     for signal in signals.iter().filter_map(|signal| program.signals.get(*signal)) {
         if !st.reading.understanding.signals.get(&signal.name).is_some_and(|answer| answer.yes) {
@@ -58,10 +54,12 @@ pub(super) fn apply_pre_signal_directives(
     for warning in &merged.warnings {
         st.warn(warning.clone());
     }
+    let mut records = Vec::new();
     for (index, emission) in signal_emissions.iter().enumerate() {
         let applied =
             merged.position.as_ref().is_none_or(|(_, winner)| *winner == index) || emission.position.is_none();
-        record(st, sv, emission, applied);
+        let recorded = record(st, sv, emission, applied);
+        records.push(emission.position.is_none().then_some(recorded));
     }
     apply_writes(st, sv, &merged.set, &merged.set_context, "signals");
     st.bus.halt |= merged.halt;
@@ -71,13 +69,16 @@ pub(super) fn apply_pre_signal_directives(
         // A reply the merge dropped (an abort won) must not come back
         // when the whole bus is merged again before the model call.
         let keep_replies = merged.reply.is_some();
-        st.bus.pre.extend(signal_emissions.iter().map(|emission| Emission {
-            position: None,
-            reply: emission.reply.clone().filter(|_| keep_replies),
-            set: Vec::new(),
-            set_context: Vec::new(),
-            ..emission.clone()
-        }));
+        for (emission, record) in signal_emissions.iter().zip(records) {
+            let augmentation = Emission {
+                position: None,
+                reply: emission.reply.clone().filter(|_| keep_replies),
+                set: Vec::new(),
+                set_context: Vec::new(),
+                ..emission.clone()
+            };
+            st.bus.push_pre(augmentation, record);
+        }
         st.bus.pre_applied = st.bus.pre.len();
     }
     merged.position.map(|(position, _)| position)
@@ -89,7 +90,7 @@ pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<(), 
         return Ok(());
     }
     let program = sv.program;
-    let signals = open_signals(st, sv, program, &[Phase::Post, Phase::Both]);
+    let signals = open_signals(st, sv, &[Phase::Post, Phase::Both]);
     if signals.is_empty() {
         return Ok(());
     }
@@ -104,12 +105,7 @@ pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<(), 
             program.signals.get(*signal).is_some_and(|declared| !st.reading.asked_signals.contains(&declared.name))
         })
         .collect();
-    let mut fields: BTreeSet<FieldId> = BTreeSet::new();
-    for signal in &unanswered {
-        if let Some(declared) = program.signals.get(*signal) {
-            fields.extend(declared.extract.iter().copied());
-        }
-    }
+    let mut fields = signal_fields(program, &unanswered);
     // The signals asked here opened during the turn: they see the reply
     // they are about (a yes still cites the user's words).
     let mut history = st.history_window();
@@ -118,8 +114,10 @@ pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<(), 
     if !reply.is_empty() {
         history.push(Message { role: Role::Assistant, text: reply });
     }
-    let confirmations = confirmation_fields(program);
-    fields.retain(|field| !confirmations.contains(field));
+    // After the reply the message answers no step any more: the plan's
+    // confirmation rule admits no confirmation.
+    let confirmations = Confirmations::of(program);
+    fields.retain(|field| confirmations.admits(*field, None));
     let request = UnderstandRequest {
         message: st.message.clone(),
         history,

@@ -61,6 +61,11 @@ pub(super) struct Reading {
 #[derive(Default)]
 pub(super) struct Bus {
     pub(super) pre: Vec<Emission>,
+    /// For each emission of `pre` without a position, the index of its
+    /// record in [`Trace::records`] once recorded: when the whole bus
+    /// merges before the reply and a later `reply` overrides its own, it
+    /// is marked not applied.
+    pub(super) pre_records: Vec<Option<usize>>,
     /// How many emissions of `pre` were merged and applied already.
     pub(super) pre_applied: usize,
     pub(super) post: Vec<Emission>,
@@ -82,6 +87,14 @@ pub(super) struct Answer {
     pub(super) replying: Option<Replying>,
     pub(super) resume_at: Option<String>,
     pub(super) reply: String,
+}
+
+impl Bus {
+    /// An emission joins the pre-model bus, with its record if it has one.
+    pub(super) fn push_pre(&mut self, emission: Emission, record: Option<usize>) {
+        self.pre.push(emission);
+        self.pre_records.push(record);
+    }
 }
 
 /// What the turn spent, against the program's and the operator's limits.

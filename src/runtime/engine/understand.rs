@@ -3,18 +3,20 @@
 //! can first, the proposals are grounded, and the turn is routed.
 
 use super::ask::{ground, understand_or_nothing, write_extraction};
-use super::plan::{open_conditions, open_signals};
+use super::plan::TurnPlan;
 use super::position::{position_cursor, start_run};
 use super::services::Services;
 use super::signals::{apply_pre_signal_directives, fire_pre_signals};
 use super::state::{TurnState, flow_name};
-use super::{Cursor, Stage, TurnError, confirmation_fields, field_spec};
-use crate::ir::{FieldId, Flow, FlowId, Phase, Program, StepId};
+use super::{Cursor, Stage, TurnError, field_spec};
+use crate::ir::{Flow, FlowId, Program, StepId};
 use crate::llm::{FlowChoice, ProviderError, Question, UnderstandRequest};
 use crate::runtime::events::{Event, Purpose, StopReason};
 use crate::runtime::grounding;
 use std::collections::BTreeSet;
 
+/// Understands the message by the turn's plan and routes the turn: the
+/// cursor is where resolution starts.
 pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<(), TurnError> {
     let program = sv.program;
     let active = st.session.flow;
@@ -29,7 +31,9 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<(), Tu
         .copied()
         .filter(|flow| program.flow(*flow).is_some_and(|declared| !declared.when.is_empty()))
         .collect();
-    let (mut request, signals) = understand_request(st, sv, program, &candidates, &routable);
+    let plan = TurnPlan::build(st, sv, &candidates, &routable);
+    let mut request = understand_request(st, sv, &plan, &routable);
+    st.reading.asked_fields = plan.fields.clone();
     // Code reads first: what the rules read beyond doubt is taken as
     // read, and the model is asked only for the rest.
     let read_by_code = sv.reader.read(&request);
@@ -62,10 +66,7 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<(), Tu
         }
     }
     let certain: BTreeSet<String> = read_by_code.keys().cloned().collect();
-    let asked = st.current_step(program).and_then(|step| match step.collect.as_slice() {
-        [only] => program.field(*only).map(|declared| declared.name.clone()),
-        _ => None,
-    });
+    let asked = plan.asked_alone.and_then(|field| program.field(field)).map(|declared| declared.name.clone());
     for (name, proposal) in read_by_code {
         let evidence = proposal.evidence.clone().unwrap_or_default();
         st.emit(Event::ReadByCode { field: name.clone(), value: proposal.value.clone(), evidence });
@@ -80,8 +81,8 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<(), Tu
     let route = choose_route(st, program, &candidates, &routable);
 
     // Pre-phase signals (step 3): they run before routing takes effect.
-    let signal_emissions = fire_pre_signals(st, sv, program, &signals);
-    let relevant = relevant_fields(st, program, route.map(|(flow, _)| flow).or(active));
+    let signal_emissions = fire_pre_signals(st, sv, &plan.pre_signals);
+    let relevant = plan.relevant(program, route.map(|(flow, _)| flow).or(active), &st.reading.understanding);
     write_extraction(st, program, &relevant);
     let signal_position = apply_pre_signal_directives(st, sv, &signal_emissions);
 
@@ -104,73 +105,14 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<(), Tu
     Ok(())
 }
 
-/// What the understand call asks: routing among the routable flows, the
-/// fields this message may answer, the open AI conditions and the open
-/// signals (pre-phase, and post-phase ones asked early). Returns the
-/// request and the pre-phase signals it asks about.
-fn understand_request(
-    st: &mut TurnState,
-    sv: &Services,
-    program: &Program,
-    candidates: &[FlowId],
-    routable: &[FlowId],
-) -> (UnderstandRequest, Vec<usize>) {
+/// What the understand call asks, by the turn's plan: routing among the
+/// routable flows, the fields this message may answer, the open AI
+/// conditions and the open signals (pre-phase, and post-phase ones asked
+/// early).
+fn understand_request(st: &TurnState, sv: &Services, plan: &TurnPlan, routable: &[FlowId]) -> UnderstandRequest {
+    let program = sv.program;
     let active = st.session.flow;
-    // Fields: the current step's, the active flow's, and when no flow is
-    // active (or another may take over), the candidates'.
-    let mut fields: BTreeSet<FieldId> = BTreeSet::new();
-    let current_step = st.current_step(program);
-    if let Some(step) = current_step {
-        fields.extend(step.collect.iter().chain(&step.requires).copied());
-    }
-    let extraction_flows: Vec<FlowId> = match active {
-        Some(flow) => std::iter::once(flow).chain(routable.iter().copied()).collect(),
-        None => candidates.to_vec(),
-    };
-    for flow in &extraction_flows {
-        if let Some(declared) = program.flow(*flow) {
-            fields.extend(declared.requires.iter().chain(&declared.optional).copied());
-            if active.is_none()
-                && let Some(entry) = declared.steps.first()
-            {
-                fields.extend(entry.collect.iter().copied());
-            }
-        }
-    }
-    let signals: Vec<usize> = open_signals(st, sv, program, &[Phase::Pre, Phase::Both]);
-    // Post-phase signals ask about the same message: asking them here
-    // saves a model call; the answer is used after the reply (their
-    // guard is checked again then, and one that opens only later is
-    // asked in a call of its own).
-    let early_post: Vec<usize> =
-        open_signals(st, sv, program, &[Phase::Post]).into_iter().filter(|signal| !signals.contains(signal)).collect();
-    // Early post-phase answers need their `extract` fields asked too:
-    // no later call asks them again.
-    for signal in signals.iter().chain(&early_post) {
-        if let Some(declared) = program.signals.get(*signal) {
-            fields.extend(declared.extract.iter().copied());
-        }
-    }
-    // Consent is never carried over: a confirmation (a `bool` some step
-    // collects) is read only from the message answering the step that
-    // asks for it, never ahead through `requires`, entry steps or
-    // signal `extract`.
-    let confirmations = confirmation_fields(program);
-    fields.retain(|field| {
-        !confirmations.contains(field) || current_step.is_some_and(|step| step.collect.contains(field))
-    });
-    let asked_alone: Option<FieldId> = current_step.and_then(|step| match step.collect.as_slice() {
-        [only] => Some(*only),
-        _ => None,
-    });
-
-    let condition_flows: Vec<FlowId> = match active {
-        Some(flow) => vec![flow],
-        None => candidates.to_vec(),
-    };
-    let conditions = open_conditions(st, sv, program, &condition_flows, &fields);
-
-    let request = UnderstandRequest {
+    UnderstandRequest {
         message: st.message.clone(),
         history: st.history_window(),
         active_flow: active.map(|flow| flow_name(sv, flow)),
@@ -179,15 +121,17 @@ fn understand_request(
             .filter(|flow| Some(**flow) != active)
             .filter_map(|flow| program.flow(*flow).map(|declared| flow_choice(program, declared)))
             .collect(),
-        fields: fields
+        fields: plan
+            .fields
             .iter()
             .filter_map(|field| program.field(*field).map(|declared| (field, declared)))
-            .map(|(field, declared)| field_spec(declared, asked_alone == Some(*field)))
+            .map(|(field, declared)| field_spec(declared, plan.asked_alone == Some(*field)))
             .collect(),
-        conditions,
-        signals: signals
+        conditions: plan.conditions.clone(),
+        signals: plan
+            .pre_signals
             .iter()
-            .chain(&early_post)
+            .chain(&plan.early_post)
             .filter_map(|signal| program.signals.get(*signal))
             .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
             .collect(),
@@ -196,9 +140,7 @@ fn understand_request(
         // any step acts. A later call cut off would fail a turn whose
         // steps already ran, and the next message would run them again.
         deadline: st.deadline(sv),
-    };
-    st.reading.asked_fields = fields;
-    (request, signals)
+    }
 }
 
 /// The routing decision: the flow the turn moves to and why (`when`,
@@ -241,30 +183,6 @@ fn choose_route(
             .map(|flow| (flow, "if"))
             .or_else(|| program.default_flow.filter(|flow| candidates.contains(flow)).map(|flow| (flow, "default"))),
     }
-}
-
-/// The fields whose extracted values are written, as one unit: the
-/// current step's, those of the flow the turn settles in, and the
-/// `extract` fields of matched signals.
-fn relevant_fields(st: &TurnState, program: &Program, settled_flow: Option<FlowId>) -> BTreeSet<FieldId> {
-    let mut relevant: BTreeSet<FieldId> = BTreeSet::new();
-    if let Some(step) = st.current_step(program) {
-        relevant.extend(step.collect.iter().chain(&step.requires).copied());
-    }
-    if let Some(flow) = settled_flow.and_then(|flow| program.flow(flow)) {
-        relevant.extend(flow.requires.iter().chain(&flow.optional).copied());
-        if st.session.flow.is_none()
-            && let Some(entry) = flow.steps.first()
-        {
-            relevant.extend(entry.collect.iter().copied());
-        }
-    }
-    for signal in &program.signals {
-        if st.reading.understanding.signals.get(&signal.name).is_some_and(|answer| answer.yes) {
-            relevant.extend(signal.extract.iter().copied());
-        }
-    }
-    relevant
 }
 
 /// Holds the answers to the confirmations the asking step collects to

@@ -339,6 +339,11 @@ impl Walker<'_> {
                     let step = names.pop();
                     directive.goto_step = Some(GotoStep { flow: names.pop(), step, span });
                 }
+                Rule::ask_again if self.first_time(&mut seen, "ask_again", span, "directive") => {
+                    let mut names = self.names(clause);
+                    let step = names.pop();
+                    directive.ask_again = Some(GotoStep { flow: names.pop(), step, span });
+                }
                 Rule::complete if self.first_time(&mut seen, "complete", span, "directive") => {
                     let next = self.names(clause).pop();
                     directive.complete = Some(Complete { next, span });

@@ -154,6 +154,7 @@ pub(super) fn is_keyword(rule: Rule) -> bool {
             | Rule::kw_goto
             | Rule::kw_with
             | Rule::kw_goto_step
+            | Rule::kw_ask_again
             | Rule::kw_abort
             | Rule::kw_reply
             | Rule::kw_set_context

@@ -809,7 +809,10 @@ impl<'tree> Builder<'tree, '_> {
             directive.goto = self.goto(goto);
         }
         if let Some(goto_step) = keys.get("goto_step") {
-            directive.goto_step = self.goto_step(goto_step);
+            directive.goto_step = self.goto_step(goto_step, "`goto_step`");
+        }
+        if let Some(ask_again) = keys.get("ask_again") {
+            directive.ask_again = self.goto_step(ask_again, "`ask_again`");
         }
         if let Some(complete) = keys.get("complete") {
             directive.complete = self.complete(complete);
@@ -856,11 +859,12 @@ impl<'tree> Builder<'tree, '_> {
         Some(Goto { flow: Some(flow), data: Vec::new(), span })
     }
 
-    /// `goto_step: STEP` or `goto_step: { flow: FLOW, step: STEP }`.
-    fn goto_step(&mut self, entry: Entry<'_>) -> Option<GotoStep> {
+    /// `goto_step: STEP` or `goto_step: { flow: FLOW, step: STEP }`, and
+    /// `ask_again` in the same shapes (`key` names it in messages).
+    fn goto_step(&mut self, entry: Entry<'_>, key: &str) -> Option<GotoStep> {
         let span = entry.key_span.to(self.values.span(entry.value));
         if self.values.is_mapping(entry.value) {
-            let keys = self.values.keyed_mapping(entry.value, GOTO_STEP_KEYS, "`goto_step`");
+            let keys = self.values.keyed_mapping(entry.value, GOTO_STEP_KEYS, key);
             return Some(GotoStep {
                 flow: keys.get("flow").and_then(|flow| self.values.name(flow, "a flow id")),
                 step: keys.get("step").and_then(|step| self.values.name(step, "a step id")),

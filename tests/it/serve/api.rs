@@ -220,7 +220,8 @@ fn the_openapi_document_describes_every_route_and_each_answers() {
     for (path, methods) in paths {
         for method in methods.as_object().expect("methods").keys() {
             operations += 1;
-            let concrete = path.replace("{id}", "open_booking_00000000-0000-4000-8000-000000000000");
+            let concrete =
+                path.replace("{id}", "open_booking_00000000-0000-4000-8000-000000000000").replace("{name}", "booking");
             let method = reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes()).expect("a method");
             let (_, answer) = client.send(method.clone(), &concrete, Some("{}"));
             assert!(
@@ -230,6 +231,7 @@ fn the_openapi_document_describes_every_route_and_each_answers() {
         }
     }
     assert_eq!(operations, flowc::serve::routes().len());
+    assert!(paths.contains_key("/v1/programs/{name}/graph"), "the playground's graph route is the API's too");
 }
 
 #[test]

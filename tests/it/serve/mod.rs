@@ -5,6 +5,7 @@
 //! picks.
 
 mod api;
+mod faults;
 mod processes;
 mod robustness;
 mod runs;
@@ -40,6 +41,7 @@ pub fn options(auth: Auth) -> ServeOptions {
             tools: Default::default(),
         },
         run_poll: Duration::from_millis(5),
+        deadlines: Default::default(),
     }
 }
 
@@ -133,6 +135,48 @@ pub fn read_events(response: reqwest::blocking::Response) -> Vec<(String, String
         }
     }
     events
+}
+
+/// The next server-sent event of a stream being read: (event, data).
+pub fn next_event(lines: &mut impl Iterator<Item = std::io::Result<String>>) -> Option<(String, String)> {
+    let mut event = String::new();
+    let mut data = String::new();
+    for line in lines {
+        let line = line.expect("a line of the stream");
+        if line.is_empty() {
+            if !event.is_empty() || !data.is_empty() {
+                return Some((event, data));
+            }
+        } else if let Some(name) = line.strip_prefix("event:") {
+            event = name.trim().to_string();
+        } else if let Some(text) = line.strip_prefix("data:") {
+            data.push_str(text.strip_prefix(' ').unwrap_or(text));
+        }
+    }
+    None
+}
+
+/// Follows run `id`'s events from `client` while its one step holds: reads
+/// up to the step's start, lets the step finish, and answers every event
+/// after. The stream is open before the step ends, so what follows its
+/// start can only come from news of the save, or a poll.
+pub fn follow_held_run(client: &Client, id: &str, dir: &std::path::Path) -> Vec<(String, Value)> {
+    use std::io::BufRead;
+    let response = client.request(reqwest::Method::GET, &format!("/v1/runs/{id}/events")).send().expect("events");
+    assert_eq!(response.status().as_u16(), 200);
+    let mut lines = std::io::BufReader::new(response).lines();
+    loop {
+        let (kind, data) = next_event(&mut lines).expect("the step's start before the stream ends");
+        let event: Value = serde_json::from_str(&data).expect("json data");
+        assert_eq!(kind, "step", "the run ended before it was released: {data}");
+        if event["event"] == "step_started" {
+            break;
+        }
+    }
+    std::fs::write(dir.join("release"), "").expect("release");
+    std::iter::from_fn(|| next_event(&mut lines))
+        .map(|(kind, data)| (kind, serde_json::from_str(&data).expect("json data")))
+        .collect()
 }
 
 /// A workflow whose one step holds until the test writes `release` in

@@ -3,7 +3,7 @@
 //! servers on one PostgreSQL hold one conversation between them while a
 //! worker resumes the run one of them started.
 
-use super::{Client, HOLD, HOLD_PY, code};
+use super::{Client, HOLD, HOLD_PY, code, follow_held_run};
 use crate::support::{root, temp_dir, unique};
 use serde_json::json;
 use std::io::{BufRead, BufReader};
@@ -13,15 +13,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 /// A `flowc serve` process, killed if the test ends first.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
     stderr: Arc<Mutex<String>>,
     reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
-    fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+    pub fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_flowc"));
         command.arg("serve").args(args).arg("--addr").arg("127.0.0.1:0").current_dir(dir);
         command.env("FLOWC_NOW", "2026-01-05T10:00:00Z").env("NO_COLOR", "1").env_remove("FLOWC_SEED");
@@ -59,7 +59,7 @@ impl Server {
     }
 
     /// Waits for the process to exit and for its last words.
-    fn exit(&mut self) -> (Option<i32>, String) {
+    pub fn exit(&mut self) -> (Option<i32>, String) {
         let status = self.child.wait().expect("the server exits");
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
@@ -67,7 +67,7 @@ impl Server {
         (status.code(), self.said())
     }
 
-    fn said(&self) -> String {
+    pub fn said(&self) -> String {
         self.stderr.lock().map(|text| text.clone()).unwrap_or_default()
     }
 }
@@ -122,7 +122,7 @@ fn sigterm_lets_an_open_request_finish_before_the_server_exits() {
 }
 
 /// A fresh database on the test server, or `None` (said) without one.
-fn fresh_database(test: &str) -> Option<String> {
+pub fn fresh_database(test: &str) -> Option<String> {
     let Ok(url) = std::env::var("FLOWC_TEST_POSTGRES") else {
         // scripts/test.sh starts the server: there a missing one fails.
         assert!(
@@ -175,4 +175,30 @@ fn two_servers_on_one_postgres_hold_one_conversation_and_a_worker_resumes_their_
     assert!(worker.status.success(), "{}", String::from_utf8_lossy(&worker.stderr));
     let (_, resumed) = other.get(&format!("/v1/runs/{run_id}"));
     assert_eq!(resumed["status"], "completed", "{resumed}");
+}
+
+/// A run one server executes, followed from another on the same
+/// PostgreSQL with a poll interval longer than the test: the store's
+/// NOTIFY on each save is what brings its steps, as they happen.
+#[test]
+fn a_run_on_one_server_is_followed_live_from_another_on_postgres() {
+    let Some(url) = fresh_database("serve_news") else {
+        return;
+    };
+    let dir = temp_dir(&format!("serve-news-{}", unique()));
+    std::fs::write(dir.join("hold.flow"), HOLD).expect("program");
+    std::fs::write(dir.join("hold.py"), HOLD_PY).expect("tool");
+    let args = ["hold.flow", "--store", url.as_str(), "--events-poll", "1h"];
+    let runner = Server::start(&dir, &args, &[]);
+    let follower = Server::start(&dir, &args, &[]);
+    let (status, run) = Client::new(runner.addr, None).post("/v1/runs", &json!({ "program": "hold", "wait": false }));
+    assert_eq!(status, 202, "{run}");
+    let id = run["run"].as_str().expect("a run id").to_string();
+    while !dir.join("started").exists() {
+        std::thread::yield_now();
+    }
+    let events = follow_held_run(&Client::new(follower.addr, None), &id, &dir);
+    let last = events.last().map(|(kind, run)| (kind.as_str(), run["status"].as_str()));
+    assert_eq!(last, Some(("finished", Some("completed"))), "{events:?}");
+    assert!(events.iter().any(|(_, event)| event["event"] == "step_completed"), "{events:?}");
 }

@@ -2,7 +2,9 @@
 //! events (replayed after, live while running), resumed and cancelled,
 //! and visible only to their tenant.
 
-use super::{Client, HOLD, HOLD_PY, TOKEN_ACME, TOKEN_GLOBEX, code, options, read_events, start, tenants};
+use super::{
+    Client, HOLD, HOLD_PY, TOKEN_ACME, TOKEN_GLOBEX, code, follow_held_run, options, read_events, start, tenants,
+};
 use crate::support::{temp_dir, unique};
 use flowc::serve::auth::Auth;
 use serde_json::{Value, json};
@@ -152,4 +154,30 @@ fn a_run_cancelled_while_a_step_runs_stops_after_it_and_says_cancelled() {
     drop(server);
     let (_, after) = Client::new(start(&options).addr, None).get(&format!("/v1/runs/{id}"));
     assert_eq!(after["status"], "cancelled", "the step that finished after the cancel saved nothing: {after}");
+}
+
+/// With a poll interval longer than any test, only the news of a save can
+/// tell a follower that the step ended: it hears it when it happens.
+#[test]
+fn a_followed_run_is_pushed_each_save_not_polled() {
+    let dir = temp_dir(&format!("serve-push-{}", unique()));
+    std::fs::write(dir.join("hold.flow"), HOLD).expect("program");
+    std::fs::write(dir.join("hold.py"), HOLD_PY).expect("tool");
+    let mut options = options(Auth::default());
+    options.files = vec![dir.join("hold.flow")];
+    options.run_poll = std::time::Duration::from_secs(3600);
+    let server = start(&options);
+    let client = Client::new(server.addr, None);
+    let (status, run) = client.post("/v1/runs", &json!({ "program": "hold", "wait": false }));
+    assert_eq!(status, 202, "{run}");
+    let id = run["run"].as_str().expect("a run id").to_string();
+    while !dir.join("started").exists() {
+        std::thread::yield_now();
+    }
+    let events = follow_held_run(&client, &id, &dir);
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|(kind, event)| format!("{kind} {}", event["event"].as_str().or(event["status"].as_str()).unwrap_or("?")))
+        .collect();
+    assert_eq!(kinds, ["step step_completed", "finished completed"], "{events:?}");
 }

@@ -1,0 +1,112 @@
+//! Taking connections: each accepted socket is served as HTTP/1.1 by hyper
+//! with a deadline on its request head (a client that sends its headers
+//! byte by byte, or never finishes them, is closed when it runs out), and
+//! every request body must arrive whole within its own deadline (else 408).
+//! On shutdown the listener closes and open connections finish what they
+//! are answering. `axum::serve` sets no deadline at all, hence this file.
+
+use super::error::ApiError;
+use axum::Router;
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use std::future::Future;
+use std::time::Duration;
+
+/// The deadline for a request's head when none is configured: far more
+/// than any real client needs on any network, short enough that thousands
+/// of idle half-open connections cannot pile up.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The deadline for a whole request body when none is configured.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a connection may take for each part of a request.
+#[derive(Clone, Copy, Debug)]
+pub struct Deadlines {
+    /// From the first byte of a request (or the end of the previous
+    /// answer on a kept-alive connection) to the end of its head.
+    pub header: Duration,
+    /// From the end of the head to the end of the body.
+    pub body: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Deadlines {
+        Deadlines { header: DEFAULT_HEADER_TIMEOUT, body: DEFAULT_BODY_TIMEOUT }
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, then waits for
+/// the connections still answering.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    deadlines: Deadlines,
+    shutdown: impl Future<Output = ()>,
+) {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                // Out of descriptors (or a connection reset before it was
+                // taken): taking the next one at once would spin.
+                eprintln!("warning: flowc serve: cannot take a connection: {error}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // Answers are small and written whole: no need to wait for more.
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder.timer(TokioTimer::new()).header_read_timeout(deadlines.header);
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            // A connection's end, timed out or reset, is no one's error.
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// Reads the whole body of `request` within `deadline` and at most
+/// `limit` bytes, and hands the request on with it: a client trickling
+/// its body gets a 408, one sending more than it may a 413, and no
+/// handler waits on either.
+pub async fn whole_body(request: Request, limit: usize, deadline: Duration) -> Result<Request, Response> {
+    let (parts, body) = request.into_parts();
+    match tokio::time::timeout(deadline, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => Ok(Request::from_parts(parts, axum::body::Body::from(bytes))),
+        Ok(Err(error)) => {
+            // axum names no type for "over the limit" (it wraps
+            // http-body-util's), only its text: look for that down the chain.
+            let mut over = false;
+            let mut cause: Option<&dyn std::error::Error> = Some(&error);
+            while let Some(current) = cause {
+                over |= current.to_string().contains("length limit");
+                cause = current.source();
+            }
+            if over {
+                Err(super::error::too_large().into_response())
+            } else {
+                Err(ApiError::invalid(format!("the request body could not be read: {error}")).into_response())
+            }
+        }
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            format!("the request body did not arrive within {} s", deadline.as_secs_f64()),
+        )
+        .into_response()),
+    }
+}
