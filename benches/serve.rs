@@ -24,6 +24,13 @@ use std::time::{Duration, Instant};
 
 mod support;
 
+/// The allocator the `flowc` binary ships with: measured with the system
+/// allocator instead, an eighth of the server's time went to glibc's
+/// malloc and free (`perf record` on this bench), which `flowc serve` never
+/// pays.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const BOOK: &str = "Book the Grand Hotel for 2 guests on 2026-12-04";
 
 fn fail(message: String) -> ! {

@@ -31,7 +31,10 @@ mod label;
 
 pub mod coverage;
 pub mod dot;
+mod draw;
 pub mod mermaid;
+
+pub use draw::{Format, draw, draw_covered};
 
 use crate::check::reachability::Reachability;
 use crate::check::walk::calls_a_tool;

@@ -3,7 +3,7 @@
 //! are referred to by typed indices, never by strings, so a target that does
 //! not exist cannot be represented. Expressions carry their types.
 //!
-//! [`lower`] builds it from the AST. Spans are kept on every node that a
+//! `lower` builds it from the AST. Spans are kept on every node that a
 //! diagnostic may point at; `flowc compile` leaves them out unless asked.
 //! Nothing here does I/O.
 

@@ -26,8 +26,9 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a connection may take for each part of a request.
 #[derive(Clone, Copy, Debug)]
 pub struct Deadlines {
-    /// From the first byte of a request (or the end of the previous
-    /// answer on a kept-alive connection) to the end of its head.
+    /// From the connection's start (or the end of the previous answer on a
+    /// kept-alive connection, so an idle connection is closed after it
+    /// too) to the end of a request's head.
     pub header: Duration,
     /// From the end of the head to the end of the body.
     pub body: Duration,

@@ -301,7 +301,9 @@ pub fn start(options: &ServeOptions, workers: usize, signals: bool) -> Result<Ru
     let thread = std::thread::Builder::new()
         .name("flowc-serve-main".to_string())
         .spawn(move || {
-            runtime.block_on(async move {
+            let held = Arc::clone(&state);
+            let served = runtime.block_on(async move {
+                let state = held;
                 let app = router(Arc::clone(&state));
                 let shutdown = async move {
                     if signals {
@@ -320,7 +322,13 @@ pub fn start(options: &ServeOptions, workers: usize, signals: bool) -> Result<Ru
                     let _ = task.await;
                 }
                 Ok(())
-            })
+            });
+            // The state goes last, on this plain thread once the runtime
+            // is gone: a PostgreSQL store's client and a model's blocking
+            // HTTP client block when dropped, which panics inside a runtime.
+            drop(runtime);
+            drop(state);
+            served
         })
         .map_err(|error| format!("cannot start the server's thread: {error}"))?;
     Ok(Running { addr, stop: Some(stop), thread: Some(thread) })

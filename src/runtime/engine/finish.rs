@@ -2,13 +2,14 @@
 //! and the result is built; the caller's session is then replaced by the
 //! working copy.
 
+use super::StageOutcome;
 use super::services::Services;
 use super::state::TurnState;
 use crate::message::{Message, Role};
 use crate::runtime::events::{Event, StopReason, Tokens, TurnResult};
 use crate::runtime::session::ordered_data;
 
-pub(super) fn finish(st: &mut TurnState, sv: &Services) -> TurnResult {
+pub(super) fn finish(st: &mut TurnState, sv: &Services) -> StageOutcome {
     let stop = st.stop.unwrap_or(StopReason::NeedsInput);
     st.emit(Event::TurnFinished { stopped_reason: stop });
     st.session.history.push(Message { role: Role::User, text: st.message.clone() });
@@ -26,7 +27,7 @@ pub(super) fn finish(st: &mut TurnState, sv: &Services) -> TurnResult {
     let program = sv.program;
     let flow = st.session.flow.and_then(|flow| program.flow(flow));
 
-    TurnResult {
+    StageOutcome::Finished(Box::new(TurnResult {
         turn: st.session.turns,
         user: st.message.clone(),
         reply: st.answer.reply.clone(),
@@ -40,5 +41,5 @@ pub(super) fn finish(st: &mut TurnState, sv: &Services) -> TurnResult {
         tokens: Tokens::from(st.counters.usage),
         resume_at: st.answer.resume_at.clone(),
         events: std::mem::take(&mut st.trace.events),
-    }
+    }))
 }

@@ -13,8 +13,8 @@
 //!
 //! The turn's state (`state.rs`: cursor, working session, buses, counters,
 //! trace) is apart from the services it uses (`services.rs`: program,
-//! model, tools, clock, limits); each stage is a function over the two, in
-//! its own file, and a stage calls another only through an import, so
+//! model, tools, clock, limits); each stage is a function over the two
+//! returning its `StageOutcome`, in its own file, and a stage calls another only through an import, so
 //! the stages' dependencies are visible and have no cycle (the module test
 //! in `tests/check/modules.rs` checks it). In pipeline order: `start.rs`
 //! (the pending directive), `understand.rs`, `signals.rs` (both phases),
@@ -185,43 +185,44 @@ impl Turn<'_> {
             state.stop = Some(reason);
             state.stage = Stage::Finish;
         }
-        match state.stage {
-            Stage::Start => {
-                start::start(state, services)?;
-                Ok(Progress::Continue(StageDone::Started))
-            }
-            Stage::Understand => {
-                understand::understand(state, services)?;
-                Ok(Progress::Continue(StageDone::Understood))
-            }
-            Stage::Resolve => {
-                resolve::resolve_one(state, services)?;
-                Ok(Progress::Continue(StageDone::Resolved))
-            }
-            Stage::Reply => {
-                let calls = reply::reply(state, services)?;
-                Ok(Self::replied(calls))
-            }
-            Stage::ToolCalls => {
-                let calls = reply::answer_tool_calls(state, services)?;
-                Ok(Self::replied(calls))
-            }
-            Stage::PostSignals => {
-                signals::post_signals(state, services)?;
-                Ok(Progress::Continue(StageDone::PostSignals))
-            }
-            Stage::Finish => {
-                let result = finish::finish(state, services);
+        let outcome = match state.stage {
+            Stage::Start => start::start(state, services)?,
+            Stage::Understand => understand::understand(state, services)?,
+            Stage::Resolve => resolve::resolve_one(state, services)?,
+            Stage::Reply => reply::reply(state, services)?,
+            Stage::ToolCalls => reply::answer_tool_calls(state, services)?,
+            Stage::PostSignals => signals::post_signals(state, services)?,
+            Stage::Finish => finish::finish(state, services),
+        };
+        Ok(match outcome {
+            StageOutcome::Done(done) => Progress::Continue(done),
+            StageOutcome::ToolCalls(calls) => Progress::ToolCalls(calls),
+            StageOutcome::Finished(result) => {
                 *self.original = std::mem::take(&mut state.session);
-                Ok(Progress::Finished { reason: result.stopped_reason, result: Box::new(result) })
+                Progress::Finished { reason: result.stopped_reason, result }
             }
-        }
+        })
     }
+}
 
-    fn replied(calls: Option<Vec<ToolCall>>) -> Progress {
+/// What a stage function did. Where the turn goes on is recorded in its
+/// state ([`TurnState::stage`](state::TurnState)): the next [`Turn::step`]
+/// resumes there.
+enum StageOutcome {
+    /// The stage, or one transition of resolution, completed.
+    Done(StageDone),
+    /// The model asked for tool calls while writing the reply.
+    ToolCalls(Vec<ToolCall>),
+    /// The turn ended; the caller's session is to be replaced.
+    Finished(Box<TurnResult>),
+}
+
+impl StageOutcome {
+    /// A round of the reply: done, or tool calls the model asked for.
+    fn replied(calls: Option<Vec<ToolCall>>) -> StageOutcome {
         match calls {
-            Some(calls) => Progress::ToolCalls(calls),
-            None => Progress::Continue(StageDone::Replied),
+            Some(calls) => StageOutcome::ToolCalls(calls),
+            None => StageOutcome::Done(StageDone::Replied),
         }
     }
 }

@@ -8,7 +8,7 @@ use super::position::park;
 use super::services::Services;
 use super::state::{TurnState, flow_name};
 use super::tool_loop::{Replying, ToolBudget, TurnToolLoop};
-use super::{Stage, TurnError};
+use super::{Stage, StageDone, StageOutcome, TurnError};
 use crate::ir::ToolId;
 use crate::llm::rounds::MAX_ROUNDS;
 use crate::llm::{ModelReply, ReplyRequest, ReplyText, ToolCall, ToolLoop, ToolRound, ToolSpec};
@@ -18,7 +18,7 @@ use crate::runtime::events::{Event, Purpose, StopReason};
 /// Starts the reply: the pre-model bus settles, and the model is asked
 /// its first round when the reply needs it. Returns the tool calls the
 /// model asked for, which run at the next step.
-pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<ToolCall>>, TurnError> {
+pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcome, TurnError> {
     let program = sv.program;
     let (pre, verbatim) = settle_pre_bus(st);
     let needs_model = !st.bus.halt
@@ -27,7 +27,7 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<
         && (!st.answer.instructions.is_empty() || (st.session.flow.is_none() && st.answer.says.is_empty()));
     if !needs_model || st.over_token_budget(sv) {
         complete_reply(st, sv, verbatim, None)?;
-        return Ok(None);
+        return Ok(StageOutcome::Done(StageDone::Replied));
     }
     let request = reply_request(st, sv, &pre.append_prompt, &pre.inject_tools);
     // The `say` texts lead the reply: shown at once, with the line
@@ -57,16 +57,16 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<
         budget,
         separated: said.is_empty(),
     });
-    model_round(st, sv)
+    model_round(st, sv).map(StageOutcome::replied)
 }
 
 /// Runs the tool calls the model asked for in its last round, through
 /// the one tool-call path, and asks the model again.
-pub(super) fn answer_tool_calls(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<ToolCall>>, TurnError> {
+pub(super) fn answer_tool_calls(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcome, TurnError> {
     let program = sv.program;
     let Some(replying) = st.answer.replying.as_mut() else {
         st.stage = Stage::PostSignals;
-        return Ok(None);
+        return Ok(StageOutcome::Done(StageDone::Replied));
     };
     let asked = replying.asked.take().unwrap_or_default();
     let mut tool_loop = TurnToolLoop {
@@ -91,7 +91,7 @@ pub(super) fn answer_tool_calls(st: &mut TurnState, sv: &mut Services) -> Result
         st.emit(event);
     }
     st.bus.post.extend(emissions);
-    model_round(st, sv)
+    model_round(st, sv).map(StageOutcome::replied)
 }
 
 /// One round of the model's reply: the reply is done (and completed

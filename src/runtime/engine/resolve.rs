@@ -7,7 +7,7 @@ use super::position::{apply_pre_positions, land, position_cursor, start_run};
 use super::route::{interrupting_branch, leave, locate, take_branch};
 use super::services::Services;
 use super::state::{TurnState, flow_name};
-use super::{Cursor, MAX_TRANSITIONS, Stage, TurnError};
+use super::{Cursor, MAX_TRANSITIONS, Stage, StageDone, StageOutcome, TurnError};
 use crate::ir::successor;
 use crate::ir::{Flow, FlowId, Program, Recovery, Step, StepId};
 use crate::runtime::actions::{ActionError, ActionSource};
@@ -16,13 +16,13 @@ use crate::runtime::events::{Event, StopReason};
 use crate::runtime::session::Offered;
 use serde_json::Value;
 
-pub(super) fn resolve_one(st: &mut TurnState, sv: &Services) -> Result<(), TurnError> {
+pub(super) fn resolve_one(st: &mut TurnState, sv: &Services) -> Result<StageOutcome, TurnError> {
     st.counters.transitions += 1;
     if st.counters.transitions > MAX_TRANSITIONS {
         st.warn("the turn did not settle: it moved between steps too many times without asking");
         st.stop = Some(StopReason::AutoStepLimit);
         st.stage = Stage::Reply;
-        return Ok(());
+        return Ok(StageOutcome::Done(StageDone::Resolved));
     }
     match st.cursor {
         Cursor::Idle => {
@@ -38,7 +38,7 @@ pub(super) fn resolve_one(st: &mut TurnState, sv: &Services) -> Result<(), TurnE
         Cursor::FlowDone(flow_id, next_override) => complete_flow(st, sv, flow_id, next_override)?,
         Cursor::Abort => abort_flow(st, sv),
     }
-    Ok(())
+    Ok(StageOutcome::Done(StageDone::Resolved))
 }
 
 /// Enters a flow at `step_id`: its `on_enter` runs first.

@@ -7,7 +7,7 @@ use super::bus::{apply_writes, directive_emission, record};
 use super::plan::{Confirmations, open_signals, signal_fields};
 use super::services::Services;
 use super::state::{TurnState, flow_name};
-use super::{Stage, TurnError, field_spec};
+use super::{Stage, StageDone, StageOutcome, TurnError, field_spec};
 use crate::ir::{FieldId, Phase, Program, Signal};
 use crate::llm::{Question, UnderstandRequest, Understanding};
 use crate::message::{Message, Role};
@@ -84,15 +84,15 @@ pub(super) fn apply_pre_signal_directives(
     merged.position.map(|(position, _)| position)
 }
 
-pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<(), TurnError> {
+pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcome, TurnError> {
     st.stage = Stage::Finish;
     if matches!(st.stop, Some(StopReason::TokenLimit | StopReason::TimeLimit)) {
-        return Ok(());
+        return Ok(StageOutcome::Done(StageDone::PostSignals));
     }
     let program = sv.program;
     let signals = open_signals(st, sv, &[Phase::Post, Phase::Both]);
     if signals.is_empty() {
-        return Ok(());
+        return Ok(StageOutcome::Done(StageDone::PostSignals));
     }
     let early_answers = st.reading.understanding.signals.clone();
     // A signal the understand call asked is not asked again, even when
@@ -171,7 +171,7 @@ pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<(), 
     if !armed.is_empty() {
         arm_pending(st, program, &armed);
     }
-    Ok(())
+    Ok(StageOutcome::Done(StageDone::PostSignals))
 }
 
 /// Merges the directives of the post-phase signals that fired into the

@@ -5,11 +5,11 @@ use super::bus::{apply_writes, record};
 use super::position::position_cursor;
 use super::services::Services;
 use super::state::TurnState;
-use super::{Stage, TurnError};
+use super::{Stage, StageDone, StageOutcome, TurnError};
 use crate::runtime::directive::{Emission, Source};
 use crate::runtime::events::Event;
 
-pub(super) fn start(st: &mut TurnState, sv: &Services) -> Result<(), TurnError> {
+pub(super) fn start(st: &mut TurnState, sv: &Services) -> Result<StageOutcome, TurnError> {
     st.session.turns += 1;
     let turn = st.session.turns;
     let message = st.message.clone();
@@ -19,7 +19,7 @@ pub(super) fn start(st: &mut TurnState, sv: &Services) -> Result<(), TurnError> 
     if let Some(reason) = st.limit_reached(sv) {
         st.stop = Some(reason);
         st.stage = Stage::Finish;
-        return Ok(());
+        return Ok(StageOutcome::Done(StageDone::Started));
     }
     if let Some(pending) = st.session.pending.take() {
         st.emit(Event::PendingApplied { source: pending.source.to_string() });
@@ -39,5 +39,5 @@ pub(super) fn start(st: &mut TurnState, sv: &Services) -> Result<(), TurnError> 
     } else {
         st.stage = Stage::Understand;
     }
-    Ok(())
+    Ok(StageOutcome::Done(StageDone::Started))
 }

@@ -8,7 +8,7 @@ use super::position::{position_cursor, start_run};
 use super::services::Services;
 use super::signals::{apply_pre_signal_directives, fire_pre_signals};
 use super::state::{TurnState, flow_name};
-use super::{Cursor, Stage, TurnError, field_spec};
+use super::{Cursor, Stage, StageDone, StageOutcome, TurnError, field_spec};
 use crate::ir::{Flow, FlowId, Program, StepId};
 use crate::llm::{FlowChoice, ProviderError, Question, UnderstandRequest};
 use crate::runtime::events::{Event, Purpose, StopReason};
@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 
 /// Understands the message by the turn's plan and routes the turn: the
 /// cursor is where resolution starts.
-pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<(), TurnError> {
+pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcome, TurnError> {
     let program = sv.program;
     let active = st.session.flow;
     let candidates: Vec<FlowId> = (0..program.flows.len())
@@ -50,7 +50,7 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<(), Tu
                     st.warn(format!("the understand call was cut off: {reason}"));
                     st.stop = Some(limit);
                     st.stage = Stage::Finish;
-                    return Ok(());
+                    return Ok(StageOutcome::Done(StageDone::Understood));
                 }
                 None => return Err(ProviderError::Timeout(reason).into()),
             },
@@ -62,7 +62,7 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<(), Tu
         if st.over_token_budget(sv) {
             st.stop = Some(StopReason::TokenLimit);
             st.stage = Stage::Finish;
-            return Ok(());
+            return Ok(StageOutcome::Done(StageDone::Understood));
         }
     }
     let certain: BTreeSet<String> = read_by_code.keys().cloned().collect();
@@ -102,7 +102,7 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<(), Tu
         st.cursor = st.current_cursor();
     }
     st.stage = Stage::Resolve;
-    Ok(())
+    Ok(StageOutcome::Done(StageDone::Understood))
 }
 
 /// What the understand call asks, by the turn's plan: routing among the

@@ -235,8 +235,8 @@ fn resident_kb(pid: u32) -> u64 {
 }
 
 /// `FLOWC_TEST_SERVE_CYCLES` cycles (default 300: the debug binary on a
-/// shared machine takes a long while per cycle; the figure in
-/// docs/serve.md is from 10,000) of create, turn, turn, delete against
+/// shared machine takes a long while per cycle; docs/serve.md gives the
+/// figures) of create, turn, turn, delete against
 /// the `flowc serve` binary, its resident memory read before (after a
 /// warm-up) and after: it must not grow with the number of sessions.
 #[cfg(target_os = "linux")]

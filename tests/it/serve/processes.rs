@@ -202,3 +202,22 @@ fn a_run_on_one_server_is_followed_live_from_another_on_postgres() {
     assert_eq!(last, Some(("finished", Some("completed"))), "{events:?}");
     assert!(events.iter().any(|(_, event)| event["event"] == "step_completed"), "{events:?}");
 }
+
+/// A server on PostgreSQL stops cleanly on SIGTERM: its store's client,
+/// which blocks when dropped, is dropped off the async runtime.
+#[cfg(unix)]
+#[test]
+fn a_server_on_postgres_stops_cleanly_on_sigterm() {
+    let Some(url) = fresh_database("serve_sigterm") else {
+        return;
+    };
+    let mut server = Server::start(root(), &["flows/booking.flow", "--store", url.as_str()], &[]);
+    let client = Client::new(server.addr, None);
+    let id = client.new_session();
+    assert_eq!(client.say(&id, "Book the Grand Hotel for 2 guests on 2026-12-04").0, 200);
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs").success());
+    let (code, said) = server.exit();
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("flowc serve: stopped") && !said.contains("panicked"), "{said}");
+}
