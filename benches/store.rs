@@ -244,6 +244,19 @@ fn waiting_runs(location: &StoreLocation, program_file: &Path, count: usize, pre
     }
 }
 
+/// The program of a stored run, read and compiled again as a worker does
+/// before resuming it, and refused if it changed.
+fn checked(stored: &StoredRun) -> flowc::stored_run::Checked {
+    let path = PathBuf::from(&stored.program);
+    let text = std::fs::read_to_string(&path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let compilation = flowc::pipeline::compile(&flowc::source::SourceFile::new(stored.program.clone(), text));
+    if compilation.has_errors() || flowc::runtime::session::program_hash(&compilation.ir) != stored.program_hash {
+        return Err(format!("{} changed", stored.program));
+    }
+    let dir = path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    Ok((compilation.ir, dir))
+}
+
 fn resumes(location: &StoreLocation, label: &str, workers: usize, count: usize, dir: &Path) {
     let program_file = dir.join("pausing.flow");
     if std::fs::write(&program_file, PAUSING).is_err() {
@@ -262,6 +275,7 @@ fn resumes(location: &StoreLocation, label: &str, workers: usize, count: usize, 
                 );
                 let ids: Arc<dyn flowc::runtime::clock::IdSource> = Arc::new(SeededIds::new(7));
                 let holder = format!("bench-worker-{worker}");
+                let tools = ToolRegistry::default();
                 let mut resumed = 0usize;
                 loop {
                     let claim = flowc::stored_run::claim_at(&holder, clock.as_ref());
@@ -270,15 +284,16 @@ fn resumes(location: &StoreLocation, label: &str, workers: usize, count: usize, 
                         return resumed;
                     }
                     for mut stored in batch {
-                        let done = flowc::cli::stored_run::resume_claimed(
-                            store.as_ref(),
-                            &mut stored,
-                            &claim,
-                            Arc::clone(&clock),
-                            Arc::clone(&ids),
-                            flowc::runtime::workflow::RunLimits::default(),
-                            false,
-                        );
+                        let resume = flowc::stored_run::Resume {
+                            store: store.as_ref(),
+                            tools: &tools,
+                            clock: Arc::clone(&clock),
+                            ids: Arc::clone(&ids),
+                            limits: flowc::runtime::workflow::RunLimits::default(),
+                        };
+                        let hooks = flowc::stored_run::Hooks { on_progress: &mut |_| {}, on_saved: &mut |_| {} };
+                        let program = checked(&stored);
+                        let done = resume.resume(&mut stored, &claim, program, hooks);
                         if done.is_ok() {
                             resumed += 1;
                         }

@@ -18,14 +18,14 @@
 //! | [`runtime`] | runs tools: `exec` tools start processes, `http` tools make network requests and read the environment variables their headers name (`env.NAME`); the clock reads the system time and the `FLOWC_NOW`/`FLOWC_SEED` environment variables |
 //! | [`llm`] | network requests to model providers; reads `flowc.toml` and API-key environment variables; `--record` writes and `replay:` reads a recording file |
 //! | [`store`] | SQLite files and PostgreSQL connections (sessions, transcripts, workflow runs); finding the store reads `FLOWC_STORE` and `[store]` in `flowc.toml`; a SQLite store imports once the JSON session files of `.flowc/sessions/` beside it (and warns on stderr about one it cannot read); the memory store none |
-//! | [`cli`] | reads programs and data files, writes to the terminal, decides exit codes, and wires the above together |
+//! | `cli` (crate-private; [`run_cli`] runs it) | reads programs and data files, writes to the terminal, decides exit codes, and wires the above together |
 //!
 //! `testgen` (program generators for the stress tests and benchmarks) is
 //! compiled only with the `testing` feature, which the crate's own tests and
 //! benches turn on; the shipped library and binary leave it out.
 
 pub mod check;
-pub mod cli;
+pub(crate) mod cli;
 pub mod config;
 pub mod diag;
 #[cfg(test)]
@@ -47,3 +47,12 @@ pub mod stored_run;
 pub mod syntax;
 #[cfg(any(test, feature = "testing"))]
 pub mod testgen;
+
+/// Runs the `flowc` command line with this process's arguments and
+/// environment, and answers the exit code (0 success, 1 a failed check,
+/// turn or run, 2 usage or I/O; the README's command table says which
+/// command exits how). The `flowc` binary is this call; the command line's
+/// own modules are not part of the library's API.
+pub fn run_cli() -> std::process::ExitCode {
+    cli::main()
+}

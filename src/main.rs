@@ -1,4 +1,5 @@
-//! The `flowc` binary: everything lives in the library's `cli` module.
+//! The `flowc` binary: everything lives in the library's command line
+//! ([`flowc::run_cli`]).
 
 /// Compiling a program allocates many small nodes; mimalloc is markedly
 /// faster at that than the system allocator (see the front-end benchmark).
@@ -6,5 +7,5 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    flowc::cli::main()
+    flowc::run_cli()
 }

@@ -221,6 +221,12 @@ impl SourceFile {
     }
 }
 
+/// Whether a path is a `flowc test` file by its name (`*.test.yaml`): a
+/// walk for programs leaves these out, though their extension is YAML's.
+pub fn is_test_file(path: &std::path::Path) -> bool {
+    path.file_name().and_then(|name| name.to_str()).is_some_and(|name| name.ends_with(".test.yaml"))
+}
+
 /// Which front end reads a file, decided by its extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SourceKind {

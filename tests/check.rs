@@ -59,7 +59,7 @@ fn program_files(dir: &Path) -> Vec<PathBuf> {
             if path.is_dir() {
                 pending.push(path);
             } else if matches!(path.extension().and_then(|ext| ext.to_str()), Some("flow" | "yaml" | "yml"))
-                && !flowc::cli::test::is_test_file(&path)
+                && !flowc::source::is_test_file(&path)
             {
                 files.push(path);
             }

@@ -8,9 +8,8 @@
 //! checking; elsewhere the test prints a note and skips.
 
 use flowc::check::reachability::Reachability;
-use flowc::cli::graph::{Format, render};
-use flowc::cli::load::load_file;
 use flowc::expr::{Expr, ExprKind, Template, TemplatePart, Type};
+use flowc::graph::{Format, draw as render};
 use flowc::ir::{
     Agent, Behavior, Branch, Directive, Field, FieldId, Flow, FlowId, Next, Phase, Position, Program, Signal, Step,
     StepId, Then, TypeKind, ValueType,
@@ -45,7 +44,7 @@ fn collect_programs(directory: &Path, files: &mut Vec<PathBuf>) {
         if path.is_dir() {
             collect_programs(&path, files);
         } else if matches!(path.extension().and_then(|ext| ext.to_str()), Some("flow" | "yaml" | "yml"))
-            && !flowc::cli::test::is_test_file(&path)
+            && !flowc::source::is_test_file(&path)
         {
             files.push(path);
         }
@@ -54,8 +53,8 @@ fn collect_programs(directory: &Path, files: &mut Vec<PathBuf>) {
 
 /// The picture of a program file, drawn as `flowc graph` draws it.
 fn draw(path: &Path, format: Format) -> String {
-    let loaded = load_file(path).unwrap_or_else(|error| panic!("{error}"));
-    let compilation = compile(&loaded.file);
+    let text = std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    let compilation = compile(&flowc::source::SourceFile::new(path.display().to_string(), text));
     render(&compilation.ir, None, format)
 }
 
@@ -71,7 +70,7 @@ fn snapshot_settings() -> insta::Settings {
 fn example_pictures() {
     snapshot_settings().bind(|| {
         insta::glob!("../flows", "**/*.{flow,yaml,yml}", |path| {
-            if flowc::cli::test::is_test_file(path) {
+            if flowc::source::is_test_file(path) {
                 return;
             }
             insta::assert_snapshot!("graph_mermaid", draw(path, Format::Mermaid));
@@ -205,7 +204,7 @@ fn pictures(format: Format) -> Vec<(String, String)> {
         let entry = flowc::graph::coverage::Point::Entry(flow.name.clone());
         covered.transitions.insert((flowc::graph::coverage::Point::Message, entry));
     }
-    let text = flowc::cli::graph::render_covered(&hostile, None, format, &covered);
+    let text = flowc::graph::draw_covered(&hostile, None, format, &covered);
     assert!(text.contains("#2a7a2a"), "the reached parts are green: {text}");
     pictures.push(("hostile (built), with coverage".to_string(), text));
     for flow in 0..hostile.flows.len() {

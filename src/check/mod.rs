@@ -10,18 +10,18 @@
 //! | module            | codes                                         |
 //! | ----------------- | --------------------------------------------- |
 //! | [`reachability`]  | `unreachable_step`, `unreachable_branch`, `covered_branch` |
-//! | [`assignment`]    | `maybe_unset`                                 |
-//! | [`cycles`]        | `auto_cycle`                                  |
-//! | [`routing`]       | `unrouted_flow`, `shadowed_step`              |
-//! | [`directives`]    | `dropped_field`                               |
-//! | [`fields`]        | `uncollected_required`                        |
-//! | [`consent`]       | `kept_consent`, `kept_uncollected`            |
+//! | `assignment`    | `maybe_unset`                                 |
+//! | `cycles`        | `auto_cycle`                                  |
+//! | `routing`       | `unrouted_flow`, `shadowed_step`              |
+//! | `directives`    | `dropped_field`                               |
+//! | `fields`        | `uncollected_required`                        |
+//! | `consent`       | `kept_consent`, `kept_uncollected`            |
 //!
-//! [`flowgraph`] is the step graph they share, [`conditions`] what can be
-//! told about a condition statically, [`walk`] the traversal of nested
-//! actions and directives, [`summary`] what each step sets and reads, and
-//! [`dataflow`] which fields are set on every path (asked by both
-//! [`assignment`] and [`reachability`]). Every pass is linear (or n log n) in the size of
+//! `flowgraph` is the step graph they share, `conditions` what can be
+//! told about a condition statically, `walk` the traversal of nested
+//! actions and directives, `summary` what each step sets and reads, and
+//! `dataflow` which fields are set on every path (asked by both
+//! `assignment` and [`reachability`]). Every pass is linear (or n log n) in the size of
 //! the program and uses no recursion whose depth grows with it, except over
 //! expressions, whose depth the front ends bound. No pass does I/O.
 #![warn(missing_docs)]

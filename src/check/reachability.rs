@@ -12,7 +12,7 @@
 //!
 //! A step is unreachable when no path leads to it from its flow's entry or
 //! from any `goto_step` in the program, following the flow graph
-//! ([`super::flowgraph`]: steps reached in list order may be passed over,
+//! (`super::flowgraph`: steps reached in list order may be passed over,
 //! steps named by a target are entered) without the dead entries; a step
 //! reached only in list order whose own `if` is always false (or `skip_if`
 //! always true) never runs and is reported too.

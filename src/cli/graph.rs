@@ -4,8 +4,7 @@
 
 use super::load::compile_file;
 use super::{Outcome, print_stdout};
-use crate::check::reachability;
-use crate::graph;
+use crate::graph::{Format, draw as render, draw_covered as render_covered};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -26,12 +25,19 @@ pub struct GraphArgs {
     pub coverage: Option<PathBuf>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// A Mermaid flowchart (renders in Markdown on common code hosts)
-    Mermaid,
-    /// Graphviz DOT (`dot -Tsvg`)
-    Dot,
+/// The `--format` values: the library's formats, named for the command line.
+impl clap::ValueEnum for Format {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Format::Mermaid, Format::Dot]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(match self {
+            Format::Mermaid => clap::builder::PossibleValue::new("mermaid")
+                .help("A Mermaid flowchart (renders in Markdown on common code hosts)"),
+            Format::Dot => clap::builder::PossibleValue::new("dot").help("Graphviz DOT (`dot -Tsvg`)"),
+        })
+    }
 }
 
 pub fn run(args: &GraphArgs) -> Outcome {
@@ -74,30 +80,4 @@ pub fn run(args: &GraphArgs) -> Outcome {
         },
     };
     if compilation.has_errors() { written.worst(Outcome::Failure) } else { written }
-}
-
-/// The graph of a compiled program in one format.
-pub fn render(program: &crate::ir::Program, only: Option<crate::ir::FlowId>, format: Format) -> String {
-    let reachability = reachability::analyze(program);
-    let graph = graph::build(program, &reachability, only);
-    match format {
-        Format::Mermaid => graph::mermaid::render(&graph),
-        Format::Dot => graph::dot::render(&graph),
-    }
-}
-
-/// [`render`] with the coverage of tests laid on it.
-pub fn render_covered(
-    program: &crate::ir::Program,
-    only: Option<crate::ir::FlowId>,
-    format: Format,
-    covered: &crate::graph::coverage::Covered,
-) -> String {
-    let reachability = reachability::analyze(program);
-    let graph = graph::build(program, &reachability, only);
-    let overlay = graph::coverage::Overlay::new(program, &graph, covered);
-    match format {
-        Format::Mermaid => graph::mermaid::render_with_coverage(&graph, &overlay),
-        Format::Dot => graph::dot::render_with_coverage(&graph, &overlay),
-    }
 }

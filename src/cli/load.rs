@@ -36,11 +36,7 @@ pub fn display_path(path: &Path) -> String {
     text.strip_prefix("./").unwrap_or(&text).to_string()
 }
 
-/// Whether a path is a test file by its name (`*.test.yaml`, read by
-/// `flowc test`): a walk for programs leaves these out.
-pub fn is_test_file(path: &Path) -> bool {
-    path.file_name().and_then(|name| name.to_str()).is_some_and(|name| name.ends_with(".test.yaml"))
-}
+pub use crate::source::is_test_file;
 
 /// Reads one program file; its extension must be one flowc reads, so a
 /// README or a script named by mistake is not parsed as `.flow`.

@@ -2,7 +2,7 @@
 //! people, and the JSON objects of DESIGN.md for tools. Both read the same
 //! data, so the two outputs can never disagree.
 //!
-//! miette is shown an [`Excerpt`] of the file, not the file: only the lines
+//! miette is shown an `Excerpt` of the file, not the file: only the lines
 //! around the labels, with long lines clipped around the labels. miette
 //! formats underline widths as `u16` and panics past column 65,535, and a
 //! whole minified line is unreadable anyway; the excerpt also keeps the cost

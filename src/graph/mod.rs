@@ -31,7 +31,10 @@ mod label;
 
 pub mod coverage;
 pub mod dot;
+mod draw;
 pub mod mermaid;
+
+pub use draw::{Format, draw, draw_covered};
 
 use crate::check::reachability::Reachability;
 use crate::check::walk::calls_a_tool;
@@ -544,7 +547,7 @@ impl<'a> Builder<'a> {
                 ActionKind::ForEach(for_each) => {
                     self.emit_edges(flow_id, from, hook, &for_each.actions, unreachable);
                 }
-                ActionKind::Set(_) | ActionKind::Call(_) | ActionKind::Say { .. } => {}
+                ActionKind::Set(_) | ActionKind::Append(_) | ActionKind::Call(_) | ActionKind::Say { .. } => {}
             }
         }
     }

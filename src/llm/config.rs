@@ -1,7 +1,7 @@
 //! Which model a run uses and how to reach it: `flowc.toml`, then the
 //! environment, then command-line flags, each overriding the one before
 //! (DESIGN.md "Understanding and the model"). [`build_provider`] turns the
-//! result into a [`Provider`].
+//! result into a [`Provider`](crate::llm::Provider).
 //!
 //! [`build_provider`]: crate::llm::build_provider
 //!

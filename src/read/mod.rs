@@ -1,6 +1,6 @@
-//! Reading a message by rules: the words of a text ([`text`]: tokens,
-//! stems, terms, negation), dates and clock times ([`dates`]), numbers
-//! ([`numbers`]), a schema's patterns ([`patterns`]) and the answer to a
+//! Reading a message by rules: the words of a text (`text`: tokens,
+//! stems, terms, negation), dates and clock times (`dates`), numbers
+//! (`numbers`), a schema's patterns (`patterns`) and the answer to a
 //! yes/no question ([`consent`]). One set of rules serves every reader: the
 //! offline provider extracts with them, grounding checks every provider's
 //! evidence with them, and the runtime reads with them what needs no model.

@@ -197,7 +197,7 @@ impl WorkflowRun {
     }
 
     /// The run without its step records and events, as JSON: see
-    /// [`RunHead`].
+    /// `RunHead`.
     pub fn head_json(&self) -> serde_json::Result<String> {
         serde_json::to_string(&RunHead {
             run: &self.run,
@@ -272,7 +272,7 @@ impl WorkflowRun {
         Some(format!("stopped by {}: {what}", reason.as_str()))
     }
 
-    /// "failed at step 3 (send_email): <error>".
+    /// "failed at step 3 (send_email): `<error>`".
     pub fn failure_summary(&self) -> Option<String> {
         if self.status == RunStatus::Failed
             && let Some(error) = &self.error

@@ -1,5 +1,5 @@
-//! Expressions and templates: from pest pairs to [`ast::Expr`] and
-//! [`ast::Template`]. Both front ends go through here — `.flow` with pairs from
+//! Expressions and templates: from pest pairs to [`Expr`] and
+//! [`Template`]. Both front ends go through here — `.flow` with pairs from
 //! its own parse, YAML by parsing a string value with [`parse_expr`] and
 //! [`parse_template`] — so an expression means the same in either syntax.
 //!

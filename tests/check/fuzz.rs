@@ -15,9 +15,9 @@
 //! runs a long one before a release.
 
 use super::props::{Mutation, TOKENS, apply, read_corpus};
-use flowc::cli::graph::{Format, render};
 use flowc::diag::render::{Style, render_human, to_json};
 use flowc::diag::{DEFAULT_MAX_SHOWN, shown};
+use flowc::graph::{Format, draw as render};
 use flowc::pipeline::compile_keeping_ast;
 use flowc::source::{SourceFile, write_json};
 use std::path::{Path, PathBuf};
@@ -84,7 +84,7 @@ fn seeds() -> Vec<(String, String)> {
         .flatten()
         .map(|entry| entry.path())
         .filter(|path| matches!(path.extension().and_then(|ext| ext.to_str()), Some("flow" | "yaml")))
-        .filter(|path| !flowc::cli::test::is_test_file(path))
+        .filter(|path| !flowc::source::is_test_file(path))
         .filter_map(|path| Some((path.to_string_lossy().into_owned(), std::fs::read_to_string(&path).ok()?)))
         .collect();
     seeds.extend(read_corpus());

@@ -87,7 +87,10 @@ pub(super) fn top_level_modules(src: &Path) -> BTreeSet<String> {
     lib.lines()
         .filter_map(|line| {
             let line = line.trim();
-            let declared = line.strip_prefix("pub mod ").or_else(|| line.strip_prefix("mod "))?;
+            let declared = line
+                .strip_prefix("pub mod ")
+                .or_else(|| line.strip_prefix("pub(crate) mod "))
+                .or_else(|| line.strip_prefix("mod "))?;
             Some(declared.trim_end_matches(';').trim().to_string())
         })
         .collect()

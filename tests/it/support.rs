@@ -14,7 +14,7 @@ pub fn examples() -> Vec<PathBuf> {
         .map(|entry| entry.expect("readable entry").path())
         .filter(|path| matches!(path.extension().and_then(|ext| ext.to_str()), Some("flow" | "yaml" | "yml")))
         // Test files (`flowc test`) sit beside the programs they test.
-        .filter(|path| !flowc::cli::test::is_test_file(path))
+        .filter(|path| !flowc::source::is_test_file(path))
         .collect();
     files.sort();
     files

@@ -35,7 +35,6 @@ pub enum ProviderChoice {
 #[derive(Clone, Debug)]
 pub struct Case {
     pub name: String,
-    pub span: Span,
     pub context: Map<String, Value>,
     pub data: Map<String, Value>,
     pub tools: Vec<Stub>,

@@ -19,7 +19,6 @@ mod report;
 mod stubs;
 mod update;
 
-pub use case::recording_name;
 pub use coverage::load_for as coverage_for;
 
 use super::Outcome;

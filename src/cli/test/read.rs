@@ -485,7 +485,6 @@ impl<'a> Reader<'a, '_> {
         };
         let mut case = Case {
             name,
-            span,
             context: Map::new(),
             data: Map::new(),
             tools: Vec::new(),

@@ -1,7 +1,7 @@
 //! Resolution and type checking of expressions: AST expressions become typed
 //! [`Expr`]s against a [`Scope`] (schema fields, context, locals, env, and
 //! in a workflow step the outputs of the steps before it).
-//! Every problem is recorded as a [`TypeError`] (worded in [`error`]) and
+//! Every problem is recorded as a [`TypeError`] (worded in `error`) and
 //! the expression replaced by an [`ExprKind::Error`] of [`Type::Unknown`], so
 //! a single mistake is reported once.
 

@@ -1,5 +1,5 @@
-//! The YAML front end: [`tree`] reads the text into a span-carrying node
-//! tree, [`values`] reads its leaves into AST values, and [`build`]
+//! The YAML front end: `tree` reads the text into a span-carrying node
+//! tree, `values` reads its leaves into AST values, and `build`
 //! assembles the program from them.
 
 mod build;
