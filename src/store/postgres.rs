@@ -112,7 +112,7 @@ pub struct PostgresStore {
 /// (`pool_size=N`): enough for the commits of concurrent turns to share
 /// PostgreSQL's group commit, few enough that several processes stay well
 /// inside the server's default `max_connections` (100).
-pub const DEFAULT_POOL_SIZE: usize = 10;
+pub(crate) const DEFAULT_POOL_SIZE: usize = 10;
 
 /// The most `pool_size` may ask for: beyond it a typo, not a plan.
 const MAX_POOL_SIZE: usize = 1000;
@@ -233,7 +233,7 @@ impl Pool {
 }
 
 /// The pool's size from `pool_size=N` in `url`, and the URL without it.
-pub fn pool_size(url: &str) -> Result<(usize, String), String> {
+pub(crate) fn pool_size(url: &str) -> Result<(usize, String), String> {
     let (base, query) = super::postgres_tls::split_query(url);
     let mut size = DEFAULT_POOL_SIZE;
     let mut kept = Vec::new();
