@@ -41,20 +41,20 @@
 //! stopping with its own [`StopReason`]. `examples/step_by_step.rs` and
 //! `docs/embedding.md` show it all on `flows/booking.flow`. The same limits,
 //! with [`workflow::RunLimits`] for workflow runs, are what an operator sets
-//! in `flowc.toml` (`[limits]`) or with flags ([`limits_config`]).
+//! in `flowc.toml` (`[limits]`) or with flags (`limits_config`).
 
 pub mod actions;
-pub mod certain;
+pub(crate) mod certain;
 pub mod clock;
 pub mod directive;
 pub mod engine;
 pub mod events;
-pub mod grounding;
-pub mod limits_config;
+pub(crate) mod grounding;
+pub(crate) mod limits_config;
 pub mod session;
-pub mod shutdown;
+pub(crate) mod shutdown;
 pub mod tools;
-pub mod validate;
+pub(crate) mod validate;
 pub mod workflow;
 pub mod workflow_run;
 

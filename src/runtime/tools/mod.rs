@@ -4,7 +4,7 @@
 //! [`ToolRegistry::call`] runs a tool (a registered override by name, else
 //! the program's own implementation) and then checks the result: a JSON
 //! object holding every field `returns` declares, each valid for its type
-//! (and normalized by [`validate`]). Extra keys are kept, and a `directive`
+//! (and normalized by `validate`). Extra keys are kept, and a `directive`
 //! key is left untouched for the runtime to put on the bus. The check
 //! applies to overrides too, so a test double cannot return what the real
 //! tool could not.
