@@ -192,7 +192,7 @@ fn step_writes(step: &Step, written: &mut HashSet<FieldId>) {
 fn actions_writes(actions: &[Action], written: &mut HashSet<FieldId>) {
     for action in all_actions(actions) {
         match &action.kind {
-            ActionKind::Set(write) => {
+            ActionKind::Set(write) | ActionKind::Append(write) => {
                 written.insert(write.field);
             }
             ActionKind::Call(call) => written.extend(call.save),

@@ -445,6 +445,12 @@ impl Walker {
                     self.expr(&write.value);
                     self.write(write.field, &write.value);
                 }
+                // Appending to an unset list makes a list of one: the field
+                // is set after it whatever the item is.
+                ActionKind::Append(write) => {
+                    self.expr(&write.value);
+                    self.set(write.field);
+                }
                 ActionKind::Call(call) => {
                     for arg in &call.args {
                         self.expr(arg);

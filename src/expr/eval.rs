@@ -277,6 +277,18 @@ mod tests {
     }
 
     #[test]
+    fn plus_joins_lists_and_an_unset_list_counts_as_empty() {
+        check(&[
+            ("tags + [\"c\"]", json!(["a", "b", "c"])),
+            ("tags + tags", json!(["a", "b", "a", "b"])),
+            ("no_list + [\"c\"]", json!(["c"])),
+            ("[\"c\"] + no_list", json!(["c"])),
+            ("no_list + no_list", Value::Null),
+            ("len(tags + [hotel])", json!(3)),
+        ]);
+    }
+
+    #[test]
     fn member_of_an_unset_object_is_null() {
         check(&[
             ("nobody.email", Value::Null),

@@ -255,6 +255,18 @@ pub fn contained(needle: &Value, haystack: &Value, temporal: bool) -> bool {
 }
 
 pub fn arithmetic(op: BinaryOp, left: &Value, right: &Value, float: bool, warnings: &mut Vec<String>) -> Value {
+    if op == BinaryOp::Add {
+        // Joining lists: an unset list counts as empty, as `append` treats it.
+        match (left, right) {
+            (Value::Array(left_items), Value::Array(right_items)) => {
+                return Value::Array(left_items.iter().chain(right_items).cloned().collect());
+            }
+            (Value::Array(items), Value::Null) | (Value::Null, Value::Array(items)) => {
+                return Value::Array(items.clone());
+            }
+            _ => {}
+        }
+    }
     if left.is_null() || right.is_null() {
         return Value::Null;
     }

@@ -470,6 +470,9 @@ pub struct Action {
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum ActionKind {
     Set(Write),
+    /// `append ITEM to LIST`: the write's value is the item added to the
+    /// end of the list field (an unset list counts as empty).
+    Append(Write),
     Call(Call),
     // Boxed: both are several times the size of the common `set`.
     #[serde(serialize_with = "serialize_emitted")]
@@ -579,7 +582,7 @@ pub fn output_shape(actions: &[Action]) -> OutputShape {
     fn walk(actions: &[Action], in_loop: bool, written: &mut Vec<FieldId>, calls: &mut Vec<(ToolId, bool)>) {
         for action in actions {
             match &action.kind {
-                ActionKind::Set(write) => written.push(write.field),
+                ActionKind::Set(write) | ActionKind::Append(write) => written.push(write.field),
                 ActionKind::Call(call) => {
                     written.extend(call.save);
                     calls.push((call.tool, in_loop));

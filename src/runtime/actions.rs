@@ -1,4 +1,4 @@
-//! Running actions (`set`, `call`, `emit`, `say`, `for_each`) and turning IR
+//! Running actions (`set`, `append`, `call`, `emit`, `say`, `for_each`) and turning IR
 //! directives into [`Emission`]s. Conversations and workflows share this:
 //! a step's actions run against a scratch copy of the data, in order (each
 //! `set` visible to the next action), and the caller commits the copy when
@@ -112,6 +112,11 @@ impl ActionRunner<'_> {
                     let value = self.eval(&write.value, data, context, locals, out);
                     self.write(write.field, value, data)?;
                 }
+                ActionKind::Append(write) => {
+                    let item = self.eval(&write.value, data, context, locals, out);
+                    let list = self.appended(write.field, item, data)?;
+                    self.write(write.field, list, data)?;
+                }
                 ActionKind::Call(call) => {
                     let tool = self.program.tool(call.tool);
                     let Some(tool) = tool else {
@@ -196,6 +201,26 @@ impl ActionRunner<'_> {
     ) -> String {
         let scope = self.scope(data, context, locals);
         render(template, &scope, &mut out.warnings)
+    }
+
+    /// The list `field` holds with `item` added at the end; an unset list
+    /// counts as empty.
+    fn appended(&self, field: FieldId, item: Value, data: &Data) -> Result<Value, ActionError> {
+        let Some(declared) = self.program.field(field) else {
+            return Ok(Value::Null);
+        };
+        let mut items = match data.get(&declared.name) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items.clone(),
+            Some(other) => {
+                return Err(ActionError::InvalidWrite {
+                    field: declared.name.clone(),
+                    reason: format!("cannot append to {other}, which is not a list"),
+                });
+            }
+        };
+        items.push(item);
+        Ok(Value::Array(items))
     }
 
     fn write(&self, field: FieldId, value: Value, data: &mut Data) -> Result<(), ActionError> {

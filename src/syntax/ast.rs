@@ -371,6 +371,9 @@ pub struct Action {
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum ActionKind {
     Set(Vec<Assignment>),
+    /// `append ITEM to LIST` (YAML `append: { LIST: ITEM }`): each
+    /// assignment's name is a list field, its value the item added.
+    Append(Vec<Assignment>),
     Call(Call),
     Emit(Box<Directive>),
     Say(Template),

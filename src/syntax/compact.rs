@@ -233,7 +233,7 @@ impl Compact for Assignment {
 impl Compact for Action {
     fn compact(&mut self) {
         match &mut self.kind {
-            ActionKind::Set(assignments) => assignments.compact(),
+            ActionKind::Set(assignments) | ActionKind::Append(assignments) => assignments.compact(),
             ActionKind::Call(call) => call.compact(),
             ActionKind::Emit(directive) => directive.compact(),
             ActionKind::Say(template) => template.compact(),

@@ -29,6 +29,15 @@ fn booking_is_the_same_program_in_both_syntaxes() {
 }
 
 #[test]
+fn onboarding_is_the_same_program_in_both_syntaxes() {
+    let from_flow = flowc(&["compile", "flows/onboarding.flow"]);
+    let from_yaml = flowc(&["compile", "flows/onboarding.yaml"]);
+    assert_eq!(from_flow.status.code(), Some(0));
+    assert!(stdout(&from_flow).contains("\"action\": \"append\""), "{}", stdout(&from_flow));
+    assert_eq!(stdout(&from_flow), stdout(&from_yaml));
+}
+
+#[test]
 fn spans_appear_only_when_asked() {
     let plain = stdout(&flowc(&["compile", "flows/booking.flow"]));
     let with_spans = stdout(&flowc(&["compile", "flows/booking.flow", "--spans"]));

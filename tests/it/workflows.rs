@@ -319,3 +319,37 @@ fn racing_turns_on_one_session_lose_nothing_and_the_losers_are_told() {
     eprintln!("races: {rounds} rounds of {racers} processes, {won} turns committed, {conflicts} conflicts reported");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const LOOPS: &str = include_str!("../fixtures/workflows/loops.flow");
+
+#[test]
+fn a_loop_builds_a_list_and_a_counter_that_later_steps_and_a_resumed_run_see() {
+    let dir = temp_dir("wf-loops");
+    let store = store_in(&dir);
+    assert!(std::fs::write(dir.join("loops.flow"), LOOPS).is_ok());
+    let orders = r#"{"orders": [{"id": "a", "total": 150}, {"id": "b", "total": 5}, {"id": "c", "total": 100}, {"id": "a", "total": 150}]}"#;
+    let started = flowc_at(&dir, &store, TODAY, &["run", "loops.flow", "--data", orders]);
+    assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
+    let id = run_id(&started);
+    let waiting = json(&flowc_at(&dir, &store, TODAY, &["runs", "show", &id, "--json"]));
+    assert_eq!(waiting["status"], "waiting");
+    let collected = serde_json::json!({"big": ["a", "c"], "count": 2, "many": true});
+    assert_eq!(waiting["steps"][0]["output"], collected, "the loop's writes, the repeated order skipped");
+    assert_eq!(waiting["data"]["many"], true, "the step read the counter after the loop");
+
+    let resumed = flowc_at(&dir, &store, TOMORROW, &["resume", &id, "--json"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let run = json(&resumed);
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["data"]["big"], serde_json::json!(["a", "c", "end"]), "the list survived the wait");
+    assert_eq!(run["data"]["count"], 2);
+    assert_eq!(started_steps(&run), ["collect", "pause", "close"], "the loop did not run again");
+
+    let too_many = r#"{"orders": [{"id": "a", "total": 100}, {"id": "b", "total": 100}, {"id": "c", "total": 100}, {"id": "d", "total": 100}]}"#;
+    let refused = flowc_at(&dir, &store, TODAY, &["run", "loops.flow", "--data", too_many, "--json"]);
+    let run = json(&refused);
+    assert_eq!(run["status"], "failed", "{}", stdout(&refused));
+    assert_eq!(run["steps"][0]["error"], "cannot write `count`: `4` is above the maximum 3");
+    assert_eq!(run["data"].get("big"), None, "the failed step's appends were not committed");
+    let _ = std::fs::remove_dir_all(&dir);
+}

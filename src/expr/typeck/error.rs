@@ -433,11 +433,15 @@ impl OperatorError {
                 span,
                 &culprit,
             )
-            .with_help(if op == BinaryOp::Add {
-                "`+` adds numbers or joins strings"
-            } else {
-                "arithmetic works on numbers"
-            }),
+            .with_help(
+                if op == BinaryOp::Add && (matches!(left, Type::List(_)) || matches!(right, Type::List(_))) {
+                    "`+` joins two lists whose items have one type, e.g. `welcomed + [contact.email]`"
+                } else if op == BinaryOp::Add {
+                    "`+` adds numbers or joins strings"
+                } else {
+                    "arithmetic works on numbers"
+                },
+            ),
         }
     }
 }

@@ -1,7 +1,10 @@
 //! Operators: `not` and `-`, the logic, comparisons, orders, membership and
-//! arithmetic, with when two types can be compared.
+//! arithmetic (`+` also joins strings and lists), with when two types can be
+//! compared.
 
-use super::{Checker, Operand, OperatorError, is_iso_date, is_iso_datetime, probe, string_literal};
+use super::{
+    Checker, Operand, OperatorError, assignability, is_iso_date, is_iso_datetime, join, probe, string_literal,
+};
 use crate::diag::nearest;
 use crate::expr::{Expr, ExprKind, Type};
 use crate::source::Span;
@@ -111,8 +114,29 @@ impl Checker<'_> {
         match (&left.ty, &right.ty) {
             (Type::Unknown | Type::Null, other) | (other, Type::Unknown | Type::Null) => match other {
                 Type::Int | Type::Float | Type::String => other.clone(),
+                Type::List(_) if op == BinaryOp::Add => other.clone(),
                 _ => Type::Unknown,
             },
+            (Type::List(left_items), Type::List(right_items)) if op == BinaryOp::Add => {
+                // `F + [item]`: the right's items must fit the left's, so
+                // that writing the sum back to F keeps F's item type.
+                if assignability(&probe(right_items, right.span), left_items).is_none() {
+                    return if left_items.is_unknown() { right.ty.clone() } else { left.ty.clone() };
+                }
+                match join(left_items, right_items) {
+                    Some(joined) => Type::List(joined.into()),
+                    None => {
+                        self.report(OperatorError::Arithmetic {
+                            op,
+                            left: left.ty.clone(),
+                            right: right.ty.clone(),
+                            culprit: right.ty.clone(),
+                            span: right.span,
+                        });
+                        Type::Unknown
+                    }
+                }
+            }
             (Type::Int, Type::Int) => Type::Int,
             (Type::Int | Type::Float, Type::Int | Type::Float) => Type::Float,
             (Type::String | Type::Enum(_), Type::String | Type::Enum(_)) if op == BinaryOp::Add => Type::String,

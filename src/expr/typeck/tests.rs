@@ -111,6 +111,19 @@ fn join_takes_a_list_and_a_string_separator() {
 }
 
 #[test]
+fn plus_joins_lists_of_one_item_type() {
+    let contact = Type::Object(vec![("email".to_string(), Type::String)].into());
+    let contacts = Type::List(contact.into());
+    assert_eq!(check("contacts + contacts"), (contacts.clone(), vec![]));
+    assert_eq!(check("contacts + []"), (contacts.clone(), vec![]));
+    assert_eq!(check("null + contacts"), (contacts, vec![]));
+    assert_eq!(check("[1] + [2.5]"), (Type::List(Type::Float.into()), vec![]));
+    assert_eq!(check("[hotel] + [guests]").1, ["type_mismatch"]);
+    assert_eq!(check("[hotel] + hotel").1, ["type_mismatch"]);
+    assert_eq!(check("[hotel] - [hotel]").1, ["type_mismatch"]);
+}
+
+#[test]
 fn ordering_a_bool_is_a_mismatch() {
     assert_eq!(check("confirmed < true").1, vec!["type_mismatch"]);
 }
@@ -230,6 +243,7 @@ fn wording_cases() -> Vec<(&'static str, Place, bool, bool)> {
         ("guests in 3", Place::Expr, false, true),
         ("confirmed + 1", Place::Expr, false, true),
         ("hotel * 2", Place::Expr, false, true),
+        ("contacts + [hotel]", Place::Expr, false, true),
         ("lenn(hotel)", Place::Expr, false, true),
         ("zzzzzz()", Place::Expr, false, true),
         ("len(hotel, 2)", Place::Expr, false, true),

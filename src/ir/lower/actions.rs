@@ -1,4 +1,5 @@
-//! Actions: `set`, `call` (arguments checked against the tool's params,
+//! Actions: `set`, `append` (to a list field, the item typed against its
+//! items), `call` (arguments checked against the tool's params,
 //! `save` against its returns), `emit`, `say` and `for_each`.
 
 use super::*;
@@ -16,6 +17,11 @@ impl Lowerer {
                 ast::ActionKind::Set(assignments) => {
                     for write in self.writes(assignments, locals) {
                         lowered.push(Action { kind: ActionKind::Set(write), span: action.span });
+                    }
+                }
+                ast::ActionKind::Append(assignments) => {
+                    for write in self.appends(assignments, locals) {
+                        lowered.push(Action { kind: ActionKind::Append(write), span: action.span });
                     }
                 }
                 ast::ActionKind::Call(call) => {
@@ -62,6 +68,35 @@ impl Lowerer {
         let actions = self.actions(&for_each.actions, scope, locals);
         locals.pop();
         ForEach { items, binding: for_each.binding.value.clone(), slot, filter, actions }
+    }
+
+    /// `append ITEM to LIST`: LIST must be a list field and ITEM a value of
+    /// its item type.
+    fn appends(&mut self, assignments: &[ast::Assignment], locals: &[(String, Type)]) -> Vec<Write> {
+        let mut writes = Vec::with_capacity(assignments.len());
+        for assignment in assignments {
+            let Some(field) = self.field(&assignment.name) else {
+                self.expr(&assignment.value, locals);
+                continue;
+            };
+            let item_type = match self.symbols_type(field) {
+                Type::List(item) => (*item).clone(),
+                Type::Unknown => Type::Unknown,
+                other => {
+                    self.report(ActionError::AppendToNonList {
+                        field: assignment.name.value.clone(),
+                        found: other,
+                        span: assignment.name.span,
+                    });
+                    self.expr(&assignment.value, locals);
+                    continue;
+                }
+            };
+            let what = format!("an item of the list `{}`", assignment.name.value);
+            let value = self.value_for(&assignment.value, &item_type, &what, locals);
+            writes.push(Write { field, value });
+        }
+        writes
     }
 
     pub(super) fn call(&mut self, call: &ast::Call, locals: &[(String, Type)]) -> Option<Call> {

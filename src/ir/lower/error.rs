@@ -307,6 +307,11 @@ pub(crate) enum ActionError {
         found: Type,
         span: Span,
     },
+    AppendToNonList {
+        field: String,
+        found: Type,
+        span: Span,
+    },
 }
 
 /// A flow or step that cannot run as written.
@@ -777,6 +782,12 @@ impl ActionError {
                 .at(span, format!("this is {}", found.describe()))
                 .with_help("iterate over a field of type list")
         }
+        ActionError::AppendToNonList { field, found, span } => Diagnostic::new(
+            Code::TypeMismatch,
+            format!("`append` needs a list field, but `{field}` is {}", found.describe()),
+        )
+        .at(span, format!("`{field}` is {}", found.describe()))
+        .with_help(format!("declare `{field}` as a list, or write it with `set`")),
         }
     }
 }

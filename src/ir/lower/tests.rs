@@ -286,3 +286,40 @@ fn the_diagnostic_is_written_from_the_value_alone() {
     assert_eq!(diagnostic.primary_span(), Some(Span::new(3, 8)));
     assert_eq!(diagnostic.help.as_deref(), Some("did you mean `string`?"));
 }
+
+#[test]
+fn an_append_in_a_loop_lowers_to_an_append_of_a_typed_item() {
+    let source = r#"schema { contacts: list(object { name: string, email: string })  welcomed: list(string) }
+        flow f { requires contacts
+          auto step s { for c in contacts { append c.email to welcomed } } }"#;
+    let (ast, front_end) = crate::syntax::parse(&SourceFile::new("test.flow", source));
+    assert!(front_end.is_empty(), "the front end reported {front_end:?}");
+    let (program, errors) = lower_to_errors(ast);
+    assert!(errors.is_empty(), "lowering reported {errors:?}");
+    let actions = &program.flows[0].steps[0].actions;
+    let [Action { kind: ActionKind::ForEach(for_each), .. }] = actions.as_slice() else {
+        panic!("one for_each, found {actions:?}")
+    };
+    let [Action { kind: ActionKind::Append(write), .. }] = for_each.actions.as_slice() else {
+        panic!("one append in the loop, found {:?}", for_each.actions)
+    };
+    assert_eq!(program.field(write.field).map(|field| field.name.as_str()), Some("welcomed"));
+    assert_eq!(write.value.ty, Type::String);
+}
+
+#[test]
+fn an_append_needs_a_list_field_and_an_item_of_its_type() {
+    let (file, errors) = errors(
+        r#"schema { welcomed: list(string)  count: int }
+        flow f { when "w"  auto step s { append 3 to welcomed  append "x" to count } }"#,
+    );
+    let [
+        LowerError::Expression(TypeError::NotAssignable { target: Type::String, found: Type::Int, span: item, .. }),
+        LowerError::Action(ActionError::AppendToNonList { field, found: Type::Int, span: list }),
+    ] = errors.as_slice()
+    else {
+        panic!("expected an item that does not fit, then a field that is not a list, found {errors:?}");
+    };
+    assert_eq!(*item, at(&file, "3", 0));
+    assert_eq!((field.as_str(), *list), ("count", at(&file, "count", 1)));
+}

@@ -26,6 +26,7 @@ const STEP_CLAUSES: &[&str] = &[
     "on_error",
     "wait",
     "set",
+    "append",
     "call",
     "emit",
     "for",
@@ -45,7 +46,7 @@ const FLOW_CLAUSES: &[&str] = &[
     "auto",
     "step",
 ];
-const ACTIONS: &[&str] = &["set", "call", "emit", "for", "say"];
+const ACTIONS: &[&str] = &["set", "append", "call", "emit", "for", "say"];
 const EXPRESSION_STARTS: &[&str] = &["\"", "'", "(", "[", "-", "_", "true", "false", "null", "not"];
 const OPERATORS: &[&str] = &["+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "and", "or", "in", "not", "is"];
 
@@ -160,7 +161,7 @@ impl Expected {
             self.take(FLOW_CLAUSES, description, parts);
         }
         if self.has("call") && self.has("emit") {
-            self.take(ACTIONS, "an action (`set`, `call`, `emit`, `for`, `say`)", parts);
+            self.take(ACTIONS, "an action (`set`, `append`, `call`, `emit`, `for`, `say`)", parts);
         }
         if self.has("enum") && self.has("object") {
             self.letters = false;

@@ -146,7 +146,7 @@ impl Walker<'_> {
                 Rule::wait if self.first_time(&mut seen, "wait", span, "step") => {
                     step.wait = self.name_value(inner);
                 }
-                Rule::set_action | Rule::call_action | Rule::emit_action | Rule::for_each => {
+                Rule::set_action | Rule::append_action | Rule::call_action | Rule::emit_action | Rule::for_each => {
                     step.actions.extend(self.action(inner, 0));
                 }
                 _ => {}
@@ -238,6 +238,7 @@ impl Walker<'_> {
         let kind = match pair.as_rule() {
             Rule::say => ActionKind::Say(self.template_value(pair)?),
             Rule::set_action => ActionKind::Set(self.assignments(pair)),
+            Rule::append_action => ActionKind::Append(vec![self.append(pair)?]),
             Rule::emit_action => ActionKind::Emit(Box::new(self.directive(Self::value(pair)?))),
             Rule::call_action => ActionKind::Call(self.call(pair)?),
             Rule::for_each => ActionKind::ForEach(Box::new(self.for_each(pair, depth)?)),
@@ -261,6 +262,14 @@ impl Walker<'_> {
         let mut parts = pair.into_inner();
         let name = self.name(&parts.next()?);
         let value = self.expr(parts.next()?);
+        Some(Assignment { name, value })
+    }
+
+    /// `append item to list`: the list's name and the item, as an assignment.
+    fn append(&mut self, pair: Pair<'_, Rule>) -> Option<Assignment> {
+        let mut parts = pair.into_inner().filter(|part| matches!(part.as_rule(), Rule::expr | Rule::name));
+        let value = self.expr(parts.next()?);
+        let name = self.name(&parts.next()?);
         Some(Assignment { name, value })
     }
 

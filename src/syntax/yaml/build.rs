@@ -67,7 +67,7 @@ const STEP_KEYS: &[&str] = &[
 ];
 const BRANCH_KEYS: &[&str] = &["if", "when", "then", "label"];
 const ON_ERROR_KEYS: &[&str] = &["retry", "backoff"];
-const ACTION_KEYS: &[&str] = &["set", "call", "emit", "say", "for_each"];
+const ACTION_KEYS: &[&str] = &["set", "append", "call", "emit", "say", "for_each"];
 const CALL_KEYS: &[&str] = &["tool", "args", "save"];
 const FOR_EACH_KEYS: &[&str] = &["in", "as", "where", "do"];
 const GOTO_KEYS: &[&str] = &["flow", "data"];
@@ -716,14 +716,14 @@ impl<'tree> Builder<'tree, '_> {
         tree.items(entry.value).iter().filter_map(|item| self.action(entry.with_value(*item))).collect()
     }
 
-    /// A one-key mapping: `set`, `call`, `emit`, `say` or `for_each`.
+    /// A one-key mapping: `set`, `append`, `call`, `emit`, `say` or `for_each`.
     fn action(&mut self, entry: Entry<'_>) -> Option<Action> {
         let span = self.values.span(entry.value);
         if !self.values.is_mapping(entry.value) {
             self.values.wrong_shape(
                 entry,
                 "an action",
-                "an action is a mapping with one key: `set`, `call`, `emit`, `say` or `for_each`",
+                "an action is a mapping with one key: `set`, `append`, `call`, `emit`, `say` or `for_each`",
             );
             return None;
         }
@@ -746,6 +746,7 @@ impl<'tree> Builder<'tree, '_> {
             let action_entry = Entry { key, key_span, value };
             let kind = match key {
                 "set" => Some(ActionKind::Set(self.values.assignments(action_entry, "`set`"))),
+                "append" => Some(ActionKind::Append(self.values.assignments(action_entry, "`append`"))),
                 "call" => self.call(action_entry).map(ActionKind::Call),
                 "emit" => self.directive(action_entry).map(|directive| ActionKind::Emit(Box::new(directive))),
                 "say" => self.values.template(action_entry).map(ActionKind::Say),
@@ -757,7 +758,7 @@ impl<'tree> Builder<'tree, '_> {
             self.values.wrong_shape(
                 entry,
                 "an action",
-                "an action is a mapping with one key: `set`, `call`, `emit`, `say` or `for_each`",
+                "an action is a mapping with one key: `set`, `append`, `call`, `emit`, `say` or `for_each`",
             );
         }
         action

@@ -553,6 +553,21 @@ fn for_each_with_filter_and_nested_actions() {
 }
 
 #[test]
+fn append_maps_lists_to_items() {
+    let text = one_step(
+        "        do:\n          - for_each:\n              in: contacts\n              as: c\n              do:\n                - append: { welcomed: c.email, seen: c }\n",
+    );
+    let program = parse_clean(&text);
+    let ActionKind::ForEach(for_each) = &program.flows[0].steps[0].actions[0].kind else { panic!() };
+    let [crate::syntax::ast::Action { kind: ActionKind::Append(appends), .. }] = for_each.actions.as_slice() else {
+        panic!("one append")
+    };
+    let pairs: Vec<String> =
+        appends.iter().map(|append| format!("{}={}", append.name.value, shape(&append.value))).collect();
+    assert_eq!(pairs, ["welcomed=c.email", "seen=c"]);
+}
+
+#[test]
 fn unknown_key_suggests_the_closest_key() {
     let text = one_step("        colect: [hotel]\n");
     let diagnostic = only_diagnostic(&text);

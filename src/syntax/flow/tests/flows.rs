@@ -136,6 +136,7 @@ fn body_actions_and_do_blocks_keep_source_order() {
         .iter()
         .map(|action| match &action.kind {
             ActionKind::Set(_) => "set",
+            ActionKind::Append(_) => "append",
             ActionKind::Call(_) => "call",
             ActionKind::Emit(_) => "emit",
             ActionKind::Say(_) => "say",
@@ -348,6 +349,34 @@ fn for_each_with_a_filter_and_nested_actions() {
     assert_eq!(for_each.filter.as_ref().map(|filter| slice(&source, filter.span)), Some("c.email is set"));
     assert_eq!(for_each.actions.len(), 2);
     assert!(matches!(&for_each.actions[1].kind, ActionKind::ForEach(inner) if inner.filter.is_none()));
+}
+
+#[test]
+fn append_takes_an_item_then_a_list() {
+    let source = in_step(
+        r#"do {
+                for c in contacts where c.email not in welcomed {
+                    append c.email to welcomed
+                }
+                append "to" + "day" to log
+            }"#,
+    );
+    let program = check(&source);
+    let [Action { kind: ActionKind::ForEach(for_each), .. }, Action { kind: ActionKind::Append(last), .. }] =
+        only_step(&program).actions.as_slice()
+    else {
+        panic!("a for and an append")
+    };
+    let [Action { kind: ActionKind::Append(inner), span }] = for_each.actions.as_slice() else {
+        panic!("one append in the loop")
+    };
+    assert_eq!(slice(&source, *span), "append c.email to welcomed");
+    assert_eq!(inner.len(), 1);
+    assert_eq!(slice(&source, inner[0].name.span), "welcomed");
+    assert_eq!(slice(&source, inner[0].value.span), "c.email");
+    // `to` ends the item even when the item is a string "to".
+    assert_eq!(slice(&source, last[0].value.span), "\"to\" + \"day\"");
+    assert_eq!(slice(&source, last[0].name.span), "log");
 }
 
 #[test]
