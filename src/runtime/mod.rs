@@ -41,7 +41,7 @@
 //! stopping with its own [`StopReason`]. `examples/step_by_step.rs` and
 //! `docs/embedding.md` show it all on `flows/booking.flow`. The same limits,
 //! with [`workflow::RunLimits`] for workflow runs, are what an operator sets
-//! in `flowc.toml` (`[limits]`) or with flags (`limits_config`).
+//! in `flowc.toml` (`[limits]`) or with flags ([`limits_config`]).
 
 pub mod actions;
 pub(crate) mod certain;
@@ -50,7 +50,7 @@ pub mod directive;
 pub mod engine;
 pub mod events;
 pub(crate) mod grounding;
-pub(crate) mod limits_config;
+pub mod limits_config;
 pub mod session;
 pub(crate) mod shutdown;
 pub mod tools;
