@@ -31,7 +31,7 @@ pub enum Source {
     Pending,
     /// A signal's directive (the signal's name).
     Signal(String),
-    /// A branch entry's directive (the step's name).
+    /// A branch entry's directive (where the entry is, as `flow.step#n`).
     Branch(String),
     /// A flow or step hook (`on_enter`, `prepare`, `finalize`, `on_complete`).
     Hook(String),
@@ -145,7 +145,7 @@ pub enum Move {
         /// Why, as the directive says it.
         reason: Option<String>,
     },
-    /// Forget the conversation's position and data.
+    /// Restart the current flow from its entry (a new run of it).
     Reset,
 }
 

@@ -20,7 +20,7 @@ pub enum Event {
     },
     /// A directive armed by the last turn was applied.
     PendingApplied {
-        /// Who emitted the directive (`signal:name`, `branch:step`…).
+        /// Who emitted the directive (`signal:name`, `branch:flow.step#n`…).
         source: String,
     },
     /// The model was called.
@@ -219,14 +219,14 @@ pub enum Event {
     },
     /// A directive was emitted.
     DirectiveEmitted {
-        /// Who emitted the directive (`signal:name`, `branch:step`…).
+        /// Who emitted the directive (`signal:name`, `branch:flow.step#n`…).
         source: String,
         /// The directive, as JSON.
         directive: Value,
     },
     /// A directive took effect.
     DirectiveApplied {
-        /// Who emitted the directive (`signal:name`, `branch:step`…).
+        /// Who emitted the directive (`signal:name`, `branch:flow.step#n`…).
         source: String,
     },
     /// Something went wrong that did not stop the turn.
@@ -342,7 +342,7 @@ impl StopReason {
 /// whether it took effect (a position that lost the merge did not).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DirectiveRecord {
-    /// Who emitted it (`signal:name`, `branch:step`…).
+    /// Who emitted it (`signal:name`, `branch:flow.step#n`…).
     pub source: String,
     /// What it said, as JSON.
     pub directive: Value,
