@@ -9,6 +9,8 @@
 //! runtime's types), so neither names the other's caller; the command line
 //! and the server call it and never each other.
 
+#![warn(missing_docs)]
+
 use crate::ir::Program;
 use crate::runtime::clock::{self, Clock};
 use crate::runtime::tools::{ToolEnv, ToolRegistry};
@@ -54,7 +56,7 @@ pub struct Hooks<'a> {
 }
 
 /// How to run: the program the run started on, with its tools.
-pub struct Execution<'a> {
+pub(crate) struct Execution<'a> {
     pub store: &'a dyn Store,
     pub program: &'a Program,
     pub tools: &'a ToolRegistry,
@@ -142,10 +144,15 @@ pub type Checked = Result<(Program, PathBuf), String>;
 
 /// What resuming a claimed run needs besides the run.
 pub struct Resume<'a> {
+    /// Where the run is kept.
     pub store: &'a dyn Store,
+    /// In-process tool handlers, by tool name.
     pub tools: &'a ToolRegistry,
+    /// The time the run reads.
     pub clock: Arc<dyn Clock>,
+    /// Where new ids come from.
     pub ids: Arc<dyn clock::IdSource>,
+    /// The operator's limits on the run.
     pub limits: RunLimits,
 }
 

@@ -3,6 +3,8 @@
 //! and lives in [`render`], which writes to the writer its caller passes
 //! and does no other I/O.
 
+#![warn(missing_docs)]
+
 pub mod render;
 
 use crate::source::Span;
@@ -15,48 +17,87 @@ use serde::Serialize;
 #[serde(rename_all = "snake_case")]
 pub enum Code {
     // Errors.
+    /// The file cannot be read as a program (a grammar or YAML error).
     Syntax,
+    /// A YAML key the format does not know.
     UnknownKey,
+    /// A key given twice in one YAML mapping.
     DuplicateKey,
+    /// Two flows, steps, fields, keys, tools or params with one id.
     DuplicateId,
+    /// An id that is not letters, digits and `_`.
     InvalidId,
+    /// A field type that does not exist.
     UnknownType,
+    /// A type declaration that contradicts itself.
     InvalidSchema,
+    /// A setting whose value is out of range or not one of its choices.
     InvalidValue,
+    /// A step or flow a jump names that does not exist.
     UnknownTarget,
+    /// A bare `then`/`next` naming a step of another flow.
     CrossFlowStep,
+    /// A branch entry that is never evaluated or can never match.
     UnreachableBranch,
+    /// A step no path reaches.
     UnreachableStep,
+    /// A name in an expression or template that is no field or key.
     UnknownField,
+    /// A call to a function that does not exist.
     UnknownFunction,
+    /// A function called with the wrong number of arguments.
     WrongArity,
+    /// Types that do not fit.
     TypeMismatch,
+    /// A tool named that is not declared.
     UnknownTool,
+    /// A tool declared wrongly.
     InvalidTool,
+    /// An http tool's url whose scheme is not `http` or `https`.
     InvalidUrl,
+    /// A tool call whose arguments do not match the tool's params.
     WrongArguments,
+    /// A cycle of steps none of which waits.
     AutoCycle,
+    /// A step declared wrongly (an auto step that collects, a `wait` misplaced…).
     InvalidStep,
+    /// A directive declared wrongly (two position fields, …).
     InvalidDirective,
+    /// A duration that is not a whole number with a unit.
     InvalidDuration,
+    /// More than one flow marked `default`.
     DuplicateDefault,
+    /// `reply` and `abort` in one directive.
     ReplyWithAbort,
+    /// A flow with no steps.
     MissingEntry,
     // Warnings.
+    /// A field read where it may not be set yet.
     MaybeUnset,
+    /// A directive field that cannot act where it is.
     DroppedField,
+    /// A flow requires a field no step of it collects.
     UncollectedRequired,
+    /// A step with the same id as a flow.
     ShadowedStep,
+    /// A conversation flow nothing routes to.
     UnroutedFlow,
+    /// A tool-calling flow entered again with a consent kept.
     KeptConsent,
+    /// `keep` names a field no step of the flow collects.
     KeptUncollected,
+    /// One turn can pass two confirmations with one yes.
     SharedConfirmation,
+    /// A step requires a field no step of its flow asks for.
     UnaskedRequired,
+    /// A pre-extracted list of strings read from free text.
     FreeTextList,
+    /// A branch entry covered by earlier entries.
     CoveredBranch,
 }
 
 impl Code {
+    /// Every code, in declaration order.
     pub const ALL: &'static [Code] = &[
         Code::Syntax,
         Code::UnknownKey,
@@ -98,6 +139,7 @@ impl Code {
         Code::CoveredBranch,
     ];
 
+    /// The code's stable name (`unreachable_step`).
     pub fn as_str(self) -> &'static str {
         match self {
             Code::Syntax => "syntax",
@@ -141,6 +183,7 @@ impl Code {
         }
     }
 
+    /// Whether the code is an error or a warning unless configured.
     pub fn default_severity(self) -> Severity {
         match self {
             Code::MaybeUnset
@@ -167,12 +210,16 @@ impl std::fmt::Display for Code {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
+/// How serious a diagnostic is: an error fails the check.
 pub enum Severity {
+    /// The program cannot run.
     Error,
+    /// The program runs, but probably not as meant.
     Warning,
 }
 
 impl Severity {
+    /// The severity's name (`error`, `warning`).
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::Error => "error",
@@ -185,7 +232,9 @@ impl Severity {
 /// reached"). The first label of a diagnostic is its primary one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Label {
+    /// Where.
     pub span: Span,
+    /// What is there.
     pub text: String,
 }
 
@@ -193,14 +242,20 @@ pub struct Label {
 /// final period), where (`labels`, primary first) and what to do (`help`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Diagnostic {
+    /// Which check found it.
     pub code: Code,
+    /// Error or warning.
     pub severity: Severity,
+    /// What is wrong: lower case, no final period.
     pub message: String,
+    /// Where, the primary label first.
     pub labels: Vec<Label>,
+    /// What to do, if there is something to say.
     pub help: Option<String>,
 }
 
 impl Diagnostic {
+    /// A diagnostic with the code's default severity and no labels.
     pub fn new(code: Code, message: impl Into<String>) -> Diagnostic {
         Diagnostic { code, severity: code.default_severity(), message: message.into(), labels: Vec::new(), help: None }
     }
@@ -217,6 +272,7 @@ impl Diagnostic {
         self
     }
 
+    /// Says what to do.
     pub fn with_help(mut self, help: impl Into<String>) -> Diagnostic {
         self.help = Some(help.into());
         self
@@ -227,6 +283,7 @@ impl Diagnostic {
         self.labels.first().map(|label| label.span)
     }
 
+    /// Whether it fails the check.
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }

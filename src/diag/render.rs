@@ -30,7 +30,9 @@ const ELLIPSIS: &str = "…";
 /// How human output is drawn.
 #[derive(Clone, Copy, Debug)]
 pub struct Style {
+    /// Whether to use ANSI colors.
     pub color: bool,
+    /// The terminal's width in columns.
     pub width: usize,
 }
 
@@ -356,17 +358,27 @@ fn ceil_char_boundary(text: &str, offset: usize) -> usize {
 /// rely on"). Field order is the documented one.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct JsonDiagnostic {
+    /// The file's name as given.
     pub file: String,
+    /// The first line, from 1.
     pub line: usize,
+    /// The first column, from 1, in characters.
     pub column: usize,
+    /// The last line.
     pub end_line: usize,
+    /// The column after the last character.
     pub end_column: usize,
+    /// `error` or `warning`.
     pub severity: &'static str,
+    /// The code's stable name.
     pub code: &'static str,
+    /// What is wrong.
     pub message: String,
+    /// What to do, if anything.
     pub help: Option<String>,
 }
 
+/// The JSON shape of one diagnostic in `file`.
 pub fn to_json(file: &SourceFile, diagnostic: &Diagnostic) -> JsonDiagnostic {
     let span = diagnostic.primary_span().unwrap_or_default();
     let start = file.line_col(span.start);

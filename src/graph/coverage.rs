@@ -1,5 +1,5 @@
 //! Coverage: which steps, branch entries and transitions runs reached, read
-//! from their events, and how that lies on the graph ([`Overlay`]) for the
+//! from their events, and how that lies on the graph (`Overlay`) for the
 //! emitters to colour. `flowc test` collects it; `flowc graph --coverage`
 //! draws it. No I/O.
 
@@ -20,18 +20,24 @@ pub enum Point {
     Message,
     /// `flowc run` starting a workflow.
     Run,
+    /// Entering the named flow.
     Entry(String),
+    /// The step (flow, step) reached.
     Step(String, String),
+    /// The named flow completing.
     Complete(String),
+    /// The named flow aborting.
     Abort(String),
 }
 
 /// What some runs reached, by flow and step name.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Covered {
+    /// Steps reached, as (flow, step).
     pub steps: BTreeSet<(String, String)>,
     /// Flow, step and entry, counted from 1 as [`Event::BranchTaken`] does.
     pub branches: BTreeSet<(String, String, usize)>,
+    /// Transitions taken between points, as (from, to).
     pub transitions: BTreeSet<(Point, Point)>,
     /// Where the conversation stands between turns.
     #[serde(skip)]
@@ -39,6 +45,7 @@ pub struct Covered {
 }
 
 impl Covered {
+    /// Adds what another set of runs reached.
     pub fn merge(&mut self, other: &Covered) {
         self.steps.extend(other.steps.iter().cloned());
         self.branches.extend(other.branches.iter().cloned());
@@ -131,9 +138,13 @@ impl Covered {
 /// One flow's coverage as counts: reached and total.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct FlowCoverage {
+    /// The flow's name.
     pub flow: String,
+    /// Steps reached, of all its steps.
     pub steps: (usize, usize),
+    /// Branch entries taken, of all its entries.
     pub branches: (usize, usize),
+    /// Transitions taken, of all its edges.
     pub transitions: (usize, usize),
     /// The names of the steps and branch entries not reached.
     pub missed: Vec<String>,
@@ -182,7 +193,7 @@ pub fn per_flow(program: &Program, graph: &Graph, covered: &Covered) -> Vec<Flow
 /// Coverage laid on a graph: the nodes reached and, per edge (in the
 /// graph's order), whether it was taken.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Overlay {
+pub(crate) struct Overlay {
     pub nodes: BTreeSet<NodeId>,
     pub edges: Vec<bool>,
 }

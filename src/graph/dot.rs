@@ -17,7 +17,7 @@ pub fn render(graph: &Graph) -> String {
 
 /// [`render`] with coverage laid on it (`flowc graph --coverage`): nodes
 /// and edges the tests reached green, the rest red and dashed.
-pub fn render_with_coverage(graph: &Graph, overlay: &super::coverage::Overlay) -> String {
+pub(crate) fn render_with_coverage(graph: &Graph, overlay: &super::coverage::Overlay) -> String {
     render_with(graph, Some(overlay))
 }
 
@@ -139,7 +139,7 @@ fn with_coverage(text: String, taken: bool) -> String {
 /// Text for inside a double-quoted DOT string: `"` and `\` escaped, line
 /// breaks as `\n`, other control characters as spaces. Everything else,
 /// unicode included, is valid as is (DOT files are UTF-8).
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for character in text.chars() {
         match character {

@@ -5,7 +5,7 @@
 //! collide with, so the output never uses user text as syntax: node ids are
 //! the generated [`NodeId`](super::NodeId)s, and every label is a quoted
 //! string in which the characters Mermaid gives a meaning are written as
-//! its entity codes (`#quot;`, `#35;` …). See [`escape`] for the list.
+//! its entity codes (`#quot;`, `#35;` …). `escape` holds the list.
 
 use super::{Edge, EdgeKind, Graph, Node, NodeKind};
 use std::collections::BTreeMap;
@@ -133,7 +133,7 @@ fn write_classes(graph: &Graph, out: &mut String) {
 /// a backslash escapes in Markdown. Each becomes a numeric entity (and two
 /// dollars in a row are kept apart). A line break becomes `<br>`, other
 /// control characters a space.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut previous = None;
     for character in text.chars() {
@@ -160,7 +160,7 @@ pub fn escape(text: &str) -> String {
 /// [`render`] with coverage laid on it (`flowc graph --coverage`): nodes
 /// and edges the tests reached green, the rest red and dashed. The lines
 /// come after the drawing's own, so their styles win.
-pub fn render_with_coverage(graph: &Graph, overlay: &super::coverage::Overlay) -> String {
+pub(crate) fn render_with_coverage(graph: &Graph, overlay: &super::coverage::Overlay) -> String {
     let mut out = render(graph);
     let (mut reached, mut missed) = (Vec::new(), Vec::new());
     for node in graph.nodes.iter().filter(|node| super::coverage::Overlay::counts(node.kind)) {
@@ -195,7 +195,7 @@ pub fn render_with_coverage(graph: &Graph, overlay: &super::coverage::Overlay) -
 }
 
 /// Marks a step as where a conversation stands (the REPL's `/graph`).
-pub fn mark_current(out: &mut String, flow: crate::ir::FlowId, step: crate::ir::StepId) {
+pub(crate) fn mark_current(out: &mut String, flow: crate::ir::FlowId, step: crate::ir::StepId) {
     let _ = writeln!(out, "  classDef current stroke:#d97706,stroke-width:4px");
     let _ = writeln!(out, "  class {} current", super::NodeId::step(flow, step).as_str());
 }

@@ -27,6 +27,8 @@
 //!
 //! No I/O: the emitters return text, which the CLI writes.
 
+#![warn(missing_docs)]
+
 mod label;
 
 pub mod coverage;
@@ -49,6 +51,7 @@ use std::collections::BTreeMap;
 pub struct NodeId(String);
 
 impl NodeId {
+    /// The id as text, as the emitters write it.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -175,8 +178,11 @@ pub enum EdgeKind {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// One box, diamond or marker of the picture.
 pub struct Node {
+    /// Its generated id.
     pub id: NodeId,
+    /// What it stands for.
     pub kind: NodeKind,
     /// The flow whose box holds the node; `None` outside every flow.
     pub flow: Option<FlowId>,
@@ -187,9 +193,13 @@ pub struct Node {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// One arrow of the picture.
 pub struct Edge {
+    /// The node it leaves.
     pub from: NodeId,
+    /// The node it enters.
     pub to: NodeId,
+    /// Why the run would take it.
     pub kind: EdgeKind,
     /// Plain text, `None` for an unlabelled edge.
     pub label: Option<String>,
@@ -203,9 +213,11 @@ pub struct Edge {
 /// One box per flow drawn.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cluster {
+    /// The flow the box draws.
     pub flow: FlowId,
     /// `f0`: the generated id of the box.
     pub id: String,
+    /// The box's title: the flow's name (and title, if it has one).
     pub title: String,
 }
 
@@ -214,8 +226,11 @@ pub struct Cluster {
 /// runtime's resolution considers them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Graph {
+    /// One box per flow drawn, in declaration order.
     pub clusters: Vec<Cluster>,
+    /// Every node, by cluster then kind then creation.
     pub nodes: Vec<Node>,
+    /// Every edge, in the order the runtime's resolution considers them.
     pub edges: Vec<Edge>,
 }
 

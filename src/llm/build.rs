@@ -7,9 +7,7 @@ use super::Provider;
 use super::config::{ConfigError, ProviderConfig, ProviderKind};
 
 /// The provider a configuration names, wrapped so its errors and replies
-/// never show the API key, and in a [`Recorder`] when the run records.
-///
-/// [`Recorder`]: crate::llm::replay::Recorder
+/// never show the API key, and in a recorder when the run records.
 pub fn build_provider(config: &ProviderConfig) -> Result<Box<dyn Provider>, ConfigError> {
     let window = || super::context::ContextWindow::new(config.context_window, config.max_tokens);
     // Servers get requests trimmed to the model's window; the recorder,

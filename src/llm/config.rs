@@ -37,17 +37,25 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+/// The OpenAI endpoint when `base_url` is not set.
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+/// The Anthropic endpoint when `base_url` is not set.
 pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+/// The OpenAI model when `model` is not set.
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o-mini";
+/// The Anthropic model when `model` is not set.
 pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-haiku-4-5";
 
 /// The model behind a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProviderKind {
+    /// The offline provider: rules, no network.
     Offline,
+    /// An OpenAI-compatible server.
     OpenAi,
+    /// Anthropic's Messages API.
     Anthropic,
+    /// Answers read back from a `--record` file.
     Replay(PathBuf),
 }
 
@@ -96,6 +104,7 @@ impl StructuredOutput {
         }
     }
 
+    /// The mode's name in `flowc.toml`.
     pub fn as_str(self) -> &'static str {
         match self {
             StructuredOutput::JsonSchema => "json_schema",
@@ -152,10 +161,12 @@ impl FromStr for ToolChoiceMode {
 pub struct Secret(String);
 
 impl Secret {
+    /// Wraps a secret value.
     pub fn new(value: impl Into<String>) -> Secret {
         Secret(value.into())
     }
 
+    /// The value, for the one place that writes it into a header.
     pub fn expose(&self) -> &str {
         &self.0
     }
@@ -170,20 +181,27 @@ impl std::fmt::Debug for Secret {
 /// Everything needed to build a provider.
 #[derive(Clone, Debug)]
 pub struct ProviderConfig {
+    /// Which model provider answers.
     pub provider: ProviderKind,
+    /// The model's name, as the provider spells it.
     pub model: String,
     /// The endpoint root: `…/v1` for OpenAI-compatible servers, the host
     /// for Anthropic (`/v1/messages` is appended).
     pub base_url: String,
+    /// The API key, if the provider needs one.
     pub api_key: Option<Secret>,
+    /// Timeouts and retries.
     pub http: HttpSettings,
+    /// Sampling temperature; the provider's default when unset.
     pub temperature: Option<f64>,
     /// Completion budget per call (Anthropic requires one: 1024 unless set).
     pub max_tokens: Option<u32>,
     /// The model's context window in tokens: requests are trimmed to fit
     /// (`llm::context`). Learned from the server's refusals when unset.
     pub context_window: Option<u32>,
+    /// How structured answers are asked for (JSON schema, tool, or prompt).
     pub structured_output: StructuredOutput,
+    /// Whether the model may call tools or must.
     pub tool_choice: ToolChoiceMode,
     /// `--record FILE`: store every request and answer of the run.
     pub record: Option<PathBuf>,
@@ -213,14 +231,23 @@ impl Default for ProviderConfig {
 /// What the command line may override; the CLI fills it from its flags.
 #[derive(Clone, Debug, Default)]
 pub struct ProviderFlags {
+    /// `--provider`: `offline`, `openai`, `anthropic` or `replay:FILE`.
     pub provider: Option<String>,
+    /// `--model`.
     pub model: Option<String>,
+    /// `--base-url`.
     pub base_url: Option<String>,
+    /// `--timeout`: the whole request, per attempt.
     pub timeout: Option<Duration>,
+    /// `--temperature`.
     pub temperature: Option<f64>,
+    /// `--max-tokens`.
     pub max_tokens: Option<u32>,
+    /// `--structured-output`.
     pub structured_output: Option<StructuredOutput>,
+    /// `--tool-choice`.
     pub tool_choice: Option<ToolChoiceMode>,
+    /// `--record FILE`.
     pub record: Option<PathBuf>,
 }
 
@@ -229,14 +256,29 @@ pub struct ProviderFlags {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     #[error("{path}: {message}")]
-    Parse { path: String, message: String },
+    /// `flowc.toml` cannot be read or parsed.
+    Parse {
+        /// The file.
+        path: String,
+        /// What is wrong in it.
+        message: String,
+    },
     #[error("{0}")]
+    /// A setting's value is not allowed.
     Invalid(String),
     #[error("{variable} is not set: export it to use the {provider} provider, or run with --provider offline")]
-    MissingKey { variable: String, provider: &'static str },
+    /// The provider's API-key variable is not set.
+    MissingKey {
+        /// The environment variable to export.
+        variable: String,
+        /// The provider that needs it.
+        provider: &'static str,
+    },
     #[error("{0}")]
+    /// The provider cannot be used here.
     Unavailable(String),
     #[error("{0}")]
+    /// The provider answered an error while being set up.
     Provider(#[from] ProviderError),
 }
 

@@ -1,6 +1,6 @@
 //! HTTP plumbing shared by the OpenAI-compatible and Anthropic providers.
 //!
-//! The runtime is synchronous; each provider owns one [`HttpClient`], which
+//! The runtime is synchronous; each provider owns one `HttpClient`, which
 //! owns a current-thread tokio runtime and `block_on`s reqwest on it. Every
 //! blocking call races the work against the [`CancelFlag`] (set on Ctrl-C),
 //! so a cancelled call drops its future, which closes the connection and
@@ -20,7 +20,7 @@
 //!
 //! A caller may name the refusals it can recover from (a server that rejects
 //! one structured-output mode, `stream_options` or `tool_choice: auto`):
-//! those come back as [`CallError::Rejected`] at once, without retries.
+//! those come back as `CallError::Rejected` at once, without retries.
 
 use crate::llm::ProviderError;
 #[cfg(doc)]
@@ -38,18 +38,22 @@ use std::time::{Duration, Instant};
 pub struct CancelFlag(Arc<AtomicBool>);
 
 impl CancelFlag {
+    /// A flag no one has set yet.
     pub fn new() -> CancelFlag {
         CancelFlag::default()
     }
 
+    /// Sets the flag: calls in flight stop and answer [`ProviderError::Cancelled`].
     pub fn cancel(&self) {
         self.0.store(true, Ordering::SeqCst);
     }
 
+    /// Clears the flag, for the next turn.
     pub fn reset(&self) {
         self.0.store(false, Ordering::SeqCst);
     }
 
+    /// Whether the flag is set.
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
@@ -66,6 +70,7 @@ impl CancelFlag {
 /// Timeouts and retry policy of one provider.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HttpSettings {
+    /// How long opening a connection may take.
     pub connect_timeout: Duration,
     /// Whole request, streamed body included, per attempt.
     pub timeout: Duration,
@@ -92,7 +97,7 @@ impl Default for HttpSettings {
 
 /// How a call failed, for callers that recover from some refusals.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CallError {
+pub(crate) enum CallError {
     /// The server refused the request in a way the caller said it can
     /// recover from (the caller's `rejects` predicate matched).
     Rejected {
@@ -120,14 +125,14 @@ impl CallError {
 
 /// One server-sent event.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SseEvent {
+pub(crate) struct SseEvent {
     /// The `event:` name; empty when the stream sends none (OpenAI).
     pub event: String,
     pub data: String,
 }
 
 /// A blocking HTTP client for one provider.
-pub struct HttpClient {
+pub(crate) struct HttpClient {
     runtime: tokio::runtime::Runtime,
     client: reqwest::Client,
     settings: HttpSettings,
@@ -321,7 +326,7 @@ fn turn_time_spent() -> ProviderError {
 /// `retry_base * 2^attempt` scaled by `jitter` in [0, 1) ("full jitter", so
 /// clients that failed together do not retry together). `None` when the
 /// server asks for longer than `retry_max_wait`.
-pub fn retry_delay(
+pub(crate) fn retry_delay(
     settings: &HttpSettings,
     attempt: u32,
     retry_after: Option<Duration>,
@@ -358,7 +363,7 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 }
 
 /// The class of a failed status, with the server's message.
-pub fn classify_status(status: u16, message: &str, retry_after: Option<Duration>) -> ProviderError {
+pub(crate) fn classify_status(status: u16, message: &str, retry_after: Option<Duration>) -> ProviderError {
     let detail = if message.is_empty() { format!("HTTP {status}") } else { format!("HTTP {status}: {message}") };
     // Some servers answer 500 to a prompt that is too long: retrying the
     // same request cannot help, trimming can. An authentication failure or
@@ -381,7 +386,7 @@ pub fn classify_status(status: u16, message: &str, retry_after: Option<Duration>
 
 /// The human part of an error body: OpenAI's and Anthropic's
 /// `error.message`, FastAPI's `detail`, or the start of the raw text.
-pub fn error_message(body: &str) -> String {
+pub(crate) fn error_message(body: &str) -> String {
     let Ok(value) = serde_json::from_str::<Value>(body) else {
         return excerpt(body.trim());
     };
@@ -398,7 +403,7 @@ pub fn error_message(body: &str) -> String {
 }
 
 /// At most 300 characters of `text`, on one line.
-pub fn excerpt(text: &str) -> String {
+pub(crate) fn excerpt(text: &str) -> String {
     let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut chars = one_line.chars();
     let head: String = chars.by_ref().take(300).collect();
@@ -423,7 +428,7 @@ pub use super::redact::redact;
 /// an event is complete, so a UTF-8 character or a line split across two
 /// chunks is never broken.
 #[derive(Default)]
-pub struct SseParser {
+pub(crate) struct SseParser {
     buffer: Vec<u8>,
 }
 

@@ -13,18 +13,20 @@
 //! program. Everything a provider returns is untrusted: the runtime
 //! validates it against the schema before anything is written.
 
-pub mod anthropic;
+#![warn(missing_docs)]
+
+pub(crate) mod anthropic;
 mod build;
 pub mod config;
-pub mod context;
+pub(crate) mod context;
 pub mod http;
 pub mod offline;
-pub mod openai;
-pub mod prompt;
-pub mod redact;
-pub mod replay;
-pub mod rounds;
-pub mod schema;
+pub(crate) mod openai;
+pub(crate) mod prompt;
+pub(crate) mod redact;
+pub(crate) mod replay;
+pub(crate) mod rounds;
+pub(crate) mod schema;
 #[cfg(test)]
 mod testserver;
 
@@ -41,6 +43,7 @@ use std::time::Instant;
 /// What the understand call must decide for one user message.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct UnderstandRequest {
+    /// The user's message, as typed.
     pub message: String,
     /// Recent conversation, oldest first (the current message excluded).
     pub history: Vec<Message>,
@@ -70,9 +73,12 @@ impl UnderstandRequest {
     }
 }
 
+/// A flow the message may be routed to, described for the model.
 #[derive(Clone, Debug, Serialize)]
 pub struct FlowChoice {
+    /// The flow's name, which the answer's `flow` repeats.
     pub name: String,
+    /// The flow's title, if it declares one.
     pub title: Option<String>,
     /// Any of these descriptions selects the flow.
     pub when: Vec<String>,
@@ -83,17 +89,24 @@ pub struct FlowChoice {
 /// A field to extract, described for the model (and the offline rules).
 #[derive(Clone, Debug, Serialize)]
 pub struct FieldSpec {
+    /// The field's name, which the answer's `fields` is keyed by.
     pub name: String,
     /// `string`, `int`, `float`, `bool`, `date`, `datetime`, `enum`, `list`, `object`.
     #[serde(rename = "type")]
     pub kind: String,
     /// The JSON schema of a valid value (used for constrained output).
     pub schema: serde_json::Value,
+    /// The field's description, if it declares one.
     pub description: Option<String>,
+    /// The allowed values of an enum field.
     pub values: Vec<String>,
+    /// Sample values, as the program gives them.
     pub examples: Vec<String>,
+    /// The pattern a string value must match.
     pub pattern: Option<String>,
+    /// The least number allowed.
     pub min: Option<f64>,
+    /// The greatest number allowed.
     pub max: Option<f64>,
     /// The current step asks for this field alone: the whole answer may be
     /// its value.
@@ -116,14 +129,19 @@ pub struct Question {
 /// against the schema before anything is written.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Understanding {
+    /// The flow the message starts or continues, if routing was asked.
     pub flow: Option<String>,
     #[serde(default)]
+    /// Values read from the message, by field name.
     pub fields: BTreeMap<String, Proposal>,
     #[serde(default)]
+    /// Answers to the AI conditions, by question id.
     pub conditions: BTreeMap<String, Answer>,
     #[serde(default)]
+    /// Answers to the signals, by question id.
     pub signals: BTreeMap<String, Answer>,
     #[serde(default)]
+    /// Tokens the call spent.
     pub usage: Usage,
 }
 
@@ -131,12 +149,14 @@ pub struct Understanding {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(from = "ProposalWire")]
 pub struct Proposal {
+    /// The value, as JSON.
     pub value: serde_json::Value,
     /// `None` when the model cited nothing: such a value is never written.
     pub evidence: Option<String>,
 }
 
 impl Proposal {
+    /// A value with the words it was read from.
     pub fn new(value: serde_json::Value, evidence: impl Into<String>) -> Proposal {
         Proposal { value, evidence: Some(evidence.into()) }
     }
@@ -165,15 +185,19 @@ impl From<ProposalWire> for Proposal {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "AnswerWire")]
 pub struct Answer {
+    /// Whether the answer is yes.
     pub yes: bool,
+    /// The words of the message that show the yes.
     pub evidence: Option<String>,
 }
 
 impl Answer {
+    /// A yes, citing the words that show it.
     pub fn yes(evidence: impl Into<String>) -> Answer {
         Answer { yes: true, evidence: Some(evidence.into()) }
     }
 
+    /// A no.
     pub fn no() -> Answer {
         Answer { yes: false, evidence: None }
     }
@@ -199,7 +223,9 @@ impl From<AnswerWire> for Answer {
 /// What the reply call must write.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ReplyRequest {
+    /// Who the assistant is (the program's `identity`).
     pub identity: Option<String>,
+    /// The program's rules, for every reply.
     pub rules: Vec<String>,
     /// Rules of the active flow.
     pub flow_rules: Vec<String>,
@@ -210,7 +236,9 @@ pub struct ReplyRequest {
     pub appended: Vec<String>,
     /// Text already said verbatim this turn (`say`), which the reply follows.
     pub said: Vec<String>,
+    /// Recent conversation, oldest first (the current message excluded).
     pub history: Vec<Message>,
+    /// The user's message, as typed.
     pub message: String,
     /// The collected data, for the model's context.
     pub data: serde_json::Map<String, serde_json::Value>,
@@ -226,18 +254,24 @@ pub struct ReplyRequest {
     pub deadline: Option<Instant>,
 }
 
+/// A tool the model may call, described for it.
 #[derive(Clone, Debug, Serialize)]
 pub struct ToolSpec {
+    /// The tool's name.
     pub name: String,
+    /// What the tool does, if the program says.
     pub description: Option<String>,
     /// JSON schema of the arguments object.
     pub parameters: serde_json::Value,
 }
 
+/// The reply of one call.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Response {
+    /// The reply's text.
     pub text: String,
     #[serde(default)]
+    /// Tokens the call spent.
     pub usage: Usage,
 }
 
@@ -249,14 +283,18 @@ pub struct Usage {
     #[serde(default)]
     pub calls: u32,
     #[serde(default)]
+    /// Prompt tokens.
     pub prompt: u64,
     #[serde(default)]
+    /// Completion tokens.
     pub completion: u64,
     #[serde(default)]
+    /// Prompt tokens the provider served from its cache.
     pub cached: u64,
 }
 
 impl Usage {
+    /// Adds another call's counts to these.
     pub fn add(&mut self, other: Usage) {
         self.calls += other.calls;
         self.prompt += other.prompt;
@@ -264,6 +302,7 @@ impl Usage {
         self.cached += other.cached;
     }
 
+    /// Prompt and completion tokens together.
     pub fn total_tokens(&self) -> u64 {
         self.prompt + self.completion
     }
@@ -273,27 +312,37 @@ impl Usage {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProviderError {
     #[error("authentication failed: {0} (check the API key)")]
+    /// The provider refused the API key.
     Auth(String),
     #[error("rate limited: {0} (wait, or lower the request rate)")]
+    /// Too many requests: the provider asks to wait.
     RateLimited(String),
     #[error("the provider is overloaded: {0} (try again shortly)")]
+    /// The provider is overloaded.
     Overloaded(String),
     #[error("the request was refused: {0}")]
+    /// The provider refused the request itself.
     InvalidRequest(String),
     #[error(
         "the request does not fit the model's context window: {0} (set `context_window` in flowc.toml, \
          shorten the program's prompts, or use a model with a larger window)"
     )]
+    /// The request is larger than the model's context window.
     ContextOverflow(String),
     #[error("the model did not answer in time: {0}")]
+    /// No answer before the deadline.
     Timeout(String),
     #[error("network error: {0} (check the base URL and your connection)")]
+    /// The provider could not be reached.
     Network(String),
     #[error("the model's answer is invalid: {0}")]
+    /// The model's answer does not fit the schema, even after a repair.
     InvalidOutput(String),
     #[error("cancelled")]
+    /// The call was cancelled (Ctrl-C, or a client gone).
     Cancelled,
     #[error("replay has no recorded answer for this request: {0}")]
+    /// Replay found no recorded answer for the request.
     NotRecorded(String),
 }
 
@@ -339,6 +388,8 @@ pub trait Provider: Send {
         None
     }
 
+    /// The structured call: routes the message, reads field values and
+    /// answers the conditions and signals, all at once.
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError>;
 
     /// One round of the reply: the reply, or the tool calls the model asks

@@ -72,11 +72,13 @@ impl OpenAi {
     }
 
     /// The structured-output mode in use (after any fallback).
+    #[cfg(test)]
     pub fn structured_output(&self) -> StructuredOutput {
         self.mode
     }
 
     /// The tool-choice mode in use (after any fallback).
+    #[cfg(test)]
     pub fn tool_choice(&self) -> ToolChoiceMode {
         self.tool_choice
     }

@@ -28,10 +28,12 @@ pub enum ModelReply {
 /// The tool calls of one round, with what the model said before them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToolCalls {
+    /// The calls, in the order the model asked them.
     pub calls: Vec<ToolCall>,
     /// Text the model wrote in this round (already given to `on_text`); it
     /// is part of the reply ("Let me check.").
     pub text: String,
+    /// Tokens the round spent.
     pub usage: Usage,
     /// The provider's own record of its turn in this round (its assistant
     /// message or content blocks), sent back to the model as it was in the
@@ -45,6 +47,7 @@ pub struct ToolCalls {
 pub struct ToolCall {
     /// The provider's id for the call, which its result answers.
     pub id: String,
+    /// The tool's name.
     pub name: String,
     /// The arguments object, or why the model's arguments could not be
     /// read: that reason goes back to the model as the call's error and no
@@ -56,7 +59,9 @@ pub struct ToolCall {
 /// (`Err` carries the error text for the model), in the order of the calls.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolRound {
+    /// The calls the model asked for.
     pub asked: ToolCalls,
+    /// Each call's result, in the order of the calls.
     pub results: Vec<Result<Value, String>>,
 }
 
@@ -111,7 +116,7 @@ impl ToolLoop for NoTools {
 /// Runs a reply to its end: each round's tool calls go through `tools`
 /// (a call whose arguments could not be read is answered with that error,
 /// without running), tools stay offered while [`ToolLoop::may_call`]
-/// allows, and the usage is summed over the rounds. After [`MAX_ROUNDS`]
+/// allows, and the usage is summed over the rounds. After `MAX_ROUNDS`
 /// rounds of calls the reply is what was written so far.
 pub fn reply_with_tools(
     provider: &mut dyn Provider,
@@ -185,6 +190,7 @@ impl ReplyText {
         self.text.push_str(text);
     }
 
+    /// The reply, once no round asks for tools.
     pub fn finish(self) -> Response {
         Response { text: self.text, usage: self.usage }
     }

@@ -5,14 +5,19 @@
 //! The two variables are independent: a frozen clock does not imply
 //! deterministic ids, so a snapshot test sets both.
 
+#![warn(missing_docs)]
+
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The time a run reads: the system's, or a fixed one for tests and replays.
 pub trait Clock: Send + Sync {
+    /// The current time.
     fn now(&self) -> DateTime<Utc>;
 }
 
+/// Where new session and run ids come from.
 pub trait IdSource: Send + Sync {
     /// A fresh UUID-formatted id.
     fn next_id(&self) -> String;
@@ -25,7 +30,11 @@ pub type ClockAndIds = (Arc<dyn Clock>, Arc<dyn IdSource>);
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ClockError {
     #[error("FLOWC_NOW=`{value}` is not a time; write RFC 3339 (2026-01-05T10:00:00Z) or a date (2026-01-05)")]
-    InvalidNow { value: String },
+    /// `FLOWC_NOW` holds no time.
+    InvalidNow {
+        /// The variable's value.
+        value: String,
+    },
 }
 
 /// The time a `wait` of `wait_ms` started at `now` ends, or `None` when it
@@ -112,6 +121,7 @@ pub struct SeededIds {
 }
 
 impl SeededIds {
+    /// Ids from `seed`, the same sequence every time.
     pub fn new(seed: u64) -> SeededIds {
         SeededIds { state: AtomicU64::new(seed) }
     }

@@ -12,6 +12,8 @@
 //! - `reply` together with `abort` (from two sources): abort wins and the
 //!   reply is dropped with a trace warning.
 
+#![warn(missing_docs)]
+
 use crate::ir::successor::Jump;
 use crate::ir::{FlowId, StepId, ToolId};
 use serde::{Deserialize, Serialize};
@@ -27,7 +29,9 @@ pub enum Source {
     /// A directive armed by the last turn's post-phase signals, applied
     /// first thing this turn.
     Pending,
+    /// A signal's directive (the signal's name).
     Signal(String),
+    /// A branch entry's directive (where the entry is, as `flow.step#n`).
     Branch(String),
     /// A flow or step hook (`on_enter`, `prepare`, `finalize`, `on_complete`).
     Hook(String),
@@ -35,7 +39,9 @@ pub enum Source {
     Action(String),
     /// A tool result's `directive`.
     Tool(String),
+    /// A step's `on_no_answer`.
     OnNoAnswer(String),
+    /// A step's `on_error`.
     OnError(String),
     /// Post-phase signals that matched together and armed one directive
     /// (`signal:a+signal:b`).
@@ -115,10 +121,31 @@ impl TryFrom<String> for Source {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Move {
-    Goto { flow: FlowId, data: Vec<(String, Value)> },
-    GotoStep { flow: FlowId, step: StepId },
-    Complete { next: Option<FlowId> },
-    Abort { reason: Option<String> },
+    /// Start a flow, with the data it is handed.
+    Goto {
+        /// The flow.
+        flow: FlowId,
+        /// Field values handed to it.
+        data: Vec<(String, Value)>,
+    },
+    /// Go to a step of a flow.
+    GotoStep {
+        /// The step's flow.
+        flow: FlowId,
+        /// The step.
+        step: StepId,
+    },
+    /// Complete the current flow, going on to `next` if given.
+    Complete {
+        /// The flow to start next.
+        next: Option<FlowId>,
+    },
+    /// Abort the current flow.
+    Abort {
+        /// Why, as the directive says it.
+        reason: Option<String>,
+    },
+    /// Restart the current flow from its entry (a new run of it).
     Reset,
 }
 
@@ -134,6 +161,7 @@ impl Move {
         }
     }
 
+    /// The move's rank when emissions compete: the higher one wins.
     pub fn precedence(&self) -> u8 {
         self.jump().precedence()
     }
@@ -142,18 +170,26 @@ impl Move {
 /// One evaluated directive from one source.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Emission {
+    /// Where the directive came from.
     pub source: Source,
+    /// Where it moves the conversation, if anywhere.
     pub position: Option<Move>,
+    /// The reply it gives instead of the model's.
     pub reply: Option<String>,
     /// Field name and value, in emission order.
     pub set: Vec<(String, Value)>,
+    /// Context values to set, by key.
     pub set_context: Vec<(String, Value)>,
+    /// Text appended to the reply's prompt.
     pub append_prompt: Vec<String>,
+    /// Tools offered to the model for this reply.
     pub inject_tools: Vec<ToolId>,
+    /// Stop before the model is asked.
     pub halt: bool,
 }
 
 impl Emission {
+    /// An emission from `source` that does nothing yet.
     pub fn new(source: Source) -> Emission {
         Emission {
             source,
@@ -178,12 +214,17 @@ impl Emission {
 pub struct Merged {
     /// The winning position and the index of the emission it came from.
     pub position: Option<(Move, usize)>,
+    /// The winning reply and the index of the emission it came from.
     pub reply: Option<(String, usize)>,
     /// Shallow-merged: one value per field, the last emission winning.
     pub set: Vec<(String, Value)>,
+    /// Context values, the last emission winning.
     pub set_context: Vec<(String, Value)>,
+    /// Prompt additions, in emission order.
     pub append_prompt: Vec<String>,
+    /// Tools offered, in emission order.
     pub inject_tools: Vec<ToolId>,
+    /// Whether any emission halted.
     pub halt: bool,
     /// Trace warnings (a reply dropped because abort won).
     pub warnings: Vec<String>,

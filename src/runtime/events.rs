@@ -1,89 +1,142 @@
 //! What happened in a turn, as data: the event stream that the REPL trace,
 //! `--json` and tests all read, and the [`TurnResult`] a turn answers with.
 
+#![warn(missing_docs)]
+
 use crate::llm::Usage;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// One thing that happened in a turn, in the order it happened.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
+    /// A turn began.
     TurnStarted {
+        /// The turn's number, from 1.
         turn: u32,
+        /// The user's message.
         message: String,
     },
+    /// A directive armed by the last turn was applied.
     PendingApplied {
+        /// Who emitted the directive (`signal:name`, `branch:flow.step#n`…).
         source: String,
     },
+    /// The model was called.
     ModelCalled {
+        /// What the call was for.
         purpose: Purpose,
+        /// The provider's name.
         provider: String,
+        /// Tokens the call spent.
         usage: Usage,
     },
+    /// The message was routed to a flow.
     Routed {
+        /// The flow's name.
         flow: String,
+        /// Why.
         reason: &'static str,
     },
+    /// A field value read from the message was written.
     Extracted {
+        /// The field's name.
         field: String,
+        /// The value.
         value: Value,
     },
+    /// A field value read from the message was refused (it does not fit the field).
     ExtractionRejected {
+        /// The field's name.
         field: String,
+        /// The value.
         value: Value,
+        /// Why.
         reason: String,
     },
     /// A proposal of the model that the message does not back: a field
     /// value (not written) or a yes to a condition or signal (counted as
     /// no). `kind` is `field`, `condition` or `signal`.
     Ungrounded {
+        /// `field`, `condition` or `signal`.
         kind: &'static str,
+        /// The field, condition or signal.
         name: String,
+        /// The value.
         value: Value,
+        /// The words of the message cited for it.
         evidence: Option<String>,
+        /// Why.
         reason: String,
     },
     /// A value code read from the message before asking the model (a
     /// pattern match, an ISO date, an enum value named verbatim).
     ReadByCode {
+        /// The field's name.
         field: String,
+        /// The value.
         value: Value,
+        /// The words of the message cited for it.
         evidence: String,
     },
+    /// A signal matched.
     SignalMatched {
+        /// The signal's name.
         signal: String,
+        /// `pre` or `post`: before or after the model.
         phase: &'static str,
     },
+    /// A flow was entered.
     FlowEntered {
+        /// The flow's name.
         flow: String,
     },
+    /// A flow completed.
     FlowCompleted {
+        /// The flow's name.
         flow: String,
     },
+    /// A flow was left before it completed.
     FlowLeft {
+        /// The flow's name.
         flow: String,
+        /// Why.
         reason: String,
     },
     /// A new run of `flow` started without the values of an earlier one.
     FieldsCleared {
+        /// The flow's name.
         flow: String,
+        /// The fields cleared.
         fields: Vec<String>,
     },
+    /// A step was entered.
     StepEntered {
+        /// The flow's name.
         flow: String,
+        /// The step's name.
         step: String,
     },
+    /// A step asked the user.
     StepAsked {
+        /// The flow's name.
         flow: String,
+        /// The step's name.
         step: String,
+        /// How many times the step has asked, this one included.
         ask: u32,
     },
     /// A value the step's confirmation was about changed before the step
     /// was left (`changed`); the confirmation (`cleared`) is asked again.
     ConfirmationReopened {
+        /// The flow's name.
         flow: String,
+        /// The step's name.
         step: String,
+        /// The values that changed.
         changed: Vec<String>,
+        /// The confirmation fields cleared.
         cleared: Vec<String>,
     },
     /// An answer to a confirmation that is not an unqualified yes or a
@@ -91,71 +144,112 @@ pub enum Event {
     /// aside (`proposed`, when a model or code proposed one), and the step
     /// asks again, saying why.
     ConsentUnclear {
+        /// The field's name.
         field: String,
+        /// The answer proposed, if any.
         proposed: Option<Value>,
+        /// Why.
         reason: String,
     },
     /// A step that collects a confirmation was entered anew: an answer it
     /// did not ask for (another step's, or an earlier visit's) is not
     /// carried into it, so it asks its own question.
     ConfirmationCleared {
+        /// The flow's name.
         flow: String,
+        /// The step's name.
         step: String,
+        /// The fields cleared.
         fields: Vec<String>,
     },
+    /// A step was passed over.
     StepSkipped {
+        /// The flow's name.
         flow: String,
+        /// The step's name.
         step: String,
+        /// Why.
         reason: String,
     },
+    /// An auto step ran its actions.
     StepExecuted {
+        /// The flow's name.
         flow: String,
+        /// The step's name.
         step: String,
     },
+    /// A branch entry was taken.
     BranchTaken {
+        /// The flow's name.
         flow: String,
+        /// The step's name.
         step: String,
+        /// The entry taken, counted from 1.
         entry: usize,
+        /// The entry's label, if it has one.
         label: Option<String>,
     },
+    /// A tool was called.
     ToolCalled {
+        /// The tool's name.
         tool: String,
+        /// Whether the call succeeded.
         ok: bool,
+        /// How long the call took.
         duration_ms: u64,
+        /// What went wrong.
         error: Option<String>,
     },
     /// A step's actions failed; its `on_error` (or the default) answered.
     StepFailed {
+        /// The flow's name.
         flow: String,
+        /// The step's name.
         step: String,
+        /// What went wrong.
         error: String,
     },
     /// A `finalize` hook failed after the reply was written: its writes and
     /// directives were dropped, and the turn went on.
     HookFailed {
+        /// The hook (`flow.finalize`…).
         hook: String,
+        /// What went wrong.
         error: String,
     },
+    /// A directive was emitted.
     DirectiveEmitted {
+        /// Who emitted the directive (`signal:name`, `branch:flow.step#n`…).
         source: String,
+        /// The directive, as JSON.
         directive: Value,
     },
+    /// A directive took effect.
     DirectiveApplied {
+        /// Who emitted the directive (`signal:name`, `branch:flow.step#n`…).
         source: String,
     },
+    /// Something went wrong that did not stop the turn.
     Warning {
+        /// The user's message.
         message: String,
     },
+    /// The turn ended.
     TurnFinished {
+        /// Why the turn ended.
         stopped_reason: StopReason,
     },
 }
 
+/// What a model call was for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Purpose {
+    /// The understand call: routing, values, conditions and signals.
     Understand,
+    /// The reply.
     Respond,
+    /// The signals asked after the reply.
     PostSignals,
 }
 
@@ -164,23 +258,38 @@ pub enum Purpose {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
+    /// A step asked the user something, or nothing was left to do.
     NeedsInput,
+    /// The flow completed and no flow follows it.
     FlowComplete,
+    /// A directive halted the turn before the model was asked.
     Halt,
+    /// The flow was aborted.
     Aborted,
+    /// Too many auto steps in one turn (`agent.limits.max_auto_steps`).
     AutoStepLimit,
+    /// Too many tool rounds (`agent.limits.max_tool_rounds`).
     ToolRoundLimit,
+    /// The turn spent too many tokens (`agent.limits.max_turn_tokens`).
     TokenLimit,
+    /// The turn ran too long (`agent.limits.turn_timeout`).
     TimeLimit,
+    /// A step waits; the run resumes at `resume_at`.
     Waiting,
+    /// The turn failed.
     Error,
+    /// The runtime's `max_steps_per_turn` was reached.
     StepLimit,
+    /// The runtime's `max_session_tokens` was reached.
     SessionTokenLimit,
+    /// The runtime's `max_session_time` was reached.
     SessionTimeLimit,
+    /// The runtime's `max_consecutive_errors` was reached.
     ErrorLimit,
 }
 
 impl StopReason {
+    /// The reason's stable name (`needs_input`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             StopReason::NeedsInput => "needs_input",
@@ -233,15 +342,22 @@ impl StopReason {
 /// whether it took effect (a position that lost the merge did not).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DirectiveRecord {
+    /// Who emitted it (`signal:name`, `branch:flow.step#n`…).
     pub source: String,
+    /// What it said, as JSON.
     pub directive: Value,
+    /// Whether it took effect.
     pub applied: bool,
 }
 
+/// Tokens a turn spent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Tokens {
+    /// Prompt tokens.
     pub prompt: u64,
+    /// Completion tokens.
     pub completion: u64,
+    /// Prompt tokens served from the provider's cache.
     pub cached: u64,
 }
 
@@ -254,20 +370,32 @@ impl From<Usage> for Tokens {
 /// What a turn answers with.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TurnResult {
+    /// The turn's number, from 1.
     pub turn: u32,
+    /// The user's message.
     pub user: String,
+    /// The reply.
     pub reply: String,
+    /// The flow the conversation is in after the turn, if any.
     pub flow: Option<String>,
+    /// The step that waits for the answer, if any.
     pub step: Option<String>,
+    /// The names of the steps executed this turn, each once, in order.
     pub executed_steps: Vec<String>,
+    /// Why the turn ended.
     pub stopped_reason: StopReason,
+    /// The collected fields after the turn.
     pub data: serde_json::Map<String, Value>,
+    /// Every directive of the turn, in order.
     pub directives: Vec<DirectiveRecord>,
+    /// Model calls made.
     pub llm_calls: u32,
+    /// Tokens spent.
     pub tokens: Tokens,
     /// ISO time a `waiting` turn resumes at.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resume_at: Option<String>,
+    /// Every event of the turn, in order.
     pub events: Vec<Event>,
 }
 

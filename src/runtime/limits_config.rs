@@ -10,6 +10,8 @@
 //! author's and are read by the lowering, not here. Both apply to a turn,
 //! and the first reached stops it.
 
+#![warn(missing_docs)]
+
 use super::engine::ContinuationLimits;
 use super::events::StopReason;
 use super::workflow::RunLimits;
@@ -32,7 +34,9 @@ const RUN_KEYS: &str = "max_steps, max_time, max_consecutive_errors";
 /// off (`None`) unless set; the default sets none and changes nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OperatorLimits {
+    /// Limits on each conversation's turns (`[limits]`).
     pub conversation: ContinuationLimits,
+    /// Limits on each workflow run (`[limits.run]`).
     pub run: RunLimits,
 }
 
@@ -44,11 +48,33 @@ pub enum LimitsError {
     #[error("{0}")]
     Toml(String),
     #[error("`{table}` must be a table, written [{table}]")]
-    NotATable { table: &'static str },
+    /// The table is some other value.
+    NotATable {
+        /// The table's name.
+        table: &'static str,
+    },
     #[error("unknown key `{key}` in [{table}] (known: {known})")]
-    UnknownKey { table: &'static str, key: String, known: &'static str },
+    /// A key the table does not have.
+    UnknownKey {
+        /// The table's name.
+        table: &'static str,
+        /// The key given.
+        key: String,
+        /// The keys the table has.
+        known: &'static str,
+    },
     #[error("`{key}` in [{table}] must be {accepted}, not {found}")]
-    Invalid { table: &'static str, key: &'static str, accepted: Accepted, found: String },
+    /// A value the limit does not accept.
+    Invalid {
+        /// The table's name.
+        table: &'static str,
+        /// The limit's key.
+        key: &'static str,
+        /// What the limit accepts.
+        accepted: Accepted,
+        /// The value given, as written.
+        found: String,
+    },
 }
 
 /// What one limit accepts, in the words an error uses.

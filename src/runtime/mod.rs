@@ -44,17 +44,17 @@
 //! in `flowc.toml` (`[limits]`) or with flags ([`limits_config`]).
 
 pub mod actions;
-pub mod certain;
+pub(crate) mod certain;
 pub mod clock;
 pub mod directive;
 pub mod engine;
 pub mod events;
-pub mod grounding;
+pub(crate) mod grounding;
 pub mod limits_config;
 pub mod session;
-pub mod shutdown;
+pub(crate) mod shutdown;
 pub mod tools;
-pub mod validate;
+pub(crate) mod validate;
 pub mod workflow;
 pub mod workflow_run;
 

@@ -4,6 +4,8 @@
 //! for compare-and-swap; and what decides whether a stored session can go
 //! on with an edited program ([`adopt`]).
 
+#![warn(missing_docs)]
+
 use super::directive::Emission;
 use super::validate::validate;
 use crate::ir::{FlowId, Program, StepId};
@@ -12,14 +14,19 @@ use crate::message::Message;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Field or context values by name.
 pub type Data = BTreeMap<String, serde_json::Value>;
 
+/// One conversation's state between turns: where it stands, what it
+/// collected, its history and what it spent.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Session {
+    /// The session's id.
     pub id: String,
     /// Hash of the program the session runs; a session is refused by a
     /// different program (its ids would mean other things).
     pub program_hash: String,
+    /// The current flow, if any.
     pub flow: Option<FlowId>,
     /// The current step: the one that asked and waits for an answer, or
     /// where an interrupted auto chain resumes.
@@ -29,6 +36,7 @@ pub struct Session {
     #[serde(default)]
     pub flow_name: Option<String>,
     #[serde(default)]
+    /// The name of `step` when last saved.
     pub step_name: Option<String>,
     /// How many times the current step has asked.
     pub asks: u32,
@@ -40,12 +48,17 @@ pub struct Session {
     /// [`Step::confirms`]: crate::ir::Step::confirms
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offered: Option<Offered>,
+    /// Context values, by key.
     pub context: Data,
+    /// The conversation so far, oldest first.
     pub history: Vec<Message>,
     /// Armed by a post-phase signal; applied first thing next turn.
     pub pending: Option<Emission>,
+    /// Per signal, what its `behavior` remembers.
     pub signals: BTreeMap<String, SignalRecord>,
+    /// Turns taken.
     pub turns: u32,
+    /// Tokens spent over all turns.
     pub usage: Usage,
     /// Time spent running this session's turns, kept only while the runtime
     /// limits it ([`crate::runtime::engine::ContinuationLimits::max_session_time`]).
@@ -59,20 +72,25 @@ pub struct Session {
 /// field is `null`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Offered {
+    /// The flow of the confirming step.
     pub flow: FlowId,
+    /// The confirming step.
     pub step: StepId,
+    /// The values it showed, by field name.
     pub values: BTreeMap<String, serde_json::Value>,
 }
 
 /// What a signal's `behavior` needs to remember.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignalRecord {
+    /// How many times the signal fired.
     pub fired: u32,
     /// RFC 3339.
     pub last_fired_at: Option<String>,
 }
 
 impl Session {
+    /// A new session of the program whose hash is `program_hash`.
     pub fn new(id: impl Into<String>, program_hash: impl Into<String>) -> Session {
         Session { id: id.into(), program_hash: program_hash.into(), ..Session::default() }
     }
@@ -118,8 +136,11 @@ impl Session {
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error("session `{session}` cannot go on with this program: {problem}\nhelp: {help}")]
 pub struct Incompatible {
+    /// The session's id.
     pub session: String,
+    /// What in the program no longer fits the session.
     pub problem: String,
+    /// What to do about it.
     pub help: String,
 }
 

@@ -10,6 +10,8 @@
 //! changed since the last save, [`WorkflowRun::touched`]) and one row per
 //! event and per warning (only the new ones).
 
+#![warn(missing_docs)]
+
 use super::events::StopReason;
 use super::session::Data;
 use crate::ir::{FlowId, Program, StepId};
@@ -18,11 +20,17 @@ use serde_json::Value;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+/// Where a workflow run stands.
 pub enum RunStatus {
+    /// Executing steps now.
     Running,
+    /// Every step done.
     Completed,
+    /// A step failed and the run stopped.
     Failed,
+    /// A step waits (for a time or an event); the run resumes later.
     Waiting,
+    /// A directive aborted the run.
     Aborted,
     /// Stopped before its next step by a limit of the call that ran it
     /// ([`super::workflow::RunLimits`]): it goes on when it is resumed by
@@ -56,12 +64,19 @@ impl RunStatus {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+/// Where one step of a run stands.
 pub enum StepStatus {
+    /// Not started.
     Pending,
+    /// Executing now.
     Running,
+    /// Done, with its output.
     Completed,
+    /// Failed, with its error.
     Failed,
+    /// Passed over by its `skip_if`.
     Skipped,
+    /// Waiting, as the run is.
     Waiting,
     /// The operator stopped flowc while the step ran and its grace period
     /// ended first: its tool was killed, and the step runs again when the
@@ -70,27 +85,40 @@ pub enum StepStatus {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One step's record in a run.
 pub struct StepRecord {
+    /// The step's name.
     pub id: String,
+    /// Where it stands.
     pub status: StepStatus,
+    /// When it last started (RFC 3339).
     pub started_at: Option<String>,
+    /// How long its last execution took.
     pub duration_ms: Option<u64>,
+    /// What it produced (`null` until it completes).
     pub output: Value,
+    /// Why it failed, if it did.
     pub error: Option<String>,
 }
 
 /// A workflow run: everything needed to report it or to resume it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkflowRun {
+    /// The run's id.
     pub run: String,
+    /// The workflow the run executes.
     pub flow: FlowId,
+    /// Where the run stands.
     pub status: RunStatus,
     /// The step to run next (while running or waiting).
     pub next_step: Option<StepId>,
     /// The failed or waiting step.
     pub stopped_at: Option<StepId>,
+    /// When a waiting run is due (RFC 3339), if it waits for a time.
     pub resume_at: Option<String>,
+    /// The workflow's fields, as the steps set them.
     pub data: Data,
+    /// Context values, by key.
     pub context: Data,
     /// One per step of the flow, in its order. Absent from the head a
     /// store keeps: it stores the records as rows.
@@ -112,6 +140,7 @@ pub struct WorkflowRun {
     #[serde(default)]
     pub duration_ms: Option<u64>,
     #[serde(default)]
+    /// What the run did, in order, across resumes.
     pub events: Vec<RunEvent>,
     /// Why the run failed when no step did (its program changed or went
     /// away while it waited).
@@ -136,11 +165,14 @@ pub struct WorkflowRun {
 /// that changed since the last save.
 #[derive(Clone, Debug, Default)]
 pub struct Touched {
+    /// Every record must be written (a new run).
     pub all: bool,
+    /// The indices of the records that changed.
     pub steps: std::collections::BTreeSet<usize>,
 }
 
 impl Touched {
+    /// Forgets the changes: the run was saved.
     pub fn clear(&mut self) {
         self.all = false;
         self.steps.clear();
@@ -183,6 +215,7 @@ pub struct RunEvent {
     /// `step_started`, `step_completed`, `step_failed`,
     /// `step_interrupted`, `run_resumed`, `run_cancelled`.
     pub event: String,
+    /// The step it is about; `None` for events of the run itself.
     pub step: Option<String>,
     /// RFC 3339.
     pub at: String,

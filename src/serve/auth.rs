@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// The tenant of a server without tokens.
-pub const OPEN_TENANT: &str = "open";
+pub(crate) const OPEN_TENANT: &str = "open";
 
 /// The configured tokens, by tenant.
 #[derive(Clone, Debug, Default)]
@@ -22,7 +22,7 @@ pub struct Auth {
 
 /// The tenant a request acts for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Tenant(pub String);
+pub(crate) struct Tenant(pub(crate) String);
 
 impl Auth {
     /// Tokens as `(tenant, token)` pairs. A tenant name is letters, digits
@@ -48,16 +48,13 @@ impl Auth {
         Ok(Auth { tokens: pairs })
     }
 
-    pub fn is_open(&self) -> bool {
+    /// True when no tokens are set: every caller is the one open tenant.
+    pub(crate) fn is_open(&self) -> bool {
         self.tokens.is_empty()
     }
 
-    pub fn tenants(&self) -> usize {
-        self.tokens.len()
-    }
-
     /// The tenant an `Authorization` header names, or 401.
-    pub fn tenant(&self, header: Option<&str>) -> Result<Tenant, ApiError> {
+    pub(crate) fn tenant(&self, header: Option<&str>) -> Result<Tenant, ApiError> {
         if self.is_open() {
             return Ok(Tenant(OPEN_TENANT.to_string()));
         }
@@ -91,13 +88,13 @@ fn same(left: &[u8], right: &[u8]) -> bool {
 
 /// Parses `TENANT=TOKEN` (the `--token` flag and `FLOWC_SERVE_TOKENS`,
 /// comma-separated there).
-pub fn parse_pair(text: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_pair(text: &str) -> Result<(String, String), String> {
     let (tenant, token) = text.split_once('=').ok_or_else(|| format!("`{}` is not TENANT=TOKEN", redact(text)))?;
     Ok((tenant.trim().to_string(), token.trim().to_string()))
 }
 
 /// The `[serve.tokens]` table of a parsed `flowc.toml` (tenant = "token").
-pub fn tokens_from_table(value: &toml::Table) -> Result<Vec<(String, String)>, String> {
+pub(crate) fn tokens_from_table(value: &toml::Table) -> Result<Vec<(String, String)>, String> {
     let Some(serve) = value.get("serve") else {
         return Ok(Vec::new());
     };
@@ -128,7 +125,7 @@ fn redact(text: &str) -> String {
 
 /// Refuses a non-loopback address for a server without tokens, unless
 /// the operator said `--insecure-open`.
-pub fn check_bind(addr: SocketAddr, auth: &Auth, insecure_open: bool) -> Result<(), String> {
+pub(crate) fn check_bind(addr: SocketAddr, auth: &Auth, insecure_open: bool) -> Result<(), String> {
     if auth.is_open() && !addr.ip().is_loopback() && !insecure_open {
         return Err(format!(
             "no token is configured, so anyone who reaches {addr} could use every session: \
@@ -152,13 +149,13 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
 /// `TENANT_PROGRAM_UUID`. The tenant comes first and has no `_`, so the
 /// id says whose it is without a lookup; the program is in it so that a
 /// listing by program reads ids only.
-pub fn new_id(tenant: &Tenant, program: &str, unique: &str) -> String {
+pub(crate) fn new_id(tenant: &Tenant, program: &str, unique: &str) -> String {
     format!("{}_{program}_{unique}", tenant.0)
 }
 
 /// The program an id of `tenant` names, or `None` when the id is another
 /// tenant's (or not one the server made).
-pub fn owned_program<'a>(tenant: &Tenant, id: &'a str) -> Option<&'a str> {
+pub(crate) fn owned_program<'a>(tenant: &Tenant, id: &'a str) -> Option<&'a str> {
     let rest = id.strip_prefix(tenant.0.as_str())?.strip_prefix('_')?;
     let (program, _) = rest.rsplit_once('_')?;
     (!program.is_empty()).then_some(program)

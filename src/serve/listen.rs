@@ -42,7 +42,7 @@ impl Default for Deadlines {
 
 /// Serves `app` on `listener` until `shutdown` completes, then waits for
 /// the connections still answering.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
     deadlines: Deadlines,
@@ -84,7 +84,7 @@ pub async fn serve(
 /// `limit` bytes, and hands the request on with it: a client trickling
 /// its body gets a 408, one sending more than it may a 413, and no
 /// handler waits on either.
-pub async fn whole_body(request: Request, limit: usize, deadline: Duration) -> Result<Request, Response> {
+pub(crate) async fn whole_body(request: Request, limit: usize, deadline: Duration) -> Result<Request, Response> {
     let (parts, body) = request.into_parts();
     match tokio::time::timeout(deadline, axum::body::to_bytes(body, limit)).await {
         Ok(Ok(bytes)) => Ok(Request::from_parts(parts, axum::body::Body::from(bytes))),

@@ -10,17 +10,19 @@
 //! `error` is the one error shape, `metrics` the Prometheus text,
 //! `openapi` the document, `programs` the programs by name.
 
+#![warn(missing_docs)]
+
 pub mod auth;
-pub mod error;
+pub(crate) mod error;
 pub mod listen;
-pub mod metrics;
-pub mod news;
-pub mod openapi;
-pub mod page;
+pub(crate) mod metrics;
+pub(crate) mod news;
+pub(crate) mod openapi;
+pub(crate) mod page;
 pub mod programs;
-pub mod runs;
-pub mod sessions;
-pub mod turn;
+pub(crate) mod runs;
+pub(crate) mod sessions;
+pub(crate) mod turn;
 
 use crate::store::{Store, StoreLocation};
 use auth::Auth;
@@ -44,12 +46,19 @@ pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 
 /// Everything `flowc serve` was asked for.
 pub struct ServeOptions {
+    /// The program files to serve, each under its program's name.
     pub files: Vec<PathBuf>,
+    /// Where to listen; port 0 picks a free port ([`Running::addr`] says which).
     pub addr: SocketAddr,
+    /// Where sessions and runs are kept.
     pub store: StoreLocation,
+    /// Who may call the API.
     pub auth: Auth,
+    /// Allows listening beyond loopback without authentication.
     pub insecure_open: bool,
+    /// The largest request body accepted, in bytes.
     pub body_limit: usize,
+    /// How the programs are compiled and run (provider, limits).
     pub settings: ProgramSettings,
     /// How often `GET /v1/runs/{id}/events` reads a running run again.
     pub run_poll: Duration,
@@ -58,7 +67,7 @@ pub struct ServeOptions {
 }
 
 /// What every handler shares.
-pub struct AppState {
+pub(crate) struct AppState {
     pub programs: Programs,
     pub store: Arc<dyn Store>,
     pub auth: Auth,
@@ -125,7 +134,7 @@ impl AppState {
 /// An event stream counted open (`flowc_event_streams_open`) for as long
 /// as its response lives: it is dropped when the stream ends or its client
 /// goes away.
-pub struct StreamOpen(Arc<AppState>);
+pub(crate) struct StreamOpen(Arc<AppState>);
 
 impl StreamOpen {
     pub fn new(state: &Arc<AppState>) -> StreamOpen {
@@ -142,7 +151,7 @@ impl Drop for StreamOpen {
 
 /// One route of the API: the router and the OpenAPI document are both
 /// made from [`routes`], so neither has a route the other lacks.
-pub struct Route {
+pub(crate) struct Route {
     pub method: Method,
     pub path: &'static str,
     pub handler: MethodRouter<Arc<AppState>>,
@@ -153,7 +162,7 @@ fn route(method: Method, path: &'static str, handler: MethodRouter<Arc<AppState>
 }
 
 /// Every route of the API.
-pub fn routes() -> Vec<Route> {
+pub(crate) fn routes() -> Vec<Route> {
     vec![
         route(Method::GET, "/healthz", on(MethodFilter::GET, health)),
         route(Method::GET, "/metrics", on(MethodFilter::GET, metrics_text)),
@@ -173,9 +182,15 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
+/// The API's operations, as method and path template, in the order the
+/// OpenAPI document lists them.
+pub fn operations() -> Vec<(Method, &'static str)> {
+    routes().into_iter().map(|route| (route.method, route.path)).collect()
+}
+
 /// The API's router, with its state. The playground's routes (`GET /`,
 /// owned by `page.rs`) are merged in here, beside the API's.
-pub fn router(state: Arc<AppState>) -> Router {
+pub(crate) fn router(state: Arc<AppState>) -> Router {
     let mut router = Router::new();
     for Route { path, handler, .. } in routes() {
         router = router.route(path, handler);
@@ -251,6 +266,7 @@ async fn programs_list(State(state): State<Arc<AppState>>, _tenant: auth::Tenant
 /// A server running on a runtime of its own: what tests, benches and
 /// embedders start, and what `flowc serve` waits on.
 pub struct Running {
+    /// The address the server listens on.
     pub addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,

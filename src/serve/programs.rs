@@ -29,15 +29,20 @@ const POOL_SIZE: usize = 256;
 /// `flowc serve`: programs run their own tools).
 #[derive(Clone)]
 pub struct ProgramSettings {
+    /// Which model provider answers, as the command line's flags say it.
     pub provider_flags: crate::llm::ProviderFlags,
+    /// The operator's limits on turns, tools and runs.
     pub limits: OperatorLimits,
+    /// The time every program reads.
     pub clock: Arc<dyn crate::runtime::clock::Clock>,
+    /// Where new session and run ids come from.
     pub ids: Arc<dyn crate::runtime::clock::IdSource>,
+    /// In-process tool handlers, by tool name.
     pub tools: ToolRegistry,
 }
 
 /// One compiled version of a program.
-pub struct Version {
+pub(crate) struct Version {
     pub name: String,
     pub path: PathBuf,
     pub ir: Arc<Program>,
@@ -105,14 +110,14 @@ struct EntryState {
 }
 
 /// The programs, by name.
-pub struct Programs {
+pub(crate) struct Programs {
     entries: BTreeMap<String, Arc<Entry>>,
     settings: ProgramSettings,
 }
 
 /// What `GET /v1/programs` shows of one program.
 #[derive(Debug, serde::Serialize)]
-pub struct ProgramInfo {
+pub(crate) struct ProgramInfo {
     pub name: String,
     pub file: String,
     pub hash: String,
@@ -174,10 +179,6 @@ impl Programs {
     /// The clock every program runs on.
     pub fn clock(&self) -> &dyn crate::runtime::clock::Clock {
         self.settings.clock.as_ref()
-    }
-
-    pub fn names(&self) -> impl Iterator<Item = &String> {
-        self.entries.keys()
     }
 
     /// The current version of `name`, compiled again first if its file

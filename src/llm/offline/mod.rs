@@ -108,6 +108,7 @@ pub struct Offline {
 }
 
 impl Offline {
+    /// The offline provider, with its built-in readers.
     pub fn new() -> Self {
         Self::default()
     }

@@ -62,6 +62,8 @@
 //!   before any step acts, is cut off when the time is spent and the turn
 //!   stops with `time_limit`; later calls are not cut off.
 
+#![warn(missing_docs)]
+
 mod ask;
 mod bus;
 mod conditions;
@@ -132,11 +134,15 @@ enum Stage {
 /// The pipeline stage a [`Turn::step`] call completed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StageDone {
+    /// The turn began: the message is in the history.
     Started,
+    /// The model (or the offline rules) read the message.
     Understood,
     /// One step of resolution (enter, ask, execute, leave…).
     Resolved,
+    /// The reply is written.
     Replied,
+    /// The signals asked after the reply have run.
     PostSignals,
 }
 
@@ -152,7 +158,12 @@ pub enum Progress {
     ToolCalls(Vec<ToolCall>),
     /// The turn ended: why, and what it answers with. The caller's session
     /// now holds the turn's changes.
-    Finished { reason: StopReason, result: Box<TurnResult> },
+    Finished {
+        /// Why the turn stopped.
+        reason: StopReason,
+        /// The reply, the events and the usage of the turn.
+        result: Box<TurnResult>,
+    },
 }
 
 /// One turn in progress: its state and the services it borrows from the

@@ -18,21 +18,32 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum TurnError {
     #[error("model call failed ({class}): {0}", class = .0.class())]
+    /// The model call failed.
     Provider(#[from] ProviderError),
     #[error("tool call failed: {0}")]
+    /// A tool call failed.
     Tool(#[from] ToolError),
     #[error("{0}")]
+    /// A directive could not be applied.
     Action(#[from] ActionError),
     #[error("{0}")]
+    /// A `wait` could not be worked out.
     Wait(String),
     #[error("the session belongs to another version of the program (hash {found}, expected {expected})")]
-    ProgramMismatch { found: String, expected: String },
+    /// The session was saved by another version of the program.
+    ProgramMismatch {
+        /// The hash the session was saved with.
+        found: String,
+        /// The hash of the program running now.
+        expected: String,
+    },
 }
 
 /// Receives every event of every turn as it happens, in the order of
 /// [`TurnResult::events`] (which is what it received). A closure
 /// `|event: &Event| …` is an observer.
 pub trait Observer: Send {
+    /// Called with each event, in order.
     fn event(&mut self, event: &Event);
 }
 
@@ -48,8 +59,11 @@ pub type StreamSink = Box<dyn FnMut(&str) + Send>;
 /// What a runtime needs besides the program and the model.
 #[derive(Clone)]
 pub struct RuntimeOptions {
+    /// The environment tools run in: folder, clock, ids.
     pub tool_env: ToolEnv,
+    /// In-process tool handlers, by tool name.
     pub tools: ToolRegistry,
+    /// The embedder's limits on top of the program's own.
     pub limits: ContinuationLimits,
 }
 
@@ -77,6 +91,7 @@ pub struct ContinuationLimits {
 
 /// A program ready to hold conversations.
 pub struct Runtime {
+    /// The compiled program the runtime runs.
     pub program: Arc<Program>,
     pub(super) provider: Box<dyn Provider>,
     pub(super) tools: ToolRegistry,
@@ -91,6 +106,7 @@ pub struct Runtime {
 }
 
 impl Runtime {
+    /// A runtime for `program`, asking `provider`.
     pub fn new(program: Arc<Program>, provider: Box<dyn Provider>, options: RuntimeOptions) -> Runtime {
         let program_hash = program_hash(&program);
         Runtime {
@@ -122,6 +138,7 @@ impl Runtime {
         self.observer = Some(Box::new(observer));
     }
 
+    /// The provider's name, as traces show it.
     pub fn provider_name(&self) -> String {
         self.provider.name()
     }
@@ -131,14 +148,17 @@ impl Runtime {
         self.provider.modes()
     }
 
+    /// The hash of the program, which every session it saves carries.
     pub fn program_hash(&self) -> &str {
         &self.program_hash
     }
 
+    /// The time the runtime reads.
     pub fn clock(&self) -> &dyn Clock {
         self.tool_env.clock.as_ref()
     }
 
+    /// Where the runtime's new ids come from.
     pub fn ids(&self) -> &dyn IdSource {
         self.tool_env.ids.as_ref()
     }

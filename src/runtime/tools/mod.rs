@@ -4,10 +4,12 @@
 //! [`ToolRegistry::call`] runs a tool (a registered override by name, else
 //! the program's own implementation) and then checks the result: a JSON
 //! object holding every field `returns` declares, each valid for its type
-//! (and normalized by [`validate`]). Extra keys are kept, and a `directive`
+//! (and normalized by `validate`). Extra keys are kept, and a `directive`
 //! key is left untouched for the runtime to put on the bus. The check
 //! applies to overrides too, so a test double cannot return what the real
 //! tool could not.
+
+#![warn(missing_docs)]
 
 mod builtin;
 mod exec;
@@ -26,7 +28,9 @@ use std::sync::Arc;
 pub struct ToolEnv {
     /// The program's directory: exec tools run there.
     pub base_dir: PathBuf,
+    /// The time tools read.
     pub clock: Arc<dyn crate::runtime::clock::Clock>,
+    /// Where new ids come from.
     pub ids: Arc<dyn crate::runtime::clock::IdSource>,
 }
 
@@ -35,11 +39,29 @@ pub struct ToolEnv {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ToolError {
     #[error("`{tool}` timed out after {ms} ms")]
-    Timeout { tool: String, ms: u64 },
+    /// The tool did not answer in time.
+    Timeout {
+        /// The tool's name.
+        tool: String,
+        /// The timeout it ran out of.
+        ms: u64,
+    },
     #[error("`{tool}` failed: {message}")]
-    Failed { tool: String, message: String },
+    /// The tool failed.
+    Failed {
+        /// The tool's name.
+        tool: String,
+        /// What went wrong (stderr, or the HTTP status and body excerpt).
+        message: String,
+    },
     #[error("`{tool}` returned an invalid result: {message}")]
-    InvalidResult { tool: String, message: String },
+    /// The tool's result does not fit its declared shape.
+    InvalidResult {
+        /// The tool's name.
+        tool: String,
+        /// Why the result is not what the tool declares.
+        message: String,
+    },
 }
 
 impl ToolError {
@@ -59,6 +81,7 @@ impl ToolError {
 /// A tool implementation. The runtime validates arguments before and
 /// results after the call.
 pub trait ToolHandler: Send + Sync {
+    /// Runs the tool with the checked arguments.
     fn call(&self, tool: &Tool, args: &Map<String, Value>, env: &ToolEnv) -> Result<Value, ToolError>;
 }
 
@@ -70,6 +93,7 @@ pub struct ToolRegistry {
 }
 
 impl ToolRegistry {
+    /// Answers calls to the tool `name` with `handler` instead of the tool's own kind.
     pub fn register(&mut self, name: impl Into<String>, handler: Arc<dyn ToolHandler>) {
         self.overrides.insert(name.into(), handler);
     }

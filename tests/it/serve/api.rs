@@ -230,7 +230,7 @@ fn the_openapi_document_describes_every_route_and_each_answers() {
             );
         }
     }
-    assert_eq!(operations, flowc::serve::routes().len());
+    assert_eq!(operations, flowc::serve::operations().len());
     assert!(paths.contains_key("/v1/programs/{name}/graph"), "the playground's graph route is the API's too");
 }
 
