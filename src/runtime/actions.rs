@@ -19,10 +19,15 @@ use serde_json::Value;
 
 /// Names resolved against a session's (or run's) data.
 pub struct Scope<'a> {
+    /// The program whose fields and context keys the names refer to.
     pub program: &'a Program,
+    /// The session's or run's data fields, by name.
     pub data: &'a Data,
+    /// The context the embedder gave (`context.KEY`), by name.
     pub context: &'a Data,
+    /// The values of the local slots in scope, by slot number.
     pub locals: &'a [Value],
+    /// What `now` reads.
     pub clock: &'a dyn Clock,
     /// The running workflow's step records (empty in a conversation).
     pub steps: &'a [StepRecord],
@@ -64,17 +69,28 @@ impl Bindings for Scope<'_> {
 /// Why a step's actions failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ActionError {
+    /// A tool the actions called failed.
     #[error(transparent)]
     Tool(#[from] ToolError),
+    /// A value that does not fit the field it was to be written to (or a
+    /// list append to a field that holds no list); the field kept its value.
     #[error("cannot write `{field}`: {reason}")]
-    InvalidWrite { field: String, reason: String },
+    InvalidWrite {
+        /// The field's name.
+        field: String,
+        /// Why the value does not fit.
+        reason: String,
+    },
 }
 
 /// What running actions produced besides data writes.
 #[derive(Debug, Default)]
 pub struct ActionOutput {
+    /// The rendered text of each `say`, in order: what the user is shown.
     pub says: Vec<String>,
+    /// The directives the actions emitted, for the caller's bus.
     pub emissions: Vec<Emission>,
+    /// Names that resolved to nothing while evaluating.
     pub warnings: Vec<String>,
     /// Each tool call, as its [`Event::ToolCalled`].
     pub tool_calls: Vec<Event>,
@@ -84,8 +100,12 @@ pub struct ActionOutput {
 
 /// Everything actions need to run.
 pub struct ActionRunner<'a> {
+    /// The program the actions belong to.
     pub program: &'a Program,
+    /// The tools a `call` action may call.
     pub tools: &'a ToolRegistry,
+    /// What the tools run with: the program's folder, the clock, the id
+    /// source.
     pub tool_env: &'a ToolEnv,
     /// The running workflow's step records, for `steps.NAME.output` (empty
     /// in a conversation).
@@ -241,7 +261,9 @@ impl ActionRunner<'_> {
 /// An argument that does not fit its parameter: the tool was not called.
 #[derive(Debug)]
 pub struct InvalidArgument {
+    /// The parameter's name.
     pub param: String,
+    /// Why the argument does not fit it.
     pub reason: String,
 }
 
@@ -249,6 +271,7 @@ pub struct InvalidArgument {
 pub struct ToolCall {
     /// Its [`Event::ToolCalled`]: name, outcome and duration.
     pub event: Event,
+    /// What the tool answered, or why it failed.
     pub result: Result<Value, ToolError>,
     /// The result's `directive`, for the caller's bus.
     pub emission: Option<Emission>,
