@@ -18,11 +18,16 @@ use crate::ir::{Action, ActionKind, ContextId, Directive, Field, FieldId, Progra
 use serde_json::Value;
 
 /// Names resolved against a session's (or run's) data.
-pub struct Scope<'a> {
+pub(crate) struct Scope<'a> {
+    /// The program whose fields and context keys the names refer to.
     pub program: &'a Program,
+    /// The session's or run's data fields, by name.
     pub data: &'a Data,
+    /// The context the embedder gave (`context.KEY`), by name.
     pub context: &'a Data,
+    /// The values of the local slots in scope, by slot number.
     pub locals: &'a [Value],
+    /// What `now` reads.
     pub clock: &'a dyn Clock,
     /// The running workflow's step records (empty in a conversation).
     pub steps: &'a [StepRecord],
@@ -64,17 +69,28 @@ impl Bindings for Scope<'_> {
 /// Why a step's actions failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ActionError {
+    /// A tool the actions called failed.
     #[error(transparent)]
     Tool(#[from] ToolError),
+    /// A value that does not fit the field it was to be written to (or a
+    /// list append to a field that holds no list); the field kept its value.
     #[error("cannot write `{field}`: {reason}")]
-    InvalidWrite { field: String, reason: String },
+    InvalidWrite {
+        /// The field's name.
+        field: String,
+        /// Why the value does not fit.
+        reason: String,
+    },
 }
 
 /// What running actions produced besides data writes.
 #[derive(Debug, Default)]
-pub struct ActionOutput {
+pub(crate) struct ActionOutput {
+    /// The rendered text of each `say`, in order: what the user is shown.
     pub says: Vec<String>,
+    /// The directives the actions emitted, for the caller's bus.
     pub emissions: Vec<Emission>,
+    /// Names that resolved to nothing while evaluating.
     pub warnings: Vec<String>,
     /// Each tool call, as its [`Event::ToolCalled`].
     pub tool_calls: Vec<Event>,
@@ -83,9 +99,13 @@ pub struct ActionOutput {
 }
 
 /// Everything actions need to run.
-pub struct ActionRunner<'a> {
+pub(crate) struct ActionRunner<'a> {
+    /// The program the actions belong to.
     pub program: &'a Program,
+    /// The tools a `call` action may call.
     pub tools: &'a ToolRegistry,
+    /// What the tools run with: the program's folder, the clock, the id
+    /// source.
     pub tool_env: &'a ToolEnv,
     /// The running workflow's step records, for `steps.NAME.output` (empty
     /// in a conversation).
@@ -96,7 +116,7 @@ impl ActionRunner<'_> {
     /// Runs `actions` against `data` (a scratch copy the caller commits).
     /// `path` names the list for directive sources: `kind:path` with the
     /// action's 1-based position for `do` lists, the hook path otherwise.
-    pub fn run(
+    pub(crate) fn run(
         &self,
         actions: &[Action],
         source: &ActionSource<'_>,
@@ -240,15 +260,18 @@ impl ActionRunner<'_> {
 
 /// An argument that does not fit its parameter: the tool was not called.
 #[derive(Debug)]
-pub struct InvalidArgument {
+pub(crate) struct InvalidArgument {
+    /// The parameter's name.
     pub param: String,
+    /// Why the argument does not fit it.
     pub reason: String,
 }
 
 /// A tool call that was made.
-pub struct ToolCall {
+pub(crate) struct ToolCall {
     /// Its [`Event::ToolCalled`]: name, outcome and duration.
     pub event: Event,
+    /// What the tool answered, or why it failed.
     pub result: Result<Value, ToolError>,
     /// The result's `directive`, for the caller's bus.
     pub emission: Option<Emission>,
@@ -260,7 +283,7 @@ pub struct ToolCall {
 /// do: each argument validated against its parameter, in order (the first
 /// that does not fit stops the call before the tool runs), then the tool
 /// run and timed, and a successful result's `directive` read.
-pub fn call_tool<'t>(
+pub(crate) fn call_tool<'t>(
     program: &Program,
     tools: &ToolRegistry,
     tool_env: &ToolEnv,
@@ -289,7 +312,7 @@ pub fn call_tool<'t>(
 }
 
 /// How directives emitted by a list of actions are attributed.
-pub struct ActionSource<'a> {
+pub(crate) struct ActionSource<'a> {
     /// [`Source::Action`] for a step's `do`, [`Source::Hook`] for hooks.
     pub kind: fn(String) -> Source,
     /// `booking.book`, `booking.confirm.prepare`.
@@ -321,7 +344,7 @@ fn strip_directive(result: &Value) -> Value {
 }
 
 /// Evaluates an IR directive into an emission.
-pub fn evaluate_directive(
+pub(crate) fn evaluate_directive(
     directive: &Directive,
     source: Source,
     scope: &Scope<'_>,
@@ -367,7 +390,7 @@ pub fn evaluate_directive(
 /// A tool result's `directive` (JSON in the language's keys, values
 /// literal) as an emission. Names that resolve to nothing are dropped with
 /// a warning: tool output is untrusted.
-pub fn emission_from_json(program: &Program, json: &Value, source: Source) -> (Emission, Vec<String>) {
+pub(crate) fn emission_from_json(program: &Program, json: &Value, source: Source) -> (Emission, Vec<String>) {
     let mut emission = Emission::new(source.clone());
     let mut warnings = Vec::new();
     let Value::Object(object) = json else {

@@ -43,6 +43,8 @@
 //! with [`workflow::RunLimits`] for workflow runs, are what an operator sets
 //! in `flowc.toml` (`[limits]`) or with flags ([`limits_config`]).
 
+#![warn(missing_docs)]
+
 pub mod actions;
 pub(crate) mod certain;
 pub mod clock;

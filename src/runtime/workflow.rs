@@ -29,14 +29,37 @@ const MAX_EXECUTIONS: usize = 100_000;
 /// Why a run could not start: a usage error (exit 2).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The flow has a step that is not `auto` (a step of a conversation),
+    /// so it cannot run as a workflow.
     #[error("`{flow}` is not a workflow: its step `{step}` is not auto")]
-    NotAWorkflow { flow: String, step: String },
+    NotAWorkflow {
+        /// The flow's name.
+        flow: String,
+        /// Its first step that is not `auto`.
+        step: String,
+    },
+    /// Inputs the workflow requires were not given.
     #[error("the workflow `{flow}` needs its inputs: {missing} (give them with --data)")]
-    MissingInputs { flow: String, missing: String },
+    MissingInputs {
+        /// The flow's name.
+        flow: String,
+        /// The missing inputs' names, comma-separated.
+        missing: String,
+    },
+    /// An input whose value does not fit its declared type.
     #[error("invalid input `{field}`: {reason}")]
-    InvalidInput { field: String, reason: String },
+    InvalidInput {
+        /// The input's name.
+        field: String,
+        /// Why the value does not fit.
+        reason: String,
+    },
+    /// An input the program's schema does not declare.
     #[error("unknown input `{field}`: the schema declares no such field")]
-    UnknownInput { field: String },
+    UnknownInput {
+        /// The name given.
+        field: String,
+    },
 }
 
 /// Limits a program embedding flowc sets on one call of
@@ -74,18 +97,31 @@ impl RunLimits {
 /// Progress of a run, for a terminal.
 #[derive(Clone, Debug)]
 pub struct StepProgress {
+    /// The step's position in the flow, from 1.
     pub index: usize,
+    /// How many steps the flow has.
     pub total: usize,
+    /// The step's name.
     pub id: String,
+    /// What the step just did: started, completed, failed, ...
     pub status: StepStatus,
 }
 
+/// Runs a workflow's steps one after the other, each step's actions and
+/// tool calls, with retries and waits, reporting progress and checkpointing
+/// the run so that a store can resume it. Build one per run (or resume) and
+/// call [`WorkflowRunner::run`] or [`WorkflowRunner::run_within`].
 pub struct WorkflowRunner<'a> {
+    /// The program the workflow is in.
     pub program: &'a Program,
+    /// The tools its steps may call.
     pub tools: &'a ToolRegistry,
+    /// What the tools run with: the program's folder, the clock, the id
+    /// source.
     pub tool_env: &'a ToolEnv,
     /// Sleeps between retries (tests pass one that returns at once).
     pub sleep: &'a dyn Fn(std::time::Duration),
+    /// Called as each step starts and ends, for a terminal's progress line.
     pub on_progress: &'a mut dyn FnMut(&StepProgress),
     /// Called with the run when a step starts and when it ends; an error
     /// (the run could not be stored) stops the run where it is, so that no

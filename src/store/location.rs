@@ -9,6 +9,8 @@
 use crate::config::{CONFIG_FILE, Config};
 use std::path::{Path, PathBuf};
 
+/// Which database a store is in; its `Display` is what messages show, a
+/// PostgreSQL URL without its password.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StoreLocation {
     /// A SQLite database file.
@@ -17,19 +19,39 @@ pub enum StoreLocation {
     Postgres(String),
 }
 
+/// Why no store location could be worked out, or the one named does not
+/// exist.
 #[derive(Debug, thiserror::Error)]
 pub enum LocationError {
+    /// Text that is neither `sqlite:PATH` nor a `postgres://` URL.
     #[error("unknown store `{0}` (use sqlite:PATH or postgres://USER@HOST/DATABASE)")]
     Unknown(String),
+    /// A `flowc.toml` whose `[store]` table cannot be read.
     #[error("cannot read the [store] table of {path}: {message}")]
-    Config { path: String, message: String },
+    Config {
+        /// The `flowc.toml` read.
+        path: String,
+        /// What is wrong with its `[store]` table.
+        message: String,
+    },
+    /// A command that only reads found no project holding a store.
     #[error(
         "there is no store {location}: no `flowc.toml` or `.flowc/` holding one was found in {searched} or a folder above it \
          (`flowc run` makes one in the working folder; or pass --store or set FLOWC_STORE)"
     )]
-    NotFound { location: String, searched: String },
+    NotFound {
+        /// The store that would have been used.
+        location: String,
+        /// The folder the search started from.
+        searched: String,
+    },
+    /// The store named by `--store` or `FLOWC_STORE` does not exist, and
+    /// the command does not make one.
     #[error("there is no store {location} (a workflow run or `flowc run --session` makes it)")]
-    Missing { location: String },
+    Missing {
+        /// The store named.
+        location: String,
+    },
 }
 
 impl std::fmt::Display for StoreLocation {
@@ -42,6 +64,8 @@ impl std::fmt::Display for StoreLocation {
 }
 
 impl StoreLocation {
+    /// Reads a location as `--store` and `FLOWC_STORE` take it:
+    /// `sqlite:PATH`, or a `postgres://` or `postgresql://` URL.
     pub fn parse(text: &str) -> Result<StoreLocation, LocationError> {
         let text = text.trim();
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {

@@ -10,6 +10,9 @@ use std::sync::{Mutex, MutexGuard};
 /// Each session with its transcript.
 type Sessions = BTreeMap<String, (Session, Vec<Message>)>;
 
+/// A [`super::SessionStore`] held in memory, gone with the
+/// process: for tests and for embedders that keep conversations
+/// themselves. It stores no workflow runs.
 #[derive(Default)]
 pub struct MemoryStore {
     sessions: Mutex<Sessions>,

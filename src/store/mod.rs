@@ -16,12 +16,14 @@
 //! the store that came before it and warns on stderr about one it cannot
 //! read. The memory store does none.
 
+#![warn(missing_docs)]
+
 pub mod location;
 pub mod memory;
 pub mod postgres;
 pub mod postgres_tls;
 pub mod sqlite;
-pub mod sqlite_guard;
+pub(crate) mod sqlite_guard;
 
 use crate::ir::Program;
 use crate::message::Message;
@@ -35,41 +37,105 @@ pub use location::StoreLocation;
 /// the transcript only. More than the model is ever shown.
 pub const HISTORY_KEPT: usize = 32;
 
+/// Why a store could not load, save, list or delete. Each message names the
+/// session, run or store concerned and says what to do where there is
+/// something to do.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// A session was saved by another turn since this one loaded it: the
+    /// save was refused and nothing was written.
     #[error(
         "session `{id}` was changed by someone else (stored version {stored}, expected {expected}); run the turn again"
     )]
-    Conflict { id: String, stored: u64, expected: u64 },
+    Conflict {
+        /// The session's id.
+        id: String,
+        /// The version the store holds now.
+        stored: u64,
+        /// The version the refused save expected to replace.
+        expected: u64,
+    },
+    /// A workflow run was saved by another holder since this one loaded
+    /// it: the save was refused and nothing was written.
     #[error("run `{id}` was changed by someone else (stored version {stored}, expected {expected})")]
-    RunConflict { id: String, stored: u64, expected: u64 },
+    RunConflict {
+        /// The run's id.
+        id: String,
+        /// The version the store holds now.
+        stored: u64,
+        /// The version the refused save expected to replace.
+        expected: u64,
+    },
+    /// The run was cancelled (`flowc runs cancel`) while a step executed;
+    /// the step's result was dropped rather than saved over the cancel.
     #[error("run `{id}` was cancelled while it ran: it stopped there, and the step in flight was not recorded")]
-    RunCancelled { id: String },
+    RunCancelled {
+        /// The run's id.
+        id: String,
+    },
+    /// The database or file failed to read or write.
     #[error("cannot read or write `{id}`: {message}")]
-    Io { id: String, message: String },
+    Io {
+        /// The session or run being read or written.
+        id: String,
+        /// The database's or file system's own message.
+        message: String,
+    },
+    /// A stored row cannot be decoded, or disagrees with itself.
     #[error("`{id}` is corrupt in the store: {message}")]
-    Corrupt { id: String, message: String },
+    Corrupt {
+        /// The session or run whose row is corrupt.
+        id: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// An id that cannot be stored, refused before the store is touched.
     #[error("`{id}` is not a valid id (use letters, digits, `-` and `_`, at most 128)")]
-    InvalidId { id: String },
+    InvalidId {
+        /// The id as given.
+        id: String,
+    },
+    /// The store could not be opened, created or migrated.
     #[error("cannot open the store {location}: {message}")]
-    Open { location: String, message: String },
+    Open {
+        /// The store, as its location names it (a path or a URL without
+        /// its password).
+        location: String,
+        /// Why it could not be opened.
+        message: String,
+    },
     /// The store is read-only, or was found damaged as it opened: reading
     /// goes on, writing is refused.
     #[error("cannot write to the store {location}: {reason}")]
-    WriteRefused { location: String, reason: String },
+    WriteRefused {
+        /// The store, as its location names it.
+        location: String,
+        /// Why writing is refused.
+        reason: String,
+    },
 }
 
 /// One line of `flowc sessions list`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SessionSummary {
+    /// The session's id.
     pub id: String,
+    /// The flow the conversation is in, if it has entered one.
     pub flow: Option<String>,
+    /// The step of that flow it stands at.
     pub step: Option<String>,
+    /// How many turns it has run.
     pub turns: u32,
+    /// Its stored version, the one a save must expect.
     pub version: u64,
+    /// When it was last saved, as the store wrote it (RFC 3339, UTC).
     pub updated_at: String,
 }
 
+/// Where conversations are kept between turns: a turn loads its session,
+/// runs, and saves it with the version it loaded, so two turns racing on one
+/// session cannot both win. [`sqlite::SqliteStore`],
+/// [`postgres::PostgresStore`] and [`memory::MemoryStore`] implement it.
 pub trait SessionStore {
     /// The stored session, or `None` if there is none with this id. A
     /// stored session whose own id or version disagrees with its row is
@@ -81,6 +147,8 @@ pub trait SessionStore {
     /// session's transcript, in one transaction.
     fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError>;
 
+    /// Every stored session, or the first error of one whose row cannot be
+    /// read.
     fn list(&self) -> Result<Vec<SessionSummary>, StoreError>;
 
     /// [`SessionStore::list`], with the sessions whose row cannot be read
@@ -100,9 +168,12 @@ pub trait SessionStore {
 /// A workflow run as stored: the run itself and what resuming it needs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredRun {
+    /// The run: its steps, data, status and events.
     pub run: WorkflowRun,
     /// The program file, absolute: a resume compiles it again.
     pub program: String,
+    /// The hash of the program the run started on; a resume on a changed
+    /// program is refused.
     pub program_hash: String,
     /// Incremented on every save (compare-and-swap).
     pub version: u64,
@@ -113,11 +184,18 @@ pub struct StoredRun {
 /// One line of `flowc runs list`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunSummary {
+    /// The run's id.
     pub run: String,
+    /// The workflow it runs.
     pub flow: String,
+    /// Its status, as `flowc runs list` prints it (`running`, `waiting`,
+    /// `completed`, ...).
     pub status: String,
+    /// When a waiting run may be resumed (RFC 3339, UTC).
     pub resume_at: Option<String>,
+    /// The program file it runs.
     pub program: String,
+    /// When it was last saved (RFC 3339, UTC).
     pub updated_at: String,
 }
 
@@ -126,27 +204,38 @@ pub struct RunSummary {
 /// lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Claim {
+    /// Who holds the run: one name per process.
     pub holder: String,
+    /// The time of the claim; a lease that ended before it is free.
     pub now: i64,
+    /// When the lease ends.
     pub until: i64,
 }
 
 /// What a save stores beside the run itself.
 #[derive(Clone, Copy, Debug)]
 pub struct RunMeta<'a> {
+    /// The program file, as in [`StoredRun::program`].
     pub program: &'a str,
+    /// The program's hash, as in [`StoredRun::program_hash`].
     pub program_hash: &'a str,
     /// The version this save writes.
     pub version: u64,
+    /// When the run may be resumed, in seconds since the epoch.
     pub due_at: Option<i64>,
 }
 
 impl StoredRun {
+    /// What a save of this run stores beside the run itself, borrowed.
     pub fn meta(&self) -> RunMeta<'_> {
         RunMeta { program: &self.program, program_hash: &self.program_hash, version: self.version, due_at: self.due_at }
     }
 }
 
+/// Where workflow runs are kept, step by step, so that a run survives the
+/// process that ran it and is resumed where it stopped. Saves are
+/// compare-and-swap on a version, and a [`Claim`] keeps two processes from
+/// running one run at once.
 pub trait RunStore {
     /// Stores `run` at `meta.version` if its stored version is still
     /// `expected_version` (0 for a new run), renewing `claim` or, with
@@ -167,6 +256,7 @@ pub trait RunStore {
         self.save_run_parts(&stored.run, stored.meta(), expected_version, claim)
     }
 
+    /// The stored run, or `None` if there is none with this id.
     fn load_run(&self, id: &str) -> Result<Option<StoredRun>, StoreError>;
 
     /// Every run, or the first error of a run whose row cannot be read.

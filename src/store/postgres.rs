@@ -99,6 +99,9 @@ pub const MIGRATIONS: &[&str] = &[
 /// Any number that no other flowc lock uses: the migration lock's key.
 const MIGRATION_LOCK: i64 = 0x0066_6c6f_7763;
 
+/// The store many machines share: sessions and workflow runs in one
+/// PostgreSQL database, over a pool of connections, with TLS as the URL's
+/// `sslmode` asks ([`super::postgres_tls`]).
 pub struct PostgresStore {
     pool: Pool,
     /// The URL, for the listening connection a worker opens.
@@ -299,6 +302,9 @@ fn sql_error(id: &str) -> impl Fn(postgres::Error) -> StoreError + '_ {
 }
 
 impl PostgresStore {
+    /// Connects to the database at `url` and brings its tables to the
+    /// current schema, holding an advisory lock so that processes starting
+    /// at once migrate once.
     pub fn connect(url: &str) -> Result<PostgresStore, StoreError> {
         let shown = redact(url);
         let open_error = |message: String| StoreError::Open { location: shown.clone(), message };
@@ -349,6 +355,9 @@ pub fn redact(url: &str) -> String {
     format!("{base}?{}", parameters.join("&"))
 }
 
+/// Brings the database to the last of `migrations`, each step in its own
+/// transaction under the migration lock; public so that the tests can build
+/// a database as an older flowc left it.
 pub fn migrate(client: &mut Client, migrations: &[&str]) -> Result<(), String> {
     // Up to date, nothing is written: a role that may only read, or a
     // standby, can still list and show (its writes fail, saying why).

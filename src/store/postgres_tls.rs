@@ -36,10 +36,18 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 /// libpq's `sslmode`, all of the values flowc honours.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SslMode {
+    /// `sslmode=disable`: plain TCP, never TLS.
     Disable,
+    /// `sslmode=prefer`: TLS if the server offers it, without checking its
+    /// certificate; plain TCP otherwise.
     Prefer,
+    /// `sslmode=require`: TLS or no connection, the certificate unchecked
+    /// (unless `sslrootcert` is given, as libpq does).
     Require,
+    /// `sslmode=verify-ca`: TLS, the certificate signed by a trusted root.
     VerifyCa,
+    /// `sslmode=verify-full`: as `verify-ca`, and the certificate names the
+    /// host connected to.
     VerifyFull,
 }
 
@@ -102,7 +110,9 @@ enum Verification {
 /// The TLS part of a store URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TlsSettings {
+    /// Whether TLS is used, and what the server's certificate must prove.
     pub mode: SslMode,
+    /// The certificates a server's chain is checked against.
     pub roots: RootCerts,
 }
 

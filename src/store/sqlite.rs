@@ -104,6 +104,8 @@ pub const MIGRATIONS: &[&str] = &[
     UPDATE runs SET state = json_remove(state, '$.warnings') WHERE json_valid(state);",
 ];
 
+/// The store on one machine: sessions and workflow runs in one SQLite
+/// database file (WAL), shared safely by the processes that open it.
 pub struct SqliteStore {
     connection: Mutex<Connection>,
     path: PathBuf,
@@ -122,7 +124,8 @@ fn sql_error(id: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and migrates it;
     /// one this process cannot write is opened read-only instead, and one
-    /// left by an unclean shutdown is checked first (see [`sqlite_guard`]).
+    /// left by an unclean shutdown is checked first with SQLite's
+    /// `quick_check`, and refused for writing if damaged.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         let location = format!("sqlite:{}", path.display());
         let open_error = |message: String| StoreError::Open { location: location.clone(), message };
@@ -206,6 +209,7 @@ impl SqliteStore {
         }
     }
 
+    /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
     }
