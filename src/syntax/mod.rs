@@ -4,12 +4,12 @@
 //! read together with every diagnostic it found.
 
 pub mod ast;
-pub mod compact;
+pub(crate) mod compact;
 pub(crate) mod error;
-pub mod expr;
-pub mod flow;
-pub mod grammar;
-pub mod yaml;
+pub(crate) mod expr;
+pub(crate) mod flow;
+pub(crate) mod grammar;
+pub(crate) mod yaml;
 
 use crate::diag::Diagnostic;
 use crate::source::{SourceFile, SourceKind};
