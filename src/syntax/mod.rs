@@ -3,6 +3,8 @@
 //! Neither stops at the first problem: each returns the program it could
 //! read together with every diagnostic it found.
 
+#![warn(missing_docs)]
+
 pub mod ast;
 pub(crate) mod compact;
 pub(crate) mod error;
