@@ -39,7 +39,7 @@ pub struct Program {
 pub struct Agent {
     /// The agent's display name.
     pub name: Option<Text>,
-    /// The text that tells the model who it is.
+    /// The core of the system prompt.
     pub identity: Option<Template>,
     /// Rules the model is given in every flow.
     pub rules: Vec<Template>,
@@ -84,15 +84,16 @@ pub struct TypeExpr {
     pub name: Name,
     /// What the value means, shown to the model.
     pub description: Option<Text>,
-    /// The smallest number (or, for strings and lists, length) allowed.
+    /// The lower bound of a number, or of a list's length.
     pub min: Option<Spanned<Number>>,
-    /// The largest number (or, for strings and lists, length) allowed.
+    /// The upper bound of a number, or of a list's length.
     pub max: Option<Spanned<Number>>,
     /// A regular expression a string must match.
     pub pattern: Option<Text>,
     /// Enum values; `None` when the key is absent, so `values: []` can be told apart.
     pub values: Option<Spanned<Vec<Text>>>,
-    /// Example values, shown to the model.
+    /// Sample user phrasings: few-shot hints for the model, and what the
+    /// offline provider looks for.
     pub examples: Vec<Text>,
     /// The element type of a `list`; `None` when absent.
     pub items: Option<Box<TypeExpr>>,
