@@ -60,7 +60,7 @@ pub struct Agent {
 pub struct Limits {
     /// The most `auto` steps one turn runs before it stops (default 10).
     pub max_auto_steps: u32,
-    /// The most rounds of model tool calls in one model call (default 5).
+    /// The most model/tool round trips in one reply (default 5).
     pub max_tool_rounds: u32,
     /// The most model tokens one turn may spend; `None`: no limit.
     pub max_turn_tokens: Option<u64>,
@@ -125,7 +125,7 @@ pub enum TypeKind {
     Bool,
     /// `date`: a calendar date, written `YYYY-MM-DD`.
     Date,
-    /// `datetime`: a point in time, written in RFC 3339.
+    /// `datetime`: an ISO 8601 instant, such as `2026-01-05T10:00:00Z`.
     #[serde(rename = "datetime")]
     DateTime,
     /// `enum`: one string of a fixed set.
@@ -198,7 +198,8 @@ pub enum ToolImpl {
         url: Template,
         /// Request headers, each value a template.
         headers: Vec<(String, Template)>,
-        /// `None`: the arguments are sent as a JSON object.
+        /// `None`: a `POST`, `PUT` or `PATCH` sends the arguments as a JSON
+        /// object; a `GET` or `DELETE` sends no body.
         body: Option<Body>,
         /// How long the request may take, in milliseconds.
         timeout_ms: u64,
@@ -226,7 +227,7 @@ pub enum ToolImpl {
 /// The method of an HTTP tool's request.
 #[serde(rename_all = "UPPERCASE")]
 pub enum HttpMethod {
-    /// `GET`: the body is not sent.
+    /// `GET`.
     Get,
     /// `POST`.
     Post,
@@ -244,7 +245,7 @@ pub enum HttpMethod {
 pub enum Builtin {
     /// Returns the current time.
     Now,
-    /// Returns a fresh random UUID.
+    /// Returns a fresh unique id (a UUID).
     Uuid,
     /// Returns its arguments.
     Echo,
