@@ -150,7 +150,9 @@ pub fn arrival(step: StepId) -> Landing {
 /// matches (the caller then follows [`branch_landing`], which may evaluate
 /// a directive), else by the [`fallthrough`].
 pub enum Leaving {
+    /// The branch entry at this index matched.
     Branch(usize),
+    /// No entry matched: the step is left for this landing.
     Fallthrough(Landing),
 }
 

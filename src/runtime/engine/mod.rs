@@ -23,7 +23,7 @@
 //! Below them: `plan.rs` (what the turn asks the model), `ask.rs` (asking
 //! it and taking what it read), `route.rs` (leaving a step),
 //! `position.rs` (where a position or a landing puts the turn, by
-//! [`crate::ir::successor`]), `conditions.rs`, and `bus.rs` (actions,
+//! `ir::successor`), `conditions.rs`, and `bus.rs` (actions,
 //! writes, directive records). `runtime.rs` holds the [`Runtime`] that
 //! starts turns.
 //!
