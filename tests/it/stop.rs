@@ -87,6 +87,28 @@ fn worker(dir: &Path, store: &str, args: &[&str]) -> Child {
     }
 }
 
+/// Waits until a worker's connection `LISTEN`s on the store's database,
+/// which it opens only after its first look for due runs found none;
+/// panics (the test fails) after a minute.
+fn wait_until_listening(url: &str) {
+    let mut client = flowc::store::postgres_tls::connect(url).unwrap_or_else(|error| panic!("{error}"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let listening = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+                &[],
+            )
+            .map(|row| row.get::<_, i64>(0))
+            .unwrap_or_default();
+        if listening > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the worker never listened");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Waits for a file to appear; panics (the test fails) after a minute.
 fn wait_for(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -310,7 +332,11 @@ fn a_postgres_worker_is_woken_by_a_run_becoming_due() {
             let _ = lines.send(line);
         }
     });
-    // The worker has found nothing and sleeps when the run is stored.
+    // The worker has found nothing and sleeps when the run is stored: its
+    // first look is over once it listens. Before that, it could take the
+    // run this test stores while `flowc run` still executes it (the worker's
+    // clock is a day later, so `flowc run`'s claim looks expired to it).
+    wait_until_listening(&url);
     let output = flowc_at(&dir, &url, TODAY, &["run", "wf.flow", "--data", "{\"tag\": \"g\"}", "--json"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let run: serde_json::Value = serde_json::from_str(stdout(&output).trim()).unwrap_or_default();
