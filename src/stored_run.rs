@@ -211,6 +211,19 @@ mod tests {
         compilation.ir
     }
 
+    /// A new run of the program's default flow, stored under a claim of
+    /// this test, as `flowc run` stores one before its first step.
+    fn started(program: &Program, tool_env: &ToolEnv, store: &SqliteStore) -> (StoredRun, Claim) {
+        let flow = program.default_flow.unwrap_or(crate::ir::FlowId(0));
+        let run = crate::runtime::workflow::start(program, tool_env, flow, &serde_json::Map::new(), Default::default())
+            .expect("the run starts");
+        let claim = claim_at("test", tool_env.clock.as_ref());
+        let stored =
+            StoredRun { run, program: "w.flow".to_string(), program_hash: "h".to_string(), version: 1, due_at: None };
+        store.save_run(&stored, 0, Some(&claim)).expect("stored");
+        (stored, claim)
+    }
+
     fn env() -> ToolEnv {
         ToolEnv {
             base_dir: PathBuf::from("."),
@@ -224,14 +237,7 @@ mod tests {
         let program = compiled();
         let tool_env = env();
         let store = temp_store("saved");
-        let flow = program.default_flow.unwrap_or(crate::ir::FlowId(0));
-        let run =
-            crate::runtime::workflow::start(&program, &tool_env, flow, &serde_json::Map::new(), Default::default())
-                .expect("the run starts");
-        let claim = claim_at("test", tool_env.clock.as_ref());
-        let mut stored =
-            StoredRun { run, program: "w.flow".to_string(), program_hash: "h".to_string(), version: 1, due_at: None };
-        store.save_run(&stored, 0, Some(&claim)).expect("stored");
+        let (mut stored, claim) = started(&program, &tool_env, &store);
         let tools = ToolRegistry::default();
         let execution = Execution {
             store: &store,
@@ -262,14 +268,7 @@ mod tests {
         let program = compiled();
         let tool_env = env();
         let store = temp_store("failed");
-        let flow = program.default_flow.unwrap_or(crate::ir::FlowId(0));
-        let run =
-            crate::runtime::workflow::start(&program, &tool_env, flow, &serde_json::Map::new(), Default::default())
-                .expect("the run starts");
-        let claim = claim_at("test", tool_env.clock.as_ref());
-        let mut stored =
-            StoredRun { run, program: "w.flow".to_string(), program_hash: "h".to_string(), version: 1, due_at: None };
-        store.save_run(&stored, 0, Some(&claim)).expect("stored");
+        let (mut stored, claim) = started(&program, &tool_env, &store);
         let tools = ToolRegistry::default();
         let resume = Resume {
             store: &store,
