@@ -113,6 +113,25 @@ pub struct FieldSpec {
     pub asked: bool,
 }
 
+#[cfg(test)]
+impl FieldSpec {
+    /// A field spec with nothing but a name and a type, for tests.
+    pub(crate) fn bare(name: &str, kind: &str) -> FieldSpec {
+        FieldSpec {
+            name: name.to_string(),
+            kind: kind.to_string(),
+            schema: serde_json::json!({}),
+            description: None,
+            values: vec![],
+            examples: vec![],
+            pattern: None,
+            min: None,
+            max: None,
+            asked: false,
+        }
+    }
+}
+
 /// A yes/no question: an AI condition or a signal.
 #[derive(Clone, Debug, Serialize)]
 pub struct Question {

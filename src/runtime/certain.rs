@@ -163,21 +163,9 @@ fn named_verbatim(message: &str, tokens: &[Token], terms: &[LocatedTerm], value:
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn field(name: &str, kind: &str) -> FieldSpec {
-        FieldSpec {
-            name: name.to_string(),
-            kind: kind.to_string(),
-            schema: json!({}),
-            description: None,
-            values: vec![],
-            examples: vec![],
-            pattern: None,
-            min: None,
-            max: None,
-            asked: false,
-        }
+        FieldSpec::bare(name, kind)
     }
 
     fn request(message: &str, fields: Vec<FieldSpec>) -> UnderstandRequest {

@@ -12,18 +12,7 @@ const TODAY: &str = "2026-01-05";
 /// A field spec with nothing but a name and a type (shared with the
 /// unit tests of `extract`).
 pub(super) fn field(name: &str, kind: &str) -> FieldSpec {
-    FieldSpec {
-        name: name.to_string(),
-        kind: kind.to_string(),
-        schema: json!({}),
-        description: None,
-        values: vec![],
-        examples: vec![],
-        pattern: None,
-        min: None,
-        max: None,
-        asked: false,
-    }
+    FieldSpec::bare(name, kind)
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
