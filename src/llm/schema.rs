@@ -737,6 +737,81 @@ pub(crate) mod tests {
         );
     }
 
+    /// The booking request at the date step, asking for the fused reply.
+    pub(crate) fn fused_request() -> UnderstandRequest {
+        let step = |id: &str, missing: &[&str], prompt: &str| crate::llm::StepAsk {
+            id: id.into(),
+            flow: "booking".into(),
+            missing: missing.iter().map(|name| name.to_string()).collect(),
+            prompt: prompt.into(),
+        };
+        UnderstandRequest {
+            reply: Some(crate::llm::ReplyAsk {
+                identity: Some("You are a concierge.".into()),
+                rules: vec![],
+                data: serde_json::Map::from_iter([("hotel".to_string(), json!("Ritz Paris"))]),
+                fallback_flow: None,
+                steps: vec![
+                    step("booking.ask_date", &["date"], "For which date?"),
+                    step("booking.confirm", &["confirmed"], "Book {{hotel}} on {{date}}?"),
+                ],
+            }),
+            ..booking_request()
+        }
+    }
+
+    #[test]
+    fn the_step_and_the_reply_come_last_after_everything_code_grounds() {
+        let request = fused_request();
+        let schema = understanding_schema(&request);
+        let keys: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["flow", "fields", "conditions", "signals", "step", "reply"]);
+        assert_eq!(
+            schema["properties"]["step"],
+            json!({"anyOf": [{"type": "string", "enum": ["booking.ask_date", "booking.confirm"]}, {"type": "null"}]})
+        );
+        assert!(
+            answer_sketch(&request)
+                .ends_with(r#""step": "booking.ask_date" | "booking.confirm" | null, "reply": string | null}"#)
+        );
+        assert!(answer_token_budget(&request) > answer_token_budget(&booking_request()), "room for the reply");
+        // Without the reply asked, neither key is allowed.
+        assert_eq!(
+            validate(&json!({"reply": "Hi"}), &booking_request()).unwrap_err(),
+            "unknown key `reply` (allowed: `flow`, `fields`, `conditions`, `signals`)"
+        );
+    }
+
+    #[test]
+    fn a_fused_answer_is_read_with_its_reply() {
+        let request = fused_request();
+        let answer = json!({
+            "fields": {"date": {"evidence": "the 3rd of June", "value": "2026-06-03"}},
+            "step": "booking.confirm",
+            "reply": "Shall I book the Ritz Paris on June 3?",
+        });
+        let understanding = validate(&answer, &request).unwrap();
+        assert_eq!(
+            understanding.reply,
+            Some(FusedReply { step: "booking.confirm".into(), text: "Shall I book the Ritz Paris on June 3?".into() })
+        );
+        assert_eq!(understanding.fields.len(), 1);
+        // A step with no reply, or a reply with no step, is no reply; an
+        // answer cut before the reply (a stream read up to it) is whole.
+        for partial in [json!({"step": "booking.confirm"}), json!({"step": null, "reply": "Hi"}), json!({})] {
+            assert_eq!(validate(&partial, &request).unwrap().reply, None, "{partial}");
+        }
+        let map = |value: Value| value.as_object().cloned().unwrap();
+        assert_eq!(
+            read_reply(&map(json!({"step": "booking.pay", "reply": "x"})), &request).unwrap_err(),
+            "unknown step `booking.pay` (choose one of `booking.ask_date`, `booking.confirm` or null)"
+        );
+        assert_eq!(
+            read_reply(&map(json!({"step": "booking.confirm", "reply": 3})), &request).unwrap_err(),
+            "`reply` must be a string or null, not a number"
+        );
+    }
+
     #[test]
     fn json_is_found_in_prose_and_fences() {
         assert_eq!(extract_json(" {\"a\": 1} ").unwrap(), json!({"a": 1}));
