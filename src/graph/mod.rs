@@ -562,7 +562,11 @@ impl<'a> Builder<'a> {
                 ActionKind::ForEach(for_each) => {
                     self.emit_edges(flow_id, from, hook, &for_each.actions, unreachable);
                 }
-                ActionKind::Set(_) | ActionKind::Append(_) | ActionKind::Call(_) | ActionKind::Say { .. } => {}
+                ActionKind::Set(_)
+                | ActionKind::Append(_)
+                | ActionKind::Call(_)
+                | ActionKind::Say { .. }
+                | ActionKind::AskModel(_) => {}
             }
         }
     }

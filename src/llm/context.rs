@@ -343,6 +343,11 @@ impl Provider for Windowed {
         }
     }
 
+    /// A model step has no history to trim: it goes through as it is.
+    fn ask(&mut self, request: &crate::llm::AskRequest) -> Result<crate::llm::AskAnswer, ProviderError> {
+        self.inner.ask(request)
+    }
+
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
         self.within_window(
             request,

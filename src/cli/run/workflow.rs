@@ -44,7 +44,13 @@ pub(super) fn run_workflow(
     // SIGTERM or SIGINT from here on stops the run after the step in
     // flight, saved and released for `flowc resume` or a worker.
     crate::cli::shutdown::install(grace);
-    execute(store.as_ref(), &mut stored, program, tool_env, &claim, limits, show_progress)
+    let flags = crate::llm::ProviderFlags { record: args.record.clone(), ..args.model.provider_flags() };
+    let provider = crate::llm::config::load(config, &flags)
+        .map_err(|error| error.to_string())
+        .and_then(|provider| crate::llm::build_provider(&provider).map_err(|error| error.to_string()))
+        .map_err(RunError::Usage)?;
+    let model = crate::runtime::model_step::Model::new(provider);
+    execute(store.as_ref(), &mut stored, program, tool_env, &claim, (limits, Some(&model)), show_progress)
         .map_err(|error| RunError::Failed(error.to_string()))?;
     for warning in &stored.run.warnings {
         eprintln!("warning: {warning}");
