@@ -168,3 +168,106 @@ fn tool_spec(tool: &Tool) -> ToolSpec {
 pub(crate) fn tools<'p>(program: &'p Program, ids: &[crate::ir::ToolId]) -> Vec<&'p Tool> {
     ids.iter().filter_map(|id| program.tool(*id)).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{AskAnswer, ModelReply, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding};
+    use serde_json::json;
+
+    /// Answers model steps from a list, in order, and keeps what it was asked.
+    struct Scripted {
+        answers: Vec<Result<Value, String>>,
+        asked: std::sync::Arc<std::sync::Mutex<Vec<AskRequest>>>,
+    }
+
+    impl Provider for Scripted {
+        fn name(&self) -> String {
+            "scripted".into()
+        }
+        fn understand(&mut self, _: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+            Ok(Understanding::default())
+        }
+        fn reply(
+            &mut self,
+            _: &ReplyRequest,
+            _: &[ToolRound],
+            _: &mut dyn FnMut(&str),
+        ) -> Result<ModelReply, ProviderError> {
+            Err(ProviderError::InvalidRequest("no replies here".into()))
+        }
+        fn ask(&mut self, request: &AskRequest) -> Result<AskAnswer, ProviderError> {
+            self.asked.lock().map_err(|_| ProviderError::Cancelled)?.push(request.clone());
+            let value = if self.answers.is_empty() { Ok(Value::Null) } else { self.answers.remove(0) };
+            Ok(AskAnswer { value, usage: Usage { calls: 1, prompt: 10, completion: 2, cached: 0 } })
+        }
+    }
+
+    fn rating() -> Field {
+        let program = crate::pipeline::compile(&crate::source::SourceFile::new(
+            "t.flow",
+            "schema { rating: int 1..5 }\nflow w \"W\" {\n  auto step s { ask_model rating: \"Rate it\" }\n}\n"
+                .to_string(),
+        ))
+        .ir;
+        program.fields[0].clone()
+    }
+
+    fn asking(answers: Vec<Result<Value, String>>) -> (Model, std::sync::Arc<std::sync::Mutex<Vec<AskRequest>>>) {
+        let asked = std::sync::Arc::default();
+        (Model::new(Box::new(Scripted { answers, asked: std::sync::Arc::clone(&asked) })), asked)
+    }
+
+    fn question(examples: &[String]) -> Question<'_> {
+        Question {
+            step: "w.s",
+            instruction: "Rate it".into(),
+            inputs: vec![],
+            examples,
+            tools: vec![],
+            today: "2026-01-05".into(),
+        }
+    }
+
+    #[test]
+    fn an_answer_that_fits_is_written_after_one_call() {
+        let (model, asked) = asking(vec![Ok(json!(4))]);
+        assert_eq!(ask(Some(&model), &rating(), question(&[])), Ok(json!(4)));
+        assert_eq!(asked.lock().unwrap().len(), 1);
+        let tally = model.take_tally();
+        assert_eq!((tally.usage.calls, tally.usage.prompt, tally.repaired, tally.rejected), (1, 10, 0, 0));
+        assert_eq!(model.take_tally(), Tally::default(), "taking the tally resets it");
+    }
+
+    #[test]
+    fn an_answer_out_of_range_is_repaired_once_with_the_reason() {
+        let (model, asked) = asking(vec![Ok(json!(9)), Ok(json!(5))]);
+        let examples = ["3".to_string()];
+        assert_eq!(ask(Some(&model), &rating(), question(&examples)), Ok(json!(5)));
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked.len(), 2);
+        assert!(asked[0].repair.is_none() && asked[0].field.examples == ["3"]);
+        let repair = asked[1].repair.as_ref().unwrap();
+        assert_eq!(repair.answer, "9");
+        assert!(repair.error.contains("maximum"), "{}", repair.error);
+        let tally = model.take_tally();
+        assert_eq!((tally.usage.calls, tally.repaired, tally.rejected), (2, 1, 0));
+    }
+
+    #[test]
+    fn an_answer_still_wrong_after_its_repair_fails_the_step() {
+        let (model, _) = asking(vec![Err("the answer is not JSON".into()), Ok(Value::Null)]);
+        let failed = ask(Some(&model), &rating(), question(&[]));
+        let Err(ModelStepError::Rejected { field, reason }) = failed else { panic!("rejected: {failed:?}") };
+        assert_eq!(field, "rating");
+        assert!(reason.contains("empty"), "{reason}");
+        let tally = model.take_tally();
+        assert_eq!((tally.usage.calls, tally.repaired, tally.rejected), (2, 1, 1));
+    }
+
+    #[test]
+    fn without_a_model_the_step_says_where_model_steps_run() {
+        let failed = ask(None, &rating(), question(&[]));
+        assert_eq!(failed, Err(ModelStepError::NoModel { field: "rating".into() }));
+    }
+}
