@@ -567,7 +567,6 @@ impl WorkflowRunner<'_> {
         let ran = super::tools::with_identity(&run.run, &step_key, || {
             runner.run(&step.actions, &source, &mut data, &run.context, &mut Vec::new(), &mut out)
         });
-        drop(runner);
         // What the model steps spent counts whether or not the step
         // completed: the calls were made.
         if let Some(model) = self.model {
