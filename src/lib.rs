@@ -40,6 +40,7 @@ pub mod message;
 pub mod pipeline;
 pub mod read;
 pub mod runtime;
+pub mod schedule;
 pub mod serve;
 pub mod source;
 pub mod store;
