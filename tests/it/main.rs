@@ -18,6 +18,7 @@ mod repl;
 mod repl_stream;
 mod run;
 mod runtime;
+mod schedules;
 mod serve;
 #[cfg(unix)]
 mod serve_page;
