@@ -19,6 +19,8 @@ use crate::syntax::ast::{
 use crate::syntax::compact::Compact;
 use crate::syntax::error::YamlError;
 
+mod schedule;
+
 const PROGRAM_KEYS: &[&str] = &["agent", "schema", "context", "tools", "signals", "flows"];
 const AGENT_KEYS: &[&str] = &["name", "identity", "rules", "limits"];
 const LIMIT_KEYS: &[&str] = &["max_auto_steps", "max_tool_rounds", "max_turn_tokens", "turn_timeout"];
@@ -41,6 +43,7 @@ const FLOW_KEYS: &[&str] = &[
     "on_complete",
     "complete",
     "steps",
+    "schedule",
 ];
 const NEXT_KEYS: &[&str] = &["next"];
 const STEP_KEYS: &[&str] = &[
@@ -534,6 +537,7 @@ impl<'tree> Builder<'tree, '_> {
             on_complete: keys.get("on_complete").map(|value| self.actions(value)).unwrap_or_default(),
             complete_next,
             steps: keys.get("steps").map(|value| self.steps(value)).unwrap_or_default(),
+            schedule: keys.get("schedule").and_then(|value| self.schedule(value)),
             span,
         };
         flow.compact();
