@@ -16,6 +16,7 @@
 //! | `directives`    | `dropped_field`                               |
 //! | `fields`        | `uncollected_required`                        |
 //! | `consent`       | `kept_consent`, `kept_uncollected`            |
+//! | [`costs`]       | `turn_token_budget`                           |
 //!
 //! `flowgraph` is the step graph they share, `conditions` what can be
 //! told about a condition statically, `walk` the traversal of nested
@@ -30,6 +31,7 @@ mod asking;
 mod assignment;
 mod conditions;
 mod consent;
+pub mod costs;
 mod cycles;
 mod dataflow;
 mod directives;
@@ -64,6 +66,7 @@ pub fn check(program: &Program) -> Vec<Diagnostic> {
     fields::check(program, &mut diagnostics);
     consent::check(program, &mut diagnostics);
     asking::check(program, &analysis, &mut diagnostics);
+    costs::check(program, &mut diagnostics);
     diagnostics
 }
 
