@@ -343,6 +343,17 @@ impl Provider for Windowed {
         }
     }
 
+    fn understand_left_out(&self, request: &UnderstandRequest) -> usize {
+        self.window.oldest_to_leave_out(request.history.len(), 0, Some(answer_token_budget(request)), |count| {
+            understand_bytes(&leaving_out(request, count))
+        })
+    }
+
+    fn reply_left_out(&self, request: &ReplyRequest) -> usize {
+        self.window
+            .oldest_to_leave_out(request.history.len(), 0, None, |count| reply_bytes(&leaving_out(request, count), &[]))
+    }
+
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
         self.within_window(
             request,
@@ -375,6 +386,8 @@ impl Provider for Windowed {
         )
     }
 }
+
+pub mod summary;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

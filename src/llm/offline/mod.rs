@@ -90,6 +90,7 @@ mod cache;
 mod extract;
 mod numbers;
 mod routing;
+mod summary;
 
 use super::{
     Answer, ModelReply, Proposal, Provider, ProviderError, ReplyRequest, Response, ToolRound, UnderstandRequest,
@@ -133,7 +134,7 @@ impl Provider for Offline {
         _rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
     ) -> Result<ModelReply, ProviderError> {
-        let text = reply(request);
+        let text = summary::answer(request).unwrap_or_else(|| reply(request));
         on_text(&text);
         let usage =
             Usage { calls: 1, prompt: reply_prompt_words(request), completion: text::word_count(&text), cached: 0 };

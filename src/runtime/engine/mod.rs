@@ -68,6 +68,7 @@ mod ask;
 mod bus;
 mod conditions;
 mod finish;
+mod history;
 mod plan;
 mod position;
 mod reply;

@@ -39,6 +39,7 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
     let read_by_code = sv.reader.read(&request);
     request.fields.retain(|field| !read_by_code.contains_key(&field.name));
     if !request.is_empty() {
+        super::history::fit_understand(st, sv, &mut request);
         st.reading.asked_signals = request.signals.iter().map(|question| question.id.clone()).collect();
         let mut understanding = match understand_or_nothing(st, sv, &request) {
             Ok(understanding) => understanding,
