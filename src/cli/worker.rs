@@ -73,13 +73,13 @@ pub fn run(args: &WorkerArgs) -> Outcome {
         Ok(opened) => opened,
         Err(outcome) => return outcome,
     };
+    let model = super::stored_run::configured_model(&config);
     if !args.programs.is_empty()
         && let Err(message) = super::scheduled::register(store.as_ref(), &args.programs, clock.now().timestamp())
     {
         eprintln!("error: {message}");
         return Outcome::Error;
     }
-    let model = super::stored_run::configured_model(&config);
     let limits = match args.limits.resolve(&config) {
         Ok(limits) => limits,
         Err(message) => {
