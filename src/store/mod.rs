@@ -23,6 +23,7 @@ pub mod memory;
 pub mod postgres;
 pub mod postgres_tls;
 pub mod sqlite;
+pub(crate) mod sqlite_commit;
 pub(crate) mod sqlite_guard;
 
 use crate::ir::Program;
