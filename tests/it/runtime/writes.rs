@@ -166,6 +166,7 @@ fn a_workflow_step_fails_naming_each_bad_write_and_keeps_none() {
     let runner = flowc::runtime::workflow::WorkflowRunner {
         program: &program,
         tools: &tools,
+        model: None,
         tool_env: &tool_env,
         sleep: &sleep,
         on_progress: &mut |_: &flowc::runtime::workflow::StepProgress| {},
