@@ -20,10 +20,13 @@
 //! of a `next_action` function instead, whose result goes back as a note.
 
 use crate::llm::config::{ProviderConfig, Secret, StructuredOutput, ToolChoiceMode};
-use crate::llm::http::{CallError, HttpClient, SseEvent};
+use crate::llm::http::{CallError, EventStream, HttpClient, SseEvent};
 use crate::llm::prompt::{self, AnswerFormat};
 use crate::llm::rounds::{RoundText, result_text};
 use crate::llm::schema::{self, strict_schema, understanding_schema};
+use crate::llm::streamed::{
+    AnswerReader, AnswerSource, Extraction, ReplyStream, Understood, split_reply, validate_prefix,
+};
 use crate::llm::{
     ModelReply, Provider, ProviderError, ReplyRequest, Response, ToolCall, ToolCalls, ToolRound, ToolSpec,
     UnderstandRequest, Understanding, Usage,
@@ -53,6 +56,10 @@ pub struct OpenAi {
     /// `stream_options: {include_usage: true}`, dropped for good if the
     /// server refuses it.
     stream_usage: bool,
+    /// The understand call streams (`stream: true` beside the structured
+    /// output mode), until a server refuses that in a mode it otherwise
+    /// accepts; its answers are then read whole.
+    stream_understand: bool,
 }
 
 impl OpenAi {
@@ -68,6 +75,7 @@ impl OpenAi {
             mode: config.structured_output,
             tool_choice: config.tool_choice,
             stream_usage: true,
+            stream_understand: true,
         })
     }
 
@@ -187,6 +195,55 @@ impl OpenAi {
         Value::Object(body)
     }
 
+    /// Validates an understand answer, with one repair call when it is
+    /// invalid; returns what `read` made of it and the calls' usage.
+    fn settle<T>(
+        &mut self,
+        request: &UnderstandRequest,
+        answer_schema: &Value,
+        first: RawAnswer,
+        read: &dyn Fn(&RawAnswer) -> Result<T, String>,
+    ) -> Result<(T, Usage), ProviderError> {
+        let mut usage = first.usage;
+        let mut answer = first;
+        let mut repaired = false;
+        loop {
+            match read(&answer) {
+                Ok(value) => return Ok((value, usage)),
+                Err(error) if !repaired => {
+                    repaired = true;
+                    let repair = Repair { answer: std::mem::take(&mut answer.text), error };
+                    answer = self.understand_call(request, answer_schema, Some(&repair))?;
+                    usage.add(answer.usage);
+                }
+                Err(error) => {
+                    return Err(ProviderError::InvalidOutput(format!("{error} (after one repair attempt)")));
+                }
+            }
+        }
+    }
+
+    /// The understand call read whole, its reply (if any) handed over in
+    /// one piece.
+    fn understood_whole(&mut self, request: &UnderstandRequest) -> Result<Understood, ProviderError> {
+        self.http.set_deadline(request.deadline);
+        let answer_schema = schema::without_patterns(&understanding_schema(request));
+        let first = self.understand_call(request, &answer_schema, None)?;
+        self.understood_from(request, &answer_schema, first)
+    }
+
+    fn understood_from(
+        &mut self,
+        request: &UnderstandRequest,
+        answer_schema: &Value,
+        first: RawAnswer,
+    ) -> Result<Understood, ProviderError> {
+        let ((mut understanding, reply), usage) =
+            self.settle(request, answer_schema, first, &|answer| answer.split(request))?;
+        understanding.usage = usage;
+        Ok(Understood { understanding, reply: reply.map(ReplyStream::whole) })
+    }
+
     /// One streamed round of a reply: text goes to `sink` as it arrives,
     /// tool calls are collected. Refusals of `stream_options` or of
     /// `tool_choice: auto` are handled by the caller.
@@ -302,22 +359,72 @@ impl Provider for OpenAi {
         }
         self.http.set_deadline(request.deadline);
         let answer_schema = schema::without_patterns(&understanding_schema(request));
-        let mut usage = Usage::default();
-        let mut repair: Option<Repair> = None;
-        loop {
-            let answer = self.understand_call(request, &answer_schema, repair.as_ref())?;
-            usage.add(answer.usage);
-            match answer.validate(request) {
-                Ok(mut understanding) => {
-                    understanding.usage = usage;
-                    return Ok(understanding);
-                }
-                Err(error) if repair.is_none() => repair = Some(Repair { answer: answer.text, error }),
-                Err(error) => {
-                    return Err(ProviderError::InvalidOutput(format!("{error} (after one repair attempt)")));
+        let first = self.understand_call(request, &answer_schema, None)?;
+        let (mut understanding, usage) =
+            self.settle(request, &answer_schema, first, &|answer| answer.validate(request))?;
+        understanding.usage = usage;
+        Ok(understanding)
+    }
+
+    fn understand_streamed(&mut self, request: &UnderstandRequest) -> Result<Understood, ProviderError> {
+        if request.is_empty() {
+            return Ok(Understood::default());
+        }
+        if !self.stream_understand {
+            return self.understood_whole(request);
+        }
+        self.http.set_deadline(request.deadline);
+        let answer_schema = schema::without_patterns(&understanding_schema(request));
+        let mut answer = loop {
+            let mode = self.mode;
+            let mut body = self.understand_body(mode, request, &answer_schema, None);
+            if let Some(body) = body.as_object_mut() {
+                body.insert("stream".into(), Value::Bool(true));
+                if self.stream_usage {
+                    body.insert("stream_options".into(), json!({"include_usage": true}));
                 }
             }
+            let rejects = |status: u16, message: &str| {
+                is_refusal(status, message, &["stream"])
+                    || (mode != StructuredOutput::Prompt && is_refusal(status, message, MODE_WORDS))
+            };
+            match self.http.open_stream(&self.url(), &self.headers(), &body, &rejects) {
+                Ok(events) => break AnswerReader::new(Box::new(ChunkSource::new(events))),
+                Err(CallError::Rejected { message, .. })
+                    if self.stream_usage && mentions(&message, "stream_options") =>
+                {
+                    self.stream_usage = false;
+                }
+                // The mode or the streaming was refused: the whole call
+                // tells which, by the mode it settles on.
+                Err(CallError::Rejected { .. }) => {
+                    let understood = self.understood_whole(request)?;
+                    if self.mode == mode {
+                        self.stream_understand = false;
+                    }
+                    return Ok(understood);
+                }
+                Err(CallError::Failed(error)) => return Err(error),
+            }
+        };
+        if let Extraction::Prefix(prefix) = answer.extraction()? {
+            match validate_prefix(prefix, request) {
+                Ok(mut understanding) if answer.has_reply() => {
+                    understanding.usage = answer.usage();
+                    let reply = ReplyStream::live(answer, understanding.usage);
+                    return Ok(Understood { understanding, reply: Some(reply) });
+                }
+                Ok(mut understanding) => {
+                    answer.drain()?;
+                    understanding.usage = answer.usage();
+                    return Ok(Understood { understanding, reply: None });
+                }
+                // Read to the end, for the repair below.
+                Err(_) => answer.drain()?,
+            }
         }
+        let first = RawAnswer { text: answer.text().to_string(), truncated: answer.truncated(), usage: answer.usage() };
+        self.understood_from(request, &answer_schema, first)
     }
 
     fn reply(
@@ -462,9 +569,86 @@ struct RawAnswer {
 impl RawAnswer {
     fn validate(&self, request: &UnderstandRequest) -> Result<Understanding, String> {
         let result = schema::extract_json(&self.text).and_then(|value| schema::validate(&value, request));
-        result.map_err(|error| {
-            if self.truncated { format!("{error}; the answer was cut off by the max_tokens limit") } else { error }
-        })
+        result.map_err(|error| self.explain(error))
+    }
+
+    /// The extraction and, apart, the reply of an answer that may hold one.
+    fn split(&self, request: &UnderstandRequest) -> Result<(Understanding, Option<String>), String> {
+        let result = schema::extract_json(&self.text).and_then(|value| split_reply(&value, request));
+        result.map_err(|error| self.explain(error))
+    }
+
+    fn explain(&self, error: String) -> String {
+        if self.truncated { format!("{error}; the answer was cut off by the max_tokens limit") } else { error }
+    }
+}
+
+/// The text of a streamed understand answer: `delta.content`, or the
+/// arguments of the forced call in the `tool` mode.
+struct ChunkSource {
+    events: EventStream,
+    usage: Usage,
+    finished: bool,
+    truncated: bool,
+}
+
+impl ChunkSource {
+    fn new(events: EventStream) -> ChunkSource {
+        ChunkSource { events, usage: Usage { calls: 1, ..Usage::default() }, finished: false, truncated: false }
+    }
+}
+
+impl AnswerSource for ChunkSource {
+    fn next_piece(&mut self) -> Result<Option<String>, ProviderError> {
+        loop {
+            let Some(event) = self.events.next_event()? else {
+                if self.finished {
+                    return Ok(None);
+                }
+                return Err(ProviderError::Network("the answer stream ended before it was complete".into()));
+            };
+            let data = event.data.trim();
+            if data == "[DONE]" {
+                return Ok(None);
+            }
+            let chunk: Value = serde_json::from_str(data)
+                .map_err(|error| ProviderError::InvalidOutput(format!("a stream chunk is not JSON ({error})")))?;
+            if let Some(error) = chunk.get("error") {
+                return Err(stream_error(error));
+            }
+            if let Some(usage) = chunk.get("usage").filter(|usage| usage.is_object()) {
+                self.usage = read_usage(Some(usage));
+            }
+            let Some(choice) = chunk.get("choices").and_then(|choices| choices.get(0)) else {
+                continue;
+            };
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finished = true;
+                self.truncated = reason == "length";
+            }
+            let mut piece = String::new();
+            if let Some(text) = choice.pointer("/delta/content").and_then(Value::as_str) {
+                piece.push_str(text);
+            }
+            for call in choice.pointer("/delta/tool_calls").and_then(Value::as_array).into_iter().flatten() {
+                match call.pointer("/function/arguments") {
+                    Some(Value::String(part)) => piece.push_str(part),
+                    Some(Value::Object(whole)) => piece.push_str(&Value::Object(whole.clone()).to_string()),
+                    _ => {}
+                }
+            }
+            if !piece.is_empty() {
+                return Ok(Some(piece));
+            }
+        }
+    }
+
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    fn truncated(&self) -> bool {
+        self.truncated
     }
 }
 

@@ -13,6 +13,7 @@ use crate::llm::{NoTools, ToolCall, ToolCalls, ToolLoop, ToolRound, ToolSpec, re
 use std::time::{Duration, Instant};
 
 mod deadlines;
+mod streamed;
 
 const KEY: &str = "sk-test-key-0123456789";
 

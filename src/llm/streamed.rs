@@ -1,0 +1,307 @@
+//! A streamed understand call: its extraction handed over as soon as the
+//! model has written it, and the reply the model writes after it read as
+//! it arrives, or dropped, which cancels the request.
+//!
+//! The wire formats differ only in where the answer's text arrives
+//! (OpenAI-compatible: `delta.content`, or a forced call's
+//! `delta.tool_calls[].function.arguments`; Anthropic: `input_json_delta`
+//! pieces of a forced `tool_use`); each provider turns its events into an
+//! [`AnswerSource`] of text pieces, and [`AnswerReader`] does the rest with
+//! the [`PartialReader`]. Where a server cannot stream the structured
+//! answer, [`ReplyStream::whole`] hands over a reply that arrived whole.
+
+use crate::llm::partial::{PartialReader, Progress, REPLY_MEMBER};
+use crate::llm::{ProviderError, UnderstandRequest, Understanding, Usage};
+use serde_json::{Map, Value};
+use std::collections::VecDeque;
+
+/// What a streamed understand call hands over once the extraction is read.
+#[derive(Debug, Default)]
+pub struct Understood {
+    /// The extraction, validated like any understand answer. Its usage is
+    /// what the call had reported by then (one call; tokens reported later
+    /// come from [`ReplyStream::late_usage`]).
+    pub understanding: Understanding,
+    /// The reply the model is writing after the extraction, when the
+    /// answer has one: read it with [`ReplyStream::next_piece`], or drop it
+    /// to cancel the rest of the request.
+    pub reply: Option<ReplyStream>,
+}
+
+/// The `reply` member of an understand answer, as it arrives.
+pub struct ReplyStream {
+    inner: Inner,
+}
+
+enum Inner {
+    Live { reader: Box<AnswerReader>, reported: Usage },
+    Whole(Option<String>),
+}
+
+impl std::fmt::Debug for ReplyStream {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.inner {
+            Inner::Live { .. } => formatter.write_str("ReplyStream(live)"),
+            Inner::Whole(text) => write!(formatter, "ReplyStream({text:?})"),
+        }
+    }
+}
+
+impl ReplyStream {
+    /// A reply that arrived whole (a server that cannot stream structured
+    /// output, a provider that does not stream): one piece.
+    pub fn whole(text: String) -> ReplyStream {
+        ReplyStream { inner: Inner::Whole(Some(text)) }
+    }
+
+    pub(crate) fn live(reader: AnswerReader, reported: Usage) -> ReplyStream {
+        ReplyStream { inner: Inner::Live { reader: Box::new(reader), reported } }
+    }
+
+    /// The next piece of the reply, decoded; `None` once it is complete.
+    /// The call's last events (its usage) are read before `None`.
+    pub fn next_piece(&mut self) -> Result<Option<String>, ProviderError> {
+        match &mut self.inner {
+            Inner::Whole(text) => Ok(text.take().filter(|text| !text.is_empty())),
+            Inner::Live { reader, .. } => reader.next_reply_piece(),
+        }
+    }
+
+    /// Reads the whole reply, giving each piece to `on_text` as it
+    /// arrives; returns the reply.
+    pub fn read_all(&mut self, on_text: &mut dyn FnMut(&str)) -> Result<String, ProviderError> {
+        let mut text = String::new();
+        while let Some(piece) = self.next_piece()? {
+            on_text(&piece);
+            text.push_str(&piece);
+        }
+        Ok(text)
+    }
+
+    /// Tokens the call reported after the extraction was handed over
+    /// (`calls` is 0: the call was counted with the extraction).
+    pub fn late_usage(&self) -> Usage {
+        match &self.inner {
+            Inner::Whole(_) => Usage::default(),
+            Inner::Live { reader, reported } => {
+                let now = reader.usage();
+                Usage {
+                    calls: 0,
+                    prompt: now.prompt.saturating_sub(reported.prompt),
+                    completion: now.completion.saturating_sub(reported.completion),
+                    cached: now.cached.saturating_sub(reported.cached),
+                }
+            }
+        }
+    }
+}
+
+/// An answer's text as one wire format delivers it.
+pub(crate) trait AnswerSource: Send {
+    /// The next piece of the answer's text; `None` at the end of the answer.
+    fn next_piece(&mut self) -> Result<Option<String>, ProviderError>;
+    /// The tokens the server has reported so far (`calls` is 1).
+    fn usage(&self) -> Usage;
+    /// Whether the answer stopped at the completion budget.
+    fn truncated(&self) -> bool;
+}
+
+/// What the reader found before the reply.
+pub(crate) enum Extraction {
+    /// The members before `reply`, parsed; the reply, if any, follows.
+    Prefix(Map<String, Value>),
+    /// No readable object: the answer has been read to its end, for the
+    /// validation and repair every answer gets.
+    Whole,
+}
+
+/// An [`AnswerSource`] read through the [`PartialReader`], keeping the
+/// whole text for the validation of an answer that cannot be read early.
+pub(crate) struct AnswerReader {
+    source: Box<dyn AnswerSource>,
+    reader: PartialReader,
+    text: String,
+    progress: VecDeque<Progress>,
+    ended: bool,
+    /// The reader met a syntax error: the text is read on, but not through it.
+    unreadable: bool,
+}
+
+impl AnswerReader {
+    pub fn new(source: Box<dyn AnswerSource>) -> AnswerReader {
+        AnswerReader {
+            source,
+            reader: PartialReader::default(),
+            text: String::new(),
+            progress: VecDeque::new(),
+            ended: false,
+            unreadable: false,
+        }
+    }
+
+    /// Reads one more piece; `false` at the end of the answer.
+    fn pull(&mut self) -> Result<bool, ProviderError> {
+        if self.ended {
+            return Ok(false);
+        }
+        let Some(piece) = self.source.next_piece()? else {
+            self.ended = true;
+            return Ok(false);
+        };
+        self.text.push_str(&piece);
+        if !self.unreadable {
+            let mut progress = Vec::new();
+            let read = self.reader.push(piece.as_bytes(), &mut progress);
+            self.progress.extend(progress);
+            self.unreadable = read.is_err();
+        }
+        Ok(true)
+    }
+
+    /// Reads until the members before `reply` are complete.
+    pub fn extraction(&mut self) -> Result<Extraction, ProviderError> {
+        loop {
+            if let Some(Progress::Prefix(prefix)) = self.progress.front() {
+                let prefix = prefix.clone();
+                self.progress.pop_front();
+                return Ok(Extraction::Prefix(prefix));
+            }
+            if self.unreadable || !self.pull()? {
+                self.drain()?;
+                return Ok(Extraction::Whole);
+            }
+        }
+    }
+
+    /// Whether a reply string started after the extraction.
+    pub fn has_reply(&self) -> bool {
+        self.reader.has_reply()
+    }
+
+    /// Reads the answer to its end.
+    pub fn drain(&mut self) -> Result<(), ProviderError> {
+        while self.pull()? {}
+        Ok(())
+    }
+
+    fn next_reply_piece(&mut self) -> Result<Option<String>, ProviderError> {
+        loop {
+            match self.progress.pop_front() {
+                Some(Progress::Reply(piece)) => return Ok(Some(piece)),
+                Some(Progress::ReplyEnd) => {
+                    // What follows the reply is the stream's end and its
+                    // usage; a fault there does not undo a complete reply.
+                    let _ = self.drain();
+                    return Ok(None);
+                }
+                Some(Progress::Prefix(_)) => {}
+                None => {
+                    if self.unreadable || !self.pull()? {
+                        return Err(ProviderError::Network("the answer stream ended inside the reply".into()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The answer as received so far.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn usage(&self) -> Usage {
+        self.source.usage()
+    }
+
+    pub fn truncated(&self) -> bool {
+        self.source.truncated()
+    }
+}
+
+/// Reads a whole answer that may hold a reply: the reply is taken out and
+/// the rest validated as the extraction.
+pub(crate) fn split_reply(
+    answer: &Value,
+    request: &UnderstandRequest,
+) -> Result<(Understanding, Option<String>), String> {
+    let mut extraction = answer.clone();
+    let reply = match extraction.as_object_mut().and_then(|object| object.remove(REPLY_MEMBER)) {
+        Some(Value::String(text)) => Some(text),
+        _ => None,
+    };
+    Ok((crate::llm::schema::validate(&extraction, request)?, reply))
+}
+
+/// The members before the reply, validated as the extraction.
+pub(crate) fn validate_prefix(
+    prefix: Map<String, Value>,
+    request: &UnderstandRequest,
+) -> Result<Understanding, String> {
+    crate::llm::schema::validate(&Value::Object(prefix), request)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Pieces handed over one by one, then the end.
+    struct Canned(VecDeque<String>);
+
+    impl AnswerSource for Canned {
+        fn next_piece(&mut self) -> Result<Option<String>, ProviderError> {
+            Ok(self.0.pop_front())
+        }
+        fn usage(&self) -> Usage {
+            Usage { calls: 1, prompt: 10, completion: 5, cached: 0 }
+        }
+        fn truncated(&self) -> bool {
+            false
+        }
+    }
+
+    fn reader(pieces: &[&str]) -> AnswerReader {
+        AnswerReader::new(Box::new(Canned(pieces.iter().map(|piece| piece.to_string()).collect())))
+    }
+
+    #[test]
+    fn the_extraction_comes_before_the_reply_pieces() {
+        let mut answer = reader(&["{\"flow\": null, \"re", "ply\": \"Hel", "lo\"}"]);
+        let Extraction::Prefix(prefix) = answer.extraction().unwrap() else { panic!("a prefix") };
+        assert_eq!(Value::Object(prefix), serde_json::json!({"flow": null}));
+        assert!(answer.has_reply());
+        let mut stream = ReplyStream::live(answer, Usage::default());
+        assert_eq!(stream.read_all(&mut |_| {}).unwrap(), "Hello");
+        assert_eq!(stream.late_usage(), Usage { calls: 0, prompt: 10, completion: 5, cached: 0 });
+    }
+
+    #[test]
+    fn an_answer_without_reply_has_no_reply_stream() {
+        let mut answer = reader(&["{\"flow\": null}"]);
+        assert!(matches!(answer.extraction().unwrap(), Extraction::Prefix(_)));
+        assert!(!answer.has_reply());
+    }
+
+    #[test]
+    fn an_unreadable_answer_is_read_whole() {
+        let mut answer = reader(&["I think {\"flow\" = 1", "} and more"]);
+        assert!(matches!(answer.extraction().unwrap(), Extraction::Whole));
+        assert_eq!(answer.text(), "I think {\"flow\" = 1} and more");
+    }
+
+    #[test]
+    fn a_reply_cut_off_is_an_error() {
+        let mut answer = reader(&["{\"reply\": \"Hel"]);
+        assert!(matches!(answer.extraction().unwrap(), Extraction::Prefix(_)));
+        let mut stream = ReplyStream::live(answer, Usage::default());
+        assert_eq!(stream.next_piece().unwrap().as_deref(), Some("Hel"));
+        assert_eq!(stream.next_piece().unwrap_err().class(), "network");
+    }
+
+    #[test]
+    fn a_whole_reply_is_one_piece() {
+        let mut stream = ReplyStream::whole("Hi".into());
+        assert_eq!(stream.next_piece().unwrap().as_deref(), Some("Hi"));
+        assert_eq!(stream.next_piece().unwrap(), None);
+    }
+}
