@@ -11,6 +11,14 @@
 //! answer that fails validation gets one repair call, with the error, then
 //! the call fails with [`ProviderError::InvalidOutput`].
 //!
+//! **Understand, streamed** ([`Provider::understand_streamed`]) is the same
+//! request with `stream: true`: the answer's text arrives as `delta.content`
+//! (or, in the `tool` mode, as the forced call's argument pieces) and is
+//! read by `llm::streamed` as it comes. A refusal of the streamed request
+//! is retried whole; when the whole call succeeds in the same mode, the
+//! server cannot stream structured output and the provider reads its
+//! answers whole from then on.
+//!
 //! **Reply** streams (SSE), one round at a time: tools are offered with
 //! `tool_choice: auto` unless the request's tool budget is spent; a round
 //! that calls them returns the calls, and the next round sends them back
