@@ -67,13 +67,17 @@ fn dropping_the_reply_mid_way_closes_the_connection() {
     let held = 2 + (input.find("\"reply\"").unwrap() + 30) / 6;
     let gate = Gate::default();
     let server = TestServer::start(vec![Reply::events(&events).held_at(held, &gate).paced(Duration::from_millis(2))]);
-    let understood = provider(&server).understand_streamed(&booking_request()).unwrap();
+    // The provider lives on, as in a session: the connection must close
+    // when the reply is dropped, not when the provider is.
+    let mut provider = provider(&server);
+    let understood = provider.understand_streamed(&booking_request()).unwrap();
     assert_eq!(understood.understanding.fields, extraction().fields);
     let mut reply = understood.reply.unwrap();
     assert!(REPLY.starts_with(&reply.next_piece().unwrap().unwrap()));
     drop(reply);
     gate.open();
     let streamed = server.streams_ended(1)[0];
+    drop(provider);
     assert!(streamed.sent < streamed.scripted - 2, "{streamed:?}");
 }
 

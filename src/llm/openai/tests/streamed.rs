@@ -96,7 +96,10 @@ fn the_extraction_is_handed_over_mid_reply_and_dropping_the_reply_closes_the_con
     let held = 1 + (reply_starts + 30) / 7;
     let gate = Gate::default();
     let server = TestServer::start(vec![Reply::sse(&chunks).held_at(held, &gate).paced(Duration::from_millis(2))]);
-    let understood = provider(&server).understand_streamed(&booking_request()).unwrap();
+    // The provider lives on, as in a session: the connection must close
+    // when the reply is dropped, not when the provider is.
+    let mut provider = provider(&server);
+    let understood = provider.understand_streamed(&booking_request()).unwrap();
     assert_eq!(understood.understanding.fields, extraction().fields);
     let mut reply = understood.reply.unwrap();
     let first = reply.next_piece().unwrap().unwrap();
@@ -104,6 +107,7 @@ fn the_extraction_is_handed_over_mid_reply_and_dropping_the_reply_closes_the_con
     drop(reply);
     gate.open();
     let streamed = server.streams_ended(1)[0];
+    drop(provider);
     assert!(
         streamed.sent < streamed.scripted - 2,
         "the server could not send the rest once the reply was dropped: {streamed:?}"
