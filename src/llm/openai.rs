@@ -68,6 +68,10 @@ pub struct OpenAi {
     /// output mode), until a server refuses that in a mode it otherwise
     /// accepts; its answers are then read whole.
     stream_understand: bool,
+    /// `cache_prompt: true` (llama.cpp's server: keep the prompt's KV
+    /// cache for the next request), sent to every server but OpenAI's own
+    /// API and dropped for good if the server refuses it.
+    cache_prompt: bool,
 }
 
 impl OpenAi {
@@ -84,6 +88,7 @@ impl OpenAi {
             tool_choice: config.tool_choice,
             stream_usage: true,
             stream_understand: true,
+            cache_prompt: sends_cache_prompt(&config.base_url),
         })
     }
 
@@ -122,7 +127,26 @@ impl OpenAi {
         if let Some(max_tokens) = self.max_tokens {
             body.insert("max_tokens".into(), json!(max_tokens));
         }
+        if self.cache_prompt {
+            body.insert("cache_prompt".into(), Value::Bool(true));
+        }
         body
+    }
+
+    /// Whether a refusal named `cache_prompt`, which is then dropped for
+    /// good: the caller asks again without it.
+    fn drops_cache_prompt(&mut self, error: &CallError) -> bool {
+        let refused = matches!(error, CallError::Rejected { message, .. } if mentions(message, CACHE_PROMPT));
+        if refused && self.cache_prompt {
+            self.cache_prompt = false;
+            return true;
+        }
+        false
+    }
+
+    /// The refusals every request can recover from: of `cache_prompt`.
+    fn common_refusal(&self, status: u16, message: &str) -> bool {
+        self.cache_prompt && is_refusal(status, message, &[CACHE_PROMPT])
     }
 
     /// One understand call in the current mode, falling back on refusals.
@@ -136,10 +160,12 @@ impl OpenAi {
             let mode = self.mode;
             let body = self.understand_body(mode, request, answer_schema, repair);
             let rejects = |status: u16, message: &str| {
-                mode != StructuredOutput::Prompt && is_refusal(status, message, MODE_WORDS)
+                self.common_refusal(status, message)
+                    || (mode != StructuredOutput::Prompt && is_refusal(status, message, MODE_WORDS))
             };
             match self.http.post_json(&self.url(), &self.headers(), &body, &rejects) {
                 Ok(answer) => return Ok(read_answer(mode, &answer)),
+                Err(error) if self.drops_cache_prompt(&error) => {}
                 Err(CallError::Rejected { status, message }) => match mode.next() {
                     Some(next) => self.mode = next,
                     None => {
@@ -274,7 +300,8 @@ impl OpenAi {
         let stream_usage = self.stream_usage;
         let offers_tools = tools.is_some();
         let rejects = |status: u16, message: &str| {
-            (stream_usage && is_refusal(status, message, &["stream_options"]))
+            self.common_refusal(status, message)
+                || (stream_usage && is_refusal(status, message, &["stream_options"]))
                 || (offers_tools && is_refusal(status, message, TOOL_WORDS))
         };
         let mut round = Round::default();
@@ -298,22 +325,26 @@ impl OpenAi {
     /// A forced-choice round: the model picks a tool and its arguments, or
     /// `reply`.
     fn decide(
-        &self,
+        &mut self,
         messages: &[Value],
         tools: &[ToolSpec],
     ) -> Result<(Option<(String, Value)>, Usage), ProviderError> {
-        let mut body = self.body(messages);
-        let function = json!({
-            "name": ACTION_FUNCTION,
-            "description": "Choose what to do next: call one of the tools with its arguments, or reply to the user.",
-            "parameters": action_schema(tools),
-        });
-        body.insert("tools".into(), json!([{"type": "function", "function": function}]));
-        body.insert("tool_choice".into(), forced(ACTION_FUNCTION));
-        let answer = self
-            .http
-            .post_json(&self.url(), &self.headers(), &Value::Object(body), &|_, _| false)
-            .map_err(CallError::into_provider_error)?;
+        let answer = loop {
+            let mut body = self.body(messages);
+            let function = json!({
+                "name": ACTION_FUNCTION,
+                "description": "Choose what to do next: call one of the tools with its arguments, or reply to the user.",
+                "parameters": action_schema(tools),
+            });
+            body.insert("tools".into(), json!([{"type": "function", "function": function}]));
+            body.insert("tool_choice".into(), forced(ACTION_FUNCTION));
+            let rejects = |status: u16, message: &str| self.common_refusal(status, message);
+            match self.http.post_json(&self.url(), &self.headers(), &Value::Object(body), &rejects) {
+                Ok(answer) => break answer,
+                Err(error) if self.drops_cache_prompt(&error) => {}
+                Err(error) => return Err(error.into_provider_error()),
+            }
+        };
         let raw = read_answer(StructuredOutput::Tool, &answer);
         let usage = raw.usage;
         // An unreadable decision is read as "reply": the reply round that
@@ -328,6 +359,16 @@ impl OpenAi {
         let arguments = action.get("arguments").cloned().unwrap_or_else(|| json!({}));
         Ok((Some((name.to_string(), arguments)), usage))
     }
+}
+
+/// llama.cpp's switch for keeping the prompt's KV cache between requests.
+const CACHE_PROMPT: &str = "cache_prompt";
+
+/// Whether a server may be sent `cache_prompt`: every server but OpenAI's
+/// own API, which refuses parameters it does not know (others that do are
+/// answered by dropping it after their first refusal).
+fn sends_cache_prompt(base_url: &str) -> bool {
+    !base_url.to_ascii_lowercase().contains("api.openai.com")
 }
 
 /// Words in a refusal that say the structured-output mode is the problem.
@@ -393,11 +434,13 @@ impl Provider for OpenAi {
                 }
             }
             let rejects = |status: u16, message: &str| {
-                is_refusal(status, message, &["stream"])
+                self.common_refusal(status, message)
+                    || is_refusal(status, message, &["stream"])
                     || (mode != StructuredOutput::Prompt && is_refusal(status, message, MODE_WORDS))
             };
             match self.http.open_stream(&self.url(), &self.headers(), &body, &rejects) {
                 Ok(events) => break AnswerReader::new(Box::new(ChunkSource::new(events))),
+                Err(error) if self.drops_cache_prompt(&error) => {}
                 Err(CallError::Rejected { message, .. })
                     if self.stream_usage && mentions(&message, "stream_options") =>
                 {
@@ -467,6 +510,7 @@ impl Provider for OpenAi {
             let offered = (offer_tools && self.tool_choice == ToolChoiceMode::Auto).then_some(request.tools.as_slice());
             let round = match self.stream_round(&messages, offered, &mut text) {
                 Ok(round) => round,
+                Err(error) if self.drops_cache_prompt(&error) => continue,
                 Err(CallError::Rejected { message, .. })
                     if self.stream_usage && mentions(&message, "stream_options") =>
                 {
@@ -624,8 +668,8 @@ impl AnswerSource for ChunkSource {
             if let Some(error) = chunk.get("error") {
                 return Err(stream_error(error));
             }
-            if let Some(usage) = chunk.get("usage").filter(|usage| usage.is_object()) {
-                self.usage = read_usage(Some(usage));
+            if let Some(usage) = answer_usage(&chunk) {
+                self.usage = usage;
             }
             let Some(choice) = chunk.get("choices").and_then(|choices| choices.get(0)) else {
                 continue;
@@ -681,7 +725,7 @@ fn read_answer(mode: StructuredOutput, answer: &Value) -> RawAnswer {
         _ => String::new(),
     };
     let truncated = choice.and_then(|choice| choice.get("finish_reason")).and_then(Value::as_str) == Some("length");
-    RawAnswer { text, truncated, usage: read_usage(answer.get("usage")) }
+    RawAnswer { text, truncated, usage: answer_usage(answer).unwrap_or_else(|| read_usage(None)) }
 }
 
 /// One call's tokens from an OpenAI `usage` block (`calls` is 1).
@@ -693,6 +737,20 @@ pub fn read_usage(usage: Option<&Value>) -> Usage {
         completion: number("/completion_tokens"),
         cached: number("/prompt_tokens_details/cached_tokens"),
     }
+}
+
+/// The usage of an answer or of a stream's last chunk. llama.cpp's server
+/// counts the prompt tokens it took from its cache in `timings.cache_n`,
+/// which stands in for OpenAI's `cached_tokens` when that is absent.
+fn answer_usage(answer: &Value) -> Option<Usage> {
+    let mut usage = answer.get("usage").filter(|usage| usage.is_object()).map(|usage| read_usage(Some(usage)));
+    let reused = answer.pointer("/timings/cache_n").and_then(Value::as_u64);
+    if let (Some(usage), Some(reused)) = (usage.as_mut(), reused)
+        && usage.cached == 0
+    {
+        usage.cached = reused;
+    }
+    usage
 }
 
 /// What one streamed round produced.
@@ -722,8 +780,8 @@ fn read_chunk(event: &SseEvent, round: &mut Round, sink: &mut RoundText<'_>) -> 
     if let Some(error) = chunk.get("error") {
         return Err(stream_error(error));
     }
-    if let Some(usage) = chunk.get("usage").filter(|usage| usage.is_object()) {
-        round.usage = read_usage(Some(usage));
+    if let Some(usage) = answer_usage(&chunk) {
+        round.usage = usage;
     }
     let Some(choice) = chunk.get("choices").and_then(|choices| choices.get(0)) else {
         return Ok(false);
