@@ -31,11 +31,29 @@ pub struct Understood {
 /// The `reply` member of an understand answer, as it arrives.
 pub struct ReplyStream {
     inner: Inner,
+    filter: Option<Box<dyn PieceFilter>>,
+    done: bool,
 }
 
 enum Inner {
-    Live { reader: Box<AnswerReader>, reported: Usage },
+    Live {
+        reader: Box<AnswerReader>,
+        reported: Usage,
+    },
     Whole(Option<String>),
+    #[cfg(test)]
+    Pieces(VecDeque<String>),
+}
+
+/// Rewrites a reply's pieces on their way (redaction): `push` gives what
+/// may go on now, `finish` what was held back.
+pub(crate) trait PieceFilter: Send {
+    fn push(&mut self, piece: &str) -> String;
+    fn finish(&mut self) -> String;
+    /// An error of the stream, as the filter lets it out.
+    fn error(&self, error: ProviderError) -> ProviderError {
+        error
+    }
 }
 
 impl std::fmt::Debug for ReplyStream {
@@ -43,6 +61,8 @@ impl std::fmt::Debug for ReplyStream {
         match &self.inner {
             Inner::Live { .. } => formatter.write_str("ReplyStream(live)"),
             Inner::Whole(text) => write!(formatter, "ReplyStream({text:?})"),
+            #[cfg(test)]
+            Inner::Pieces(pieces) => write!(formatter, "ReplyStream({pieces:?})"),
         }
     }
 }
@@ -51,19 +71,66 @@ impl ReplyStream {
     /// A reply that arrived whole (a server that cannot stream structured
     /// output, a provider that does not stream): one piece.
     pub fn whole(text: String) -> ReplyStream {
-        ReplyStream { inner: Inner::Whole(Some(text)) }
+        ReplyStream::new(Inner::Whole(Some(text)))
     }
 
     pub(crate) fn live(reader: AnswerReader, reported: Usage) -> ReplyStream {
-        ReplyStream { inner: Inner::Live { reader: Box::new(reader), reported } }
+        ReplyStream::new(Inner::Live { reader: Box::new(reader), reported })
+    }
+
+    /// A live-like stream of the given pieces, for tests.
+    #[cfg(test)]
+    pub(crate) fn pieces(pieces: &[&str]) -> ReplyStream {
+        ReplyStream::new(Inner::Pieces(pieces.iter().map(|piece| piece.to_string()).collect()))
+    }
+
+    fn new(inner: Inner) -> ReplyStream {
+        ReplyStream { inner, filter: None, done: false }
+    }
+
+    /// The same stream, its pieces passed through `filter`.
+    pub(crate) fn filtered(mut self, filter: Box<dyn PieceFilter>) -> ReplyStream {
+        self.filter = Some(filter);
+        self
     }
 
     /// The next piece of the reply, decoded; `None` once it is complete.
     /// The call's last events (its usage) are read before `None`.
     pub fn next_piece(&mut self) -> Result<Option<String>, ProviderError> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            let raw = match self.next_raw() {
+                Ok(raw) => raw,
+                Err(error) => return Err(self.filter.as_ref().map_or(error.clone(), |filter| filter.error(error))),
+            };
+            let Some(filter) = self.filter.as_mut() else {
+                self.done = raw.is_none();
+                return Ok(raw);
+            };
+            match raw {
+                Some(piece) => {
+                    let ready = filter.push(&piece);
+                    if !ready.is_empty() {
+                        return Ok(Some(ready));
+                    }
+                }
+                None => {
+                    self.done = true;
+                    let rest = filter.finish();
+                    return Ok((!rest.is_empty()).then_some(rest));
+                }
+            }
+        }
+    }
+
+    fn next_raw(&mut self) -> Result<Option<String>, ProviderError> {
         match &mut self.inner {
             Inner::Whole(text) => Ok(text.take().filter(|text| !text.is_empty())),
             Inner::Live { reader, .. } => reader.next_reply_piece(),
+            #[cfg(test)]
+            Inner::Pieces(pieces) => Ok(pieces.pop_front()),
         }
     }
 
@@ -83,6 +150,8 @@ impl ReplyStream {
     pub fn late_usage(&self) -> Usage {
         match &self.inner {
             Inner::Whole(_) => Usage::default(),
+            #[cfg(test)]
+            Inner::Pieces(_) => Usage::default(),
             Inner::Live { reader, reported } => {
                 let now = reader.usage();
                 Usage {
