@@ -24,9 +24,7 @@ use crate::llm::http::{CallError, EventStream, HttpClient, SseEvent};
 use crate::llm::prompt::{self, AnswerFormat, Prompt};
 use crate::llm::rounds::{RoundText, result_text};
 use crate::llm::schema::{self, understanding_schema};
-use crate::llm::streamed::{
-    AnswerReader, AnswerSource, Extraction, ReplyStream, Understood, split_reply, validate_prefix,
-};
+use crate::llm::streamed::{AnswerReader, AnswerSource, Extraction, Understood, understood, validate_prefix};
 use crate::llm::{
     ModelReply, Provider, ProviderError, ReplyRequest, Response, ToolCall, ToolCalls, ToolRound, ToolSpec,
     UnderstandRequest, Understanding, Usage,
@@ -225,17 +223,8 @@ impl Provider for Anthropic {
         let call_id = source.call_id.clone();
         let mut answer = AnswerReader::new(Box::new(source));
         if let Extraction::Prefix(prefix) = answer.extraction()? {
-            match validate_prefix(prefix, request) {
-                Ok(mut understanding) if answer.has_reply() => {
-                    understanding.usage = answer.usage();
-                    let reply = ReplyStream::live(answer, understanding.usage);
-                    return Ok(Understood { understanding, reply: Some(reply) });
-                }
-                Ok(mut understanding) => {
-                    answer.drain()?;
-                    understanding.usage = answer.usage();
-                    return Ok(Understood { understanding, reply: None });
-                }
+            match validate_prefix(prefix, request, answer.has_reply()) {
+                Ok(understanding) => return understood(answer, understanding),
                 // Read to the end, for the repair below.
                 Err(_) => answer.drain()?,
             }
@@ -248,11 +237,11 @@ impl Provider for Anthropic {
             "content": [{"type": "tool_use", "id": id, "name": UNDERSTAND_TOOL, "input": input}],
             "stop_reason": stop_reason,
         });
-        let read = |answer: &Value| tool_input(answer).and_then(|input| split_reply(input, request));
-        let ((mut understanding, reply), usage) =
+        let read = |answer: &Value| tool_input(answer).and_then(|input| schema::validate(input, request));
+        let (mut understanding, usage) =
             self.settle(&prompt, &answer_schema, messages, whole, answer.usage(), &read)?;
         understanding.usage = usage;
-        Ok(Understood { understanding, reply: reply.map(ReplyStream::whole) })
+        Ok(Understood { understanding, reply: None })
     }
 
     fn reply(

@@ -32,9 +32,7 @@ use crate::llm::http::{CallError, EventStream, HttpClient, SseEvent};
 use crate::llm::prompt::{self, AnswerFormat};
 use crate::llm::rounds::{RoundText, result_text};
 use crate::llm::schema::{self, strict_schema, understanding_schema};
-use crate::llm::streamed::{
-    AnswerReader, AnswerSource, Extraction, ReplyStream, Understood, split_reply, validate_prefix,
-};
+use crate::llm::streamed::{AnswerReader, AnswerSource, Extraction, Understood, understood, validate_prefix};
 use crate::llm::{
     ModelReply, Provider, ProviderError, ReplyRequest, Response, ToolCall, ToolCalls, ToolRound, ToolSpec,
     UnderstandRequest, Understanding, Usage,
@@ -257,8 +255,8 @@ impl OpenAi {
         }
     }
 
-    /// The understand call read whole, its reply (if any) handed over in
-    /// one piece.
+    /// The understand call read whole, its reply (if any) in the
+    /// understanding.
     fn understood_whole(&mut self, request: &UnderstandRequest) -> Result<Understood, ProviderError> {
         self.http.set_deadline(request.deadline);
         let answer_schema = schema::without_patterns(&understanding_schema(request));
@@ -272,10 +270,10 @@ impl OpenAi {
         answer_schema: &Value,
         first: RawAnswer,
     ) -> Result<Understood, ProviderError> {
-        let ((mut understanding, reply), usage) =
-            self.settle(request, answer_schema, first, &|answer| answer.split(request))?;
+        let (mut understanding, usage) =
+            self.settle(request, answer_schema, first, &|answer| answer.validate(request))?;
         understanding.usage = usage;
-        Ok(Understood { understanding, reply: reply.map(ReplyStream::whole) })
+        Ok(Understood { understanding, reply: None })
     }
 
     /// One streamed round of a reply: text goes to `sink` as it arrives,
@@ -463,17 +461,8 @@ impl Provider for OpenAi {
             }
         };
         if let Extraction::Prefix(prefix) = answer.extraction()? {
-            match validate_prefix(prefix, request) {
-                Ok(mut understanding) if answer.has_reply() => {
-                    understanding.usage = answer.usage();
-                    let reply = ReplyStream::live(answer, understanding.usage);
-                    return Ok(Understood { understanding, reply: Some(reply) });
-                }
-                Ok(mut understanding) => {
-                    answer.drain()?;
-                    understanding.usage = answer.usage();
-                    return Ok(Understood { understanding, reply: None });
-                }
+            match validate_prefix(prefix, request, answer.has_reply()) {
+                Ok(understanding) => return understood(answer, understanding),
                 // Read to the end, for the repair below.
                 Err(_) => answer.drain()?,
             }
@@ -625,12 +614,6 @@ struct RawAnswer {
 impl RawAnswer {
     fn validate(&self, request: &UnderstandRequest) -> Result<Understanding, String> {
         let result = schema::extract_json(&self.text).and_then(|value| schema::validate(&value, request));
-        result.map_err(|error| self.explain(error))
-    }
-
-    /// The extraction and, apart, the reply of an answer that may hold one.
-    fn split(&self, request: &UnderstandRequest) -> Result<(Understanding, Option<String>), String> {
-        let result = schema::extract_json(&self.text).and_then(|value| split_reply(&value, request));
         result.map_err(|error| self.explain(error))
     }
 

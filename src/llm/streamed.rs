@@ -20,11 +20,14 @@ use std::collections::VecDeque;
 pub struct Understood {
     /// The extraction, validated like any understand answer. Its usage is
     /// what the call had reported by then (one call; tokens reported later
-    /// come from [`ReplyStream::late_usage`]).
+    /// come from [`ReplyStream::late_usage`]). While the reply streams,
+    /// `understanding.reply` names its step with the text still empty; an
+    /// answer that arrived whole holds its reply there, text and all.
     pub understanding: Understanding,
-    /// The reply the model is writing after the extraction, when the
-    /// answer has one: read it with [`ReplyStream::next_piece`], or drop it
-    /// to cancel the rest of the request.
+    /// The reply the model is writing after the extraction, for the step
+    /// it named: read it with [`ReplyStream::next_piece`], or drop it to
+    /// cancel the rest of the request. `None` when the answer arrived
+    /// whole or has no reply for a step.
     pub reply: Option<ReplyStream>,
 }
 
@@ -287,26 +290,51 @@ impl AnswerReader {
     }
 }
 
-/// Reads a whole answer that may hold a reply: the reply is taken out and
-/// the rest validated as the extraction.
-pub(crate) fn split_reply(
-    answer: &Value,
+/// The members before the reply, validated as the extraction. When a
+/// reply follows and the request asked for one, the reply's step is read
+/// too, its text left empty until it arrives.
+pub(crate) fn validate_prefix(
+    mut prefix: Map<String, Value>,
     request: &UnderstandRequest,
-) -> Result<(Understanding, Option<String>), String> {
-    let mut extraction = answer.clone();
-    let reply = match extraction.as_object_mut().and_then(|object| object.remove(REPLY_MEMBER)) {
-        Some(Value::String(text)) => Some(text),
-        _ => None,
-    };
-    Ok((crate::llm::schema::validate(&extraction, request)?, reply))
+    reply_follows: bool,
+) -> Result<Understanding, String> {
+    if reply_follows && request.reply.is_some() {
+        prefix.insert(REPLY_MEMBER.into(), Value::String(String::new()));
+    }
+    crate::llm::schema::validate(&Value::Object(prefix), request)
 }
 
-/// The members before the reply, validated as the extraction.
-pub(crate) fn validate_prefix(
-    prefix: Map<String, Value>,
-    request: &UnderstandRequest,
-) -> Result<Understanding, String> {
-    crate::llm::schema::validate(&Value::Object(prefix), request)
+/// The understanding once its extraction is read from a stream: with the
+/// reply still arriving when the model named a step for it, else alone
+/// (a reply for no step is of no use: dropping it cancels the request).
+pub(crate) fn understood(
+    mut answer: AnswerReader,
+    mut understanding: Understanding,
+) -> Result<Understood, ProviderError> {
+    if answer.has_reply() && understanding.reply.is_some() {
+        understanding.usage = answer.usage();
+        let reply = ReplyStream::live(answer, understanding.usage);
+        return Ok(Understood { understanding, reply: Some(reply) });
+    }
+    if !answer.has_reply() {
+        answer.drain()?;
+    }
+    understanding.usage = answer.usage();
+    Ok(Understood { understanding, reply: None })
+}
+
+/// The booking request of the schema tests, asking for the reply to its
+/// confirmation step too (the fused call).
+#[cfg(test)]
+pub(crate) fn fused_request() -> UnderstandRequest {
+    let step = crate::llm::StepAsk {
+        id: "booking.confirm".into(),
+        flow: "booking".into(),
+        missing: vec!["confirmed".into()],
+        prompt: "Shall I book {{hotel}} on {{date}} for {{guests}}?".into(),
+    };
+    let ask = crate::llm::ReplyAsk { steps: vec![step], ..crate::llm::ReplyAsk::default() };
+    UnderstandRequest { reply: Some(ask), ..crate::llm::schema::tests::booking_request() }
 }
 
 #[cfg(test)]

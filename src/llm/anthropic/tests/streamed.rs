@@ -4,14 +4,21 @@
 //! dropped mid-way.
 
 use super::*;
+use crate::llm::FusedReply;
+use crate::llm::streamed::fused_request;
 use crate::llm::testserver::Gate;
 
 const REPLY: &str = "Shall I book the Ritz Paris on 3 June for two? Très bien 😀";
 
 fn fused_input() -> String {
     let mut input = good_input();
+    input["step"] = json!("booking.confirm");
     input["reply"] = json!(REPLY);
     input.to_string()
+}
+
+fn fused_reply(text: &str) -> Option<FusedReply> {
+    Some(FusedReply { step: "booking.confirm".into(), text: text.into() })
 }
 
 /// A streamed answer whose forced call's input is `input`, in pieces of
@@ -44,10 +51,10 @@ fn extraction() -> Understanding {
 #[test]
 fn the_forced_call_input_streams_extraction_first_then_the_reply() {
     let server = TestServer::start(vec![Reply::events(&input_events(&fused_input(), 6))]);
-    let understood = provider(&server).understand_streamed(&booking_request()).unwrap();
+    let understood = provider(&server).understand_streamed(&fused_request()).unwrap();
     // The prompt's tokens are known from `message_start`, before the reply.
     let early = Usage { calls: 1, prompt: 650, completion: 1, cached: 600 };
-    assert_eq!(understood.understanding, Understanding { usage: early, ..extraction() });
+    assert_eq!(understood.understanding, Understanding { reply: fused_reply(""), usage: early, ..extraction() });
     let mut reply = understood.reply.unwrap();
     let mut shown = Vec::new();
     assert_eq!(reply.read_all(&mut |piece| shown.push(piece.to_string())).unwrap(), REPLY);
@@ -70,7 +77,7 @@ fn dropping_the_reply_mid_way_closes_the_connection() {
     // The provider lives on, as in a session: the connection must close
     // when the reply is dropped, not when the provider is.
     let mut provider = provider(&server);
-    let understood = provider.understand_streamed(&booking_request()).unwrap();
+    let understood = provider.understand_streamed(&fused_request()).unwrap();
     assert_eq!(understood.understanding.fields, extraction().fields);
     let mut reply = understood.reply.unwrap();
     assert!(REPLY.starts_with(&reply.next_piece().unwrap().unwrap()));
@@ -85,14 +92,14 @@ fn dropping_the_reply_mid_way_closes_the_connection() {
 fn an_invalid_streamed_extraction_is_repaired_with_the_call_id() {
     let mut bad: Value = serde_json::from_str(&fused_input()).unwrap();
     bad["fields"]["guests"]["value"] = json!("two");
-    let mut repaired = good_input();
-    repaired["reply"] = json!(REPLY);
+    let repaired: Value = serde_json::from_str(&fused_input()).unwrap();
     let server =
         TestServer::start(vec![Reply::events(&input_events(&bad.to_string(), 9)), tool_answer(repaired, "tool_use")]);
-    let understood = provider(&server).understand_streamed(&booking_request()).unwrap();
+    let understood = provider(&server).understand_streamed(&fused_request()).unwrap();
     assert_eq!(understood.understanding.fields, extraction().fields);
     assert_eq!(understood.understanding.usage.calls, 2);
-    assert_eq!(understood.reply.unwrap().read_all(&mut |_| {}).unwrap(), REPLY);
+    assert_eq!(understood.understanding.reply, fused_reply(REPLY));
+    assert!(understood.reply.is_none());
     let repair = server.request(1).json();
     assert_eq!(repair["messages"][1]["content"][0]["input"]["fields"]["guests"]["value"], "two");
     assert_eq!(repair["messages"][2]["content"][0]["tool_use_id"], "toolu_07");

@@ -4,15 +4,24 @@
 //! where a server will not stream it.
 
 use super::*;
+use crate::llm::FusedReply;
+use crate::llm::streamed::fused_request;
 use crate::llm::testserver::Gate;
 
 const REPLY: &str = "Shall I book the Ritz Paris on 3 June for two? \"Oui\" — très bien 😀";
 
-/// The answer of a fused call: the extraction, then the reply.
+/// The answer of a fused call: the extraction, the step, then the reply.
 fn fused_answer() -> String {
     let mut answer: Value = serde_json::from_str(&good_answer()).unwrap();
+    answer["step"] = json!("booking.confirm");
     answer["reply"] = json!(REPLY);
     answer.to_string()
+}
+
+/// The reply of [`fused_answer`] as the understanding holds it: while it
+/// streams, its text is empty.
+fn fused_reply(text: &str) -> Option<FusedReply> {
+    Some(FusedReply { step: "booking.confirm".into(), text: text.into() })
 }
 
 /// `text` in pieces of `size` characters, as a server sends tokens.
@@ -42,10 +51,10 @@ fn late_usage() -> Usage {
 #[test]
 fn the_extraction_comes_first_then_the_reply_in_pieces() {
     let server = TestServer::start(vec![Reply::sse(&content_chunks(&fused_answer()))]);
-    let understood = provider(&server).understand_streamed(&booking_request()).unwrap();
+    let understood = provider(&server).understand_streamed(&fused_request()).unwrap();
     assert_eq!(
         understood.understanding,
-        Understanding { usage: Usage { calls: 1, ..Usage::default() }, ..extraction() }
+        Understanding { reply: fused_reply(""), usage: Usage { calls: 1, ..Usage::default() }, ..extraction() }
     );
     let mut reply = understood.reply.unwrap();
     let mut shown = Vec::new();
@@ -71,7 +80,7 @@ fn the_tool_mode_streams_the_call_arguments() {
     }
     chunks.push(delta(json!({}), Some("tool_calls")));
     let server = TestServer::start(vec![Reply::sse(&chunks)]);
-    let understood = with_mode(&server, StructuredOutput::Tool).understand_streamed(&booking_request()).unwrap();
+    let understood = with_mode(&server, StructuredOutput::Tool).understand_streamed(&fused_request()).unwrap();
     assert_eq!(understood.understanding.fields, extraction().fields);
     assert_eq!(understood.reply.unwrap().read_all(&mut |_| {}).unwrap(), REPLY);
     assert_eq!(server.request(0).json()["tool_choice"]["function"]["name"], "understanding");
@@ -81,7 +90,7 @@ fn the_tool_mode_streams_the_call_arguments() {
 fn a_prompt_mode_answer_in_a_code_fence_streams_too() {
     let fenced = format!("Here you are:\n```json\n{}\n```", fused_answer());
     let server = TestServer::start(vec![Reply::sse(&content_chunks(&fenced))]);
-    let understood = with_mode(&server, StructuredOutput::Prompt).understand_streamed(&booking_request()).unwrap();
+    let understood = with_mode(&server, StructuredOutput::Prompt).understand_streamed(&fused_request()).unwrap();
     assert_eq!(understood.understanding.flow.as_deref(), Some("booking"));
     assert_eq!(understood.reply.unwrap().read_all(&mut |_| {}).unwrap(), REPLY);
 }
@@ -99,7 +108,7 @@ fn the_extraction_is_handed_over_mid_reply_and_dropping_the_reply_closes_the_con
     // The provider lives on, as in a session: the connection must close
     // when the reply is dropped, not when the provider is.
     let mut provider = provider(&server);
-    let understood = provider.understand_streamed(&booking_request()).unwrap();
+    let understood = provider.understand_streamed(&fused_request()).unwrap();
     assert_eq!(understood.understanding.fields, extraction().fields);
     let mut reply = understood.reply.unwrap();
     let first = reply.next_piece().unwrap().unwrap();
@@ -124,17 +133,26 @@ fn an_answer_without_reply_is_the_extraction_alone() {
 }
 
 #[test]
+fn a_reply_for_no_step_is_dropped_at_once() {
+    let mut answer: Value = serde_json::from_str(&fused_answer()).unwrap();
+    answer["step"] = Value::Null;
+    let server = TestServer::start(vec![Reply::sse(&content_chunks(&answer.to_string()))]);
+    let understood = provider(&server).understand_streamed(&fused_request()).unwrap();
+    assert!(understood.reply.is_none() && understood.understanding.reply.is_none());
+    assert_eq!(understood.understanding.fields, extraction().fields);
+}
+
+#[test]
 fn a_server_that_will_not_stream_structured_output_is_read_whole_from_then_on() {
     let refusal = Reply::json(400, &error_body("'stream' is not supported with 'response_format'"));
     let server =
         TestServer::start(vec![refusal, completion(&fused_answer(), "stop"), completion(&fused_answer(), "stop")]);
     let mut provider = provider(&server);
     for _ in 0..2 {
-        let understood = provider.understand_streamed(&booking_request()).unwrap();
-        assert_eq!(understood.understanding.usage, Usage { calls: 1, prompt: 120, completion: 30, cached: 64 });
-        let mut reply = understood.reply.unwrap();
-        assert_eq!(reply.next_piece().unwrap().as_deref(), Some(REPLY), "the whole reply, in one piece");
-        assert_eq!(reply.next_piece().unwrap(), None);
+        let understood = provider.understand_streamed(&fused_request()).unwrap();
+        let usage = Usage { calls: 1, prompt: 120, completion: 30, cached: 64 };
+        assert_eq!(understood.understanding, Understanding { reply: fused_reply(REPLY), usage, ..extraction() });
+        assert!(understood.reply.is_none(), "the reply came whole, in the understanding");
     }
     assert_eq!(provider.structured_output(), StructuredOutput::JsonSchema, "the mode was not the problem");
     let requests = server.requests();
@@ -153,9 +171,10 @@ fn a_refused_mode_still_falls_back_and_streaming_goes_on_in_the_next_one() {
         Reply::sse(&content_chunks(&fused_answer())),
     ]);
     let mut provider = provider(&server);
-    provider.understand_streamed(&booking_request()).unwrap();
+    let whole = provider.understand_streamed(&fused_request()).unwrap();
+    assert_eq!(whole.understanding.reply, fused_reply(REPLY));
     assert_eq!(provider.structured_output(), StructuredOutput::JsonObject);
-    let understood = provider.understand_streamed(&booking_request()).unwrap();
+    let understood = provider.understand_streamed(&fused_request()).unwrap();
     assert_eq!(understood.reply.unwrap().read_all(&mut |_| {}).unwrap(), REPLY);
     let fourth = server.request(3).json();
     assert_eq!(
@@ -170,10 +189,11 @@ fn an_invalid_streamed_extraction_gets_one_repair() {
     bad["flow"] = json!("nowhere");
     let server =
         TestServer::start(vec![Reply::sse(&content_chunks(&bad.to_string())), completion(&fused_answer(), "stop")]);
-    let understood = provider(&server).understand_streamed(&booking_request()).unwrap();
+    let understood = provider(&server).understand_streamed(&fused_request()).unwrap();
     assert_eq!(understood.understanding.flow.as_deref(), Some("booking"));
     assert_eq!(understood.understanding.usage.calls, 2);
-    assert_eq!(understood.reply.unwrap().read_all(&mut |_| {}).unwrap(), REPLY);
+    assert_eq!(understood.understanding.reply, fused_reply(REPLY));
+    assert!(understood.reply.is_none());
     let repair = server.request(1).json();
     let messages = repair["messages"].as_array().unwrap();
     assert!(messages.last().unwrap()["content"].as_str().unwrap().contains("nowhere"));
@@ -186,7 +206,7 @@ fn a_stream_cut_inside_the_reply_is_a_network_error() {
     let mut chunks = vec![delta(json!({"content": &answer[..cut]}), None)];
     chunks.push(delta(json!({"content": "Paris"}), None));
     let server = TestServer::start(vec![Reply::sse(&chunks).cut_short()]);
-    let understood = provider(&server).understand_streamed(&booking_request()).unwrap();
+    let understood = provider(&server).understand_streamed(&fused_request()).unwrap();
     let mut reply = understood.reply.unwrap();
     let mut shown = String::new();
     let error = reply.read_all(&mut |piece| shown.push_str(piece)).unwrap_err();
