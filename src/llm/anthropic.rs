@@ -441,6 +441,22 @@ impl AnswerSource for ToolInputSource {
                     self.truncated = data.pointer("/delta/stop_reason").and_then(Value::as_str) == Some("max_tokens");
                 }
                 "message_stop" => self.stopped = true,
+                // A server that does not stream this request answers with
+                // the whole message: its call's input is the one piece.
+                "message" => {
+                    self.usage = read_usage(data.get("usage"));
+                    self.truncated = data.get("stop_reason").and_then(Value::as_str) == Some("max_tokens");
+                    self.stopped = true;
+                    let block = tool_use(&data);
+                    if let (Some(id), Ok(mut call_id)) =
+                        (block.and_then(|block| block.get("id")).and_then(Value::as_str), self.call_id.lock())
+                    {
+                        *call_id = id.to_string();
+                    }
+                    if let Some(input) = block.and_then(|block| block.get("input")) {
+                        return Ok(Some(input.to_string()));
+                    }
+                }
                 "error" => return Err(stream_error(data.get("error"))),
                 _ => {}
             }

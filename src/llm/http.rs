@@ -246,11 +246,16 @@ impl HttpClient {
         rejects: &dyn Fn(u16, &str) -> bool,
     ) -> Result<EventStream, CallError> {
         let response = self.block_on(self.send(url, headers, body, rejects))?;
+        let content_type = response.headers().get(reqwest::header::CONTENT_TYPE);
+        let whole =
+            !content_type.and_then(|value| value.to_str().ok()).is_some_and(|value| value.contains("event-stream"));
         Ok(EventStream {
             runtime: self.runtime.clone(),
+            whole,
             response: Some(response),
             parser: SseParser::default(),
             ready: std::collections::VecDeque::new(),
+            body: Vec::new(),
             cancel: self.cancel.clone(),
             secrets: self.secrets.clone(),
             deadline: self.deadline,
@@ -351,10 +356,15 @@ fn transport_error(error: &reqwest::Error, secrets: &[String], deadline: Option<
 /// generation: that is how a caller cancels an answer it will not use.
 pub(crate) struct EventStream {
     runtime: Arc<tokio::runtime::Runtime>,
+    /// The server answered with a plain body, not events (it does not
+    /// stream this request): the body comes as one event, once whole.
+    whole: bool,
     /// `None` once the body has ended.
     response: Option<reqwest::Response>,
     parser: SseParser,
     ready: std::collections::VecDeque<SseEvent>,
+    /// A plain body, as it arrives.
+    body: Vec<u8>,
     cancel: CancelFlag,
     secrets: Vec<String>,
     deadline: Option<Instant>,
@@ -384,7 +394,14 @@ impl EventStream {
             match chunk {
                 None => return Err(ProviderError::Cancelled),
                 Some(Err(error)) => return Err(transport_error(&error, &self.secrets, self.deadline)),
-                Some(Ok(None)) => self.response = None,
+                Some(Ok(None)) => {
+                    self.response = None;
+                    if self.whole {
+                        let data = String::from_utf8_lossy(&std::mem::take(&mut self.body)).into_owned();
+                        return Ok(Some(SseEvent { event: String::new(), data }));
+                    }
+                }
+                Some(Ok(Some(bytes))) if self.whole => self.body.extend_from_slice(&bytes),
                 Some(Ok(Some(bytes))) => self.ready.extend(self.parser.push(&bytes)),
             }
         }

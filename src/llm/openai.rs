@@ -448,6 +448,12 @@ impl Provider for OpenAi {
                 {
                     self.stream_usage = false;
                 }
+                // A refusal that names the mode alone is of the mode: the
+                // next one is tried, streamed.
+                Err(CallError::Rejected { status, message }) if !mentions(&message, "stream") => match mode.next() {
+                    Some(next) => self.mode = next,
+                    None => return Err(CallError::Rejected { status, message }.into_provider_error()),
+                },
                 // The mode or the streaming was refused: the whole call
                 // tells which, by the mode it settles on.
                 Err(CallError::Rejected { .. }) => {
@@ -665,11 +671,15 @@ impl AnswerSource for ChunkSource {
                 self.finished = true;
                 self.truncated = reason == "length";
             }
+            // A server that does not stream this request answers with the
+            // whole message, which is then the one piece.
+            let delta = choice.get("delta").or_else(|| choice.get("message"));
             let mut piece = String::new();
-            if let Some(text) = choice.pointer("/delta/content").and_then(Value::as_str) {
+            if let Some(text) = delta.and_then(|delta| delta.get("content")).and_then(Value::as_str) {
                 piece.push_str(text);
             }
-            for call in choice.pointer("/delta/tool_calls").and_then(Value::as_array).into_iter().flatten() {
+            let calls = delta.and_then(|delta| delta.get("tool_calls")).and_then(Value::as_array);
+            for call in calls.into_iter().flatten() {
                 match call.pointer("/function/arguments") {
                     Some(Value::String(part)) => piece.push_str(part),
                     Some(Value::Object(whole)) => piece.push_str(&Value::Object(whole.clone()).to_string()),

@@ -119,3 +119,12 @@ fn an_unreadable_streamed_input_goes_back_as_an_empty_object() {
     assert_eq!(repair["messages"][1]["content"][0]["input"], json!({}));
     assert!(repair["messages"][2]["content"][0]["content"].as_str().unwrap().contains("invalid"));
 }
+
+#[test]
+fn a_server_that_answers_a_streamed_request_whole_is_read_whole() {
+    let input: Value = serde_json::from_str(&fused_input()).unwrap();
+    let server = TestServer::start(vec![tool_answer(input, "tool_use")]);
+    let understood = provider(&server).understand_streamed(&fused_request()).unwrap();
+    assert_eq!(understood.understanding.reply, fused_reply(""));
+    assert_eq!(understood.reply.unwrap().read_all(&mut |_| {}).unwrap(), REPLY);
+}

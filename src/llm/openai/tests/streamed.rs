@@ -165,22 +165,23 @@ fn a_server_that_will_not_stream_structured_output_is_read_whole_from_then_on() 
 fn a_refused_mode_still_falls_back_and_streaming_goes_on_in_the_next_one() {
     let refusal = Reply::json(500, &error_body("response_format json_schema is not supported"));
     let server = TestServer::start(vec![
-        refusal.clone(),
         refusal,
-        completion(&fused_answer(), "stop"),
+        Reply::sse(&content_chunks(&fused_answer())),
         Reply::sse(&content_chunks(&fused_answer())),
     ]);
     let mut provider = provider(&server);
-    let whole = provider.understand_streamed(&fused_request()).unwrap();
-    assert_eq!(whole.understanding.reply, fused_reply(REPLY));
+    for _ in 0..2 {
+        let understood = provider.understand_streamed(&fused_request()).unwrap();
+        assert_eq!(understood.reply.unwrap().read_all(&mut |_| {}).unwrap(), REPLY);
+    }
     assert_eq!(provider.structured_output(), StructuredOutput::JsonObject);
-    let understood = provider.understand_streamed(&fused_request()).unwrap();
-    assert_eq!(understood.reply.unwrap().read_all(&mut |_| {}).unwrap(), REPLY);
-    let fourth = server.request(3).json();
-    assert_eq!(
-        (fourth["stream"].clone(), fourth["response_format"]["type"].clone()),
-        (json!(true), json!("json_object"))
-    );
+    let sent: Vec<(Value, Value)> = server
+        .requests()
+        .iter()
+        .map(|request| (request.json()["stream"].clone(), request.json()["response_format"]["type"].clone()))
+        .collect();
+    let streamed = |mode: &str| (json!(true), json!(mode));
+    assert_eq!(sent, vec![streamed("json_schema"), streamed("json_object"), streamed("json_object")]);
 }
 
 #[test]
@@ -212,4 +213,15 @@ fn a_stream_cut_inside_the_reply_is_a_network_error() {
     let error = reply.read_all(&mut |piece| shown.push_str(piece)).unwrap_err();
     assert_eq!(error.class(), "network");
     assert!(shown.starts_with("Shall I book the Ritz"), "{shown}");
+}
+
+#[test]
+fn a_server_that_answers_a_streamed_request_whole_is_read_whole() {
+    let server = TestServer::start(vec![completion(&fused_answer(), "stop")]);
+    let understood = provider(&server).understand_streamed(&fused_request()).unwrap();
+    let usage = Usage { calls: 1, prompt: 120, completion: 30, cached: 64 };
+    assert_eq!(understood.understanding, Understanding { reply: fused_reply(""), usage, ..extraction() });
+    let mut reply = understood.reply.unwrap();
+    assert_eq!(reply.next_piece().unwrap().as_deref(), Some(REPLY), "the whole reply, in one piece");
+    assert_eq!(reply.next_piece().unwrap(), None);
 }
