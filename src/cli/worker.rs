@@ -66,6 +66,7 @@ pub fn run(args: &WorkerArgs) -> Outcome {
         Ok(opened) => opened,
         Err(outcome) => return outcome,
     };
+    let model = super::stored_run::configured_model(&config);
     let limits = match args.limits.resolve(&config) {
         Ok(limits) => limits,
         Err(message) => {
@@ -102,7 +103,15 @@ pub fn run(args: &WorkerArgs) -> Outcome {
         };
         let id = stored.run.run.clone();
         resumed += 1;
-        match resume_claimed(store.as_ref(), &mut stored, &claim, clock.clone(), ids.clone(), limits, false) {
+        match resume_claimed(
+            store.as_ref(),
+            &mut stored,
+            &claim,
+            clock.clone(),
+            ids.clone(),
+            (limits, model.as_ref()),
+            false,
+        ) {
             Ok(_) => {
                 let detail = match stored.run.status {
                     RunStatus::Failed => stored.run.failure_summary().map(|summary| format!(": {summary}")),

@@ -703,6 +703,23 @@ pub enum ActionKind {
     },
     /// `for_each`: actions repeated per item of a list.
     ForEach(Box<ForEach>),
+    /// A model step: one structured call for a value of a field's type.
+    AskModel(Box<AskModel>),
+}
+
+/// `ask_model F: "…"`: the model is asked, in one structured call, for a
+/// value of the field's type, which is validated (and repaired once)
+/// before it is written.
+#[derive(Clone, Debug, Serialize)]
+pub struct AskModel {
+    /// The field written; the answer must be a value of its type.
+    pub field: FieldId,
+    /// What the model is asked, rendered against the data when it runs.
+    pub instruction: Template,
+    /// Sample answers shown to the model.
+    pub examples: Vec<String>,
+    /// Tools the model may call before it answers.
+    pub tools: Vec<ToolId>,
 }
 
 /// An emitted directive is written under its own key, `directive`: merged
@@ -832,6 +849,7 @@ pub(crate) fn output_shape(actions: &[Action]) -> OutputShape {
                     calls.push((call.tool, in_loop));
                 }
                 ActionKind::Emit(directive) => written.extend(directive.set.iter().map(|write| write.field)),
+                ActionKind::AskModel(ask) => written.push(ask.field),
                 ActionKind::Say { .. } => {}
                 ActionKind::ForEach(for_each) => walk(&for_each.actions, true, written, calls),
             }

@@ -53,6 +53,7 @@ pub mod engine;
 pub mod events;
 pub(crate) mod grounding;
 pub mod limits_config;
+pub mod model_step;
 pub mod session;
 pub(crate) mod shutdown;
 pub mod tools;

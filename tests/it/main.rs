@@ -9,6 +9,7 @@ mod grounding;
 #[cfg(unix)]
 mod kill;
 mod limits;
+mod model_steps;
 mod ops;
 mod providers;
 mod reliability;

@@ -36,7 +36,8 @@ pub(super) fn action_runner_output(
     let mut data = st.session.data.clone();
     let mut out = ActionOutput::default();
     let result = {
-        let runner = ActionRunner { program: sv.program, tools: sv.tools, tool_env: sv.tool_env, steps: &[] };
+        let runner =
+            ActionRunner { program: sv.program, tools: sv.tools, tool_env: sv.tool_env, steps: &[], model: None };
         runner.run(actions, source, &mut data, &st.session.context, &mut Vec::new(), &mut out)
     };
     for event in std::mem::take(&mut out.tool_calls) {

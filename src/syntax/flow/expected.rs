@@ -30,6 +30,7 @@ const STEP_CLAUSES: &[&str] = &[
     "call",
     "emit",
     "for",
+    "ask_model",
 ];
 const FLOW_CLAUSES: &[&str] = &[
     "when",
@@ -46,7 +47,7 @@ const FLOW_CLAUSES: &[&str] = &[
     "auto",
     "step",
 ];
-const ACTIONS: &[&str] = &["set", "append", "call", "emit", "for", "say"];
+const ACTIONS: &[&str] = &["set", "append", "call", "emit", "for", "ask_model", "say"];
 const EXPRESSION_STARTS: &[&str] = &["\"", "'", "(", "[", "-", "_", "true", "false", "null", "not"];
 const OPERATORS: &[&str] = &["+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "and", "or", "in", "not", "is"];
 
@@ -161,7 +162,7 @@ impl Expected {
             self.take(FLOW_CLAUSES, description, parts);
         }
         if self.has("call") && self.has("emit") {
-            self.take(ACTIONS, "an action (`set`, `append`, `call`, `emit`, `for`, `say`)", parts);
+            self.take(ACTIONS, "an action (`set`, `append`, `call`, `emit`, `for`, `ask_model`, `say`)", parts);
         }
         if self.has("enum") && self.has("object") {
             self.letters = false;

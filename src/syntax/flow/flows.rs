@@ -4,8 +4,8 @@
 use super::walker::{Seen, Walker};
 use crate::source::Spanned;
 use crate::syntax::ast::{
-    Abort, Action, ActionKind, Assignment, Branch, Call, Complete, Directive, Expr, ExprKind, FlowDecl, ForEach, Goto,
-    GotoStep, OnError, StepDecl, Then,
+    Abort, Action, ActionKind, AskModel, Assignment, Branch, Call, Complete, Directive, Expr, ExprKind, FlowDecl,
+    ForEach, Goto, GotoStep, OnError, StepDecl, Then,
 };
 use crate::syntax::compact::Compact;
 use crate::syntax::error::FlowError;
@@ -146,7 +146,12 @@ impl Walker<'_> {
                 Rule::wait if self.first_time(&mut seen, "wait", span, "step") => {
                     step.wait = self.name_value(inner);
                 }
-                Rule::set_action | Rule::append_action | Rule::call_action | Rule::emit_action | Rule::for_each => {
+                Rule::set_action
+                | Rule::append_action
+                | Rule::call_action
+                | Rule::emit_action
+                | Rule::for_each
+                | Rule::ask_model => {
                     step.actions.extend(self.action(inner, 0));
                 }
                 _ => {}
@@ -242,6 +247,7 @@ impl Walker<'_> {
             Rule::emit_action => ActionKind::Emit(Box::new(self.directive(Self::value(pair)?))),
             Rule::call_action => ActionKind::Call(self.call(pair)?),
             Rule::for_each => ActionKind::ForEach(Box::new(self.for_each(pair, depth)?)),
+            Rule::ask_model => ActionKind::AskModel(Box::new(self.ask_model(pair)?)),
             _ => return None,
         };
         Some(Action { kind, span })
@@ -271,6 +277,25 @@ impl Walker<'_> {
         let value = self.expr(parts.next()?);
         let name = self.name(&parts.next()?);
         Some(Assignment { name, value })
+    }
+
+    /// `ask_model field: "instruction" examples ["…"] tools [t]`.
+    fn ask_model(&mut self, pair: Pair<'_, Rule>) -> Option<AskModel> {
+        let span = self.span(&pair);
+        let mut into = None;
+        let mut instruction = None;
+        let mut examples = Vec::new();
+        let mut tools = Vec::new();
+        for inner in pair.into_inner() {
+            match inner.as_rule() {
+                Rule::name => into = Some(self.name(&inner)),
+                Rule::string => instruction = Some(self.template(inner)),
+                Rule::ask_examples => examples = self.texts(inner),
+                Rule::ask_tools => tools = self.names(inner),
+                _ => {}
+            }
+        }
+        Some(AskModel { into: into?, instruction: instruction?, examples, tools, span })
     }
 
     /// `call tool(a: expr, b) -> save`: a bare `b` passes the field of the

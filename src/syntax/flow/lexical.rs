@@ -152,6 +152,7 @@ pub(super) fn is_keyword(rule: Rule) -> bool {
             | Rule::kw_call
             | Rule::kw_emit
             | Rule::kw_for
+            | Rule::kw_ask_model
             | Rule::kw_in
             | Rule::kw_where
             | Rule::kw_goto
