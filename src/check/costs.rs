@@ -28,6 +28,11 @@
 //!   `plan.rs`'s `likely_steps`), the understand call also writes that
 //!   step's reply, and no reply call is made when the turn stops there
 //!   with nothing else to say and no tools: best case, one call.
+//! - **model steps** (`ask_model`): one structured call each, and its one
+//!   repair, for every model step of a step the turn (or a workflow run)
+//!   can execute; best case 0 (a path may pass them by), worst case each
+//!   of them on the way. One inside a `for_each` is counted once: it runs
+//!   once per item (`in_loops` says so).
 //! - **post signals**: a post-phase signal whose code guard opens only
 //!   after the steps acted is asked in a call of its own (and its repair).
 //!
@@ -42,7 +47,7 @@
 use crate::diag::{Code, Diagnostic, Label};
 use crate::expr::{Template, TemplatePart};
 use crate::ir::successor::{self, Landing};
-use crate::ir::{Behavior, FieldId, Flow, FlowId, Phase, Program, Step, StepId, ToolId, TypeKind};
+use crate::ir::{ActionKind, Behavior, FieldId, Flow, FlowId, Phase, Program, Step, StepId, ToolId, TypeKind};
 use crate::llm::{FlowChoice, Question, ReplyAsk, ReplyRequest, StepAsk, ToolSpec, UnderstandRequest};
 use crate::source::Span;
 use serde::Serialize;
@@ -77,6 +82,8 @@ pub enum Start {
     Step(String),
     /// The message starts the flow from no flow.
     Entry,
+    /// A workflow run, from its first step (no message, no reply).
+    Run,
 }
 
 /// What a turn that starts at one place can cost.
@@ -95,6 +102,11 @@ pub struct TurnCost {
     pub reply: Calls,
     /// The post-phase signals' own call.
     pub post_signals: Calls,
+    /// The model steps (`ask_model`) of the steps it can execute.
+    pub model_steps: Calls,
+    /// A model step sits in a `for_each`: it runs once per item, and
+    /// `model_steps` counts one.
+    pub in_loops: bool,
     /// All of them. The best case is the cheapest way through, so it may
     /// be less than the sum of the parts' best cases (a fused reply needs
     /// the understand call).
@@ -118,15 +130,15 @@ pub fn tokens(bytes: usize) -> u64 {
 
 /// Every place a turn can start, in flow and step order: each
 /// conversation flow's entry from no flow, then each of its steps that
-/// asks.
+/// asks; and each workflow's run.
 pub fn costs(program: &Program) -> Vec<TurnCost> {
     let mut rows = Vec::new();
     for (index, flow) in program.flows.iter().enumerate() {
+        let flow_id = FlowId::from_index(index);
+        rows.push(turn_cost(program, flow_id, None));
         if flow.workflow {
             continue;
         }
-        let flow_id = FlowId::from_index(index);
-        rows.push(turn_cost(program, flow_id, None));
         for (index, step) in flow.steps.iter().enumerate() {
             if asks(step) {
                 rows.push(turn_cost(program, flow_id, Some(StepId::from_index(index))));
@@ -147,6 +159,7 @@ pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
         let place = match &row.start {
             Start::Step(step) => format!("a turn at `{}.{step}`", row.flow),
             Start::Entry => format!("a turn that starts `{}`", row.flow),
+            Start::Run => format!("a run of `{}`", row.flow),
         };
         let mut diagnostic = Diagnostic::new(
             Code::TurnTokenBudget,
@@ -184,8 +197,29 @@ fn turn_cost(program: &Program, flow_id: FlowId, answering: Option<StepId>) -> T
     let step = answering.and_then(|step| flow?.step(step));
     let (start, span) = match step {
         Some(step) => (Start::Step(step.name.clone()), step.span),
+        None if flow.is_some_and(|flow| flow.workflow) => (Start::Run, flow.map(|flow| flow.span).unwrap_or_default()),
         None => (Start::Entry, flow.map(|flow| flow.span).unwrap_or_default()),
     };
+    if start == Start::Run {
+        let reached = successor::reachable(program, &[(flow_id, successor::ENTRY)]);
+        let (count, in_loops) = model_steps(program, &reached);
+        let model_steps = Calls { best: 0, worst: count * UNDERSTAND_WORST };
+        return TurnCost {
+            flow: flow.map(|flow| flow.name.clone()).unwrap_or_default(),
+            start,
+            span,
+            understand: Calls::default(),
+            reply: Calls::default(),
+            post_signals: Calls::default(),
+            model_steps,
+            in_loops,
+            calls: model_steps,
+            fused: false,
+            understand_tokens: 0,
+            reply_tokens: 0,
+            worst_tokens: 0,
+        };
+    }
     let likely = likely_chain(program, flow_id, answering);
     let mut worst_request = understand_request(program, flow_id, answering, Case::Worst);
     worst_request.reply = reply_ask(program, &likely);
@@ -219,6 +253,8 @@ fn turn_cost(program: &Program, flow_id: FlowId, answering: Option<StepId>) -> T
     let post_signals = Calls { best: 0, worst: if post.signals.is_empty() { 0 } else { UNDERSTAND_WORST } };
     let post_tokens = if post.signals.is_empty() { 0 } else { tokens(prompt_bytes(&post)) };
     let understand_tokens = if worst_request.is_empty() { 0 } else { tokens(prompt_bytes(&worst_request)) };
+    let (count, in_loops) = model_steps(program, &successor::reachable(program, &from));
+    let model_steps = Calls { best: 0, worst: count * UNDERSTAND_WORST };
     let worst_tokens = understand_tokens * u64::from(understand.worst)
         + reply_tokens * u64::from(reply.worst)
         + post_tokens * u64::from(post_signals.worst);
@@ -229,7 +265,9 @@ fn turn_cost(program: &Program, flow_id: FlowId, answering: Option<StepId>) -> T
         understand,
         reply,
         post_signals,
-        calls: Calls { best, worst: understand.worst + reply.worst + post_signals.worst },
+        model_steps,
+        in_loops,
+        calls: Calls { best, worst: understand.worst + reply.worst + post_signals.worst + model_steps.worst },
         fused,
         understand_tokens,
         reply_tokens,
@@ -458,6 +496,35 @@ fn reply_ask(program: &Program, likely: &BTreeSet<(FlowId, StepId)>) -> Option<R
         fallback_flow: None,
         steps,
     })
+}
+
+/// The model steps of these steps (their `do`, hooks included), and
+/// whether one sits in a `for_each`.
+fn model_steps(program: &Program, steps: &BTreeSet<(FlowId, StepId)>) -> (u32, bool) {
+    let mut count = 0u32;
+    let mut in_loops = false;
+    for (flow, step) in steps {
+        let Some(step) = program.flow(*flow).and_then(|flow| flow.step(*step)) else {
+            continue;
+        };
+        for actions in [&step.actions, &step.on_enter, &step.prepare, &step.finalize] {
+            let looped: Vec<&crate::ir::Action> = crate::ir::walk::all_actions(actions)
+                .into_iter()
+                .filter_map(|action| match &action.kind {
+                    ActionKind::ForEach(each) => Some(each),
+                    _ => None,
+                })
+                .flat_map(|each| crate::ir::walk::all_actions(&each.actions))
+                .collect();
+            for action in crate::ir::walk::all_actions(actions) {
+                if matches!(action.kind, ActionKind::AskModel(_)) {
+                    count = count.saturating_add(1);
+                    in_loops |= looped.iter().any(|inner| std::ptr::eq(*inner, action));
+                }
+            }
+        }
+    }
+    (count, in_loops)
 }
 
 /// The steps entering a flow may arrive at (`successor::arrival` at its

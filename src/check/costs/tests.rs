@@ -224,7 +224,7 @@ flow booking {
 }
 
 #[test]
-fn workflows_have_no_turns() {
+fn a_workflow_has_one_row_its_run_without_model_calls_unless_it_asks_the_model() {
     let (_, program) = compiled(
         r#"
 schema {
@@ -238,5 +238,21 @@ flow w {
 }
 "#,
     );
-    assert!(costs(&program).is_empty());
+    let rows = costs(&program);
+    let [run] = rows.as_slice() else { panic!("one row: {rows:?}") };
+    assert_eq!(run.start, Start::Run);
+    assert_eq!(run.calls, calls(0, 0));
+}
+
+#[test]
+fn model_steps_count_a_call_and_its_repair_and_one_in_a_loop_is_per_item() {
+    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/flows/outreach.flow")).unwrap();
+    let (_, program) = compiled(&source);
+    let rows = costs(&program);
+    let [run] = rows.as_slice() else { panic!("one workflow run: {rows:?}") };
+    assert_eq!(run.start, Start::Run);
+    // choose_tone, draft_and_send (in its for_each) and summarise.
+    assert_eq!(run.model_steps, calls(0, 6));
+    assert!(run.in_loops);
+    assert_eq!(run.calls, calls(0, 6));
 }
