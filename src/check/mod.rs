@@ -16,6 +16,7 @@
 //! | `directives`    | `dropped_field`                               |
 //! | `fields`        | `uncollected_required`                        |
 //! | `consent`       | `kept_consent`, `kept_uncollected`            |
+//! | `schedules`     | `invalid_schedule`                            |
 //! | [`costs`]       | `turn_token_budget`                           |
 //!
 //! `flowgraph` is the step graph they share, `conditions` what can be
@@ -39,6 +40,7 @@ mod fields;
 pub(crate) mod flowgraph;
 pub mod reachability;
 mod routing;
+mod schedules;
 mod summary;
 pub(crate) mod walk;
 
@@ -66,6 +68,7 @@ pub fn check(program: &Program) -> Vec<Diagnostic> {
     fields::check(program, &mut diagnostics);
     consent::check(program, &mut diagnostics);
     asking::check(program, &analysis, &mut diagnostics);
+    schedules::check(program, &mut diagnostics);
     costs::check(program, &mut diagnostics);
     diagnostics
 }

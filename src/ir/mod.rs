@@ -412,6 +412,26 @@ pub struct Flow {
     /// it rather than report the consequences of the missing part.
     #[serde(skip)]
     pub incomplete: bool,
+    /// When a worker starts a run of this workflow on its own (the
+    /// checker proves it reads, and that the flow is a workflow).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
+}
+
+/// A workflow's `schedule`, as written: [`crate::schedule::Schedule`]
+/// reads it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Schedule {
+    /// The five-field cron expression.
+    pub cron: String,
+    /// The IANA time zone it is read in (`UTC` when none is written).
+    pub timezone: String,
+    /// Where the expression is written.
+    #[serde(skip)]
+    pub cron_span: Span,
+    /// Where the zone is written; the expression's place when none is.
+    #[serde(skip)]
+    pub timezone_span: Span,
 }
 
 /// A step of a flow (LANGUAGE.md section 4).

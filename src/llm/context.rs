@@ -354,6 +354,11 @@ impl Provider for Windowed {
         }
     }
 
+    /// A model step has no history to trim: it goes through as it is.
+    fn ask(&mut self, request: &crate::llm::AskRequest) -> Result<crate::llm::AskAnswer, ProviderError> {
+        self.inner.ask(request)
+    }
+
     fn understand_left_out(&self, request: &UnderstandRequest) -> usize {
         self.window.oldest_to_leave_out(request.history.len(), 0, Some(answer_token_budget(request)), |count| {
             understand_bytes(&leaving_out(request, count))
@@ -363,11 +368,6 @@ impl Provider for Windowed {
     fn reply_left_out(&self, request: &ReplyRequest) -> usize {
         self.window
             .oldest_to_leave_out(request.history.len(), 0, None, |count| reply_bytes(&leaving_out(request, count), &[]))
-    }
-
-    /// A model step has no history to trim: it goes through as it is.
-    fn ask(&mut self, request: &crate::llm::AskRequest) -> Result<crate::llm::AskAnswer, ProviderError> {
-        self.inner.ask(request)
     }
 
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {

@@ -482,6 +482,12 @@ pub trait Provider: Send {
         on_text: &mut dyn FnMut(&str),
     ) -> Result<ModelReply, ProviderError>;
 
+    /// A model step's one structured call for a value (`model_step.rs`);
+    /// the runtime validates the answer. A provider without it says so.
+    fn ask(&mut self, _request: &AskRequest) -> Result<AskAnswer, ProviderError> {
+        Err(ProviderError::InvalidRequest(format!("`{}` cannot answer model steps", self.name())))
+    }
+
     /// How many of the oldest history messages this provider would leave
     /// out of `request` to fit the model's context window (0: none, or no
     /// window is known). The runtime summarises them first when the
@@ -493,11 +499,5 @@ pub trait Provider: Send {
     /// [`Provider::understand_left_out`] for a reply's first round.
     fn reply_left_out(&self, _request: &ReplyRequest) -> usize {
         0
-    }
-
-    /// A model step's one structured call for a value (`model_step.rs`);
-    /// the runtime validates the answer. A provider without it says so.
-    fn ask(&mut self, _request: &AskRequest) -> Result<AskAnswer, ProviderError> {
-        Err(ProviderError::InvalidRequest(format!("`{}` cannot answer model steps", self.name())))
     }
 }

@@ -203,14 +203,6 @@ impl Provider for Redacting {
         self.inner.modes()
     }
 
-    fn understand_left_out(&self, request: &UnderstandRequest) -> usize {
-        self.inner.understand_left_out(request)
-    }
-
-    fn reply_left_out(&self, request: &ReplyRequest) -> usize {
-        self.inner.reply_left_out(request)
-    }
-
     fn ask(&mut self, request: &crate::llm::AskRequest) -> Result<crate::llm::AskAnswer, ProviderError> {
         let mut answer = self.inner.ask(request).map_err(|error| self.redactor.error(error))?;
         match &mut answer.value {
@@ -218,6 +210,14 @@ impl Provider for Redacting {
             Err(reason) => *reason = self.redactor.text(reason),
         }
         Ok(answer)
+    }
+
+    fn understand_left_out(&self, request: &UnderstandRequest) -> usize {
+        self.inner.understand_left_out(request)
+    }
+
+    fn reply_left_out(&self, request: &ReplyRequest) -> usize {
+        self.inner.reply_left_out(request)
     }
 
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {

@@ -210,14 +210,6 @@ impl Provider for Recorder {
         self.inner.modes()
     }
 
-    fn understand_left_out(&self, request: &UnderstandRequest) -> usize {
-        self.inner.understand_left_out(request)
-    }
-
-    fn reply_left_out(&self, request: &ReplyRequest) -> usize {
-        self.inner.reply_left_out(request)
-    }
-
     fn ask(&mut self, request: &crate::llm::AskRequest) -> Result<crate::llm::AskAnswer, ProviderError> {
         let result = self.inner.ask(request);
         let request_value = request_json(request);
@@ -236,6 +228,14 @@ impl Provider for Recorder {
         };
         self.push(call)?;
         result
+    }
+
+    fn understand_left_out(&self, request: &UnderstandRequest) -> usize {
+        self.inner.understand_left_out(request)
+    }
+
+    fn reply_left_out(&self, request: &ReplyRequest) -> usize {
+        self.inner.reply_left_out(request)
     }
 
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {

@@ -319,6 +319,22 @@ pub struct FlowDecl {
     pub complete_next: Option<Name>,
     /// The steps, in the order written.
     pub steps: Vec<StepDecl>,
+    /// When a worker starts a run of this workflow on its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleDecl>,
+    /// Where the declaration was written.
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
+    pub span: Span,
+}
+
+/// `schedule "0 9 * * MON" in "Europe/Paris"` (YAML `schedule: { cron:
+/// …, timezone: … }`): a workflow's cron schedule, read in its time zone.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScheduleDecl {
+    /// The five-field cron expression, as written.
+    pub cron: Text,
+    /// The IANA time zone the expression is read in; UTC when absent.
+    pub timezone: Option<Text>,
     /// Where the declaration was written.
     #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,

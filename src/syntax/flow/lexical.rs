@@ -132,6 +132,7 @@ pub(super) fn is_keyword(rule: Rule) -> bool {
             | Rule::kw_on_enter
             | Rule::kw_on_complete
             | Rule::kw_complete
+            | Rule::kw_schedule
             | Rule::kw_next
             | Rule::kw_prompt
             | Rule::kw_say

@@ -20,6 +20,8 @@ use crate::syntax::ast::{
 use crate::syntax::compact::Compact;
 use crate::syntax::error::YamlError;
 
+mod schedule;
+
 const PROGRAM_KEYS: &[&str] = &["agent", "schema", "context", "tools", "signals", "flows"];
 const AGENT_KEYS: &[&str] = &["name", "identity", "rules", "limits", "history"];
 const HISTORY_KEYS: &[&str] = &["keep_last", "summarize"];
@@ -43,6 +45,7 @@ const FLOW_KEYS: &[&str] = &[
     "on_complete",
     "complete",
     "steps",
+    "schedule",
 ];
 const NEXT_KEYS: &[&str] = &["next"];
 const STEP_KEYS: &[&str] = &[
@@ -550,6 +553,7 @@ impl<'tree> Builder<'tree, '_> {
             on_complete: keys.get("on_complete").map(|value| self.actions(value)).unwrap_or_default(),
             complete_next,
             steps: keys.get("steps").map(|value| self.steps(value)).unwrap_or_default(),
+            schedule: keys.get("schedule").and_then(|value| self.schedule(value)),
             span,
         };
         flow.compact();
