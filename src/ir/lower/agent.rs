@@ -26,6 +26,7 @@ impl Lowerer {
         {
             limits.turn_timeout_ms = ms;
         }
+        limits.message = agent.limits.message.as_ref().map(|message| self.template(message, &[]));
         Agent {
             name: agent.name.as_ref().map(|name| name.value.clone()),
             identity: agent.identity.as_ref().map(|identity| self.template(identity, &[])),
