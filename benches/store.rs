@@ -222,6 +222,7 @@ fn waiting_runs(location: &StoreLocation, program_file: &Path, count: usize, pre
         sleep: &sleep,
         on_progress: &mut on_progress,
         checkpoint: &mut checkpoint,
+        model: None,
     };
     if runner.run(&mut run).is_err() {
         std::process::exit(1);
@@ -290,6 +291,7 @@ fn resumes(location: &StoreLocation, label: &str, workers: usize, count: usize, 
                             clock: Arc::clone(&clock),
                             ids: Arc::clone(&ids),
                             limits: flowc::runtime::workflow::RunLimits::default(),
+                            model: None,
                         };
                         let hooks = flowc::stored_run::Hooks { on_progress: &mut |_| {}, on_saved: &mut |_| {} };
                         let program = checked(&stored);
@@ -365,6 +367,7 @@ fn long_run(location: &StoreLocation, label: &str, steps: usize, dir: &Path) {
         sleep: &sleep,
         on_progress: &mut on_progress,
         checkpoint: &mut checkpoint,
+        model: None,
     };
     let started = Instant::now();
     if let Err(error) = runner.run(&mut run) {

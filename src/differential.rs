@@ -442,6 +442,7 @@ fn workflow_disagreements(source: &str, total: i64) -> Result<(Vec<String>, Comp
         sleep: &sleep,
         on_progress: &mut on_progress,
         checkpoint: &mut checkpoint,
+        model: None,
     };
     let mut inputs = serde_json::Map::new();
     inputs.insert("total".to_string(), serde_json::json!(total));

@@ -13,6 +13,7 @@
 
 use crate::ir::Program;
 use crate::runtime::clock::{self, Clock};
+use crate::runtime::model_step::Model;
 use crate::runtime::tools::{ToolEnv, ToolRegistry};
 use crate::runtime::workflow::{RunLimits, RunStatus, StepProgress, WorkflowRun, WorkflowRunner};
 use crate::store::{Claim, Store, StoreError, StoredRun};
@@ -62,6 +63,8 @@ pub(crate) struct Execution<'a> {
     pub tools: &'a ToolRegistry,
     pub tool_env: &'a ToolEnv,
     pub limits: RunLimits,
+    /// The model the run's model steps ask.
+    pub model: Option<&'a Model>,
 }
 
 impl Execution<'_> {
@@ -98,6 +101,7 @@ impl Execution<'_> {
                 sleep: &sleep,
                 on_progress,
                 checkpoint: &mut checkpoint,
+                model: self.model,
             };
             runner.run_within(&mut run, self.limits).is_err()
         };
@@ -154,6 +158,8 @@ pub struct Resume<'a> {
     pub ids: Arc<dyn clock::IdSource>,
     /// The operator's limits on the run.
     pub limits: RunLimits,
+    /// The model the run's model steps ask.
+    pub model: Option<&'a Model>,
 }
 
 impl Resume<'_> {
@@ -176,6 +182,7 @@ impl Resume<'_> {
                     tools: self.tools,
                     tool_env: &tool_env,
                     limits: self.limits,
+                    model: self.model,
                 };
                 execution.execute(stored, claim, hooks)?;
                 Ok(Some(program))
@@ -245,6 +252,7 @@ mod tests {
             tools: &tools,
             tool_env: &tool_env,
             limits: RunLimits::default(),
+            model: None,
         };
         let mut progress = Vec::new();
         let mut saves = Vec::new();
@@ -276,6 +284,7 @@ mod tests {
             clock: Arc::clone(&tool_env.clock),
             ids: Arc::clone(&tool_env.ids),
             limits: RunLimits::default(),
+            model: None,
         };
         let mut saved = 0;
         let hooks = Hooks { on_progress: &mut |_: &StepProgress| {}, on_saved: &mut |_: &WorkflowRun| saved += 1 };

@@ -497,6 +497,7 @@ fn hostile_program() -> Program {
             steps,
             span: Span::default(),
             incomplete: false,
+            schedule: None,
         });
     }
     let signals = HOSTILE

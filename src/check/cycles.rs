@@ -196,6 +196,9 @@ fn actions_writes(actions: &[Action], written: &mut HashSet<FieldId>) {
                 written.insert(write.field);
             }
             ActionKind::Call(call) => written.extend(call.save),
+            ActionKind::AskModel(ask) => {
+                written.insert(ask.field);
+            }
             ActionKind::Emit(directive) => directive_writes(directive, written),
             ActionKind::Say { .. } | ActionKind::ForEach(_) => {}
         }

@@ -16,6 +16,7 @@
 //! | `directives`    | `dropped_field`                               |
 //! | `fields`        | `uncollected_required`                        |
 //! | `consent`       | `kept_consent`, `kept_uncollected`            |
+//! | `schedules`     | `invalid_schedule`                            |
 //!
 //! `flowgraph` is the step graph they share, `conditions` what can be
 //! told about a condition statically, `walk` the traversal of nested
@@ -37,6 +38,7 @@ mod fields;
 pub(crate) mod flowgraph;
 pub mod reachability;
 mod routing;
+mod schedules;
 mod summary;
 pub(crate) mod walk;
 
@@ -64,6 +66,7 @@ pub fn check(program: &Program) -> Vec<Diagnostic> {
     fields::check(program, &mut diagnostics);
     consent::check(program, &mut diagnostics);
     asking::check(program, &analysis, &mut diagnostics);
+    schedules::check(program, &mut diagnostics);
     diagnostics
 }
 

@@ -466,6 +466,12 @@ impl Walker {
                     }
                 }
                 ActionKind::Say { text } => self.template(text),
+                // A model step writes its field or fails the step: the
+                // field is set after it.
+                ActionKind::AskModel(ask) => {
+                    self.template(&ask.instruction);
+                    self.set(ask.field);
+                }
                 ActionKind::ForEach(for_each) => {
                     self.expr(&for_each.items);
                     let mark = self.mark();

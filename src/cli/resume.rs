@@ -26,11 +26,12 @@ pub struct ResumeArgs {
 }
 
 pub fn run(args: &ResumeArgs) -> Outcome {
-    let limits = match crate::config::Config::load(None)
-        .map_err(|error| error.to_string())
-        .and_then(|config| args.limits.resolve(&config))
-    {
-        Ok(limits) => limits,
+    let resolved = crate::config::Config::load(None).map_err(|error| error.to_string()).and_then(|config| {
+        let limits = args.limits.resolve(&config)?;
+        Ok((limits, super::stored_run::configured_model(&config)))
+    });
+    let (limits, model) = match resolved {
+        Ok(resolved) => resolved,
         Err(message) => {
             eprintln!("error: {message}");
             return Outcome::Error;
@@ -86,7 +87,7 @@ pub fn run(args: &ResumeArgs) -> Outcome {
         }
     };
     let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr()) && !args.json;
-    match resume_claimed(store.as_ref(), &mut stored, &claim, clock, ids, limits, show_progress) {
+    match resume_claimed(store.as_ref(), &mut stored, &claim, clock, ids, (limits, model.as_ref()), show_progress) {
         Ok(program) => report(&stored.run, program.as_ref(), args.json, &location),
         Err(error) => {
             eprintln!("error: {error}");

@@ -6,6 +6,7 @@
 use super::Outcome;
 use crate::ir::Program;
 use crate::runtime::clock::{self, Clock};
+use crate::runtime::model_step::Model;
 use crate::runtime::session::program_hash;
 use crate::runtime::tools::{ToolEnv, ToolRegistry};
 use crate::runtime::workflow::{RunLimits, RunStatus, StepProgress, StepStatus, WorkflowRun};
@@ -41,11 +42,11 @@ pub fn execute(
     program: &Program,
     tool_env: &ToolEnv,
     claim: &Claim,
-    limits: RunLimits,
+    (limits, model): (RunLimits, Option<&Model>),
     show_progress: bool,
 ) -> Result<(), StoreError> {
     let tools = ToolRegistry::default();
-    let execution = Execution { store, program, tools: &tools, tool_env, limits };
+    let execution = Execution { store, program, tools: &tools, tool_env, limits, model };
     let hooks = Hooks { on_progress: &mut progress_printer(show_progress), on_saved: &mut |_: &WorkflowRun| {} };
     execution.execute(stored, claim, hooks)
 }
@@ -88,13 +89,29 @@ pub fn resume_claimed(
     claim: &Claim,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn clock::IdSource>,
-    limits: RunLimits,
+    (limits, model): (RunLimits, Option<&Model>),
     show_progress: bool,
 ) -> Result<Option<Program>, StoreError> {
     let tools = ToolRegistry::default();
-    let resume = Resume { store, tools: &tools, clock, ids, limits };
+    let resume = Resume { store, tools: &tools, clock, ids, limits, model };
     let hooks = Hooks { on_progress: &mut progress_printer(show_progress), on_saved: &mut |_: &WorkflowRun| {} };
     resume.resume(stored, claim, check_program(stored), hooks)
+}
+
+/// The model a resumed run's model steps ask: the provider `flowc.toml`
+/// (or `FLOWC_PROVIDER`) names, offline by default. `None`, with the
+/// reason on stderr, when it cannot be built: model steps then fail.
+pub fn configured_model(config: &crate::config::Config) -> Option<Model> {
+    let built = crate::llm::config::load(config, &crate::llm::ProviderFlags::default())
+        .map_err(|error| error.to_string())
+        .and_then(|provider| crate::llm::build_provider(&provider).map_err(|error| error.to_string()));
+    match built {
+        Ok(provider) => Some(Model::new(provider)),
+        Err(error) => {
+            eprintln!("warning: no model for model steps: {error}");
+            None
+        }
+    }
 }
 
 /// The line `flowc run` and `flowc resume` print for a run, or its JSON.

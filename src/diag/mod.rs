@@ -71,6 +71,8 @@ pub enum Code {
     ReplyWithAbort,
     /// A flow with no steps.
     MissingEntry,
+    /// A `schedule` that does not read, never fires, or is not on a workflow.
+    InvalidSchedule,
     // Warnings.
     /// A field read where it may not be set yet.
     MaybeUnset,
@@ -126,6 +128,7 @@ impl Code {
         Code::DuplicateDefault,
         Code::ReplyWithAbort,
         Code::MissingEntry,
+        Code::InvalidSchedule,
         Code::MaybeUnset,
         Code::DroppedField,
         Code::UncollectedRequired,
@@ -169,6 +172,7 @@ impl Code {
             Code::DuplicateDefault => "duplicate_default",
             Code::ReplyWithAbort => "reply_with_abort",
             Code::MissingEntry => "missing_entry",
+            Code::InvalidSchedule => "invalid_schedule",
             Code::MaybeUnset => "maybe_unset",
             Code::DroppedField => "dropped_field",
             Code::UncollectedRequired => "uncollected_required",

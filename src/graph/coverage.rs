@@ -326,6 +326,7 @@ flow w "W" {
             sleep: &sleep,
             on_progress: &mut on_progress,
             checkpoint: &mut checkpoint,
+            model: None,
         };
         let mut inputs = serde_json::Map::new();
         inputs.insert("total".to_string(), serde_json::json!(5));

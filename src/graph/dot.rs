@@ -70,6 +70,7 @@ fn appearance(kind: NodeKind) -> (&'static str, &'static str, &'static str) {
         NodeKind::Say => ("box", "rounded", "#f5f5ff"),
         NodeKind::Auto => ("component", "", "#f3f3f3"),
         NodeKind::Wait => ("hexagon", "", "#fff8e0"),
+        NodeKind::Model => ("parallelogram", "", "#f0e8ff"),
         NodeKind::Complete => ("oval", "", "#e6f6e6"),
         NodeKind::Abort => ("octagon", "", "#fde8e8"),
         NodeKind::Signal => ("cds", "", "#fff3d6"),

@@ -108,6 +108,8 @@ pub enum NodeKind {
     Auto,
     /// An `auto` step with a `wait`.
     Wait,
+    /// An `auto` step that asks the model for values (`ask_model`).
+    Model,
     /// The flow completed.
     Complete,
     /// The flow was aborted.
@@ -129,6 +131,7 @@ impl NodeKind {
             NodeKind::Say => "say",
             NodeKind::Auto => "auto",
             NodeKind::Wait => "wait",
+            NodeKind::Model => "model",
             NodeKind::Complete => "complete",
             NodeKind::Abort => "abort",
             NodeKind::Signal => "signal",
@@ -562,7 +565,11 @@ impl<'a> Builder<'a> {
                 ActionKind::ForEach(for_each) => {
                     self.emit_edges(flow_id, from, hook, &for_each.actions, unreachable);
                 }
-                ActionKind::Set(_) | ActionKind::Append(_) | ActionKind::Call(_) | ActionKind::Say { .. } => {}
+                ActionKind::Set(_)
+                | ActionKind::Append(_)
+                | ActionKind::Call(_)
+                | ActionKind::Say { .. }
+                | ActionKind::AskModel(_) => {}
             }
         }
     }
@@ -699,6 +706,7 @@ impl<'a> Builder<'a> {
         let detail = match kind {
             NodeKind::Wait => format!("wait {}", step.wait_ms.map(duration_text).unwrap_or_default()),
             NodeKind::Auto => "auto".to_string(),
+            NodeKind::Model => format!("asks the model: {}", self.field_names(&model_fields(&step.actions))),
             NodeKind::Say => "say".to_string(),
             _ if !step.collect.is_empty() => {
                 format!("collects {}", self.field_names(&step.collect))
@@ -815,10 +823,33 @@ fn signal_lines(program: &Program, signal: &crate::ir::Signal) -> Vec<String> {
 
 fn step_kind(step: &Step) -> NodeKind {
     if step.auto {
-        return if step.wait_ms.is_some() { NodeKind::Wait } else { NodeKind::Auto };
+        return if step.wait_ms.is_some() {
+            NodeKind::Wait
+        } else if model_fields(&step.actions).is_empty() {
+            NodeKind::Auto
+        } else {
+            NodeKind::Model
+        };
     }
     let says_only = step.say.is_some() && step.collect.is_empty() && step.prompt.is_none();
     if says_only { NodeKind::Say } else { NodeKind::Ask }
+}
+
+/// The fields a step's `ask_model` actions write, `for_each` bodies
+/// included, each once, in order.
+fn model_fields(actions: &[Action]) -> Vec<crate::ir::FieldId> {
+    let mut fields = Vec::new();
+    let mut lists = vec![actions];
+    while let Some(actions) = lists.pop() {
+        for action in actions {
+            match &action.kind {
+                ActionKind::AskModel(ask) if !fields.contains(&ask.field) => fields.push(ask.field),
+                ActionKind::ForEach(for_each) => lists.push(&for_each.actions),
+                _ => {}
+            }
+        }
+    }
+    fields
 }
 
 /// A step *needs input* while a `requires` or `collect` field is unset

@@ -73,6 +73,7 @@ fn flow(name: &str, steps: Vec<Step>) -> Flow {
         steps,
         span: Span::default(),
         incomplete: false,
+        schedule: None,
     }
 }
 

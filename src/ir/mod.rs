@@ -384,6 +384,26 @@ pub struct Flow {
     /// it rather than report the consequences of the missing part.
     #[serde(skip)]
     pub incomplete: bool,
+    /// When a worker starts a run of this workflow on its own (the
+    /// checker proves it reads, and that the flow is a workflow).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
+}
+
+/// A workflow's `schedule`, as written: [`crate::schedule::Schedule`]
+/// reads it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Schedule {
+    /// The five-field cron expression.
+    pub cron: String,
+    /// The IANA time zone it is read in (`UTC` when none is written).
+    pub timezone: String,
+    /// Where the expression is written.
+    #[serde(skip)]
+    pub cron_span: Span,
+    /// Where the zone is written; the expression's place when none is.
+    #[serde(skip)]
+    pub timezone_span: Span,
 }
 
 /// A step of a flow (LANGUAGE.md section 4).
@@ -675,6 +695,23 @@ pub enum ActionKind {
     },
     /// `for_each`: actions repeated per item of a list.
     ForEach(Box<ForEach>),
+    /// A model step: one structured call for a value of a field's type.
+    AskModel(Box<AskModel>),
+}
+
+/// `ask_model F: "…"`: the model is asked, in one structured call, for a
+/// value of the field's type, which is validated (and repaired once)
+/// before it is written.
+#[derive(Clone, Debug, Serialize)]
+pub struct AskModel {
+    /// The field written; the answer must be a value of its type.
+    pub field: FieldId,
+    /// What the model is asked, rendered against the data when it runs.
+    pub instruction: Template,
+    /// Sample answers shown to the model.
+    pub examples: Vec<String>,
+    /// Tools the model may call before it answers.
+    pub tools: Vec<ToolId>,
 }
 
 /// An emitted directive is written under its own key, `directive`: merged
@@ -804,6 +841,7 @@ pub(crate) fn output_shape(actions: &[Action]) -> OutputShape {
                     calls.push((call.tool, in_loop));
                 }
                 ActionKind::Emit(directive) => written.extend(directive.set.iter().map(|write| write.field)),
+                ActionKind::AskModel(ask) => written.push(ask.field),
                 ActionKind::Say { .. } => {}
                 ActionKind::ForEach(for_each) => walk(&for_each.actions, true, written, calls),
             }

@@ -354,6 +354,11 @@ impl Provider for Windowed {
         }
     }
 
+    /// A model step has no history to trim: it goes through as it is.
+    fn ask(&mut self, request: &crate::llm::AskRequest) -> Result<crate::llm::AskAnswer, ProviderError> {
+        self.inner.ask(request)
+    }
+
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
         // The fused reply saves a call; it is not needed. A request that
         // would not fit with it even with no history goes without it (the

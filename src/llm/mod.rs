@@ -20,6 +20,7 @@ mod build;
 pub mod config;
 pub(crate) mod context;
 pub mod http;
+pub mod model_step;
 pub mod offline;
 pub(crate) mod openai;
 pub(crate) mod prompt;
@@ -33,6 +34,7 @@ mod testserver;
 pub use build::build_provider;
 pub use config::{ProviderConfig, ProviderFlags};
 pub use http::CancelFlag;
+pub use model_step::{AskAnswer, AskRepair, AskRequest};
 pub use rounds::{ModelReply, NoTools, ReplyText, ToolCall, ToolCalls, ToolLoop, ToolRound, reply_with_tools};
 
 use crate::message::Message;
@@ -479,4 +481,10 @@ pub trait Provider: Send {
         rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
     ) -> Result<ModelReply, ProviderError>;
+
+    /// A model step's one structured call for a value (`model_step.rs`);
+    /// the runtime validates the answer. A provider without it says so.
+    fn ask(&mut self, _request: &AskRequest) -> Result<AskAnswer, ProviderError> {
+        Err(ProviderError::InvalidRequest(format!("`{}` cannot answer model steps", self.name())))
+    }
 }

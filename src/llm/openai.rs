@@ -296,6 +296,10 @@ impl Provider for OpenAi {
         Some(format!("structured_output = \"{}\", tool_choice = \"{choice}\"", self.mode.as_str()))
     }
 
+    fn ask(&mut self, request: &crate::llm::AskRequest) -> Result<crate::llm::AskAnswer, ProviderError> {
+        self.ask_value(request)
+    }
+
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
         if request.is_empty() {
             return Ok(Understanding::default());
@@ -648,6 +652,8 @@ fn clip(text: &str, limit: usize) -> String {
 fn mentions(message: &str, word: &str) -> bool {
     message.to_lowercase().contains(word)
 }
+
+mod model_step;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -203,6 +203,15 @@ impl Provider for Redacting {
         self.inner.modes()
     }
 
+    fn ask(&mut self, request: &crate::llm::AskRequest) -> Result<crate::llm::AskAnswer, ProviderError> {
+        let mut answer = self.inner.ask(request).map_err(|error| self.redactor.error(error))?;
+        match &mut answer.value {
+            Ok(value) => self.redactor.value(value),
+            Err(reason) => *reason = self.redactor.text(reason),
+        }
+        Ok(answer)
+    }
+
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
         let mut understanding = self.inner.understand(request).map_err(|error| self.redactor.error(error))?;
         self.redactor.understanding(&mut understanding);

@@ -46,6 +46,9 @@ pub enum CallKind {
     /// would orphan every recording made before. `reply` is read too.
     #[serde(rename = "respond", alias = "reply")]
     Reply,
+    /// A model step's call; the answer is kept as the response's text (the
+    /// value as JSON) and usage.
+    Ask,
 }
 
 impl CallKind {
@@ -54,6 +57,7 @@ impl CallKind {
         match self {
             CallKind::Understand => "understand",
             CallKind::Reply => "respond",
+            CallKind::Ask => "ask",
         }
     }
 }
@@ -206,6 +210,26 @@ impl Provider for Recorder {
         self.inner.modes()
     }
 
+    fn ask(&mut self, request: &crate::llm::AskRequest) -> Result<crate::llm::AskAnswer, ProviderError> {
+        let result = self.inner.ask(request);
+        let request_value = request_json(request);
+        let response = result.as_ref().ok().map(|answer| Response {
+            text: serde_json::to_string(&answer.value).unwrap_or_default(),
+            usage: answer.usage,
+        });
+        let call = RecordedCall {
+            kind: CallKind::Ask,
+            fingerprint: fingerprint(CallKind::Ask, &request_value),
+            request: request_value,
+            understanding: None,
+            tool_calls: Vec::new(),
+            response,
+            error: result.as_ref().err().map(RecordedError::from_error),
+        };
+        self.push(call)?;
+        result
+    }
+
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
         let result = self.inner.understand(request);
         let request = request_json(request);
@@ -332,6 +356,17 @@ impl Replay {
 impl Provider for Replay {
     fn name(&self) -> String {
         self.name.clone()
+    }
+
+    fn ask(&mut self, request: &crate::llm::AskRequest) -> Result<crate::llm::AskAnswer, ProviderError> {
+        let call = self.next(CallKind::Ask, &request_json(request), &request.instruction)?;
+        if let Some(error) = &call.error {
+            return Err(error.to_error());
+        }
+        let response = call.response.unwrap_or_default();
+        let value = serde_json::from_str(&response.text)
+            .map_err(|error| ProviderError::NotRecorded(format!("the recorded answer is unreadable: {error}")))?;
+        Ok(crate::llm::AskAnswer { value, usage: response.usage })
     }
 
     /// A request that asks for the fused reply is answered by its

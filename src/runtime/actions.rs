@@ -1,4 +1,5 @@
-//! Running actions (`set`, `append`, `call`, `emit`, `say`, `for_each`) and turning IR
+//! Running actions (`set`, `append`, `call`, `emit`, `say`, `for_each`,
+//! `ask_model` through [`super::model_step`]) and turning IR
 //! directives into [`Emission`]s. Conversations and workflows share this:
 //! a step's actions run against a scratch copy of the data, in order (each
 //! `set` visible to the next action), and the caller commits the copy when
@@ -72,6 +73,9 @@ pub enum ActionError {
     /// A tool the actions called failed.
     #[error(transparent)]
     Tool(#[from] ToolError),
+    /// A model step wrote nothing.
+    #[error(transparent)]
+    Model(#[from] super::model_step::ModelStepError),
     /// A value that does not fit the field it was to be written to (or a
     /// list append to a field that holds no list); the field kept its value.
     #[error("cannot write `{field}`: {reason}")]
@@ -110,6 +114,8 @@ pub(crate) struct ActionRunner<'a> {
     /// The running workflow's step records, for `steps.NAME.output` (empty
     /// in a conversation).
     pub steps: &'a [StepRecord],
+    /// The model `ask_model` asks; `None` where model steps cannot run.
+    pub model: Option<&'a super::model_step::Model>,
 }
 
 impl ActionRunner<'_> {
@@ -175,6 +181,32 @@ impl ActionRunner<'_> {
                 ActionKind::Say { text } => {
                     let rendered = self.render(text, data, context, locals, out);
                     out.says.push(rendered);
+                }
+                ActionKind::AskModel(ask) => {
+                    let Some(field) = self.program.field(ask.field) else {
+                        continue;
+                    };
+                    let scope = self.scope(data, context, locals);
+                    let instruction = render(&ask.instruction, &scope, &mut out.warnings);
+                    let inputs = ask
+                        .instruction
+                        .parts
+                        .iter()
+                        .filter_map(|part| match part {
+                            crate::expr::TemplatePart::Expr(expr) => Some(eval(expr, &scope, &mut out.warnings)),
+                            crate::expr::TemplatePart::Text(_) => None,
+                        })
+                        .collect();
+                    let question = super::model_step::Question {
+                        step: source.path,
+                        instruction,
+                        inputs,
+                        examples: &ask.examples,
+                        tools: super::model_step::tools(self.program, &ask.tools),
+                        today: self.tool_env.clock.now().date_naive().to_string(),
+                    };
+                    let value = super::model_step::ask(self.model, field, question)?;
+                    self.write(ask.field, value, data)?;
                 }
                 ActionKind::ForEach(for_each) => {
                     let items = self.eval(&for_each.items, data, context, locals, out);

@@ -55,6 +55,15 @@ pub enum Event {
         /// Why.
         reason: String,
     },
+    /// The writes of one phase (merged from its signals, hooks, `emit`s
+    /// and tools' directives) did not all validate: none was applied.
+    DataValidation {
+        /// Where the unit's writes came from (`signals`, `pre-model bus`,
+        /// `post-model bus`, or one directive's source).
+        source: String,
+        /// Each write refused, with why.
+        fields: Vec<crate::runtime::writes::InvalidWrite>,
+    },
     /// A proposal of the model that the message does not back: a field
     /// value (not written) or a yes to a condition or signal (counted as
     /// no). `kind` is `field`, `condition` or `signal`.

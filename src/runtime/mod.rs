@@ -53,12 +53,14 @@ pub mod engine;
 pub mod events;
 pub(crate) mod grounding;
 pub mod limits_config;
+pub mod model_step;
 pub mod session;
 pub(crate) mod shutdown;
 pub mod tools;
 pub(crate) mod validate;
 pub mod workflow;
 pub mod workflow_run;
+pub mod writes;
 
 pub use engine::{ContinuationLimits, Observer, Progress, Runtime, RuntimeOptions, StageDone, Turn, TurnError};
 pub use events::{Event, StopReason, TurnResult};

@@ -127,6 +127,9 @@ pub struct WorkflowRunner<'a> {
     /// (the run could not be stored) stops the run where it is, so that no
     /// step runs unrecorded.
     pub checkpoint: &'a mut dyn FnMut(&WorkflowRun) -> Result<(), String>,
+    /// The model the run's model steps (`ask_model`) ask; without one they
+    /// fail, as a step whose tool is missing does.
+    pub model: Option<&'a super::model_step::Model>,
 }
 
 /// Validates the inputs and creates the run, with a fresh id from
@@ -200,6 +203,7 @@ pub fn start(
         error: None,
         limited: None,
         steps_ended: 0,
+        model: Default::default(),
         touched: super::workflow_run::Touched { all: true, steps: Default::default() },
     };
     // A run enters its flow where any flow is entered: its steps in list
@@ -548,31 +552,42 @@ impl WorkflowRunner<'_> {
     }
 
     fn execute(&self, run: &mut WorkflowRun, flow_name: &str, step: &Step) -> Result<StepOutcome, String> {
-        let runner =
-            ActionRunner { program: self.program, tools: self.tools, tool_env: self.tool_env, steps: &run.steps };
+        let runner = ActionRunner {
+            program: self.program,
+            tools: self.tools,
+            tool_env: self.tool_env,
+            steps: &run.steps,
+            model: self.model,
+        };
         let path = format!("{flow_name}.{}", step.name);
         let mut data = run.data.clone();
         let mut out = ActionOutput::default();
         let source = ActionSource { kind: Source::Action, path: &path, numbered: true };
         let step_key = format!("{}.{}", step.name, run.steps_ended.saturating_add(1));
-        super::tools::with_identity(&run.run, &step_key, || {
+        let ran = super::tools::with_identity(&run.run, &step_key, || {
             runner.run(&step.actions, &source, &mut data, &run.context, &mut Vec::new(), &mut out)
-        })
-        .map_err(|error| error.to_string())?;
-        run.warnings.append(&mut out.warnings);
-        let merged = merge(&out.emissions);
-        for (name, value) in &merged.set {
-            let field = self.program.fields.iter().find(|field| field.name == *name);
-            let Some(field) = field else {
-                return Err(format!("a directive sets `{name}`, which is not a field"));
-            };
-            let value = validate(value, &field.ty).map_err(|reason| format!("cannot write `{name}`: {reason}"))?;
-            if value.is_null() {
-                data.remove(name);
-            } else {
-                data.insert(name.clone(), value);
+        });
+        // What the model steps spent counts whether or not the step
+        // completed: the calls were made.
+        if let Some(model) = self.model {
+            let tally = model.take_tally();
+            run.model.add(tally);
+            for (count, event) in [(tally.repaired, "model_answer_repaired"), (tally.rejected, "model_answer_rejected")]
+            {
+                for _ in 0..count {
+                    self.event(run, event, Some(&step.name));
+                }
             }
         }
+        ran.map_err(|error| error.to_string())?;
+        run.warnings.append(&mut out.warnings);
+        // The step's `emit`s and its tools' directives are one unit: one
+        // bad write fails the step, naming every bad write, and nothing
+        // the step did is kept.
+        let merged = merge(&out.emissions);
+        let staged = super::writes::check(self.program, &merged.set, &[])
+            .map_err(|invalid| format!("its writes were not applied: {}", super::writes::describe(&invalid)))?;
+        staged.commit(&mut data, &mut Data::new());
         let written: serde_json::Map<String, Value> = data
             .iter()
             .filter(|(name, value)| run.data.get(*name) != Some(*value))
@@ -633,8 +648,13 @@ impl WorkflowRunner<'_> {
                     &mut warnings,
                 );
                 run.warnings.extend(warnings);
-                for (name, value) in &emission.set {
-                    run.data.insert(name.clone(), value.clone());
+                match super::writes::check(self.program, &emission.set, &[]) {
+                    Ok(staged) => staged.commit(&mut run.data, &mut Data::new()),
+                    Err(invalid) => run.warnings.push(format!(
+                        "{}: its writes were not applied: {}",
+                        emission.source,
+                        super::writes::describe(&invalid)
+                    )),
                 }
                 match emission.position {
                     Some(position) => return self.apply_position(run, position).flatten(),

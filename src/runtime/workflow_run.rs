@@ -155,10 +155,49 @@ pub struct WorkflowRun {
     /// step interrupted or cut short by a crash runs again.
     #[serde(default)]
     pub steps_ended: u64,
+    /// What the run's model steps spent, across resumes.
+    #[serde(default)]
+    pub model: ModelSpend,
     /// Which step records changed since the run was last saved, so that a
     /// save writes those only. Bookkeeping, not part of the run's value.
     #[serde(skip)]
     pub touched: Touched,
+}
+
+/// The model calls of a run's model steps (`ask_model`), repairs included,
+/// their tokens, and how their answers fared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelSpend {
+    /// Calls made.
+    #[serde(default)]
+    pub calls: u64,
+    /// Prompt tokens.
+    #[serde(default)]
+    pub prompt: u64,
+    /// Completion tokens.
+    #[serde(default)]
+    pub completion: u64,
+    /// Prompt tokens served from the provider's cache.
+    #[serde(default)]
+    pub cached: u64,
+    /// Answers that did not fit their field and were asked again.
+    #[serde(default)]
+    pub repaired: u64,
+    /// Answers that still did not fit after the repair.
+    #[serde(default)]
+    pub rejected: u64,
+}
+
+impl ModelSpend {
+    /// Adds what one execution's model steps spent.
+    pub fn add(&mut self, tally: super::model_step::Tally) {
+        self.calls += u64::from(tally.usage.calls);
+        self.prompt += tally.usage.prompt;
+        self.completion += tally.usage.completion;
+        self.cached += tally.usage.cached;
+        self.repaired += u64::from(tally.repaired);
+        self.rejected += u64::from(tally.rejected);
+    }
 }
 
 /// The step records a save must write: all of them (a new run), or those
@@ -207,13 +246,15 @@ struct RunHead<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     limited: Option<StopReason>,
     steps_ended: u64,
+    model: ModelSpend,
 }
 
 /// A step started or ended: what a run did, in order, across resumes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunEvent {
     /// `step_started`, `step_completed`, `step_failed`,
-    /// `step_interrupted`, `run_resumed`, `run_cancelled`.
+    /// `step_interrupted`, `run_resumed`, `run_cancelled`, and `run_scheduled`
+    /// (at its tick) first in a run a schedule started.
     pub event: String,
     /// The step it is about; `None` for events of the run itself.
     pub step: Option<String>,
@@ -247,6 +288,7 @@ impl WorkflowRun {
             error: &self.error,
             limited: self.limited,
             steps_ended: self.steps_ended,
+            model: self.model,
         })
     }
 
@@ -287,8 +329,8 @@ impl WorkflowRun {
             "duration_ms": self.duration_ms,
             "events": self.events,
             "error": self.error,
-            "llm_calls": 0,
-            "tokens": { "prompt": 0, "completion": 0, "cached": 0 },
+            "llm_calls": self.model.calls,
+            "tokens": { "prompt": self.model.prompt, "completion": self.model.completion, "cached": self.model.cached },
         })
     }
 
@@ -355,6 +397,7 @@ mod tests {
             error: None,
             limited: Some(StopReason::StepLimit),
             steps_ended: 1,
+            model: ModelSpend { calls: 3, prompt: 40, completion: 9, cached: 0, repaired: 1, rejected: 0 },
             touched: Touched::default(),
         };
         let head = run.head_json().unwrap();

@@ -69,6 +69,12 @@ impl Version {
         Ok(Runtime::new(Arc::clone(&self.ir), provider, options))
     }
 
+    /// The model a workflow run's model steps ask, on this version's provider.
+    pub fn model(&self) -> Result<crate::runtime::model_step::Model, String> {
+        let provider = crate::llm::build_provider(&self.provider).map_err(|error| error.to_string())?;
+        Ok(crate::runtime::model_step::Model::new(provider))
+    }
+
     /// Puts back a runtime that has no stream or observer of a request set.
     pub fn give_back(&self, runtime: Runtime) {
         let mut pool = lock(&self.pool);

@@ -300,6 +300,22 @@ pub struct FlowDecl {
     pub complete_next: Option<Name>,
     /// The steps, in the order written.
     pub steps: Vec<StepDecl>,
+    /// When a worker starts a run of this workflow on its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleDecl>,
+    /// Where the declaration was written.
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
+    pub span: Span,
+}
+
+/// `schedule "0 9 * * MON" in "Europe/Paris"` (YAML `schedule: { cron:
+/// …, timezone: … }`): a workflow's cron schedule, read in its time zone.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScheduleDecl {
+    /// The five-field cron expression, as written.
+    pub cron: Text,
+    /// The IANA time zone the expression is read in; UTC when absent.
+    pub timezone: Option<Text>,
     /// Where the declaration was written.
     #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
@@ -513,6 +529,25 @@ pub enum ActionKind {
     Say(Template),
     /// Run actions for each item of a list.
     ForEach(Box<ForEach>),
+    /// Ask the model for a typed value (`ask_model F: "…"`, YAML
+    /// `ask_model: { into: F, instruction: … }`).
+    AskModel(Box<AskModel>),
+}
+
+/// A model step: one structured call whose answer is written to a field.
+#[derive(Clone, Debug, Serialize)]
+pub struct AskModel {
+    /// The field the answer is written to; its type is the answer's.
+    pub into: Name,
+    /// What the model is asked, a template over the data.
+    pub instruction: Template,
+    /// Sample answers shown to the model.
+    pub examples: Vec<Text>,
+    /// Tools the model may call before it answers.
+    pub tools: Vec<Name>,
+    /// Where the action was written.
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
+    pub span: Span,
 }
 
 /// A tool call.

@@ -9,8 +9,8 @@
 //! proportion to the source.
 
 use super::ast::{
-    Abort, Action, ActionKind, Assignment, Branch, Call, Complete, Directive, Expr, ExprKind, FlowDecl, ForEach, Goto,
-    GotoStep, OnError, StepDecl, Template, TemplatePart, Then,
+    Abort, Action, ActionKind, AskModel, Assignment, Branch, Call, Complete, Directive, Expr, ExprKind, FlowDecl,
+    ForEach, Goto, GotoStep, OnError, StepDecl, Template, TemplatePart, Then,
 };
 use crate::source::Spanned;
 
@@ -84,6 +84,7 @@ impl Compact for FlowDecl {
             on_complete,
             complete_next,
             steps,
+            schedule: _,
             span: _,
         } = self;
         name.compact();
@@ -238,7 +239,18 @@ impl Compact for Action {
             ActionKind::Emit(directive) => directive.compact(),
             ActionKind::Say(template) => template.compact(),
             ActionKind::ForEach(for_each) => for_each.compact(),
+            ActionKind::AskModel(ask) => ask.compact(),
         }
+    }
+}
+
+impl Compact for AskModel {
+    fn compact(&mut self) {
+        let AskModel { into, instruction, examples, tools, span: _ } = self;
+        into.compact();
+        instruction.compact();
+        examples.compact();
+        tools.compact();
     }
 }
 

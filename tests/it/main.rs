@@ -9,6 +9,7 @@ mod grounding;
 #[cfg(unix)]
 mod kill;
 mod limits;
+mod model_steps;
 mod ops;
 mod providers;
 mod reliability;
@@ -18,6 +19,7 @@ mod repl;
 mod repl_stream;
 mod run;
 mod runtime;
+mod schedules;
 mod serve;
 #[cfg(unix)]
 mod serve_page;

@@ -133,6 +133,7 @@ fn a_workflow_wait_past_the_representable_time_fails_the_run() {
         sleep: &sleep,
         on_progress: &mut on_progress,
         checkpoint: &mut checkpoint,
+        model: None,
     };
     let flow = program.flow_by_name("w").expect("the flow exists");
     let mut run = runner.start(flow, &serde_json::Map::new(), Default::default()).expect("the run starts");

@@ -24,6 +24,14 @@ pub(super) fn run_workflow(
     (limits, config): (RunLimits, &Config),
 ) -> Result<Outcome, RunError> {
     let grace = crate::cli::shutdown::grace(args.grace, "run", config).map_err(RunError::Usage)?;
+    // The model its model steps ask, built before the run is stored: a
+    // provider that cannot be built is a usage error, not a failed run.
+    let flags = crate::llm::ProviderFlags { record: args.record.clone(), ..args.model.provider_flags() };
+    let provider = crate::llm::config::load(config, &flags)
+        .map_err(|error| error.to_string())
+        .and_then(|provider| crate::llm::build_provider(&provider).map_err(|error| error.to_string()))
+        .map_err(RunError::Usage)?;
+    let model = crate::runtime::model_step::Model::new(provider);
     let (store, location) = match crate::cli::open_store(args.store.as_deref(), Some(&args.file)) {
         Ok(opened) => opened,
         Err(outcome) => return Ok(outcome),
@@ -44,7 +52,7 @@ pub(super) fn run_workflow(
     // SIGTERM or SIGINT from here on stops the run after the step in
     // flight, saved and released for `flowc resume` or a worker.
     crate::cli::shutdown::install(grace);
-    execute(store.as_ref(), &mut stored, program, tool_env, &claim, limits, show_progress)
+    execute(store.as_ref(), &mut stored, program, tool_env, &claim, (limits, Some(&model)), show_progress)
         .map_err(|error| RunError::Failed(error.to_string()))?;
     for warning in &stored.run.warnings {
         eprintln!("warning: {warning}");

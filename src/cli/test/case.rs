@@ -81,7 +81,15 @@ pub fn run_case(file: &TestFile, program: &Arc<Program>, case: &Case, choice: &M
             converse(&mut runtime, &mut session, case, turns, &log, &mut result);
         }
         CaseBody::Workflow(workflow) => {
-            run_workflow(program, case, workflow, &tool_env, &tools, &clock, &mut result);
+            let model = match provider(file, case, choice) {
+                Ok(provider) => crate::runtime::model_step::Model::new(provider),
+                Err(message) => {
+                    result.failures.push(Failure::setup(message));
+                    return result;
+                }
+            };
+            let services = WorkflowServices { tool_env: &tool_env, tools: &tools, clock: &clock, model: &model };
+            run_workflow(program, case, workflow, &services, &mut result);
             if result.failures.is_empty() {
                 result.failures.extend(expect::check_rules(case, &[("", log.since(0))]));
             }
@@ -192,15 +200,23 @@ fn converse(
     result.failures = rules;
 }
 
+/// What a workflow case runs with.
+struct WorkflowServices<'a> {
+    tool_env: &'a ToolEnv,
+    tools: &'a crate::runtime::tools::ToolRegistry,
+    clock: &'a Arc<TestClock>,
+    /// What its model steps ask: the case's provider.
+    model: &'a crate::runtime::model_step::Model,
+}
+
 fn run_workflow(
     program: &Arc<Program>,
     case: &Case,
     workflow: &WorkflowCase,
-    tool_env: &ToolEnv,
-    tools: &crate::runtime::tools::ToolRegistry,
-    clock: &Arc<TestClock>,
+    services: &WorkflowServices<'_>,
     result: &mut CaseResult,
 ) {
+    let WorkflowServices { tool_env, tools, clock, model } = *services;
     let Some(flow) = program.flow_by_name(&workflow.flow.value) else {
         result.failures.push(Failure::setup(format!("the program has no flow `{}`", workflow.flow.value)));
         return;
@@ -227,6 +243,7 @@ fn run_workflow(
             sleep: &sleep,
             on_progress: &mut on_progress,
             checkpoint: &mut checkpoint,
+            model: Some(model),
         };
         runner.run_within(run, RunLimits::default())
     };

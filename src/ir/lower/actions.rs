@@ -1,6 +1,7 @@
 //! Actions: `set`, `append` (to a list field, the item typed against its
 //! items), `call` (arguments checked against the tool's params,
-//! `save` against its returns), `emit`, `say` and `for_each`.
+//! `save` against its returns), `emit`, `say`, `for_each` and `ask_model`
+//! (the field written, the instruction's data and the tools resolved).
 
 use super::*;
 
@@ -41,6 +42,11 @@ impl Lowerer {
                     let for_each = self.for_each(for_each, scope, locals);
                     lowered.push(Action { kind: ActionKind::ForEach(Box::new(for_each)), span: action.span });
                 }
+                ast::ActionKind::AskModel(ask) => {
+                    if let Some(ask) = self.ask_model(ask, locals) {
+                        lowered.push(Action { kind: ActionKind::AskModel(Box::new(ask)), span: action.span });
+                    }
+                }
             }
         }
         lowered
@@ -68,6 +74,21 @@ impl Lowerer {
         let actions = self.actions(&for_each.actions, scope, locals);
         locals.pop();
         ForEach { items, binding: for_each.binding.value.clone(), slot, filter, actions }
+    }
+
+    /// `ask_model F: "…"`: F must be a field, the instruction a template over
+    /// known data, each tool a declared one. Every problem is reported
+    /// before the action is dropped.
+    fn ask_model(&mut self, ask: &ast::AskModel, locals: &[(String, Type)]) -> Option<AskModel> {
+        let field = self.field(&ask.into);
+        let instruction = self.template(&ask.instruction, locals);
+        let tools: Vec<Option<ToolId>> = ask.tools.iter().map(|tool| self.tool_ref(tool)).collect();
+        Some(AskModel {
+            field: field?,
+            instruction,
+            examples: ask.examples.iter().map(|example| example.value.clone()).collect(),
+            tools: tools.into_iter().collect::<Option<Vec<_>>>()?,
+        })
     }
 
     /// `append ITEM to LIST`: LIST must be a list field and ITEM a value of

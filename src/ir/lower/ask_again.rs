@@ -130,7 +130,11 @@ fn directives_mut(program: &mut Program, visit: &mut dyn FnMut(&mut Directive)) 
             match &mut action.kind {
                 ActionKind::Emit(directive) => visit(directive),
                 ActionKind::ForEach(for_each) => lists.push(&mut for_each.actions),
-                ActionKind::Set(_) | ActionKind::Append(_) | ActionKind::Call(_) | ActionKind::Say { .. } => {}
+                ActionKind::Set(_)
+                | ActionKind::Append(_)
+                | ActionKind::Call(_)
+                | ActionKind::Say { .. }
+                | ActionKind::AskModel(_) => {}
             }
         }
     }

@@ -88,6 +88,7 @@
 
 mod cache;
 mod extract;
+mod model_step;
 mod numbers;
 mod routing;
 
@@ -120,6 +121,10 @@ pub const FALLBACK_REPLY: &str = "How can I help?";
 impl Provider for Offline {
     fn name(&self) -> String {
         "offline".to_string()
+    }
+
+    fn ask(&mut self, request: &super::AskRequest) -> Result<super::AskAnswer, ProviderError> {
+        Ok(model_step::ask(request))
     }
 
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {

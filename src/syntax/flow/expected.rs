@@ -30,6 +30,7 @@ const STEP_CLAUSES: &[&str] = &[
     "call",
     "emit",
     "for",
+    "ask_model",
 ];
 const FLOW_CLAUSES: &[&str] = &[
     "when",
@@ -43,10 +44,11 @@ const FLOW_CLAUSES: &[&str] = &[
     "on_enter",
     "on_complete",
     "complete",
+    "schedule",
     "auto",
     "step",
 ];
-const ACTIONS: &[&str] = &["set", "append", "call", "emit", "for", "say"];
+const ACTIONS: &[&str] = &["set", "append", "call", "emit", "for", "ask_model", "say"];
 const EXPRESSION_STARTS: &[&str] = &["\"", "'", "(", "[", "-", "_", "true", "false", "null", "not"];
 const OPERATORS: &[&str] = &["+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "and", "or", "in", "not", "is"];
 
@@ -161,7 +163,7 @@ impl Expected {
             self.take(FLOW_CLAUSES, description, parts);
         }
         if self.has("call") && self.has("emit") {
-            self.take(ACTIONS, "an action (`set`, `append`, `call`, `emit`, `for`, `say`)", parts);
+            self.take(ACTIONS, "an action (`set`, `append`, `call`, `emit`, `for`, `ask_model`, `say`)", parts);
         }
         if self.has("enum") && self.has("object") {
             self.letters = false;

@@ -4,8 +4,8 @@
 use super::walker::{Seen, Walker};
 use crate::source::Spanned;
 use crate::syntax::ast::{
-    Abort, Action, ActionKind, Assignment, Branch, Call, Complete, Directive, Expr, ExprKind, FlowDecl, ForEach, Goto,
-    GotoStep, OnError, StepDecl, Then,
+    Abort, Action, ActionKind, AskModel, Assignment, Branch, Call, Complete, Directive, Expr, ExprKind, FlowDecl,
+    ForEach, Goto, GotoStep, OnError, ScheduleDecl, StepDecl, Then,
 };
 use crate::syntax::compact::Compact;
 use crate::syntax::error::FlowError;
@@ -33,6 +33,7 @@ impl Walker<'_> {
             on_complete: Vec::new(),
             complete_next: None,
             steps: Vec::new(),
+            schedule: None,
             span,
         };
         let mut seen = Seen::default();
@@ -69,11 +70,23 @@ impl Walker<'_> {
                     flow.complete_next = self.name_value(inner);
                 }
                 Rule::step => flow.steps.push(self.step(inner)),
+                Rule::schedule if self.first_time(&mut seen, "schedule", inner_span, "flow") => {
+                    flow.schedule = self.schedule(inner);
+                }
                 _ => {}
             }
         }
         flow.compact();
         flow
+    }
+
+    /// `schedule "CRON" [in "ZONE"]`: the expression, then the zone.
+    fn schedule(&self, pair: Pair<'_, Rule>) -> Option<ScheduleDecl> {
+        let span = self.span(&pair);
+        let mut texts = pair.into_inner().filter(|inner| inner.as_rule() == Rule::text);
+        let cron = self.text(texts.next()?);
+        let timezone = texts.next().map(|zone| self.text(zone));
+        Some(ScheduleDecl { cron, timezone, span })
     }
 
     // ------------------------------------------------------------ steps
@@ -146,7 +159,12 @@ impl Walker<'_> {
                 Rule::wait if self.first_time(&mut seen, "wait", span, "step") => {
                     step.wait = self.name_value(inner);
                 }
-                Rule::set_action | Rule::append_action | Rule::call_action | Rule::emit_action | Rule::for_each => {
+                Rule::set_action
+                | Rule::append_action
+                | Rule::call_action
+                | Rule::emit_action
+                | Rule::for_each
+                | Rule::ask_model => {
                     step.actions.extend(self.action(inner, 0));
                 }
                 _ => {}
@@ -242,6 +260,7 @@ impl Walker<'_> {
             Rule::emit_action => ActionKind::Emit(Box::new(self.directive(Self::value(pair)?))),
             Rule::call_action => ActionKind::Call(self.call(pair)?),
             Rule::for_each => ActionKind::ForEach(Box::new(self.for_each(pair, depth)?)),
+            Rule::ask_model => ActionKind::AskModel(Box::new(self.ask_model(pair)?)),
             _ => return None,
         };
         Some(Action { kind, span })
@@ -271,6 +290,25 @@ impl Walker<'_> {
         let value = self.expr(parts.next()?);
         let name = self.name(&parts.next()?);
         Some(Assignment { name, value })
+    }
+
+    /// `ask_model field: "instruction" examples ["…"] tools [t]`.
+    fn ask_model(&mut self, pair: Pair<'_, Rule>) -> Option<AskModel> {
+        let span = self.span(&pair);
+        let mut into = None;
+        let mut instruction = None;
+        let mut examples = Vec::new();
+        let mut tools = Vec::new();
+        for inner in pair.into_inner() {
+            match inner.as_rule() {
+                Rule::name => into = Some(self.name(&inner)),
+                Rule::string => instruction = Some(self.template(inner)),
+                Rule::ask_examples => examples = self.texts(inner),
+                Rule::ask_tools => tools = self.names(inner),
+                _ => {}
+            }
+        }
+        Some(AskModel { into: into?, instruction: instruction?, examples, tools, span })
     }
 
     /// `call tool(a: expr, b) -> save`: a bare `b` passes the field of the

@@ -130,6 +130,7 @@ pub(super) fn is_keyword(rule: Rule) -> bool {
             | Rule::kw_on_enter
             | Rule::kw_on_complete
             | Rule::kw_complete
+            | Rule::kw_schedule
             | Rule::kw_next
             | Rule::kw_prompt
             | Rule::kw_say
@@ -150,6 +151,7 @@ pub(super) fn is_keyword(rule: Rule) -> bool {
             | Rule::kw_call
             | Rule::kw_emit
             | Rule::kw_for
+            | Rule::kw_ask_model
             | Rule::kw_in
             | Rule::kw_where
             | Rule::kw_goto

@@ -12,12 +12,14 @@ use super::values::{Entry, Keyed, RepeatFinder, Values};
 use crate::diag::Diagnostic;
 use crate::source::{Span, Spanned};
 use crate::syntax::ast::{
-    Abort, Action, ActionKind, Agent, BodyValue, Branch, Call, Complete, Directive, ExecSpec, FieldDecl, FlowDecl,
-    ForEach, Goto, GotoStep, HttpSpec, Limits, Name, Number, OnError, Program, SignalDecl, StepDecl, Then, ToolDecl,
-    ToolImpl, TypeExpr,
+    Abort, Action, ActionKind, Agent, AskModel, BodyValue, Branch, Call, Complete, Directive, ExecSpec, FieldDecl,
+    FlowDecl, ForEach, Goto, GotoStep, HttpSpec, Limits, Name, Number, OnError, Program, SignalDecl, StepDecl, Then,
+    ToolDecl, ToolImpl, TypeExpr,
 };
 use crate::syntax::compact::Compact;
 use crate::syntax::error::YamlError;
+
+mod schedule;
 
 const PROGRAM_KEYS: &[&str] = &["agent", "schema", "context", "tools", "signals", "flows"];
 const AGENT_KEYS: &[&str] = &["name", "identity", "rules", "limits"];
@@ -41,6 +43,7 @@ const FLOW_KEYS: &[&str] = &[
     "on_complete",
     "complete",
     "steps",
+    "schedule",
 ];
 const NEXT_KEYS: &[&str] = &["next"];
 const STEP_KEYS: &[&str] = &[
@@ -67,7 +70,8 @@ const STEP_KEYS: &[&str] = &[
 ];
 const BRANCH_KEYS: &[&str] = &["if", "when", "then", "label"];
 const ON_ERROR_KEYS: &[&str] = &["retry", "backoff"];
-const ACTION_KEYS: &[&str] = &["set", "append", "call", "emit", "say", "for_each"];
+const ACTION_KEYS: &[&str] = &["set", "append", "call", "emit", "say", "for_each", "ask_model"];
+const ASK_MODEL_KEYS: &[&str] = &["into", "instruction", "examples", "tools"];
 const CALL_KEYS: &[&str] = &["tool", "args", "save"];
 const FOR_EACH_KEYS: &[&str] = &["in", "as", "where", "do"];
 const GOTO_KEYS: &[&str] = &["flow", "data"];
@@ -534,6 +538,7 @@ impl<'tree> Builder<'tree, '_> {
             on_complete: keys.get("on_complete").map(|value| self.actions(value)).unwrap_or_default(),
             complete_next,
             steps: keys.get("steps").map(|value| self.steps(value)).unwrap_or_default(),
+            schedule: keys.get("schedule").and_then(|value| self.schedule(value)),
             span,
         };
         flow.compact();
@@ -717,14 +722,14 @@ impl<'tree> Builder<'tree, '_> {
         tree.items(entry.value).iter().filter_map(|item| self.action(entry.with_value(*item))).collect()
     }
 
-    /// A one-key mapping: `set`, `append`, `call`, `emit`, `say` or `for_each`.
+    /// A one-key mapping: `set`, `append`, `call`, `emit`, `say`, `for_each` or `ask_model`.
     fn action(&mut self, entry: Entry<'_>) -> Option<Action> {
         let span = self.values.span(entry.value);
         if !self.values.is_mapping(entry.value) {
             self.values.wrong_shape(
                 entry,
                 "an action",
-                "an action is a mapping with one key: `set`, `append`, `call`, `emit`, `say` or `for_each`",
+                "an action is a mapping with one key: `set`, `append`, `call`, `emit`, `say`, `for_each` or `ask_model`",
             );
             return None;
         }
@@ -751,6 +756,7 @@ impl<'tree> Builder<'tree, '_> {
                 "call" => self.call(action_entry).map(ActionKind::Call),
                 "emit" => self.directive(action_entry).map(|directive| ActionKind::Emit(Box::new(directive))),
                 "say" => self.values.template(action_entry).map(ActionKind::Say),
+                "ask_model" => self.ask_model(action_entry).map(|ask| ActionKind::AskModel(Box::new(ask))),
                 _ => self.for_each(action_entry).map(|for_each| ActionKind::ForEach(Box::new(for_each))),
             };
             action = kind.map(|kind| Action { kind, span });
@@ -759,10 +765,43 @@ impl<'tree> Builder<'tree, '_> {
             self.values.wrong_shape(
                 entry,
                 "an action",
-                "an action is a mapping with one key: `set`, `append`, `call`, `emit`, `say` or `for_each`",
+                "an action is a mapping with one key: `set`, `append`, `call`, `emit`, `say`, `for_each` or `ask_model`",
             );
         }
         action
+    }
+
+    fn ask_model(&mut self, entry: Entry<'_>) -> Option<AskModel> {
+        let keys = self.values.keyed(
+            entry,
+            ASK_MODEL_KEYS,
+            "`ask_model`",
+            "`{ into: FIELD, instruction: TEXT, examples: [...], tools: [...] }`",
+        )?;
+        let span = entry.key_span.to(self.values.span(entry.value));
+        let Some(into) = keys.get("into") else {
+            self.values.missing_key(span, "`ask_model`", "into", "add `into:` with the field the answer is written to");
+            return None;
+        };
+        let Some(instruction) = keys.get("instruction") else {
+            self.values.missing_key(
+                span,
+                "`ask_model`",
+                "instruction",
+                "add `instruction:` with what to ask the model",
+            );
+            return None;
+        };
+        Some(AskModel {
+            into: self.values.name(into, "a field name")?,
+            instruction: self.values.template(instruction)?,
+            examples: keys
+                .get("examples")
+                .map(|examples| self.values.texts(examples, "a list of examples"))
+                .unwrap_or_default(),
+            tools: keys.get("tools").map(|tools| self.values.names(tools, "a list of tool names")).unwrap_or_default(),
+            span,
+        })
     }
 
     fn call(&mut self, entry: Entry<'_>) -> Option<Call> {

@@ -403,6 +403,7 @@ fn with_runner<T>(program: &Program, tools: &ToolRegistry, act: impl FnOnce(&mut
         sleep: &sleep,
         on_progress: &mut on_progress,
         checkpoint: &mut checkpoint,
+        model: None,
     };
     act(&mut runner)
 }

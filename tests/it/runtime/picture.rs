@@ -37,6 +37,7 @@ fn run_workflow(source: &str, inputs: serde_json::Value) -> WorkflowRun {
         sleep: &sleep,
         on_progress: &mut on_progress,
         checkpoint: &mut checkpoint,
+        model: None,
     };
     let Some(inputs) = inputs.as_object() else { panic!("inputs must be an object") };
     let mut run = match runner.start(flow, inputs, Default::default()) {

@@ -141,6 +141,7 @@ fn body_actions_and_do_blocks_keep_source_order() {
             ActionKind::Emit(_) => "emit",
             ActionKind::Say(_) => "say",
             ActionKind::ForEach(_) => "for",
+            ActionKind::AskModel(_) => "ask_model",
         })
         .collect();
     assert_eq!(kinds, ["set", "say", "call", "emit", "set", "for"]);

@@ -1,0 +1,154 @@
+//! A model step over the OpenAI-compatible wire: one chat completion whose
+//! answer is `{"value": …}` constrained by the field's schema in the
+//! provider's structured-output mode (falling back on a refusal, as
+//! understand does). Validation and the one repair are the runtime's
+//! (`runtime::model_step`): this only carries the request and reads the
+//! value back.
+
+use super::{CallError, MODE_WORDS, OpenAi, StructuredOutput, chat, forced, is_refusal, read_answer};
+use crate::llm::model_step::{self, answer_schema};
+use crate::llm::schema::{strict_schema, without_patterns};
+use crate::llm::{AskAnswer, AskRequest, ProviderError};
+use serde_json::{Value, json};
+
+/// The function name of the answer in `tool` mode.
+const ANSWER_FUNCTION: &str = "answer";
+/// Room for the answer when the configuration sets no `max_tokens`: a
+/// short text or a small list, with the wrapper.
+const ANSWER_TOKENS: u32 = 1024;
+
+impl OpenAi {
+    /// One model step's call, in the current mode, falling back on refusals.
+    pub(super) fn ask_value(&mut self, request: &AskRequest) -> Result<AskAnswer, ProviderError> {
+        self.http.set_deadline(request.deadline);
+        let schema = without_patterns(&answer_schema(&request.field));
+        loop {
+            let mode = self.mode;
+            let body = self.ask_body(mode, request, &schema);
+            let rejects = |status: u16, message: &str| {
+                mode != StructuredOutput::Prompt && is_refusal(status, message, MODE_WORDS)
+            };
+            match self.http.post_json(&self.url(), &self.headers(), &body, &rejects) {
+                Ok(answer) => {
+                    let raw = read_answer(mode, &answer);
+                    let value = model_step::read_answer(&raw.text).map_err(|error| {
+                        if raw.truncated {
+                            format!("{error}; the answer was cut off by the max_tokens limit")
+                        } else {
+                            error
+                        }
+                    });
+                    return Ok(AskAnswer { value, usage: raw.usage });
+                }
+                Err(CallError::Rejected { status, message }) => match mode.next() {
+                    Some(next) => self.mode = next,
+                    None => return Err(CallError::Rejected { status, message }.into_provider_error()),
+                },
+                Err(CallError::Failed(error)) => return Err(error),
+            }
+        }
+    }
+
+    fn ask_body(&self, mode: StructuredOutput, request: &AskRequest, schema: &Value) -> Value {
+        let messages =
+            [chat("system", &model_step::system_prompt(request)), chat("user", &model_step::user_prompt(request))];
+        let mut body = self.body(&messages);
+        if self.max_tokens.is_none() {
+            body.insert("max_tokens".into(), json!(ANSWER_TOKENS));
+        }
+        match mode {
+            StructuredOutput::JsonSchema => {
+                body.insert(
+                    "response_format".into(),
+                    json!({
+                        "type": "json_schema",
+                        "json_schema": {"name": ANSWER_FUNCTION, "strict": true, "schema": strict_schema(schema)},
+                    }),
+                );
+            }
+            StructuredOutput::JsonObject => {
+                body.insert("response_format".into(), json!({"type": "json_object", "schema": schema}));
+            }
+            StructuredOutput::Tool => {
+                let function = json!({
+                    "name": ANSWER_FUNCTION,
+                    "description": "Give the value asked for.",
+                    "parameters": schema,
+                });
+                body.insert("tools".into(), json!([{"type": "function", "function": function}]));
+                body.insert("tool_choice".into(), forced(ANSWER_FUNCTION));
+            }
+            StructuredOutput::Prompt => {}
+        }
+        Value::Object(body)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::llm::config::{ProviderConfig, ProviderKind};
+    use crate::llm::testserver::{Reply, TestServer, fast_http};
+    use crate::llm::{FieldSpec, Provider};
+
+    fn provider(server: &TestServer, mode: StructuredOutput) -> OpenAi {
+        OpenAi::new(&ProviderConfig {
+            provider: ProviderKind::OpenAi,
+            model: "gpt-test".into(),
+            base_url: format!("{}/v1", server.url),
+            http: fast_http(),
+            structured_output: mode,
+            ..ProviderConfig::default()
+        })
+        .unwrap()
+    }
+
+    fn completion(content: &str) -> Reply {
+        Reply::json(
+            200,
+            &json!({
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 80, "completion_tokens": 6},
+            }),
+        )
+    }
+
+    fn request() -> AskRequest {
+        let mut field = FieldSpec::bare("tone", "enum");
+        field.schema = json!({"type": "string", "enum": ["warm", "formal"]});
+        AskRequest {
+            step: "outreach.choose_tone".into(),
+            instruction: "Choose the tone for Ann".into(),
+            field,
+            inputs: vec![json!("Ann")],
+            tools: vec![],
+            today: "2026-01-05".into(),
+            repair: None,
+            deadline: None,
+        }
+    }
+
+    #[test]
+    fn the_value_is_asked_under_the_fields_schema_and_read_back() {
+        let server = TestServer::start(vec![completion(r#"{"value": "formal"}"#)]);
+        let answer = provider(&server, StructuredOutput::JsonSchema).ask(&request()).unwrap();
+        assert_eq!(answer.value, Ok(json!("formal")));
+        assert_eq!((answer.usage.calls, answer.usage.prompt, answer.usage.completion), (1, 80, 6));
+        let sent = server.request(0).json();
+        let schema = &sent["response_format"]["json_schema"]["schema"];
+        assert_eq!(schema["properties"]["value"]["enum"], json!(["warm", "formal"]), "{sent}");
+        assert!(sent["messages"][1]["content"].as_str().unwrap().starts_with("Choose the tone for Ann"));
+    }
+
+    #[test]
+    fn a_refused_mode_falls_back_and_an_unreadable_answer_is_left_to_the_runtime() {
+        let refusal = Reply::json(400, &json!({"error": {"message": "response_format json_schema is not supported"}}));
+        let server = TestServer::start(vec![refusal, completion("I think warm")]);
+        let mut openai = provider(&server, StructuredOutput::JsonSchema);
+        let answer = openai.ask(&request()).unwrap();
+        assert!(answer.value.as_ref().is_err_and(|error| error.contains("not JSON")), "{answer:?}");
+        assert_eq!(openai.structured_output(), StructuredOutput::JsonObject);
+        assert_eq!(server.request(1).json()["response_format"]["type"], "json_object");
+    }
+}

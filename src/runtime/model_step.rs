@@ -1,0 +1,273 @@
+//! Model steps (`ask_model F: "…"`): one structured call for a value of a
+//! field's type, the answer validated against the field (type and
+//! constraints) and, when it does not fit, asked once more with what was
+//! wrong; a second refusal fails the step, whose `on_error` decides. The
+//! provider only carries the request (`llm::model_step`); what counts as a
+//! valid answer is decided here, the same for every provider.
+
+use super::validate::validate;
+use crate::ir::{Field, Program, Tool, TypeKind};
+use crate::llm::{AskRepair, AskRequest, FieldSpec, Provider, ToolSpec, Usage};
+use serde_json::Value;
+use std::cell::RefCell;
+
+/// The model a run's steps ask, and what they spent: shared by the steps
+/// of one execution through a shared borrow, as actions run by `&self`.
+pub struct Model {
+    provider: RefCell<Box<dyn Provider>>,
+    tally: RefCell<Tally>,
+}
+
+/// What the model steps of an execution cost and how their answers fared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Calls and tokens, repair calls included.
+    pub usage: Usage,
+    /// Answers that did not fit and were asked again.
+    pub repaired: u32,
+    /// Answers that still did not fit after the repair: the step failed.
+    pub rejected: u32,
+}
+
+impl Model {
+    /// Model steps asking `provider`.
+    pub fn new(provider: Box<dyn Provider>) -> Model {
+        Model { provider: RefCell::new(provider), tally: RefCell::new(Tally::default()) }
+    }
+
+    /// What the steps have spent so far, and resets it.
+    pub fn take_tally(&self) -> Tally {
+        std::mem::take(&mut *self.tally.borrow_mut())
+    }
+}
+
+/// Why a model step wrote nothing.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ModelStepError {
+    /// The call itself failed (network, refusal, no recording…).
+    #[error("the model step for `{field}` failed: {message}")]
+    Call {
+        /// The field it was to write.
+        field: String,
+        /// The provider's error.
+        message: String,
+    },
+    /// The answer did not fit the field, before and after its repair.
+    #[error("the model's answer for `{field}` does not fit it, after one repair: {reason}")]
+    Rejected {
+        /// The field it was to write.
+        field: String,
+        /// Why the repaired answer does not fit.
+        reason: String,
+    },
+    /// No model was given to the actions (a conversation's step).
+    #[error("`ask_model {field}` cannot run here: model steps run in workflows")]
+    NoModel {
+        /// The field it was to write.
+        field: String,
+    },
+}
+
+/// One model step's question, rendered.
+pub(crate) struct Question<'q> {
+    /// `flow.step`.
+    pub step: &'q str,
+    /// The instruction as rendered against the data.
+    pub instruction: String,
+    /// The values the instruction's interpolations read.
+    pub inputs: Vec<Value>,
+    /// The step's own examples.
+    pub examples: &'q [String],
+    /// The tools offered.
+    pub tools: Vec<&'q Tool>,
+    /// Today (ISO).
+    pub today: String,
+}
+
+/// Asks `model` for a value of `field` and returns it validated.
+pub(crate) fn ask(model: Option<&Model>, field: &Field, question: Question<'_>) -> Result<Value, ModelStepError> {
+    let Some(model) = model else {
+        return Err(ModelStepError::NoModel { field: field.name.clone() });
+    };
+    let mut spec = field_spec(field);
+    for example in question.examples {
+        if !spec.examples.contains(example) {
+            spec.examples.push(example.clone());
+        }
+    }
+    let mut request = AskRequest {
+        step: question.step.to_string(),
+        instruction: question.instruction,
+        field: spec,
+        inputs: question.inputs,
+        tools: question.tools.iter().map(|tool| tool_spec(tool)).collect(),
+        today: question.today,
+        repair: None,
+        deadline: None,
+    };
+    loop {
+        let answered = model.provider.borrow_mut().ask(&request);
+        let answer =
+            answered.map_err(|error| ModelStepError::Call { field: field.name.clone(), message: error.to_string() })?;
+        model.tally.borrow_mut().usage.add(answer.usage);
+        let checked = answer.value.clone().and_then(|value| fits(&value, field));
+        let reason = match checked {
+            Ok(value) => return Ok(value),
+            Err(reason) => reason,
+        };
+        if request.repair.is_some() {
+            model.tally.borrow_mut().rejected += 1;
+            return Err(ModelStepError::Rejected { field: field.name.clone(), reason });
+        }
+        model.tally.borrow_mut().repaired += 1;
+        let shown = match &answer.value {
+            Ok(value) => value.to_string(),
+            Err(text) => text.clone(),
+        };
+        request.repair = Some(AskRepair { answer: shown, error: reason });
+    }
+}
+
+/// The answer validated against the field; an empty answer (null) is not
+/// one, though it is a valid write elsewhere (it unsets).
+fn fits(value: &Value, field: &Field) -> Result<Value, String> {
+    if value.is_null() {
+        return Err(format!("the answer is empty: `{}` needs a {}", field.name, field.ty.kind_name()));
+    }
+    validate(value, &field.ty)
+}
+
+fn field_spec(field: &Field) -> FieldSpec {
+    let values = match &field.ty.kind {
+        TypeKind::Enum { values } => values.clone(),
+        _ => Vec::new(),
+    };
+    FieldSpec {
+        name: field.name.clone(),
+        kind: field.ty.kind_name().to_string(),
+        schema: field.ty.json_schema(),
+        description: field.ty.description.clone(),
+        values,
+        examples: field.ty.examples.clone(),
+        pattern: field.ty.pattern.clone(),
+        min: field.ty.min,
+        max: field.ty.max,
+        asked: true,
+    }
+}
+
+fn tool_spec(tool: &Tool) -> ToolSpec {
+    ToolSpec {
+        name: tool.name.clone(),
+        description: tool.description.clone(),
+        parameters: crate::ir::object_schema(&tool.params),
+    }
+}
+
+/// The tools of `program` an `ask_model` names.
+pub(crate) fn tools<'p>(program: &'p Program, ids: &[crate::ir::ToolId]) -> Vec<&'p Tool> {
+    ids.iter().filter_map(|id| program.tool(*id)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{AskAnswer, ModelReply, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding};
+    use serde_json::json;
+
+    /// Answers model steps from a list, in order, and keeps what it was asked.
+    struct Scripted {
+        answers: Vec<Result<Value, String>>,
+        asked: std::sync::Arc<std::sync::Mutex<Vec<AskRequest>>>,
+    }
+
+    impl Provider for Scripted {
+        fn name(&self) -> String {
+            "scripted".into()
+        }
+        fn understand(&mut self, _: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+            Ok(Understanding::default())
+        }
+        fn reply(
+            &mut self,
+            _: &ReplyRequest,
+            _: &[ToolRound],
+            _: &mut dyn FnMut(&str),
+        ) -> Result<ModelReply, ProviderError> {
+            Err(ProviderError::InvalidRequest("no replies here".into()))
+        }
+        fn ask(&mut self, request: &AskRequest) -> Result<AskAnswer, ProviderError> {
+            self.asked.lock().map_err(|_| ProviderError::Cancelled)?.push(request.clone());
+            let value = if self.answers.is_empty() { Ok(Value::Null) } else { self.answers.remove(0) };
+            Ok(AskAnswer { value, usage: Usage { calls: 1, prompt: 10, completion: 2, cached: 0 } })
+        }
+    }
+
+    fn rating() -> Field {
+        let program = crate::pipeline::compile(&crate::source::SourceFile::new(
+            "t.flow",
+            "schema { rating: int 1..5 }\nflow w \"W\" {\n  auto step s { ask_model rating: \"Rate it\" }\n}\n"
+                .to_string(),
+        ))
+        .ir;
+        program.fields[0].clone()
+    }
+
+    fn asking(answers: Vec<Result<Value, String>>) -> (Model, std::sync::Arc<std::sync::Mutex<Vec<AskRequest>>>) {
+        let asked = std::sync::Arc::default();
+        (Model::new(Box::new(Scripted { answers, asked: std::sync::Arc::clone(&asked) })), asked)
+    }
+
+    fn question(examples: &[String]) -> Question<'_> {
+        Question {
+            step: "w.s",
+            instruction: "Rate it".into(),
+            inputs: vec![],
+            examples,
+            tools: vec![],
+            today: "2026-01-05".into(),
+        }
+    }
+
+    #[test]
+    fn an_answer_that_fits_is_written_after_one_call() {
+        let (model, asked) = asking(vec![Ok(json!(4))]);
+        assert_eq!(ask(Some(&model), &rating(), question(&[])), Ok(json!(4)));
+        assert_eq!(asked.lock().unwrap().len(), 1);
+        let tally = model.take_tally();
+        assert_eq!((tally.usage.calls, tally.usage.prompt, tally.repaired, tally.rejected), (1, 10, 0, 0));
+        assert_eq!(model.take_tally(), Tally::default(), "taking the tally resets it");
+    }
+
+    #[test]
+    fn an_answer_out_of_range_is_repaired_once_with_the_reason() {
+        let (model, asked) = asking(vec![Ok(json!(9)), Ok(json!(5))]);
+        let examples = ["3".to_string()];
+        assert_eq!(ask(Some(&model), &rating(), question(&examples)), Ok(json!(5)));
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked.len(), 2);
+        assert!(asked[0].repair.is_none() && asked[0].field.examples == ["3"]);
+        let repair = asked[1].repair.as_ref().unwrap();
+        assert_eq!(repair.answer, "9");
+        assert!(repair.error.contains("maximum"), "{}", repair.error);
+        let tally = model.take_tally();
+        assert_eq!((tally.usage.calls, tally.repaired, tally.rejected), (2, 1, 0));
+    }
+
+    #[test]
+    fn an_answer_still_wrong_after_its_repair_fails_the_step() {
+        let (model, _) = asking(vec![Err("the answer is not JSON".into()), Ok(Value::Null)]);
+        let failed = ask(Some(&model), &rating(), question(&[]));
+        let Err(ModelStepError::Rejected { field, reason }) = failed else { panic!("rejected: {failed:?}") };
+        assert_eq!(field, "rating");
+        assert!(reason.contains("empty"), "{reason}");
+        let tally = model.take_tally();
+        assert_eq!((tally.usage.calls, tally.repaired, tally.rejected), (2, 1, 1));
+    }
+
+    #[test]
+    fn without_a_model_the_step_says_where_model_steps_run() {
+        let failed = ask(None, &rating(), question(&[]));
+        assert_eq!(failed, Err(ModelStepError::NoModel { field: "rating".into() }));
+    }
+}

@@ -1,0 +1,116 @@
+//! Model steps end to end: flows/outreach runs offline and reports its
+//! model calls and tokens as a turn does, the two syntaxes agree, a
+//! recorded run replays with no model, and a run resumed after a wait
+//! asks the model only for the steps that had not completed.
+
+use crate::support::{flowc, flowc_env, root, stderr, stdout, temp_dir};
+use crate::workflows::{flowc_at, json, run_id, started_steps, store_in};
+use std::time::Duration;
+
+const TODAY: &str = "2026-01-05T10:00:00Z";
+const TOMORROW: &str = "2026-01-06T10:00:01Z";
+const CONTACTS: &str =
+    r#"{"contacts": [{"name": "Ann", "email": "ann@example.com"}, {"name": "Bo", "email": "bo@example.com"}]}"#;
+
+#[test]
+fn outreach_is_the_same_program_in_both_syntaxes() {
+    let from_flow = flowc(&["compile", "flows/outreach.flow"]);
+    let from_yaml = flowc(&["compile", "flows/outreach.yaml"]);
+    assert_eq!(from_flow.status.code(), Some(0), "{}", stderr(&from_flow));
+    assert!(stdout(&from_flow).contains("\"action\": \"ask_model\""), "{}", stdout(&from_flow));
+    assert_eq!(stdout(&from_flow), stdout(&from_yaml));
+}
+
+#[test]
+fn outreach_runs_offline_and_reports_its_model_calls_and_tokens() {
+    let dir = temp_dir("ms-outreach");
+    let store = store_in(&dir);
+    let program = root().join("flows/outreach.flow").to_string_lossy().into_owned();
+    let output = flowc_at(&dir, &store, TODAY, &["run", &program, "--data", CONTACTS, "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let run = json(&output);
+    assert_eq!(run["status"], "completed", "{run}");
+    // One call for the tone, one per contact, one for the summary.
+    assert_eq!(run["llm_calls"], 4);
+    assert!(run["tokens"]["prompt"].as_u64().is_some_and(|tokens| tokens > 0), "{run}");
+    assert!(run["tokens"]["completion"].as_u64().is_some_and(|tokens| tokens > 0), "{run}");
+    assert_eq!(run["data"]["tone"], "warm");
+    assert_eq!(run["steps"][0]["output"], serde_json::json!({"tone": "warm"}));
+    assert_eq!(
+        run["data"]["sent"],
+        serde_json::json!([
+            "Write a short warm welcome for Ann, in one sentence.",
+            "Write a short warm welcome for Bo, in one sentence."
+        ])
+    );
+    let summary = run["data"]["summary"].as_str().unwrap_or_default();
+    assert!(summary.starts_with("Summarise in one sentence the welcomes sent:") && summary.contains("Bo"), "{summary}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_recorded_outreach_replays_with_no_model() {
+    let dir = temp_dir("ms-replay");
+    let store = store_in(&dir);
+    let program = root().join("flows/outreach.flow").to_string_lossy().into_owned();
+    let recording = dir.join("outreach.json").to_string_lossy().into_owned();
+    let recorded =
+        flowc_at(&dir, &store, TODAY, &["run", &program, "--data", CONTACTS, "--json", "--record", &recording]);
+    assert_eq!(recorded.status.code(), Some(0), "{}", stderr(&recorded));
+    let file = std::fs::read_to_string(&recording).unwrap_or_default();
+    assert_eq!(file.matches("\"kind\": \"ask\"").count() + file.matches("\"kind\":\"ask\"").count(), 4, "{file}");
+    let provider = format!("replay:{recording}");
+    let replayed =
+        flowc_at(&dir, &store, TODAY, &["run", &program, "--data", CONTACTS, "--json", "--provider", &provider]);
+    assert_eq!(replayed.status.code(), Some(0), "{}", stderr(&replayed));
+    let (recorded, replayed) = (json(&recorded), json(&replayed));
+    assert_eq!(replayed["data"], recorded["data"]);
+    assert_eq!(replayed["llm_calls"], 4);
+    assert_eq!(replayed["tokens"], recorded["tokens"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_run_resumed_after_a_wait_asks_only_for_the_steps_that_had_not_run() {
+    let dir = temp_dir("ms-resume");
+    let store = store_in(&dir);
+    assert!(std::fs::write(dir.join("model_wait.flow"), include_str!("../fixtures/workflows/model_wait.flow")).is_ok());
+    let started = flowc_at(&dir, &store, TODAY, &["run", "model_wait.flow", "--data", r#"{"name": "Ann"}"#]);
+    assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
+    let id = run_id(&started);
+    let waiting = json(&flowc_at(&dir, &store, TODAY, &["runs", "show", &id, "--json"]));
+    assert_eq!(waiting["status"], "waiting");
+    assert_eq!(waiting["llm_calls"], 1);
+    // The store's step row holds the answer: what a resume reads.
+    assert_eq!(waiting["steps"][0]["output"], serde_json::json!({"greeting": "Greet Ann warmly."}));
+
+    let resumed = flowc_at(&dir, &store, TOMORROW, &["resume", &id, "--json"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let run = json(&resumed);
+    assert_eq!(run["status"], "completed");
+    assert_eq!(started_steps(&run), ["greet", "pause", "rate"], "no completed step ran again");
+    // One call before the wait, one after it: none for the completed step.
+    assert_eq!(run["llm_calls"], 2);
+    assert_eq!(run["data"]["greeting"], "Greet Ann warmly.");
+    // "9" is read from the instruction and clamped to the field's range.
+    assert_eq!(run["data"]["rating"], 5);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_recording_that_cannot_be_read_is_a_usage_error_before_any_step_runs() {
+    let dir = temp_dir("ms-noprovider");
+    let store = store_in(&dir);
+    assert!(std::fs::write(dir.join("model_wait.flow"), include_str!("../fixtures/workflows/model_wait.flow")).is_ok());
+    let missing = dir.join("missing.json").to_string_lossy().into_owned();
+    let provider = format!("replay:{missing}");
+    let output = flowc_env(
+        &dir,
+        &["run", "model_wait.flow", "--data", r#"{"name": "Ann"}"#, "--provider", &provider],
+        &[("FLOWC_STORE", &store), ("FLOWC_NOW", TODAY)],
+        Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(2), "a recording that cannot be read is a usage error: {}", stderr(&output));
+    assert!(stderr(&output).contains("missing.json"), "{}", stderr(&output));
+    let _ = std::fs::remove_dir_all(&dir);
+}
