@@ -520,7 +520,13 @@ fn hostile_program() -> Program {
         })
         .collect();
     Program {
-        agent: Agent { name: Some("end".to_string()), identity: None, rules: Vec::new(), limits: Default::default() },
+        agent: Agent {
+            name: Some("end".to_string()),
+            identity: None,
+            rules: Vec::new(),
+            limits: Default::default(),
+            history: Default::default(),
+        },
         fields,
         context: Vec::new(),
         tools: Vec::new(),

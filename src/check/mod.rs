@@ -17,6 +17,7 @@
 //! | `fields`        | `uncollected_required`                        |
 //! | `consent`       | `kept_consent`, `kept_uncollected`            |
 //! | `schedules`     | `invalid_schedule`                            |
+//! | [`costs`]       | `turn_token_budget`                           |
 //!
 //! `flowgraph` is the step graph they share, `conditions` what can be
 //! told about a condition statically, `walk` the traversal of nested
@@ -31,6 +32,7 @@ mod asking;
 mod assignment;
 mod conditions;
 mod consent;
+pub mod costs;
 mod cycles;
 mod dataflow;
 mod directives;
@@ -67,6 +69,7 @@ pub fn check(program: &Program) -> Vec<Diagnostic> {
     consent::check(program, &mut diagnostics);
     asking::check(program, &analysis, &mut diagnostics);
     schedules::check(program, &mut diagnostics);
+    costs::check(program, &mut diagnostics);
     diagnostics
 }
 

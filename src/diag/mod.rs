@@ -96,6 +96,8 @@ pub enum Code {
     FreeTextList,
     /// A branch entry covered by earlier entries.
     CoveredBranch,
+    /// A turn whose prompts alone can spend more than `max_turn_tokens`.
+    TurnTokenBudget,
 }
 
 impl Code {
@@ -140,6 +142,7 @@ impl Code {
         Code::UnaskedRequired,
         Code::FreeTextList,
         Code::CoveredBranch,
+        Code::TurnTokenBudget,
     ];
 
     /// The code's stable name (`unreachable_step`).
@@ -184,6 +187,7 @@ impl Code {
             Code::UnaskedRequired => "unasked_required",
             Code::FreeTextList => "free_text_list",
             Code::CoveredBranch => "covered_branch",
+            Code::TurnTokenBudget => "turn_token_budget",
         }
     }
 
@@ -200,7 +204,8 @@ impl Code {
             | Code::SharedConfirmation
             | Code::UnaskedRequired
             | Code::FreeTextList
-            | Code::CoveredBranch => Severity::Warning,
+            | Code::CoveredBranch
+            | Code::TurnTokenBudget => Severity::Warning,
             _ => Severity::Error,
         }
     }

@@ -79,7 +79,13 @@ fn flow(name: &str, steps: Vec<Step>) -> Flow {
 
 fn program(flows: Vec<Flow>) -> Program {
     Program {
-        agent: Agent { name: None, identity: None, rules: Vec::new(), limits: Default::default() },
+        agent: Agent {
+            name: None,
+            identity: None,
+            rules: Vec::new(),
+            limits: Default::default(),
+            history: Default::default(),
+        },
         fields: vec![
             field("hotel", TypeKind::String),
             field("date", TypeKind::Date),

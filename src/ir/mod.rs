@@ -53,6 +53,38 @@ pub struct Agent {
     pub rules: Vec<Template>,
     /// How far one conversation turn may go.
     pub limits: Limits,
+    /// What each model request carries of the conversation; left out of
+    /// the JSON when it is the default.
+    #[serde(skip_serializing_if = "History::is_default")]
+    pub history: History,
+}
+
+/// What each model request carries of the conversation (`agent.history`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct History {
+    /// The most messages of the history a request carries (default 12),
+    /// after the summary, if any.
+    pub keep_last: u32,
+    /// The oldest messages a request must leave out to fit the model's
+    /// context window are summarised by one model call, and the summary is
+    /// sent in their place (kept in the session).
+    pub summarize: bool,
+}
+
+/// The messages a request carries without `keep_last`.
+pub const DEFAULT_KEEP_LAST: u32 = 12;
+
+impl Default for History {
+    fn default() -> History {
+        History { keep_last: DEFAULT_KEEP_LAST, summarize: false }
+    }
+}
+
+impl History {
+    /// Whether the program left `history` as it is by default.
+    pub fn is_default(&self) -> bool {
+        *self == History::default()
+    }
 }
 
 /// Continuation limits of one conversation turn (LANGUAGE.md `agent.limits`).

@@ -45,6 +45,10 @@ pub struct Agent {
     pub rules: Vec<Template>,
     /// The per-turn limits; absent keys are `None`.
     pub limits: Limits,
+    /// What the model is shown of the conversation (`history`); left out
+    /// of the JSON when not written.
+    #[serde(skip_serializing_if = "History::is_unset")]
+    pub history: History,
     /// Where the block was written.
     #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
@@ -64,6 +68,24 @@ pub struct Limits {
     /// What a turn a limit stops before any reply answers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<Template>,
+}
+
+/// The `history` of an agent, as written: how much of the conversation
+/// each model request carries, and whether what the window leaves out is
+/// summarised.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct History {
+    /// `keep_last`: the most messages a request carries.
+    pub keep_last: Option<Spanned<i64>>,
+    /// `summarize`: what the model's window leaves out is summarised.
+    pub summarize: bool,
+}
+
+impl History {
+    /// Whether nothing of it was written.
+    pub fn is_unset(&self) -> bool {
+        self.keep_last.is_none() && !self.summarize
+    }
 }
 
 /// A schema field, a context key, a tool param, a tool return field or an

@@ -108,6 +108,9 @@ pub(super) fn is_keyword(rule: Rule) -> bool {
             | Rule::kw_rule
             | Rule::kw_limits
             | Rule::kw_message
+            | Rule::kw_history
+            | Rule::kw_keep_last
+            | Rule::kw_summarize
             | Rule::kw_pattern
             | Rule::kw_examples
             | Rule::kw_description
