@@ -98,11 +98,15 @@ pub struct Limits {
     pub max_turn_tokens: Option<u64>,
     /// How long one turn may take, in milliseconds (default 60 000).
     pub turn_timeout_ms: u64,
+    /// What a turn a limit stops before any reply answers; `None`: the
+    /// runtime's default message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<Template>,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { max_auto_steps: 10, max_tool_rounds: 5, max_turn_tokens: None, turn_timeout_ms: 60_000 }
+        Limits { max_auto_steps: 10, max_tool_rounds: 5, max_turn_tokens: None, turn_timeout_ms: 60_000, message: None }
     }
 }
 

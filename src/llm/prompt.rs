@@ -333,6 +333,27 @@ Latest user message: \"Ritz Paris, the 3rd of June, for two\""
     }
 
     #[test]
+    fn the_fused_reply_is_asked_in_the_per_turn_part_after_the_questions() {
+        let fused = crate::llm::schema::tests::fused_request();
+        let plain = understand(&booking_request(), AnswerFormat::Enforced);
+        let prompt = understand(&fused, AnswerFormat::Enforced);
+        assert_eq!(prompt.stable, plain.stable, "the cacheable prefix does not depend on the reply asked");
+        let asked = prompt.dynamic.strip_prefix(plain.dynamic.split("Latest user message").next().unwrap()).unwrap();
+        assert_eq!(
+            asked,
+            "Then, after everything else, name the step the conversation stops at and write the assistant's next message to the user:
+- step: of the steps listed below for the flow the conversation is in after the latest message, the first whose missing fields that message does not all give (that step asks for them); null when there is none.
+- reply: the message for that step: short, natural, in the user's language, doing what its prompt says and nothing more; {{name}} in a prompt stands for the value of field name (from the latest message, else the known data). null when step is null.
+The assistant: You are a concierge.
+Known data: {\"hotel\":\"Ritz Paris\"}
+Steps, in order:
+- booking.ask_date (missing: date): \"For which date?\"
+- booking.confirm (missing: confirmed): \"Book {{hotel}} on {{date}}?\"
+Latest user message: \"Ritz Paris, the 3rd of June, for two\""
+        );
+    }
+
+    #[test]
     fn described_format_shows_the_answer_shape() {
         let prompt = understand(&booking_request(), AnswerFormat::Described);
         assert!(prompt.dynamic.contains("Answer shape: {\"flow\": \"booking\" | \"support\" | null"));

@@ -674,6 +674,38 @@ mod tests {
     }
 
     #[test]
+    fn a_fused_call_is_one_recorded_call_and_older_recordings_answer_it_without_the_reply() {
+        let fused = crate::llm::schema::tests::fused_request();
+        let written = crate::llm::FusedReply { step: "booking.confirm".into(), text: "Book it?".into() };
+        let answer = |request: &UnderstandRequest, reply: Option<crate::llm::FusedReply>| {
+            let request = request_json(request);
+            RecordedCall {
+                kind: CallKind::Understand,
+                fingerprint: fingerprint(CallKind::Understand, &request),
+                request,
+                understanding: Some(Understanding { flow: Some("booking".into()), reply, ..Understanding::default() }),
+                tool_calls: vec![],
+                response: None,
+                error: None,
+            }
+        };
+        // Recorded with the reply: replayed with it, from the one call.
+        let recording =
+            Recording { version: 1, provider: "x".into(), calls: vec![answer(&fused, Some(written.clone()))] };
+        let mut replay = Replay::from_recording("fused", recording);
+        assert_eq!(replay.understand(&fused).unwrap().reply, Some(written));
+        // Recorded before the fused call, the same request without the
+        // reply: answered without one, so the turn makes its reply call.
+        let unfused = UnderstandRequest { reply: None, ..fused.clone() };
+        let recording = Recording { version: 1, provider: "x".into(), calls: vec![answer(&unfused, None)] };
+        let mut replay = Replay::from_recording("old", recording);
+        let understood = replay.understand(&fused).unwrap();
+        assert_eq!((understood.flow.as_deref(), understood.reply), (Some("booking"), None));
+        let other = UnderstandRequest { message: "something else".into(), ..fused };
+        assert_eq!(replay.understand(&other).unwrap_err().class(), "not_recorded");
+    }
+
+    #[test]
     fn unreadable_recordings_are_clear_errors() {
         let path = temp_file("garbage");
         std::fs::write(&path, "not json").unwrap();

@@ -259,6 +259,18 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The model's reply was empty or only whitespace: it was asked for
+    /// once more (`asked_again`), and when that one was empty too, the
+    /// reply was replaced (`replaced`) by `text`, what the turn's steps
+    /// asked the reply to do; or a limit stopped the turn before any reply
+    /// (`limit_message`), and `text` answers it.
+    EmptyReply {
+        /// What was done about it.
+        action: EmptyReplyAction,
+        /// The reply put in its place.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
     /// Something went wrong that did not stop the turn.
     Warning {
         /// The user's message.
@@ -269,6 +281,19 @@ pub enum Event {
         /// Why the turn ended.
         stopped_reason: StopReason,
     },
+}
+
+/// What was done about an empty reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmptyReplyAction {
+    /// The reply was asked for once more.
+    AskedAgain,
+    /// The reply was replaced by the steps' prompts.
+    Replaced,
+    /// A limit stopped the turn before any reply: it answers with the
+    /// limit message (`agent.limits.message`, or the default).
+    LimitMessage,
 }
 
 /// What a model call was for.

@@ -65,6 +65,9 @@ pub struct Limits {
     pub max_turn_tokens: Option<Spanned<i64>>,
     /// A duration as written (`60s`); lowering parses it.
     pub turn_timeout: Option<Text>,
+    /// What a turn a limit stops before any reply answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<Template>,
 }
 
 /// The `history` of an agent, as written: how much of the conversation

@@ -32,6 +32,7 @@ impl Lowerer {
         {
             limits.turn_timeout_ms = ms;
         }
+        limits.message = agent.limits.message.as_ref().map(|message| self.template(message, &[]));
         let mut history = History { summarize: agent.history.summarize, ..History::default() };
         if let Some(value) = &agent.history.keep_last
             && let Some(number) = self.positive(value, "keep_last")

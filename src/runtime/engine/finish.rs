@@ -1,16 +1,32 @@
-//! The last stage of a turn: the history, usage and version are updated
-//! and the result is built; the caller's session is then replaced by the
-//! working copy.
+//! The last stage of a turn: a turn a limit stopped before any reply
+//! answers with the limit message, the history, usage and version are
+//! updated and the result is built; the caller's session is then replaced
+//! by the working copy.
 
 use super::StageOutcome;
 use super::services::Services;
 use super::state::TurnState;
 use crate::message::{Message, Role};
-use crate::runtime::events::{Event, StopReason, Tokens, TurnResult};
+use crate::runtime::events::{EmptyReplyAction, Event, StopReason, Tokens, TurnResult};
 use crate::runtime::session::ordered_data;
+
+/// What a turn a limit stops before any reply answers, unless the program
+/// says otherwise (`agent.limits.message`).
+const LIMIT_MESSAGE: &str = "Sorry, I had to stop before I could answer that. Please try again.";
 
 pub(super) fn finish(st: &mut TurnState, sv: &Services) -> StageOutcome {
     let stop = st.stop.unwrap_or(StopReason::NeedsInput);
+    // A limit may stop the turn before anything was said: the user is
+    // told so rather than answered with silence.
+    let silent = st.answer.reply.trim().is_empty() && st.answer.says.iter().all(|said| said.trim().is_empty());
+    if silent && stopped_by_a_limit(stop) {
+        let text = match &sv.program.agent.limits.message {
+            Some(message) => st.render(sv, message),
+            None => LIMIT_MESSAGE.to_string(),
+        };
+        st.emit(Event::EmptyReply { action: EmptyReplyAction::LimitMessage, text: Some(text.clone()) });
+        st.answer.reply = text;
+    }
     st.emit(Event::TurnFinished { stopped_reason: stop });
     st.session.history.push(Message { role: Role::User, text: st.message.clone() });
     if !st.answer.reply.is_empty() || !st.answer.says.is_empty() {
@@ -42,4 +58,19 @@ pub(super) fn finish(st: &mut TurnState, sv: &Services) -> StageOutcome {
         resume_at: st.answer.resume_at.clone(),
         events: std::mem::take(&mut st.trace.events),
     }))
+}
+
+/// Whether the turn stopped at a limit, the program's or the operator's.
+fn stopped_by_a_limit(stop: StopReason) -> bool {
+    matches!(
+        stop,
+        StopReason::AutoStepLimit
+            | StopReason::ToolRoundLimit
+            | StopReason::TokenLimit
+            | StopReason::TimeLimit
+            | StopReason::StepLimit
+            | StopReason::SessionTokenLimit
+            | StopReason::SessionTimeLimit
+            | StopReason::ErrorLimit
+    )
 }

@@ -11,67 +11,15 @@
 use super::TurnError;
 use super::plan::TurnPlan;
 use super::services::Services;
-use super::state::{TurnState, flow_name};
+use super::state::{Fused, TurnState, flow_name};
 use crate::expr::eval::eval;
 use crate::expr::ops::to_text;
 use crate::expr::{Expr, ExprKind, Template, TemplatePart};
 use crate::ir::{FieldId, FlowId, Program};
-use crate::llm::{FusedReply, Proposal, ReplyAsk, ReplyStream, StepAsk};
+use crate::llm::{Proposal, ReplyAsk, ReplyStream, StepAsk};
 use crate::runtime::events::{Event, StopReason};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// A fused reply the turn asked for: what the request offered, what the
-/// model wrote, and what it saw.
-pub(super) struct Fused {
-    ask: ReplyAsk,
-    reply: Option<FusedReply>,
-    /// Each field's value as the model saw it: the known data, overlaid by
-    /// every value it proposed (before grounding).
-    view: Map<String, Value>,
-    /// The model's proposals code did not accept, by name.
-    rejected: Vec<String>,
-    /// The reply's text, still arriving when the understand call streamed:
-    /// read to the user when the reply is used, dropped (which cancels the
-    /// call) when it is not.
-    pending: Option<ReplyStream>,
-}
-
-impl Fused {
-    pub(super) fn new(ask: ReplyAsk, reply: Option<FusedReply>, proposed: &BTreeMap<String, Proposal>) -> Fused {
-        let mut view = ask.data.clone();
-        for (name, proposal) in proposed {
-            view.insert(name.clone(), proposal.value.clone());
-        }
-        Fused { ask, reply, view, rejected: Vec::new(), pending: None }
-    }
-
-    /// The same, its reply's text still arriving on `stream`.
-    pub(super) fn streaming(mut self, stream: Option<ReplyStream>) -> Fused {
-        self.pending = stream;
-        self
-    }
-
-    /// The reply's text still to arrive, if it streams.
-    pub(super) fn take_stream(&mut self) -> Option<ReplyStream> {
-        self.pending.take()
-    }
-
-    /// Notes the proposals grounding, validation or the consent rule set
-    /// aside, from the events the understand stage emitted.
-    pub(super) fn note_rejections(&mut self, events: &[Event]) {
-        for event in events {
-            let name = match event {
-                Event::Ungrounded { name, .. } | Event::ExtractionRejected { field: name, .. } => name,
-                Event::ConsentUnclear { field, proposed: Some(_), .. } => field,
-                _ => continue,
-            };
-            if !self.rejected.contains(name) {
-                self.rejected.push(name.clone());
-            }
-        }
-    }
-}
 
 /// The steps of the plan, offered for the fused reply, with what the
 /// model needs to write it; `None` when the plan cannot tell where the

@@ -14,7 +14,7 @@ use crate::ir::ToolId;
 use crate::llm::rounds::MAX_ROUNDS;
 use crate::llm::{ModelReply, ReplyRequest, ReplyText, ToolCall, ToolLoop, ToolRound, ToolSpec};
 use crate::runtime::directive::{Merged, Source, merge};
-use crate::runtime::events::{Event, Purpose, StopReason};
+use crate::runtime::events::{EmptyReplyAction, Event, Purpose, StopReason};
 
 /// Starts the reply: the pre-model bus settles, and the model is asked
 /// its first round when the reply needs it. Returns the tool calls the
@@ -81,6 +81,7 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcom
         verbatim,
         budget,
         separated: said.is_empty(),
+        asked_again: false,
     });
     model_round(st, sv).map(StageOutcome::replied)
 }
@@ -157,31 +158,60 @@ fn model_round(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<ToolC
         }
         Some(ModelReply::Done(response)) => {
             replying.text.add(&response.text, response.usage);
-            finish_model_reply(st, sv)?;
-            Ok(None)
+            finish_model_reply(st, sv)
         }
-        None => {
-            finish_model_reply(st, sv)?;
-            Ok(None)
-        }
+        None => finish_model_reply(st, sv),
     }
 }
 
 /// The model has written the reply: its usage is counted and the reply
-/// completed.
-fn finish_model_reply(st: &mut TurnState, sv: &mut Services) -> Result<(), TurnError> {
-    let Some(replying) = st.answer.replying.take() else {
-        return Ok(());
+/// completed. A reply that is empty or only whitespace is asked for once
+/// more (the tool calls of that round, if any, are returned); a second one
+/// is replaced by what the turn's steps asked the reply to do, so the
+/// user is never answered with nothing.
+fn finish_model_reply(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<ToolCall>>, TurnError> {
+    let Some(mut replying) = st.answer.replying.take() else {
+        return Ok(None);
     };
-    let Replying { text, verbatim, budget, .. } = replying;
+    let response = std::mem::take(&mut replying.text).finish();
+    st.count_call(sv, Purpose::Respond, response.usage);
+    if response.text.trim().is_empty() && replying.rounds.len() < MAX_ROUNDS {
+        if !replying.asked_again {
+            st.emit(Event::EmptyReply { action: EmptyReplyAction::AskedAgain, text: None });
+            replying.asked_again = true;
+            st.answer.replying = Some(replying);
+            return model_round(st, sv);
+        }
+        let text = stand_in_reply(&st.answer.instructions, &replying.request.appended);
+        st.emit(Event::EmptyReply { action: EmptyReplyAction::Replaced, text: Some(text.clone()) });
+        if let Some(sink) = sv.stream.as_mut() {
+            if !replying.separated {
+                sink("\n");
+            }
+            sink(&text);
+        }
+        return finish_reply(st, sv, replying, text).map(|()| None);
+    }
+    finish_reply(st, sv, replying, response.text).map(|()| None)
+}
+
+/// The reply that stands in for a model that answered nothing twice: the
+/// steps' rendered prompts (what the reply was to do), else the turn's
+/// appended instructions, else an offer of help.
+fn stand_in_reply(instructions: &[String], appended: &[String]) -> String {
+    let said: Vec<&str> =
+        instructions.iter().chain(appended).map(|text| text.trim()).filter(|text| !text.is_empty()).collect();
+    if said.is_empty() { crate::llm::offline::FALLBACK_REPLY.to_string() } else { said.join(" ") }
+}
+
+fn finish_reply(st: &mut TurnState, sv: &mut Services, replying: Replying, text: String) -> Result<(), TurnError> {
+    let Replying { verbatim, budget, .. } = replying;
     st.counters.tool_limit_hit = budget.limit_hit;
     st.counters.consecutive_errors = budget.consecutive_errors;
     // A loop the limit cut short (tools were no longer offered, or a
     // call was refused) stopped for the errors.
     st.counters.error_limit_hit = budget.error_limit_hit || budget.out_of_errors();
-    let response = text.finish();
-    st.count_call(sv, Purpose::Respond, response.usage);
-    complete_reply(st, sv, verbatim, Some(response.text))
+    complete_reply(st, sv, verbatim, Some(text))
 }
 
 /// Merges the whole pre-model bus before the model is asked: its halt,

@@ -4,14 +4,13 @@
 //! its counters against the limits, and its trace. The stages are
 //! functions over this state and the [`Services`] they use.
 
-use super::fused::Fused;
 use super::services::Services;
 use super::tool_loop::Replying;
 use super::{Cursor, HISTORY_WINDOW, Observer, Stage};
 use crate::expr::eval::{eval, is_true, render};
 use crate::expr::{Expr, Template};
 use crate::ir::{FieldId, FlowId, Program, Step, StepId};
-use crate::llm::{Understanding, Usage};
+use crate::llm::{FusedReply, Proposal, ReplyAsk, ReplyStream, Understanding, Usage};
 use crate::message::Message;
 use crate::read::consent::Doubt;
 use crate::runtime::actions::Scope;
@@ -58,6 +57,62 @@ pub(super) struct Reading {
     /// The reply the understand call wrote too, when the turn asked for
     /// one: the reply stage uses it or asks for its own.
     pub(super) fused: Option<Fused>,
+}
+
+/// A fused reply the turn asked for (`fused.rs` decides whether it is
+/// used): what the request offered, what the model wrote, and what it saw.
+pub(super) struct Fused {
+    pub(super) ask: ReplyAsk,
+    pub(super) reply: Option<FusedReply>,
+    /// Each field's value as the model saw it: the known data, overlaid by
+    /// every value it proposed (before grounding).
+    pub(super) view: serde_json::Map<String, Value>,
+    /// The model's proposals code did not accept, by name.
+    pub(super) rejected: Vec<String>,
+    /// The reply's text, still arriving when the understand call streamed:
+    /// read to the user when the reply is used, dropped (which cancels the
+    /// call) when it is not.
+    pub(super) pending: Option<ReplyStream>,
+}
+
+impl Fused {
+    pub(super) fn new(
+        ask: ReplyAsk,
+        reply: Option<FusedReply>,
+        proposed: &std::collections::BTreeMap<String, Proposal>,
+    ) -> Fused {
+        let mut view = ask.data.clone();
+        for (name, proposal) in proposed {
+            view.insert(name.clone(), proposal.value.clone());
+        }
+        Fused { ask, reply, view, rejected: Vec::new(), pending: None }
+    }
+
+    /// The same, its reply's text still arriving on `stream`.
+    pub(super) fn streaming(mut self, stream: Option<ReplyStream>) -> Fused {
+        self.pending = stream;
+        self
+    }
+
+    /// The reply's text still to arrive, if it streams.
+    pub(super) fn take_stream(&mut self) -> Option<ReplyStream> {
+        self.pending.take()
+    }
+
+    /// Notes the proposals grounding, validation or the consent rule set
+    /// aside, from the events the understand stage emitted.
+    pub(super) fn note_rejections(&mut self, events: &[Event]) {
+        for event in events {
+            let name = match event {
+                Event::Ungrounded { name, .. } | Event::ExtractionRejected { field: name, .. } => name,
+                Event::ConsentUnclear { field, proposed: Some(_), .. } => field,
+                _ => continue,
+            };
+            if !self.rejected.contains(name) {
+                self.rejected.push(name.clone());
+            }
+        }
+    }
 }
 
 /// The directive buses: emissions waiting to be merged before and after

@@ -25,6 +25,9 @@ pub(super) struct Replying {
     /// Whether the line break between the `say` texts and the model's text
     /// was streamed (or is not needed).
     pub(super) separated: bool,
+    /// The model already answered this reply with nothing once, and was
+    /// asked again.
+    pub(super) asked_again: bool,
 }
 
 /// What the model's tool loop may still do in this reply: the tools the

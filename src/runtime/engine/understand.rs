@@ -3,12 +3,12 @@
 //! can first, the proposals are grounded, and the turn is routed.
 
 use super::ask::{ground, understand_with_reply, write_extraction};
-use super::fused::{self, Fused};
+use super::fused;
 use super::plan::TurnPlan;
 use super::position::{position_cursor, start_run};
 use super::services::Services;
 use super::signals::{apply_pre_signal_directives, fire_pre_signals};
-use super::state::{TurnState, flow_name};
+use super::state::{Fused, TurnState, flow_name};
 use super::{Cursor, Stage, StageDone, StageOutcome, TurnError, field_spec};
 use crate::ir::{Flow, FlowId, Program, StepId};
 use crate::llm::{FlowChoice, ProviderError, Question, UnderstandRequest};

@@ -66,6 +66,12 @@ impl Walker<'_> {
 
     /// Several `limits` blocks merge; each limit may be given once.
     fn limits(&mut self, pair: Pair<'_, Rule>, limits: &mut Limits, seen: &mut Seen) {
+        for message in pair.clone().into_inner().filter(|inner| inner.as_rule() == Rule::limit_message) {
+            let span = self.span(&message);
+            if self.first_time(seen, "message", span, "agent's limits") {
+                limits.message = self.template_value(message);
+            }
+        }
         for limit in pair.into_inner().filter(|inner| inner.as_rule() == Rule::limit) {
             let span = self.span(&limit);
             let mut parts = limit.into_inner();

@@ -107,6 +107,7 @@ pub(super) fn is_keyword(rule: Rule) -> bool {
             | Rule::kw_identity
             | Rule::kw_rule
             | Rule::kw_limits
+            | Rule::kw_message
             | Rule::kw_history
             | Rule::kw_keep_last
             | Rule::kw_summarize

@@ -172,7 +172,11 @@ flow f "F" {
     assert_eq!(result.stopped_reason, StopReason::TimeLimit);
     assert_eq!(harness.calls_last_turn(), (1, 0));
     assert_eq!(harness.session.turns, 1);
-    assert_eq!(harness.session.history.len(), 1, "the user's message is kept");
+    // The user's message is kept, and the turn is not answered with
+    // silence: the limit message answers it.
+    let texts: Vec<&str> = harness.session.history.iter().map(|message| message.text.as_str()).collect();
+    assert_eq!(texts, ["f", "Sorry, I had to stop before I could answer that. Please try again."]);
+    assert_eq!(result.reply, texts[1]);
 }
 
 #[test]

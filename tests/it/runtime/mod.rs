@@ -2,6 +2,7 @@
 //! LANGUAGE.md sections 3, 4, 5, 7 and 9, on inline `.flow` programs and a
 //! scripted provider (and the offline one where natural).
 
+mod answers;
 mod chain;
 mod example;
 mod fused;

@@ -19,6 +19,16 @@ fn agent_limits_take_numbers_and_a_duration() {
 }
 
 #[test]
+fn the_limit_message_is_a_text_given_once() {
+    let program = check("agent A { limits { turn_timeout 30s message \"Too slow: {{ context.tier }}\" } }");
+    let limits = program.agent.expect("agent").limits;
+    assert_eq!(limits.message.map(|message| message.parts.len()), Some(2));
+    let source = "agent A { limits { message \"a\" message \"b\" } }";
+    let error = one_error(source);
+    assert_eq!(error.primary_span().map(|span| slice(source, span)), Some("message \"b\""));
+}
+
+#[test]
 fn a_count_limit_given_a_duration_is_refused() {
     let source = "agent A { limits { max_auto_steps 10s } }";
     let error = one_error(source);
