@@ -85,6 +85,12 @@ impl ContextWindow {
         Some(u64::from(window - reserve))
     }
 
+    /// Whether a prompt of `bytes` fits the window as far as it is known,
+    /// with room for the answer (`answer`, as for [`Self::oldest_to_leave_out`]).
+    pub fn fits(&self, answer: Option<u32>, bytes: usize) -> bool {
+        self.prompt_budget(answer).is_none_or(|budget| self.estimate(bytes) <= budget)
+    }
+
     /// The estimated tokens of `bytes` of prompt text.
     pub fn estimate(&self, bytes: usize) -> u64 {
         let ratio = self.calibrated.unwrap_or(UNCALIBRATED_TOKENS_PER_BYTE);
@@ -258,6 +264,11 @@ fn leaving_out<R: WithHistory>(request: &R, count: usize) -> Cow<'_, R> {
     Cow::Owned(trimmed)
 }
 
+/// `request` with no history at all.
+fn without_history(request: &UnderstandRequest) -> UnderstandRequest {
+    UnderstandRequest { history: Vec::new(), ..request.clone() }
+}
+
 /// A provider whose requests are trimmed to the model's context window.
 pub struct Windowed {
     inner: Box<dyn Provider>,
@@ -349,6 +360,21 @@ impl Provider for Windowed {
     }
 
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+        // The fused reply saves a call; it is not needed. A request that
+        // would not fit with it even with no history goes without it (the
+        // runtime then asks for the reply in a call of its own).
+        let unfused;
+        let request = match &request.reply {
+            Some(_)
+                if !self
+                    .window
+                    .fits(Some(answer_token_budget(request)), understand_bytes(&without_history(request))) =>
+            {
+                unfused = UnderstandRequest { reply: None, ..request.clone() };
+                &unfused
+            }
+            _ => request,
+        };
         self.within_window(
             request,
             Some(answer_token_budget(request)),

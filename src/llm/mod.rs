@@ -62,10 +62,63 @@ pub struct UnderstandRequest {
     pub signals: Vec<Question>,
     /// Today's date (ISO), for relative dates such as "tomorrow".
     pub today: String,
+    /// The reply the call may also write (the fused call): the steps the
+    /// turn may stop at and ask, for the model to name one and write its
+    /// message. `None` when the runtime cannot tell where the turn stops;
+    /// left out of the recorded request then, so recordings made before
+    /// the fused call keep their fingerprints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<ReplyAsk>,
     /// When the turn's `turn_timeout` runs out: the call is cut off then.
     /// Not part of what is recorded.
     #[serde(skip)]
     pub deadline: Option<Instant>,
+}
+
+/// What the understand call needs to write the reply as well: who writes
+/// it, what is known, and the steps the turn may stop at, in the order
+/// the turn reaches them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReplyAsk {
+    /// Who the assistant is (the program's `identity`).
+    pub identity: Option<String>,
+    /// The program's rules, and the rules of the flow the steps are in.
+    pub rules: Vec<String>,
+    /// The data known before this message (and what code read from it).
+    pub data: serde_json::Map<String, serde_json::Value>,
+    /// The flow entered when the message routes to none (no flow is
+    /// active): the program's `if`-only or default flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_flow: Option<String>,
+    /// The steps the turn may stop at, in order: the turn stops at the
+    /// first whose `missing` fields the message does not all give.
+    pub steps: Vec<StepAsk>,
+}
+
+/// A step the turn may stop at and ask.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepAsk {
+    /// `flow.step`, which the answer's `step` repeats.
+    pub id: String,
+    /// The flow the step is in.
+    pub flow: String,
+    /// The fields the step needs that are unset before this message.
+    pub missing: Vec<String>,
+    /// The step's prompt: what the reply must do. `{{field}}` stands for
+    /// the field's value, from this message or else the known data.
+    pub prompt: String,
+}
+
+/// The reply the fused call wrote, for the step it named. The runtime
+/// uses it only when the turn stops at that step with every value the
+/// step's prompt reads as the model saw it; otherwise it asks for the
+/// reply in a call of its own.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FusedReply {
+    /// The step named (`flow.step`).
+    pub step: String,
+    /// The message to the user.
+    pub text: String,
 }
 
 impl UnderstandRequest {
@@ -161,6 +214,9 @@ pub struct Understanding {
     #[serde(default)]
     /// Answers to the signals, by question id.
     pub signals: BTreeMap<String, Answer>,
+    /// The reply written in the same call, when the request asked for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<FusedReply>,
     #[serde(default)]
     /// Tokens the call spent.
     pub usage: Usage,

@@ -10,7 +10,7 @@
 //! Prompts are compact on purpose: a small local model reads a 1,500-token
 //! prompt in 7 to 20 seconds, and every token is paid for on a hosted one.
 
-use crate::llm::{FieldSpec, Question, ReplyRequest, UnderstandRequest};
+use crate::llm::{FieldSpec, Question, ReplyAsk, ReplyRequest, UnderstandRequest};
 use crate::message::{Message, Role};
 use std::fmt::Write as _;
 
@@ -91,11 +91,52 @@ pub fn understand(request: &UnderstandRequest, format: AnswerFormat) -> Prompt {
     }
     write_questions(&mut dynamic, "Conditions (true or false)", &request.conditions);
     write_questions(&mut dynamic, "Signals (true or false)", &request.signals);
+    // In the dynamic part, though the task and the assistant's identity
+    // do not change: a turn that cannot tell where it stops asks no reply,
+    // and the stable prefix must be the same on every turn.
+    if let Some(ask) = &request.reply {
+        write_reply_task(&mut dynamic, ask);
+        write_reply_steps(&mut dynamic, ask);
+    }
     if format == AnswerFormat::Described {
         let _ = writeln!(dynamic, "Answer shape: {}", crate::llm::schema::answer_sketch(request));
     }
     let _ = write!(dynamic, "Latest user message: {}", quoted(&request.message));
     Prompt { stable, dynamic }
+}
+
+/// The fused call's task: the reply after the rest, by the assistant the
+/// program describes.
+fn write_reply_task(text: &mut String, ask: &ReplyAsk) {
+    text.push_str(
+        "Then, after everything else, name the step the conversation stops at and write the assistant's \
+         next message to the user:\n\
+         - step: of the steps listed below for the flow the conversation is in after the latest message, \
+         the first whose missing fields that message does not all give (that step asks for them); null \
+         when there is none.\n\
+         - reply: the message for that step: short, natural, in the user's language, doing what its prompt \
+         says and nothing more; {{name}} in a prompt stands for the value of field name (from the latest \
+         message, else the known data). null when step is null.\n",
+    );
+    if let Some(identity) = &ask.identity {
+        let _ = writeln!(text, "The assistant: {}", one_line(identity));
+    }
+    if !ask.rules.is_empty() {
+        text.push_str("The assistant's rules:\n");
+        write_list(text, &ask.rules);
+    }
+}
+
+/// The steps the turn may stop at, and what is known, in the dynamic part.
+fn write_reply_steps(text: &mut String, ask: &ReplyAsk) {
+    if !ask.data.is_empty() {
+        let data = serde_json::Value::Object(ask.data.clone());
+        let _ = writeln!(text, "Known data: {data}");
+    }
+    text.push_str("Steps, in order:\n");
+    for step in &ask.steps {
+        let _ = writeln!(text, "- {} (missing: {}): {}", step.id, step.missing.join(", "), quoted(&step.prompt));
+    }
 }
 
 /// What follows an invalid understand answer: the error, and the request

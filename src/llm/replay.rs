@@ -369,8 +369,25 @@ impl Provider for Replay {
         Ok(crate::llm::AskAnswer { value, usage: response.usage })
     }
 
+    /// A request that asks for the fused reply is answered by its
+    /// recorded call; a recording made before the fused call has only the
+    /// request without it, which is answered without a reply (the runtime
+    /// then asks for the reply in a call of its own, as that run did).
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
-        let call = self.next(CallKind::Understand, &request_json(request), &request.message)?;
+        let json = request_json(request);
+        let call = match self.next(CallKind::Understand, &json, &request.message) {
+            Err(ProviderError::NotRecorded(reason)) if request.reply.is_some() => {
+                let unfused = UnderstandRequest { reply: None, ..request.clone() };
+                let mut call = self
+                    .next(CallKind::Understand, &request_json(&unfused), &request.message)
+                    .map_err(|_| ProviderError::NotRecorded(reason))?;
+                if let Some(understanding) = call.understanding.as_mut() {
+                    understanding.reply = None;
+                }
+                call
+            }
+            other => other?,
+        };
         if let Some(error) = &call.error {
             return Err(error.to_error());
         }

@@ -8,7 +8,12 @@
 //! `signals` (one `{"evidence": "<words>" | null, "yes": boolean}` per
 //! question id). Evidence comes first, so a model writing in order quotes
 //! before it concludes. A key appears only when the request asks for it,
-//! so the schema and the answer stay small.
+//! so the schema and the answer stay small. When the request asks for the
+//! reply too (the fused call), `step` (the id of the step the turn stops
+//! at, or null) and `reply` (the message to the user, or null) come last:
+//! a streamed answer is whole up to its extraction before the reply
+//! starts, so code can ground it while the reply is being written
+//! ([`read_reply`] reads those two members alone).
 //!
 //! Model output is untrusted: [`validate`] checks the shape (unknown keys,
 //! unknown flow names, wrong JSON types) and says what is wrong in words fit
@@ -20,7 +25,7 @@
 //!
 //! [`FieldSpec::schema`]: crate::llm::FieldSpec::schema
 
-use crate::llm::{Answer, FieldSpec, Proposal, UnderstandRequest, Understanding};
+use crate::llm::{Answer, FieldSpec, FusedReply, Proposal, UnderstandRequest, Understanding};
 use serde_json::{Map, Value, json};
 
 /// The most tokens a sound understand answer can take: a little for the
@@ -36,7 +41,10 @@ pub fn answer_token_budget(request: &UnderstandRequest) -> u32 {
     // A quote costs at most its bytes over three in tokens.
     let quote = request.message.len().div_ceil(3);
     let questions = request.conditions.len() + request.signals.len() + usize::from(!request.flows.is_empty());
-    let budget = SHAPE + request.fields.len() * (PER_FIELD + quote) + questions * (PER_QUESTION + quote);
+    // A reply is a short message: a sentence or three, and the step's id.
+    const REPLY: usize = 192;
+    let reply = if request.reply.is_some() { REPLY } else { 0 };
+    let budget = SHAPE + request.fields.len() * (PER_FIELD + quote) + questions * (PER_QUESTION + quote) + reply;
     u32::try_from(budget).unwrap_or(u32::MAX)
 }
 
@@ -61,6 +69,12 @@ pub fn understanding_schema(request: &UnderstandRequest) -> Value {
             let answers = questions.iter().map(|question| (question.id.clone(), cited_answer()));
             properties.insert(key.into(), closed_object(answers.collect()));
         }
+    }
+    // Last, after everything code grounds: the step, then the reply.
+    if let Some(ask) = &request.reply {
+        let ids: Vec<Value> = ask.steps.iter().map(|step| Value::String(step.id.clone())).collect();
+        properties.insert("step".into(), json!({ "anyOf": [{ "type": "string", "enum": ids }, { "type": "null" }] }));
+        properties.insert("reply".into(), json!({ "anyOf": [{ "type": "string" }, { "type": "null" }] }));
     }
     closed_object(properties)
 }
@@ -194,6 +208,11 @@ pub fn answer_sketch(request: &UnderstandRequest) -> String {
             parts.push(format!("\"{key}\": {{{}}}", answers.join(", ")));
         }
     }
+    if let Some(ask) = &request.reply {
+        let ids: Vec<String> = ask.steps.iter().map(|step| format!("\"{}\"", step.id)).collect();
+        parts.push(format!("\"step\": {} | null", ids.join(" | ")));
+        parts.push("\"reply\": string | null".to_string());
+    }
     format!("{{{}}}", parts.join(", "))
 }
 
@@ -276,8 +295,15 @@ pub fn validate(answer: &Value, request: &UnderstandRequest) -> Result<Understan
     };
     let mut problems: Vec<String> = Vec::new();
     let mut understanding = Understanding::default();
+    if request.reply.is_some() {
+        match read_reply(map, request) {
+            Ok(reply) => understanding.reply = reply,
+            Err(problem) => problems.push(problem),
+        }
+    }
     for (key, value) in map {
         match key.as_str() {
+            "step" | "reply" if request.reply.is_some() => {}
             "flow" if !request.flows.is_empty() => understanding.flow = read_flow(value, request, &mut problems),
             "fields" if !request.fields.is_empty() => read_fields(value, request, &mut understanding, &mut problems),
             "conditions" if !request.conditions.is_empty() => {
@@ -306,7 +332,36 @@ fn allowed_keys(request: &UnderstandRequest) -> String {
     if !request.signals.is_empty() {
         keys.push("`signals`");
     }
+    if request.reply.is_some() {
+        keys.extend(["`step`", "`reply`"]);
+    }
     keys.join(", ")
+}
+
+/// The reply of a fused answer: its `step` and `reply` members, read
+/// apart from the rest so that a streamed answer can be checked member by
+/// member. `None` when the model named no step or wrote no reply (then the
+/// runtime asks for the reply in a call of its own); an error for a step
+/// that was not offered or a member of the wrong type.
+pub fn read_reply(answer: &Map<String, Value>, request: &UnderstandRequest) -> Result<Option<FusedReply>, String> {
+    let Some(ask) = &request.reply else {
+        return Ok(None);
+    };
+    let step = match answer.get("step") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) if ask.steps.iter().any(|step| &step.id == id) => Some(id.clone()),
+        Some(Value::String(id)) => {
+            let ids: Vec<String> = ask.steps.iter().map(|step| format!("`{}`", step.id)).collect();
+            return Err(format!("unknown step `{id}` (choose one of {} or null)", ids.join(", ")));
+        }
+        Some(other) => return Err(format!("`step` must be a step id or null, not {}", json_type(other))),
+    };
+    let text = match answer.get("reply") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(text.clone()),
+        Some(other) => return Err(format!("`reply` must be a string or null, not {}", json_type(other))),
+    };
+    Ok(step.zip(text).map(|(step, text)| FusedReply { step, text }))
 }
 
 fn read_flow(value: &Value, request: &UnderstandRequest, problems: &mut Vec<String>) -> Option<String> {
@@ -472,6 +527,7 @@ pub(crate) mod tests {
             }],
             signals: vec![Question { id: "wants_human".into(), when: vec!["the user asks for a human agent".into()] }],
             today: "2026-01-05".into(),
+            reply: None,
             deadline: None,
         }
     }
@@ -678,6 +734,81 @@ pub(crate) mod tests {
         assert_eq!(
             validate(&json!({"flow": "booking"}), &only_fields).unwrap_err(),
             "unknown key `flow` (allowed: `fields`)"
+        );
+    }
+
+    /// The booking request at the date step, asking for the fused reply.
+    pub(crate) fn fused_request() -> UnderstandRequest {
+        let step = |id: &str, missing: &[&str], prompt: &str| crate::llm::StepAsk {
+            id: id.into(),
+            flow: "booking".into(),
+            missing: missing.iter().map(|name| name.to_string()).collect(),
+            prompt: prompt.into(),
+        };
+        UnderstandRequest {
+            reply: Some(crate::llm::ReplyAsk {
+                identity: Some("You are a concierge.".into()),
+                rules: vec![],
+                data: serde_json::Map::from_iter([("hotel".to_string(), json!("Ritz Paris"))]),
+                fallback_flow: None,
+                steps: vec![
+                    step("booking.ask_date", &["date"], "For which date?"),
+                    step("booking.confirm", &["confirmed"], "Book {{hotel}} on {{date}}?"),
+                ],
+            }),
+            ..booking_request()
+        }
+    }
+
+    #[test]
+    fn the_step_and_the_reply_come_last_after_everything_code_grounds() {
+        let request = fused_request();
+        let schema = understanding_schema(&request);
+        let keys: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["flow", "fields", "conditions", "signals", "step", "reply"]);
+        assert_eq!(
+            schema["properties"]["step"],
+            json!({"anyOf": [{"type": "string", "enum": ["booking.ask_date", "booking.confirm"]}, {"type": "null"}]})
+        );
+        assert!(
+            answer_sketch(&request)
+                .ends_with(r#""step": "booking.ask_date" | "booking.confirm" | null, "reply": string | null}"#)
+        );
+        assert!(answer_token_budget(&request) > answer_token_budget(&booking_request()), "room for the reply");
+        // Without the reply asked, neither key is allowed.
+        assert_eq!(
+            validate(&json!({"reply": "Hi"}), &booking_request()).unwrap_err(),
+            "unknown key `reply` (allowed: `flow`, `fields`, `conditions`, `signals`)"
+        );
+    }
+
+    #[test]
+    fn a_fused_answer_is_read_with_its_reply() {
+        let request = fused_request();
+        let answer = json!({
+            "fields": {"date": {"evidence": "the 3rd of June", "value": "2026-06-03"}},
+            "step": "booking.confirm",
+            "reply": "Shall I book the Ritz Paris on June 3?",
+        });
+        let understanding = validate(&answer, &request).unwrap();
+        assert_eq!(
+            understanding.reply,
+            Some(FusedReply { step: "booking.confirm".into(), text: "Shall I book the Ritz Paris on June 3?".into() })
+        );
+        assert_eq!(understanding.fields.len(), 1);
+        // A step with no reply, or a reply with no step, is no reply; an
+        // answer cut before the reply (a stream read up to it) is whole.
+        for partial in [json!({"step": "booking.confirm"}), json!({"step": null, "reply": "Hi"}), json!({})] {
+            assert_eq!(validate(&partial, &request).unwrap().reply, None, "{partial}");
+        }
+        let map = |value: Value| value.as_object().cloned().unwrap();
+        assert_eq!(
+            read_reply(&map(json!({"step": "booking.pay", "reply": "x"})), &request).unwrap_err(),
+            "unknown step `booking.pay` (choose one of `booking.ask_date`, `booking.confirm` or null)"
+        );
+        assert_eq!(
+            read_reply(&map(json!({"step": "booking.confirm", "reply": 3})), &request).unwrap_err(),
+            "`reply` must be a string or null, not a number"
         );
     }
 

@@ -229,6 +229,18 @@ pub enum Event {
         /// Who emitted the directive (`signal:name`, `branch:flow.step#n`…).
         source: String,
     },
+    /// The understand call also wrote the reply (the fused call): whether
+    /// the turn used it, or why it asked for the reply in a call of its
+    /// own. Emitted on every turn that asked for a fused reply.
+    FusedReply {
+        /// The step the model named (`flow.step`), if it named one.
+        step: Option<String>,
+        /// Whether the reply was used.
+        used: bool,
+        /// Why it was not.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// Something went wrong that did not stop the turn.
     Warning {
         /// The user's message.

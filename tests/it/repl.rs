@@ -117,7 +117,7 @@ fn a_person_books_a_room_and_looks_at_the_data_and_the_trace() {
         assert!(help.contains(command), "/help lists {command}: {help}");
     }
     let printed = repl.say("Hi, I'd like to book a hotel room", "Which hotel would you like to book?");
-    assert!(printed.contains("[booking/ask_hotel · ran ask_hotel · needs_input · 2 model calls]"), "{printed}");
+    assert!(printed.contains("[booking/ask_hotel · ran ask_hotel · needs_input · 1 model call]"), "{printed}");
     repl.say("The Grand Hotel, please", "For which date?");
     repl.say("2026-12-04", "How many guests?");
     repl.say("2 guests", "Shall I book Grand Hotel on 2026-12-04 for 2 guests?");

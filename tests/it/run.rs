@@ -153,7 +153,8 @@ fn booking_one_question_at_a_time() {
     // The say needs no reply call: only the understand call is made.
     assert_eq!(field(last, "llm_calls"), 1);
     let calls: Vec<u64> = turns.iter().map(|turn| turn["llm_calls"].as_u64().unwrap_or(99)).collect();
-    assert_eq!(calls, [2, 2, 2, 2, 1]);
+    // Each question is written in the understand call (the fused reply).
+    assert_eq!(calls, [1, 1, 1, 1, 1]);
 }
 
 #[test]
@@ -638,7 +639,7 @@ fn script_mode_without_json_prints_replies_and_the_trace_on_stderr() {
     );
     assert_eq!(
         stderr(&output),
-        "[booking/confirm · ran ask_hotel, ask_date, confirm · needs_input · 2 model calls]\n\
+        "[booking/confirm · ran ask_hotel, ask_date, confirm · needs_input · 1 model call]\n\
          [no flow · ran confirm, cancelled · flow_complete · 1 model call]\n"
     );
 }

@@ -517,10 +517,10 @@ fn the_booking_conversation_in_the_browser() {
     assert_eq!(seen["current_flow"], "booking", "{seen:#}");
     assert_eq!(seen["data"], json!({ "hotel": "Grand Hotel", "date": "2026-12-04", "guests": "2" }), "{seen:#}");
     assert_eq!(
-        seen["trace"], "booking/confirm · ran ask_hotel, ask_date, confirm · needs_input · 2 model calls",
+        seen["trace"], "booking/confirm · ran ask_hotel, ask_date, confirm · needs_input · 1 model call",
         "{seen:#}"
     );
-    assert_eq!(seen["model_calls"].as_array().map(Vec::len), Some(2), "{seen:#}");
+    assert_eq!(seen["model_calls"].as_array().map(Vec::len), Some(1), "{seen:#}");
     for edge in ["message>entry", "entry>ask_hotel", "ask_hotel>ask_date", "ask_date>confirm"] {
         assert!(seen["taken"].as_array().is_some_and(|taken| taken.contains(&json!(edge))), "{edge} marked: {seen:#}");
     }

@@ -93,8 +93,8 @@ mod numbers;
 mod routing;
 
 use super::{
-    Answer, ModelReply, Proposal, Provider, ProviderError, ReplyRequest, Response, ToolRound, UnderstandRequest,
-    Understanding, Usage,
+    Answer, FusedReply, ModelReply, Proposal, Provider, ProviderError, ReplyRequest, Response, ToolRound,
+    UnderstandRequest, Understanding, Usage,
 };
 use crate::read::text;
 use cache::Cache;
@@ -190,9 +190,60 @@ fn understand(request: &UnderstandRequest, cache: &mut Cache) -> Understanding {
         }
     }
 
+    let reply = fused_reply(request, flow.as_ref(), &fields);
     let answered = u64::from(flow.is_some()) + (fields.len() + conditions.len() + signals.len()) as u64;
-    let usage = Usage { calls: 1, prompt: understand_prompt_words(request), completion: answered, cached: 0 };
-    Understanding { flow, fields, conditions, signals, usage }
+    let written = reply.as_ref().map_or(0, |reply| text::word_count(&reply.text));
+    let usage = Usage { calls: 1, prompt: understand_prompt_words(request), completion: answered + written, cached: 0 };
+    Understanding { flow, fields, conditions, signals, reply, usage }
+}
+
+/// The fused reply, when the request asks for one: the first step offered
+/// in the flow the conversation goes on in whose missing fields the
+/// message does not all give, and its prompt with the values filled in —
+/// the text the reply call writes for that step. None when the message
+/// routes away from the active flow, or no step is left to ask.
+fn fused_reply(
+    request: &UnderstandRequest,
+    routed: Option<&String>,
+    fields: &BTreeMap<String, Proposal>,
+) -> Option<FusedReply> {
+    let ask = request.reply.as_ref()?;
+    let flow = match (&request.active_flow, routed) {
+        (Some(active), Some(routed)) if active != routed => return None,
+        (Some(active), _) => active,
+        (None, Some(routed)) => routed,
+        (None, None) => ask.fallback_flow.as_ref()?,
+    };
+    let step = ask
+        .steps
+        .iter()
+        .filter(|step| &step.flow == flow)
+        .find(|step| step.missing.iter().any(|name| !fields.contains_key(name)))?;
+    let value = |name: &str| fields.get(name).map(|proposal| &proposal.value).or_else(|| ask.data.get(name));
+    let text = fill(&step.prompt, value);
+    Some(FusedReply { step: step.id.clone(), text: text.trim().to_string() })
+}
+
+/// A prompt's `{{field}}` placeholders replaced by the values, written as
+/// the runtime renders them (a string as is, nothing for no value).
+fn fill<'v>(prompt: &str, value: impl Fn(&str) -> Option<&'v serde_json::Value>) -> String {
+    let mut out = String::new();
+    let mut rest = prompt;
+    while let Some(start) = rest.find("{{") {
+        let Some(end) = rest.get(start + 2..).and_then(|after| after.find("}}")) else {
+            break;
+        };
+        out.push_str(rest.get(..start).unwrap_or_default());
+        let name = rest.get(start + 2..start + 2 + end).unwrap_or_default().trim();
+        match value(name) {
+            Some(serde_json::Value::String(text)) => out.push_str(text),
+            Some(serde_json::Value::Null) | None => {}
+            Some(other) => out.push_str(&other.to_string()),
+        }
+        rest = rest.get(start + 2 + end + 2..).unwrap_or_default();
+    }
+    out.push_str(rest);
+    out
 }
 
 fn reply(request: &ReplyRequest) -> String {
@@ -221,11 +272,18 @@ fn understand_prompt_words(request: &UnderstandRequest) -> u64 {
             + words(&mut field.pattern.iter())
     });
     let questions = request.conditions.iter().chain(&request.signals).map(|question| words(&mut question.when.iter()));
+    // The fused reply's part: who writes, the rules, the data and each
+    // step offered.
+    let reply = request.reply.as_ref().map_or(0, |ask| {
+        let steps = ask.steps.iter().map(|step| 1 + step.missing.len() as u64 + text::word_count(&step.prompt));
+        words(&mut ask.identity.iter().chain(&ask.rules)) + ask.data.len() as u64 + steps.sum::<u64>()
+    });
     text::word_count(&request.message)
         + words(&mut request.history.iter().map(|message| &message.text))
         + flows.sum::<u64>()
         + fields.sum::<u64>()
         + questions.sum::<u64>()
+        + reply
 }
 
 fn reply_prompt_words(request: &ReplyRequest) -> u64 {

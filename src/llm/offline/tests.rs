@@ -562,3 +562,58 @@ mod properties {
         }
     }
 }
+
+/// The booking request at the hotel step, asking for the fused reply over
+/// the steps the runtime would offer.
+fn fused_booking_turn(message: &str, active: Option<&str>) -> Understanding {
+    let step = |id: &str, missing: &[&str], prompt: &str| crate::llm::StepAsk {
+        id: format!("booking.{id}"),
+        flow: "booking".into(),
+        missing: strings(missing),
+        prompt: prompt.into(),
+    };
+    let request = UnderstandRequest {
+        message: message.into(),
+        active_flow: active.map(str::to_string),
+        flows: if active.is_none() { vec![booking_flow()] } else { vec![] },
+        fields: booking_fields(Some("hotel")),
+        today: TODAY.into(),
+        reply: Some(crate::llm::ReplyAsk {
+            data: serde_json::Map::from_iter([("date".to_string(), json!("2026-12-04"))]),
+            steps: vec![
+                step("ask_hotel", &["hotel"], "Which hotel would you like to book?"),
+                step("ask_guests", &["guests"], "How many guests?"),
+                step("confirm", &["confirmed"], "Shall I book {{hotel}} on {{date}} for {{guests}} guests?"),
+            ],
+            ..crate::llm::ReplyAsk::default()
+        }),
+        ..Default::default()
+    };
+    understand(&request)
+}
+
+#[test]
+fn the_fused_reply_is_the_prompt_of_the_first_step_the_message_leaves_missing() {
+    let reply = |message: &str, active: Option<&str>| fused_booking_turn(message, active).reply;
+    assert_eq!(
+        reply("The Grand Hotel, for 2 guests", Some("booking")),
+        Some(FusedReply {
+            step: "booking.confirm".into(),
+            text: "Shall I book Grand Hotel on 2026-12-04 for 2 guests?".into()
+        }),
+        "the values from the message and the known data, written as the runtime renders them"
+    );
+    assert_eq!(
+        reply("The Grand Hotel, please", Some("booking")),
+        Some(FusedReply { step: "booking.ask_guests".into(), text: "How many guests?".into() })
+    );
+    assert_eq!(
+        reply("I'd like to book a hotel room", None).map(|reply| reply.step),
+        Some("booking.ask_hotel".into()),
+        "routed into the flow"
+    );
+    assert_eq!(reply("what is the weather like?", None), None, "routed nowhere, and no fallback flow");
+    // The reply's words count as completion, like a reply call's.
+    let understood = fused_booking_turn("The Grand Hotel, please", Some("booking"));
+    assert_eq!(understood.usage.completion, 1 + 3);
+}

@@ -21,12 +21,24 @@ use std::collections::BTreeSet;
 /// token limit then costs the user a question, not the conversation.
 /// Every other failure (network, authentication, cancellation) still
 /// fails the turn and leaves the session as it was.
+///
+/// A request that asks for the fused reply too and does not fit the
+/// model's context window is asked again without it: the reply is then
+/// asked for in a call of its own, as without the fused call.
 pub(super) fn understand_or_nothing(
     st: &mut TurnState,
     sv: &mut Services,
-    request: &UnderstandRequest,
+    request: &mut UnderstandRequest,
 ) -> Result<Understanding, TurnError> {
-    match sv.provider.understand(request) {
+    let answer = match sv.provider.understand(request) {
+        Err(ProviderError::ContextOverflow(reason)) if request.reply.is_some() => {
+            st.warn(format!("the understand call asked without the reply, which did not fit: {reason}"));
+            request.reply = None;
+            sv.provider.understand(request)
+        }
+        answer => answer,
+    };
+    match answer {
         Ok(understanding) => Ok(understanding),
         Err(ProviderError::InvalidOutput(reason)) => {
             st.warn(format!("the model's answer was unusable and was set aside: {reason}"));

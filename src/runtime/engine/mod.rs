@@ -20,7 +20,9 @@
 //! (the pending directive), `understand.rs`, `signals.rs` (both phases),
 //! `resolve.rs` (entering, evaluating, executing steps), `reply.rs` (the
 //! model's reply, one round per step, with `tool_loop.rs`), `finish.rs`.
-//! Below them: `plan.rs` (what the turn asks the model), `ask.rs` (asking
+//! Below them: `plan.rs` (what the turn asks the model), `fused.rs` (the
+//! reply the understand call writes too, and whether the turn may use
+//! it), `ask.rs` (asking
 //! it and taking what it read), `route.rs` (leaving a step),
 //! `position.rs` (where a position or a landing puts the turn, by
 //! `ir::successor`), `conditions.rs`, and `bus.rs` (actions,
@@ -68,6 +70,7 @@ mod ask;
 mod bus;
 mod conditions;
 mod finish;
+mod fused;
 mod plan;
 mod position;
 mod reply;

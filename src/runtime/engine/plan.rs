@@ -1,13 +1,15 @@
 //! What a turn asks the model, as one value ([`TurnPlan`]) worked out
 //! from where the conversation stands before the understand call: the
 //! fields the message may answer (with the confirmation rule), the open
-//! signals, and the AI conditions of the steps the turn can reach. The
+//! signals, the AI conditions of the steps the turn can reach, and the
+//! steps the turn is likely to stop at and ask (for the fused reply). The
 //! understand call asks it, the relevance filter writes only what it
 //! allows, and the post-phase signals follow its confirmation rule.
 
 use super::conditions::{push_questions, reads_any};
 use super::services::Services;
 use super::state::TurnState;
+use crate::expr::{ExprKind, Template, TemplatePart};
 use crate::ir::successor::{self, Jump, Landing};
 use crate::ir::{Behavior, FieldId, Flow, FlowId, Phase, Program, Step, StepId, TypeKind};
 use crate::llm::Question;
@@ -28,6 +30,24 @@ pub(super) struct TurnPlan {
     pub(super) pre_signals: Vec<usize>,
     pub(super) early_post: Vec<usize>,
     pub(super) conditions: Vec<Question>,
+    /// The steps the turn may stop at and ask, in the order it reaches
+    /// them, each with the fields it needs that are unset before the
+    /// message: the turn stops at the first whose fields the message does
+    /// not all give. Empty when where the turn stops cannot be told from
+    /// the fields alone; then no fused reply is asked for.
+    pub(super) likely: Vec<Likely>,
+    /// The flow entered when the message routes to none and no flow is
+    /// active.
+    pub(super) fallback: Option<FlowId>,
+}
+
+/// A step the turn may stop at and ask.
+pub(super) struct Likely {
+    pub(super) flow: FlowId,
+    pub(super) step: StepId,
+    /// The fields it needs that are unset (or, for a confirmation entered
+    /// anew, cleared) before the message.
+    pub(super) missing: Vec<FieldId>,
 }
 
 /// The confirmations of a program: `bool` fields that some step collects.
@@ -75,6 +95,8 @@ impl TurnPlan {
             pre_signals: open_signals(st, sv, &[Phase::Pre, Phase::Both]),
             early_post: Vec::new(),
             conditions: Vec::new(),
+            likely: Vec::new(),
+            fallback: None,
         };
         let answering = plan.answering_step(program);
         // Fields: the answering step's, the active flow's, and when no flow
@@ -134,6 +156,14 @@ impl TurnPlan {
         }
         plan.conditions = open_conditions(st, sv, &condition_flows, &from, &fields);
         plan.fields = fields;
+        match (active, plan.answering) {
+            (Some(flow), answering) => plan.likely = likely_steps(st, sv, flow, answering),
+            (None, _) => {
+                plan.fallback = fallback_flow(program, candidates);
+                let entered = routable.iter().copied().chain(plan.fallback);
+                plan.likely = entered.flat_map(|flow| likely_steps(st, sv, flow, None)).collect();
+            }
+        }
         plan
     }
 
@@ -189,6 +219,141 @@ impl TurnPlan {
         relevant.extend(signal_fields(program, &matched));
         relevant
     }
+}
+
+/// The flow a message that routes nowhere enters when no flow is active:
+/// the first `if`-only flow whose guard holds, else the default (the rule
+/// of the understand stage's routing).
+pub(super) fn fallback_flow(program: &Program, candidates: &[FlowId]) -> Option<FlowId> {
+    candidates
+        .iter()
+        .copied()
+        .find(|flow| program.flow(*flow).is_some_and(|declared| declared.when.is_empty() && !declared.guard.is_empty()))
+        .or_else(|| program.default_flow.filter(|flow| candidates.contains(flow)))
+}
+
+/// The steps of `flow` the turn may stop at and ask, in the order it
+/// reaches them: from `answering` (asked again while its fields are
+/// missing), or from the flow's entry (a new run: its fresh fields are
+/// cleared). The walk follows the successor rule while which step asks
+/// depends only on which fields get filled, and stops at the first step
+/// where it would not: an auto step, a step with tools, branches, `do`
+/// actions, a `say` or a `wait`, a step passed over by an AI `when`, a
+/// step without a prompt or one whose prompt computes from a field the
+/// message may fill. Nothing is likely when the step the message answers
+/// has a branch entry with a `when`, which may take the turn elsewhere.
+fn likely_steps(st: &TurnState, sv: &Services, flow_id: FlowId, answering: Option<StepId>) -> Vec<Likely> {
+    let program = sv.program;
+    let Some(flow) = program.flow(flow_id) else {
+        return Vec::new();
+    };
+    let cleared: BTreeSet<FieldId> = match answering {
+        Some(_) => BTreeSet::new(),
+        None => flow.fresh.iter().copied().collect(),
+    };
+    let unset = |field: &FieldId| {
+        cleared.contains(field)
+            || program
+                .field(*field)
+                .is_none_or(|declared| st.session.data.get(&declared.name).is_none_or(serde_json::Value::is_null))
+    };
+    // An entry with a `when` may take the turn away from the step the
+    // message answers even while it still needs input: where the turn
+    // stops then depends on more than the fields.
+    let interruptible = answering
+        .and_then(|step| flow.step(step))
+        .is_some_and(|step| step.branches.iter().any(|entry| !entry.when.is_empty()));
+    if interruptible {
+        return Vec::new();
+    }
+    let mut likely = Vec::new();
+    let mut landing = match answering {
+        Some(step) => Landing::Step(step),
+        None => successor::ENTRY,
+    };
+    // Each step is visited at most once: a ring of satisfied steps stops
+    // the walk, as it would stop the turn.
+    for visit in 0..=flow.steps.len() {
+        let step_id = match landing {
+            Landing::Step(step) => step,
+            Landing::Listed(from) => {
+                let mut unpredictable = false;
+                let found = successor::first_listed(flow, from, |_, step| {
+                    unpredictable |= !step.when.is_empty();
+                    passed_over_now(st, sv, step)
+                });
+                match found {
+                    Some(step) if !unpredictable => step,
+                    _ => break,
+                }
+            }
+            _ => break,
+        };
+        let Some(step) = flow.step(step_id) else {
+            break;
+        };
+        let Some(prompt) = &step.prompt else {
+            break;
+        };
+        if step.auto || !step.tools.is_empty() || (step.collect.is_empty() && step.requires.is_empty()) {
+            break;
+        }
+        // A confirmation is asked anew on every visit: entered afresh, a
+        // step starts without it.
+        let entered = visit > 0 || answering.is_none();
+        let confirmation =
+            |field: &FieldId| program.field(*field).is_some_and(|declared| matches!(declared.ty.kind, TypeKind::Bool));
+        let mut seen = BTreeSet::new();
+        let missing: Vec<FieldId> = step
+            .collect
+            .iter()
+            .chain(&step.requires)
+            .copied()
+            .filter(|field| seen.insert(*field))
+            .filter(|field| unset(field) || (entered && step.collect.contains(field) && confirmation(field)))
+            .collect();
+        if !missing.is_empty() {
+            let needed: BTreeSet<FieldId> = missing.iter().copied().collect();
+            if !prompt_is_predictable(prompt, &needed, &cleared) {
+                break;
+            }
+            likely.push(Likely { flow: flow_id, step: step_id, missing });
+        }
+        let leaves_by_fields =
+            step.branches.is_empty() && step.actions.is_empty() && step.say.is_none() && step.wait_ms.is_none();
+        if !leaves_by_fields {
+            break;
+        }
+        landing = successor::fallthrough(step_id, step);
+    }
+    // The message most likely answers the step that asked it: when that
+    // step is the only one offered, where the turn goes once it is
+    // answered cannot be told, and offering it would cost every answer
+    // the prompt of a reply used only when the user did not answer.
+    if answering.is_some() && likely.iter().all(|found| Some(found.step) == answering) {
+        likely.clear();
+    }
+    likely
+}
+
+/// Whether a step reached in list order is passed over, judged on the data
+/// before the message (its `when`s make the walk stop before this).
+fn passed_over_now(st: &TurnState, sv: &Services, step: &Step) -> bool {
+    let skipped = step.skip_if.as_ref().is_some_and(|skip_if| st.guard_passes(sv, std::slice::from_ref(skip_if)));
+    skipped || !st.guard_passes(sv, &step.guard)
+}
+
+/// Whether a prompt's text is known but for the values of fields: each
+/// interpolation is a field, or computes only from fields the message
+/// cannot fill before the step asks.
+fn prompt_is_predictable(prompt: &Template, missing: &BTreeSet<FieldId>, cleared: &BTreeSet<FieldId>) -> bool {
+    prompt.parts.iter().all(|part| match part {
+        TemplatePart::Text(_) => true,
+        TemplatePart::Expr(expr) => {
+            matches!(expr.kind, ExprKind::Field { .. })
+                || (!reads_any(std::slice::from_ref(expr), missing) && !reads_any(std::slice::from_ref(expr), cleared))
+        }
+    })
 }
 
 /// The `extract` fields of these signals.

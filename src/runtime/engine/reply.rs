@@ -4,6 +4,7 @@
 //! post-model bus.
 
 use super::bus::{apply_writes, record, run_post_hook};
+use super::fused::{self, ReplyShape};
 use super::position::park;
 use super::services::Services;
 use super::state::{TurnState, flow_name};
@@ -25,6 +26,23 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcom
         && verbatim.is_none()
         && st.stop != Some(StopReason::Aborted)
         && (!st.answer.instructions.is_empty() || (st.session.flow.is_none() && st.answer.says.is_empty()));
+    if let Some(fused) = st.reading.fused.take() {
+        let shape = ReplyShape {
+            needs_model: needs_model && !st.over_token_budget(sv),
+            replaced: st.bus.halt || verbatim.is_some(),
+            augmented: !pre.append_prompt.is_empty() || !pre.inject_tools.is_empty(),
+        };
+        let outcome = fused::take_reply(st, sv, &fused, &shape);
+        fused::trace(st, &fused, &outcome);
+        if let Ok(text) = outcome {
+            // The model wrote it in the understand call: no call of its own.
+            if let Some(sink) = sv.stream.as_mut() {
+                sink(&text);
+            }
+            complete_reply(st, sv, verbatim, Some(text))?;
+            return Ok(StageOutcome::Done(StageDone::Replied));
+        }
+    }
     if !needs_model || st.over_token_budget(sv) {
         complete_reply(st, sv, verbatim, None)?;
         return Ok(StageOutcome::Done(StageDone::Replied));

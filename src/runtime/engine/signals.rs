@@ -118,7 +118,7 @@ pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<Stag
     // confirmation rule admits no confirmation.
     let confirmations = Confirmations::of(program);
     fields.retain(|field| confirmations.admits(*field, None));
-    let request = UnderstandRequest {
+    let mut request = UnderstandRequest {
         message: st.message.clone(),
         history,
         active_flow: st.session.flow.map(|flow| flow_name(sv, flow)),
@@ -135,13 +135,14 @@ pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<Stag
             .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
             .collect(),
         today: sv.tool_env.clock.now().date_naive().to_string(),
+        reply: None,
         // After the steps acted: see `understand_request`.
         deadline: None,
     };
     let answer = if request.signals.is_empty() {
         Understanding::default()
     } else {
-        let mut answer = understand_or_nothing(st, sv, &request)?;
+        let mut answer = understand_or_nothing(st, sv, &mut request)?;
         st.count_call(sv, Purpose::PostSignals, answer.usage);
         ground(st, sv, &mut answer);
         answer

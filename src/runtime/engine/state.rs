@@ -4,6 +4,7 @@
 //! its counters against the limits, and its trace. The stages are
 //! functions over this state and the [`Services`] they use.
 
+use super::fused::Fused;
 use super::services::Services;
 use super::tool_loop::Replying;
 use super::{Cursor, HISTORY_WINDOW, Observer, Stage};
@@ -54,6 +55,9 @@ pub(super) struct Reading {
     /// Fields the understanding step wrote from this turn's message: a new
     /// run of a flow entered in the same turn keeps them.
     pub(super) extracted: BTreeSet<String>,
+    /// The reply the understand call wrote too, when the turn asked for
+    /// one: the reply stage uses it or asks for its own.
+    pub(super) fused: Option<Fused>,
 }
 
 /// The directive buses: emissions waiting to be merged before and after

@@ -3,6 +3,7 @@
 //! can first, the proposals are grounded, and the turn is routed.
 
 use super::ask::{ground, understand_or_nothing, write_extraction};
+use super::fused::{self, Fused};
 use super::plan::TurnPlan;
 use super::position::{position_cursor, start_run};
 use super::services::Services;
@@ -38,9 +39,12 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
     // read, and the model is asked only for the rest.
     let read_by_code = sv.reader.read(&request);
     request.fields.retain(|field| !read_by_code.contains_key(&field.name));
+    request.reply = request.reply.take().and_then(|ask| fused::with_code_reads(ask, &read_by_code));
+    let stage_events = st.trace.events.len();
+    // The fused reply rides only on a call the turn makes anyway.
     if !request.is_empty() {
         st.reading.asked_signals = request.signals.iter().map(|question| question.id.clone()).collect();
-        let mut understanding = match understand_or_nothing(st, sv, &request) {
+        let mut understanding = match understand_or_nothing(st, sv, &mut request) {
             Ok(understanding) => understanding,
             // The turn's time ran out during the call. Nothing has acted
             // yet this turn, so it stops as the limit stops it, with
@@ -57,6 +61,8 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
             Err(error) => return Err(error),
         };
         st.count_call(sv, Purpose::Understand, understanding.usage);
+        st.reading.fused =
+            request.reply.take().map(|ask| Fused::new(ask, understanding.reply.take(), &understanding.fields));
         ground(st, sv, &mut understanding);
         st.reading.understanding = understanding;
         if st.over_token_budget(sv) {
@@ -85,6 +91,9 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
     let relevant = plan.relevant(program, route.map(|(flow, _)| flow).or(active), &st.reading.understanding);
     write_extraction(st, program, &relevant);
     let signal_position = apply_pre_signal_directives(st, sv, &signal_emissions);
+    if let Some(fused) = st.reading.fused.as_mut() {
+        fused.note_rejections(st.trace.events.get(stage_events..).unwrap_or_default());
+    }
 
     if let Some(position) = signal_position {
         st.cursor = position_cursor(st, sv, position);
@@ -136,6 +145,7 @@ fn understand_request(st: &TurnState, sv: &Services, plan: &TurnPlan, routable: 
             .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
             .collect(),
         today: sv.tool_env.clock.now().date_naive().to_string(),
+        reply: fused::reply_ask(st, sv, plan),
         // Only this call is cut off at the turn's end: it comes before
         // any step acts. A later call cut off would fail a turn whose
         // steps already ran, and the next message would run them again.

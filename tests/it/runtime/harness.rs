@@ -215,6 +215,12 @@ impl Understood {
         self
     }
 
+    /// The reply written in the same call (the fused call), for `step`.
+    pub fn fused(mut self, step: &str, text: &str) -> Understood {
+        self.0.reply = Some(flowc::llm::FusedReply { step: step.to_string(), text: text.to_string() });
+        self
+    }
+
     pub fn tokens(mut self, prompt: u64) -> Understood {
         self.0.usage = Usage { calls: 1, prompt, completion: 0, cached: 0 };
         self

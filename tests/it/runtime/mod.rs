@@ -4,6 +4,7 @@
 
 mod chain;
 mod example;
+mod fused;
 mod grounding;
 mod harness;
 pub(crate) mod limits;

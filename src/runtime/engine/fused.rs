@@ -1,0 +1,263 @@
+//! The fused reply: the understand call also writes the reply to the step
+//! the turn is likely to stop at ([`reply_ask`] says which steps, from the
+//! turn's plan), and the reply stage uses it instead of a reply call only
+//! when code, having grounded and resolved as always, agrees with every
+//! premise the model wrote it on ([`take_reply`]): the turn stops at the
+//! step it named, nothing it proposed was rejected, every value the step's
+//! prompt reads is the value it saw, the step offers no tools, and nothing
+//! else (a directive, a `say`, another step's prompt) shapes the reply.
+//! Whether it was used, and why not, is traced (`fused_reply`).
+
+use super::plan::TurnPlan;
+use super::services::Services;
+use super::state::{TurnState, flow_name};
+use crate::expr::eval::eval;
+use crate::expr::ops::to_text;
+use crate::expr::{Expr, ExprKind, Template, TemplatePart};
+use crate::ir::{FieldId, FlowId, Program};
+use crate::llm::{FusedReply, Proposal, ReplyAsk, StepAsk};
+use crate::runtime::events::{Event, StopReason};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A fused reply the turn asked for: what the request offered, what the
+/// model wrote, and what it saw.
+pub(super) struct Fused {
+    ask: ReplyAsk,
+    reply: Option<FusedReply>,
+    /// Each field's value as the model saw it: the known data, overlaid by
+    /// every value it proposed (before grounding).
+    view: Map<String, Value>,
+    /// The model's proposals code did not accept, by name.
+    rejected: Vec<String>,
+}
+
+impl Fused {
+    pub(super) fn new(ask: ReplyAsk, reply: Option<FusedReply>, proposed: &BTreeMap<String, Proposal>) -> Fused {
+        let mut view = ask.data.clone();
+        for (name, proposal) in proposed {
+            view.insert(name.clone(), proposal.value.clone());
+        }
+        Fused { ask, reply, view, rejected: Vec::new() }
+    }
+
+    /// Notes the proposals grounding, validation or the consent rule set
+    /// aside, from the events the understand stage emitted.
+    pub(super) fn note_rejections(&mut self, events: &[Event]) {
+        for event in events {
+            let name = match event {
+                Event::Ungrounded { name, .. } | Event::ExtractionRejected { field: name, .. } => name,
+                Event::ConsentUnclear { field, proposed: Some(_), .. } => field,
+                _ => continue,
+            };
+            if !self.rejected.contains(name) {
+                self.rejected.push(name.clone());
+            }
+        }
+    }
+}
+
+/// The steps of the plan, offered for the fused reply, with what the
+/// model needs to write it; `None` when the plan cannot tell where the
+/// turn stops.
+pub(super) fn reply_ask(st: &TurnState, sv: &Services, plan: &TurnPlan) -> Option<ReplyAsk> {
+    if plan.likely.is_empty() {
+        return None;
+    }
+    let program = sv.program;
+    let scope = st.scope(sv);
+    let mut warnings = Vec::new();
+    let mut render = |template: &Template| crate::expr::eval::render(template, &scope, &mut warnings);
+    let identity = program.agent.identity.as_ref().map(&mut render);
+    let mut rules: Vec<String> = program.agent.rules.iter().map(&mut render).collect();
+    let mut flows: Vec<FlowId> = Vec::new();
+    for likely in &plan.likely {
+        if !flows.contains(&likely.flow) {
+            flows.push(likely.flow);
+        }
+    }
+    for flow in flows.iter().filter_map(|flow| program.flow(*flow)) {
+        rules.extend(flow.rules.iter().map(&mut render));
+    }
+    // A flow entered anew starts without its fresh fields: they are not
+    // known to its steps.
+    let mut data: Map<String, Value> = st.session.data.clone().into_iter().collect();
+    if st.session.flow.is_none() {
+        for field in flows.iter().filter_map(|flow| program.flow(*flow)).flat_map(|flow| &flow.fresh) {
+            if let Some(declared) = program.field(*field) {
+                data.remove(&declared.name);
+            }
+        }
+    }
+    let steps = plan
+        .likely
+        .iter()
+        .filter_map(|likely| {
+            let flow = program.flow(likely.flow)?;
+            let step = flow.step(likely.step)?;
+            let prompt = placeholder_text(st, sv, step.prompt.as_ref()?);
+            Some(StepAsk {
+                id: step_id(&flow.name, &step.name),
+                flow: flow.name.clone(),
+                missing: likely
+                    .missing
+                    .iter()
+                    .filter_map(|field| program.field(*field).map(|declared| declared.name.clone()))
+                    .collect(),
+                prompt,
+            })
+        })
+        .collect();
+    Some(ReplyAsk { identity, rules, data, fallback_flow: plan.fallback.map(|flow| flow_name(sv, flow)), steps })
+}
+
+/// Code read these values before the call: they are known to the model
+/// (not asked of it), and a step they complete no longer asks. `None`
+/// when no step is left to offer.
+pub(super) fn with_code_reads(mut ask: ReplyAsk, read: &BTreeMap<String, Proposal>) -> Option<ReplyAsk> {
+    for (name, proposal) in read {
+        ask.data.insert(name.clone(), proposal.value.clone());
+    }
+    for step in &mut ask.steps {
+        step.missing.retain(|name| !read.contains_key(name));
+    }
+    ask.steps.retain(|step| !step.missing.is_empty());
+    (!ask.steps.is_empty()).then_some(ask)
+}
+
+/// A prompt as the model is shown it: `{{field}}` for each interpolation
+/// of a field (its value may come from this very message), the text of
+/// any other, rendered on the data before the message (the plan admits
+/// only those that read nothing the message may fill).
+fn placeholder_text(st: &TurnState, sv: &Services, prompt: &Template) -> String {
+    let program = sv.program;
+    let scope = st.scope(sv);
+    let mut warnings = Vec::new();
+    let mut text = String::new();
+    for part in &prompt.parts {
+        match part {
+            TemplatePart::Text(literal) => text.push_str(literal),
+            TemplatePart::Expr(expr) => match plain_field(expr).and_then(|field| program.field(field)) {
+                Some(declared) => {
+                    text.push_str("{{");
+                    text.push_str(&declared.name);
+                    text.push_str("}}");
+                }
+                None => text.push_str(&to_text(&eval(expr, &scope, &mut warnings))),
+            },
+        }
+    }
+    text
+}
+
+fn plain_field(expr: &Expr) -> Option<FieldId> {
+    match expr.kind {
+        ExprKind::Field { field } => Some(field),
+        _ => None,
+    }
+}
+
+/// The id a step is offered under.
+fn step_id(flow: &str, step: &str) -> String {
+    format!("{flow}.{step}")
+}
+
+/// What else shapes this turn's reply besides the step's prompt, as the
+/// reply stage sees it before the model would be asked.
+pub(super) struct ReplyShape {
+    /// The reply needs the model at all.
+    pub(super) needs_model: bool,
+    /// A directive's `reply` or a `halt` replaced it.
+    pub(super) replaced: bool,
+    /// `append_prompt` or `inject_tools` added to it.
+    pub(super) augmented: bool,
+}
+
+/// The fused reply's text when the turn may use it, else why not.
+pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &ReplyShape) -> Result<String, String> {
+    let program = sv.program;
+    let Some(reply) = &fused.reply else {
+        return Err("the model named no step or wrote no reply".into());
+    };
+    if shape.replaced {
+        return Err("a directive replaced the reply".into());
+    }
+    if !shape.needs_model {
+        return Err("the turn needed no reply from the model".into());
+    }
+    let asking = st
+        .answer
+        .asking
+        .filter(|_| st.stop == Some(StopReason::NeedsInput))
+        .and_then(|(flow, step)| Some((flow, program.flow(flow)?.step(step)?)));
+    let Some((flow_id, step)) = asking else {
+        return Err(format!("the turn did not stop at a step that asks (the model named `{}`)", reply.step));
+    };
+    let stopped = step_id(&flow_name(sv, flow_id), &step.name);
+    if stopped != reply.step {
+        return Err(format!("the turn stopped at `{stopped}`, not at `{}` the model named", reply.step));
+    }
+    if let Some(name) = fused.rejected.first() {
+        return Err(format!("code rejected a value the model proposed (`{name}`)"));
+    }
+    if !step.tools.is_empty() || shape.augmented {
+        return Err("the step offers tools or the reply was augmented".into());
+    }
+    if !st.answer.says.is_empty() || st.answer.instructions.len() != 1 {
+        return Err("the reply has more to say than the step's prompt".into());
+    }
+    if let Some(name) = unseen_value(st, program, fused, step.prompt.as_ref()) {
+        return Err(format!("the step's prompt reads `{name}`, whose value is not the one the model saw"));
+    }
+    if reply.text.trim().is_empty() {
+        return Err("the reply is empty".into());
+    }
+    Ok(reply.text.clone())
+}
+
+/// The first field the step's prompt reads whose value now is not the one
+/// the model wrote the reply with: a field interpolated as such against
+/// what the model saw, one a computed interpolation reads against the
+/// data the prompt was shown rendered with.
+fn unseen_value(st: &TurnState, program: &Program, fused: &Fused, prompt: Option<&Template>) -> Option<String> {
+    let prompt = prompt?;
+    let mut plain: BTreeSet<FieldId> = BTreeSet::new();
+    let mut computed: BTreeSet<FieldId> = BTreeSet::new();
+    for part in &prompt.parts {
+        let TemplatePart::Expr(expr) = part else {
+            continue;
+        };
+        match plain_field(expr) {
+            Some(field) => {
+                plain.insert(field);
+            }
+            None => expr.walk(&mut |node| {
+                if let ExprKind::Field { field } = node.kind {
+                    computed.insert(field);
+                }
+            }),
+        }
+    }
+    fn set<'m>(map: &'m Map<String, Value>, name: &str) -> Option<&'m Value> {
+        map.get(name).filter(|value| !value.is_null())
+    }
+    let differs = |field: &FieldId, seen: &Map<String, Value>| {
+        program.field(*field).and_then(|declared| {
+            let now = st.session.data.get(&declared.name).filter(|value| !value.is_null());
+            (now != set(seen, &declared.name)).then(|| declared.name.clone())
+        })
+    };
+    plain
+        .iter()
+        .find_map(|field| differs(field, &fused.view))
+        .or_else(|| computed.iter().find_map(|field| differs(field, &fused.ask.data)))
+}
+
+/// Traces what became of a fused reply.
+pub(super) fn trace(st: &mut TurnState, fused: &Fused, outcome: &Result<String, String>) {
+    st.emit(Event::FusedReply {
+        step: fused.reply.as_ref().map(|reply| reply.step.clone()),
+        used: outcome.is_ok(),
+        reason: outcome.as_ref().err().cloned(),
+    });
+}

@@ -1,0 +1,197 @@
+//! The fused call (issue 24): the understand call also writes the reply to
+//! the step the turn is likely to stop at, and the turn uses it only when
+//! code agrees with everything the model wrote it on.
+
+use super::harness::{Harness, Reply, Understood};
+use flowc::runtime::events::{Event, TurnResult};
+use serde_json::json;
+
+const BOOKING: &str = r#"
+agent A { identity "You are a concierge." rule "Be brief." }
+schema {
+  hotel: string examples "Grand Hotel", "Ritz Paris"
+  date: date
+  guests: int 1..10
+  confirmed: bool
+}
+flow booking "Book a hotel room" {
+  when "the user wants to book a hotel room"
+  requires hotel, date, guests
+  step ask_hotel { prompt "Which hotel?" collect hotel }
+  step ask_date { prompt "For which date?" collect date }
+  step ask_guests { prompt "How many guests?" collect guests skip_if guests is set }
+  step confirm {
+    requires hotel, date, guests
+    prompt "Shall I book {{hotel}} on {{date}} for {{guests}} guests?"
+    collect confirmed
+    branch {
+      if confirmed == true -> done
+      else -> cancelled
+    }
+  }
+  step done { say "Booked." next end }
+  step cancelled { say "Cancelled." }
+}
+"#;
+
+/// What became of the turn's fused reply: (step named, used, reason).
+fn fused(result: &TurnResult) -> Vec<(Option<String>, bool, Option<String>)> {
+    result
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            Event::FusedReply { step, used, reason } => Some((step.clone(), *used, reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_reply_written_in_the_understand_call_answers_the_turn_without_a_reply_call() {
+    let mut harness = Harness::new(BOOKING);
+    let result = harness.say_with(
+        "I'd like to book a room",
+        Understood::new().flow("booking").fused("booking.ask_hotel", "Which hotel would you like?"),
+    );
+    assert_eq!(result.reply, "Which hotel would you like?");
+    assert_eq!(harness.calls_last_turn(), (1, 0), "the understand call only");
+    assert_eq!(result.llm_calls, 1);
+    assert_eq!(fused(&result), [(Some("booking.ask_hotel".to_string()), true, None)]);
+    // What the call was asked: the steps in the order the turn reaches
+    // them, each with what it still misses, its prompt with a placeholder
+    // for each field, and who writes.
+    let ask = harness.last_understand().reply.expect("a fused reply is asked for");
+    let steps: Vec<(&str, Vec<&str>)> =
+        ask.steps.iter().map(|step| (step.id.as_str(), step.missing.iter().map(String::as_str).collect())).collect();
+    assert_eq!(
+        steps,
+        [
+            ("booking.ask_hotel", vec!["hotel"]),
+            ("booking.ask_date", vec!["date"]),
+            ("booking.ask_guests", vec!["guests"]),
+            ("booking.confirm", vec!["confirmed", "hotel", "date", "guests"]),
+        ]
+    );
+    assert_eq!(ask.steps[3].prompt, "Shall I book {{hotel}} on {{date}} for {{guests}} guests?");
+    assert_eq!(ask.identity.as_deref(), Some("You are a concierge."));
+    assert_eq!(ask.rules, ["Be brief."]);
+}
+
+#[test]
+fn a_reply_for_another_step_than_the_turn_stops_at_is_set_aside_for_the_reply_call() {
+    let mut harness = Harness::new(BOOKING);
+    // The model named the date step, as if it had read a hotel it did not
+    // propose: the turn stops at the hotel step.
+    let result = harness.say_with(
+        "I'd like to book a room",
+        Understood::new().flow("booking").fused("booking.ask_date", "For which date at the Ritz?"),
+    );
+    assert_eq!(result.reply, "reply: Which hotel?");
+    assert_eq!(harness.calls_last_turn(), (1, 1));
+    assert_eq!(
+        fused(&result),
+        [(
+            Some("booking.ask_date".to_string()),
+            false,
+            Some("the turn stopped at `booking.ask_hotel`, not at `booking.ask_date` the model named".to_string())
+        )]
+    );
+}
+
+#[test]
+fn a_reply_never_mentions_a_value_grounding_rejected() {
+    let mut harness = Harness::new(BOOKING);
+    harness.say_with(
+        "book the Grand Hotel for 2 guests",
+        Understood::new().flow("booking").field("hotel", json!("Grand Hotel")).field("guests", json!(2)),
+    );
+    assert_eq!(harness.data("guests"), Some(json!(2)));
+    // The model reads 5 guests as 50: grounding drops it, the date (read
+    // by code) is written, and the turn stops at confirm, the step the
+    // model named, with the 2 guests code accepted. Its reply, written
+    // with 50, is not used.
+    let result = harness.say_with(
+        "on 2026-12-04, for 5 guests",
+        Understood::new()
+            .cited("guests", json!(50), "5 guests")
+            .fused("booking.confirm", "Shall I book Grand Hotel on 2026-12-04 for 50 guests?"),
+    );
+    assert_eq!(harness.data("guests"), Some(json!(2)));
+    assert_eq!(harness.session.step.map(|step| step.index()), Some(3), "at confirm");
+    assert_eq!(result.reply, "reply: Shall I book Grand Hotel on 2026-12-04 for 2 guests?");
+    assert!(!result.reply.contains("50"));
+    assert_eq!(harness.calls_last_turn(), (1, 1), "the ordinary reply call");
+    let events = fused(&result);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].0.as_deref(), Some("booking.confirm"));
+    assert!(!events[0].1);
+    assert_eq!(events[0].2.as_deref(), Some("code rejected a value the model proposed (`guests`)"));
+}
+
+#[test]
+fn values_code_read_before_the_call_are_known_to_the_model_and_its_reply_is_used() {
+    let mut harness = Harness::new(BOOKING);
+    harness.say_with("book the Grand Hotel", Understood::new().flow("booking").field("hotel", json!("Grand Hotel")));
+    harness.say("2026-12-04");
+    let result = harness.say_with(
+        "3 guests",
+        Understood::new().fused("booking.confirm", "Shall I book Grand Hotel on 2026-12-04 for 3 guests?"),
+    );
+    // "3 guests" is read by code (the one number, at the step that asks
+    // for it alone): the model saw it as known data.
+    assert_eq!(harness.data("guests"), Some(json!(3)));
+    assert_eq!(result.reply, "Shall I book Grand Hotel on 2026-12-04 for 3 guests?");
+    assert_eq!(harness.calls_last_turn(), (1, 0));
+    let ask = harness.last_understand().reply.expect("a fused reply is asked for");
+    assert_eq!(ask.data.get("guests"), Some(&json!(3)), "what code read is known to the model");
+}
+
+#[test]
+fn no_reply_is_asked_for_when_where_the_turn_stops_depends_on_more_than_fields() {
+    let mut harness = Harness::new(BOOKING);
+    harness.say_with(
+        "book the Grand Hotel for 2 guests on 2026-12-04",
+        Understood::new().flow("booking").field("hotel", json!("Grand Hotel")).field("guests", json!(2)),
+    );
+    // At confirm, a yes leads through a branch: nothing after it is offered,
+    // and confirm alone is not worth the prompt.
+    harness.reply_next(Reply::text("Booked!"));
+    harness.say("yes");
+    let request = harness.last_understand();
+    assert!(request.reply.is_none(), "{:?}", request.reply);
+}
+
+#[test]
+fn a_value_the_step_sets_as_it_asks_is_not_one_the_model_saw() {
+    let mut harness = Harness::new(
+        r#"
+schema {
+  hotel: string examples "Grand Hotel"
+  price: int
+  confirmed: bool
+}
+flow booking {
+  when "the user wants to book a hotel room"
+  step ask_hotel { prompt "Which hotel?" collect hotel }
+  step confirm {
+    prepare { set price = 120 }
+    prompt "Book {{hotel}} for {{price}} euros?"
+    collect confirmed
+  }
+}
+"#,
+    );
+    let result = harness.say_with(
+        "book the Grand Hotel",
+        Understood::new()
+            .flow("booking")
+            .field("hotel", json!("Grand Hotel"))
+            .fused("booking.confirm", "Book Grand Hotel for 99 euros?"),
+    );
+    assert_eq!(result.reply, "reply: Book Grand Hotel for 120 euros?");
+    assert_eq!(harness.calls_last_turn(), (1, 1));
+    assert_eq!(
+        fused(&result)[0].2.as_deref(),
+        Some("the step's prompt reads `price`, whose value is not the one the model saw")
+    );
+}
