@@ -35,6 +35,7 @@ mod dataflow;
 mod directives;
 mod fields;
 pub(crate) mod flowgraph;
+mod model_steps;
 pub mod reachability;
 mod routing;
 mod summary;
@@ -64,6 +65,7 @@ pub fn check(program: &Program) -> Vec<Diagnostic> {
     fields::check(program, &mut diagnostics);
     consent::check(program, &mut diagnostics);
     asking::check(program, &analysis, &mut diagnostics);
+    model_steps::check(program, &mut diagnostics);
     diagnostics
 }
 
