@@ -71,7 +71,7 @@ fn missing_punctuation_is_named() {
         ("flow f { step a { call t(a: 1 } }", "expected an operator, `)` or `,`, found `}`"),
         (
             "flow f { step a { do { sat x = 1 } } }",
-            "expected an action (`set`, `append`, `call`, `emit`, `for`, `say`) or `}`, found `sat`",
+            "expected an action (`set`, `append`, `call`, `emit`, `for`, `ask_model`, `say`) or `}`, found `sat`",
         ),
     ];
     for (source, message) in cases {
