@@ -3,6 +3,8 @@
 //! where the run holds the model; a conversation flow's steps and hooks,
 //! and any flow's hooks, run inside a turn, which does not give actions the
 //! model. Found here, before anything runs, rather than as a failed step.
+//! Also `invalid_step`: a model step's `tools`, which no provider offers
+//! the model inside a model step yet: refused rather than ignored.
 
 use super::walk::all_actions;
 use crate::diag::{Code, Diagnostic};
@@ -27,6 +29,20 @@ pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
 
 fn find(program: &Program) -> Vec<Misplaced> {
     let mut found = Vec::new();
+    for flow in &program.flows {
+        for step in &flow.steps {
+            for action in all_actions(&step.actions) {
+                if let ActionKind::AskModel(ask) = &action.kind
+                    && !ask.tools.is_empty()
+                {
+                    let field = program.field(ask.field).map_or_else(String::new, |field| field.name.clone());
+                    let place =
+                        "with `tools` yet: no provider lets the model call tools inside a model step".to_string();
+                    found.push(Misplaced { span: action.span, field, place });
+                }
+            }
+        }
+    }
     let mut note = |actions: &[Action], place: &str| {
         for action in all_actions(actions) {
             if let ActionKind::AskModel(ask) = &action.kind {
@@ -74,6 +90,11 @@ mod tests {
             "schema { name: string\n greeting: string }\n\
              flow w \"W\" {\n  auto step s {\n    set name = \"Ann\"\n    on_enter { ask_model greeting: \"Hi\" }\n  }\n}\n",
             &[("invalid_step", "ask_model greeting: \"Hi\"")],
+        );
+        check_findings(
+            "schema { name: string\n greeting: string }\ntool clock() -> { now: datetime } { builtin now }\n\
+             flow w \"W\" {\n  requires name\n  auto step s { ask_model greeting: \"Hi\" tools [clock] }\n}\n",
+            &[("invalid_step", "ask_model greeting: \"Hi\" tools [clock]")],
         );
     }
 }
