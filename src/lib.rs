@@ -8,13 +8,14 @@
 //! keeping sessions in a [`store`]. [`pipeline`] runs the compile stages in
 //! order; [`diag`] holds the diagnostics every stage reports; [`source`]
 //! the text and spans they point into; [`ids`] the typed indices the IR and
-//! its expressions share; [`duration`] the one duration grammar.
+//! its expressions share; [`duration`] the one duration grammar;
+//! [`schedule`] a workflow schedule's cron expression and next tick.
 //!
 //! Where I/O happens (each module's own docs say the same):
 //!
 //! | module | I/O |
 //! | ------ | --- |
-//! | [`syntax`], [`ir`], [`expr`], [`check`], [`graph`], [`pipeline`], [`diag`], [`source`], [`ids`], [`duration`] | none: they work on text and values handed to them (a [`source::SourceFile`] is built by its caller from text the caller read; JSON and diagnostics are written to a writer the caller passes) |
+//! | [`syntax`], [`ir`], [`expr`], [`check`], [`graph`], [`pipeline`], [`diag`], [`source`], [`ids`], [`duration`], [`schedule`] | none: they work on text and values handed to them (a [`source::SourceFile`] is built by its caller from text the caller read; JSON and diagnostics are written to a writer the caller passes) |
 //! | [`runtime`] | runs tools: `exec` tools start processes, `http` tools make network requests and read the environment variables their headers name (`env.NAME`); the clock reads the system time and the `FLOWC_NOW`/`FLOWC_SEED` environment variables |
 //! | [`llm`] | network requests to model providers; reads `flowc.toml` and API-key environment variables; `--record` writes and `replay:` reads a recording file |
 //! | [`store`] | SQLite files and PostgreSQL connections (sessions, transcripts, workflow runs); finding the store reads `FLOWC_STORE` and `[store]` in `flowc.toml`; a SQLite store imports once the JSON session files of `.flowc/sessions/` beside it (and warns on stderr about one it cannot read); the memory store none |
@@ -40,6 +41,7 @@ pub mod message;
 pub mod pipeline;
 pub mod read;
 pub mod runtime;
+pub mod schedule;
 pub mod serve;
 pub mod source;
 pub mod store;

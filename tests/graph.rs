@@ -497,6 +497,7 @@ fn hostile_program() -> Program {
             steps,
             span: Span::default(),
             incomplete: false,
+            schedule: None,
         });
     }
     let signals = HOSTILE
@@ -519,7 +520,13 @@ fn hostile_program() -> Program {
         })
         .collect();
     Program {
-        agent: Agent { name: Some("end".to_string()), identity: None, rules: Vec::new(), limits: Default::default() },
+        agent: Agent {
+            name: Some("end".to_string()),
+            identity: None,
+            rules: Vec::new(),
+            limits: Default::default(),
+            history: Default::default(),
+        },
         fields,
         context: Vec::new(),
         tools: Vec::new(),

@@ -16,6 +16,8 @@
 //! | `directives`    | `dropped_field`                               |
 //! | `fields`        | `uncollected_required`                        |
 //! | `consent`       | `kept_consent`, `kept_uncollected`            |
+//! | `schedules`     | `invalid_schedule`                            |
+//! | [`costs`]       | `turn_token_budget`                           |
 //!
 //! `flowgraph` is the step graph they share, `conditions` what can be
 //! told about a condition statically, `walk` the traversal of nested
@@ -30,14 +32,16 @@ mod asking;
 mod assignment;
 mod conditions;
 mod consent;
+pub mod costs;
 mod cycles;
 mod dataflow;
 mod directives;
 mod fields;
 pub(crate) mod flowgraph;
-mod model_steps;
+pub mod model_steps;
 pub mod reachability;
 mod routing;
+mod schedules;
 mod summary;
 pub(crate) mod walk;
 
@@ -66,6 +70,8 @@ pub fn check(program: &Program) -> Vec<Diagnostic> {
     consent::check(program, &mut diagnostics);
     asking::check(program, &analysis, &mut diagnostics);
     model_steps::check(program, &mut diagnostics);
+    schedules::check(program, &mut diagnostics);
+    costs::check(program, &mut diagnostics);
     diagnostics
 }
 

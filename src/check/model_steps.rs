@@ -8,8 +8,64 @@
 
 use super::walk::all_actions;
 use crate::diag::{Code, Diagnostic};
-use crate::ir::{Action, ActionKind, Program};
+use crate::ir::{Action, ActionKind, OnError, Program};
 use crate::source::Span;
+use serde::Serialize;
+
+/// The model calls of one workflow step's model steps, for `flowc check
+/// --costs`: each `ask_model` is one call, and one more when its answer
+/// is repaired; a `retry` runs the step again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StepModelCalls {
+    /// The workflow.
+    pub flow: String,
+    /// The step.
+    pub step: String,
+    /// The fewest calls: its model steps outside loops, each answered at once.
+    pub best: u32,
+    /// The most, besides those in loops: each repaired, on every attempt.
+    pub worst: u32,
+    /// The most per item of its loops (a model step in a `for_each`), on
+    /// every attempt; 0 when no model step is in a loop.
+    pub worst_per_item: u32,
+}
+
+/// The model calls of every workflow step that has model steps, in flow
+/// and step order.
+pub fn workflow_model_calls(program: &Program) -> Vec<StepModelCalls> {
+    let mut rows = Vec::new();
+    for flow in program.flows.iter().filter(|flow| flow.steps.iter().all(|step| step.auto)) {
+        for step in &flow.steps {
+            let (mut once, mut per_item) = (0u32, 0u32);
+            let mut lists: Vec<(&[Action], bool)> = vec![(&step.actions, false)];
+            while let Some((actions, in_loop)) = lists.pop() {
+                for action in actions {
+                    match &action.kind {
+                        ActionKind::AskModel(_) if in_loop => per_item += 1,
+                        ActionKind::AskModel(_) => once += 1,
+                        ActionKind::ForEach(for_each) => lists.push((&for_each.actions, true)),
+                        _ => {}
+                    }
+                }
+            }
+            if once + per_item == 0 {
+                continue;
+            }
+            let attempts = match step.on_error {
+                OnError::Retry { times, .. } => times.saturating_add(1),
+                _ => 1,
+            };
+            rows.push(StepModelCalls {
+                flow: flow.name.clone(),
+                step: step.name.clone(),
+                best: once,
+                worst: once.saturating_mul(2).saturating_mul(attempts),
+                worst_per_item: per_item.saturating_mul(2).saturating_mul(attempts),
+            });
+        }
+    }
+    rows
+}
 
 /// One misplaced model step: where it is and why it cannot run there.
 struct Misplaced {
@@ -71,7 +127,23 @@ fn find(program: &Program) -> Vec<Misplaced> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::check::check_findings;
+
+    #[test]
+    fn a_workflow_steps_model_calls_count_repairs_retries_and_loop_items() {
+        let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/flows/outreach.flow")).unwrap();
+        let program = crate::pipeline::compile(&crate::source::SourceFile::new("outreach.flow", source)).ir;
+        let rows: Vec<(String, u32, u32, u32)> = workflow_model_calls(&program)
+            .into_iter()
+            .map(|row| (row.step, row.best, row.worst, row.worst_per_item))
+            .collect();
+        // The drafts are in a loop retried twice: 2 calls an item, 3 attempts.
+        let expected = [("choose_tone", 1, 2, 0), ("draft_and_send", 0, 0, 6), ("summarise", 1, 2, 0)];
+        let expected: Vec<(String, u32, u32, u32)> =
+            expected.iter().map(|(step, best, worst, item)| (step.to_string(), *best, *worst, *item)).collect();
+        assert_eq!(rows, expected);
+    }
 
     #[test]
     fn model_steps_run_only_in_a_workflows_step_actions() {

@@ -1,10 +1,13 @@
 //! `flowc check PATH...`: every problem of every program in one run, as
 //! rustc-style reports or (`--format json`) one JSON array on stdout, and
-//! on stderr what each program's tools are given from the environment.
+//! on stderr what each program's tools are given from the environment;
+//! with `--costs`, what each turn can cost in model calls and prompt tokens
+//! (`check::costs`), as a table or in the JSON.
 
 use super::load::{expand_paths, load_file};
 use super::report::{Tally, print_diagnostics_up_to, print_stderr, stderr_style};
 use super::{Outcome, print_stdout};
+use crate::check::costs::{BYTES_PER_TOKEN, Calls, Start, TurnCost, costs};
 use crate::diag::render::to_json;
 use crate::diag::{DEFAULT_MAX_SHOWN, left_out_note, shown};
 use crate::pipeline::compile;
@@ -25,6 +28,12 @@ pub struct CheckArgs {
     /// line still counts every one
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SHOWN)]
     pub max_diagnostics: usize,
+    /// Also show, for each place a turn can start, the model calls it can
+    /// make (best and worst case) and its estimated prompt tokens; with
+    /// `--format json` the output is then one object,
+    /// `{"diagnostics": [...], "costs": [...]}`
+    #[arg(long)]
+    pub costs: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -38,6 +47,7 @@ pub fn run(args: &CheckArgs) -> Outcome {
     let mut outcome = Outcome::Success;
     let mut tally = Tally::default();
     let mut json = Vec::new();
+    let mut costs_json = Vec::new();
     // A path that cannot be read is reported and the run goes on: every
     // other program is still checked, and exit 2 says something was missed.
     let mut files = Vec::new();
@@ -60,12 +70,18 @@ pub fn run(args: &CheckArgs) -> Outcome {
             }
         };
         let mut notes = Vec::new();
+        let mut turns = None;
+        let mut model_steps = Vec::new();
         let diagnostics = match loaded.encoding_error {
             Some(encoding_error) => vec![encoding_error],
             None => {
                 let mut compilation = compile(&loaded.file);
                 let diagnostics = std::mem::take(&mut compilation.diagnostics);
                 notes = env_notes(&loaded.file.name, &compilation.ir);
+                if args.costs {
+                    turns = Some(costs(&compilation.ir));
+                    model_steps = crate::check::model_steps::workflow_model_calls(&compilation.ir);
+                }
                 // The AST and IR of a large program take a noticeable time
                 // to free; the process is about to exit, so leave that to
                 // the operating system.
@@ -87,9 +103,24 @@ pub fn run(args: &CheckArgs) -> Outcome {
         for note in &notes {
             print_stderr(&format!("{note}\n"));
         }
+        if let Some(turns) = turns {
+            match args.format {
+                Format::Human => {
+                    outcome = outcome.worst(print_stdout(&costs_table(&loaded.file.name, &turns)));
+                    outcome = outcome.worst(print_stdout(&model_steps_table(&model_steps)));
+                }
+                Format::Json => costs_json
+                    .push(serde_json::json!({ "file": loaded.file.name, "turns": turns, "model_steps": model_steps })),
+            }
+        }
     }
     if args.format == Format::Json {
-        let mut text = serde_json::to_string_pretty(&json).unwrap_or_else(|_| "[]".to_string());
+        let value = if args.costs {
+            serde_json::json!({ "diagnostics": json, "costs": costs_json })
+        } else {
+            serde_json::to_value(&json).unwrap_or_default()
+        };
+        let mut text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| "[]".to_string());
         text.push('\n');
         outcome = outcome.worst(print_stdout(&text));
     }
@@ -118,6 +149,79 @@ fn env_notes(file_name: &str, program: &crate::ir::Program) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+/// The lines `--costs` adds for workflow steps with model steps
+/// (`ask_model`): their calls, best-worst, and per item of a loop.
+fn model_steps_table(rows: &[crate::check::model_steps::StepModelCalls]) -> String {
+    rows.iter()
+        .map(|row| {
+            let per_item = if row.worst_per_item > 0 {
+                format!(", up to {} more per item of its loop", row.worst_per_item)
+            } else {
+                String::new()
+            };
+            format!("workflow step {}.{}: {}-{} model calls{per_item}\n", row.flow, row.step, row.best, row.worst)
+        })
+        .collect()
+}
+
+/// The human table of `--costs`: one line per place a turn can start.
+fn costs_table(file_name: &str, turns: &[TurnCost]) -> String {
+    let range = |calls: Calls| {
+        if calls.best == calls.worst { calls.best.to_string() } else { format!("{}-{}", calls.best, calls.worst) }
+    };
+    let rows: Vec<[String; 8]> = turns
+        .iter()
+        .map(|turn| {
+            let place = match &turn.start {
+                Start::Step(step) => format!("{}.{step}", turn.flow),
+                Start::Entry => format!("{} (entered)", turn.flow),
+            };
+            [
+                place,
+                range(turn.understand),
+                range(turn.reply),
+                range(turn.post_signals),
+                range(turn.calls),
+                turn.understand_tokens.to_string(),
+                turn.reply_tokens.to_string(),
+                turn.worst_tokens.to_string(),
+            ]
+        })
+        .collect();
+    let header = ["turn at", "understand", "reply", "post", "calls", "~tok/understand", "~tok/reply", "~tok worst"];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut text = String::new();
+        for (index, (cell, width)) in cells.iter().zip(widths).enumerate() {
+            // Names left, figures right.
+            if index == 0 {
+                text.push_str(&format!("{cell:<width$}"));
+            } else {
+                text.push_str(&format!("  {cell:>width$}"));
+            }
+        }
+        text.trim_end().to_string() + "\n"
+    };
+    let mut text = format!(
+        "{file_name}: model calls per turn (best-worst) and prompt tokens (~{BYTES_PER_TOKEN} bytes a token, \
+         without the message, history and data)\n"
+    );
+    text.push_str(&line(&header.map(String::from)));
+    if rows.is_empty() {
+        text.push_str("(no conversation turns)\n");
+    }
+    for row in &rows {
+        text.push_str(&line(row));
+    }
+    text.push('\n');
+    text
 }
 
 #[cfg(test)]

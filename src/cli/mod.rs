@@ -16,6 +16,7 @@ pub mod report;
 pub mod resume;
 pub mod run;
 pub mod runs;
+pub mod scheduled;
 pub mod serve;
 pub mod sessions;
 pub mod shutdown;

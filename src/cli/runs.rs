@@ -18,7 +18,7 @@ pub struct RunsArgs {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum RunsCommand {
-    /// One line per stored run
+    /// One line per stored run, then one per schedule with its next start
     List,
     /// A run with its step records (`--json`: the run object `flowc run --json` prints)
     Show { id: String },
@@ -33,26 +33,7 @@ pub fn run(args: &RunsArgs) -> Outcome {
         Err(outcome) => return outcome,
     };
     match &args.command {
-        RunsCommand::List => match store.list_runs_readable().map(|(runs, unreadable)| {
-            for error in &unreadable {
-                eprintln!("warning: left out of the list: {error}");
-            }
-            runs
-        }) {
-            Ok(runs) if args.json => super::print_stdout(&format!("{}\n", serde_json::json!(runs))),
-            Ok(runs) => {
-                let mut text = String::new();
-                for run in runs {
-                    let resume = run.resume_at.map(|at| format!(" until {at}")).unwrap_or_default();
-                    text.push_str(&format!("{}\t{}\t{}{resume}\t{}\n", run.run, run.flow, run.status, run.program));
-                }
-                super::print_stdout(&text)
-            }
-            Err(error) => {
-                eprintln!("error: {error}");
-                Outcome::Error
-            }
-        },
+        RunsCommand::List => list(store.as_ref(), args.json),
         RunsCommand::Show { id } => match store.load_run(id) {
             Ok(Some(stored)) => {
                 // The run object names flows and steps: read them from its
@@ -81,6 +62,53 @@ pub fn run(args: &RunsArgs) -> Outcome {
         },
         RunsCommand::Cancel { id } => cancel(store.as_ref(), id, &location, args.json),
     }
+}
+
+/// `runs list`: one line (or JSON object) per run, then one per schedule
+/// with its next start.
+fn list(store: &dyn crate::store::Store, json: bool) -> Outcome {
+    let listed = store.list_runs_readable().and_then(|(runs, unreadable)| {
+        for error in &unreadable {
+            eprintln!("warning: left out of the list: {error}");
+        }
+        Ok((runs, store.list_schedules()?))
+    });
+    let (runs, schedules) = match listed {
+        Ok(listed) => listed,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Outcome::Error;
+        }
+    };
+    let next_start = |at: i64| (at != i64::MAX).then(|| super::scheduled::shown_time(at));
+    if json {
+        // Schedules follow the runs in the one array, told apart by their
+        // `schedule` key (a run has `run`).
+        let mut entries: Vec<serde_json::Value> = runs.iter().map(|run| serde_json::json!(run)).collect();
+        entries.extend(schedules.iter().map(|row| {
+            serde_json::json!({
+                "schedule": { "cron": row.cron, "timezone": row.timezone },
+                "flow": row.flow,
+                "next_start": next_start(row.next_at),
+                "last_run": row.last_run,
+                "program": row.program,
+            })
+        }));
+        return super::print_stdout(&format!("{}\n", serde_json::Value::Array(entries)));
+    }
+    let mut text = String::new();
+    for run in runs {
+        let resume = run.resume_at.map(|at| format!(" until {at}")).unwrap_or_default();
+        text.push_str(&format!("{}\t{}\t{}{resume}\t{}\n", run.run, run.flow, run.status, run.program));
+    }
+    for row in schedules {
+        let next = next_start(row.next_at).map_or_else(|| "never again".to_string(), |at| format!("next start {at}"));
+        text.push_str(&format!(
+            "schedule\t{}\t{next} (`{}` in {})\t{}\n",
+            row.flow, row.cron, row.timezone, row.program
+        ));
+    }
+    super::print_stdout(&text)
 }
 
 /// `runs show` for a person: the run's state, then one line per step.

@@ -9,6 +9,11 @@
 //! is only the fallback poll. The limits of `[limits.run]` and the flags
 //! bound each resume.
 //!
+//! Given programs (`flowc worker flows/`), it registers the schedules
+//! their workflows declare, and starts each due tick's run exactly once
+//! across every worker sharing the store ([`super::scheduled`]); a
+//! started run is executed as a resumed one is.
+//!
 //! SIGTERM or SIGINT stops it gracefully: no new claim, the step in flight
 //! finishes within `--grace` (else its tool is killed and the step recorded
 //! as interrupted), the run is saved and released, and it exits 0. A
@@ -27,6 +32,8 @@ use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct WorkerArgs {
+    /// Programs (files or folders) whose workflow schedules to register; the schedules registered before stay
+    pub programs: Vec<std::path::PathBuf>,
     /// Resume what is due now, then exit
     #[arg(long)]
     pub once: bool,
@@ -67,6 +74,12 @@ pub fn run(args: &WorkerArgs) -> Outcome {
         Err(outcome) => return outcome,
     };
     let model = super::stored_run::configured_model(&config);
+    if !args.programs.is_empty()
+        && let Err(message) = super::scheduled::register(store.as_ref(), &args.programs, clock.now().timestamp())
+    {
+        eprintln!("error: {message}");
+        return Outcome::Error;
+    }
     let limits = match args.limits.resolve(&config) {
         Ok(limits) => limits,
         Err(message) => {
@@ -84,25 +97,44 @@ pub fn run(args: &WorkerArgs) -> Outcome {
     let holder = holder_name();
     let mut outcome = Outcome::Success;
     let mut resumed = 0usize;
+    let mut started_runs = 0usize;
     while !shutdown::requested() {
-        let claim = claim_at(&holder, clock.as_ref());
-        // One run at a time: a claim is the work this worker starts now.
-        let taken = match store.claim_due(&claim, 1) {
-            Ok(taken) => taken,
+        // A due tick first: its run is stored claimed by this worker.
+        let started = match super::scheduled::start_due(store.as_ref(), &(clock.clone(), ids.clone()), &holder) {
+            Ok(started) => started,
             Err(error) => {
                 eprintln!("error: {error}");
                 return Outcome::Error;
             }
         };
+        let is_start = started.is_some();
+        let (taken, claim) = match started {
+            Some((stored, claim)) => (vec![stored], claim),
+            None => {
+                let claim = claim_at(&holder, clock.as_ref());
+                // One run at a time: a claim is the work this worker starts now.
+                match store.claim_due(&claim, 1) {
+                    Ok(taken) => (taken, claim),
+                    Err(error) => {
+                        eprintln!("error: {error}");
+                        return Outcome::Error;
+                    }
+                }
+            }
+        };
         let Some(mut stored) = taken.into_iter().next() else {
             if args.once {
-                return summary(store.as_ref(), clock.as_ref(), resumed).worst(outcome);
+                return summary(store.as_ref(), clock.as_ref(), (resumed, started_runs)).worst(outcome);
             }
             wait(store.as_ref(), clock.as_ref(), args.interval);
             continue;
         };
         let id = stored.run.run.clone();
-        resumed += 1;
+        if is_start {
+            started_runs += 1;
+        } else {
+            resumed += 1;
+        }
         match resume_claimed(
             store.as_ref(),
             &mut stored,
@@ -120,7 +152,9 @@ pub fn run(args: &WorkerArgs) -> Outcome {
                     RunStatus::Running => Some(" (stopped by a signal; the next worker goes on)".to_string()),
                     _ => None,
                 };
-                let line = format!("resumed {id}: {}{}\n", stored.run.status.as_str(), detail.unwrap_or_default());
+                let verb = if is_start { "started" } else { "resumed" };
+                let what = if is_start { format!(" ({} on schedule)", stored.run.flow_name) } else { String::new() };
+                let line = format!("{verb} {id}{what}: {}{}\n", stored.run.status.as_str(), detail.unwrap_or_default());
                 if super::print_stdout(&line) != Outcome::Success {
                     return Outcome::Error;
                 }
@@ -139,7 +173,9 @@ pub fn run(args: &WorkerArgs) -> Outcome {
 /// stop is asked for, whichever is first.
 fn wait(store: &dyn Store, clock: &dyn Clock, interval: u64) {
     let mut remaining = Duration::from_secs(interval.max(1));
-    if let Ok(Some(due)) = store.next_due() {
+    let next_tick = store.next_tick().ok().flatten();
+    let next_due = store.next_due().ok().flatten();
+    if let Some(due) = next_due.into_iter().chain(next_tick).min() {
         let until_due = u64::try_from(due.saturating_sub(clock.now().timestamp())).unwrap_or(0);
         // At least a second: a due run another worker holds must not make
         // this one spin.
@@ -160,7 +196,7 @@ fn wait(store: &dyn Store, clock: &dyn Clock, interval: u64) {
 }
 
 /// What `--once` says on stderr when nothing more is due.
-fn summary(store: &dyn Store, clock: &dyn Clock, resumed: usize) -> Outcome {
+fn summary(store: &dyn Store, clock: &dyn Clock, (resumed, started): (usize, usize)) -> Outcome {
     let next = match store.next_due() {
         Ok(next) => next,
         Err(error) => {
@@ -175,7 +211,20 @@ fn summary(store: &dyn Store, clock: &dyn Clock, resumed: usize) -> Outcome {
         Some(due) => format!("; the next run is due at {}", due.to_rfc3339()),
         None => "; no run is waiting".to_string(),
     };
+    let tick = match store.next_tick() {
+        Ok(Some(tick)) => format!("; the next scheduled start is at {}", super::scheduled::shown_time(tick)),
+        Ok(None) => String::new(),
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Outcome::Error;
+        }
+    };
     let plural = if resumed == 1 { "" } else { "s" };
-    eprintln!("resumed {resumed} run{plural}{next}");
+    let started = match started {
+        0 => String::new(),
+        1 => " and started 1 on schedule".to_string(),
+        many => format!(" and started {many} on schedule"),
+    };
+    eprintln!("resumed {resumed} run{plural}{started}{next}{tick}");
     Outcome::Success
 }

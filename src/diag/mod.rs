@@ -71,6 +71,8 @@ pub enum Code {
     ReplyWithAbort,
     /// A flow with no steps.
     MissingEntry,
+    /// A `schedule` that does not read, never fires, or is not on a workflow.
+    InvalidSchedule,
     // Warnings.
     /// A field read where it may not be set yet.
     MaybeUnset,
@@ -94,6 +96,8 @@ pub enum Code {
     FreeTextList,
     /// A branch entry covered by earlier entries.
     CoveredBranch,
+    /// A turn whose prompts alone can spend more than `max_turn_tokens`.
+    TurnTokenBudget,
 }
 
 impl Code {
@@ -126,6 +130,7 @@ impl Code {
         Code::DuplicateDefault,
         Code::ReplyWithAbort,
         Code::MissingEntry,
+        Code::InvalidSchedule,
         Code::MaybeUnset,
         Code::DroppedField,
         Code::UncollectedRequired,
@@ -137,6 +142,7 @@ impl Code {
         Code::UnaskedRequired,
         Code::FreeTextList,
         Code::CoveredBranch,
+        Code::TurnTokenBudget,
     ];
 
     /// The code's stable name (`unreachable_step`).
@@ -169,6 +175,7 @@ impl Code {
             Code::DuplicateDefault => "duplicate_default",
             Code::ReplyWithAbort => "reply_with_abort",
             Code::MissingEntry => "missing_entry",
+            Code::InvalidSchedule => "invalid_schedule",
             Code::MaybeUnset => "maybe_unset",
             Code::DroppedField => "dropped_field",
             Code::UncollectedRequired => "uncollected_required",
@@ -180,6 +187,7 @@ impl Code {
             Code::UnaskedRequired => "unasked_required",
             Code::FreeTextList => "free_text_list",
             Code::CoveredBranch => "covered_branch",
+            Code::TurnTokenBudget => "turn_token_budget",
         }
     }
 
@@ -196,7 +204,8 @@ impl Code {
             | Code::SharedConfirmation
             | Code::UnaskedRequired
             | Code::FreeTextList
-            | Code::CoveredBranch => Severity::Warning,
+            | Code::CoveredBranch
+            | Code::TurnTokenBudget => Severity::Warning,
             _ => Severity::Error,
         }
     }

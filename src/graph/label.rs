@@ -306,7 +306,13 @@ mod tests {
             span: Span::default(),
         };
         Program {
-            agent: Agent { name: None, identity: None, rules: Vec::new(), limits: Default::default() },
+            agent: Agent {
+                name: None,
+                identity: None,
+                rules: Vec::new(),
+                limits: Default::default(),
+                history: Default::default(),
+            },
             fields: vec![field("a"), field("b"), field("c")],
             context: vec![field("tier")],
             tools: Vec::new(),

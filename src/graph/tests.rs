@@ -73,12 +73,19 @@ fn flow(name: &str, steps: Vec<Step>) -> Flow {
         steps,
         span: Span::default(),
         incomplete: false,
+        schedule: None,
     }
 }
 
 fn program(flows: Vec<Flow>) -> Program {
     Program {
-        agent: Agent { name: None, identity: None, rules: Vec::new(), limits: Default::default() },
+        agent: Agent {
+            name: None,
+            identity: None,
+            rules: Vec::new(),
+            limits: Default::default(),
+            history: Default::default(),
+        },
         fields: vec![
             field("hotel", TypeKind::String),
             field("date", TypeKind::Date),

@@ -53,6 +53,38 @@ pub struct Agent {
     pub rules: Vec<Template>,
     /// How far one conversation turn may go.
     pub limits: Limits,
+    /// What each model request carries of the conversation; left out of
+    /// the JSON when it is the default.
+    #[serde(skip_serializing_if = "History::is_default")]
+    pub history: History,
+}
+
+/// What each model request carries of the conversation (`agent.history`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct History {
+    /// The most messages of the history a request carries (default 12),
+    /// after the summary, if any.
+    pub keep_last: u32,
+    /// The oldest messages a request must leave out to fit the model's
+    /// context window are summarised by one model call, and the summary is
+    /// sent in their place (kept in the session).
+    pub summarize: bool,
+}
+
+/// The messages a request carries without `keep_last`.
+pub const DEFAULT_KEEP_LAST: u32 = 12;
+
+impl Default for History {
+    fn default() -> History {
+        History { keep_last: DEFAULT_KEEP_LAST, summarize: false }
+    }
+}
+
+impl History {
+    /// Whether the program left `history` as it is by default.
+    pub fn is_default(&self) -> bool {
+        *self == History::default()
+    }
 }
 
 /// Continuation limits of one conversation turn (LANGUAGE.md `agent.limits`).
@@ -380,6 +412,26 @@ pub struct Flow {
     /// it rather than report the consequences of the missing part.
     #[serde(skip)]
     pub incomplete: bool,
+    /// When a worker starts a run of this workflow on its own (the
+    /// checker proves it reads, and that the flow is a workflow).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
+}
+
+/// A workflow's `schedule`, as written: [`crate::schedule::Schedule`]
+/// reads it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Schedule {
+    /// The five-field cron expression.
+    pub cron: String,
+    /// The IANA time zone it is read in (`UTC` when none is written).
+    pub timezone: String,
+    /// Where the expression is written.
+    #[serde(skip)]
+    pub cron_span: Span,
+    /// Where the zone is written; the expression's place when none is.
+    #[serde(skip)]
+    pub timezone_span: Span,
 }
 
 /// A step of a flow (LANGUAGE.md section 4).

@@ -206,14 +206,14 @@ fn overflow_figures(message: &str) -> (Option<u32>, Option<u64>) {
 
 /// The understand request's prompt bytes: what every provider sends of it,
 /// the instructions, the history, the fields and the answer's schema.
-fn understand_bytes(request: &UnderstandRequest) -> usize {
+pub(crate) fn understand_bytes(request: &UnderstandRequest) -> usize {
     let prompt = prompt::understand(request, AnswerFormat::Described);
     prompt.stable.len() + prompt.dynamic.len() + understanding_schema(request).to_string().len()
 }
 
 /// A reply round's prompt bytes: the system prompt, the conversation, the
 /// tools offered and the earlier rounds with their results.
-fn reply_bytes(request: &ReplyRequest, rounds: &[ToolRound]) -> usize {
+pub(crate) fn reply_bytes(request: &ReplyRequest, rounds: &[ToolRound]) -> usize {
     let prompt = prompt::reply_prompt(request);
     let conversation: usize = prompt::conversation(request).iter().map(|message| message.text.len()).sum();
     let tools: usize = request.tools.iter().map(|tool| tool.parameters.to_string().len() + tool.name.len()).sum();
@@ -359,6 +359,17 @@ impl Provider for Windowed {
         self.inner.ask(request)
     }
 
+    fn understand_left_out(&self, request: &UnderstandRequest) -> usize {
+        self.window.oldest_to_leave_out(request.history.len(), 0, Some(answer_token_budget(request)), |count| {
+            understand_bytes(&leaving_out(request, count))
+        })
+    }
+
+    fn reply_left_out(&self, request: &ReplyRequest) -> usize {
+        self.window
+            .oldest_to_leave_out(request.history.len(), 0, None, |count| reply_bytes(&leaving_out(request, count), &[]))
+    }
+
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
         // The fused reply saves a call; it is not needed. A request that
         // would not fit with it even with no history goes without it (the
@@ -406,6 +417,8 @@ impl Provider for Windowed {
         )
     }
 }
+
+pub mod summary;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -487,4 +487,17 @@ pub trait Provider: Send {
     fn ask(&mut self, _request: &AskRequest) -> Result<AskAnswer, ProviderError> {
         Err(ProviderError::InvalidRequest(format!("`{}` cannot answer model steps", self.name())))
     }
+
+    /// How many of the oldest history messages this provider would leave
+    /// out of `request` to fit the model's context window (0: none, or no
+    /// window is known). The runtime summarises them first when the
+    /// program asks (`agent.history.summarize`). Wrappers pass it on.
+    fn understand_left_out(&self, _request: &UnderstandRequest) -> usize {
+        0
+    }
+
+    /// [`Provider::understand_left_out`] for a reply's first round.
+    fn reply_left_out(&self, _request: &ReplyRequest) -> usize {
+        0
+    }
 }

@@ -212,6 +212,14 @@ impl Provider for Redacting {
         Ok(answer)
     }
 
+    fn understand_left_out(&self, request: &UnderstandRequest) -> usize {
+        self.inner.understand_left_out(request)
+    }
+
+    fn reply_left_out(&self, request: &ReplyRequest) -> usize {
+        self.inner.reply_left_out(request)
+    }
+
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
         let mut understanding = self.inner.understand(request).map_err(|error| self.redactor.error(error))?;
         self.redactor.understanding(&mut understanding);

@@ -230,6 +230,14 @@ impl Provider for Recorder {
         result
     }
 
+    fn understand_left_out(&self, request: &UnderstandRequest) -> usize {
+        self.inner.understand_left_out(request)
+    }
+
+    fn reply_left_out(&self, request: &ReplyRequest) -> usize {
+        self.inner.reply_left_out(request)
+    }
+
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
         let result = self.inner.understand(request);
         let request = request_json(request);

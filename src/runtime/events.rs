@@ -23,6 +23,15 @@ pub enum Event {
         /// Who emitted the directive (`signal:name`, `branch:flow.step#n`…).
         source: String,
     },
+    /// The oldest messages of the history were summarised (one model
+    /// call, `purpose: summarize`) so the request fits the model's window;
+    /// the summary is sent in their place from now on.
+    HistorySummarized {
+        /// How many messages were folded into the summary this time.
+        messages: usize,
+        /// How many of the session's first messages it now stands for.
+        through: usize,
+    },
     /// The model was called.
     ModelCalled {
         /// What the call was for.
@@ -54,6 +63,15 @@ pub enum Event {
         value: Value,
         /// Why.
         reason: String,
+    },
+    /// The writes of one phase (merged from its signals, hooks, `emit`s
+    /// and tools' directives) did not all validate: none was applied.
+    DataValidation {
+        /// Where the unit's writes came from (`signals`, `pre-model bus`,
+        /// `post-model bus`, or one directive's source).
+        source: String,
+        /// Each write refused, with why.
+        fields: Vec<crate::runtime::writes::InvalidWrite>,
     },
     /// A proposal of the model that the message does not back: a field
     /// value (not written) or a yes to a condition or signal (counted as
@@ -263,6 +281,8 @@ pub enum Purpose {
     Respond,
     /// The signals asked after the reply.
     PostSignals,
+    /// The summary of the history the model's window left out.
+    Summarize,
 }
 
 /// Why a turn ended (LANGUAGE.md section 9, step 7), or why a workflow run

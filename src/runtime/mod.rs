@@ -60,6 +60,7 @@ pub mod tools;
 pub(crate) mod validate;
 pub mod workflow;
 pub mod workflow_run;
+pub mod writes;
 
 pub use engine::{ContinuationLimits, Observer, Progress, Runtime, RuntimeOptions, StageDone, Turn, TurnError};
 pub use events::{Event, StopReason, TurnResult};

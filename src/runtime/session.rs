@@ -52,6 +52,11 @@ pub struct Session {
     pub context: Data,
     /// The conversation so far, oldest first.
     pub history: Vec<Message>,
+    /// The summary of the oldest messages of `history`, sent to the model in
+    /// their place (`agent.history.summarize`); absent in sessions that
+    /// never needed one, and in those saved before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<HistorySummary>,
     /// Armed by a post-phase signal; applied first thing next turn.
     pub pending: Option<Emission>,
     /// Per signal, what its `behavior` remembers.
@@ -80,6 +85,15 @@ pub struct Offered {
     pub values: BTreeMap<String, serde_json::Value>,
 }
 
+/// A summary of the oldest messages of a session's history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistorySummary {
+    /// The summary, as the model wrote it.
+    pub text: String,
+    /// How many of the history's first messages it stands for.
+    pub through: usize,
+}
+
 /// What a signal's `behavior` needs to remember.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignalRecord {
@@ -93,6 +107,17 @@ impl Session {
     /// A new session of the program whose hash is `program_hash`.
     pub fn new(id: impl Into<String>, program_hash: impl Into<String>) -> Session {
         Session { id: id.into(), program_hash: program_hash.into(), ..Session::default() }
+    }
+
+    /// The history a model request carries: the summary (if any) in place
+    /// of the messages it stands for, then at most the last `keep_last`
+    /// messages after them.
+    pub fn model_history(&self, keep_last: usize) -> Vec<Message> {
+        let through = self.summary.as_ref().map_or(0, |summary| summary.through.min(self.history.len()));
+        let after = self.history.get(through..).unwrap_or_default();
+        let kept = after.get(after.len().saturating_sub(keep_last)..).unwrap_or_default();
+        let summary = self.summary.as_ref().map(|summary| crate::llm::context::summary::summary_message(&summary.text));
+        summary.into_iter().chain(kept.iter().cloned()).collect()
     }
 }
 

@@ -581,19 +581,13 @@ impl WorkflowRunner<'_> {
         }
         ran.map_err(|error| error.to_string())?;
         run.warnings.append(&mut out.warnings);
+        // The step's `emit`s and its tools' directives are one unit: one
+        // bad write fails the step, naming every bad write, and nothing
+        // the step did is kept.
         let merged = merge(&out.emissions);
-        for (name, value) in &merged.set {
-            let field = self.program.fields.iter().find(|field| field.name == *name);
-            let Some(field) = field else {
-                return Err(format!("a directive sets `{name}`, which is not a field"));
-            };
-            let value = validate(value, &field.ty).map_err(|reason| format!("cannot write `{name}`: {reason}"))?;
-            if value.is_null() {
-                data.remove(name);
-            } else {
-                data.insert(name.clone(), value);
-            }
-        }
+        let staged = super::writes::check(self.program, &merged.set, &[])
+            .map_err(|invalid| format!("its writes were not applied: {}", super::writes::describe(&invalid)))?;
+        staged.commit(&mut data, &mut Data::new());
         let written: serde_json::Map<String, Value> = data
             .iter()
             .filter(|(name, value)| run.data.get(*name) != Some(*value))
@@ -654,8 +648,13 @@ impl WorkflowRunner<'_> {
                     &mut warnings,
                 );
                 run.warnings.extend(warnings);
-                for (name, value) in &emission.set {
-                    run.data.insert(name.clone(), value.clone());
+                match super::writes::check(self.program, &emission.set, &[]) {
+                    Ok(staged) => staged.commit(&mut run.data, &mut Data::new()),
+                    Err(invalid) => run.warnings.push(format!(
+                        "{}: its writes were not applied: {}",
+                        emission.source,
+                        super::writes::describe(&invalid)
+                    )),
                 }
                 match emission.position {
                     Some(position) => return self.apply_position(run, position).flatten(),

@@ -253,7 +253,8 @@ struct RunHead<'a> {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunEvent {
     /// `step_started`, `step_completed`, `step_failed`,
-    /// `step_interrupted`, `run_resumed`, `run_cancelled`.
+    /// `step_interrupted`, `run_resumed`, `run_cancelled`, and `run_scheduled`
+    /// (at its tick) first in a run a schedule started.
     pub event: String,
     /// The step it is about; `None` for events of the run itself.
     pub step: Option<String>,

@@ -22,6 +22,7 @@ pub mod location;
 pub mod memory;
 pub mod postgres;
 pub mod postgres_tls;
+pub mod schedules;
 pub mod sqlite;
 pub(crate) mod sqlite_guard;
 
@@ -324,9 +325,10 @@ pub fn cancelled(mut stored: StoredRun, at: &str) -> StoredRun {
     stored
 }
 
-/// Both stores in one: what `--store` opens.
-pub trait Store: SessionStore + RunStore + Send + Sync {}
-impl<T: SessionStore + RunStore + Send + Sync> Store for T {}
+/// Both stores in one, with the schedules that start runs: what
+/// `--store` opens.
+pub trait Store: SessionStore + RunStore + schedules::ScheduleStore + Send + Sync {}
+impl<T: SessionStore + RunStore + schedules::ScheduleStore + Send + Sync> Store for T {}
 
 /// Opens the store at `location`, creating and migrating it as needed.
 pub fn open(location: &StoreLocation) -> Result<Box<dyn Store>, StoreError> {

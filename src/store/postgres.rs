@@ -94,6 +94,18 @@ pub const MIGRATIONS: &[&str] = &[
                 THEN runs.state::jsonb -> 'warnings' ELSE '[]'::jsonb END)
             WITH ORDINALITY AS warning(value, ordinality);
     UPDATE runs SET state = (runs.state::jsonb - 'warnings')::text;",
+    // 5: as in the SQLite store, workflow schedules.
+    "CREATE TABLE schedules (
+        program TEXT NOT NULL,
+        flow TEXT NOT NULL,
+        cron TEXT NOT NULL,
+        timezone TEXT NOT NULL,
+        next_at BIGINT NOT NULL,
+        last_run TEXT,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (program, flow)
+    );
+    CREATE INDEX schedules_next ON schedules (next_at);",
 ];
 
 /// Any number that no other flowc lock uses: the migration lock's key.
@@ -140,8 +152,8 @@ struct PoolState {
 
 /// A connection and the statements prepared on it, so that a statement
 /// run again costs one round trip (bind and execute), not two.
-struct Connection {
-    client: Client,
+pub(super) struct Connection {
+    pub(super) client: Client,
     prepared: HashMap<&'static str, Statement>,
 }
 
@@ -162,7 +174,7 @@ impl Connection {
 }
 
 /// A connection lent by the pool; it goes back when dropped.
-struct Lent<'a> {
+pub(super) struct Lent<'a> {
     pool: &'a Pool,
     connection: Option<Connection>,
     /// A call on it failed: dropped when it comes back.
@@ -297,7 +309,7 @@ pub const NEWS: &str = "flowc_runs";
 /// is the run's id.
 pub const RUN_EVENTS: &str = "flowc_run_events";
 
-fn sql_error(id: &str) -> impl Fn(postgres::Error) -> StoreError + '_ {
+pub(super) fn sql_error(id: &str) -> impl Fn(postgres::Error) -> StoreError + '_ {
     move |error| StoreError::Io { id: id.to_string(), message: describe(&error) }
 }
 
@@ -318,7 +330,7 @@ impl PostgresStore {
     /// the work failed (the server gone, the socket cut, any error but a
     /// conflict or a bad row) is dropped, not lent again: the next call
     /// opens a fresh one.
-    fn using<T>(&self, work: impl FnOnce(&mut Lent<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    pub(super) fn using<T>(&self, work: impl FnOnce(&mut Lent<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let mut lent = self.pool.get()?;
         let done = work(&mut lent);
         if matches!(done, Err(StoreError::Io { .. })) {
@@ -613,6 +625,82 @@ fn takeable(now: &str, early: &str) -> String {
     )
 }
 
+/// [`RunStore::save_run_parts`] inside `transaction`, which the caller
+/// commits: a save, or the run a schedule starts with its tick.
+pub(super) fn save_run_in(
+    transaction: &mut postgres::Transaction<'_>,
+    run: &WorkflowRun,
+    meta: RunMeta<'_>,
+    expected_version: u64,
+    claim: Option<&Claim>,
+) -> Result<(), StoreError> {
+    let id = run.run.as_str();
+    let rows::RunWrite { version, expected, head } = rows::run_write(run, meta.version, expected_version)?;
+    let conflict = |stored: i64| StoreError::RunConflict {
+        id: id.to_string(),
+        stored: u64::try_from(stored).unwrap_or(0),
+        expected: expected_version,
+    };
+    let row = transaction
+        .query_opt("SELECT version, claimed_by, claimed_until, events_len FROM runs WHERE id = $1 FOR UPDATE", &[&id])
+        .map_err(sql_error(id))?;
+    let (stored_version, holder, until, events_len): (i64, Option<String>, Option<i64>, i64) =
+        row.map_or((0, None, None, 0), |row| (row.get(0), row.get(1), row.get(2), row.get(3)));
+    let held_by_other = match (&holder, until, claim) {
+        (Some(holder), Some(until), Some(claim)) => *holder != claim.holder && until >= claim.now,
+        _ => false,
+    };
+    if stored_version != expected || held_by_other {
+        return Err(conflict(stored_version));
+    }
+    let now = now_text();
+    let status = rows::status(run);
+    let holder = claim.map(|claim| claim.holder.clone());
+    let until = claim.map(|claim| claim.until);
+    // One upsert for a new run and an existing one: the version
+    // condition makes a concurrent first save of the same id write
+    // nothing (the existing row is locked above otherwise).
+    let events_after = events_len.max(i64::try_from(run.events.len()).unwrap_or(i64::MAX));
+    let written = transaction
+        .execute(
+            "INSERT INTO runs (id, program, program_hash, flow, status, due_at, version, claimed_by,
+             claimed_until, created_at, updated_at, state, events_len)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $13)
+         ON CONFLICT (id) DO UPDATE SET program = $2, program_hash = $3, flow = $4, status = $5,
+             due_at = $6, version = $7, claimed_by = $8, claimed_until = $9, updated_at = $10, state = $11,
+             events_len = $13
+         WHERE runs.version = $12",
+            &[
+                &id,
+                &meta.program,
+                &meta.program_hash,
+                &run.flow_name,
+                &status,
+                &meta.due_at,
+                &version,
+                &holder,
+                &until,
+                &now,
+                &head,
+                &expected,
+                &events_after,
+            ],
+        )
+        .map_err(sql_error(id))?;
+    if written == 0 {
+        return Err(conflict(expected.saturating_add(1)));
+    }
+    write_parts(transaction, run, expected == 0, events_len)?;
+    if claim.is_none() {
+        // Released: it may be due, or due later than a worker thought.
+        // Delivered on commit, so no worker looks before the row is there.
+        transaction.execute("SELECT pg_notify($1, $2)", &[&NEWS, &id]).map_err(sql_error(id))?;
+    }
+    // Every save: a step started or ended is news to its followers.
+    transaction.execute("SELECT pg_notify($1, $2)", &[&RUN_EVENTS, &id]).map_err(sql_error(id))?;
+    Ok(())
+}
+
 impl RunStore for PostgresStore {
     fn save_run_parts(
         &self,
@@ -622,75 +710,9 @@ impl RunStore for PostgresStore {
         claim: Option<&Claim>,
     ) -> Result<(), StoreError> {
         let id = run.run.as_str();
-        let rows::RunWrite { version, expected, head } = rows::run_write(run, meta.version, expected_version)?;
-        let conflict = |stored: i64| StoreError::RunConflict {
-            id: id.to_string(),
-            stored: u64::try_from(stored).unwrap_or(0),
-            expected: expected_version,
-        };
         self.using(|lent| {
-            let client = &mut lent.client;
-            let mut transaction = client.transaction().map_err(sql_error(id))?;
-            let row = transaction
-                .query_opt(
-                    "SELECT version, claimed_by, claimed_until, events_len FROM runs WHERE id = $1 FOR UPDATE",
-                    &[&id],
-                )
-                .map_err(sql_error(id))?;
-            let (stored_version, holder, until, events_len): (i64, Option<String>, Option<i64>, i64) =
-                row.map_or((0, None, None, 0), |row| (row.get(0), row.get(1), row.get(2), row.get(3)));
-            let held_by_other = match (&holder, until, claim) {
-                (Some(holder), Some(until), Some(claim)) => *holder != claim.holder && until >= claim.now,
-                _ => false,
-            };
-            if stored_version != expected || held_by_other {
-                return Err(conflict(stored_version));
-            }
-            let now = now_text();
-            let status = rows::status(run);
-            let holder = claim.map(|claim| claim.holder.clone());
-            let until = claim.map(|claim| claim.until);
-            // One upsert for a new run and an existing one: the version
-            // condition makes a concurrent first save of the same id write
-            // nothing (the existing row is locked above otherwise).
-            let events_after = events_len.max(i64::try_from(run.events.len()).unwrap_or(i64::MAX));
-            let written = transaction
-                .execute(
-                    "INSERT INTO runs (id, program, program_hash, flow, status, due_at, version, claimed_by,
-                     claimed_until, created_at, updated_at, state, events_len)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $13)
-                 ON CONFLICT (id) DO UPDATE SET program = $2, program_hash = $3, flow = $4, status = $5,
-                     due_at = $6, version = $7, claimed_by = $8, claimed_until = $9, updated_at = $10, state = $11,
-                     events_len = $13
-                 WHERE runs.version = $12",
-                    &[
-                        &id,
-                        &meta.program,
-                        &meta.program_hash,
-                        &run.flow_name,
-                        &status,
-                        &meta.due_at,
-                        &version,
-                        &holder,
-                        &until,
-                        &now,
-                        &head,
-                        &expected,
-                        &events_after,
-                    ],
-                )
-                .map_err(sql_error(id))?;
-            if written == 0 {
-                return Err(conflict(expected.saturating_add(1)));
-            }
-            write_parts(&mut transaction, run, expected == 0, events_len)?;
-            if claim.is_none() {
-                // Released: it may be due, or due later than a worker thought.
-                // Delivered on commit, so no worker looks before the row is there.
-                transaction.execute("SELECT pg_notify($1, $2)", &[&NEWS, &id]).map_err(sql_error(id))?;
-            }
-            // Every save: a step started or ended is news to its followers.
-            transaction.execute("SELECT pg_notify($1, $2)", &[&RUN_EVENTS, &id]).map_err(sql_error(id))?;
+            let mut transaction = lent.client.transaction().map_err(sql_error(id))?;
+            save_run_in(&mut transaction, run, meta, expected_version, claim)?;
             transaction.commit().map_err(sql_error(id))
         })
     }

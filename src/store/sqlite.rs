@@ -102,6 +102,19 @@ pub const MIGRATIONS: &[&str] = &[
         FROM runs, json_each(runs.state, '$.warnings') AS warning
         WHERE json_valid(runs.state) AND json_type(runs.state, '$.warnings') = 'array';
     UPDATE runs SET state = json_remove(state, '$.warnings') WHERE json_valid(state);",
+    // 5: workflow schedules, one row per (program, flow), with the next
+    // tick a worker starts a run at (see `super::schedules`).
+    "CREATE TABLE schedules (
+        program TEXT NOT NULL,
+        flow TEXT NOT NULL,
+        cron TEXT NOT NULL,
+        timezone TEXT NOT NULL,
+        next_at INTEGER NOT NULL,
+        last_run TEXT,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (program, flow)
+    ) WITHOUT ROWID;
+    CREATE INDEX schedules_next ON schedules (next_at);",
 ];
 
 /// The store on one machine: sessions and workflow runs in one SQLite
@@ -117,7 +130,7 @@ pub struct SqliteStore {
     _lock: Option<OpenLock>,
 }
 
-fn sql_error(id: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+pub(super) fn sql_error(id: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
     move |error| StoreError::Io { id: id.to_string(), message: error.to_string() }
 }
 
@@ -199,7 +212,7 @@ impl SqliteStore {
     }
 
     /// Refuses a write to a read-only or damaged store, naming its file.
-    fn writable(&self) -> Result<(), StoreError> {
+    pub(super) fn writable(&self) -> Result<(), StoreError> {
         match &self.refusal {
             None => Ok(()),
             Some(refusal) => Err(StoreError::WriteRefused {
@@ -214,7 +227,7 @@ impl SqliteStore {
         &self.path
     }
 
-    fn connection(&self, id: &str) -> Result<MutexGuard<'_, Connection>, StoreError> {
+    pub(super) fn connection(&self, id: &str) -> Result<MutexGuard<'_, Connection>, StoreError> {
         self.connection
             .lock()
             .map_err(|_| StoreError::Io { id: id.to_string(), message: "the store's lock is poisoned".to_string() })
@@ -525,6 +538,68 @@ fn write_parts(
     Ok(count)
 }
 
+/// [`RunStore::save_run_parts`] inside `transaction`, which the caller
+/// commits: a save, or the run a schedule starts with its tick.
+pub(super) fn save_run_in(
+    transaction: &rusqlite::Transaction<'_>,
+    run: &WorkflowRun,
+    meta: RunMeta<'_>,
+    expected_version: u64,
+    claim: Option<&Claim>,
+) -> Result<(), StoreError> {
+    let id = run.run.as_str();
+    let rows::RunWrite { version, expected, head } = rows::run_write(run, meta.version, expected_version)?;
+    let row: Option<(i64, Option<String>, Option<i64>, i64)> = transaction
+        .prepare_cached("SELECT version, claimed_by, claimed_until, events_len FROM runs WHERE id = ?1")
+        .and_then(|mut statement| {
+            statement.query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))).optional()
+        })
+        .map_err(sql_error(id))?;
+    let (stored_version, holder, until, events_len) = row.unwrap_or((0, None, None, 0));
+    // Another holder under a live lease owns the run, whatever the
+    // versions say.
+    let held_by_other = match (&holder, until, claim) {
+        (Some(holder), Some(until), Some(claim)) => *holder != claim.holder && until >= claim.now,
+        _ => false,
+    };
+    if stored_version != expected || held_by_other {
+        return Err(StoreError::RunConflict {
+            id: id.to_string(),
+            stored: u64::try_from(stored_version).unwrap_or(0),
+            expected: expected_version,
+        });
+    }
+    let events_len = write_parts(transaction, run, expected == 0, events_len)?;
+    let now = now_text();
+    transaction
+        .prepare_cached(
+            "INSERT INTO runs (id, program, program_hash, flow, status, due_at, version, claimed_by,
+                 claimed_until, created_at, updated_at, state, events_len)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12)
+             ON CONFLICT (id) DO UPDATE SET program = ?2, program_hash = ?3, flow = ?4, status = ?5,
+                 due_at = ?6, version = ?7, claimed_by = ?8, claimed_until = ?9, updated_at = ?10, state = ?11,
+                 events_len = ?12",
+        )
+        .and_then(|mut statement| {
+            statement.execute(params![
+                id,
+                meta.program,
+                meta.program_hash,
+                run.flow_name,
+                rows::status(run),
+                meta.due_at,
+                version,
+                claim.map(|claim| claim.holder.as_str()),
+                claim.map(|claim| claim.until),
+                now,
+                head,
+                events_len
+            ])
+        })
+        .map_err(sql_error(id))?;
+    Ok(())
+}
+
 /// Runs a holder may take by name: waiting and due (or `early`), paused by
 /// a limit, or left running by a holder whose lease is over; never one
 /// held under a live lease. Workers take due runs only ([`claim_due`]).
@@ -543,58 +618,10 @@ impl RunStore for SqliteStore {
     ) -> Result<(), StoreError> {
         self.writable()?;
         let id = run.run.as_str();
-        let rows::RunWrite { version, expected, head } = rows::run_write(run, meta.version, expected_version)?;
         let mut connection = self.connection(id)?;
         let transaction =
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
-        let row: Option<(i64, Option<String>, Option<i64>, i64)> = transaction
-            .prepare_cached("SELECT version, claimed_by, claimed_until, events_len FROM runs WHERE id = ?1")
-            .and_then(|mut statement| {
-                statement.query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))).optional()
-            })
-            .map_err(sql_error(id))?;
-        let (stored_version, holder, until, events_len) = row.unwrap_or((0, None, None, 0));
-        // Another holder under a live lease owns the run, whatever the
-        // versions say.
-        let held_by_other = match (&holder, until, claim) {
-            (Some(holder), Some(until), Some(claim)) => *holder != claim.holder && until >= claim.now,
-            _ => false,
-        };
-        if stored_version != expected || held_by_other {
-            return Err(StoreError::RunConflict {
-                id: id.to_string(),
-                stored: u64::try_from(stored_version).unwrap_or(0),
-                expected: expected_version,
-            });
-        }
-        let events_len = write_parts(&transaction, run, expected == 0, events_len)?;
-        let now = now_text();
-        transaction
-            .prepare_cached(
-                "INSERT INTO runs (id, program, program_hash, flow, status, due_at, version, claimed_by,
-                     claimed_until, created_at, updated_at, state, events_len)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12)
-                 ON CONFLICT (id) DO UPDATE SET program = ?2, program_hash = ?3, flow = ?4, status = ?5,
-                     due_at = ?6, version = ?7, claimed_by = ?8, claimed_until = ?9, updated_at = ?10, state = ?11,
-                     events_len = ?12",
-            )
-            .and_then(|mut statement| {
-                statement.execute(params![
-                    id,
-                    meta.program,
-                    meta.program_hash,
-                    run.flow_name,
-                    rows::status(run),
-                    meta.due_at,
-                    version,
-                    claim.map(|claim| claim.holder.as_str()),
-                    claim.map(|claim| claim.until),
-                    now,
-                    head,
-                    events_len
-                ])
-            })
-            .map_err(sql_error(id))?;
+        save_run_in(&transaction, run, meta, expected_version, claim)?;
         transaction.commit().map_err(sql_error(id))
     }
 

@@ -45,6 +45,10 @@ pub struct Agent {
     pub rules: Vec<Template>,
     /// The per-turn limits; absent keys are `None`.
     pub limits: Limits,
+    /// What the model is shown of the conversation (`history`); left out
+    /// of the JSON when not written.
+    #[serde(skip_serializing_if = "History::is_unset")]
+    pub history: History,
     /// Where the block was written.
     #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,
@@ -61,6 +65,24 @@ pub struct Limits {
     pub max_turn_tokens: Option<Spanned<i64>>,
     /// A duration as written (`60s`); lowering parses it.
     pub turn_timeout: Option<Text>,
+}
+
+/// The `history` of an agent, as written: how much of the conversation
+/// each model request carries, and whether what the window leaves out is
+/// summarised.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct History {
+    /// `keep_last`: the most messages a request carries.
+    pub keep_last: Option<Spanned<i64>>,
+    /// `summarize`: what the model's window leaves out is summarised.
+    pub summarize: bool,
+}
+
+impl History {
+    /// Whether nothing of it was written.
+    pub fn is_unset(&self) -> bool {
+        self.keep_last.is_none() && !self.summarize
+    }
 }
 
 /// A schema field, a context key, a tool param, a tool return field or an
@@ -297,6 +319,22 @@ pub struct FlowDecl {
     pub complete_next: Option<Name>,
     /// The steps, in the order written.
     pub steps: Vec<StepDecl>,
+    /// When a worker starts a run of this workflow on its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleDecl>,
+    /// Where the declaration was written.
+    #[serde(skip_serializing_if = "crate::source::spans_omitted")]
+    pub span: Span,
+}
+
+/// `schedule "0 9 * * MON" in "Europe/Paris"` (YAML `schedule: { cron:
+/// …, timezone: … }`): a workflow's cron schedule, read in its time zone.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScheduleDecl {
+    /// The five-field cron expression, as written.
+    pub cron: Text,
+    /// The IANA time zone the expression is read in; UTC when absent.
+    pub timezone: Option<Text>,
     /// Where the declaration was written.
     #[serde(skip_serializing_if = "crate::source::spans_omitted")]
     pub span: Span,

@@ -84,6 +84,7 @@ impl Compact for FlowDecl {
             on_complete,
             complete_next,
             steps,
+            schedule: _,
             span: _,
         } = self;
         name.compact();

@@ -155,6 +155,38 @@ fn json_of_a_clean_run_is_an_empty_array() {
     assert_eq!(run.stdout.trim(), "[]");
 }
 
+/// `--costs`: the booking example's turns as a table on stdout, and in
+/// the JSON object beside the diagnostics. The figures are the cost
+/// model's (`src/check/costs.rs`, whose unit tests check them); here, the
+/// shape and the calls of the turn that answers the confirmation.
+#[test]
+fn costs_are_a_table_or_an_object_beside_the_diagnostics() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("flows");
+    let table = flowc(&dir, &["check", "--costs", "booking.flow"]);
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    let lines: Vec<&str> = table.stdout.lines().collect();
+    assert!(lines.first().is_some_and(|line| line.starts_with("booking.flow: model calls per turn")), "{lines:?}");
+    let header = lines.get(1).copied().unwrap_or_default();
+    assert!(header.starts_with("turn at") && header.contains("understand") && header.contains("reply"), "{header}");
+    assert!(lines.iter().any(|line| line.starts_with("booking.confirm ")), "{lines:?}");
+
+    let json = flowc(&dir, &["check", "--costs", "--format", "json", "booking.flow"]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let value: serde_json::Value =
+        serde_json::from_str(&json.stdout).unwrap_or_else(|error| panic!("{error}: {}", json.stdout));
+    assert_eq!(value["diagnostics"], serde_json::json!([]));
+    assert_eq!(value["costs"][0]["file"], "booking.flow");
+    let turns = value["costs"][0]["turns"].as_array().cloned().unwrap_or_default();
+    assert_eq!(turns.len(), 5, "the entry and the four steps that ask: {turns:?}");
+    let confirm = turns.iter().find(|turn| turn["start"] == serde_json::json!({"step": "confirm"}));
+    let confirm = confirm.unwrap_or_else(|| panic!("no confirm turn: {turns:?}"));
+    // A yes needs the understand call (the change-of-date condition is
+    // asked) and no reply: the booking's `say` answers.
+    assert_eq!(confirm["calls"]["best"], 1);
+    assert_eq!(confirm["reply"], serde_json::json!({"best": 0, "worst": 1}));
+    assert!(confirm["understand_tokens"].as_u64().is_some_and(|tokens| tokens > 0));
+}
+
 #[test]
 fn warnings_pass_unless_denied() {
     let dir = scratch("warnings");

@@ -19,6 +19,7 @@ mod repl;
 mod repl_stream;
 mod run;
 mod runtime;
+mod schedules;
 mod serve;
 #[cfg(unix)]
 mod serve_page;

@@ -82,6 +82,14 @@ impl Provider for Traced {
         self.inner.modes()
     }
 
+    fn understand_left_out(&self, request: &UnderstandRequest) -> usize {
+        self.inner.understand_left_out(request)
+    }
+
+    fn reply_left_out(&self, request: &ReplyRequest) -> usize {
+        self.inner.reply_left_out(request)
+    }
+
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
         let provider = self.inner.name();
         self.emit(json!({"event": "model_request", "call": "understand", "provider": provider, "request": request}));

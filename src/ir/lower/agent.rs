@@ -5,7 +5,13 @@ use super::*;
 impl Lowerer {
     pub(super) fn agent(&mut self, agent: Option<&ast::Agent>) -> Agent {
         let Some(agent) = agent else {
-            return Agent { name: None, identity: None, rules: Vec::new(), limits: Limits::default() };
+            return Agent {
+                name: None,
+                identity: None,
+                rules: Vec::new(),
+                limits: Limits::default(),
+                history: History::default(),
+            };
         };
         let mut limits = Limits::default();
         if let Some(value) = &agent.limits.max_auto_steps
@@ -26,7 +32,14 @@ impl Lowerer {
         {
             limits.turn_timeout_ms = ms;
         }
+        let mut history = History { summarize: agent.history.summarize, ..History::default() };
+        if let Some(value) = &agent.history.keep_last
+            && let Some(number) = self.positive(value, "keep_last")
+        {
+            history.keep_last = number;
+        }
         Agent {
+            history,
             name: agent.name.as_ref().map(|name| name.value.clone()),
             identity: agent.identity.as_ref().map(|identity| self.template(identity, &[])),
             rules: agent.rules.iter().map(|rule| self.template(rule, &[])).collect(),

@@ -50,6 +50,15 @@ impl Lowerer {
             steps,
             span: flow.name.span,
             incomplete: false,
+            schedule: flow.schedule.as_ref().map(|schedule| Schedule {
+                cron: schedule.cron.value.clone(),
+                timezone: schedule
+                    .timezone
+                    .as_ref()
+                    .map_or_else(|| crate::schedule::DEFAULT_ZONE.to_string(), |zone| zone.value.clone()),
+                cron_span: schedule.cron.span,
+                timezone_span: schedule.timezone.as_ref().map_or(schedule.cron.span, |zone| zone.span),
+            }),
         }
     }
 

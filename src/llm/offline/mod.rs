@@ -91,6 +91,7 @@ mod extract;
 mod model_step;
 mod numbers;
 mod routing;
+mod summary;
 
 use super::{
     Answer, FusedReply, ModelReply, Proposal, Provider, ProviderError, ReplyRequest, Response, ToolRound,
@@ -138,7 +139,7 @@ impl Provider for Offline {
         _rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
     ) -> Result<ModelReply, ProviderError> {
-        let text = reply(request);
+        let text = summary::answer(request).unwrap_or_else(|| reply(request));
         on_text(&text);
         let usage =
             Usage { calls: 1, prompt: reply_prompt_words(request), completion: text::word_count(&text), cached: 0 };

@@ -8,7 +8,7 @@ use super::state::TurnState;
 use crate::runtime::actions::{ActionOutput, ActionRunner, ActionSource, evaluate_directive};
 use crate::runtime::directive::{Emission, Source, describe};
 use crate::runtime::events::{DirectiveRecord, Event};
-use crate::runtime::validate::validate;
+use crate::runtime::writes;
 use serde_json::Value;
 
 /// Evaluates a directive against the turn's data now; its warnings join
@@ -97,7 +97,10 @@ pub(super) fn run_post_hook(
     run_actions(st, sv, actions, &source, true)
 }
 
-/// Validates writes as one unit and applies them, or none of them.
+/// Validates the writes of one phase as one unit ([`crate::runtime::writes`])
+/// and applies them all, or none of them with one `data_validation` event
+/// naming each bad write: the one place every directive write of a turn
+/// (pending, signals, branches, the pre- and post-model buses) goes through.
 pub(super) fn apply_writes(
     st: &mut TurnState,
     sv: &Services,
@@ -105,35 +108,9 @@ pub(super) fn apply_writes(
     set_context: &[(String, Value)],
     source: &str,
 ) {
-    let program = sv.program;
-    let mut staged: Vec<(bool, String, Value)> = Vec::new();
-    for (is_context, writes) in [(false, set), (true, set_context)] {
-        for (name, value) in writes {
-            let declared = if is_context {
-                program.context.iter().find(|key| key.name == *name)
-            } else {
-                program.fields.iter().find(|field| field.name == *name)
-            };
-            let Some(declared) = declared else {
-                st.warn(format!("{source}: `{name}` is not declared; the writes were not applied"));
-                return;
-            };
-            match validate(value, &declared.ty) {
-                Ok(valid) => staged.push((is_context, name.clone(), valid)),
-                Err(reason) => {
-                    st.warn(format!("{source}: `{name}` {reason}; the writes were not applied"));
-                    return;
-                }
-            }
-        }
-    }
-    for (is_context, name, value) in staged {
-        let target = if is_context { &mut st.session.context } else { &mut st.session.data };
-        if value.is_null() {
-            target.remove(&name);
-        } else {
-            target.insert(name, value);
-        }
+    match writes::check(sv.program, set, set_context) {
+        Ok(staged) => staged.commit(&mut st.session.data, &mut st.session.context),
+        Err(fields) => st.emit(Event::DataValidation { source: source.to_string(), fields }),
     }
 }
 

@@ -71,6 +71,7 @@ mod bus;
 mod conditions;
 mod finish;
 mod fused;
+mod history;
 mod plan;
 mod position;
 mod reply;

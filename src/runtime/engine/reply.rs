@@ -47,7 +47,8 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcom
         complete_reply(st, sv, verbatim, None)?;
         return Ok(StageOutcome::Done(StageDone::Replied));
     }
-    let request = reply_request(st, sv, &pre.append_prompt, &pre.inject_tools);
+    let mut request = reply_request(st, sv, &pre.append_prompt, &pre.inject_tools);
+    super::history::fit_reply(st, sv, &mut request);
     // The `say` texts lead the reply: shown at once, with the line
     // break that joins them to the model's text sent only once that
     // text starts.

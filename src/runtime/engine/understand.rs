@@ -43,6 +43,7 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
     let stage_events = st.trace.events.len();
     // The fused reply rides only on a call the turn makes anyway.
     if !request.is_empty() {
+        super::history::fit_understand(st, sv, &mut request);
         st.reading.asked_signals = request.signals.iter().map(|question| question.id.clone()).collect();
         let mut understanding = match understand_or_nothing(st, sv, &mut request) {
             Ok(understanding) => understanding,

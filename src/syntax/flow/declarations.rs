@@ -6,6 +6,7 @@ use super::duplicate_agent;
 use super::walker::{Seen, Walker};
 use crate::diag::Diagnostic;
 use crate::source::{Span, Spanned};
+use crate::syntax::ast::History;
 use crate::syntax::ast::{
     Agent, BodyValue, ExecSpec, FieldDecl, HttpSpec, Limits, Name, Program, SignalDecl, Template, Text, ToolDecl,
     ToolImpl, TypeExpr,
@@ -54,6 +55,9 @@ impl Walker<'_> {
                 }
                 Rule::rule_item => agent.rules.extend(self.template_value(inner)),
                 Rule::limits => self.limits(inner, &mut agent.limits, &mut seen),
+                Rule::history if self.first_time(&mut seen, "history", span, "agent") => {
+                    agent.history = self.history(inner);
+                }
                 _ => {}
             }
         }
@@ -93,6 +97,27 @@ impl Walker<'_> {
                 _ => limits.max_turn_tokens = number,
             }
         }
+    }
+
+    /// `history { keep_last N  summarize }`; each item may be given once.
+    fn history(&mut self, pair: Pair<'_, Rule>) -> History {
+        let mut history = History::default();
+        let mut seen = Seen::default();
+        for item in pair.into_inner() {
+            let span = self.span(&item);
+            match item.as_rule() {
+                Rule::keep_last if self.first_time(&mut seen, "keep_last", span, "agent's history") => {
+                    if let Some(value) = item.into_inner().find(|inner| inner.as_rule() == Rule::int_lit) {
+                        history.keep_last = self.whole_number(&value, "keep_last");
+                    }
+                }
+                Rule::summarize if self.first_time(&mut seen, "summarize", span, "agent's history") => {
+                    history.summarize = true;
+                }
+                _ => {}
+            }
+        }
+        history
     }
 
     // ------------------------------------------------------------ schema and types

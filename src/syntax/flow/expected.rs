@@ -44,6 +44,7 @@ const FLOW_CLAUSES: &[&str] = &[
     "on_enter",
     "on_complete",
     "complete",
+    "schedule",
     "auto",
     "step",
 ];

@@ -5,7 +5,7 @@ use super::walker::{Seen, Walker};
 use crate::source::Spanned;
 use crate::syntax::ast::{
     Abort, Action, ActionKind, AskModel, Assignment, Branch, Call, Complete, Directive, Expr, ExprKind, FlowDecl,
-    ForEach, Goto, GotoStep, OnError, StepDecl, Then,
+    ForEach, Goto, GotoStep, OnError, ScheduleDecl, StepDecl, Then,
 };
 use crate::syntax::compact::Compact;
 use crate::syntax::error::FlowError;
@@ -33,6 +33,7 @@ impl Walker<'_> {
             on_complete: Vec::new(),
             complete_next: None,
             steps: Vec::new(),
+            schedule: None,
             span,
         };
         let mut seen = Seen::default();
@@ -69,11 +70,23 @@ impl Walker<'_> {
                     flow.complete_next = self.name_value(inner);
                 }
                 Rule::step => flow.steps.push(self.step(inner)),
+                Rule::schedule if self.first_time(&mut seen, "schedule", inner_span, "flow") => {
+                    flow.schedule = self.schedule(inner);
+                }
                 _ => {}
             }
         }
         flow.compact();
         flow
+    }
+
+    /// `schedule "CRON" [in "ZONE"]`: the expression, then the zone.
+    fn schedule(&self, pair: Pair<'_, Rule>) -> Option<ScheduleDecl> {
+        let span = self.span(&pair);
+        let mut texts = pair.into_inner().filter(|inner| inner.as_rule() == Rule::text);
+        let cron = self.text(texts.next()?);
+        let timezone = texts.next().map(|zone| self.text(zone));
+        Some(ScheduleDecl { cron, timezone, span })
     }
 
     // ------------------------------------------------------------ steps

@@ -107,6 +107,9 @@ pub(super) fn is_keyword(rule: Rule) -> bool {
             | Rule::kw_identity
             | Rule::kw_rule
             | Rule::kw_limits
+            | Rule::kw_history
+            | Rule::kw_keep_last
+            | Rule::kw_summarize
             | Rule::kw_pattern
             | Rule::kw_examples
             | Rule::kw_description
@@ -129,6 +132,7 @@ pub(super) fn is_keyword(rule: Rule) -> bool {
             | Rule::kw_on_enter
             | Rule::kw_on_complete
             | Rule::kw_complete
+            | Rule::kw_schedule
             | Rule::kw_next
             | Rule::kw_prompt
             | Rule::kw_say

@@ -11,6 +11,7 @@ use super::tree::{NodeId, NodeKind, Resolved, Scalar, Tree};
 use super::values::{Entry, Keyed, RepeatFinder, Values};
 use crate::diag::Diagnostic;
 use crate::source::{Span, Spanned};
+use crate::syntax::ast::History;
 use crate::syntax::ast::{
     Abort, Action, ActionKind, Agent, AskModel, BodyValue, Branch, Call, Complete, Directive, ExecSpec, FieldDecl,
     FlowDecl, ForEach, Goto, GotoStep, HttpSpec, Limits, Name, Number, OnError, Program, SignalDecl, StepDecl, Then,
@@ -19,8 +20,11 @@ use crate::syntax::ast::{
 use crate::syntax::compact::Compact;
 use crate::syntax::error::YamlError;
 
+mod schedule;
+
 const PROGRAM_KEYS: &[&str] = &["agent", "schema", "context", "tools", "signals", "flows"];
-const AGENT_KEYS: &[&str] = &["name", "identity", "rules", "limits"];
+const AGENT_KEYS: &[&str] = &["name", "identity", "rules", "limits", "history"];
+const HISTORY_KEYS: &[&str] = &["keep_last", "summarize"];
 const LIMIT_KEYS: &[&str] = &["max_auto_steps", "max_tool_rounds", "max_turn_tokens", "turn_timeout"];
 const TYPE_KEYS: &[&str] = &["type", "description", "min", "max", "pattern", "values", "examples", "items", "fields"];
 const TOOL_KEYS: &[&str] = &["description", "params", "returns", "http", "exec", "builtin"];
@@ -41,6 +45,7 @@ const FLOW_KEYS: &[&str] = &[
     "on_complete",
     "complete",
     "steps",
+    "schedule",
 ];
 const NEXT_KEYS: &[&str] = &["next"];
 const STEP_KEYS: &[&str] = &[
@@ -196,7 +201,21 @@ impl<'tree> Builder<'tree, '_> {
         if let Some(limits) = keys.get("limits") {
             agent.limits = self.limits(limits);
         }
+        if let Some(history) = keys.get("history") {
+            agent.history = self.history(history);
+        }
         Some(agent)
+    }
+
+    /// `history: {keep_last: N, summarize: true}`.
+    fn history(&mut self, entry: Entry<'_>) -> History {
+        let Some(keys) = self.body(entry, HISTORY_KEYS, "`history`") else {
+            return History::default();
+        };
+        History {
+            keep_last: keys.get("keep_last").and_then(|value| self.values.int(value)),
+            summarize: keys.get("summarize").and_then(|value| self.values.boolean(value)).is_some_and(|on| on.value),
+        }
     }
 
     fn limits(&mut self, entry: Entry<'_>) -> Limits {
@@ -534,6 +553,7 @@ impl<'tree> Builder<'tree, '_> {
             on_complete: keys.get("on_complete").map(|value| self.actions(value)).unwrap_or_default(),
             complete_next,
             steps: keys.get("steps").map(|value| self.steps(value)).unwrap_or_default(),
+            schedule: keys.get("schedule").and_then(|value| self.schedule(value)),
             span,
         };
         flow.compact();

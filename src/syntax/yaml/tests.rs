@@ -581,7 +581,7 @@ fn unknown_key_suggests_the_closest_key() {
 fn unknown_key_far_from_any_lists_the_allowed_keys() {
     let diagnostic = only_diagnostic("agent:\n  zzzzzz: 1\n");
     assert_eq!(diagnostic.code, Code::UnknownKey);
-    assert_eq!(diagnostic.help.as_deref(), Some("the agent takes `name`, `identity`, `rules` or `limits`"));
+    assert_eq!(diagnostic.help.as_deref(), Some("the agent takes `name`, `identity`, `rules`, `limits` or `history`"));
 }
 
 #[test]

@@ -102,11 +102,16 @@ fn merged_writes_are_validated_as_one_unit() {
         "x = 2 is valid but y = 350 (the length of `invalid`, times 50) is not: nothing is written"
     );
     assert_eq!(harness.data("y"), None);
-    assert!(
-        warnings(&result).iter().any(|warning| warning.contains("`y`") && warning.contains("not applied")),
-        "{:?}",
-        warnings(&result)
-    );
+    let refused: Vec<_> = result
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            flowc::runtime::events::Event::DataValidation { fields, .. } => Some(fields.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refused.len(), 1, "one data_validation event: {refused:?}");
+    assert_eq!(refused[0].iter().map(|write| write.field.as_str()).collect::<Vec<_>>(), ["y"]);
 }
 
 const AUGMENTED: &str = r#"

@@ -15,6 +15,7 @@ mod runs;
 mod signals;
 mod stages;
 mod steps;
+mod writes;
 
 /// The `examples/` program, compiled into the tests so that it cannot rot.
 #[allow(dead_code)] // its `main` is the example's, not the tests'

@@ -1,0 +1,633 @@
+//! What a turn can cost, from the program alone: the one cost model behind
+//! `flowc check --costs` and the `turn_token_budget` warning.
+//!
+//! A row is a place a turn can start: a step that asks (the user's message
+//! answers it), or a flow entered from no flow (the message starts it).
+//! For each, the model calls the turn can make, best and worst case, as
+//! the runtime decides them (`runtime/engine`: `plan.rs`, `understand.rs`,
+//! `reply.rs`, `tool_loop.rs`, `signals.rs`), and an estimate of each
+//! call's prompt tokens. The rules, each mirroring the runtime's:
+//!
+//! - **understand**: asked when the turn's request is not empty after code
+//!   read what it could (fields, routable flows, AI conditions of the steps
+//!   the turn can reach, open signals). Best case 0 when every field asked
+//!   is one code can read beyond doubt (`runtime::certain`) and nothing
+//!   else needs asking whatever the guards say; worst case 2: the call and
+//!   the one repair an answer that fails the schema gets.
+//! - **reply**: made when the turn ends with instructions for the model (a
+//!   step's `prompt`: the step it stops at to ask, or a step that prompts
+//!   without collecting), or outside every flow with nothing `say`-ed;
+//!   never after an `abort`. Which endings a turn can reach is walked on the
+//!   successor rule (`ir::successor`): best case is the cheapest ending,
+//!   worst case the dearest. A step that asks with `tools` may take
+//!   `agent.limits.max_tool_rounds` rounds of tool calls and the answer
+//!   after them.
+//! - **post signals**: a post-phase signal whose code guard opens only
+//!   after the steps acted is asked in a call of its own (and its repair).
+//!
+//! Tokens are estimated from the prompts the runtime would send, built by
+//! `llm::prompt` from the requests built here: one token per
+//! [`BYTES_PER_TOKEN`] bytes of the prompt text and the answer's schema
+//! (four characters a token, in ASCII text). Templates are rendered with each interpolation as
+//! [`PLACEHOLDER`], and the user's message, the history and the collected
+//! data are left out: they come on top, and the history is bounded by the
+//! model's window (`llm::context`).
+
+use crate::diag::{Code, Diagnostic, Label};
+use crate::expr::{Template, TemplatePart};
+use crate::ir::successor::{self, Landing};
+use crate::ir::{Behavior, FieldId, Flow, FlowId, Phase, Program, Step, StepId, ToolId, TypeKind};
+use crate::llm::{FlowChoice, Question, ReplyRequest, ToolSpec, UnderstandRequest};
+use crate::source::Span;
+use serde::Serialize;
+use std::collections::BTreeSet;
+
+/// Bytes of prompt text per token: the usual rule of thumb of four
+/// characters a token for English and JSON on current tokenizers (a
+/// character is a byte in ASCII text). An estimate, not a count.
+pub const BYTES_PER_TOKEN: usize = 4;
+/// What an interpolation in a template counts as.
+pub const PLACEHOLDER: &str = "{value}";
+/// Understand and post-signal calls, at worst: the call and its repair.
+const UNDERSTAND_WORST: u32 = 2;
+/// The most rounds a reply takes, whatever `max_tool_rounds` says
+/// (`llm::rounds::MAX_ROUNDS`).
+const MAX_REPLY_ROUNDS: u32 = crate::llm::rounds::MAX_ROUNDS as u32;
+
+/// Model calls, best case and worst case.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Calls {
+    /// The fewest calls the turn can make.
+    pub best: u32,
+    /// The most.
+    pub worst: u32,
+}
+
+impl Calls {
+    fn add(self, other: Calls) -> Calls {
+        Calls { best: self.best + other.best, worst: self.worst + other.worst }
+    }
+}
+
+/// Where a turn starts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Start {
+    /// The message answers this step, which asked.
+    Step(String),
+    /// The message starts the flow from no flow.
+    Entry,
+}
+
+/// What a turn that starts at one place can cost.
+#[derive(Clone, Debug, Serialize)]
+pub struct TurnCost {
+    /// The flow the turn starts in (or enters).
+    pub flow: String,
+    /// Where in it.
+    pub start: Start,
+    /// The step's span (the flow's, for an entry).
+    #[serde(skip)]
+    pub span: Span,
+    /// The understand call.
+    pub understand: Calls,
+    /// The reply, with its tool rounds.
+    pub reply: Calls,
+    /// The post-phase signals' own call.
+    pub post_signals: Calls,
+    /// All of them.
+    pub calls: Calls,
+    /// One understand call's estimated prompt tokens (the worst case's
+    /// request: every field, flow, condition and signal it may ask).
+    pub understand_tokens: u64,
+    /// One reply call's estimated prompt tokens (0 when no reply is made).
+    pub reply_tokens: u64,
+    /// The estimated prompt tokens of the worst case's calls together.
+    pub worst_tokens: u64,
+}
+
+/// The estimated tokens of a prompt of `bytes` bytes of text.
+pub fn tokens(bytes: usize) -> u64 {
+    bytes.div_ceil(BYTES_PER_TOKEN) as u64
+}
+
+/// Every place a turn can start, in flow and step order: each
+/// conversation flow's entry from no flow, then each of its steps that
+/// asks.
+pub fn costs(program: &Program) -> Vec<TurnCost> {
+    let mut rows = Vec::new();
+    for (index, flow) in program.flows.iter().enumerate() {
+        if flow.workflow {
+            continue;
+        }
+        let flow_id = FlowId::from_index(index);
+        rows.push(turn_cost(program, flow_id, None));
+        for (index, step) in flow.steps.iter().enumerate() {
+            if asks(step) {
+                rows.push(turn_cost(program, flow_id, Some(StepId::from_index(index))));
+            }
+        }
+    }
+    rows
+}
+
+/// The `turn_token_budget` warnings: a turn whose worst case's prompts
+/// alone are estimated over `agent.limits.max_turn_tokens`. Nothing is
+/// walked when the program sets no such budget.
+pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+    let Some(budget) = program.agent.limits.max_turn_tokens else {
+        return;
+    };
+    for row in costs(program).into_iter().filter(|row| row.worst_tokens > budget) {
+        let place = match &row.start {
+            Start::Step(step) => format!("a turn at `{}.{step}`", row.flow),
+            Start::Entry => format!("a turn that starts `{}`", row.flow),
+        };
+        let mut diagnostic = Diagnostic::new(
+            Code::TurnTokenBudget,
+            format!("{place} can spend about {} prompt tokens, over `max_turn_tokens` ({budget})", row.worst_tokens),
+        );
+        diagnostic.labels.push(Label {
+            span: row.span,
+            text: format!(
+                "up to {} model calls: understand {}, reply {}, post signals {} (about {} + {} tokens a call)",
+                row.calls.worst,
+                row.understand.worst,
+                row.reply.worst,
+                row.post_signals.worst,
+                row.understand_tokens,
+                row.reply_tokens
+            ),
+        });
+        diagnostic.help = Some(
+            "raise `max_turn_tokens` in `agent.limits`, lower `max_tool_rounds`, or ask less in one turn; \
+             `flowc check --costs` shows each turn's estimate"
+                .to_string(),
+        );
+        diagnostics.push(diagnostic);
+    }
+}
+
+/// A conversation step that waits for the user: it collects or requires
+/// a field, so a turn can stop at it and the next message answers it.
+fn asks(step: &Step) -> bool {
+    !step.auto && (!step.collect.is_empty() || !step.requires.is_empty())
+}
+
+fn turn_cost(program: &Program, flow_id: FlowId, answering: Option<StepId>) -> TurnCost {
+    let flow = program.flow(flow_id);
+    let step = answering.and_then(|step| flow?.step(step));
+    let (start, span) = match step {
+        Some(step) => (Start::Step(step.name.clone()), step.span),
+        None => (Start::Entry, flow.map(|flow| flow.span).unwrap_or_default()),
+    };
+    let worst_request = understand_request(program, flow_id, answering, Case::Worst);
+    let best_request = understand_request(program, flow_id, answering, Case::Best);
+    let understand = Calls {
+        best: u32::from(!code_reads_all(&best_request)),
+        worst: if worst_request.is_empty() { 0 } else { UNDERSTAND_WORST },
+    };
+    let from = match answering {
+        Some(step) => vec![(flow_id, Landing::Step(step))],
+        None => vec![(flow_id, Landing::Enter(flow_id, StepId(0)))],
+    };
+    let endings = endings(program, &from, answering.map(|step| (flow_id, step)));
+    let rounds = if endings.tools.is_empty() {
+        1
+    } else {
+        program.agent.limits.max_tool_rounds.saturating_add(1).min(MAX_REPLY_ROUNDS)
+    };
+    let reply = Calls { best: u32::from(!endings.silent), worst: if endings.replied { rounds } else { 0 } };
+    let reply_tokens = if endings.replied { tokens(reply_bytes(program, flow_id, &endings)) } else { 0 };
+    let post = post_request(program, flow_id);
+    let post_signals = Calls { best: 0, worst: if post.signals.is_empty() { 0 } else { UNDERSTAND_WORST } };
+    let post_tokens = if post.signals.is_empty() { 0 } else { tokens(prompt_bytes(&post)) };
+    let understand_tokens = if worst_request.is_empty() { 0 } else { tokens(prompt_bytes(&worst_request)) };
+    let worst_tokens = understand_tokens * u64::from(understand.worst)
+        + reply_tokens * u64::from(reply.worst)
+        + post_tokens * u64::from(post_signals.worst);
+    TurnCost {
+        flow: flow.map(|flow| flow.name.clone()).unwrap_or_default(),
+        start,
+        span,
+        understand,
+        reply,
+        post_signals,
+        calls: understand.add(reply).add(post_signals),
+        understand_tokens,
+        reply_tokens,
+        worst_tokens,
+    }
+}
+
+/// Which side of the guards a request is built for: the worst case asks
+/// everything a guard may leave open, the best case only what no guard,
+/// `once` or cooldown can close.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Case {
+    Best,
+    Worst,
+}
+
+/// A turn's understand request, as `runtime::engine::plan` builds it from
+/// where the conversation stands: at `answering` in `active`, or (`None`)
+/// in no flow, with `active` among the flows the message may start.
+fn understand_request(program: &Program, active: FlowId, answering: Option<StepId>, case: Case) -> UnderstandRequest {
+    let open_flow = |flow: &&Flow| !flow.workflow && (case == Case::Worst || flow.guard.is_empty());
+    let candidates: Vec<FlowId> = program
+        .flows
+        .iter()
+        .enumerate()
+        .filter(|(_, flow)| open_flow(flow))
+        .map(|(index, _)| FlowId::from_index(index))
+        .collect();
+    let routable: Vec<FlowId> = candidates
+        .iter()
+        .copied()
+        .filter(|flow| program.flow(*flow).is_some_and(|declared| !declared.when.is_empty()))
+        .collect();
+    // A turn at a step is in its flow; one that enters a flow starts
+    // from no flow, where every candidate may take the message.
+    let in_flow = answering.map(|_| active);
+    let step = answering.and_then(|step| program.flow(active)?.step(step));
+    let mut fields: BTreeSet<FieldId> =
+        step.map(|step| step.collect.iter().chain(&step.requires).copied().collect()).unwrap_or_default();
+    let extraction: Vec<FlowId> = match in_flow {
+        Some(flow) => std::iter::once(flow).chain(routable.iter().copied()).collect(),
+        None => candidates.clone(),
+    };
+    for flow in extraction.iter().filter_map(|flow| program.flow(*flow)) {
+        fields.extend(flow.requires.iter().chain(&flow.optional).copied());
+        if in_flow.is_none() {
+            for entry in entry_steps(flow).into_iter().filter_map(|id| flow.step(id)) {
+                fields.extend(entry.collect.iter().copied());
+            }
+        }
+    }
+    let signals = open_signals(program, &[Phase::Pre, Phase::Both, Phase::Post], case);
+    for signal in signals.iter().filter_map(|signal| program.signals.get(*signal)) {
+        fields.extend(signal.extract.iter().copied());
+    }
+    // Consent is read only from the message answering the step that
+    // asks for it.
+    let confirmations: BTreeSet<FieldId> = program
+        .flows
+        .iter()
+        .flat_map(|flow| &flow.steps)
+        .flat_map(|step| step.collect.iter().copied())
+        .filter(|field| is_bool(program, *field))
+        .collect();
+    fields.retain(|field| !confirmations.contains(field) || step.is_some_and(|step| step.collect.contains(field)));
+    let asked_alone = step.and_then(|step| match step.collect.as_slice() {
+        [only] => Some(*only),
+        _ => None,
+    });
+    let mut from: Vec<(FlowId, Landing)> = match answering {
+        Some(step) => vec![(active, Landing::Step(step))],
+        None => candidates.iter().map(|flow| (*flow, Landing::Enter(*flow, StepId(0)))).collect(),
+    };
+    for signal in signals.iter().filter_map(|signal| program.signals.get(*signal)) {
+        let Some(jump) = signal.then.as_ref().and_then(|then| then.position.as_ref()) else {
+            continue;
+        };
+        let jump = successor::Jump::from(jump);
+        match in_flow {
+            Some(current) => from.push((current, successor::landing(current, jump))),
+            None => {
+                if let Some(landing @ Landing::Enter(flow, _)) = successor::landing_outside(jump) {
+                    from.push((flow, landing));
+                }
+            }
+        }
+    }
+    UnderstandRequest {
+        message: String::new(),
+        history: Vec::new(),
+        active_flow: in_flow.and_then(|flow| program.flow(flow)).map(|flow| flow.name.clone()),
+        flows: routable
+            .iter()
+            .filter(|flow| Some(**flow) != in_flow)
+            .filter_map(|flow| program.flow(*flow))
+            .map(|flow| flow_choice(program, flow))
+            .collect(),
+        fields: fields
+            .iter()
+            .filter_map(|field| program.field(*field).map(|declared| (field, declared)))
+            .map(|(field, declared)| crate::runtime::engine::field_spec(declared, asked_alone == Some(*field)))
+            .collect(),
+        conditions: conditions(program, &from, case),
+        signals: signals
+            .iter()
+            .filter_map(|signal| program.signals.get(*signal))
+            .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
+            .collect(),
+        today: "2026-01-01".to_string(),
+        reply: None,
+        deadline: None,
+    }
+}
+
+/// Whether code may read every field `request` asks (`runtime::certain`),
+/// with nothing else to ask: then no understand call is made.
+fn code_reads_all(request: &UnderstandRequest) -> bool {
+    request.flows.is_empty()
+        && request.conditions.is_empty()
+        && request.signals.is_empty()
+        && request.fields.iter().all(|field| match field.kind.as_str() {
+            "string" => field.pattern.is_some() || !field.examples.is_empty(),
+            "date" | "enum" => true,
+            "int" | "float" | "bool" => field.asked,
+            _ => false,
+        })
+}
+
+/// The steps entering a flow may arrive at (`successor::arrival` at its
+/// first step, in list order): each that may be passed over, up to and
+/// with the first that cannot be.
+fn entry_steps(flow: &Flow) -> Vec<StepId> {
+    let Landing::Listed(from) = successor::arrival(StepId(0)) else {
+        return vec![StepId(0)];
+    };
+    let mut steps = Vec::new();
+    let first = successor::first_listed(flow, from, |step, _| {
+        steps.push(step);
+        true
+    });
+    steps.extend(first);
+    steps
+}
+
+fn is_bool(program: &Program, field: FieldId) -> bool {
+    program.field(field).is_some_and(|declared| matches!(declared.ty.kind, TypeKind::Bool))
+}
+
+/// A flow as the understand call describes it to the model.
+fn flow_choice(program: &Program, flow: &Flow) -> FlowChoice {
+    let examples = flow
+        .requires
+        .iter()
+        .chain(&flow.optional)
+        .filter_map(|field| program.field(*field))
+        .flat_map(|declared| declared.ty.examples.iter().cloned())
+        .collect();
+    FlowChoice { name: flow.name.clone(), title: flow.title.clone(), when: flow.when.clone(), examples }
+}
+
+/// Signals of these phases asked with the `when`s: in the best case, only
+/// those no guard, `once` or cooldown can close.
+fn open_signals(program: &Program, phases: &[Phase], case: Case) -> Vec<usize> {
+    program
+        .signals
+        .iter()
+        .enumerate()
+        .filter(|(_, signal)| phases.contains(&signal.phase) && !signal.when.is_empty())
+        .filter(|(_, signal)| {
+            case == Case::Worst || (signal.guard.is_empty() && matches!(signal.behavior, Behavior::Always))
+        })
+        .map(|(index, _)| index)
+        .collect()
+}
+
+/// The AI conditions of the steps the turn can reach (branch entries and
+/// step `when`s, one question per description); in the best case only
+/// those without a code guard, which may rule them out.
+fn conditions(program: &Program, from: &[(FlowId, Landing)], case: Case) -> Vec<Question> {
+    let reached = successor::reachable(program, from);
+    let mut questions = Vec::new();
+    for (flow_id, step_id) in reached {
+        let Some((flow, step)) = program.flow(flow_id).and_then(|flow| Some((flow, flow.step(step_id)?))) else {
+            continue;
+        };
+        for (index, entry) in step.branches.iter().enumerate() {
+            if case == Case::Best && !entry.guard.is_empty() {
+                continue;
+            }
+            push_questions(&mut questions, &format!("{}.{}#{}", flow.name, step.name, index + 1), &entry.when);
+        }
+        if case == Case::Worst || step.guard.is_empty() {
+            push_questions(&mut questions, &format!("{}.{}", flow.name, step.name), &step.when);
+        }
+    }
+    questions
+}
+
+fn push_questions(questions: &mut Vec<Question>, base: &str, whens: &[String]) {
+    for (index, when) in whens.iter().enumerate() {
+        let id = if whens.len() == 1 { base.to_string() } else { format!("{base}.{}", index + 1) };
+        questions.push(Question { id, when: vec![when.clone()] });
+    }
+}
+
+/// The post-phase signals' own request: signals asked after the reply,
+/// those whose guard may open only once the steps acted.
+fn post_request(program: &Program, flow: FlowId) -> UnderstandRequest {
+    let signals: Vec<usize> = open_signals(program, &[Phase::Post, Phase::Both], Case::Worst)
+        .into_iter()
+        .filter(|signal| program.signals.get(*signal).is_some_and(|declared| !declared.guard.is_empty()))
+        .collect();
+    let fields: BTreeSet<FieldId> = signals
+        .iter()
+        .filter_map(|signal| program.signals.get(*signal))
+        .flat_map(|signal| signal.extract.iter().copied())
+        .filter(|field| !is_bool(program, *field))
+        .collect();
+    UnderstandRequest {
+        active_flow: program.flow(flow).map(|flow| flow.name.clone()),
+        fields: fields
+            .iter()
+            .filter_map(|field| program.field(*field))
+            .map(|declared| crate::runtime::engine::field_spec(declared, false))
+            .collect(),
+        signals: signals
+            .iter()
+            .filter_map(|signal| program.signals.get(*signal))
+            .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
+            .collect(),
+        today: "2026-01-01".to_string(),
+        ..UnderstandRequest::default()
+    }
+}
+
+/// The understand prompt's bytes, as every provider sends it.
+fn prompt_bytes(request: &UnderstandRequest) -> usize {
+    crate::llm::context::understand_bytes(request)
+}
+
+/// The reply prompt's bytes for the dearest ending: the identity,
+/// the rules, every instruction the turn may gather and the tools of the
+/// step that asks with the most.
+fn reply_bytes(program: &Program, flow: FlowId, endings: &Endings) -> usize {
+    let request = ReplyRequest {
+        identity: program.agent.identity.as_ref().map(rendered),
+        rules: program.agent.rules.iter().map(rendered).collect(),
+        flow_rules: program.flow(flow).map(|flow| flow.rules.iter().map(rendered).collect()).unwrap_or_default(),
+        instructions: endings.instructions.clone(),
+        tools: endings
+            .tools
+            .iter()
+            .filter_map(|tool| program.tool(*tool))
+            .map(|tool| ToolSpec {
+                name: tool.name.clone(),
+                description: tool.description.clone(),
+                parameters: crate::ir::object_schema(&tool.params),
+            })
+            .collect(),
+        ..ReplyRequest::default()
+    };
+    crate::llm::context::reply_bytes(&request, &[])
+}
+
+/// A template's text with each interpolation as [`PLACEHOLDER`].
+fn rendered(template: &Template) -> String {
+    template
+        .parts
+        .iter()
+        .map(|part| match part {
+            TemplatePart::Text(text) => text.as_str(),
+            TemplatePart::Expr(_) => PLACEHOLDER,
+        })
+        .collect()
+}
+
+/// How the turns from one place can end, as far as the reply goes.
+#[derive(Default)]
+struct Endings {
+    /// Some ending makes no reply call.
+    silent: bool,
+    /// Some ending makes one.
+    replied: bool,
+    /// The most tools a step the turn may stop at offers.
+    tools: Vec<ToolId>,
+    /// Every step prompt the turn may gather (an upper bound on one
+    /// ending's instructions).
+    instructions: Vec<String>,
+}
+
+/// What a turn has gathered on its way: a prompt for the model, a `say`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Gathered {
+    prompted: bool,
+    said: bool,
+}
+
+/// Walks every way the turn can go from `from` on the successor rule,
+/// as `reachable` does, carrying what it gathered, and records each
+/// ending: stopping at a step that asks, parking before a `wait`, leaving
+/// every flow, aborting.
+fn endings(program: &Program, from: &[(FlowId, Landing)], answering: Option<(FlowId, StepId)>) -> Endings {
+    let mut endings = Endings::default();
+    let mut prompts: BTreeSet<(FlowId, StepId)> = BTreeSet::new();
+    let mut seen_steps: BTreeSet<(FlowId, StepId, Gathered)> = BTreeSet::new();
+    let mut seen_completions: BTreeSet<(FlowId, Option<FlowId>, Gathered)> = BTreeSet::new();
+    let mut seen_entries: BTreeSet<(FlowId, StepId, Gathered)> = BTreeSet::new();
+    let start = Gathered { prompted: false, said: false };
+    let mut work: Vec<(FlowId, Landing, Gathered)> = from.iter().map(|(flow, place)| (*flow, *place, start)).collect();
+    while let Some((flow_id, place, gathered)) = work.pop() {
+        let Some(flow) = program.flow(flow_id) else {
+            continue;
+        };
+        let mut visit = |step_id: StepId, work: &mut Vec<(FlowId, Landing, Gathered)>, endings: &mut Endings| {
+            let Some(step) = flow.step(step_id) else {
+                // A step past the end: the flow completes.
+                work.push((flow_id, Landing::Complete(None), gathered));
+                return;
+            };
+            if !seen_steps.insert((flow_id, step_id, gathered)) {
+                return;
+            }
+            if asks(step) {
+                // It may stop here and ask (its prompt is the reply's
+                // instruction), or find its fields set and go on; but a
+                // confirmation is taken only from the message answering
+                // the step that asked it, never carried into another.
+                let prompted = gathered.prompted || step.prompt.is_some();
+                endings.end(prompted);
+                if prompted && step.tools.len() > endings.tools.len() {
+                    endings.tools = step.tools.clone();
+                }
+                if step.prompt.is_some() {
+                    prompts.insert((flow_id, step_id));
+                }
+                let confirms = step.collect.iter().any(|field| is_bool(program, *field));
+                if confirms && answering != Some((flow_id, step_id)) {
+                    return;
+                }
+            }
+            let prompts_here = step.collect.is_empty() && step.prompt.is_some();
+            if prompts_here {
+                prompts.insert((flow_id, step_id));
+            }
+            let after =
+                Gathered { prompted: gathered.prompted || prompts_here, said: gathered.said || step.say.is_some() };
+            if step.wait_ms.is_some() {
+                endings.end(after.prompted);
+                return;
+            }
+            for (_, landing) in successor::exits(flow_id, step_id, step) {
+                work.push((flow_id, landing, after));
+            }
+        };
+        match place {
+            Landing::Step(step) => visit(step, &mut work, &mut endings),
+            Landing::Listed(from) => {
+                let mut all_passed_over = true;
+                for (index, step) in flow.steps.iter().enumerate().skip(from) {
+                    visit(StepId::from_index(index), &mut work, &mut endings);
+                    if !successor::can_be_passed_over(step) {
+                        all_passed_over = false;
+                        break;
+                    }
+                }
+                if all_passed_over {
+                    work.push((flow_id, Landing::Complete(None), gathered));
+                }
+            }
+            Landing::Complete(named) => {
+                if !seen_completions.insert((flow_id, named, gathered)) {
+                    continue;
+                }
+                match successor::after_completion(flow, named) {
+                    Some(next) => work.push((flow_id, Landing::Enter(next, StepId(0)), gathered)),
+                    // Out of every flow: the model replies unless a step
+                    // said something or prompted for it.
+                    None => endings.end(gathered.prompted || !gathered.said),
+                }
+            }
+            Landing::Enter(next, step) => {
+                if !seen_entries.insert((next, step, gathered)) {
+                    continue;
+                }
+                if let Some(declared) = program.flow(next) {
+                    for directive in crate::ir::walk::emitted(&declared.on_enter) {
+                        if let Some(position) = &directive.position {
+                            let jump = successor::Jump::from(position);
+                            work.push((next, successor::landing(next, jump), gathered));
+                        }
+                    }
+                }
+                work.push((next, successor::arrival(step), gathered));
+            }
+            // An aborted turn makes no reply call.
+            Landing::Abort => endings.end(false),
+        }
+    }
+    endings.instructions = prompts
+        .iter()
+        .filter_map(|(flow, step)| program.flow(*flow)?.step(*step)?.prompt.as_ref())
+        .map(rendered)
+        .collect();
+    endings
+}
+
+impl Endings {
+    fn end(&mut self, replies: bool) {
+        if replies {
+            self.replied = true;
+        } else {
+            self.silent = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,196 @@
+use super::{Calls, Start, TurnCost, costs};
+use crate::check::check_findings;
+use crate::check::tests::compiled;
+
+fn calls(best: u32, worst: u32) -> Calls {
+    Calls { best, worst }
+}
+
+fn row<'a>(rows: &'a [TurnCost], flow: &str, start: Option<&str>) -> &'a TurnCost {
+    rows.iter()
+        .find(|row| {
+            row.flow == flow
+                && match (&row.start, start) {
+                    (Start::Step(step), Some(wanted)) => step == wanted,
+                    (Start::Entry, None) => true,
+                    _ => false,
+                }
+        })
+        .unwrap_or_else(|| panic!("no row {flow} {start:?}"))
+}
+
+const CHAIN: &str = r#"
+agent A {
+  identity "A test."
+  limits {
+    max_tool_rounds 3
+  }
+}
+
+schema {
+  name: string "A name"
+  ok: bool "Whether it is fine"
+}
+
+tool lookup(name: string) -> { found: bool } {
+  exec "true"
+}
+
+flow f "F" {
+  when "the user wants f"
+  step ask_name {
+    prompt "Name?"
+    collect name
+  }
+  step confirm {
+    prompt "Shall I go on, {{name}}?"
+    collect ok
+    tools lookup
+  }
+  step done {
+    say "Done."
+  }
+}
+"#;
+
+#[test]
+fn a_collect_chain_costs_an_understand_and_a_reply_and_a_said_ending_no_reply() {
+    let (_, program) = compiled(CHAIN);
+    let rows = costs(&program);
+    assert_eq!(rows.len(), 3, "the entry and the two steps that ask");
+
+    // Entered from no flow: routing is asked; the turn stops at
+    // `ask_name` or, the name given, at `confirm`, which a yes can never
+    // pass on the turn that enters it (consent is not carried over). So
+    // the model always replies, with up to 3 tool rounds at `confirm`.
+    let entry = row(&rows, "f", None);
+    assert_eq!(entry.understand, calls(1, 2));
+    assert_eq!(entry.reply, calls(1, 4));
+    assert_eq!(entry.calls, calls(2, 6));
+
+    // Answering `ask_name`: a free-text name needs the model; the turn
+    // stops at `confirm` (one reply, with tool rounds) or asks again.
+    let ask_name = row(&rows, "f", Some("ask_name"));
+    assert_eq!(ask_name.understand, calls(1, 2));
+    assert_eq!(ask_name.reply, calls(1, 4));
+
+    // Answering `confirm` alone with a yes/no: code may read it, and the
+    // `say` ending needs no reply.
+    let confirm = row(&rows, "f", Some("confirm"));
+    assert_eq!(confirm.understand, calls(0, 2));
+    assert_eq!(confirm.reply, calls(0, 4));
+    assert_eq!(confirm.post_signals, calls(0, 0));
+    assert!(confirm.understand_tokens > 0 && confirm.reply_tokens > 0);
+    assert_eq!(
+        confirm.worst_tokens,
+        confirm.understand_tokens * 2 + confirm.reply_tokens * 4,
+        "each call of the worst case sends its prompt"
+    );
+}
+
+#[test]
+fn a_turn_that_only_says_makes_no_reply_and_a_prompt_makes_the_reply_dearer() {
+    let short = r#"
+schema {
+  n: int "A number"
+}
+flow f {
+  step ask {
+    prompt "A number?"
+    collect n
+  }
+  step done {
+    say "Thanks."
+  }
+}
+"#;
+    let (_, program) = compiled(short);
+    let rows = costs(&program);
+    let ask = row(&rows, "f", Some("ask"));
+    // The number asked alone may be read by code; the ending after it
+    // says its text; or the step asks again, with the model's reply.
+    assert_eq!(ask.understand, calls(0, 2));
+    assert_eq!(ask.reply, calls(0, 1));
+
+    let longer = short.replace("A number?", &"Which number would you like, and why that one? ".repeat(20));
+    let (_, program) = compiled(&longer);
+    let dearer = costs(&program);
+    assert!(row(&dearer, "f", Some("ask")).reply_tokens > ask.reply_tokens + 200);
+}
+
+#[test]
+fn signals_and_conditions_need_the_understand_call_and_guarded_ones_only_at_worst() {
+    let source = r#"
+schema {
+  n: int "A number"
+}
+signal upset {
+  when "the user is upset"
+  then {
+    reply "Sorry."
+  }
+}
+signal late {
+  when "the user says it is late"
+  if n > 3
+  phase post
+}
+flow f {
+  step ask {
+    prompt "A number?"
+    collect n
+    branch {
+      when "the user wants to stop" -> { abort }
+    }
+  }
+}
+"#;
+    let (_, program) = compiled(source);
+    let rows = costs(&program);
+    let ask = row(&rows, "f", Some("ask"));
+    assert_eq!(ask.understand, calls(1, 2), "the signal and the condition are always asked");
+    assert_eq!(ask.post_signals, calls(0, 2), "`late` may open only after the steps acted");
+}
+
+#[test]
+fn a_turn_over_the_token_budget_is_warned_about_on_its_step() {
+    let source = r#"
+agent A {
+  identity "A test."
+  limits {
+    max_turn_tokens 100
+  }
+}
+schema {
+  n: int "A number"
+}
+flow f {
+  when "the user wants f"
+  step ask {
+    prompt "A number?"
+    collect n
+  }
+}
+"#;
+    check_findings(source, &[("turn_token_budget", "f"), ("turn_token_budget", "ask")]);
+    let roomy = source.replace("max_turn_tokens 100", "max_turn_tokens 100000");
+    check_findings(&roomy, &[]);
+}
+
+#[test]
+fn workflows_have_no_turns() {
+    let (_, program) = compiled(
+        r#"
+schema {
+  n: int "A number"
+}
+flow w {
+  requires n
+  auto step one {
+    say "one"
+  }
+}
+"#,
+    );
+    assert!(costs(&program).is_empty());
+}
