@@ -19,6 +19,7 @@
 //! | [`runtime`] | runs tools: `exec` tools start processes, `http` tools make network requests and read the environment variables their headers name (`env.NAME`); the clock reads the system time and the `FLOWC_NOW`/`FLOWC_SEED` environment variables |
 //! | [`llm`] | network requests to model providers; reads `flowc.toml` and API-key environment variables; `--record` writes and `replay:` reads a recording file |
 //! | [`store`] | SQLite files and PostgreSQL connections (sessions, transcripts, workflow runs); finding the store reads `FLOWC_STORE` and `[store]` in `flowc.toml`; a SQLite store imports once the JSON session files of `.flowc/sessions/` beside it (and warns on stderr about one it cannot read); the memory store none |
+//! | [`flowtest`] | reads `*.test.yaml` files and the programs they name; running a case runs what its program runs (tools the file does not stub, a model it asks for) |
 //! | `cli` (crate-private; [`run_cli`] runs it) | reads programs and data files, writes to the terminal, decides exit codes, and wires the above together |
 //!
 //! `testgen` (program generators for the stress tests and benchmarks) is
@@ -33,6 +34,7 @@ pub mod diag;
 mod differential;
 pub mod duration;
 pub mod expr;
+pub mod flowtest;
 pub mod graph;
 pub mod ids;
 pub mod ir;

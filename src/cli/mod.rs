@@ -54,7 +54,7 @@ pub enum Command {
     Run(Box<run::RunArgs>),
     /// Continue a waiting workflow run
     Resume(resume::ResumeArgs),
-    /// Resume due workflow runs as they come due
+    /// Resume due workflow runs, and start scheduled ones, as they come due
     Worker(worker::WorkerArgs),
     /// List or show stored workflow runs
     Runs(runs::RunsArgs),

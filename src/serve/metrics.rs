@@ -56,6 +56,9 @@ pub struct Metrics {
     pub conflicts: AtomicU64,
     pub sessions_created: AtomicU64,
     pub runs_started: AtomicU64,
+    /// Turns run a second time, on the stored session, because the copy
+    /// this server kept was stale (another process saved the session).
+    pub stale_sessions: AtomicU64,
     pub turns_in_flight: AtomicU64,
     /// Server-sent event streams a client is reading now (a streamed turn,
     /// a run's events): one left open after its client went is a leak.
@@ -74,7 +77,7 @@ impl Metrics {
     /// sessions in the store, counted by the caller.
     pub fn render(&self, open_sessions: Option<usize>) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64, &str); 10] = [
+        let counters: [(&str, &str, &AtomicU64, &str); 11] = [
             ("flowc_turns_total", "Conversation turns answered.", &self.turns, ""),
             ("flowc_turns_failed_total", "Turns that failed (model, tool or store error).", &self.turns_failed, ""),
             ("flowc_model_calls_total", "Model calls made by turns.", &self.model_calls, ""),
@@ -90,6 +93,12 @@ impl Metrics {
             ),
             ("flowc_sessions_created_total", "Sessions created by this process.", &self.sessions_created, ""),
             ("flowc_runs_started_total", "Workflow runs started by this process.", &self.runs_started, ""),
+            (
+                "flowc_stale_sessions_total",
+                "Turns run again on the stored session: another process had saved it since this one kept it.",
+                &self.stale_sessions,
+                "",
+            ),
         ];
         for (name, help, counter, labels) in counters {
             if !help.is_empty() {

@@ -7,12 +7,13 @@
 //! and the OpenAPI document are both built from) and starting and stopping
 //! the server. Handlers live per resource: `sessions` (with the turn and
 //! its server-sent events in `turn`), `runs`; `auth` decides who asks,
-//! `error` is the one error shape, `metrics` the Prometheus text,
+//! `cache` keeps the sessions last saved, `error` is the one error shape, `metrics` the Prometheus text,
 //! `openapi` the document, `programs` the programs by name.
 
 #![warn(missing_docs)]
 
 pub mod auth;
+pub(crate) mod cache;
 pub(crate) mod error;
 pub mod listen;
 pub(crate) mod metrics;
@@ -70,6 +71,9 @@ pub struct ServeOptions {
 pub(crate) struct AppState {
     pub programs: Programs,
     pub store: Arc<dyn Store>,
+    /// The sessions this server last saved, checked by every save's
+    /// compare-and-swap.
+    pub sessions: cache::SessionCache,
     pub auth: Auth,
     pub metrics: Metrics,
     pub body_limit: usize,
@@ -95,6 +99,7 @@ impl AppState {
         Ok(Arc::new(AppState {
             programs,
             store: Arc::from(store),
+            sessions: cache::SessionCache::new(cache::DEFAULT_CAPACITY),
             auth: options.auth.clone(),
             metrics: Metrics::default(),
             body_limit: options.body_limit,
@@ -169,6 +174,7 @@ pub(crate) fn routes() -> Vec<Route> {
         route(Method::GET, "/openapi.json", on(MethodFilter::GET, openapi::document)),
         route(Method::GET, "/v1/programs", on(MethodFilter::GET, programs_list)),
         route(Method::GET, "/v1/programs/{name}/graph", on(MethodFilter::GET, page::program_graph)),
+        route(Method::GET, "/v1/programs/{name}/coverage", on(MethodFilter::GET, page::program_coverage)),
         route(Method::POST, "/v1/sessions", on(MethodFilter::POST, sessions::create)),
         route(Method::GET, "/v1/sessions", on(MethodFilter::GET, sessions::list)),
         route(Method::GET, "/v1/sessions/{id}", on(MethodFilter::GET, sessions::show)),

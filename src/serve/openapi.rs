@@ -61,6 +61,14 @@ pub fn docs() -> Vec<Doc> {
             false,
         ),
         doc(
+            Method::GET,
+            "/v1/programs/{name}/coverage",
+            "What the program's test files (*.test.yaml beside it) reach when their cases run now: `flowc test --coverage` per flow, and the graph's nodes and edges (indices into the graph's `edges`) reached",
+            None,
+            &[(200, Some("Coverage")), (401, Some("Error")), (404, Some("Error"))],
+            false,
+        ),
+        doc(
             Method::POST,
             "/v1/sessions",
             "Start a conversation with a program",
@@ -175,6 +183,16 @@ fn schemas() -> Value {
                     "properties": { "from": { "type": "string" }, "to": { "type": "string" }, "kind": { "type": "string" },
                         "label": { "type": ["string", "null"] }, "unreachable": { "type": "boolean" },
                         "cross_flow": { "type": "boolean" } } } } }
+        },
+        "Coverage": {
+            "type": "object", "required": ["program", "files", "cases", "failed", "flows", "nodes", "edges"],
+            "properties": { "program": { "type": "string" }, "files": { "type": "array", "items": { "type": "string" } },
+                "broken": { "type": "array", "items": { "type": "object", "properties": {
+                    "file": { "type": "string" }, "reason": { "type": "string" } } } },
+                "cases": { "type": "integer" }, "failed": { "type": "integer" },
+                "flows": { "type": "array", "items": { "type": "object", "required": ["flow", "steps", "branches", "transitions", "missed"] } },
+                "nodes": { "type": "array", "items": { "type": "string" } },
+                "edges": { "type": "array", "items": { "type": "integer" } } }
         },
         "NewSession": {
             "type": "object", "required": ["program"], "additionalProperties": false,

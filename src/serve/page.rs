@@ -1,7 +1,8 @@
 //! The playground `flowc serve` shows at `GET /`: one HTML page, its style
 //! and its scripts, all compiled into the binary (no CDN, nothing fetched
-//! from elsewhere), and the one read-only route the page needs beyond the
-//! API: a program's graph (`GET /v1/programs/{name}/graph`).
+//! from elsewhere), and the two read-only routes the page needs beyond the
+//! API: a program's graph (`GET /v1/programs/{name}/graph`) and what its
+//! test files reach on it (`GET /v1/programs/{name}/coverage`).
 //!
 //! The page talks to the server only through the public API (sessions,
 //! messages with server-sent events, runs and their event stream), so
@@ -9,7 +10,7 @@
 
 mod graph;
 
-pub use graph::graph_json;
+pub use graph::{coverage_json, graph_json};
 
 use super::AppState;
 use super::auth::Tenant;
@@ -84,6 +85,24 @@ pub async fn program_graph(
         })
         .await?;
     Ok(axum::Json(graph).into_response())
+}
+
+/// What the program's test files (the `*.test.yaml` beside it naming it)
+/// reach when their cases run now, against its current version: `flowc
+/// test --coverage` as the graph's overlay. The cases run on each file's
+/// own model (offline unless the file says otherwise), one after another.
+pub async fn program_coverage(
+    State(state): State<Arc<AppState>>,
+    _tenant: Tenant,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let coverage = state
+        .blocking(move |state| {
+            let version = state.programs.current(&name).ok_or_else(|| ApiError::no_program(&name))?;
+            Ok(coverage_json(&name, &version.path, &version.ir))
+        })
+        .await?;
+    Ok(axum::Json(coverage).into_response())
 }
 
 #[cfg(test)]

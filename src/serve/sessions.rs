@@ -48,7 +48,11 @@ pub async fn create(
             for _ in 0..100 {
                 session.id = new_id(&tenant, &name, &version.tool_env.ids.next_id());
                 match state.store.save(&session, 0, &[]) {
-                    Ok(()) => return Ok(session.id),
+                    Ok(()) => {
+                        let id = session.id.clone();
+                        state.sessions.put(Arc::new(session));
+                        return Ok(id);
+                    }
                     Err(StoreError::Conflict { .. }) => {}
                     Err(error) => return Err(state.store_error(error)),
                 }
@@ -143,10 +147,18 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     owned(&tenant, &id)?;
     state
-        .blocking(move |state| match state.store.delete(&id) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(ApiError::no_session(&id)),
-            Err(error) => Err(state.store_error(error)),
+        .blocking(move |state| {
+            // Forgotten first and again after: a turn of this server
+            // finishing meanwhile must not leave it behind (its save
+            // would fail on the deleted row anyway).
+            state.sessions.forget(&id);
+            let deleted = state.store.delete(&id);
+            state.sessions.forget(&id);
+            match deleted {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(ApiError::no_session(&id)),
+                Err(error) => Err(state.store_error(error)),
+            }
         })
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())

@@ -146,9 +146,33 @@ fn turn_inner(
     program: &str,
     text: &str,
     expected: Option<u64>,
-    stream: Option<StreamSink>,
+    mut stream: Option<StreamSink>,
 ) -> Result<TurnResult, ApiError> {
-    let mut session =
+    // A streamed turn has sent its reply's text before it commits: it
+    // could not be run again unseen, so it starts from the store.
+    let cached = if stream.is_none() { state.sessions.get(id) } else { None };
+    let cached = cached.filter(|session| expected.is_none_or(|expected| expected == session.version));
+    let from_cache = cached.is_some();
+    let session = match cached {
+        Some(session) => session,
+        None => load(state, id, expected)?,
+    };
+    match attempt(state, id, program, text, &session, stream.take()) {
+        // The cached copy was stale: another process (or `flowc run
+        // --session`) saved the session since this server did. Once more
+        // from the store; a conflict then is a real race, the client's.
+        Err(Attempt::Conflict(_)) if from_cache => {
+            Metrics::add(&state.metrics.stale_sessions, 1);
+            let session = load(state, id, expected)?;
+            attempt(state, id, program, text, &session, None).map_err(Attempt::into_error)
+        }
+        other => other.map_err(Attempt::into_error),
+    }
+}
+
+/// The stored session, checked against the version the client expects.
+fn load(state: &AppState, id: &str, expected: Option<u64>) -> Result<Arc<Session>, ApiError> {
+    let session =
         state.store.load(id).map_err(|error| state.store_error(error))?.ok_or_else(|| ApiError::no_session(id))?;
     if let Some(expected) = expected
         && expected != session.version
@@ -158,43 +182,85 @@ fn turn_inner(
             session.version
         )));
     }
-    let version = version_for(state, program, &mut session)?;
-    let mut runtime =
-        version.runtime().map_err(|message| ApiError::new(StatusCode::BAD_GATEWAY, "model_unavailable", message))?;
+    Ok(Arc::new(session))
+}
+
+/// Why one attempt at a turn failed: the compare-and-swap lost (which a
+/// stale cached session may explain), or anything else.
+enum Attempt {
+    Conflict(ApiError),
+    Failed(ApiError),
+}
+
+impl Attempt {
+    fn into_error(self) -> ApiError {
+        match self {
+            Attempt::Conflict(error) | Attempt::Failed(error) => error,
+        }
+    }
+}
+
+/// Runs the turn on a copy of `session` and commits it with a
+/// compare-and-swap on `session`'s version; the committed session is kept
+/// for the next turn.
+fn attempt(
+    state: &AppState,
+    id: &str,
+    program: &str,
+    text: &str,
+    session: &Session,
+    stream: Option<StreamSink>,
+) -> Result<TurnResult, Attempt> {
+    let (version, adopted) = version_for(state, program, session).map_err(Attempt::Failed)?;
+    let before = adopted.as_ref().unwrap_or(session);
+    let mut runtime = version
+        .runtime()
+        .map_err(|message| Attempt::Failed(ApiError::new(StatusCode::BAD_GATEWAY, "model_unavailable", message)))?;
     let streaming = stream.is_some();
     if let Some(stream) = stream {
         runtime.set_stream(stream);
     }
-    let mut working = session.clone();
+    let mut working = before.clone();
     let result = runtime.run_turn(&mut working, text);
     // A runtime that streamed to this request keeps its sink: it is not
     // given back to serve another.
     if !streaming {
         version.give_back(runtime);
     }
-    let result = result.map_err(turn_error)?;
-    crate::store::commit_turn(state.store.as_ref(), &version.ir, &session, &mut working)
-        .map_err(|error| state.store_error(error))?;
-    Ok(result)
+    let result = result.map_err(|error| Attempt::Failed(turn_error(error)))?;
+    match crate::store::commit_turn(state.store.as_ref(), &version.ir, before, &mut working) {
+        Ok(()) => {
+            state.sessions.put(Arc::new(working));
+            Ok(result)
+        }
+        Err(error @ crate::store::StoreError::Conflict { .. }) => {
+            state.sessions.forget(id);
+            Err(Attempt::Conflict(state.store_error(error)))
+        }
+        Err(error) => Err(Attempt::Failed(state.store_error(error))),
+    }
 }
 
 /// The program version the session goes on with: the current one, which
-/// adopts it if it started on another; else, when the edit cannot take it,
-/// the version it started on while this server still has it.
-fn version_for(state: &AppState, program: &str, session: &mut Session) -> Result<Arc<Version>, ApiError> {
+/// adopts it if it started on another (the adopted session is given
+/// back); else, when the edit cannot take it, the version it started on
+/// while this server still has it.
+fn version_for(
+    state: &AppState,
+    program: &str,
+    session: &Session,
+) -> Result<(Arc<Version>, Option<Session>), ApiError> {
     let current = state.programs.current(program).ok_or_else(|| ApiError::no_program(program))?;
     if session.program_hash == current.hash {
-        return Ok(current);
+        return Ok((current, None));
     }
     let mut adopted = session.clone();
     match adopt(&current.ir, &current.hash, &mut adopted) {
-        Ok(()) => {
-            *session = adopted;
-            Ok(current)
-        }
+        Ok(()) => Ok((current, Some(adopted))),
         Err(incompatible) => state
             .programs
             .version(program, &session.program_hash)
+            .map(|version| (version, None))
             .ok_or_else(|| ApiError::new(StatusCode::CONFLICT, "incompatible_program", incompatible.to_string())),
     }
 }

@@ -14,6 +14,7 @@
 //! a database of any older version to the current one.
 
 use super::rows::{self, now_text};
+use super::sqlite_commit::{Committer, Held, SessionWrite};
 use super::sqlite_guard::{self, OpenLock, Refusal};
 use super::{
     Cancel, Claim, RunMeta, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id,
@@ -23,7 +24,6 @@ use crate::runtime::session::Session;
 use crate::runtime::workflow::WorkflowRun;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// The schema, one migration per version: `MIGRATIONS[n]` takes a database
@@ -120,7 +120,9 @@ pub const MIGRATIONS: &[&str] = &[
 /// The store on one machine: sessions and workflow runs in one SQLite
 /// database file (WAL), shared safely by the processes that open it.
 pub struct SqliteStore {
-    connection: Mutex<Connection>,
+    /// The one connection, and the session saves waiting to share its
+    /// next transaction ([`sqlite_commit`]).
+    committer: Committer,
     path: PathBuf,
     /// Why this store refuses to write, if it does: read-only, or found
     /// damaged as it opened ([`sqlite_guard`]).
@@ -168,7 +170,7 @@ impl SqliteStore {
         }
         opening.lock.share().map_err(open_error)?;
         let store = SqliteStore {
-            connection: Mutex::new(connection),
+            committer: Committer::new(connection),
             path: path.to_path_buf(),
             refusal,
             _lock: Some(opening.lock),
@@ -204,7 +206,7 @@ impl SqliteStore {
             ));
         }
         Ok(SqliteStore {
-            connection: Mutex::new(connection),
+            committer: Committer::new(connection),
             path: path.to_path_buf(),
             refusal: Some(Refusal::ReadOnly(why)),
             _lock: None,
@@ -227,10 +229,10 @@ impl SqliteStore {
         &self.path
     }
 
-    pub(super) fn connection(&self, id: &str) -> Result<MutexGuard<'_, Connection>, StoreError> {
-        self.connection
-            .lock()
-            .map_err(|_| StoreError::Io { id: id.to_string(), message: "the store's lock is poisoned".to_string() })
+    pub(crate) fn connection(&self, id: &str) -> Result<Held<'_>, StoreError> {
+        self.committer
+            .connection()
+            .ok_or_else(|| StoreError::Io { id: id.to_string(), message: "the store's lock is poisoned".to_string() })
     }
 
     /// Takes in the sessions of the JSON-file store that came before
@@ -358,53 +360,19 @@ impl SessionStore for SqliteStore {
         self.writable()?;
         let id = session.id.as_str();
         let rows::Write { version, expected, state } = rows::write(id, session.version, expected_version, session)?;
-        let mut connection = self.connection(id)?;
-        let transaction =
-            connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_error(id))?;
-        let stored: Option<(i64, i64)> = transaction
-            .prepare_cached("SELECT version, transcript_len FROM sessions WHERE id = ?1")
-            .and_then(|mut statement| statement.query_row([id], |row| Ok((row.get(0)?, row.get(1)?))).optional())
-            .map_err(sql_error(id))?;
-        let (stored_version, transcript_len) = stored.unwrap_or((0, 0));
-        if stored_version != expected {
-            return Err(StoreError::Conflict {
-                id: id.to_string(),
-                stored: u64::try_from(stored_version).unwrap_or(0),
-                expected: expected_version,
-            });
-        }
-        {
-            let mut append = transaction
-                .prepare_cached("INSERT INTO transcript (session_id, seq, role, text) VALUES (?1, ?2, ?3, ?4)")
-                .map_err(sql_error(id))?;
-            for (offset, message) in (0i64..).zip(transcript) {
-                append
-                    .execute(params![id, transcript_len + offset, rows::role(message), message.text])
-                    .map_err(sql_error(id))?;
-            }
-        }
-        let appended = i64::try_from(transcript.len()).unwrap_or(i64::MAX);
-        transaction
-            .prepare_cached(
-                "INSERT INTO sessions (id, version, flow, step, turns, transcript_len, updated_at, state)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (id) DO UPDATE SET version = ?2, flow = ?3, step = ?4, turns = ?5,
-                     transcript_len = ?6, updated_at = ?7, state = ?8",
-            )
-            .and_then(|mut statement| {
-                statement.execute(params![
-                    id,
-                    version,
-                    session.flow_name,
-                    session.step_name,
-                    session.turns,
-                    transcript_len.saturating_add(appended),
-                    now_text(),
-                    state
-                ])
-            })
-            .map_err(sql_error(id))?;
-        transaction.commit().map_err(sql_error(id))
+        // Encoded here, on the turn's own thread: the transaction that
+        // commits it may be another turn's (group commit).
+        self.committer.save(SessionWrite {
+            id: id.to_string(),
+            version,
+            expected,
+            expected_version,
+            flow: session.flow_name.clone(),
+            step: session.step_name.clone(),
+            turns: session.turns,
+            state,
+            transcript: transcript.iter().map(|message| (rows::role(message), message.text.clone())).collect(),
+        })
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {

@@ -196,3 +196,14 @@ fn four_workers_start_one_run_and_runs_list_shows_the_next_start_on_postgres() {
     };
     four_workers_start_one_run_and_runs_list_shows_the_next_start("schedule-workers-pg", &url);
 }
+
+#[test]
+fn a_schedule_is_the_same_in_both_syntaxes_and_reaches_the_ir() {
+    let from_flow = crate::support::flowc(&["compile", "tests/fixtures/ok/scheduled.flow"]);
+    let from_yaml = crate::support::flowc(&["compile", "tests/fixtures/ok/scheduled.yaml"]);
+    assert_eq!(from_flow.status.code(), Some(0), "{}", stderr(&from_flow));
+    assert_eq!(stdout(&from_flow), stdout(&from_yaml));
+    let ir: serde_json::Value = serde_json::from_str(&stdout(&from_flow)).unwrap_or_default();
+    assert_eq!(ir["flows"][0]["schedule"], serde_json::json!({ "cron": "0 9 * * MON", "timezone": "Europe/Paris" }));
+    assert_eq!(ir["flows"][1]["schedule"], serde_json::json!({ "cron": "30 2 * * *", "timezone": "UTC" }));
+}

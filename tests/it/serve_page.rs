@@ -848,3 +848,45 @@ fn the_graph_follows_an_edit_on_disk() {
     let seen = page.seen();
     assert!(seen["steps_drawn"] == 6 && seen["errors"] == json!([]), "{seen:#}");
 }
+
+/// The *test coverage* box lays on the graph what booking's test file
+/// reaches (every step, per its own comment), and says which file ran;
+/// unticked, the graph is as before.
+#[test]
+fn the_test_coverage_is_laid_on_the_graph() {
+    let Some(binary) = chromium() else { return };
+    let dir = temp_dir("serve-page-coverage");
+    let server = Server::start(&dir, &["booking.flow"]);
+    let mut browser = Browser::start(&binary, dir.join("profile"));
+    let _watchdog = Watchdog::start(vec![browser.child.id(), server.child.id()]);
+    let mut page = open_page(&mut browser, &format!("{}/", server.url));
+    assert_eq!(page.eval("document.querySelectorAll('#graph .g-node.covered').length"), 0);
+
+    page.eval("document.querySelector('#show-coverage').click()");
+    page.eval("playground.coverageShown()");
+    let shown = page.eval(
+        "({ on: document.querySelector('#graph').classList.contains('show-coverage'), \
+            steps: document.querySelectorAll('#graph .g-node[data-step]').length, \
+            covered: [...document.querySelectorAll('#graph .g-node.covered[data-step]')].map((node) => node.dataset.step), \
+            uncovered: document.querySelectorAll('#graph .g-node.uncovered').length, \
+            edges: document.querySelectorAll('#graph .g-edge.covered').length, \
+            summary: document.querySelector('#coverage-summary').textContent })",
+    );
+    assert_eq!(shown["on"], true, "{shown:#}");
+    assert_eq!(shown["steps"], 6, "{shown:#}");
+    let mut covered: Vec<&str> =
+        shown["covered"].as_array().expect("a list").iter().filter_map(Value::as_str).collect();
+    covered.sort_unstable();
+    assert_eq!(covered, ["ask_date", "ask_guests", "ask_hotel", "book", "cancelled", "confirm"], "{shown:#}");
+    assert_eq!(shown["uncovered"], 0, "{shown:#}");
+    assert!(shown["edges"].as_u64().is_some_and(|edges| edges >= 6), "{shown:#}");
+    let summary = shown["summary"].as_str().unwrap_or_default();
+    assert!(summary.starts_with("Tests booking.test.yaml ("), "{summary}");
+    assert!(summary.contains("booking: steps 6/6"), "{summary}");
+
+    page.eval("document.querySelector('#show-coverage').click()");
+    assert_eq!(page.eval("document.querySelector('#graph').classList.contains('show-coverage')"), false);
+    assert_eq!(page.eval("document.querySelector('#coverage-summary').hidden"), true);
+    let errors = page_errors(&mut browser);
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+}

@@ -1,4 +1,5 @@
-//! The coverage of a test run: per program, what its cases reached, as a
+//! The coverage of a test run as `flowc test` reports it: per program,
+//! what its cases reached ([`crate::flowtest::coverage`] merges it), as a
 //! table of steps, branch entries and transitions per flow (`--coverage`)
 //! and as a JSON file `flowc graph --coverage FILE` draws
 //! (`--coverage-out FILE`).
@@ -6,38 +7,11 @@
 use super::case::CaseResult;
 use super::{Loaded, TestArgs};
 use crate::cli::{Outcome, print_stdout};
-use crate::graph::coverage::{Covered, FlowCoverage, per_flow};
-use serde::{Deserialize, Serialize};
+use crate::flowtest::coverage::{CoverageFile, ProgramCoverage, by_program};
+use crate::graph::coverage::FlowCoverage;
+use crate::graph::coverage::per_flow;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-
-/// The coverage file: what the cases of one program reached.
-#[derive(Debug, Default, Serialize, Deserialize)]
-pub struct CoverageFile {
-    pub version: u32,
-    pub programs: Vec<ProgramCoverage>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct ProgramCoverage {
-    /// The program's path, as the test file named it.
-    pub program: PathBuf,
-    pub covered: Covered,
-}
-
-/// Merges the cases' coverage per program, in the order programs first appear.
-fn by_program(loaded: &[Loaded], jobs: &[(usize, usize)], results: &[CaseResult]) -> Vec<(usize, Covered)> {
-    let mut programs: Vec<(usize, PathBuf, Covered)> = Vec::new();
-    for (&(file_index, _), result) in jobs.iter().zip(results) {
-        let Some(file) = loaded.get(file_index) else { continue };
-        let key = std::fs::canonicalize(&file.file.program).unwrap_or_else(|_| file.file.program.clone());
-        match programs.iter_mut().find(|(_, path, _)| *path == key) {
-            Some((_, _, covered)) => covered.merge(&result.covered),
-            None => programs.push((file_index, key, result.covered.clone())),
-        }
-    }
-    programs.into_iter().map(|(index, _, covered)| (index, covered)).collect()
-}
+use std::path::Path;
 
 pub fn report(args: &TestArgs, loaded: &[Loaded], jobs: &[(usize, usize)], results: &[CaseResult]) -> Outcome {
     let programs = by_program(loaded, jobs, results);
@@ -105,23 +79,4 @@ pub fn table(program: &Path, rows: &[FlowCoverage]) -> String {
         let _ = writeln!(out, "  not reached in {}: {}", row.flow, row.missed.join(", "));
     }
     out
-}
-
-/// Reads a coverage file and finds the part of the program at `program`
-/// (the only part, when the file holds one).
-pub fn load_for(path: &Path, program: &Path) -> Result<Covered, String> {
-    let text = std::fs::read_to_string(path).map_err(|error| format!("cannot read `{}`: {error}", path.display()))?;
-    let file: CoverageFile = serde_json::from_str(&text).map_err(|error| {
-        format!("`{}` is not a coverage file of `flowc test --coverage-out`: {error}", path.display())
-    })?;
-    let wanted = std::fs::canonicalize(program).unwrap_or_else(|_| program.to_path_buf());
-    let found = file
-        .programs
-        .iter()
-        .find(|entry| std::fs::canonicalize(&entry.program).unwrap_or_else(|_| entry.program.clone()) == wanted);
-    match (found, file.programs.as_slice()) {
-        (Some(entry), _) => Ok(entry.covered.clone()),
-        (None, [only]) => Ok(only.covered.clone()),
-        _ => Err(format!("`{}` holds no coverage of `{}`", path.display(), program.display())),
-    }
 }

@@ -5,21 +5,19 @@
 //! and a clock the test moves, and reports like a test runner: one line per
 //! case, the differences of a failing one, and `N passed, N failed` last.
 //!
-//! `file` is the test file as data, `read` reads it, `stubs` stands in for
-//! tools and time, `case` runs a case, `expect` compares, `report` writes
-//! the human, JSON and JUnit reports, `coverage` the coverage table and
-//! file, and `update` rewrites expectations from what happened.
+//! Reading and running a test file is the library's ([`crate::flowtest`]:
+//! the file as data, reading it, stubs, running a case, comparing, and
+//! merging coverage); here `report` writes the human, JSON and JUnit
+//! reports, `coverage` the coverage table and file, and `update` rewrites
+//! expectations from what happened.
 
-mod case;
 mod coverage;
-mod expect;
-mod file;
-mod read;
 mod report;
-mod stubs;
 mod update;
 
-pub use coverage::load_for as coverage_for;
+use crate::flowtest::{case, expect, file, read};
+
+pub use crate::flowtest::coverage::load_for as coverage_for;
 
 use super::Outcome;
 use super::report::{print_stderr, stderr_style};
@@ -27,7 +25,6 @@ use crate::diag::render::render_human;
 use crate::ir::Program;
 use crate::source::SourceFile;
 use case::{CaseResult, ModelChoice, run_case};
-use file::TestFile;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -72,11 +69,7 @@ pub enum Format {
 
 pub use super::load::is_test_file;
 
-/// A test file ready to run, with its program.
-pub struct Loaded {
-    pub file: TestFile,
-    pub program: Arc<Program>,
-}
+pub use crate::flowtest::Loaded;
 
 pub fn run(args: &TestArgs) -> Outcome {
     let paths = if args.paths.is_empty() { vec![PathBuf::from(".")] } else { args.paths.clone() };

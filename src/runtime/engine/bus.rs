@@ -47,12 +47,20 @@ pub(super) fn action_runner_output(
         st.warn(warning);
     }
     result?;
-    st.session.data = data;
+    // The emitter's own `set`s belong to its phase's unit: when the writes
+    // it emits (its `emit`s, its tools' directives) do not validate, the
+    // unit they join is refused when it is applied, and these go with it.
+    let merged = crate::runtime::directive::merge(&out.emissions);
+    if writes::check(sv.program, &merged.set, &merged.set_context).is_ok() {
+        st.session.data = data;
+    }
     Ok(out)
 }
 
-/// Runs a step's `do` (or a pre-model hook): writes commit together,
-/// says join the reply, emissions join the pre-model bus.
+/// Runs a step's `do` (or a hook): its `set`s commit together, unless
+/// what it emits has a bad write (then its phase's unit, which those
+/// emissions join, is refused, `set`s included); says join the reply,
+/// emissions join the pre-model bus (the post-model one with `post`).
 pub(super) fn run_actions(
     st: &mut TurnState,
     sv: &Services,

@@ -19,6 +19,7 @@
     run: null,
     runStream: null,
     runFollow: null,
+    coverage: null,
   };
 
   // ---- small helpers -------------------------------------------------------
@@ -192,6 +193,7 @@
       info.appendChild(text("span", ` · the file on disk has errors; the version before it is served: ${served.reload_error}`));
     }
     state.graph = FlowGraph.render($("#graph"), graph);
+    state.coverage = $("#show-coverage").checked ? showCoverage() : null;
     const workflows = program.flows.filter((flow) => flow.workflow);
     $("#run-form").hidden = workflows.length === 0;
     $("#composer").hidden = !program.conversation;
@@ -612,6 +614,37 @@
     }
   }
 
+  // ---- test coverage -------------------------------------------------------
+
+  // Runs the program's test files on the server (GET .../coverage) and
+  // lays what they reach on the graph; the summary says which files ran
+  // and, per flow, `flowc test --coverage`'s counts.
+  async function showCoverage() {
+    const name = state.program && state.program.name;
+    if (!name) return;
+    const summary = $("#coverage-summary");
+    summary.hidden = false;
+    summary.textContent = "Running the program's tests…";
+    try {
+      const coverage = await api("GET", `/v1/programs/${encodeURIComponent(name)}/coverage`);
+      if (!state.program || state.program.name !== name || !$("#show-coverage").checked) return;
+      state.graph.coverage(coverage);
+      $("#graph").classList.add("show-coverage");
+      if (!coverage.files.length) {
+        summary.textContent = "No test file (*.test.yaml beside the program) names this program.";
+      } else {
+        const cases = `${coverage.cases} case${coverage.cases === 1 ? "" : "s"}${coverage.failed ? `, ${coverage.failed} failing` : ""}`;
+        const flows = coverage.flows.map((flow) => `${flow.flow}: steps ${flow.steps.reached}/${flow.steps.total}, transitions ${flow.transitions.reached}/${flow.transitions.total}`);
+        summary.textContent = `Tests ${coverage.files.join(", ")} (${cases}) reach ${flows.join("; ")}`;
+      }
+      for (const broken of coverage.broken || []) {
+        summary.appendChild(text("span", ` · ${broken.file} cannot run: ${broken.reason}`));
+      }
+    } catch (error) {
+      summary.textContent = `Could not run the tests: ${error.message}`;
+    }
+  }
+
   // ---- wiring --------------------------------------------------------------
 
   function wire() {
@@ -642,6 +675,15 @@
     $("#show-failure").addEventListener("change", (event) => {
       $("#graph").classList.toggle("hide-failure", !event.target.checked);
     });
+    $("#show-coverage").addEventListener("change", (event) => {
+      if (event.target.checked) {
+        state.coverage = showCoverage();
+      } else {
+        state.coverage = null;
+        $("#graph").classList.remove("show-coverage");
+        $("#coverage-summary").hidden = true;
+      }
+    });
     $("#run-form").addEventListener("submit", (event) => {
       event.preventDefault();
       following(startRun());
@@ -671,6 +713,8 @@
     // Resolves when the run's event stream has ended (the run stopped:
     // waiting, paused or finished) and the run was read again.
     runStopped: () => state.runFollow || Promise.resolve(),
+    // Resolves when the test coverage asked for is on the graph.
+    coverageShown: () => state.coverage || Promise.resolve(),
   };
 
   wire();

@@ -296,7 +296,7 @@
       p.className = "empty";
       p.textContent = "This program has no flows to draw.";
       container.appendChild(p);
-      return { highlight() {}, zoom: () => 1, nodeId: () => null, terminal: () => null, hasEdge: () => false };
+      return { highlight() {}, coverage() {}, zoom: () => 1, nodeId: () => null, terminal: () => null, hasEdge: () => false };
     }
     const shape = layout(graph);
     const margin = 16;
@@ -403,6 +403,19 @@
         }
         const target = current && nodeViews.get(current);
         if (target && target.scrollIntoView) target.scrollIntoView({ block: "nearest", inline: "nearest" });
+      },
+      // What tests reached: node ids, and indices into the graph's edges.
+      // Nodes that count for coverage (steps) and were not reached are
+      // marked too, so a gap shows.
+      coverage({ nodes, edges }) {
+        const reached = new Set(nodes || []);
+        const edgeKeys = new Set((edges || []).map((index) => graph.edges[index]).filter(Boolean).map((edge) => `${edge.from}>${edge.to}`));
+        for (const [id, g] of nodeViews) {
+          const step = g.hasAttribute("data-step");
+          g.classList.toggle("covered", reached.has(id));
+          g.classList.toggle("uncovered", step && !reached.has(id));
+        }
+        for (const view of edgeViews) view.g.classList.toggle("covered", edgeKeys.has(`${view.edge.from}>${view.edge.to}`));
       },
       nodeId(flow, step) {
         for (const node of shape.nodes) if (node.flow === flow && node.step === step) return node.id;

@@ -124,6 +124,43 @@ fn summary_json(name: &str, program: &Program) -> Value {
     })
 }
 
+/// What the test files beside `program` (at `path`) reach when their
+/// cases run, laid on the graph [`graph_json`] draws: the node ids and the
+/// indices into its `edges` that were reached, and `flowc test
+/// --coverage`'s counts per flow.
+pub fn coverage_json(name: &str, path: &std::path::Path, program: &std::sync::Arc<Program>) -> Value {
+    let tests = crate::flowtest::coverage::of_program(path, program);
+    let reachability = reachability::analyze(program);
+    let picture = graph::build(program, &reachability, None);
+    let overlay = crate::graph::coverage::Overlay::new(program, &picture, &tests.covered);
+    let file_name = |path: &std::path::Path| {
+        path.file_name().map_or_else(|| path.display().to_string(), |name| name.to_string_lossy().into_owned())
+    };
+    let count = |(reached, total): (usize, usize)| json!({ "reached": reached, "total": total });
+    let flows: Vec<Value> = crate::graph::coverage::per_flow(program, &picture, &tests.covered)
+        .into_iter()
+        .map(|row| {
+            json!({
+                "flow": row.flow,
+                "steps": count(row.steps),
+                "branches": count(row.branches),
+                "transitions": count(row.transitions),
+                "missed": row.missed,
+            })
+        })
+        .collect();
+    json!({
+        "program": name,
+        "files": tests.files.iter().map(|path| file_name(path)).collect::<Vec<_>>(),
+        "broken": tests.broken.iter().map(|(path, why)| json!({ "file": file_name(path), "reason": why })).collect::<Vec<_>>(),
+        "cases": tests.cases,
+        "failed": tests.failed,
+        "flows": flows,
+        "nodes": overlay.nodes.iter().map(NodeId::as_str).collect::<Vec<_>>(),
+        "edges": overlay.edges.iter().enumerate().filter(|(_, taken)| **taken).map(|(index, _)| index).collect::<Vec<_>>(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,13 +37,14 @@ flow f "F" {
   }
   step by_hook {
     say "hooked"
+    set note = "hooked"
     emit set y = len(a) * 50
     prepare { emit set x = 1 }
     next end
   }
   step by_tool {
     say "tooled"
-    call lookup(a)
+    call lookup(a) -> note
     prepare { emit set x = 2 }
     next end
   }
@@ -106,6 +107,7 @@ fn a_hook_emit_and_an_action_emit_of_one_phase_are_one_unit() {
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert_eq!((refused[0].0.as_str(), names(&refused[0].1)), ("pre-model bus", vec!["y"]));
     assert_eq!(harness.data("x"), None, "the hook's valid x = 1 is not committed either");
+    assert_eq!(harness.data("note"), None, "nor the step's own `set`, in the same unit");
     assert_eq!(harness.data("y"), None);
 }
 
@@ -119,6 +121,7 @@ fn a_hook_emit_and_a_tool_directive_are_one_unit_naming_every_bad_write() {
     assert_eq!(names(&refused[0].1), ["y", "z"], "each bad write is named");
     assert_eq!(refused[0].1[1].reason, "is not declared");
     assert_eq!(harness.data("x"), None, "the hook's valid x = 2 is not committed");
+    assert_eq!(harness.data("note"), None, "nor what the call saved");
 }
 
 #[test]
@@ -128,6 +131,7 @@ fn a_valid_unit_commits_whole() {
     let result = harness.say_with("tool", Understood::new().field("a", json!("tool")));
     assert!(refused(&result).is_empty(), "{:?}", refused(&result));
     assert_eq!((harness.data("x"), harness.data("y")), (Some(json!(2)), Some(json!(4))));
+    assert_eq!(harness.data("note"), Some(json!("n")), "the call's own save is committed with them");
 }
 
 #[test]
@@ -162,6 +166,7 @@ fn a_workflow_step_fails_naming_each_bad_write_and_keeps_none() {
     let runner = flowc::runtime::workflow::WorkflowRunner {
         program: &program,
         tools: &tools,
+        model: None,
         tool_env: &tool_env,
         sleep: &sleep,
         on_progress: &mut |_: &flowc::runtime::workflow::StepProgress| {},

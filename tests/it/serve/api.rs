@@ -293,3 +293,44 @@ fn an_edited_program_is_served_at_once_and_a_broken_edit_is_refused_with_the_rea
         "the version before the bad edit serves: {turn}"
     );
 }
+
+#[test]
+fn a_programs_test_coverage_is_what_flowc_test_reports_laid_on_its_graph() {
+    let server = start(&options(Auth::default()));
+    let client = Client::new(server.addr, None);
+    let (status, coverage) = client.get("/v1/programs/booking/coverage");
+    assert_eq!(status, 200, "{coverage}");
+    assert_eq!(coverage["files"], json!(["booking.test.yaml"]), "only the file naming booking.flow: {coverage}");
+    assert_eq!(coverage["failed"], 0, "{coverage}");
+    assert!(coverage["cases"].as_u64().is_some_and(|cases| cases >= 2), "{coverage}");
+    let flow = &coverage["flows"][0];
+    assert_eq!(flow["flow"], "booking", "{coverage}");
+    assert_eq!(flow["steps"]["reached"], flow["steps"]["total"], "every step is reached: {coverage}");
+    assert_eq!(flow["missed"], json!([]), "{coverage}");
+
+    // Node ids and edge indices are the graph route's.
+    let (_, graph) = client.get("/v1/programs/booking/graph");
+    let ids: Vec<&str> =
+        graph["nodes"].as_array().expect("nodes").iter().filter_map(|node| node["id"].as_str()).collect();
+    let steps: Vec<&str> = graph["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter(|node| node["step"].is_string())
+        .filter_map(|node| node["id"].as_str())
+        .collect();
+    let reached: Vec<&str> = coverage["nodes"].as_array().expect("nodes").iter().filter_map(Value::as_str).collect();
+    assert!(reached.iter().all(|id| ids.contains(id)), "{reached:?} not all in {ids:?}");
+    assert!(steps.iter().all(|id| reached.contains(id)), "every step node reached: {steps:?}, {reached:?}");
+    let edges = graph["edges"].as_array().expect("edges").len() as u64;
+    let taken = coverage["edges"].as_array().expect("edges");
+    assert!(!taken.is_empty() && taken.iter().all(|index| index.as_u64().is_some_and(|index| index < edges)));
+
+    // What `flowc test --coverage` prints for the same file.
+    let printed = stdout(&flowc_in(root(), &["test", "flows/booking.test.yaml", "--coverage"], None));
+    let total = flow["steps"]["total"].as_u64().unwrap_or(0);
+    assert!(printed.contains(&format!("{total}/{total} 100%")), "{printed}");
+
+    let (status, missing) = client.get("/v1/programs/nothing/coverage");
+    assert_eq!((status, code(&missing)), (404, "program_not_found"), "{missing}");
+}

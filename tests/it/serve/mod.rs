@@ -5,6 +5,7 @@
 //! picks.
 
 mod api;
+mod cache;
 mod faults;
 mod processes;
 mod robustness;

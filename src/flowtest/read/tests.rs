@@ -2,11 +2,11 @@ use super::*;
 use crate::diag::Code;
 
 fn booking() -> Program {
-    crate::pipeline::compile(&SourceFile::new("booking.flow", include_str!("../../../../flows/booking.flow"))).ir
+    crate::pipeline::compile(&SourceFile::new("booking.flow", include_str!("../../../flows/booking.flow"))).ir
 }
 
 fn onboarding() -> Program {
-    crate::pipeline::compile(&SourceFile::new("onboarding.flow", include_str!("../../../../flows/onboarding.flow"))).ir
+    crate::pipeline::compile(&SourceFile::new("onboarding.flow", include_str!("../../../flows/onboarding.flow"))).ir
 }
 
 fn read_text(text: &str, program: &Program) -> (Option<TestFile>, Vec<Diagnostic>) {

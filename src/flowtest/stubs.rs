@@ -28,8 +28,14 @@ impl CallLog {
         }
     }
 
+    /// How many calls were logged so far.
     pub fn len(&self) -> usize {
         self.0.lock().map(|calls| calls.len()).unwrap_or(0)
+    }
+
+    /// Whether no call was logged yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The calls from `start` on.
@@ -183,7 +189,7 @@ mod tests {
 
     #[test]
     fn the_case_stub_wins_over_the_file_stub() {
-        let source = crate::source::SourceFile::new("booking.flow", include_str!("../../../flows/booking.flow"));
+        let source = crate::source::SourceFile::new("booking.flow", include_str!("../../flows/booking.flow"));
         let program = crate::pipeline::compile(&source).ir;
         let stub = |answer: &str| Stub {
             tool: Spanned::new("book_hotel".to_string(), Span::default()),
