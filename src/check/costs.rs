@@ -22,6 +22,17 @@
 //!   worst case the dearest. A step that asks with `tools` may take
 //!   `agent.limits.max_tool_rounds` rounds of tool calls and the answer
 //!   after them.
+//! - **the fused reply** (`runtime/engine/fused.rs`): when the turn may
+//!   stop at a step the plan can predict (a chain of steps that ask, where
+//!   which one asks next depends only on which fields get filled:
+//!   `plan.rs`'s `likely_steps`), the understand call also writes that
+//!   step's reply, and no reply call is made when the turn stops there
+//!   with nothing else to say and no tools: best case, one call.
+//! - **model steps** (`ask_model`): one structured call each, and its one
+//!   repair, for every model step of a step the turn (or a workflow run)
+//!   can execute; best case 0 (a path may pass them by), worst case each
+//!   of them on the way. One inside a `for_each` is counted once: it runs
+//!   once per item (`in_loops` says so).
 //! - **post signals**: a post-phase signal whose code guard opens only
 //!   after the steps acted is asked in a call of its own (and its repair).
 //!
@@ -36,8 +47,8 @@
 use crate::diag::{Code, Diagnostic, Label};
 use crate::expr::{Template, TemplatePart};
 use crate::ir::successor::{self, Landing};
-use crate::ir::{Behavior, FieldId, Flow, FlowId, Phase, Program, Step, StepId, ToolId, TypeKind};
-use crate::llm::{FlowChoice, Question, ReplyRequest, ToolSpec, UnderstandRequest};
+use crate::ir::{ActionKind, Behavior, FieldId, Flow, FlowId, Phase, Program, Step, StepId, ToolId, TypeKind};
+use crate::llm::{FlowChoice, Question, ReplyAsk, ReplyRequest, StepAsk, ToolSpec, UnderstandRequest};
 use crate::source::Span;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -63,12 +74,6 @@ pub struct Calls {
     pub worst: u32,
 }
 
-impl Calls {
-    fn add(self, other: Calls) -> Calls {
-        Calls { best: self.best + other.best, worst: self.worst + other.worst }
-    }
-}
-
 /// Where a turn starts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -77,6 +82,8 @@ pub enum Start {
     Step(String),
     /// The message starts the flow from no flow.
     Entry,
+    /// A workflow run, from its first step (no message, no reply).
+    Run,
 }
 
 /// What a turn that starts at one place can cost.
@@ -95,8 +102,18 @@ pub struct TurnCost {
     pub reply: Calls,
     /// The post-phase signals' own call.
     pub post_signals: Calls,
-    /// All of them.
+    /// The model steps (`ask_model`) of the steps it can execute.
+    pub model_steps: Calls,
+    /// A model step sits in a `for_each`: it runs once per item, and
+    /// `model_steps` counts one.
+    pub in_loops: bool,
+    /// All of them. The best case is the cheapest way through, so it may
+    /// be less than the sum of the parts' best cases (a fused reply needs
+    /// the understand call).
     pub calls: Calls,
+    /// The understand call may write the reply (the fused call), so a
+    /// turn that stops at a step it predicts makes no reply call.
+    pub fused: bool,
     /// One understand call's estimated prompt tokens (the worst case's
     /// request: every field, flow, condition and signal it may ask).
     pub understand_tokens: u64,
@@ -113,15 +130,15 @@ pub fn tokens(bytes: usize) -> u64 {
 
 /// Every place a turn can start, in flow and step order: each
 /// conversation flow's entry from no flow, then each of its steps that
-/// asks.
+/// asks; and each workflow's run.
 pub fn costs(program: &Program) -> Vec<TurnCost> {
     let mut rows = Vec::new();
     for (index, flow) in program.flows.iter().enumerate() {
+        let flow_id = FlowId::from_index(index);
+        rows.push(turn_cost(program, flow_id, None));
         if flow.workflow {
             continue;
         }
-        let flow_id = FlowId::from_index(index);
-        rows.push(turn_cost(program, flow_id, None));
         for (index, step) in flow.steps.iter().enumerate() {
             if asks(step) {
                 rows.push(turn_cost(program, flow_id, Some(StepId::from_index(index))));
@@ -142,6 +159,7 @@ pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
         let place = match &row.start {
             Start::Step(step) => format!("a turn at `{}.{step}`", row.flow),
             Start::Entry => format!("a turn that starts `{}`", row.flow),
+            Start::Run => format!("a run of `{}`", row.flow),
         };
         let mut diagnostic = Diagnostic::new(
             Code::TurnTokenBudget,
@@ -179,9 +197,32 @@ fn turn_cost(program: &Program, flow_id: FlowId, answering: Option<StepId>) -> T
     let step = answering.and_then(|step| flow?.step(step));
     let (start, span) = match step {
         Some(step) => (Start::Step(step.name.clone()), step.span),
+        None if flow.is_some_and(|flow| flow.workflow) => (Start::Run, flow.map(|flow| flow.span).unwrap_or_default()),
         None => (Start::Entry, flow.map(|flow| flow.span).unwrap_or_default()),
     };
-    let worst_request = understand_request(program, flow_id, answering, Case::Worst);
+    if start == Start::Run {
+        let reached = successor::reachable(program, &[(flow_id, successor::ENTRY)]);
+        let (count, in_loops) = model_steps(program, &reached);
+        let model_steps = Calls { best: 0, worst: count * UNDERSTAND_WORST };
+        return TurnCost {
+            flow: flow.map(|flow| flow.name.clone()).unwrap_or_default(),
+            start,
+            span,
+            understand: Calls::default(),
+            reply: Calls::default(),
+            post_signals: Calls::default(),
+            model_steps,
+            in_loops,
+            calls: model_steps,
+            fused: false,
+            understand_tokens: 0,
+            reply_tokens: 0,
+            worst_tokens: 0,
+        };
+    }
+    let likely = likely_chain(program, flow_id, answering);
+    let mut worst_request = understand_request(program, flow_id, answering, Case::Worst);
+    worst_request.reply = reply_ask(program, &likely);
     let best_request = understand_request(program, flow_id, answering, Case::Best);
     let understand = Calls {
         best: u32::from(!code_reads_all(&best_request)),
@@ -191,18 +232,29 @@ fn turn_cost(program: &Program, flow_id: FlowId, answering: Option<StepId>) -> T
         Some(step) => vec![(flow_id, Landing::Step(step))],
         None => vec![(flow_id, Landing::Enter(flow_id, StepId(0)))],
     };
-    let endings = endings(program, &from, answering.map(|step| (flow_id, step)));
+    let endings = endings(program, &from, answering.map(|step| (flow_id, step)), &likely);
     let rounds = if endings.tools.is_empty() {
         1
     } else {
         program.agent.limits.max_tool_rounds.saturating_add(1).min(MAX_REPLY_ROUNDS)
     };
-    let reply = Calls { best: u32::from(!endings.silent), worst: if endings.replied { rounds } else { 0 } };
+    // A fused reply needs the understand call that writes it.
+    let fused = endings.fused && understand.worst > 0;
+    let reply = Calls { best: u32::from(!endings.silent && !fused), worst: if endings.replied { rounds } else { 0 } };
+    let mut best = understand.best + 1;
+    if endings.silent {
+        best = best.min(understand.best);
+    }
+    if fused {
+        best = best.min(understand.best.max(1));
+    }
     let reply_tokens = if endings.replied { tokens(reply_bytes(program, flow_id, &endings)) } else { 0 };
     let post = post_request(program, flow_id);
     let post_signals = Calls { best: 0, worst: if post.signals.is_empty() { 0 } else { UNDERSTAND_WORST } };
     let post_tokens = if post.signals.is_empty() { 0 } else { tokens(prompt_bytes(&post)) };
     let understand_tokens = if worst_request.is_empty() { 0 } else { tokens(prompt_bytes(&worst_request)) };
+    let (count, in_loops) = model_steps(program, &successor::reachable(program, &from));
+    let model_steps = Calls { best: 0, worst: count * UNDERSTAND_WORST };
     let worst_tokens = understand_tokens * u64::from(understand.worst)
         + reply_tokens * u64::from(reply.worst)
         + post_tokens * u64::from(post_signals.worst);
@@ -213,7 +265,10 @@ fn turn_cost(program: &Program, flow_id: FlowId, answering: Option<StepId>) -> T
         understand,
         reply,
         post_signals,
-        calls: understand.add(reply).add(post_signals),
+        model_steps,
+        in_loops,
+        calls: Calls { best, worst: understand.worst + reply.worst + post_signals.worst + model_steps.worst },
+        fused,
         understand_tokens,
         reply_tokens,
         worst_tokens,
@@ -339,6 +394,137 @@ fn code_reads_all(request: &UnderstandRequest) -> bool {
             "int" | "float" | "bool" => field.asked,
             _ => false,
         })
+}
+
+/// The steps a turn starting here may stop at with a reply the understand
+/// call wrote, as `runtime::engine::plan`'s `likely_steps` finds them
+/// (judged on the program alone: no step is passed over, each asks): from
+/// the step the message answers, or the flow's entry, along steps that ask
+/// with a prompt and no tools, while they leave by their fields alone.
+/// Empty when the step answered has an AI branch entry, or is the only
+/// one.
+fn likely_chain(program: &Program, flow_id: FlowId, answering: Option<StepId>) -> BTreeSet<(FlowId, StepId)> {
+    let mut likely = BTreeSet::new();
+    let Some(flow) = program.flow(flow_id) else {
+        return likely;
+    };
+    let interruptible = answering
+        .and_then(|step| flow.step(step))
+        .is_some_and(|step| step.branches.iter().any(|entry| !entry.when.is_empty()));
+    if interruptible {
+        return likely;
+    }
+    let mut landing = match answering {
+        Some(step) => Landing::Step(step),
+        None => successor::ENTRY,
+    };
+    for _ in 0..=flow.steps.len() {
+        let step_id = match landing {
+            Landing::Step(step) => step,
+            Landing::Listed(from) => {
+                let mut unpredictable = false;
+                let found = successor::first_listed(flow, from, |_, step| {
+                    unpredictable |= !step.when.is_empty();
+                    false
+                });
+                match found {
+                    Some(step) if !unpredictable => step,
+                    _ => break,
+                }
+            }
+            _ => break,
+        };
+        let Some(step) = flow.step(step_id) else {
+            break;
+        };
+        if step.prompt.is_none()
+            || step.auto
+            || !step.tools.is_empty()
+            || (step.collect.is_empty() && step.requires.is_empty())
+        {
+            break;
+        }
+        likely.insert((flow_id, step_id));
+        let leaves_by_fields =
+            step.branches.is_empty() && step.actions.is_empty() && step.say.is_none() && step.wait_ms.is_none();
+        if !leaves_by_fields {
+            break;
+        }
+        landing = successor::fallthrough(step_id, step);
+    }
+    if let Some(step) = answering
+        && likely.iter().all(|(_, found)| *found == step)
+    {
+        likely.clear();
+    }
+    likely
+}
+
+/// What the understand request adds to write the fused reply: the likely
+/// steps' prompts (`fused.rs`'s `reply_ask`, with no data known).
+fn reply_ask(program: &Program, likely: &BTreeSet<(FlowId, StepId)>) -> Option<ReplyAsk> {
+    if likely.is_empty() {
+        return None;
+    }
+    let mut rules: Vec<String> = program.agent.rules.iter().map(rendered).collect();
+    let flows: BTreeSet<FlowId> = likely.iter().map(|(flow, _)| *flow).collect();
+    for flow in flows.iter().filter_map(|flow| program.flow(*flow)) {
+        rules.extend(flow.rules.iter().map(rendered));
+    }
+    let steps = likely
+        .iter()
+        .filter_map(|(flow, step)| {
+            let flow = program.flow(*flow)?;
+            let step = flow.step(*step)?;
+            Some(StepAsk {
+                id: format!("{}.{}", flow.name, step.name),
+                flow: flow.name.clone(),
+                missing: step
+                    .collect
+                    .iter()
+                    .chain(&step.requires)
+                    .filter_map(|field| program.field(*field).map(|declared| declared.name.clone()))
+                    .collect(),
+                prompt: rendered(step.prompt.as_ref()?),
+            })
+        })
+        .collect();
+    Some(ReplyAsk {
+        identity: program.agent.identity.as_ref().map(rendered),
+        rules,
+        data: serde_json::Map::new(),
+        fallback_flow: None,
+        steps,
+    })
+}
+
+/// The model steps of these steps (their `do`, hooks included), and
+/// whether one sits in a `for_each`.
+fn model_steps(program: &Program, steps: &BTreeSet<(FlowId, StepId)>) -> (u32, bool) {
+    let mut count = 0u32;
+    let mut in_loops = false;
+    for (flow, step) in steps {
+        let Some(step) = program.flow(*flow).and_then(|flow| flow.step(*step)) else {
+            continue;
+        };
+        for actions in [&step.actions, &step.on_enter, &step.prepare, &step.finalize] {
+            let looped: Vec<&crate::ir::Action> = crate::ir::walk::all_actions(actions)
+                .into_iter()
+                .filter_map(|action| match &action.kind {
+                    ActionKind::ForEach(each) => Some(each),
+                    _ => None,
+                })
+                .flat_map(|each| crate::ir::walk::all_actions(&each.actions))
+                .collect();
+            for action in crate::ir::walk::all_actions(actions) {
+                if matches!(action.kind, ActionKind::AskModel(_)) {
+                    count = count.saturating_add(1);
+                    in_loops |= looped.iter().any(|inner| std::ptr::eq(*inner, action));
+                }
+            }
+        }
+    }
+    (count, in_loops)
 }
 
 /// The steps entering a flow may arrive at (`successor::arrival` at its
@@ -496,6 +682,9 @@ struct Endings {
     silent: bool,
     /// Some ending makes one.
     replied: bool,
+    /// Some ending stops at a step the understand call may have written
+    /// the reply for, with nothing else to say.
+    fused: bool,
     /// The most tools a step the turn may stop at offers.
     tools: Vec<ToolId>,
     /// Every step prompt the turn may gather (an upper bound on one
@@ -514,7 +703,12 @@ struct Gathered {
 /// as `reachable` does, carrying what it gathered, and records each
 /// ending: stopping at a step that asks, parking before a `wait`, leaving
 /// every flow, aborting.
-fn endings(program: &Program, from: &[(FlowId, Landing)], answering: Option<(FlowId, StepId)>) -> Endings {
+fn endings(
+    program: &Program,
+    from: &[(FlowId, Landing)],
+    answering: Option<(FlowId, StepId)>,
+    likely: &BTreeSet<(FlowId, StepId)>,
+) -> Endings {
     let mut endings = Endings::default();
     let mut prompts: BTreeSet<(FlowId, StepId)> = BTreeSet::new();
     let mut seen_steps: BTreeSet<(FlowId, StepId, Gathered)> = BTreeSet::new();
@@ -542,6 +736,10 @@ fn endings(program: &Program, from: &[(FlowId, Landing)], answering: Option<(Flo
                 // the step that asked it, never carried into another.
                 let prompted = gathered.prompted || step.prompt.is_some();
                 endings.end(prompted);
+                endings.fused |= likely.contains(&(flow_id, step_id))
+                    && !gathered.prompted
+                    && !gathered.said
+                    && step.tools.is_empty();
                 if prompted && step.tools.len() > endings.tools.len() {
                     endings.tools = step.tools.clone();
                 }

@@ -171,18 +171,20 @@ fn costs_table(file_name: &str, turns: &[TurnCost]) -> String {
     let range = |calls: Calls| {
         if calls.best == calls.worst { calls.best.to_string() } else { format!("{}-{}", calls.best, calls.worst) }
     };
-    let rows: Vec<[String; 8]> = turns
+    let rows: Vec<[String; 9]> = turns
         .iter()
         .map(|turn| {
             let place = match &turn.start {
                 Start::Step(step) => format!("{}.{step}", turn.flow),
                 Start::Entry => format!("{} (entered)", turn.flow),
+                Start::Run => format!("{} (workflow run)", turn.flow),
             };
             [
                 place,
                 range(turn.understand),
                 range(turn.reply),
                 range(turn.post_signals),
+                if turn.in_loops { format!("{} per item", range(turn.model_steps)) } else { range(turn.model_steps) },
                 range(turn.calls),
                 turn.understand_tokens.to_string(),
                 turn.reply_tokens.to_string(),
@@ -190,7 +192,8 @@ fn costs_table(file_name: &str, turns: &[TurnCost]) -> String {
             ]
         })
         .collect();
-    let header = ["turn at", "understand", "reply", "post", "calls", "~tok/understand", "~tok/reply", "~tok worst"];
+    let header =
+        ["turn at", "understand", "reply", "post", "ask_model", "calls", "~tok/understand", "~tok/reply", "~tok worst"];
     let mut widths = header.map(str::len);
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -215,7 +218,7 @@ fn costs_table(file_name: &str, turns: &[TurnCost]) -> String {
     );
     text.push_str(&line(&header.map(String::from)));
     if rows.is_empty() {
-        text.push_str("(no conversation turns)\n");
+        text.push_str("(no flows)\n");
     }
     for row in &rows {
         text.push_str(&line(row));

@@ -3,7 +3,10 @@
 //! **Understand** is one forced tool call (`tool_choice: {type: tool}`)
 //! whose `input_schema` is the answer's schema; an invalid answer is sent
 //! back once as an error `tool_result` with the validation message, then
-//! the call fails with [`ProviderError::InvalidOutput`].
+//! the call fails with [`ProviderError::InvalidOutput`]. Streamed
+//! ([`Provider::understand_streamed`]), the call's `input_json_delta`
+//! pieces are read as they arrive; an answer invalid once whole is
+//! repaired the same way, its input sent back as the model wrote it.
 //!
 //! **Reply** streams server-sent events (`content_block_delta` text and
 //! `input_json_delta` tool input), one round at a time: a round whose
@@ -17,10 +20,11 @@
 //! models); cache reads are reported as cached tokens.
 
 use crate::llm::config::{ProviderConfig, Secret};
-use crate::llm::http::{CallError, HttpClient, SseEvent};
+use crate::llm::http::{CallError, EventStream, HttpClient, SseEvent};
 use crate::llm::prompt::{self, AnswerFormat, Prompt};
 use crate::llm::rounds::{RoundText, result_text};
 use crate::llm::schema::{self, understanding_schema};
+use crate::llm::streamed::{AnswerReader, AnswerSource, Extraction, Understood, understood, validate_prefix};
 use crate::llm::{
     ModelReply, Provider, ProviderError, ReplyRequest, Response, ToolCall, ToolCalls, ToolRound, ToolSpec,
     UnderstandRequest, Understanding, Usage,
@@ -28,6 +32,7 @@ use crate::llm::{
 use crate::message::Role;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 pub const API_VERSION: &str = "2023-06-01";
 const UNDERSTAND_TOOL: &str = "record_understanding";
@@ -79,12 +84,7 @@ impl Anthropic {
         body
     }
 
-    fn understand_call(
-        &self,
-        prompt: &Prompt,
-        answer_schema: &Value,
-        messages: &[Value],
-    ) -> Result<Value, ProviderError> {
+    fn understand_body(&self, prompt: &Prompt, answer_schema: &Value, messages: &[Value]) -> Map<String, Value> {
         let mut body = self.body(system_blocks(prompt, false), messages);
         body.insert(
             "tools".into(),
@@ -95,9 +95,60 @@ impl Anthropic {
             }]),
         );
         body.insert("tool_choice".into(), json!({"type": "tool", "name": UNDERSTAND_TOOL}));
+        body
+    }
+
+    fn understand_call(
+        &self,
+        prompt: &Prompt,
+        answer_schema: &Value,
+        messages: &[Value],
+    ) -> Result<Value, ProviderError> {
+        let body = self.understand_body(prompt, answer_schema, messages);
         self.http
             .post_json(&self.url(), &self.headers(), &Value::Object(body), &|_, _| false)
             .map_err(CallError::into_provider_error)
+    }
+
+    /// Validates an understand answer (a Messages response), with one
+    /// repair when it is invalid: the error goes back as the forced call's
+    /// `tool_result`. Returns what `read` made of it and the calls' usage.
+    fn settle<T>(
+        &self,
+        prompt: &Prompt,
+        answer_schema: &Value,
+        mut messages: Vec<Value>,
+        first: Value,
+        mut usage: Usage,
+        read: &dyn Fn(&Value) -> Result<T, String>,
+    ) -> Result<(T, Usage), ProviderError> {
+        let mut answer = first;
+        let mut repaired = false;
+        loop {
+            let error = match read(&answer) {
+                Ok(value) => return Ok((value, usage)),
+                Err(error) if repaired => {
+                    return Err(ProviderError::InvalidOutput(format!("{error} (after one repair attempt)")));
+                }
+                Err(error) => error,
+            };
+            repaired = true;
+            let content = echoed_content(&answer);
+            let tool_use_id = tool_use(&answer).and_then(|block| block.get("id")).and_then(Value::as_str);
+            let reply = match tool_use_id.filter(|id| !id.is_empty()) {
+                Some(id) => json!([{
+                    "type": "tool_result",
+                    "tool_use_id": id,
+                    "content": prompt::repair(&error),
+                    "is_error": true,
+                }]),
+                None => json!(prompt::repair(&error)),
+            };
+            messages.push(json!({"role": "assistant", "content": content}));
+            messages.push(json!({"role": "user", "content": reply}));
+            answer = self.understand_call(prompt, answer_schema, &messages)?;
+            usage.add(read_usage(answer.get("usage")));
+        }
     }
 
     fn stream_round(
@@ -149,37 +200,52 @@ impl Provider for Anthropic {
         self.http.set_deadline(request.deadline);
         let answer_schema = understanding_schema(request);
         let prompt = prompt::understand(request, AnswerFormat::Tool(UNDERSTAND_TOOL));
-        let mut messages = vec![json!({"role": "user", "content": prompt.dynamic})];
-        let mut usage = Usage::default();
-        let mut repaired = false;
-        loop {
-            let answer = self.understand_call(&prompt, &answer_schema, &messages)?;
-            usage.add(read_usage(answer.get("usage")));
-            let error = match read_tool_answer(&answer, request) {
-                Ok(mut understanding) => {
-                    understanding.usage = usage;
-                    return Ok(understanding);
-                }
-                Err(error) if repaired => {
-                    return Err(ProviderError::InvalidOutput(format!("{error} (after one repair attempt)")));
-                }
-                Err(error) => error,
-            };
-            repaired = true;
-            let content = answer.get("content").cloned().unwrap_or_else(|| json!([]));
-            let tool_use_id = tool_use(&answer).and_then(|block| block.get("id")).and_then(Value::as_str);
-            let reply = match tool_use_id {
-                Some(id) => json!([{
-                    "type": "tool_result",
-                    "tool_use_id": id,
-                    "content": prompt::repair(&error),
-                    "is_error": true,
-                }]),
-                None => json!(prompt::repair(&error)),
-            };
-            messages.push(json!({"role": "assistant", "content": content}));
-            messages.push(json!({"role": "user", "content": reply}));
+        let messages = vec![json!({"role": "user", "content": prompt.dynamic})];
+        let answer = self.understand_call(&prompt, &answer_schema, &messages)?;
+        let usage = read_usage(answer.get("usage"));
+        let read = |answer: &Value| tool_input(answer).and_then(|input| schema::validate(input, request));
+        let (mut understanding, usage) = self.settle(&prompt, &answer_schema, messages, answer, usage, &read)?;
+        understanding.usage = usage;
+        Ok(understanding)
+    }
+
+    fn understand_streamed(&mut self, request: &UnderstandRequest) -> Result<Understood, ProviderError> {
+        if request.is_empty() {
+            return Ok(Understood::default());
         }
+        self.http.set_deadline(request.deadline);
+        let answer_schema = understanding_schema(request);
+        let prompt = prompt::understand(request, AnswerFormat::Tool(UNDERSTAND_TOOL));
+        let messages = vec![json!({"role": "user", "content": prompt.dynamic})];
+        let mut body = self.understand_body(&prompt, &answer_schema, &messages);
+        body.insert("stream".into(), Value::Bool(true));
+        let events = self
+            .http
+            .open_stream(&self.url(), &self.headers(), &Value::Object(body), &|_, _| false)
+            .map_err(CallError::into_provider_error)?;
+        let source = ToolInputSource::new(events);
+        let call_id = source.call_id.clone();
+        let mut answer = AnswerReader::new(Box::new(source));
+        if let Extraction::Prefix(prefix) = answer.extraction()? {
+            match validate_prefix(prefix, request, answer.has_reply()) {
+                Ok(understanding) => return understood(answer, understanding),
+                // Read to the end, for the repair below.
+                Err(_) => answer.drain()?,
+            }
+        }
+        // The answer as a whole message, so it is repaired like one.
+        let input = serde_json::from_str::<Value>(answer.text()).unwrap_or_else(|_| json!(answer.text()));
+        let id = call_id.lock().map(|id| id.clone()).unwrap_or_default();
+        let stop_reason = if answer.truncated() { "max_tokens" } else { "tool_use" };
+        let whole = json!({
+            "content": [{"type": "tool_use", "id": id, "name": UNDERSTAND_TOOL, "input": input}],
+            "stop_reason": stop_reason,
+        });
+        let read = |answer: &Value| tool_input(answer).and_then(|input| schema::validate(input, request));
+        let (mut understanding, usage) =
+            self.settle(&prompt, &answer_schema, messages, whole, answer.usage(), &read)?;
+        understanding.usage = usage;
+        Ok(Understood { understanding, reply: None })
     }
 
     fn reply(
@@ -292,14 +358,121 @@ fn tool_use(answer: &Value) -> Option<&Value> {
     })
 }
 
-fn read_tool_answer(answer: &Value, request: &UnderstandRequest) -> Result<Understanding, String> {
+/// The input of the answer's forced call.
+fn tool_input(answer: &Value) -> Result<&Value, String> {
     let truncated = answer.get("stop_reason").and_then(Value::as_str) == Some("max_tokens");
     if truncated {
         return Err("the answer was cut off by the max_tokens limit".into());
     }
-    match tool_use(answer).and_then(|block| block.get("input")) {
-        Some(input) => schema::validate(input, request),
-        None => Err(format!("the answer must call the `{UNDERSTAND_TOOL}` tool")),
+    tool_use(answer)
+        .and_then(|block| block.get("input"))
+        .ok_or_else(|| format!("the answer must call the `{UNDERSTAND_TOOL}` tool"))
+}
+
+/// An answer's content blocks, to send back before a repair: a streamed
+/// input that was not a JSON object goes back as an empty one (the API
+/// takes no other), the error saying what was wrong with it.
+fn echoed_content(answer: &Value) -> Value {
+    let mut content = answer.get("content").cloned().unwrap_or_else(|| json!([]));
+    for block in content.as_array_mut().into_iter().flatten() {
+        if let Some(input) = block.get_mut("input").filter(|input| !input.is_object()) {
+            *input = json!({});
+        }
+    }
+    content
+}
+
+/// The text of a streamed understand answer: the `input_json_delta`
+/// pieces of the forced `tool_use` block.
+struct ToolInputSource {
+    events: EventStream,
+    usage: Usage,
+    truncated: bool,
+    stopped: bool,
+    /// The `tool_use` block's id, which a repair's `tool_result` names.
+    call_id: Arc<Mutex<String>>,
+}
+
+impl ToolInputSource {
+    fn new(events: EventStream) -> ToolInputSource {
+        ToolInputSource {
+            events,
+            usage: Usage { calls: 1, ..Usage::default() },
+            truncated: false,
+            stopped: false,
+            call_id: Arc::default(),
+        }
+    }
+}
+
+impl AnswerSource for ToolInputSource {
+    fn next_piece(&mut self) -> Result<Option<String>, ProviderError> {
+        loop {
+            if self.stopped {
+                return Ok(None);
+            }
+            let Some(event) = self.events.next_event()? else {
+                return Err(ProviderError::Network("the answer stream ended before `message_stop`".into()));
+            };
+            let data: Value = serde_json::from_str(event.data.trim())
+                .map_err(|error| ProviderError::InvalidOutput(format!("a stream event is not JSON ({error})")))?;
+            let kind = if event.event.is_empty() {
+                data.get("type").and_then(Value::as_str).unwrap_or("")
+            } else {
+                &event.event
+            };
+            match kind {
+                "message_start" => self.usage = read_usage(data.pointer("/message/usage")),
+                "content_block_start" => {
+                    let block = data.get("content_block");
+                    let is_call = block.and_then(|block| block.get("type")).and_then(Value::as_str) == Some("tool_use");
+                    if let (true, Some(id), Ok(mut call_id)) =
+                        (is_call, block.and_then(|block| block.get("id")).and_then(Value::as_str), self.call_id.lock())
+                    {
+                        *call_id = id.to_string();
+                    }
+                }
+                "content_block_delta" => {
+                    let part = data.pointer("/delta/partial_json").and_then(Value::as_str).unwrap_or("");
+                    if !part.is_empty() {
+                        return Ok(Some(part.to_string()));
+                    }
+                }
+                "message_delta" => {
+                    if let Some(output) = data.pointer("/usage/output_tokens").and_then(Value::as_u64) {
+                        self.usage.completion = output;
+                    }
+                    self.truncated = data.pointer("/delta/stop_reason").and_then(Value::as_str) == Some("max_tokens");
+                }
+                "message_stop" => self.stopped = true,
+                // A server that does not stream this request answers with
+                // the whole message: its call's input is the one piece.
+                "message" => {
+                    self.usage = read_usage(data.get("usage"));
+                    self.truncated = data.get("stop_reason").and_then(Value::as_str) == Some("max_tokens");
+                    self.stopped = true;
+                    let block = tool_use(&data);
+                    if let (Some(id), Ok(mut call_id)) =
+                        (block.and_then(|block| block.get("id")).and_then(Value::as_str), self.call_id.lock())
+                    {
+                        *call_id = id.to_string();
+                    }
+                    if let Some(input) = block.and_then(|block| block.get("input")) {
+                        return Ok(Some(input.to_string()));
+                    }
+                }
+                "error" => return Err(stream_error(data.get("error"))),
+                _ => {}
+            }
+        }
+    }
+
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    fn truncated(&self) -> bool {
+        self.truncated
     }
 }
 

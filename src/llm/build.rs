@@ -20,6 +20,11 @@ pub fn build_provider(config: &ProviderConfig) -> Result<Box<dyn Provider>, Conf
             Box::new(super::context::Windowed::new(Box::new(super::anthropic::Anthropic::new(config)?), window()))
         }
         ProviderKind::Replay(path) => Box::new(super::replay::Replay::load(path)?),
+        // The offline model has no window of its own; given one
+        // (`context_window`), it trims and summarises as a server would.
+        ProviderKind::Offline if config.context_window.is_some() => {
+            Box::new(super::context::Windowed::new(Box::new(super::offline::Offline::new()), window()))
+        }
         ProviderKind::Offline => Box::new(super::offline::Offline::new()),
     };
     // Inside the recorder, so recordings hold what the run saw.

@@ -23,7 +23,7 @@ use crate::llm::prompt::{self, AnswerFormat};
 use crate::llm::rounds::result_text;
 use crate::llm::schema::{answer_token_budget, understanding_schema};
 use crate::llm::{
-    Message, ModelReply, Provider, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding,
+    Message, ModelReply, Provider, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding, Understood,
 };
 use regex::Regex;
 use std::borrow::Cow;
@@ -340,6 +340,20 @@ impl Windowed {
     }
 }
 
+impl Windowed {
+    /// The request as sent: the fused reply saves a call but is not
+    /// needed, so a request that would not fit with it even with no
+    /// history goes without it (the runtime then asks for the reply in a
+    /// call of its own).
+    fn fused_if_it_fits<'r>(&self, request: &'r UnderstandRequest) -> Cow<'r, UnderstandRequest> {
+        let fits = || self.window.fits(Some(answer_token_budget(request)), understand_bytes(&without_history(request)));
+        if request.reply.is_some() && !fits() {
+            return Cow::Owned(UnderstandRequest { reply: None, ..request.clone() });
+        }
+        Cow::Borrowed(request)
+    }
+}
+
 impl Provider for Windowed {
     fn name(&self) -> String {
         self.inner.name()
@@ -371,21 +385,8 @@ impl Provider for Windowed {
     }
 
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
-        // The fused reply saves a call; it is not needed. A request that
-        // would not fit with it even with no history goes without it (the
-        // runtime then asks for the reply in a call of its own).
-        let unfused;
-        let request = match &request.reply {
-            Some(_)
-                if !self
-                    .window
-                    .fits(Some(answer_token_budget(request)), understand_bytes(&without_history(request))) =>
-            {
-                unfused = UnderstandRequest { reply: None, ..request.clone() };
-                &unfused
-            }
-            _ => request,
-        };
+        let request = self.fused_if_it_fits(request);
+        let request: &UnderstandRequest = &request;
         self.within_window(
             request,
             Some(answer_token_budget(request)),
@@ -393,6 +394,23 @@ impl Provider for Windowed {
             // A repaired answer's usage covers two prompts: no calibration.
             |understanding: &Understanding| (understanding.usage.calls == 1).then_some(understanding.usage.prompt),
             |inner, request| inner.understand(request),
+        )
+    }
+
+    fn understand_streamed(&mut self, request: &UnderstandRequest) -> Result<Understood, ProviderError> {
+        let request = self.fused_if_it_fits(request);
+        let request: &UnderstandRequest = &request;
+        self.within_window(
+            request,
+            Some(answer_token_budget(request)),
+            understand_bytes,
+            // A streamed answer reports its prompt tokens at the end, if at
+            // all: a count of 0 is no count.
+            |understood: &Understood| {
+                let usage = understood.understanding.usage;
+                (usage.calls == 1 && usage.prompt > 0).then_some(usage.prompt)
+            },
+            |inner, request| inner.understand_streamed(request),
         )
     }
 

@@ -133,7 +133,9 @@ pub(crate) struct SseEvent {
 
 /// A blocking HTTP client for one provider.
 pub(crate) struct HttpClient {
-    runtime: tokio::runtime::Runtime,
+    /// Shared with the [`EventStream`]s it opens, which read on after the
+    /// call that opened them returns.
+    runtime: Arc<tokio::runtime::Runtime>,
     client: reqwest::Client,
     settings: HttpSettings,
     cancel: CancelFlag,
@@ -157,7 +159,7 @@ impl HttpClient {
             .build()
             .map_err(|error| ProviderError::Network(format!("cannot build the HTTP client: {error}")))?;
         let secrets = secrets.into_iter().filter(|secret| secret.len() >= 4).collect();
-        Ok(HttpClient { runtime, client, settings, cancel, secrets, deadline: None })
+        Ok(HttpClient { runtime: Arc::new(runtime), client, settings, cancel, secrets, deadline: None })
     }
 
     /// Bounds the calls that follow by the turn's deadline (`None`: by the
@@ -174,10 +176,6 @@ impl HttpClient {
         };
         let left = deadline.saturating_duration_since(Instant::now());
         (!left.is_zero()).then(|| left.min(self.settings.timeout))
-    }
-
-    fn past_deadline(&self) -> bool {
-        self.deadline.is_some_and(|deadline| Instant::now() >= deadline)
     }
 
     /// Removes API keys from a text bound for an error, a trace or a file.
@@ -235,6 +233,33 @@ impl HttpClient {
             }
         };
         self.block_on(work)
+    }
+
+    /// POSTs a JSON body and returns its server-sent events as a stream
+    /// the caller reads at its own pace, after this call returns (see
+    /// [`EventStream`]). Refusals and retries are as for [`Self::post_stream`].
+    pub fn open_stream(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+        body: &Value,
+        rejects: &dyn Fn(u16, &str) -> bool,
+    ) -> Result<EventStream, CallError> {
+        let response = self.block_on(self.send(url, headers, body, rejects))?;
+        let content_type = response.headers().get(reqwest::header::CONTENT_TYPE);
+        let whole =
+            !content_type.and_then(|value| value.to_str().ok()).is_some_and(|value| value.contains("event-stream"));
+        Ok(EventStream {
+            runtime: self.runtime.clone(),
+            whole,
+            response: Some(response),
+            parser: SseParser::default(),
+            ready: std::collections::VecDeque::new(),
+            body: Vec::new(),
+            cancel: self.cancel.clone(),
+            secrets: self.secrets.clone(),
+            deadline: self.deadline,
+        })
     }
 
     /// Runs `work` to completion unless the cancel flag is set first.
@@ -303,16 +328,100 @@ impl HttpClient {
     }
 
     fn transport_error(&self, error: &reqwest::Error) -> ProviderError {
-        // reqwest's messages name the URL, never the headers, but a key may
-        // sit in a base URL's query string: redact anyway.
-        let message = self.redact(&error_chain(error));
-        if !error.is_timeout() {
-            return ProviderError::Network(message);
+        transport_error(error, &self.secrets, self.deadline)
+    }
+}
+
+fn transport_error(error: &reqwest::Error, secrets: &[String], deadline: Option<Instant>) -> ProviderError {
+    // reqwest's messages name the URL, never the headers, but a key may
+    // sit in a base URL's query string: redact anyway.
+    let message = redact(&error_chain(error), secrets);
+    if !error.is_timeout() {
+        return ProviderError::Network(message);
+    }
+    if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+        return turn_time_spent();
+    }
+    ProviderError::Timeout(format!("{message} (raise the timeout in flowc.toml)"))
+}
+
+/// The server-sent events of one answer, read one at a time by a caller
+/// that decides between reads whether it wants the rest: the understand
+/// call hands its caller the extraction, then the reply as it streams.
+///
+/// The stream owns its response and shares its client's runtime, so it
+/// outlives the call that opened it. Every read races the cancel flag;
+/// the request's timeout (per attempt, body included) still bounds it.
+/// Dropping the stream closes the connection, which stops the server's
+/// generation: that is how a caller cancels an answer it will not use.
+pub(crate) struct EventStream {
+    runtime: Arc<tokio::runtime::Runtime>,
+    /// The server answered with a plain body, not events (it does not
+    /// stream this request): the body comes as one event, once whole.
+    whole: bool,
+    /// `None` once the body has ended.
+    response: Option<reqwest::Response>,
+    parser: SseParser,
+    ready: std::collections::VecDeque<SseEvent>,
+    /// A plain body, as it arrives.
+    body: Vec<u8>,
+    cancel: CancelFlag,
+    secrets: Vec<String>,
+    deadline: Option<Instant>,
+}
+
+impl EventStream {
+    /// The next event; `None` when the body has ended.
+    pub fn next_event(&mut self) -> Result<Option<SseEvent>, ProviderError> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Ok(Some(event));
+            }
+            let Some(response) = self.response.as_mut() else {
+                return Ok(None);
+            };
+            if self.cancel.is_cancelled() {
+                return Err(ProviderError::Cancelled);
+            }
+            let cancel = self.cancel.clone();
+            let chunk = self.runtime.block_on(async move {
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => None,
+                    chunk = response.chunk() => Some(chunk),
+                }
+            });
+            match chunk {
+                None => return Err(ProviderError::Cancelled),
+                Some(Err(error)) => return Err(transport_error(&error, &self.secrets, self.deadline)),
+                Some(Ok(None)) => {
+                    self.response = None;
+                    if self.whole {
+                        let data = String::from_utf8_lossy(&std::mem::take(&mut self.body)).into_owned();
+                        return Ok(Some(SseEvent { event: String::new(), data }));
+                    }
+                }
+                Some(Ok(Some(bytes))) if self.whole => self.body.extend_from_slice(&bytes),
+                Some(Ok(Some(bytes))) => self.ready.extend(self.parser.push(&bytes)),
+            }
         }
-        if self.past_deadline() {
-            return turn_time_spent();
+    }
+}
+
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        // The connection is driven by a task on the client's runtime, which
+        // runs only inside `block_on`: dropping the body alone would leave
+        // the socket open, and the server generating, until the next call.
+        // A few turns of the runtime let that task see the body gone and
+        // close the connection now.
+        if self.response.take().is_some() {
+            self.runtime.block_on(async {
+                for _ in 0..8 {
+                    tokio::task::yield_now().await;
+                }
+            });
         }
-        ProviderError::Timeout(format!("{message} (raise the timeout in flowc.toml)"))
     }
 }
 

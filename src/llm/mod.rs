@@ -23,11 +23,13 @@ pub mod http;
 pub mod model_step;
 pub mod offline;
 pub(crate) mod openai;
+pub(crate) mod partial;
 pub(crate) mod prompt;
 pub(crate) mod redact;
 pub(crate) mod replay;
 pub(crate) mod rounds;
 pub(crate) mod schema;
+mod streamed;
 #[cfg(test)]
 mod testserver;
 
@@ -36,6 +38,7 @@ pub use config::{ProviderConfig, ProviderFlags};
 pub use http::CancelFlag;
 pub use model_step::{AskAnswer, AskRepair, AskRequest};
 pub use rounds::{ModelReply, NoTools, ReplyText, ToolCall, ToolCalls, ToolLoop, ToolRound, reply_with_tools};
+pub use streamed::{ReplyStream, Understood};
 
 use crate::message::Message;
 use serde::{Deserialize, Serialize};
@@ -468,6 +471,15 @@ pub trait Provider: Send {
     /// The structured call: routes the message, reads field values and
     /// answers the conditions and signals, all at once.
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError>;
+
+    /// The understand call, streamed: returns as soon as the members of
+    /// the answer before its `reply` are written and valid, with the reply
+    /// still arriving ([`Understood::reply`]; drop it to cancel the
+    /// request). Providers that do not stream answer whole, which is what
+    /// this default does.
+    fn understand_streamed(&mut self, request: &UnderstandRequest) -> Result<Understood, ProviderError> {
+        Ok(Understood { understanding: self.understand(request)?, reply: None })
+    }
 
     /// One round of the reply: the reply, or the tool calls the model asks
     /// for first. `rounds` are the earlier rounds of this reply with their

@@ -11,6 +11,14 @@
 //! answer that fails validation gets one repair call, with the error, then
 //! the call fails with [`ProviderError::InvalidOutput`].
 //!
+//! **Understand, streamed** ([`Provider::understand_streamed`]) is the same
+//! request with `stream: true`: the answer's text arrives as `delta.content`
+//! (or, in the `tool` mode, as the forced call's argument pieces) and is
+//! read by `llm::streamed` as it comes. A refusal of the streamed request
+//! is retried whole; when the whole call succeeds in the same mode, the
+//! server cannot stream structured output and the provider reads its
+//! answers whole from then on.
+//!
 //! **Reply** streams (SSE), one round at a time: tools are offered with
 //! `tool_choice: auto` unless the request's tool budget is spent; a round
 //! that calls them returns the calls, and the next round sends them back
@@ -20,10 +28,11 @@
 //! of a `next_action` function instead, whose result goes back as a note.
 
 use crate::llm::config::{ProviderConfig, Secret, StructuredOutput, ToolChoiceMode};
-use crate::llm::http::{CallError, HttpClient, SseEvent};
+use crate::llm::http::{CallError, EventStream, HttpClient, SseEvent};
 use crate::llm::prompt::{self, AnswerFormat};
 use crate::llm::rounds::{RoundText, result_text};
 use crate::llm::schema::{self, strict_schema, understanding_schema};
+use crate::llm::streamed::{AnswerReader, AnswerSource, Extraction, Understood, understood, validate_prefix};
 use crate::llm::{
     ModelReply, Provider, ProviderError, ReplyRequest, Response, ToolCall, ToolCalls, ToolRound, ToolSpec,
     UnderstandRequest, Understanding, Usage,
@@ -53,6 +62,14 @@ pub struct OpenAi {
     /// `stream_options: {include_usage: true}`, dropped for good if the
     /// server refuses it.
     stream_usage: bool,
+    /// The understand call streams (`stream: true` beside the structured
+    /// output mode), until a server refuses that in a mode it otherwise
+    /// accepts; its answers are then read whole.
+    stream_understand: bool,
+    /// `cache_prompt: true` (llama.cpp's server: keep the prompt's KV
+    /// cache for the next request), sent to every server but OpenAI's own
+    /// API and dropped for good if the server refuses it.
+    cache_prompt: bool,
 }
 
 impl OpenAi {
@@ -68,6 +85,8 @@ impl OpenAi {
             mode: config.structured_output,
             tool_choice: config.tool_choice,
             stream_usage: true,
+            stream_understand: true,
+            cache_prompt: sends_cache_prompt(&config.base_url),
         })
     }
 
@@ -106,7 +125,26 @@ impl OpenAi {
         if let Some(max_tokens) = self.max_tokens {
             body.insert("max_tokens".into(), json!(max_tokens));
         }
+        if self.cache_prompt {
+            body.insert("cache_prompt".into(), Value::Bool(true));
+        }
         body
+    }
+
+    /// Whether a refusal named `cache_prompt`, which is then dropped for
+    /// good: the caller asks again without it.
+    fn drops_cache_prompt(&mut self, error: &CallError) -> bool {
+        let refused = matches!(error, CallError::Rejected { message, .. } if mentions(message, CACHE_PROMPT));
+        if refused && self.cache_prompt {
+            self.cache_prompt = false;
+            return true;
+        }
+        false
+    }
+
+    /// The refusals every request can recover from: of `cache_prompt`.
+    fn common_refusal(&self, status: u16, message: &str) -> bool {
+        self.cache_prompt && is_refusal(status, message, &[CACHE_PROMPT])
     }
 
     /// One understand call in the current mode, falling back on refusals.
@@ -120,10 +158,12 @@ impl OpenAi {
             let mode = self.mode;
             let body = self.understand_body(mode, request, answer_schema, repair);
             let rejects = |status: u16, message: &str| {
-                mode != StructuredOutput::Prompt && is_refusal(status, message, MODE_WORDS)
+                self.common_refusal(status, message)
+                    || (mode != StructuredOutput::Prompt && is_refusal(status, message, MODE_WORDS))
             };
             match self.http.post_json(&self.url(), &self.headers(), &body, &rejects) {
                 Ok(answer) => return Ok(read_answer(mode, &answer)),
+                Err(error) if self.drops_cache_prompt(&error) => {}
                 Err(CallError::Rejected { status, message }) => match mode.next() {
                     Some(next) => self.mode = next,
                     None => {
@@ -187,6 +227,55 @@ impl OpenAi {
         Value::Object(body)
     }
 
+    /// Validates an understand answer, with one repair call when it is
+    /// invalid; returns what `read` made of it and the calls' usage.
+    fn settle<T>(
+        &mut self,
+        request: &UnderstandRequest,
+        answer_schema: &Value,
+        first: RawAnswer,
+        read: &dyn Fn(&RawAnswer) -> Result<T, String>,
+    ) -> Result<(T, Usage), ProviderError> {
+        let mut usage = first.usage;
+        let mut answer = first;
+        let mut repaired = false;
+        loop {
+            match read(&answer) {
+                Ok(value) => return Ok((value, usage)),
+                Err(error) if !repaired => {
+                    repaired = true;
+                    let repair = Repair { answer: std::mem::take(&mut answer.text), error };
+                    answer = self.understand_call(request, answer_schema, Some(&repair))?;
+                    usage.add(answer.usage);
+                }
+                Err(error) => {
+                    return Err(ProviderError::InvalidOutput(format!("{error} (after one repair attempt)")));
+                }
+            }
+        }
+    }
+
+    /// The understand call read whole, its reply (if any) in the
+    /// understanding.
+    fn understood_whole(&mut self, request: &UnderstandRequest) -> Result<Understood, ProviderError> {
+        self.http.set_deadline(request.deadline);
+        let answer_schema = schema::without_patterns(&understanding_schema(request));
+        let first = self.understand_call(request, &answer_schema, None)?;
+        self.understood_from(request, &answer_schema, first)
+    }
+
+    fn understood_from(
+        &mut self,
+        request: &UnderstandRequest,
+        answer_schema: &Value,
+        first: RawAnswer,
+    ) -> Result<Understood, ProviderError> {
+        let (mut understanding, usage) =
+            self.settle(request, answer_schema, first, &|answer| answer.validate(request))?;
+        understanding.usage = usage;
+        Ok(Understood { understanding, reply: None })
+    }
+
     /// One streamed round of a reply: text goes to `sink` as it arrives,
     /// tool calls are collected. Refusals of `stream_options` or of
     /// `tool_choice: auto` are handled by the caller.
@@ -209,7 +298,8 @@ impl OpenAi {
         let stream_usage = self.stream_usage;
         let offers_tools = tools.is_some();
         let rejects = |status: u16, message: &str| {
-            (stream_usage && is_refusal(status, message, &["stream_options"]))
+            self.common_refusal(status, message)
+                || (stream_usage && is_refusal(status, message, &["stream_options"]))
                 || (offers_tools && is_refusal(status, message, TOOL_WORDS))
         };
         let mut round = Round::default();
@@ -233,22 +323,26 @@ impl OpenAi {
     /// A forced-choice round: the model picks a tool and its arguments, or
     /// `reply`.
     fn decide(
-        &self,
+        &mut self,
         messages: &[Value],
         tools: &[ToolSpec],
     ) -> Result<(Option<(String, Value)>, Usage), ProviderError> {
-        let mut body = self.body(messages);
-        let function = json!({
-            "name": ACTION_FUNCTION,
-            "description": "Choose what to do next: call one of the tools with its arguments, or reply to the user.",
-            "parameters": action_schema(tools),
-        });
-        body.insert("tools".into(), json!([{"type": "function", "function": function}]));
-        body.insert("tool_choice".into(), forced(ACTION_FUNCTION));
-        let answer = self
-            .http
-            .post_json(&self.url(), &self.headers(), &Value::Object(body), &|_, _| false)
-            .map_err(CallError::into_provider_error)?;
+        let answer = loop {
+            let mut body = self.body(messages);
+            let function = json!({
+                "name": ACTION_FUNCTION,
+                "description": "Choose what to do next: call one of the tools with its arguments, or reply to the user.",
+                "parameters": action_schema(tools),
+            });
+            body.insert("tools".into(), json!([{"type": "function", "function": function}]));
+            body.insert("tool_choice".into(), forced(ACTION_FUNCTION));
+            let rejects = |status: u16, message: &str| self.common_refusal(status, message);
+            match self.http.post_json(&self.url(), &self.headers(), &Value::Object(body), &rejects) {
+                Ok(answer) => break answer,
+                Err(error) if self.drops_cache_prompt(&error) => {}
+                Err(error) => return Err(error.into_provider_error()),
+            }
+        };
         let raw = read_answer(StructuredOutput::Tool, &answer);
         let usage = raw.usage;
         // An unreadable decision is read as "reply": the reply round that
@@ -263,6 +357,16 @@ impl OpenAi {
         let arguments = action.get("arguments").cloned().unwrap_or_else(|| json!({}));
         Ok((Some((name.to_string(), arguments)), usage))
     }
+}
+
+/// llama.cpp's switch for keeping the prompt's KV cache between requests.
+const CACHE_PROMPT: &str = "cache_prompt";
+
+/// Whether a server may be sent `cache_prompt`: every server but OpenAI's
+/// own API, which refuses parameters it does not know (others that do are
+/// answered by dropping it after their first refusal).
+fn sends_cache_prompt(base_url: &str) -> bool {
+    !base_url.to_ascii_lowercase().contains("api.openai.com")
 }
 
 /// Words in a refusal that say the structured-output mode is the problem.
@@ -306,22 +410,71 @@ impl Provider for OpenAi {
         }
         self.http.set_deadline(request.deadline);
         let answer_schema = schema::without_patterns(&understanding_schema(request));
-        let mut usage = Usage::default();
-        let mut repair: Option<Repair> = None;
-        loop {
-            let answer = self.understand_call(request, &answer_schema, repair.as_ref())?;
-            usage.add(answer.usage);
-            match answer.validate(request) {
-                Ok(mut understanding) => {
-                    understanding.usage = usage;
-                    return Ok(understanding);
-                }
-                Err(error) if repair.is_none() => repair = Some(Repair { answer: answer.text, error }),
-                Err(error) => {
-                    return Err(ProviderError::InvalidOutput(format!("{error} (after one repair attempt)")));
+        let first = self.understand_call(request, &answer_schema, None)?;
+        let (mut understanding, usage) =
+            self.settle(request, &answer_schema, first, &|answer| answer.validate(request))?;
+        understanding.usage = usage;
+        Ok(understanding)
+    }
+
+    fn understand_streamed(&mut self, request: &UnderstandRequest) -> Result<Understood, ProviderError> {
+        if request.is_empty() {
+            return Ok(Understood::default());
+        }
+        if !self.stream_understand {
+            return self.understood_whole(request);
+        }
+        self.http.set_deadline(request.deadline);
+        let answer_schema = schema::without_patterns(&understanding_schema(request));
+        let mut answer = loop {
+            let mode = self.mode;
+            let mut body = self.understand_body(mode, request, &answer_schema, None);
+            if let Some(body) = body.as_object_mut() {
+                body.insert("stream".into(), Value::Bool(true));
+                if self.stream_usage {
+                    body.insert("stream_options".into(), json!({"include_usage": true}));
                 }
             }
+            let rejects = |status: u16, message: &str| {
+                self.common_refusal(status, message)
+                    || is_refusal(status, message, &["stream"])
+                    || (mode != StructuredOutput::Prompt && is_refusal(status, message, MODE_WORDS))
+            };
+            match self.http.open_stream(&self.url(), &self.headers(), &body, &rejects) {
+                Ok(events) => break AnswerReader::new(Box::new(ChunkSource::new(events))),
+                Err(error) if self.drops_cache_prompt(&error) => {}
+                Err(CallError::Rejected { message, .. })
+                    if self.stream_usage && mentions(&message, "stream_options") =>
+                {
+                    self.stream_usage = false;
+                }
+                // A refusal that names the mode alone is of the mode: the
+                // next one is tried, streamed.
+                Err(CallError::Rejected { status, message }) if !mentions(&message, "stream") => match mode.next() {
+                    Some(next) => self.mode = next,
+                    None => return Err(CallError::Rejected { status, message }.into_provider_error()),
+                },
+                // The mode or the streaming was refused: the whole call
+                // tells which, by the mode it settles on.
+                Err(CallError::Rejected { .. }) => {
+                    let understood = self.understood_whole(request)?;
+                    if self.mode == mode {
+                        self.stream_understand = false;
+                    }
+                    return Ok(understood);
+                }
+                Err(CallError::Failed(error)) => return Err(error),
+            }
+        };
+        if let Extraction::Prefix(prefix) = answer.extraction()? {
+            match validate_prefix(prefix, request, answer.has_reply()) {
+                Ok(understanding) => return understood(answer, understanding),
+                // Read to the end, for the repair below.
+                Err(_) => answer.drain()?,
+            }
         }
+        let first = RawAnswer { text: answer.text().to_string(), truncated: answer.truncated(), usage: answer.usage() };
+        self.understood_from(request, &answer_schema, first)
     }
 
     fn reply(
@@ -356,6 +509,7 @@ impl Provider for OpenAi {
             let offered = (offer_tools && self.tool_choice == ToolChoiceMode::Auto).then_some(request.tools.as_slice());
             let round = match self.stream_round(&messages, offered, &mut text) {
                 Ok(round) => round,
+                Err(error) if self.drops_cache_prompt(&error) => continue,
                 Err(CallError::Rejected { message, .. })
                     if self.stream_usage && mentions(&message, "stream_options") =>
                 {
@@ -466,9 +620,84 @@ struct RawAnswer {
 impl RawAnswer {
     fn validate(&self, request: &UnderstandRequest) -> Result<Understanding, String> {
         let result = schema::extract_json(&self.text).and_then(|value| schema::validate(&value, request));
-        result.map_err(|error| {
-            if self.truncated { format!("{error}; the answer was cut off by the max_tokens limit") } else { error }
-        })
+        result.map_err(|error| self.explain(error))
+    }
+
+    fn explain(&self, error: String) -> String {
+        if self.truncated { format!("{error}; the answer was cut off by the max_tokens limit") } else { error }
+    }
+}
+
+/// The text of a streamed understand answer: `delta.content`, or the
+/// arguments of the forced call in the `tool` mode.
+struct ChunkSource {
+    events: EventStream,
+    usage: Usage,
+    finished: bool,
+    truncated: bool,
+}
+
+impl ChunkSource {
+    fn new(events: EventStream) -> ChunkSource {
+        ChunkSource { events, usage: Usage { calls: 1, ..Usage::default() }, finished: false, truncated: false }
+    }
+}
+
+impl AnswerSource for ChunkSource {
+    fn next_piece(&mut self) -> Result<Option<String>, ProviderError> {
+        loop {
+            let Some(event) = self.events.next_event()? else {
+                if self.finished {
+                    return Ok(None);
+                }
+                return Err(ProviderError::Network("the answer stream ended before it was complete".into()));
+            };
+            let data = event.data.trim();
+            if data == "[DONE]" {
+                return Ok(None);
+            }
+            let chunk: Value = serde_json::from_str(data)
+                .map_err(|error| ProviderError::InvalidOutput(format!("a stream chunk is not JSON ({error})")))?;
+            if let Some(error) = chunk.get("error") {
+                return Err(stream_error(error));
+            }
+            if let Some(usage) = answer_usage(&chunk) {
+                self.usage = usage;
+            }
+            let Some(choice) = chunk.get("choices").and_then(|choices| choices.get(0)) else {
+                continue;
+            };
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finished = true;
+                self.truncated = reason == "length";
+            }
+            // A server that does not stream this request answers with the
+            // whole message, which is then the one piece.
+            let delta = choice.get("delta").or_else(|| choice.get("message"));
+            let mut piece = String::new();
+            if let Some(text) = delta.and_then(|delta| delta.get("content")).and_then(Value::as_str) {
+                piece.push_str(text);
+            }
+            let calls = delta.and_then(|delta| delta.get("tool_calls")).and_then(Value::as_array);
+            for call in calls.into_iter().flatten() {
+                match call.pointer("/function/arguments") {
+                    Some(Value::String(part)) => piece.push_str(part),
+                    Some(Value::Object(whole)) => piece.push_str(&Value::Object(whole.clone()).to_string()),
+                    _ => {}
+                }
+            }
+            if !piece.is_empty() {
+                return Ok(Some(piece));
+            }
+        }
+    }
+
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    fn truncated(&self) -> bool {
+        self.truncated
     }
 }
 
@@ -493,7 +722,7 @@ fn read_answer(mode: StructuredOutput, answer: &Value) -> RawAnswer {
         _ => String::new(),
     };
     let truncated = choice.and_then(|choice| choice.get("finish_reason")).and_then(Value::as_str) == Some("length");
-    RawAnswer { text, truncated, usage: read_usage(answer.get("usage")) }
+    RawAnswer { text, truncated, usage: answer_usage(answer).unwrap_or_else(|| read_usage(None)) }
 }
 
 /// One call's tokens from an OpenAI `usage` block (`calls` is 1).
@@ -505,6 +734,20 @@ pub fn read_usage(usage: Option<&Value>) -> Usage {
         completion: number("/completion_tokens"),
         cached: number("/prompt_tokens_details/cached_tokens"),
     }
+}
+
+/// The usage of an answer or of a stream's last chunk. llama.cpp's server
+/// counts the prompt tokens it took from its cache in `timings.cache_n`,
+/// which stands in for OpenAI's `cached_tokens` when that is absent.
+fn answer_usage(answer: &Value) -> Option<Usage> {
+    let mut usage = answer.get("usage").filter(|usage| usage.is_object()).map(|usage| read_usage(Some(usage)));
+    let reused = answer.pointer("/timings/cache_n").and_then(Value::as_u64);
+    if let (Some(usage), Some(reused)) = (usage.as_mut(), reused)
+        && usage.cached == 0
+    {
+        usage.cached = reused;
+    }
+    usage
 }
 
 /// What one streamed round produced.
@@ -534,8 +777,8 @@ fn read_chunk(event: &SseEvent, round: &mut Round, sink: &mut RoundText<'_>) -> 
     if let Some(error) = chunk.get("error") {
         return Err(stream_error(error));
     }
-    if let Some(usage) = chunk.get("usage").filter(|usage| usage.is_object()) {
-        round.usage = read_usage(Some(usage));
+    if let Some(usage) = answer_usage(&chunk) {
+        round.usage = usage;
     }
     let Some(choice) = chunk.get("choices").and_then(|choices| choices.get(0)) else {
         return Ok(false);

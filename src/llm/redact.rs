@@ -8,8 +8,10 @@
 //! echoes model output in errors ("unknown flow `sk-…`") and stores
 //! replies. The wrapper sits between the provider and everything else.
 
+use super::streamed::PieceFilter;
 use super::{
     ModelReply, Provider, ProviderConfig, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding,
+    Understood,
 };
 use regex::Regex;
 use std::sync::LazyLock;
@@ -158,27 +160,57 @@ impl Redactor {
 
 /// Redacts a reply as it streams: a piece is passed on once no secret can
 /// straddle its end.
-struct Stream<'r> {
-    redactor: &'r Redactor,
+struct Stream {
+    redactor: Redactor,
     pending: String,
 }
 
-impl Stream<'_> {
-    fn push(&mut self, piece: &str, sink: &mut dyn FnMut(&str)) {
-        self.pending.push_str(piece);
-        let cut = self.redactor.safe_end(&self.pending);
-        let (ready, rest) = self.pending.split_at(cut);
-        if !ready.is_empty() {
-            sink(&self.redactor.text(ready));
-        }
-        self.pending = rest.to_string();
+impl Stream {
+    fn new(redactor: &Redactor) -> Stream {
+        Stream { redactor: redactor.clone(), pending: String::new() }
     }
 
-    fn finish(self, sink: &mut dyn FnMut(&str)) {
+    /// What of the text so far may go on now, redacted.
+    fn ready(&mut self, piece: &str) -> String {
+        self.pending.push_str(piece);
+        let cut = self.redactor.safe_end(&self.pending);
+        let rest = self.pending.split_off(cut);
+        let ready = std::mem::replace(&mut self.pending, rest);
+        if ready.is_empty() { ready } else { self.redactor.text(&ready) }
+    }
+
+    fn rest(&mut self) -> String {
         let rest = self.redactor.text(&self.pending);
+        self.pending.clear();
+        rest
+    }
+
+    fn push(&mut self, piece: &str, sink: &mut dyn FnMut(&str)) {
+        let ready = self.ready(piece);
+        if !ready.is_empty() {
+            sink(&ready);
+        }
+    }
+
+    fn finish(mut self, sink: &mut dyn FnMut(&str)) {
+        let rest = self.rest();
         if !rest.is_empty() {
             sink(&rest);
         }
+    }
+}
+
+impl PieceFilter for Stream {
+    fn push(&mut self, piece: &str) -> String {
+        self.ready(piece)
+    }
+
+    fn finish(&mut self) -> String {
+        self.rest()
+    }
+
+    fn error(&self, error: ProviderError) -> ProviderError {
+        self.redactor.error(error)
     }
 }
 
@@ -226,13 +258,20 @@ impl Provider for Redacting {
         Ok(understanding)
     }
 
+    fn understand_streamed(&mut self, request: &UnderstandRequest) -> Result<Understood, ProviderError> {
+        let mut understood = self.inner.understand_streamed(request).map_err(|error| self.redactor.error(error))?;
+        self.redactor.understanding(&mut understood.understanding);
+        understood.reply = understood.reply.map(|reply| reply.filtered(Box::new(Stream::new(&self.redactor))));
+        Ok(understood)
+    }
+
     fn reply(
         &mut self,
         request: &ReplyRequest,
         rounds: &[ToolRound],
         on_text: &mut dyn FnMut(&str),
     ) -> Result<ModelReply, ProviderError> {
-        let mut stream = Stream { redactor: &self.redactor, pending: String::new() };
+        let mut stream = Stream::new(&self.redactor);
         let result = self.inner.reply(request, rounds, &mut |piece| stream.push(piece, on_text));
         stream.finish(on_text);
         match result {
@@ -261,7 +300,7 @@ impl Provider for Redacting {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::{NoTools, Response, ToolCall, ToolCalls, ToolLoop, reply_with_tools};
+    use crate::llm::{NoTools, ReplyStream, Response, ToolCall, ToolCalls, ToolLoop, reply_with_tools};
 
     const KEY: &str = "sk-test-0123456789abcdef";
 
@@ -320,7 +359,7 @@ mod tests {
     #[test]
     fn a_secret_split_across_pieces_is_caught_and_other_text_streams_at_once() {
         let redactor = Redactor::new(["hunter2-secret".to_string()]);
-        let mut stream = Stream { redactor: &redactor, pending: String::new() };
+        let mut stream = Stream::new(&redactor);
         let mut out = Vec::new();
         for piece in ["the password is hun", "ter2-sec", "ret ok"] {
             stream.push(piece, &mut |text| out.push(text.to_string()));
@@ -329,6 +368,44 @@ mod tests {
         assert_eq!(out.concat(), "the password is [redacted] ok");
         // Text that cannot be part of the secret is passed on before the end.
         assert!(out.len() > 1 && out.first().is_some_and(|first| first.starts_with("the pa")), "{out:?}");
+    }
+
+    /// A model whose streamed understand answer repeats the key in its
+    /// reply, split across pieces.
+    struct StreamingLeak;
+
+    impl Provider for StreamingLeak {
+        fn name(&self) -> String {
+            "streaming".to_string()
+        }
+
+        fn understand(&mut self, _request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+            Ok(Understanding::default())
+        }
+
+        fn understand_streamed(&mut self, _request: &UnderstandRequest) -> Result<Understood, ProviderError> {
+            let pieces = ["For which date? My key is sk-te", "st-0123456789", "abcdef, bye."];
+            Ok(Understood { understanding: Understanding::default(), reply: Some(ReplyStream::pieces(&pieces)) })
+        }
+
+        fn reply(
+            &mut self,
+            _request: &ReplyRequest,
+            _rounds: &[ToolRound],
+            _on_text: &mut dyn FnMut(&str),
+        ) -> Result<ModelReply, ProviderError> {
+            Ok(ModelReply::Done(Response::default()))
+        }
+    }
+
+    #[test]
+    fn a_streamed_fused_reply_is_redacted_as_it_streams() {
+        let mut provider = Redacting::new(Box::new(StreamingLeak), Redactor::new([KEY.to_string()]));
+        let understood = provider.understand_streamed(&UnderstandRequest::default()).unwrap();
+        let mut pieces = Vec::new();
+        let text = understood.reply.unwrap().read_all(&mut |piece| pieces.push(piece.to_string())).unwrap();
+        assert_eq!(text, "For which date? My key is [redacted], bye.");
+        assert!(pieces.first().is_some_and(|first| first.starts_with("For which date?")), "{pieces:?}");
     }
 
     /// A model that proposes its key as a value, as evidence and as a tool

@@ -3,15 +3,17 @@
 //! Written on `std::net` rather than taken from a crate so that a test
 //! controls every byte: chunked server-sent events with pauses between
 //! chunks, a response that stalls, a body cut off mid-JSON, a connection
-//! closed mid-stream. Each connection gets the next scripted [`Reply`] and
-//! is closed after it; every request is kept for assertions.
+//! closed mid-stream, a stream held mid-way until the test opens a
+//! [`Gate`]. Each connection gets the next scripted [`Reply`] and is closed
+//! after it; every request is kept for assertions, and so is how many
+//! chunks of each stream the client was still there to receive.
 
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// One request as the server received it.
@@ -42,8 +44,9 @@ pub enum Reply {
     Full { status: u16, headers: Vec<(String, String)>, body: String },
     /// `text/event-stream`, chunked: each item is one chunk, sent after
     /// `pause`. With `close_early` the connection drops without the final
-    /// empty chunk, as a crashed server would.
-    Stream { chunks: Vec<String>, pause: Duration, close_early: bool },
+    /// empty chunk, as a crashed server would. With `hold`, the stream
+    /// stops before chunk number `at` until the gate opens.
+    Stream { chunks: Vec<String>, pause: Duration, close_early: bool, hold: Option<(usize, Gate)> },
     /// Waits, then answers.
     Delayed(Duration, Box<Reply>),
     /// Raw bytes written as they are, then the connection is closed.
@@ -74,18 +77,30 @@ impl Reply {
     pub fn sse(data: &[Value]) -> Reply {
         let mut chunks: Vec<String> = data.iter().map(|value| format!("data: {value}\n\n")).collect();
         chunks.push("data: [DONE]\n\n".into());
-        Reply::Stream { chunks, pause: Duration::ZERO, close_early: false }
+        Reply::Stream { chunks, pause: Duration::ZERO, close_early: false, hold: None }
     }
 
     /// Named server-sent events (Anthropic's form).
     pub fn events(events: &[(&str, Value)]) -> Reply {
         let chunks = events.iter().map(|(name, value)| format!("event: {name}\ndata: {value}\n\n")).collect();
-        Reply::Stream { chunks, pause: Duration::ZERO, close_early: false }
+        Reply::Stream { chunks, pause: Duration::ZERO, close_early: false, hold: None }
     }
 
     pub fn paced(self, every: Duration) -> Reply {
         match self {
-            Reply::Stream { chunks, close_early, .. } => Reply::Stream { chunks, pause: every, close_early },
+            Reply::Stream { chunks, close_early, hold, .. } => {
+                Reply::Stream { chunks, pause: every, close_early, hold }
+            }
+            other => other,
+        }
+    }
+
+    /// Holds the stream before its chunk number `at` until `gate` opens.
+    pub fn held_at(self, at: usize, gate: &Gate) -> Reply {
+        match self {
+            Reply::Stream { chunks, pause, close_early, .. } => {
+                Reply::Stream { chunks, pause, close_early, hold: Some((at, gate.clone())) }
+            }
             other => other,
         }
     }
@@ -94,9 +109,9 @@ impl Reply {
     /// connection with it, as a server that crashed mid-answer.
     pub fn cut_short(self) -> Reply {
         match self {
-            Reply::Stream { mut chunks, pause, .. } => {
+            Reply::Stream { mut chunks, pause, hold, .. } => {
                 chunks.pop();
-                Reply::Stream { chunks, pause, close_early: true }
+                Reply::Stream { chunks, pause, close_early: true, hold }
             }
             other => other,
         }
@@ -107,10 +122,42 @@ impl Reply {
     }
 }
 
+/// A point a held stream waits at, opened by the test.
+#[derive(Clone, Debug, Default)]
+pub struct Gate(Arc<(Mutex<bool>, Condvar)>);
+
+impl Gate {
+    pub fn open(&self) {
+        let (open, changed) = &*self.0;
+        if let Ok(mut open) = open.lock() {
+            *open = true;
+        }
+        changed.notify_all();
+    }
+
+    /// Waits until the gate opens; a test that never opens it has failed,
+    /// so the wait ends after a minute anyway.
+    fn wait(&self) {
+        let (open, changed) = &*self.0;
+        let Ok(guard) = open.lock() else { return };
+        let _ = changed.wait_timeout_while(guard, Duration::from_secs(60), |open| !*open);
+    }
+}
+
+/// How a streamed reply went: chunks the client took, out of those scripted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Streamed {
+    pub sent: usize,
+    pub scripted: usize,
+}
+
+type Finished = Arc<(Mutex<Vec<Streamed>>, Condvar)>;
+
 pub struct TestServer {
     pub url: String,
     address: std::net::SocketAddr,
     requests: Arc<Mutex<Vec<Recorded>>>,
+    streams: Finished,
     stop: Arc<AtomicBool>,
 }
 
@@ -121,20 +168,33 @@ impl TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let address = listener.local_addr().expect("local address");
         let requests = Arc::new(Mutex::new(Vec::new()));
+        let streams: Finished = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let script = Arc::new(Mutex::new(VecDeque::from(replies)));
-        let (thread_requests, thread_stop) = (requests.clone(), stop.clone());
+        let (thread_requests, thread_streams, thread_stop) = (requests.clone(), streams.clone(), stop.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 if thread_stop.load(Ordering::SeqCst) {
                     break;
                 }
                 let Ok(stream) = stream else { continue };
-                let (requests, script) = (thread_requests.clone(), script.clone());
-                std::thread::spawn(move || serve(stream, &requests, &script));
+                let (requests, streams, script) = (thread_requests.clone(), thread_streams.clone(), script.clone());
+                std::thread::spawn(move || serve(stream, &requests, &streams, &script));
             }
         });
-        TestServer { url: format!("http://{address}"), address, requests, stop }
+        TestServer { url: format!("http://{address}"), address, requests, streams, stop }
+    }
+
+    /// Waits until `count` streamed replies have ended (sent whole, or cut
+    /// off by the client going away) and gives how each went.
+    pub fn streams_ended(&self, count: usize) -> Vec<Streamed> {
+        let (streams, changed) = &*self.streams;
+        let guard = streams.lock().expect("stream records");
+        let (guard, _) = changed
+            .wait_timeout_while(guard, Duration::from_secs(60), |streams| streams.len() < count)
+            .expect("stream records");
+        assert!(guard.len() >= count, "only {} of {count} streams ended", guard.len());
+        guard.clone()
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -154,7 +214,7 @@ impl Drop for TestServer {
     }
 }
 
-fn serve(mut stream: TcpStream, requests: &Mutex<Vec<Recorded>>, script: &Mutex<VecDeque<Reply>>) {
+fn serve(mut stream: TcpStream, requests: &Mutex<Vec<Recorded>>, streams: &Finished, script: &Mutex<VecDeque<Reply>>) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
     let Some(request) = read_request(&mut stream) else {
         return;
@@ -165,7 +225,13 @@ fn serve(mut stream: TcpStream, requests: &Mutex<Vec<Recorded>>, script: &Mutex<
     let reply = script.lock().ok().and_then(|mut script| script.pop_front()).unwrap_or_else(|| {
         Reply::json(500, &serde_json::json!({"error": {"message": "test server: no reply scripted for this request"}}))
     });
-    write_reply(&mut stream, reply);
+    if let Some(streamed) = write_reply(&mut stream, reply) {
+        let (records, changed) = &**streams;
+        if let Ok(mut records) = records.lock() {
+            records.push(streamed);
+        }
+        changed.notify_all();
+    }
 }
 
 fn read_request(stream: &mut TcpStream) -> Option<Recorded> {
@@ -206,7 +272,9 @@ fn read_request(stream: &mut TcpStream) -> Option<Recorded> {
     Some(Recorded { method, path, headers, body: String::from_utf8_lossy(&body).to_string(), at: Instant::now() })
 }
 
-fn write_reply(stream: &mut TcpStream, reply: Reply) {
+/// Writes the reply; for a stream, says how many chunks got out.
+fn write_reply(stream: &mut TcpStream, reply: Reply) -> Option<Streamed> {
+    let mut streamed = None;
     match reply {
         Reply::Full { status, headers, body } => {
             let mut head = format!(
@@ -221,28 +289,34 @@ fn write_reply(stream: &mut TcpStream, reply: Reply) {
             let _ = stream.write_all(head.as_bytes());
             let _ = stream.write_all(body.as_bytes());
         }
-        Reply::Stream { chunks, pause, close_early } => {
+        Reply::Stream { chunks, pause, close_early, hold } => {
             let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n\
                         transfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+            let mut record = Streamed { sent: 0, scripted: chunks.len() };
             if stream.write_all(head.as_bytes()).is_err() {
-                return;
+                return Some(record);
             }
-            for chunk in chunks {
+            for (index, chunk) in chunks.into_iter().enumerate() {
+                if let Some((_, gate)) = hold.as_ref().filter(|(at, _)| *at == index) {
+                    gate.wait();
+                }
                 if !pause.is_zero() {
                     std::thread::sleep(pause);
                 }
                 let framed = format!("{:x}\r\n{chunk}\r\n", chunk.len());
                 if stream.write_all(framed.as_bytes()).and_then(|()| stream.flush()).is_err() {
-                    return;
+                    return Some(record);
                 }
+                record.sent += 1;
             }
             if !close_early {
                 let _ = stream.write_all(b"0\r\n\r\n");
             }
+            streamed = Some(record);
         }
         Reply::Delayed(delay, reply) => {
             std::thread::sleep(delay);
-            write_reply(stream, *reply);
+            return write_reply(stream, *reply);
         }
         Reply::Raw(bytes) => {
             let _ = stream.write_all(bytes.as_bytes());
@@ -250,6 +324,7 @@ fn write_reply(stream: &mut TcpStream, reply: Reply) {
     }
     let _ = stream.flush();
     let _ = stream.shutdown(std::net::Shutdown::Both);
+    streamed
 }
 
 fn reason(status: u16) -> &'static str {

@@ -38,8 +38,11 @@ impl Request {
         serde_json::from_str(&self.body).unwrap_or(Value::Null)
     }
 
+    /// A reply call: streamed, and not an understand call (which streams
+    /// too, so that the fused reply it may carry arrives as it is written).
     pub fn is_stream(&self) -> bool {
-        self.json()["stream"] == json!(true)
+        let body = self.json();
+        body["stream"] == json!(true) && !is_understand(&body)
     }
 }
 
@@ -246,9 +249,10 @@ impl Facts {
                         names.keys().map(|name| (name.clone(), cite(&key, facts[&key].get(name), message))).collect();
                     Value::Object(object)
                 }
-                // The fused reply: this model never writes it, so each
-                // turn that asks makes its reply call as before.
-                "step" | "reply" => Value::Null,
+                // The fused reply: written only where the facts of the
+                // message give it; otherwise each turn that asks makes its
+                // reply call as before.
+                "step" | "reply" => facts.get(&key).cloned().unwrap_or(Value::Null),
                 other => panic!("the answer schema asks for an unknown key `{other}`: {schema}"),
             };
             answer.insert(key, value);
@@ -338,7 +342,8 @@ pub fn openai_answer(facts: &Facts, request: &Request) -> Reply {
     assert_eq!(request.path, "/v1/chat/completions", "flowc posts to chat completions");
     let body = request.json();
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
-    if body["stream"] == json!(true) {
+    let system = messages.first().and_then(|message| message["content"].as_str()).unwrap_or_default();
+    if body["stream"] == json!(true) && !system.starts_with(UNDERSTAND_TASK) {
         return openai_stream(&body, &messages);
     }
     let schema = if body["response_format"]["type"] == "json_schema" {
@@ -351,6 +356,9 @@ pub fn openai_answer(facts: &Facts, request: &Request) -> Reply {
     let prompt = messages.get(1).and_then(|message| message["content"].as_str()).unwrap_or_default();
     let answer = facts.answer(&schema, &latest_message(prompt));
     let (prompt_tokens, completion_tokens, cached) = UNDERSTAND_USAGE;
+    if body["stream"] == json!(true) {
+        return streamed_understanding(&body, &answer.to_string());
+    }
     Reply::json(
         200,
         &json!({
@@ -371,6 +379,48 @@ pub fn openai_answer(facts: &Facts, request: &Request) -> Reply {
             },
         }),
     )
+}
+
+/// How the understand prompt starts: a streamed request that starts so is
+/// an understand call, answered as a stream of the answer's text.
+const UNDERSTAND_TASK: &str = "You read the latest user message";
+
+/// Whether a request body is an understand call: OpenAI's starts with the
+/// understand task, Anthropic's forces the understand tool.
+fn is_understand(body: &Value) -> bool {
+    let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+    system.starts_with(UNDERSTAND_TASK) || body["tool_choice"]["type"] == "tool"
+}
+
+/// An understand answer streamed in small pieces (`delta.content`, or the
+/// forced call's arguments in the tool mode), then its usage.
+fn streamed_understanding(body: &Value, answer: &str) -> Reply {
+    let tool = body["tool_choice"]["type"] == "function";
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "chatcmpl-understand", "object": "chat.completion.chunk", "model": body["model"],
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
+    for piece in pieces(answer) {
+        let delta = if tool {
+            json!({"tool_calls": [{"index": 0, "id": "call_u", "type": "function",
+                                   "function": {"name": "understanding", "arguments": piece}}]})
+        } else {
+            json!({"content": piece})
+        };
+        events.push(chunk(delta, Value::Null));
+    }
+    events.push(chunk(json!({}), json!("stop")));
+    let (prompt_tokens, completion_tokens, cached) = UNDERSTAND_USAGE;
+    if body["stream_options"]["include_usage"] == json!(true) {
+        events.push(json!({"id": "chatcmpl-understand", "object": "chat.completion.chunk", "choices": [],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens,
+                      "prompt_tokens_details": {"cached_tokens": cached}}}));
+    }
+    let mut chunks: Vec<String> = events.iter().map(|event| format!("data: {event}\n\n")).collect();
+    chunks.push("data: [DONE]\n\n".into());
+    Reply::Stream(chunks)
 }
 
 fn openai_stream(body: &Value, messages: &[Value]) -> Reply {
@@ -440,13 +490,45 @@ fn anthropic_answer(facts: &Facts, request: &Request) -> Reply {
     assert_eq!(request.path, "/v1/messages", "flowc posts to messages");
     let body = request.json();
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
-    if body["stream"] == json!(true) {
+    let forced = body["tool_choice"]["type"] == "tool";
+    if body["stream"] == json!(true) && !forced {
         return anthropic_stream(&body, &messages);
     }
     let schema = &body["tools"][0]["input_schema"];
     let prompt = messages.first().and_then(|message| message["content"].as_str()).unwrap_or_default();
     let input = facts.answer(schema, &latest_message(prompt));
     let (prompt_tokens, completion_tokens, cached) = UNDERSTAND_USAGE;
+    if body["stream"] == json!(true) {
+        let usage = json!({"input_tokens": prompt_tokens - cached, "cache_read_input_tokens": cached,
+                           "cache_creation_input_tokens": 0, "output_tokens": 1});
+        let mut events = vec![
+            (
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "msg_understand", "type": "message",
+                "role": "assistant", "model": body["model"], "content": [], "stop_reason": null, "usage": usage}}),
+            ),
+            (
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block":
+                {"type": "tool_use", "id": "toolu_understand", "name": body["tools"][0]["name"], "input": {}}}),
+            ),
+        ];
+        for piece in pieces(&input.to_string()) {
+            events.push((
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": piece}}),
+            ));
+        }
+        events.push(("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
+        events.push((
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"},
+            "usage": {"output_tokens": completion_tokens}}),
+        ));
+        events.push(("message_stop", json!({"type": "message_stop"})));
+        return Reply::Stream(events.iter().map(|(name, data)| format!("event: {name}\ndata: {data}\n\n")).collect());
+    }
     Reply::json(
         200,
         &json!({

@@ -572,3 +572,52 @@ fn a_server_that_refuses_json_schema_gets_json_object_and_the_user_is_told_once(
     // No key is needed for a server of one's own.
     assert!(server.requests().iter().all(|request| request.header("authorization").is_none()));
 }
+
+/// The booking conversation with a model that writes the fused reply on
+/// the turn that asks for the date: that turn takes it as it streams and
+/// makes no reply call; the turns where the model writes none make theirs.
+#[test]
+fn a_streamed_fused_reply_is_used_without_a_reply_call() {
+    let dir = temp_dir("openai-fused");
+    let script = write_script(&dir, &SCRIPT);
+    let facts = Facts::new(&[
+        ("Hi, I'd like to book a hotel room", json!({"flow": "booking"})),
+        (
+            "The Savoy, please",
+            json!({"fields": {"hotel": "The Savoy"}, "step": "booking.ask_date", "reply": "Lovely. For which date?"}),
+        ),
+        ("2026-12-04", json!({"fields": {"date": "2026-12-04"}})),
+        ("2 guests", json!({"fields": {"guests": 2}})),
+        ("yes", json!({"fields": {"confirmed": true}})),
+    ]);
+    let server = FakeServer::start(fake::openai(facts));
+    let base_url = format!("{}/v1", server.url);
+    let program = root().join("flows/booking.flow");
+    let output = run(
+        &program,
+        &script,
+        &["--provider", "openai", "--model", "gpt-test", "--base-url", &base_url, "--trace"],
+        &[("OPENAI_API_KEY", KEY)],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let turns = turns(&output);
+    let replies: Vec<&str> = turns.iter().map(|turn| turn["reply"].as_str().unwrap()).collect();
+    assert_eq!(replies[1..3], ["Lovely. For which date?", "How many guests?"]);
+    let calls: Vec<u64> = turns.iter().map(|turn| turn["llm_calls"].as_u64().unwrap()).collect();
+    assert_eq!(calls[1..3], [1, 2], "the fused reply saved the reply call");
+    let used: Vec<Value> = stderr(&output)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["event"] == "fused_reply" && event["used"] == true)
+        .collect();
+    assert_eq!(used.len(), 1, "{used:?}");
+    assert_eq!(used[0]["step"], "booking.ask_date");
+    // The understand calls that asked for the reply streamed.
+    let streamed = server
+        .requests()
+        .iter()
+        .map(|request| request.json())
+        .filter(|body| body["response_format"].is_object() && body["stream"] == true)
+        .count();
+    assert!(streamed >= 1, "{streamed}");
+}

@@ -61,16 +61,22 @@ fn a_collect_chain_costs_an_understand_and_a_reply_and_a_said_ending_no_reply() 
 
     // Entered from no flow: routing is asked; the turn stops at
     // `ask_name` or, the name given, at `confirm`, which a yes can never
-    // pass on the turn that enters it (consent is not carried over). So
-    // the model always replies, with up to 3 tool rounds at `confirm`.
+    // pass on the turn that enters it (consent is not carried over). At
+    // `ask_name` the understand call may have written the reply (the
+    // fused call: one call in all); at `confirm`, with its tools, the
+    // reply is a call of its own with up to 3 tool rounds.
     let entry = row(&rows, "f", None);
+    assert!(entry.fused);
     assert_eq!(entry.understand, calls(1, 2));
-    assert_eq!(entry.reply, calls(1, 4));
-    assert_eq!(entry.calls, calls(2, 6));
+    assert_eq!(entry.reply, calls(0, 4));
+    assert_eq!(entry.calls, calls(1, 6));
 
     // Answering `ask_name`: a free-text name needs the model; the turn
     // stops at `confirm` (one reply, with tool rounds) or asks again.
+    // The only step the plan could predict is `ask_name` itself, which
+    // is not offered: no fused reply.
     let ask_name = row(&rows, "f", Some("ask_name"));
+    assert!(!ask_name.fused);
     assert_eq!(ask_name.understand, calls(1, 2));
     assert_eq!(ask_name.reply, calls(1, 4));
 
@@ -178,7 +184,47 @@ flow f {
 }
 
 #[test]
-fn workflows_have_no_turns() {
+fn a_collect_chain_may_take_one_call_a_turn_with_the_fused_reply() {
+    let (_, program) = compiled(
+        r#"
+schema {
+  hotel: string "Name of the hotel"
+  guests: int "Number of guests"
+  note: string "Anything else"
+}
+flow booking {
+  when "the user wants to book a hotel room"
+  step ask_hotel {
+    prompt "Which hotel?"
+    collect hotel
+  }
+  step ask_guests {
+    prompt "How many guests at {{hotel}}?"
+    collect guests
+  }
+  step ask_note {
+    prompt "Anything else?"
+    collect note
+  }
+}
+"#,
+    );
+    let rows = costs(&program);
+    // The understand call offers the later steps' prompts, and a turn that
+    // stops at one of them makes no reply call.
+    let hotel = row(&rows, "booking", Some("ask_hotel"));
+    assert!(hotel.fused);
+    assert_eq!(hotel.calls, calls(1, 3));
+    let without = costs(&compiled(&CHAIN.replace("tools lookup", "")).1);
+    assert!(row(&without, "f", Some("ask_name")).fused, "a chain of two steps that ask");
+    // The last step has nothing after it to predict.
+    let note = row(&rows, "booking", Some("ask_note"));
+    assert!(!note.fused);
+    assert_eq!(note.reply, calls(1, 1), "the flow completes with nothing said, or it asks again: the model replies");
+}
+
+#[test]
+fn a_workflow_has_one_row_its_run_without_model_calls_unless_it_asks_the_model() {
     let (_, program) = compiled(
         r#"
 schema {
@@ -192,5 +238,21 @@ flow w {
 }
 "#,
     );
-    assert!(costs(&program).is_empty());
+    let rows = costs(&program);
+    let [run] = rows.as_slice() else { panic!("one row: {rows:?}") };
+    assert_eq!(run.start, Start::Run);
+    assert_eq!(run.calls, calls(0, 0));
+}
+
+#[test]
+fn model_steps_count_a_call_and_its_repair_and_one_in_a_loop_is_per_item() {
+    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/flows/outreach.flow")).unwrap();
+    let (_, program) = compiled(&source);
+    let rows = costs(&program);
+    let [run] = rows.as_slice() else { panic!("one workflow run: {rows:?}") };
+    assert_eq!(run.start, Start::Run);
+    // choose_tone, draft_and_send (in its for_each) and summarise.
+    assert_eq!(run.model_steps, calls(0, 6));
+    assert!(run.in_loops);
+    assert_eq!(run.calls, calls(0, 6));
 }

@@ -3,7 +3,9 @@
 //! the model and the model's raw answer, configured keys redacted.
 
 use crate::llm::redact::Redactor;
-use crate::llm::{ModelReply, Provider, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding};
+use crate::llm::{
+    ModelReply, Provider, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding, Understood,
+};
 use crate::runtime::engine::Runtime;
 use crate::runtime::events::Event;
 use serde_json::{Value, json};
@@ -97,6 +99,21 @@ impl Provider for Traced {
         match &answer {
             Ok(understanding) => {
                 self.emit(json!({"event": "model_answer", "call": "understand", "answer": understanding}))
+            }
+            Err(error) => self.emit(json!({"event": "model_error", "call": "understand", "error": error.to_string()})),
+        }
+        answer
+    }
+
+    /// As `understand`; the answer traced is the extraction, the reply's
+    /// text still streaming then (the turn's events say what became of it).
+    fn understand_streamed(&mut self, request: &UnderstandRequest) -> Result<Understood, ProviderError> {
+        let provider = self.inner.name();
+        self.emit(json!({"event": "model_request", "call": "understand", "provider": provider, "request": request}));
+        let answer = self.inner.understand_streamed(request);
+        match &answer {
+            Ok(understood) => {
+                self.emit(json!({"event": "model_answer", "call": "understand", "answer": understood.understanding}))
             }
             Err(error) => self.emit(json!({"event": "model_error", "call": "understand", "error": error.to_string()})),
         }

@@ -14,6 +14,8 @@ use crate::llm::{NoTools, ToolCall, ToolCalls, ToolRound, reply_with_tools};
 use crate::message::Message;
 use std::time::Duration;
 
+mod streamed;
+
 const KEY: &str = "sk-ant-test-0123456789";
 
 fn config(url: &str) -> ProviderConfig {

@@ -12,7 +12,9 @@ use crate::llm::testserver::{Reply, TestServer, Tools, closed_port_url, fast_htt
 use crate::llm::{NoTools, ToolCall, ToolCalls, ToolLoop, ToolRound, ToolSpec, reply_with_tools};
 use std::time::{Duration, Instant};
 
+mod caching;
 mod deadlines;
+mod streamed;
 
 const KEY: &str = "sk-test-key-0123456789";
 

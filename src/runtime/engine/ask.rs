@@ -7,7 +7,7 @@ use super::TurnError;
 use super::services::Services;
 use super::state::TurnState;
 use crate::ir::{FieldId, Program};
-use crate::llm::{ProviderError, UnderstandRequest, Understanding, Usage};
+use crate::llm::{ProviderError, ReplyStream, UnderstandRequest, Understanding, Usage};
 use crate::runtime::events::Event;
 use crate::runtime::grounding;
 use crate::runtime::validate::validate;
@@ -30,19 +30,36 @@ pub(super) fn understand_or_nothing(
     sv: &mut Services,
     request: &mut UnderstandRequest,
 ) -> Result<Understanding, TurnError> {
-    let answer = match sv.provider.understand(request) {
+    understand_with_reply(st, sv, request).map(|(understanding, _)| understanding)
+}
+
+/// [`understand_or_nothing`], streamed when the request asks for the
+/// fused reply: the call returns once the extraction is written, with the
+/// reply still arriving (dropping it cancels the rest of the call).
+pub(super) fn understand_with_reply(
+    st: &mut TurnState,
+    sv: &mut Services,
+    request: &mut UnderstandRequest,
+) -> Result<(Understanding, Option<ReplyStream>), TurnError> {
+    let ask = |sv: &mut Services, request: &UnderstandRequest| match request.reply {
+        Some(_) => {
+            sv.provider.understand_streamed(request).map(|understood| (understood.understanding, understood.reply))
+        }
+        None => sv.provider.understand(request).map(|understanding| (understanding, None)),
+    };
+    let answer = match ask(sv, request) {
         Err(ProviderError::ContextOverflow(reason)) if request.reply.is_some() => {
             st.warn(format!("the understand call asked without the reply, which did not fit: {reason}"));
             request.reply = None;
-            sv.provider.understand(request)
+            ask(sv, request)
         }
         answer => answer,
     };
     match answer {
-        Ok(understanding) => Ok(understanding),
+        Ok(answer) => Ok(answer),
         Err(ProviderError::InvalidOutput(reason)) => {
             st.warn(format!("the model's answer was unusable and was set aside: {reason}"));
-            Ok(Understanding { usage: Usage { calls: 1, ..Usage::default() }, ..Understanding::default() })
+            Ok((Understanding { usage: Usage { calls: 1, ..Usage::default() }, ..Understanding::default() }, None))
         }
         Err(error) => Err(error.into()),
     }

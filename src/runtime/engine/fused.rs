@@ -8,6 +8,7 @@
 //! else (a directive, a `say`, another step's prompt) shapes the reply.
 //! Whether it was used, and why not, is traced (`fused_reply`).
 
+use super::TurnError;
 use super::plan::TurnPlan;
 use super::services::Services;
 use super::state::{TurnState, flow_name};
@@ -15,7 +16,7 @@ use crate::expr::eval::eval;
 use crate::expr::ops::to_text;
 use crate::expr::{Expr, ExprKind, Template, TemplatePart};
 use crate::ir::{FieldId, FlowId, Program};
-use crate::llm::{FusedReply, Proposal, ReplyAsk, StepAsk};
+use crate::llm::{FusedReply, Proposal, ReplyAsk, ReplyStream, StepAsk};
 use crate::runtime::events::{Event, StopReason};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,6 +31,10 @@ pub(super) struct Fused {
     view: Map<String, Value>,
     /// The model's proposals code did not accept, by name.
     rejected: Vec<String>,
+    /// The reply's text, still arriving when the understand call streamed:
+    /// read to the user when the reply is used, dropped (which cancels the
+    /// call) when it is not.
+    pending: Option<ReplyStream>,
 }
 
 impl Fused {
@@ -38,7 +43,18 @@ impl Fused {
         for (name, proposal) in proposed {
             view.insert(name.clone(), proposal.value.clone());
         }
-        Fused { ask, reply, view, rejected: Vec::new() }
+        Fused { ask, reply, view, rejected: Vec::new(), pending: None }
+    }
+
+    /// The same, its reply's text still arriving on `stream`.
+    pub(super) fn streaming(mut self, stream: Option<ReplyStream>) -> Fused {
+        self.pending = stream;
+        self
+    }
+
+    /// The reply's text still to arrive, if it streams.
+    pub(super) fn take_stream(&mut self) -> Option<ReplyStream> {
+        self.pending.take()
     }
 
     /// Notes the proposals grounding, validation or the consent rule set
@@ -209,10 +225,49 @@ pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &R
     if let Some(name) = unseen_value(st, program, fused, step.prompt.as_ref()) {
         return Err(format!("the step's prompt reads `{name}`, whose value is not the one the model saw"));
     }
-    if reply.text.trim().is_empty() {
+    // A streamed reply's text is still arriving: `stream_reply` checks it.
+    if reply.text.trim().is_empty() && fused.pending.is_none() {
         return Err("the reply is empty".into());
     }
     Ok(reply.text.clone())
+}
+
+/// Shows a streamed fused reply to the user as it arrives and returns it,
+/// or why it cannot be used: leading whitespace is held back, so a reply
+/// that turns out empty has shown nothing and the reply call is made
+/// instead. A stream that fails midway fails the turn, as a reply call's
+/// would (part of it has been shown). The tokens the call reported after
+/// the extraction are counted here.
+pub(super) fn stream_reply(
+    st: &mut TurnState,
+    sv: &mut Services,
+    mut stream: ReplyStream,
+) -> Result<Result<String, String>, TurnError> {
+    let mut text = String::new();
+    let mut shown = false;
+    let result = loop {
+        let piece = match stream.next_piece() {
+            Ok(Some(piece)) => piece,
+            Ok(None) => break Ok(()),
+            Err(error) => break Err(error),
+        };
+        text.push_str(&piece);
+        let show = if shown { piece.as_str() } else { text.trim_start() };
+        if show.is_empty() {
+            continue;
+        }
+        shown = true;
+        if let Some(sink) = sv.stream.as_mut() {
+            sink(show);
+        }
+    };
+    st.counters.usage.add(stream.late_usage());
+    result?;
+    let text = text.trim_start();
+    if text.trim().is_empty() {
+        return Ok(Err("the reply is empty".into()));
+    }
+    Ok(Ok(text.to_string()))
 }
 
 /// The first field the step's prompt reads whose value now is not the one

@@ -26,17 +26,23 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcom
         && verbatim.is_none()
         && st.stop != Some(StopReason::Aborted)
         && (!st.answer.instructions.is_empty() || (st.session.flow.is_none() && st.answer.says.is_empty()));
-    if let Some(fused) = st.reading.fused.take() {
+    if let Some(mut fused) = st.reading.fused.take() {
         let shape = ReplyShape {
             needs_model: needs_model && !st.over_token_budget(sv),
             replaced: st.bus.halt || verbatim.is_some(),
             augmented: !pre.append_prompt.is_empty() || !pre.inject_tools.is_empty(),
         };
         let outcome = fused::take_reply(st, sv, &fused, &shape);
+        // A reply not used is dropped here, still streaming: that cancels
+        // the understand call's rest.
+        let (outcome, streamed) = match (outcome, fused.take_stream()) {
+            (Ok(_), Some(stream)) => (fused::stream_reply(st, sv, stream)?, true),
+            (outcome, _) => (outcome, false),
+        };
         fused::trace(st, &fused, &outcome);
         if let Ok(text) = outcome {
             // The model wrote it in the understand call: no call of its own.
-            if let Some(sink) = sv.stream.as_mut() {
+            if let (false, Some(sink)) = (streamed, sv.stream.as_mut()) {
                 sink(&text);
             }
             complete_reply(st, sv, verbatim, Some(text))?;

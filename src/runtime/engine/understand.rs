@@ -2,7 +2,7 @@
 //! extraction, pre-phase signals, open AI conditions), code reads what it
 //! can first, the proposals are grounded, and the turn is routed.
 
-use super::ask::{ground, understand_or_nothing, write_extraction};
+use super::ask::{ground, understand_with_reply, write_extraction};
 use super::fused::{self, Fused};
 use super::plan::TurnPlan;
 use super::position::{position_cursor, start_run};
@@ -45,8 +45,8 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
     if !request.is_empty() {
         super::history::fit_understand(st, sv, &mut request);
         st.reading.asked_signals = request.signals.iter().map(|question| question.id.clone()).collect();
-        let mut understanding = match understand_or_nothing(st, sv, &mut request) {
-            Ok(understanding) => understanding,
+        let (mut understanding, streaming) = match understand_with_reply(st, sv, &mut request) {
+            Ok(answer) => answer,
             // The turn's time ran out during the call. Nothing has acted
             // yet this turn, so it stops as the limit stops it, with
             // nothing understood, rather than failing.
@@ -62,8 +62,11 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
             Err(error) => return Err(error),
         };
         st.count_call(sv, Purpose::Understand, understanding.usage);
-        st.reading.fused =
-            request.reply.take().map(|ask| Fused::new(ask, understanding.reply.take(), &understanding.fields));
+        // Grounding and resolving go on while the fused reply streams.
+        st.reading.fused = request
+            .reply
+            .take()
+            .map(|ask| Fused::new(ask, understanding.reply.take(), &understanding.fields).streaming(streaming));
         ground(st, sv, &mut understanding);
         st.reading.understanding = understanding;
         if st.over_token_budget(sv) {
