@@ -27,7 +27,9 @@
 #    time, calls, tokens, and the mode flowc settled on). Then a broken
 #    answer: a turn with max_tokens = 8 must be repaired or fail cleanly,
 #    with the stored session (--session) unchanged.
-# 4. Consent: scripts/consent-eval.py runs every consent case (tests/
+# 4. Model steps: flows/outreach.flow twice (calls, tokens, time, answers
+#    repaired and rejected per run; scripts/real-model-outreach.py).
+# 5. Consent: scripts/consent-eval.py runs every consent case (tests/
 #    fixtures/consent) at the booking confirm step with the real model and
 #    fails on any booking on a message that is not a yes.
 #
@@ -177,6 +179,26 @@ else
   stored_session | cmp -s "$WORK/before.json" - || echo "  FAIL: the stored session changed"
   failed=1
 fi
+
+# Model steps: flows/outreach.flow (a tone, then a welcome per contact in a
+# for_each, then a summary: four model calls for two contacts) run twice on
+# the real model. A run must complete, or fail only because an answer was
+# still invalid after its repair (a `model_answer_rejected` event); prints
+# per run the calls, tokens, time, repaired and rejected answers, and what
+# the model wrote.
+echo "== model steps: flows/outreach.flow"
+mkdir -p "$WORK/outreach"
+cp "$WORK/known/flowc.toml" "$WORK/outreach/flowc.toml"
+OUTREACH_DATA='{"contacts": [{"name": "Ann", "email": "ann@example.com"}, {"name": "Bo", "email": "bo@example.com"}]}'
+for run in 1 2; do
+  status=0
+  started=$(date +%s%N)
+  (cd "$WORK/outreach" && FLOWC_STORE="sqlite:$WORK/outreach/flowc.db" "$FLOWC" run "$ROOT/flows/outreach.flow" \
+    --data "$OUTREACH_DATA" --json --record "$WORK/outreach/run$run.rec.json" \
+    >"$WORK/outreach/run$run.json" 2>"$WORK/outreach/run$run.err") || status=$?
+  elapsed_ms="$(( ($(date +%s%N) - started) / 1000000 ))"
+  python3 "$ROOT/scripts/real-model-outreach.py" "$WORK/outreach/run$run.json" "$elapsed_ms" "$status" "$run" || failed=1
+done
 
 # Consent: every case of tests/fixtures/consent (shared/consent's and our
 # own) at the booking example's confirm step, the session brought there

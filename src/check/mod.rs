@@ -38,6 +38,7 @@ mod dataflow;
 mod directives;
 mod fields;
 pub(crate) mod flowgraph;
+pub mod model_steps;
 pub mod reachability;
 mod routing;
 mod schedules;
@@ -68,6 +69,7 @@ pub fn check(program: &Program) -> Vec<Diagnostic> {
     fields::check(program, &mut diagnostics);
     consent::check(program, &mut diagnostics);
     asking::check(program, &analysis, &mut diagnostics);
+    model_steps::check(program, &mut diagnostics);
     schedules::check(program, &mut diagnostics);
     costs::check(program, &mut diagnostics);
     diagnostics

@@ -71,6 +71,7 @@ pub fn run(args: &CheckArgs) -> Outcome {
         };
         let mut notes = Vec::new();
         let mut turns = None;
+        let mut model_steps = Vec::new();
         let diagnostics = match loaded.encoding_error {
             Some(encoding_error) => vec![encoding_error],
             None => {
@@ -79,6 +80,7 @@ pub fn run(args: &CheckArgs) -> Outcome {
                 notes = env_notes(&loaded.file.name, &compilation.ir);
                 if args.costs {
                     turns = Some(costs(&compilation.ir));
+                    model_steps = crate::check::model_steps::workflow_model_calls(&compilation.ir);
                 }
                 // The AST and IR of a large program take a noticeable time
                 // to free; the process is about to exit, so leave that to
@@ -103,8 +105,12 @@ pub fn run(args: &CheckArgs) -> Outcome {
         }
         if let Some(turns) = turns {
             match args.format {
-                Format::Human => outcome = outcome.worst(print_stdout(&costs_table(&loaded.file.name, &turns))),
-                Format::Json => costs_json.push(serde_json::json!({ "file": loaded.file.name, "turns": turns })),
+                Format::Human => {
+                    outcome = outcome.worst(print_stdout(&costs_table(&loaded.file.name, &turns)));
+                    outcome = outcome.worst(print_stdout(&model_steps_table(&model_steps)));
+                }
+                Format::Json => costs_json
+                    .push(serde_json::json!({ "file": loaded.file.name, "turns": turns, "model_steps": model_steps })),
             }
         }
     }
@@ -141,6 +147,21 @@ fn env_notes(file_name: &str, program: &crate::ir::Program) -> Vec<String> {
                 env.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ")
             )),
             _ => None,
+        })
+        .collect()
+}
+
+/// The lines `--costs` adds for workflow steps with model steps
+/// (`ask_model`): their calls, best-worst, and per item of a loop.
+fn model_steps_table(rows: &[crate::check::model_steps::StepModelCalls]) -> String {
+    rows.iter()
+        .map(|row| {
+            let per_item = if row.worst_per_item > 0 {
+                format!(", up to {} more per item of its loop", row.worst_per_item)
+            } else {
+                String::new()
+            };
+            format!("workflow step {}.{}: {}-{} model calls{per_item}\n", row.flow, row.step, row.best, row.worst)
         })
         .collect()
 }

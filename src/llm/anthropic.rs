@@ -189,6 +189,10 @@ impl Provider for Anthropic {
         format!("anthropic:{}", self.model)
     }
 
+    fn ask(&mut self, request: &crate::llm::AskRequest) -> Result<crate::llm::AskAnswer, ProviderError> {
+        self.ask_value(request)
+    }
+
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
         if request.is_empty() {
             return Ok(Understanding::default());
@@ -600,6 +604,8 @@ fn stream_error(error: Option<&Value>) -> ProviderError {
         _ => ProviderError::refused(message),
     }
 }
+
+mod model_step;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

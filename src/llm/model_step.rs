@@ -65,15 +65,14 @@ pub fn answer_schema(field: &FieldSpec) -> Value {
     })
 }
 
-/// The system prompt of a model step, the same for every wire format.
+/// The system prompt of a model step, the same for every wire format. The
+/// field's name and description are left out (the schema carries the
+/// description): small models copy either as their answer.
 pub fn system_prompt(request: &AskRequest) -> String {
     let mut prompt = String::from(
-        "You produce one value for a program. Answer with a JSON object {\"value\": ...} and nothing else; \
-         the value must follow the JSON schema given.",
+        "You write one value for a program. Do what the user asks and answer with a JSON object \
+         {\"value\": ...} and nothing else; the value must follow the JSON schema given.",
     );
-    if let Some(description) = &request.field.description {
-        prompt.push_str(&format!("\nThe value is `{}`: {description}.", request.field.name));
-    }
     if !request.field.examples.is_empty() {
         prompt.push_str("\nExamples of good values: ");
         prompt.push_str(&request.field.examples.join(" | "));
@@ -84,10 +83,12 @@ pub fn system_prompt(request: &AskRequest) -> String {
 /// The user prompt: the instruction, the schema, and for a repair the
 /// refused answer and why.
 pub fn user_prompt(request: &AskRequest) -> String {
+    // The schema's descriptions are left out here too: they are what a
+    // small model copies instead of doing what the instruction asks.
     let mut prompt = format!(
         "{}\n\nAnswer schema: {}",
         request.instruction,
-        serde_json::to_string(&answer_schema(&request.field)).unwrap_or_default()
+        serde_json::to_string(&without_descriptions(&answer_schema(&request.field))).unwrap_or_default()
     );
     if let Some(repair) = &request.repair {
         prompt.push_str(&format!(
@@ -97,6 +98,20 @@ pub fn user_prompt(request: &AskRequest) -> String {
         ));
     }
     prompt
+}
+
+/// `schema` without its `description`s, at every level.
+fn without_descriptions(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(key, _)| key.as_str() != "description")
+                .map(|(key, value)| (key.clone(), without_descriptions(value)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_descriptions).collect()),
+        other => other.clone(),
+    }
 }
 
 /// The value of an answer's text: `{"value": X}` gives X; any other JSON

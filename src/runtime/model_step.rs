@@ -60,8 +60,11 @@ pub enum ModelStepError {
         /// Why the repaired answer does not fit.
         reason: String,
     },
-    /// No model was given to the actions (a conversation's step).
-    #[error("`ask_model {field}` cannot run here: model steps run in workflows")]
+    /// No model was given to the actions: a conversation's step (which
+    /// `flowc check` refuses), or a run whose provider could not be built.
+    #[error(
+        "`ask_model {field}` has no model to ask: model steps run in workflow runs, on a provider that could be built"
+    )]
     NoModel {
         /// The field it was to write.
         field: String,

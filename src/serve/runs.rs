@@ -128,16 +128,16 @@ pub async fn create(
 /// step under this process's claim, then releases it. A cancel met on the
 /// way is an answer, not an error: `stored` is then the run as cancelled.
 fn execute(state: &AppState, stored: &mut StoredRun, version: &Version) -> Result<(), ApiError> {
-    // A provider that cannot be built fails the run's model steps, with
-    // its reason, rather than a run without any.
-    let model = version.model().ok();
+    // The model its model steps ask, on the provider the program's
+    // conversations use.
+    let model = version.model().map_err(|error| ApiError::internal(format!("no model for model steps: {error}")))?;
     let execution = Execution {
         store: state.store.as_ref(),
         program: &version.ir,
         tools: version.tools(),
         tool_env: &version.tool_env,
         limits: version.limits.run,
-        model: model.as_ref(),
+        model: Some(&model),
     };
     let hooks = Hooks {
         on_progress: &mut |_: &StepProgress| {},

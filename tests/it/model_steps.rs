@@ -114,3 +114,45 @@ fn a_recording_that_cannot_be_read_is_a_usage_error_before_any_step_runs() {
     assert!(stderr(&output).contains("missing.json"), "{}", stderr(&output));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A code no offline answer can match: the answer is refused, repaired,
+/// refused again, and the step's `on_error` decides.
+const REJECTED: &str = r#"schema {
+  name: string
+  code: string pattern "^[A-Z]{3}-[0-9]{4}$" "A ticket code"
+  note: string
+}
+
+flow tickets "Tickets" {
+  requires name
+  auto step code {
+    ask_model code: "Make up a ticket code for {{name}}"
+    on_error continue
+  }
+  auto step note {
+    set note = "done"
+  }
+}
+"#;
+
+#[test]
+fn an_answer_still_invalid_after_its_repair_fails_the_step_and_on_error_decides() {
+    let dir = temp_dir("ms-rejected");
+    let store = store_in(&dir);
+    assert!(std::fs::write(dir.join("tickets.flow"), REJECTED).is_ok());
+    let output = flowc_at(&dir, &store, TODAY, &["run", "tickets.flow", "--data", r#"{"name": "Ann"}"#, "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let run = json(&output);
+    assert_eq!(run["status"], "completed", "on_error continue went on: {run}");
+    assert_eq!(run["steps"][0]["status"], "failed");
+    let error = run["steps"][0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("does not fit it, after one repair") && error.contains("pattern"), "{error}");
+    assert_eq!(run["data"]["note"], "done");
+    assert!(run["data"].get("code").is_none(), "nothing was written: {run}");
+    // The answer and its repair: two calls, both counted.
+    assert_eq!(run["llm_calls"], 2);
+    let events: Vec<&str> =
+        run["events"].as_array().into_iter().flatten().filter_map(|e| e["event"].as_str()).collect();
+    assert!(events.contains(&"model_answer_repaired") && events.contains(&"model_answer_rejected"), "{events:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -171,7 +171,6 @@ fn a_workflow_step_fails_naming_each_bad_write_and_keeps_none() {
         sleep: &sleep,
         on_progress: &mut |_: &flowc::runtime::workflow::StepProgress| {},
         checkpoint: &mut |_: &flowc::runtime::workflow::WorkflowRun| Ok(()),
-        model: None,
     };
     let flow = flowc::ir::FlowId::from_index(0);
     let mut run = match runner.start(flow, &serde_json::Map::new(), Default::default()) {

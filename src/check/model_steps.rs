@@ -1,0 +1,172 @@
+//! `invalid_step` for a model step (`ask_model`) where none can run: model
+//! steps run in a workflow's step actions (a `for_each` in them included),
+//! where the run holds the model; a conversation flow's steps and hooks,
+//! and any flow's hooks, run inside a turn, which does not give actions the
+//! model. Found here, before anything runs, rather than as a failed step.
+//! Also `invalid_step`: a model step's `tools`, which no provider offers
+//! the model inside a model step yet: refused rather than ignored.
+
+use super::walk::all_actions;
+use crate::diag::{Code, Diagnostic};
+use crate::ir::{Action, ActionKind, OnError, Program};
+use crate::source::Span;
+use serde::Serialize;
+
+/// The model calls of one workflow step's model steps, for `flowc check
+/// --costs`: each `ask_model` is one call, and one more when its answer
+/// is repaired; a `retry` runs the step again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StepModelCalls {
+    /// The workflow.
+    pub flow: String,
+    /// The step.
+    pub step: String,
+    /// The fewest calls: its model steps outside loops, each answered at once.
+    pub best: u32,
+    /// The most, besides those in loops: each repaired, on every attempt.
+    pub worst: u32,
+    /// The most per item of its loops (a model step in a `for_each`), on
+    /// every attempt; 0 when no model step is in a loop.
+    pub worst_per_item: u32,
+}
+
+/// The model calls of every workflow step that has model steps, in flow
+/// and step order.
+pub fn workflow_model_calls(program: &Program) -> Vec<StepModelCalls> {
+    let mut rows = Vec::new();
+    for flow in program.flows.iter().filter(|flow| flow.steps.iter().all(|step| step.auto)) {
+        for step in &flow.steps {
+            let (mut once, mut per_item) = (0u32, 0u32);
+            let mut lists: Vec<(&[Action], bool)> = vec![(&step.actions, false)];
+            while let Some((actions, in_loop)) = lists.pop() {
+                for action in actions {
+                    match &action.kind {
+                        ActionKind::AskModel(_) if in_loop => per_item += 1,
+                        ActionKind::AskModel(_) => once += 1,
+                        ActionKind::ForEach(for_each) => lists.push((&for_each.actions, true)),
+                        _ => {}
+                    }
+                }
+            }
+            if once + per_item == 0 {
+                continue;
+            }
+            let attempts = match step.on_error {
+                OnError::Retry { times, .. } => times.saturating_add(1),
+                _ => 1,
+            };
+            rows.push(StepModelCalls {
+                flow: flow.name.clone(),
+                step: step.name.clone(),
+                best: once,
+                worst: once.saturating_mul(2).saturating_mul(attempts),
+                worst_per_item: per_item.saturating_mul(2).saturating_mul(attempts),
+            });
+        }
+    }
+    rows
+}
+
+/// One misplaced model step: where it is and why it cannot run there.
+struct Misplaced {
+    span: Span,
+    field: String,
+    place: String,
+}
+
+/// Adds an `invalid_step` per `ask_model` that cannot run where it is.
+pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+    diagnostics.extend(find(program).into_iter().map(|misplaced| {
+        Diagnostic::new(Code::InvalidStep, format!("`ask_model {}` cannot run {}", misplaced.field, misplaced.place))
+            .at(misplaced.span, "a model step")
+            .with_help("model steps run in a workflow's steps (a flow whose steps are all `auto`), in their actions")
+    }));
+}
+
+fn find(program: &Program) -> Vec<Misplaced> {
+    let mut found = Vec::new();
+    for flow in &program.flows {
+        for step in &flow.steps {
+            for action in all_actions(&step.actions) {
+                if let ActionKind::AskModel(ask) = &action.kind
+                    && !ask.tools.is_empty()
+                {
+                    let field = program.field(ask.field).map_or_else(String::new, |field| field.name.clone());
+                    let place =
+                        "with `tools` yet: no provider lets the model call tools inside a model step".to_string();
+                    found.push(Misplaced { span: action.span, field, place });
+                }
+            }
+        }
+    }
+    let mut note = |actions: &[Action], place: &str| {
+        for action in all_actions(actions) {
+            if let ActionKind::AskModel(ask) = &action.kind {
+                let field = program.field(ask.field).map_or_else(String::new, |field| field.name.clone());
+                found.push(Misplaced { span: action.span, field, place: place.to_string() });
+            }
+        }
+    };
+    for flow in &program.flows {
+        let workflow = flow.steps.iter().all(|step| step.auto);
+        let hook = format!("in a hook of the flow `{}`", flow.name);
+        note(&flow.on_enter, &hook);
+        note(&flow.on_complete, &hook);
+        for step in &flow.steps {
+            let hook = format!("in a hook of the step `{}`", step.name);
+            note(&step.on_enter, &hook);
+            note(&step.prepare, &hook);
+            note(&step.finalize, &hook);
+            if !workflow {
+                note(&step.actions, &format!("in `{}`, a conversation flow", flow.name));
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::check_findings;
+
+    #[test]
+    fn a_workflow_steps_model_calls_count_repairs_retries_and_loop_items() {
+        let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/flows/outreach.flow")).unwrap();
+        let program = crate::pipeline::compile(&crate::source::SourceFile::new("outreach.flow", source)).ir;
+        let rows: Vec<(String, u32, u32, u32)> = workflow_model_calls(&program)
+            .into_iter()
+            .map(|row| (row.step, row.best, row.worst, row.worst_per_item))
+            .collect();
+        // The drafts are in a loop retried twice: 2 calls an item, 3 attempts.
+        let expected = [("choose_tone", 1, 2, 0), ("draft_and_send", 0, 0, 6), ("summarise", 1, 2, 0)];
+        let expected: Vec<(String, u32, u32, u32)> =
+            expected.iter().map(|(step, best, worst, item)| (step.to_string(), *best, *worst, *item)).collect();
+        assert_eq!(rows, expected);
+    }
+
+    #[test]
+    fn model_steps_run_only_in_a_workflows_step_actions() {
+        check_findings(
+            "schema { name: string\n greeting: string }\n\
+             flow w \"W\" {\n  requires name\n  auto step s {\n    for n in [name] { ask_model greeting: \"Greet {{n}}\" }\n  }\n}\n",
+            &[],
+        );
+        check_findings(
+            "schema { name: string\n greeting: string }\n\
+             flow chat {\n  when \"the user says hello\"\n  step ask { collect name }\n  \
+             auto step greet { ask_model greeting: \"Greet {{name}}\" }\n}\n",
+            &[("invalid_step", "ask_model greeting: \"Greet {{name}}\"")],
+        );
+        check_findings(
+            "schema { name: string\n greeting: string }\n\
+             flow w \"W\" {\n  auto step s {\n    set name = \"Ann\"\n    on_enter { ask_model greeting: \"Hi\" }\n  }\n}\n",
+            &[("invalid_step", "ask_model greeting: \"Hi\"")],
+        );
+        check_findings(
+            "schema { name: string\n greeting: string }\ntool clock() -> { now: datetime } { builtin now }\n\
+             flow w \"W\" {\n  requires name\n  auto step s { ask_model greeting: \"Hi\" tools [clock] }\n}\n",
+            &[("invalid_step", "ask_model greeting: \"Hi\" tools [clock]")],
+        );
+    }
+}

@@ -1,0 +1,119 @@
+//! A model step over the Anthropic Messages API: one call that must use an
+//! `answer` tool whose input schema is `{"value": …}` under the field's
+//! schema (Anthropic's way to constrain output, as understand does).
+//! Validation and the one repair are the runtime's (`runtime::model_step`).
+
+use super::{Anthropic, CallError, read_usage};
+use crate::llm::model_step::{self, answer_schema};
+use crate::llm::{AskAnswer, AskRequest, ProviderError};
+use serde_json::{Value, json};
+
+/// The tool the answer is given through.
+const ANSWER_TOOL: &str = "answer";
+
+impl Anthropic {
+    /// One model step's call.
+    pub(super) fn ask_value(&mut self, request: &AskRequest) -> Result<AskAnswer, ProviderError> {
+        self.http.set_deadline(request.deadline);
+        let messages = [json!({"role": "user", "content": model_step::user_prompt(request)})];
+        let mut body = self.body(Value::String(model_step::system_prompt(request)), &messages);
+        body.insert(
+            "tools".into(),
+            json!([{
+                "name": ANSWER_TOOL,
+                "description": "Give the value asked for.",
+                "input_schema": answer_schema(&request.field),
+            }]),
+        );
+        body.insert("tool_choice".into(), json!({"type": "tool", "name": ANSWER_TOOL}));
+        let answer = self
+            .http
+            .post_json(&self.url(), &self.headers(), &Value::Object(body), &|_, _| false)
+            .map_err(CallError::into_provider_error)?;
+        Ok(AskAnswer { value: read_value(&answer), usage: read_usage(answer.get("usage")) })
+    }
+}
+
+/// The `value` of the answer tool's input, or why there is none.
+fn read_value(answer: &Value) -> Result<Value, String> {
+    if answer.get("stop_reason").and_then(Value::as_str) == Some("max_tokens") {
+        return Err("the answer was cut off by the max_tokens limit".into());
+    }
+    let input = answer.get("content").and_then(Value::as_array).and_then(|blocks| {
+        blocks.iter().find_map(|block| {
+            (block.get("type").and_then(Value::as_str) == Some("tool_use")
+                && block.get("name").and_then(Value::as_str) == Some(ANSWER_TOOL))
+            .then(|| block.get("input"))
+            .flatten()
+        })
+    });
+    match input {
+        Some(Value::Object(input)) if input.contains_key("value") => {
+            Ok(input.get("value").cloned().unwrap_or_default())
+        }
+        Some(other) => Err(format!("the `{ANSWER_TOOL}` tool's input has no `value`: {other}")),
+        None => Err(format!("the answer must call the `{ANSWER_TOOL}` tool")),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::llm::config::{ProviderConfig, ProviderKind};
+    use crate::llm::testserver::{Reply, TestServer, fast_http};
+    use crate::llm::{FieldSpec, Provider};
+
+    fn answer(content: Value) -> Reply {
+        Reply::json(
+            200,
+            &json!({
+                "type": "message", "role": "assistant", "content": content, "stop_reason": "tool_use",
+                "usage": {"input_tokens": 70, "output_tokens": 9},
+            }),
+        )
+    }
+
+    fn ask(server: &TestServer) -> AskAnswer {
+        let mut anthropic = Anthropic::new(&ProviderConfig {
+            provider: ProviderKind::Anthropic,
+            model: "claude-test".into(),
+            base_url: server.url.clone(),
+            http: fast_http(),
+            ..ProviderConfig::default()
+        })
+        .unwrap();
+        let mut field = FieldSpec::bare("rating", "int");
+        field.schema = json!({"type": "integer", "minimum": 1, "maximum": 5});
+        let request = AskRequest {
+            step: "w.rate".into(),
+            instruction: "Rate the welcome".into(),
+            field,
+            inputs: vec![],
+            tools: vec![],
+            today: "2026-01-05".into(),
+            repair: None,
+            deadline: None,
+        };
+        anthropic.ask(&request).unwrap()
+    }
+
+    #[test]
+    fn the_value_comes_through_the_forced_answer_tool() {
+        let server = TestServer::start(vec![answer(
+            json!([{"type": "tool_use", "id": "t1", "name": "answer", "input": {"value": 4}}]),
+        )]);
+        let answered = ask(&server);
+        assert_eq!(answered.value, Ok(json!(4)));
+        assert_eq!((answered.usage.calls, answered.usage.prompt, answered.usage.completion), (1, 70, 9));
+        let sent = server.request(0).json();
+        assert_eq!(sent["tool_choice"], json!({"type": "tool", "name": "answer"}));
+        assert_eq!(sent["tools"][0]["input_schema"]["properties"]["value"]["maximum"], 5);
+    }
+
+    #[test]
+    fn an_answer_without_the_tool_is_left_to_the_runtime_to_repair() {
+        let server = TestServer::start(vec![answer(json!([{"type": "text", "text": "four"}]))]);
+        assert!(ask(&server).value.is_err_and(|error| error.contains("must call")));
+    }
+}
