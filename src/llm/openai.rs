@@ -200,30 +200,12 @@ impl OpenAi {
         if self.max_tokens.is_none() {
             body.insert("max_tokens".into(), json!(schema::answer_token_budget(request)));
         }
-        match mode {
-            StructuredOutput::JsonSchema => {
-                body.insert(
-                    "response_format".into(),
-                    json!({
-                        "type": "json_schema",
-                        "json_schema": {"name": UNDERSTAND_FUNCTION, "strict": true, "schema": strict_schema(answer_schema)},
-                    }),
-                );
-            }
-            StructuredOutput::JsonObject => {
-                body.insert("response_format".into(), json!({"type": "json_object", "schema": answer_schema}));
-            }
-            StructuredOutput::Tool => {
-                let function = json!({
-                    "name": UNDERSTAND_FUNCTION,
-                    "description": "Record what the user's latest message says.",
-                    "parameters": answer_schema,
-                });
-                body.insert("tools".into(), json!([{"type": "function", "function": function}]));
-                body.insert("tool_choice".into(), forced(UNDERSTAND_FUNCTION));
-            }
-            StructuredOutput::Prompt => {}
-        }
+        insert_structured(
+            &mut body,
+            mode,
+            (UNDERSTAND_FUNCTION, "Record what the user's latest message says."),
+            answer_schema,
+        );
         Value::Object(body)
     }
 
@@ -901,3 +883,34 @@ mod model_step;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;
+
+/// Asks for an answer of `schema` in structured-output `mode`: a response
+/// format, or a forced call of the function named (with its description);
+/// in `Prompt` mode the prompt alone says the shape.
+fn insert_structured(
+    body: &mut Map<String, Value>,
+    mode: StructuredOutput,
+    (function, description): (&str, &str),
+    schema: &Value,
+) {
+    match mode {
+        StructuredOutput::JsonSchema => {
+            body.insert(
+                "response_format".into(),
+                json!({
+                    "type": "json_schema",
+                    "json_schema": {"name": function, "strict": true, "schema": strict_schema(schema)},
+                }),
+            );
+        }
+        StructuredOutput::JsonObject => {
+            body.insert("response_format".into(), json!({"type": "json_object", "schema": schema}));
+        }
+        StructuredOutput::Tool => {
+            let function_json = json!({"name": function, "description": description, "parameters": schema});
+            body.insert("tools".into(), json!([{"type": "function", "function": function_json}]));
+            body.insert("tool_choice".into(), forced(function));
+        }
+        StructuredOutput::Prompt => {}
+    }
+}

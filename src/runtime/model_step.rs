@@ -6,8 +6,8 @@
 //! valid answer is decided here, the same for every provider.
 
 use super::validate::validate;
-use crate::ir::{Field, Program, Tool, TypeKind};
-use crate::llm::{AskRepair, AskRequest, FieldSpec, Provider, ToolSpec, Usage};
+use crate::ir::{Field, Program, Tool};
+use crate::llm::{AskRepair, AskRequest, Provider, ToolSpec, Usage};
 use serde_json::Value;
 use std::cell::RefCell;
 
@@ -92,7 +92,7 @@ pub(crate) fn ask(model: Option<&Model>, field: &Field, question: Question<'_>) 
     let Some(model) = model else {
         return Err(ModelStepError::NoModel { field: field.name.clone() });
     };
-    let mut spec = field_spec(field);
+    let mut spec = crate::runtime::engine::field_spec(field, true);
     for example in question.examples {
         if !spec.examples.contains(example) {
             spec.examples.push(example.clone());
@@ -138,25 +138,6 @@ fn fits(value: &Value, field: &Field) -> Result<Value, String> {
         return Err(format!("the answer is empty: `{}` needs a {}", field.name, field.ty.kind_name()));
     }
     validate(value, &field.ty)
-}
-
-fn field_spec(field: &Field) -> FieldSpec {
-    let values = match &field.ty.kind {
-        TypeKind::Enum { values } => values.clone(),
-        _ => Vec::new(),
-    };
-    FieldSpec {
-        name: field.name.clone(),
-        kind: field.ty.kind_name().to_string(),
-        schema: field.ty.json_schema(),
-        description: field.ty.description.clone(),
-        values,
-        examples: field.ty.examples.clone(),
-        pattern: field.ty.pattern.clone(),
-        min: field.ty.min,
-        max: field.ty.max,
-        asked: true,
-    }
 }
 
 fn tool_spec(tool: &Tool) -> ToolSpec {

@@ -5,9 +5,9 @@
 //! (`runtime::model_step`): this only carries the request and reads the
 //! value back.
 
-use super::{CallError, MODE_WORDS, OpenAi, StructuredOutput, chat, forced, is_refusal, read_answer};
+use super::{CallError, MODE_WORDS, OpenAi, StructuredOutput, chat, insert_structured, is_refusal, read_answer};
 use crate::llm::model_step::{self, answer_schema};
-use crate::llm::schema::{strict_schema, without_patterns};
+use crate::llm::schema::without_patterns;
 use crate::llm::{AskAnswer, AskRequest, ProviderError};
 use serde_json::{Value, json};
 
@@ -56,30 +56,7 @@ impl OpenAi {
         if self.max_tokens.is_none() {
             body.insert("max_tokens".into(), json!(ANSWER_TOKENS));
         }
-        match mode {
-            StructuredOutput::JsonSchema => {
-                body.insert(
-                    "response_format".into(),
-                    json!({
-                        "type": "json_schema",
-                        "json_schema": {"name": ANSWER_FUNCTION, "strict": true, "schema": strict_schema(schema)},
-                    }),
-                );
-            }
-            StructuredOutput::JsonObject => {
-                body.insert("response_format".into(), json!({"type": "json_object", "schema": schema}));
-            }
-            StructuredOutput::Tool => {
-                let function = json!({
-                    "name": ANSWER_FUNCTION,
-                    "description": "Give the value asked for.",
-                    "parameters": schema,
-                });
-                body.insert("tools".into(), json!([{"type": "function", "function": function}]));
-                body.insert("tool_choice".into(), forced(ANSWER_FUNCTION));
-            }
-            StructuredOutput::Prompt => {}
-        }
+        insert_structured(&mut body, mode, (ANSWER_FUNCTION, "Give the value asked for."), schema);
         Value::Object(body)
     }
 }
