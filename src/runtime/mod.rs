@@ -51,6 +51,7 @@ pub mod clock;
 pub mod directive;
 pub mod engine;
 pub mod events;
+mod field_spec;
 pub(crate) mod grounding;
 pub mod limits_config;
 pub mod model_step;

@@ -92,7 +92,7 @@ pub(crate) fn ask(model: Option<&Model>, field: &Field, question: Question<'_>) 
     let Some(model) = model else {
         return Err(ModelStepError::NoModel { field: field.name.clone() });
     };
-    let mut spec = crate::runtime::engine::field_spec(field, true);
+    let mut spec = super::field_spec::field_spec(field, true);
     for example in question.examples {
         if !spec.examples.contains(example) {
             spec.examples.push(example.clone());

@@ -88,9 +88,10 @@ mod understand;
 pub use runtime::{ContinuationLimits, Observer, Runtime, RuntimeOptions, StreamSink, TurnError};
 
 use super::events::{StopReason, TurnResult};
+pub(crate) use super::field_spec::field_spec;
 use super::session::Session;
 use crate::ir::{FlowId, StepId};
-use crate::llm::{FieldSpec, ToolCall};
+use crate::llm::ToolCall;
 use services::Services;
 use state::TurnState;
 
@@ -239,25 +240,6 @@ impl StageOutcome {
             Some(calls) => StageOutcome::ToolCalls(calls),
             None => StageOutcome::Done(StageDone::Replied),
         }
-    }
-}
-
-pub(crate) fn field_spec(field: &crate::ir::Field, asked: bool) -> FieldSpec {
-    let values = match &field.ty.kind {
-        crate::ir::TypeKind::Enum { values } => values.clone(),
-        _ => Vec::new(),
-    };
-    FieldSpec {
-        name: field.name.clone(),
-        kind: field.ty.kind_name().to_string(),
-        schema: field.ty.json_schema(),
-        description: field.ty.description.clone(),
-        values,
-        examples: field.ty.examples.clone(),
-        pattern: field.ty.pattern.clone(),
-        min: field.ty.min,
-        max: field.ty.max,
-        asked,
     }
 }
 

@@ -1,0 +1,26 @@
+//! What the model is told of a schema field it may fill: its type, JSON
+//! schema, description, values and bounds (`FieldSpec`), the same for the
+//! turn's understand call and a workflow's model steps.
+
+use crate::llm::FieldSpec;
+
+/// `field` as a request describes it; `asked`: the step asks for it alone,
+/// so the whole answer may be its value.
+pub(crate) fn field_spec(field: &crate::ir::Field, asked: bool) -> FieldSpec {
+    let values = match &field.ty.kind {
+        crate::ir::TypeKind::Enum { values } => values.clone(),
+        _ => Vec::new(),
+    };
+    FieldSpec {
+        name: field.name.clone(),
+        kind: field.ty.kind_name().to_string(),
+        schema: field.ty.json_schema(),
+        description: field.ty.description.clone(),
+        values,
+        examples: field.ty.examples.clone(),
+        pattern: field.ty.pattern.clone(),
+        min: field.ty.min,
+        max: field.ty.max,
+        asked,
+    }
+}
