@@ -48,7 +48,7 @@ use crate::diag::{Code, Diagnostic, Label};
 use crate::expr::{Template, TemplatePart};
 use crate::ir::successor::{self, Landing};
 use crate::ir::{ActionKind, Behavior, FieldId, Flow, FlowId, Phase, Program, Step, StepId, ToolId, TypeKind};
-use crate::llm::{FlowChoice, Question, ReplyAsk, ReplyRequest, StepAsk, ToolSpec, UnderstandRequest};
+use crate::llm::{FlowChoice, Question, ReplyAsk, ReplyRequest, StepAsk, UnderstandRequest};
 use crate::source::Span;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -652,11 +652,7 @@ fn reply_bytes(program: &Program, flow: FlowId, endings: &Endings) -> usize {
             .tools
             .iter()
             .filter_map(|tool| program.tool(*tool))
-            .map(|tool| ToolSpec {
-                name: tool.name.clone(),
-                description: tool.description.clone(),
-                parameters: crate::ir::object_schema(&tool.params),
-            })
+            .map(crate::runtime::spec::tool_spec)
             .collect(),
         ..ReplyRequest::default()
     };

@@ -5,9 +5,10 @@
 //! provider only carries the request (`llm::model_step`); what counts as a
 //! valid answer is decided here, the same for every provider.
 
+use super::spec::{field_spec, tool_spec};
 use super::validate::validate;
 use crate::ir::{Field, Program, Tool};
-use crate::llm::{AskRepair, AskRequest, Provider, ToolSpec, Usage};
+use crate::llm::{AskRepair, AskRequest, Provider, Usage};
 use serde_json::Value;
 use std::cell::RefCell;
 
@@ -92,7 +93,7 @@ pub(crate) fn ask(model: Option<&Model>, field: &Field, question: Question<'_>) 
     let Some(model) = model else {
         return Err(ModelStepError::NoModel { field: field.name.clone() });
     };
-    let mut spec = super::field_spec::field_spec(field, true);
+    let mut spec = field_spec(field, true);
     for example in question.examples {
         if !spec.examples.contains(example) {
             spec.examples.push(example.clone());
@@ -138,14 +139,6 @@ fn fits(value: &Value, field: &Field) -> Result<Value, String> {
         return Err(format!("the answer is empty: `{}` needs a {}", field.name, field.ty.kind_name()));
     }
     validate(value, &field.ty)
-}
-
-fn tool_spec(tool: &Tool) -> ToolSpec {
-    ToolSpec {
-        name: tool.name.clone(),
-        description: tool.description.clone(),
-        parameters: crate::ir::object_schema(&tool.params),
-    }
 }
 
 /// The tools of `program` an `ask_model` names.

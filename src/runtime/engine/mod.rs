@@ -88,8 +88,8 @@ mod understand;
 pub use runtime::{ContinuationLimits, Observer, Runtime, RuntimeOptions, StreamSink, TurnError};
 
 use super::events::{StopReason, TurnResult};
-pub(crate) use super::field_spec::field_spec;
 use super::session::Session;
+pub(crate) use super::spec::field_spec;
 use crate::ir::{FlowId, StepId};
 use crate::llm::ToolCall;
 use services::Services;

@@ -12,7 +12,7 @@ use super::tool_loop::{Replying, ToolBudget, TurnToolLoop};
 use super::{Stage, StageDone, StageOutcome, TurnError};
 use crate::ir::ToolId;
 use crate::llm::rounds::MAX_ROUNDS;
-use crate::llm::{ModelReply, ReplyRequest, ReplyText, ToolCall, ToolLoop, ToolRound, ToolSpec};
+use crate::llm::{ModelReply, ReplyRequest, ReplyText, ToolCall, ToolLoop, ToolRound};
 use crate::runtime::directive::{Merged, Source, merge};
 use crate::runtime::events::{EmptyReplyAction, Event, Purpose, StopReason};
 
@@ -372,15 +372,7 @@ pub(super) fn reply_request(
         history: st.history_window(),
         message: st.message.clone(),
         data: st.session.data.clone().into_iter().collect(),
-        tools: tools
-            .iter()
-            .filter_map(|tool| program.tool(*tool))
-            .map(|tool| ToolSpec {
-                name: tool.name.clone(),
-                description: tool.description.clone(),
-                parameters: crate::ir::object_schema(&tool.params),
-            })
-            .collect(),
+        tools: tools.iter().filter_map(|tool| program.tool(*tool)).map(crate::runtime::spec::tool_spec).collect(),
         tools_spent: false,
         // After the steps acted: see `understand_request`.
         deadline: None,
