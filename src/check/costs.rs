@@ -408,50 +408,15 @@ fn likely_chain(program: &Program, flow_id: FlowId, answering: Option<StepId>) -
     let Some(flow) = program.flow(flow_id) else {
         return likely;
     };
-    let interruptible = answering
-        .and_then(|step| flow.step(step))
-        .is_some_and(|step| step.branches.iter().any(|entry| !entry.when.is_empty()));
-    if interruptible {
-        return likely;
-    }
-    let mut landing = match answering {
-        Some(step) => Landing::Step(step),
-        None => successor::ENTRY,
-    };
-    for _ in 0..=flow.steps.len() {
-        let step_id = match landing {
-            Landing::Step(step) => step,
-            Landing::Listed(from) => {
-                let mut unpredictable = false;
-                let found = successor::first_listed(flow, from, |_, step| {
-                    unpredictable |= !step.when.is_empty();
-                    false
-                });
-                match found {
-                    Some(step) if !unpredictable => step,
-                    _ => break,
-                }
-            }
-            _ => break,
-        };
-        let Some(step) = flow.step(step_id) else {
-            break;
-        };
-        if step.prompt.is_none()
-            || step.auto
-            || !step.tools.is_empty()
-            || (step.collect.is_empty() && step.requires.is_empty())
-        {
-            break;
-        }
-        likely.insert((flow_id, step_id));
-        let leaves_by_fields =
-            step.branches.is_empty() && step.actions.is_empty() && step.say.is_none() && step.wait_ms.is_none();
-        if !leaves_by_fields {
-            break;
-        }
-        landing = successor::fallthrough(step_id, step);
-    }
+    successor::asking_chain(
+        flow,
+        answering,
+        |_| false,
+        |_, step_id, _| {
+            likely.insert((flow_id, step_id));
+            true
+        },
+    );
     if let Some(step) = answering
         && likely.iter().all(|(_, found)| *found == step)
     {

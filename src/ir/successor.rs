@@ -311,6 +311,65 @@ pub fn step_named(current: Option<FlowId>, jump: Jump) -> Option<(FlowId, StepId
     }
 }
 
+/// The steps a turn may stop at and ask where which one depends only on
+/// which fields get filled: from the step the message answers (or the
+/// flow's entry), each step that asks (a prompt, something to collect or
+/// require, not auto, no tools) is handed to `visit` with how many were
+/// handed before, while the step leaves by falling through (no branches,
+/// actions, `say` or `wait`) and no step on the way is passed over by an AI
+/// `when`. `passed_over` says whether a step with a `skip_if` is passed
+/// over; `visit` returns false to end the walk there. Nothing is visited
+/// when the step answered has a branch entry with a `when`, which may take
+/// the turn elsewhere. Each step is visited at most once: a ring of
+/// satisfied steps ends the walk, as it would end the turn.
+pub(crate) fn asking_chain(
+    flow: &Flow,
+    answering: Option<StepId>,
+    mut passed_over: impl FnMut(&Step) -> bool,
+    mut visit: impl FnMut(usize, StepId, &Step) -> bool,
+) {
+    let interruptible = answering
+        .and_then(|step| flow.step(step))
+        .is_some_and(|step| step.branches.iter().any(|entry| !entry.when.is_empty()));
+    if interruptible {
+        return;
+    }
+    let mut landing = match answering {
+        Some(step) => Landing::Step(step),
+        None => ENTRY,
+    };
+    for visited in 0..=flow.steps.len() {
+        let step_id = match landing {
+            Landing::Step(step) => step,
+            Landing::Listed(from) => {
+                let mut unpredictable = false;
+                let found = first_listed(flow, from, |_, step| {
+                    unpredictable |= !step.when.is_empty();
+                    passed_over(step)
+                });
+                match found {
+                    Some(step) if !unpredictable => step,
+                    _ => return,
+                }
+            }
+            _ => return,
+        };
+        let Some(step) = flow.step(step_id) else {
+            return;
+        };
+        let asks = step.prompt.is_some() && !step.auto && step.tools.is_empty();
+        if !asks || (step.collect.is_empty() && step.requires.is_empty()) || !visit(visited, step_id, step) {
+            return;
+        }
+        let leaves_by_fields =
+            step.branches.is_empty() && step.actions.is_empty() && step.say.is_none() && step.wait_ms.is_none();
+        if !leaves_by_fields {
+            return;
+        }
+        landing = fallthrough(step_id, step);
+    }
+}
+
 /// The steps a turn may reach, by any way the successor rule allows, from
 /// the given landings (each seen from inside its flow): following every
 /// exit of every step reached (branches, `next`, list order, positions),

@@ -257,75 +257,39 @@ fn likely_steps(st: &TurnState, sv: &Services, flow_id: FlowId, answering: Optio
                 .field(*field)
                 .is_none_or(|declared| st.session.data.get(&declared.name).is_none_or(serde_json::Value::is_null))
     };
-    // An entry with a `when` may take the turn away from the step the
-    // message answers even while it still needs input: where the turn
-    // stops then depends on more than the fields.
-    let interruptible = answering
-        .and_then(|step| flow.step(step))
-        .is_some_and(|step| step.branches.iter().any(|entry| !entry.when.is_empty()));
-    if interruptible {
-        return Vec::new();
-    }
     let mut likely = Vec::new();
-    let mut landing = match answering {
-        Some(step) => Landing::Step(step),
-        None => successor::ENTRY,
-    };
-    // Each step is visited at most once: a ring of satisfied steps stops
-    // the walk, as it would stop the turn.
-    for visit in 0..=flow.steps.len() {
-        let step_id = match landing {
-            Landing::Step(step) => step,
-            Landing::Listed(from) => {
-                let mut unpredictable = false;
-                let found = successor::first_listed(flow, from, |_, step| {
-                    unpredictable |= !step.when.is_empty();
-                    passed_over_now(st, sv, step)
-                });
-                match found {
-                    Some(step) if !unpredictable => step,
-                    _ => break,
-                }
+    successor::asking_chain(
+        flow,
+        answering,
+        |step| passed_over_now(st, sv, step),
+        |visited, step_id, step| {
+            // A confirmation is asked anew on every visit: entered afresh,
+            // a step starts without it.
+            let entered = visited > 0 || answering.is_none();
+            let confirmation = |field: &FieldId| {
+                program.field(*field).is_some_and(|declared| matches!(declared.ty.kind, TypeKind::Bool))
+            };
+            let mut seen = BTreeSet::new();
+            let missing: Vec<FieldId> = step
+                .collect
+                .iter()
+                .chain(&step.requires)
+                .copied()
+                .filter(|field| seen.insert(*field))
+                .filter(|field| unset(field) || (entered && step.collect.contains(field) && confirmation(field)))
+                .collect();
+            if missing.is_empty() {
+                return true;
             }
-            _ => break,
-        };
-        let Some(step) = flow.step(step_id) else {
-            break;
-        };
-        let Some(prompt) = &step.prompt else {
-            break;
-        };
-        if step.auto || !step.tools.is_empty() || (step.collect.is_empty() && step.requires.is_empty()) {
-            break;
-        }
-        // A confirmation is asked anew on every visit: entered afresh, a
-        // step starts without it.
-        let entered = visit > 0 || answering.is_none();
-        let confirmation =
-            |field: &FieldId| program.field(*field).is_some_and(|declared| matches!(declared.ty.kind, TypeKind::Bool));
-        let mut seen = BTreeSet::new();
-        let missing: Vec<FieldId> = step
-            .collect
-            .iter()
-            .chain(&step.requires)
-            .copied()
-            .filter(|field| seen.insert(*field))
-            .filter(|field| unset(field) || (entered && step.collect.contains(field) && confirmation(field)))
-            .collect();
-        if !missing.is_empty() {
             let needed: BTreeSet<FieldId> = missing.iter().copied().collect();
-            if !prompt_is_predictable(prompt, &needed, &cleared) {
-                break;
+            let predictable =
+                step.prompt.as_ref().is_some_and(|prompt| prompt_is_predictable(prompt, &needed, &cleared));
+            if predictable {
+                likely.push(Likely { flow: flow_id, step: step_id, missing });
             }
-            likely.push(Likely { flow: flow_id, step: step_id, missing });
-        }
-        let leaves_by_fields =
-            step.branches.is_empty() && step.actions.is_empty() && step.say.is_none() && step.wait_ms.is_none();
-        if !leaves_by_fields {
-            break;
-        }
-        landing = successor::fallthrough(step_id, step);
-    }
+            predictable
+        },
+    );
     // The message most likely answers the step that asked it: when that
     // step is the only one offered, where the turn goes once it is
     // answered cannot be told, and offering it would cost every answer
