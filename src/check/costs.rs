@@ -314,7 +314,7 @@ fn understand_request(program: &Program, active: FlowId, answering: Option<StepI
     for flow in extraction.iter().filter_map(|flow| program.flow(*flow)) {
         fields.extend(flow.requires.iter().chain(&flow.optional).copied());
         if in_flow.is_none() {
-            for entry in entry_steps(flow).into_iter().filter_map(|id| flow.step(id)) {
+            for entry in successor::entry_steps(flow).into_iter().filter_map(|id| flow.step(id)) {
                 fields.extend(entry.collect.iter().copied());
             }
         }
@@ -490,22 +490,6 @@ fn model_steps(program: &Program, steps: &BTreeSet<(FlowId, StepId)>) -> (u32, b
         }
     }
     (count, in_loops)
-}
-
-/// The steps entering a flow may arrive at (`successor::arrival` at its
-/// first step, in list order): each that may be passed over, up to and
-/// with the first that cannot be.
-fn entry_steps(flow: &Flow) -> Vec<StepId> {
-    let Landing::Listed(from) = successor::arrival(StepId(0)) else {
-        return vec![StepId(0)];
-    };
-    let mut steps = Vec::new();
-    let first = successor::first_listed(flow, from, |step, _| {
-        steps.push(step);
-        true
-    });
-    steps.extend(first);
-    steps
 }
 
 fn is_bool(program: &Program, field: FieldId) -> bool {

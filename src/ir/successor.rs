@@ -311,6 +311,22 @@ pub fn step_named(current: Option<FlowId>, jump: Jump) -> Option<(FlowId, StepId
     }
 }
 
+/// The steps entering a flow may arrive at ([`arrival`] at its first step,
+/// in list order): each step that may be passed over, up to and with the
+/// first that cannot be.
+pub(crate) fn entry_steps(flow: &Flow) -> Vec<StepId> {
+    let Landing::Listed(from) = arrival(StepId(0)) else {
+        return vec![StepId(0)];
+    };
+    let mut steps = Vec::new();
+    let first = first_listed(flow, from, |step, _| {
+        steps.push(step);
+        true
+    });
+    steps.extend(first);
+    steps
+}
+
 /// The steps a turn may stop at and ask where which one depends only on
 /// which fields get filled: from the step the message answers (or the
 /// flow's entry), each step that asks (a prompt, something to collect or

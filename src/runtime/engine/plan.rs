@@ -10,8 +10,8 @@ use super::conditions::{push_questions, reads_any};
 use super::services::Services;
 use super::state::TurnState;
 use crate::expr::{ExprKind, Template, TemplatePart};
-use crate::ir::successor::{self, Jump, Landing};
-use crate::ir::{Behavior, FieldId, Flow, FlowId, Phase, Program, Step, StepId, TypeKind};
+use crate::ir::successor::{self, Jump, Landing, entry_steps};
+use crate::ir::{Behavior, FieldId, FlowId, Phase, Program, Step, StepId, TypeKind};
 use crate::llm::Question;
 use crate::llm::Understanding;
 use std::collections::BTreeSet;
@@ -327,22 +327,6 @@ pub(super) fn signal_fields(program: &Program, signals: &[usize]) -> BTreeSet<Fi
         .filter_map(|signal| program.signals.get(*signal))
         .flat_map(|signal| signal.extract.iter().copied())
         .collect()
-}
-
-/// The steps entering a flow may arrive at, by the successor rule
-/// ([`successor::arrival`] at the first step, in list order): each step
-/// that may be passed over, up to and with the first that cannot be.
-pub(super) fn entry_steps(flow: &Flow) -> Vec<StepId> {
-    let Landing::Listed(from) = successor::arrival(StepId(0)) else {
-        return vec![StepId(0)];
-    };
-    let mut steps = Vec::new();
-    let first = successor::first_listed(flow, from, |step, _| {
-        steps.push(step);
-        true
-    });
-    steps.extend(first);
-    steps
 }
 
 /// Signals of these phases whose guard holds and whose behavior allows
