@@ -96,15 +96,43 @@ fn session_id(body: &str) -> String {
     value["id"].as_str().map_or_else(|| fail(format!("no session id in {body}")), str::to_string)
 }
 
-/// One client: booking conversations until `until`; its turn latencies.
-fn client(addr: SocketAddr, start: &Barrier, run_for: Duration) -> Vec<Duration> {
+/// How long a client goes on: for a time, or for a number of conversations.
+#[derive(Clone, Copy)]
+enum Until {
+    Elapsed(Duration),
+    Conversations(usize),
+}
+
+/// CPU time (user and system) of the calling thread, or of the whole
+/// process.
+fn cpu(clock: libc::clockid_t) -> Duration {
+    let mut time = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `time` is a valid, writable timespec for the call.
+    if unsafe { libc::clock_gettime(clock, &raw mut time) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(u64::try_from(time.tv_sec).unwrap_or(0), u32::try_from(time.tv_nsec).unwrap_or(0))
+}
+
+/// One client: booking conversations until `until`; its turn latencies
+/// and the CPU time its thread spent.
+fn client(addr: SocketAddr, start: &Barrier, until: Until) -> (Vec<Duration>, Duration) {
     let mut connection = Connection::open(addr);
     let mut latencies = Vec::new();
     start.wait();
-    let until = Instant::now() + run_for;
+    let began = cpu(libc::CLOCK_THREAD_CPUTIME_ID);
+    let deadline = match until {
+        Until::Elapsed(run_for) => Some(Instant::now() + run_for),
+        Until::Conversations(_) => None,
+    };
+    let mut left = match until {
+        Until::Elapsed(_) => usize::MAX,
+        Until::Conversations(count) => count,
+    };
     let book = serde_json::json!({ "text": BOOK }).to_string();
     let yes = serde_json::json!({ "text": "yes" }).to_string();
-    while Instant::now() < until {
+    while left > 0 && deadline.is_none_or(|deadline| Instant::now() < deadline) {
+        left -= 1;
         let (status, created) = connection.post("/v1/sessions", r#"{"program": "booking"}"#);
         if status != 201 {
             fail(format!("creating a session answered {status}: {created}"));
@@ -119,7 +147,7 @@ fn client(addr: SocketAddr, start: &Barrier, run_for: Duration) -> Vec<Duration>
             }
         }
     }
-    latencies
+    (latencies, cpu(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(began))
 }
 
 fn percentile(samples: &[Duration], percent: f64) -> f64 {
@@ -159,28 +187,49 @@ fn server(store: StoreLocation) -> Running {
 }
 
 /// `sessions` clients spread over the servers at `addrs`, one after the other.
-fn level(name: &str, addrs: &[SocketAddr], sessions: usize, run_for: Duration) {
+fn level(name: &str, addrs: &[SocketAddr], sessions: usize, until: Until) {
     let start = Arc::new(Barrier::new(sessions + 1));
     let clients: Vec<_> = (0..sessions)
         .zip(addrs.iter().copied().cycle())
         .map(|(_, addr)| {
             let start = Arc::clone(&start);
-            std::thread::spawn(move || client(addr, &start, run_for))
+            std::thread::spawn(move || client(addr, &start, until))
         })
         .collect();
     start.wait();
     let began = Instant::now();
-    let mut latencies: Vec<Duration> =
-        clients.into_iter().flat_map(|client| client.join().unwrap_or_default()).collect();
+    let cpu_began = cpu(libc::CLOCK_PROCESS_CPUTIME_ID);
+    let mut latencies = Vec::new();
+    let mut clients_cpu = Duration::ZERO;
+    for client in clients {
+        let (mine, spent) = client.join().unwrap_or_default();
+        latencies.extend(mine);
+        clients_cpu += spent;
+    }
     let elapsed = began.elapsed().as_secs_f64();
+    let cpu_spent = cpu(libc::CLOCK_PROCESS_CPUTIME_ID).saturating_sub(cpu_began);
     latencies.sort();
+    let turns = latencies.len().max(1) as f64;
     println!(
-        "{name:<10} {sessions:>3} sessions: {:>7.0} turns/s, p50 {:.2} ms, p99 {:.2} ms ({} turns)",
+        "{name:<10} {sessions:>3} sessions: {:>7.0} turns/s, p50 {:.2} ms, p99 {:.2} ms ({} turns); \
+         CPU per turn {:.0} µs, of which clients {:.0} µs; load {}",
         latencies.len() as f64 / elapsed,
         percentile(&latencies, 50.0),
         percentile(&latencies, 99.0),
-        latencies.len()
+        latencies.len(),
+        cpu_spent.as_secs_f64() * 1e6 / turns,
+        clients_cpu.as_secs_f64() * 1e6 / turns,
+        load_average(),
     );
+}
+
+/// The machine's load average over the last minute, as `/proc/loadavg`
+/// says: the figures beside it mean little when it is high.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".to_string())
 }
 
 /// Memory per open session: the server's resident size grown by opening
@@ -202,13 +251,32 @@ fn memory_per_session(addr: SocketAddr, count: usize) {
     );
 }
 
+/// The value after `flag` on the command line, as a number.
+fn number_after(flag: &str) -> Option<usize> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|arg| arg == flag)?;
+    let value = args.get(at + 1).unwrap_or_else(|| fail(format!("{flag} needs a number")));
+    Some(value.parse().unwrap_or_else(|_| fail(format!("{flag} needs a number, not `{value}`"))))
+}
+
 fn main() {
     let quick = std::env::args().any(|arg| arg == "--quick");
-    let run_for = Duration::from_millis(if quick { 1000 } else { 4000 });
+    let run_for = Until::Elapsed(Duration::from_millis(if quick { 1000 } else { 4000 }));
+    let warm = Until::Elapsed(Duration::from_millis(200));
     let dir = std::env::temp_dir().join(format!("flowc-bench-serve-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     if let Err(error) = std::fs::create_dir_all(&dir) {
         fail(format!("cannot create {}: {error}", dir.display()));
+    }
+    if let Some(count) = number_after("--count") {
+        let sessions = number_after("--sessions").unwrap_or(10);
+        let running = server(StoreLocation::Sqlite(dir.join("flowc.db")));
+        level("sqlite", &[running.addr], sessions, Until::Conversations(count));
+        if let Err(message) = running.stop() {
+            fail(message);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
     }
     let mut stores = vec![("sqlite", StoreLocation::Sqlite(dir.join("flowc.db")))];
     if let Ok(url) = std::env::var("FLOWC_BENCH_POSTGRES") {
@@ -217,7 +285,7 @@ fn main() {
     for (name, store) in stores {
         let running = server(store.clone());
         // Warm the runtime pool and the store's caches.
-        level(name, &[running.addr], 10, Duration::from_millis(200));
+        level(name, &[running.addr], 10, warm);
         println!("-- {name}");
         for sessions in [1, 10, 100] {
             level(name, &[running.addr], sessions, run_for);
@@ -226,7 +294,7 @@ fn main() {
             // Two servers on one database, each with its own pool, as two
             // `flowc serve` processes would be (here in one process).
             let second = server(store);
-            level(name, &[running.addr, second.addr], 10, Duration::from_millis(200));
+            level(name, &[running.addr, second.addr], 10, warm);
             for sessions in [10, 100] {
                 level("postgres×2", &[running.addr, second.addr], sessions, run_for);
             }
