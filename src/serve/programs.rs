@@ -37,7 +37,9 @@ pub struct ProgramSettings {
     pub clock: Arc<dyn crate::runtime::clock::Clock>,
     /// Where new session and run ids come from.
     pub ids: Arc<dyn crate::runtime::clock::IdSource>,
-    /// In-process tool handlers, by tool name.
+    /// In-process tool handlers, by tool name. With the offline model, a
+    /// turn whose tools are all builtin or handled here runs on the
+    /// server's async workers: a handler must answer at once, not wait.
     pub tools: ToolRegistry,
 }
 
@@ -52,6 +54,11 @@ pub(crate) struct Version {
     tools: ToolRegistry,
     provider: ProviderConfig,
     pool: Mutex<Vec<Runtime>>,
+    /// Whether a turn of this version only computes: the offline model,
+    /// not recording, and every tool builtin or answered by an in-process
+    /// handler (no process, no HTTP). Such a turn may run on the server's
+    /// async workers instead of the blocking pool ([`super::turn`]).
+    pub in_process: bool,
 }
 
 impl Version {
@@ -196,6 +203,12 @@ impl Programs {
         Some(Arc::clone(&state.current))
     }
 
+    /// Whether the current version of `name`, as last compiled, only
+    /// computes ([`Version::in_process`]); the file is not looked at.
+    pub fn in_process(&self, name: &str) -> bool {
+        self.entries.get(name).is_some_and(|entry| lock(&entry.state).current.in_process)
+    }
+
     /// The version of `name` whose hash is `hash`, if this server has had it.
     pub fn version(&self, name: &str, hash: &str) -> Option<Arc<Version>> {
         let entry = self.entries.get(name)?;
@@ -290,6 +303,12 @@ fn compile(name: &str, path: &Path, settings: &ProgramSettings) -> Result<Versio
     let provider =
         crate::llm::config::load(&config, &settings.provider_flags).map_err(|error| format!("{display}: {error}"))?;
     let ir = Arc::new(compilation.ir);
+    let in_process = provider.provider == crate::llm::config::ProviderKind::Offline
+        && provider.record.is_none()
+        && ir.tools.iter().all(|tool| {
+            settings.tools.handles(&tool.name)
+                || matches!(tool.implementation, Some(crate::ir::ToolImpl::Builtin { .. }))
+        });
     let base_dir = path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     Ok(Version {
         name: name.to_string(),
@@ -301,6 +320,7 @@ fn compile(name: &str, path: &Path, settings: &ProgramSettings) -> Result<Versio
         tools: settings.tools.clone(),
         provider,
         pool: Mutex::new(Vec::new()),
+        in_process,
     })
 }
 
