@@ -3,7 +3,7 @@
 //! step that may be passed over is asked about), a directive's position
 //! before the reply and after it, and the new run of a flow it starts.
 
-use super::bus::{apply_writes, record, run_post_hook};
+use super::bus::{apply_merged, apply_writes, record, run_post_hook};
 use super::conditions::skip_reason;
 use super::services::Services;
 use super::state::{TurnState, flow_name};
@@ -225,7 +225,7 @@ pub(super) fn apply_pre_positions(st: &mut TurnState, sv: &Services) -> bool {
             *slot = Some(recorded);
         }
     }
-    apply_writes(st, sv, &merged.set, &merged.set_context, "pre-model bus");
+    apply_merged(st, sv, &fresh, &merged.set, &merged.set_context);
     match merged.position {
         Some((position, _)) => {
             st.cursor = position_cursor(st, sv, position);
