@@ -169,7 +169,29 @@ pub(super) fn enter_parked(st: &mut TurnState, sv: &Services, flow_id: FlowId, s
     st.session.step = Some(step);
     st.session.asks = 0;
     let path = format!("{}.on_enter", flow.name);
+    // The post-model bus was applied before this position parked the
+    // session: what the `on_enter` emits is applied here, in the same
+    // post-model phase, or it would be lost.
+    let before = st.bus.post.len();
     run_post_hook(st, sv, &flow.on_enter, &path)?;
+    let emitted: Vec<Emission> = st.bus.post.drain(before..).collect();
+    if emitted.is_empty() {
+        return Ok(());
+    }
+    let merged = merge(&emitted);
+    for emission in &emitted {
+        // The session waits where it was parked and the reply is written:
+        // only the writes can still act.
+        let acts = emission.position.is_none() && emission.reply.is_none() && !emission.has_augmentation();
+        if !acts {
+            st.warn(format!(
+                "{}: a flow entered after the reply applies only the writes of its on_enter; the rest is dropped",
+                emission.source
+            ));
+        }
+        record(st, sv, emission, acts);
+    }
+    apply_merged(st, sv, &emitted, &merged.set, &merged.set_context);
     Ok(())
 }
 

@@ -154,3 +154,43 @@ fn a_field_the_message_answers_is_not_undone_with_the_phase() {
     // The session moved on as the steps did: positions are not writes.
     assert_eq!(result.stopped_reason, StopReason::FlowComplete);
 }
+
+/// A post-model position enters a flow: its `on_enter` runs after the
+/// post-model bus was applied, and its writes join the post-model phase.
+const PARKED: &str = r#"
+schema { a: string  n: int 1..10  seen: string  note: string }
+flow h "H" {
+  when "the user wants h"
+  step only {
+    prompt "Hi."
+    finalize {
+      set seen = "finalized"
+      emit goto g
+    }
+  }
+}
+flow g "G" {
+  when "the user wants g"
+  on_enter { emit set note = "entered g" }
+  step ask { prompt "A?" collect a }
+}
+"#;
+
+#[test]
+fn a_flow_entered_after_the_reply_writes_in_the_post_model_phase() {
+    let mut harness = Harness::new(PARKED);
+    let result = harness.say_with("h", Understood::new().flow("h"));
+    assert!(refused(&result).is_empty(), "{:?}", refused(&result));
+    assert_eq!(harness.data("seen"), Some(json!("finalized")));
+    assert_eq!(harness.data("note"), Some(json!("entered g")), "the parked flow's on_enter writes");
+
+    let bad = PARKED.replace(r#"emit set note = "entered g""#, "emit set n = len(seen) * 10");
+    let mut harness = Harness::new(&bad);
+    let result = harness.say_with("h", Understood::new().flow("h"));
+    let refused = refused(&result);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].0, "post-model");
+    assert_eq!(named(&refused[0].1), [("n", "hook:g.on_enter")]);
+    assert_eq!(harness.data("seen"), None, "the finalize's set is undone with the phase");
+    assert!(harness.session.flow.is_some(), "the session still waits in g");
+}
