@@ -3,7 +3,11 @@
 //! 1, 10 and 100 concurrent sessions. Each client creates a session, sends
 //! the two booking messages, and starts again; every turn's latency (the
 //! request as the client sees it: HTTP, the turn, the store's commit) is
-//! recorded. Prints turns/s, p50 and p99 per level, and the server's
+//! recorded. The clients are tasks on one thread of their own, each with
+//! its connection (non-blocking sockets, one `epoll`): a hundred client
+//! threads blocking on their sockets took a third of the machine's CPU,
+//! mostly the kernel switching between them, which the server then did
+//! not get. Prints turns/s, p50 and p99 per level, and the server's
 //! resident memory per open session.
 //!
 //! The booking tool is an in-process double (as in the runtime and store
@@ -19,7 +23,7 @@ use flowc::store::StoreLocation;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod support;
@@ -114,13 +118,76 @@ fn cpu(clock: libc::clockid_t) -> Duration {
     Duration::new(u64::try_from(time.tv_sec).unwrap_or(0), u32::try_from(time.tv_nsec).unwrap_or(0))
 }
 
-/// One client: booking conversations until `until`; its turn latencies
-/// and the CPU time its thread spent.
-fn client(addr: SocketAddr, start: &Barrier, until: Until) -> (Vec<Duration>, Duration) {
-    let mut connection = Connection::open(addr);
+/// One keep-alive connection of the async clients: the same bytes as
+/// [`Connection`], on a non-blocking socket.
+struct AsyncConnection {
+    stream: tokio::net::TcpStream,
+    buffer: Vec<u8>,
+}
+
+impl AsyncConnection {
+    async fn open(addr: SocketAddr) -> AsyncConnection {
+        let stream =
+            tokio::net::TcpStream::connect(addr).await.unwrap_or_else(|error| fail(format!("cannot connect: {error}")));
+        let _ = stream.set_nodelay(true);
+        AsyncConnection { stream, buffer: Vec::with_capacity(4096) }
+    }
+
+    async fn post(&mut self, path: &str, body: &str) -> (u16, String) {
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut written = 0;
+        while written < request.len() {
+            if let Err(error) = self.stream.writable().await {
+                fail(format!("cannot send: {error}"));
+            }
+            match self.stream.try_write(request.as_bytes().get(written..).unwrap_or_default()) {
+                Ok(count) => written += count,
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(error) => fail(format!("cannot send: {error}")),
+            }
+        }
+        self.buffer.clear();
+        loop {
+            if let Some(answer) = response(&self.buffer) {
+                return answer;
+            }
+            if let Err(error) = self.stream.readable().await {
+                fail(format!("cannot read a response: {error}"));
+            }
+            let mut chunk = [0u8; 8192];
+            match self.stream.try_read(&mut chunk) {
+                Ok(0) => fail("the server closed the connection".to_string()),
+                Ok(count) => self.buffer.extend_from_slice(chunk.get(..count).unwrap_or_default()),
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(error) => fail(format!("cannot read a response: {error}")),
+            }
+        }
+    }
+}
+
+/// The status and body of the whole response at the start of `bytes`, or
+/// `None` while part of it is still to come.
+fn response(bytes: &[u8]) -> Option<(u16, String)> {
+    let head_end = bytes.windows(4).position(|window| window == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(bytes.get(..head_end)?).ok()?;
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()?;
+    let length: usize = lines
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.trim().parse().ok())
+        .unwrap_or(0);
+    let body = bytes.get(head_end + 4..head_end + 4 + length)?;
+    Some((status, String::from_utf8_lossy(body).into_owned()))
+}
+
+/// One client: booking conversations until `until`; its turn latencies.
+async fn client(addr: SocketAddr, until: Until) -> Vec<Duration> {
+    let mut connection = AsyncConnection::open(addr).await;
     let mut latencies = Vec::new();
-    start.wait();
-    let began = cpu(libc::CLOCK_THREAD_CPUTIME_ID);
     let deadline = match until {
         Until::Elapsed(run_for) => Some(Instant::now() + run_for),
         Until::Conversations(_) => None,
@@ -133,21 +200,21 @@ fn client(addr: SocketAddr, start: &Barrier, until: Until) -> (Vec<Duration>, Du
     let yes = serde_json::json!({ "text": "yes" }).to_string();
     while left > 0 && deadline.is_none_or(|deadline| Instant::now() < deadline) {
         left -= 1;
-        let (status, created) = connection.post("/v1/sessions", r#"{"program": "booking"}"#);
+        let (status, created) = connection.post("/v1/sessions", r#"{"program": "booking"}"#).await;
         if status != 201 {
             fail(format!("creating a session answered {status}: {created}"));
         }
         let path = format!("/v1/sessions/{}/messages", session_id(&created));
         for message in [&book, &yes] {
             let started = Instant::now();
-            let (status, turn) = connection.post(&path, message);
+            let (status, turn) = connection.post(&path, message).await;
             latencies.push(started.elapsed());
             if status != 200 {
                 fail(format!("a turn answered {status}: {turn}"));
             }
         }
     }
-    (latencies, cpu(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(began))
+    latencies
 }
 
 fn percentile(samples: &[Duration], percent: f64) -> f64 {
@@ -186,28 +253,34 @@ fn server(store: StoreLocation) -> Running {
         .unwrap_or_else(|message| fail(format!("the server does not start: {message} (run from the repository root)")))
 }
 
-/// `sessions` clients spread over the servers at `addrs`, one after the other.
+/// `sessions` clients spread over the servers at `addrs`, one after the
+/// other, all on one thread of their own.
 fn level(name: &str, addrs: &[SocketAddr], sessions: usize, until: Until) {
-    let start = Arc::new(Barrier::new(sessions + 1));
-    let clients: Vec<_> = (0..sessions)
-        .zip(addrs.iter().copied().cycle())
-        .map(|(_, addr)| {
-            let start = Arc::clone(&start);
-            std::thread::spawn(move || client(addr, &start, until))
+    let addrs: Vec<SocketAddr> = addrs.to_vec();
+    let clients = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|error| fail(format!("cannot start the clients' runtime: {error}")));
+        runtime.block_on(async move {
+            let began = Instant::now();
+            let cpu_began = cpu(libc::CLOCK_PROCESS_CPUTIME_ID);
+            let thread_began = cpu(libc::CLOCK_THREAD_CPUTIME_ID);
+            let tasks: Vec<_> = (0..sessions)
+                .zip(addrs.iter().copied().cycle())
+                .map(|(_, addr)| tokio::spawn(client(addr, until)))
+                .collect();
+            let mut latencies = Vec::new();
+            for task in tasks {
+                latencies.extend(task.await.unwrap_or_default());
+            }
+            let clients_cpu = cpu(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(thread_began);
+            let cpu_spent = cpu(libc::CLOCK_PROCESS_CPUTIME_ID).saturating_sub(cpu_began);
+            (latencies, began.elapsed().as_secs_f64(), cpu_spent, clients_cpu)
         })
-        .collect();
-    start.wait();
-    let began = Instant::now();
-    let cpu_began = cpu(libc::CLOCK_PROCESS_CPUTIME_ID);
-    let mut latencies = Vec::new();
-    let mut clients_cpu = Duration::ZERO;
-    for client in clients {
-        let (mine, spent) = client.join().unwrap_or_default();
-        latencies.extend(mine);
-        clients_cpu += spent;
-    }
-    let elapsed = began.elapsed().as_secs_f64();
-    let cpu_spent = cpu(libc::CLOCK_PROCESS_CPUTIME_ID).saturating_sub(cpu_began);
+    });
+    let (mut latencies, elapsed, cpu_spent, clients_cpu) =
+        clients.join().unwrap_or_else(|_| fail("the clients' thread panicked".to_string()));
     latencies.sort();
     let turns = latencies.len().max(1) as f64;
     println!(
