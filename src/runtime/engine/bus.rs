@@ -7,7 +7,8 @@ use super::services::Services;
 use super::state::TurnState;
 use crate::runtime::actions::{ActionOutput, ActionRunner, ActionSource, evaluate_directive};
 use crate::runtime::directive::{Emission, Source, describe};
-use crate::runtime::events::{DirectiveRecord, Event};
+use crate::runtime::events::{DirectiveRecord, Event, Purpose};
+use crate::runtime::model_step::{Budget, Lent};
 use crate::runtime::writes::PhaseWrites;
 use serde_json::Value;
 
@@ -29,17 +30,39 @@ pub(super) fn directive_emission(
 
 pub(super) fn action_runner_output(
     st: &mut TurnState,
-    sv: &Services,
+    sv: &mut Services,
     actions: &[crate::ir::Action],
     source: &ActionSource<'_>,
 ) -> Result<ActionOutput, TurnError> {
     let mut data = st.session.data.clone();
     let mut out = ActionOutput::default();
+    // The model steps among the actions ask the turn's provider, within
+    // what is left of the turn's token budget and time.
+    let budget = Budget {
+        calls: None,
+        tokens: sv
+            .program
+            .agent
+            .limits
+            .max_turn_tokens
+            .map(|limit| (limit.saturating_sub(st.counters.usage.total_tokens()), "agent.limits.max_turn_tokens")),
+    };
+    let deadline = st.deadline(sv);
+    let model = Lent::new(&mut *sv.provider, budget, deadline);
     let result = {
-        let runner =
-            ActionRunner { program: sv.program, tools: sv.tools, tool_env: sv.tool_env, steps: &[], model: None };
+        let runner = ActionRunner {
+            program: sv.program,
+            tools: sv.tools,
+            tool_env: sv.tool_env,
+            steps: &[],
+            model: Some(&model),
+        };
         runner.run(actions, source, &mut data, &st.session.context, &mut Vec::new(), &mut out)
     };
+    let (calls, _) = model.spent();
+    for usage in calls {
+        st.count_call(sv, Purpose::ModelStep, usage);
+    }
     for event in std::mem::take(&mut out.tool_calls) {
         st.emit(event);
     }
@@ -59,7 +82,7 @@ pub(super) fn action_runner_output(
 /// emissions join the pre-model bus (the post-model one with `post`).
 pub(super) fn run_actions(
     st: &mut TurnState,
-    sv: &Services,
+    sv: &mut Services,
     actions: &[crate::ir::Action],
     source: &ActionSource<'_>,
     post: bool,
@@ -83,7 +106,7 @@ pub(super) fn run_actions(
 
 pub(super) fn run_hook(
     st: &mut TurnState,
-    sv: &Services,
+    sv: &mut Services,
     actions: &[crate::ir::Action],
     path: &str,
 ) -> Result<(), TurnError> {
@@ -93,7 +116,7 @@ pub(super) fn run_hook(
 
 pub(super) fn run_post_hook(
     st: &mut TurnState,
-    sv: &Services,
+    sv: &mut Services,
     actions: &[crate::ir::Action],
     path: &str,
 ) -> Result<(), TurnError> {

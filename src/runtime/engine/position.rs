@@ -115,7 +115,7 @@ pub(super) fn position_cursor(st: &mut TurnState, sv: &Services, position: Move)
 /// `on_enter`). No step runs after the reply, so nothing is passed over.
 /// A completion enters the flow the `complete` named, else the completed
 /// flow's `complete.next`, as a completion before the reply does.
-pub(super) fn park(st: &mut TurnState, sv: &Services, position: Move) -> Result<(), TurnError> {
+pub(super) fn park(st: &mut TurnState, sv: &mut Services, position: Move) -> Result<(), TurnError> {
     let program = sv.program;
     let (current, landing) = match place(st, sv, position, When::AfterReply) {
         Some(Placed::In(current, landing)) => (Some(current), landing),
@@ -159,7 +159,12 @@ pub(super) fn park(st: &mut TurnState, sv: &Services, position: Move) -> Result<
 
 /// Enters a flow after the reply: its `on_enter` runs (on the post-model
 /// bus), and the session waits at `step` for the next turn.
-pub(super) fn enter_parked(st: &mut TurnState, sv: &Services, flow_id: FlowId, step: StepId) -> Result<(), TurnError> {
+pub(super) fn enter_parked(
+    st: &mut TurnState,
+    sv: &mut Services,
+    flow_id: FlowId,
+    step: StepId,
+) -> Result<(), TurnError> {
     let program = sv.program;
     let Some(flow) = program.flow(flow_id) else {
         return Ok(());

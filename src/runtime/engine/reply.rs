@@ -258,7 +258,7 @@ fn settle_pre_bus(st: &mut TurnState) -> (Merged, Option<String>) {
 /// bus is applied, and the reply is put together.
 fn complete_reply(
     st: &mut TurnState,
-    sv: &Services,
+    sv: &mut Services,
     verbatim: Option<String>,
     model_text: Option<String>,
 ) -> Result<(), TurnError> {
@@ -290,7 +290,7 @@ fn complete_reply(
 
 /// Every step of the batch finalizes, in order. The reply is written:
 /// a failing `finalize` is traced and dropped, not a failed turn.
-fn finalize_batch(st: &mut TurnState, sv: &Services) -> Result<(), TurnError> {
+fn finalize_batch(st: &mut TurnState, sv: &mut Services) -> Result<(), TurnError> {
     let program = sv.program;
     for (flow, step) in std::mem::take(&mut st.answer.batch) {
         let Some(step) = program.flow(flow).and_then(|found| found.step(step)) else {
@@ -309,7 +309,7 @@ fn finalize_batch(st: &mut TurnState, sv: &Services) -> Result<(), TurnError> {
 /// The post-model bus: writes and a position for the next turn;
 /// augmentation can no longer act. Returns its `reply`, which replaces
 /// the model's.
-fn apply_post_bus(st: &mut TurnState, sv: &Services) -> Result<Option<String>, TurnError> {
+fn apply_post_bus(st: &mut TurnState, sv: &mut Services) -> Result<Option<String>, TurnError> {
     let post = merge(&st.bus.post);
     for warning in &post.warnings {
         st.warn(warning.clone());
