@@ -300,6 +300,10 @@ const UPDATE_SESSION: &str = "WITH head AS (
         FROM head, unnest($10::TEXT[], $11::TEXT[]) WITH ORDINALITY AS line(role, text, ord))
     SELECT base FROM head";
 
+const COUNT_SESSIONS: &str = "SELECT COUNT(*) FROM sessions WHERE starts_with(id, $1)";
+
+const COUNT_ACTIVE_RUNS: &str = "SELECT COUNT(*) FROM runs WHERE starts_with(id, $1) AND status = ANY($2::TEXT[])";
+
 /// The channel on which a save that releases a run, and a cancel, notify
 /// the workers (the payload is the run's id).
 pub const NEWS: &str = "flowc_runs";
@@ -508,6 +512,16 @@ impl SessionStore for PostgresStore {
                 }
             }
             Ok((sessions, unreadable))
+        })
+    }
+
+    fn count_sessions(&self, prefix: &str) -> Result<u64, StoreError> {
+        self.using(|lent| {
+            // `starts_with`, not a range on the key: under the database's
+            // collation a prefix need not sort as one range.
+            let statement = lent.statement(COUNT_SESSIONS).map_err(sql_error("*"))?;
+            let count: i64 = lent.client.query_one(&statement, &[&prefix]).map_err(sql_error("*"))?.get(0);
+            Ok(u64::try_from(count).unwrap_or(0))
         })
     }
 
@@ -745,6 +759,15 @@ impl RunStore for PostgresStore {
                 }
             }
             Ok((runs, unreadable))
+        })
+    }
+
+    fn count_active_runs(&self, prefix: &str) -> Result<u64, StoreError> {
+        let active: Vec<&str> = super::ACTIVE_STATUSES.to_vec();
+        self.using(|lent| {
+            let statement = lent.statement(COUNT_ACTIVE_RUNS).map_err(sql_error("*"))?;
+            let count: i64 = lent.client.query_one(&statement, &[&prefix, &active]).map_err(sql_error("*"))?.get(0);
+            Ok(u64::try_from(count).unwrap_or(0))
         })
     }
 

@@ -410,6 +410,19 @@ impl SessionStore for SqliteStore {
         Ok((sessions, unreadable))
     }
 
+    fn count_sessions(&self, prefix: &str) -> Result<u64, StoreError> {
+        let connection = self.connection("*")?;
+        // SQLite compares text bytewise, so a prefix is one range of the key.
+        let count: i64 = connection
+            .query_row(
+                "SELECT COUNT(*) FROM sessions WHERE id >= ?1 AND substr(id, 1, length(?1)) = ?1",
+                [prefix],
+                |row| row.get(0),
+            )
+            .map_err(sql_error("*"))?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
         check_id(id)?;
         self.writable()?;
@@ -597,6 +610,19 @@ impl RunStore for SqliteStore {
         check_id(id)?;
         let connection = self.connection(id)?;
         read_run(&connection, id)
+    }
+
+    fn count_active_runs(&self, prefix: &str) -> Result<u64, StoreError> {
+        let connection = self.connection("*")?;
+        let [first, second, third] = super::ACTIVE_STATUSES;
+        let count: i64 = connection
+            .query_row(
+                "SELECT COUNT(*) FROM runs WHERE id >= ?1 AND substr(id, 1, length(?1)) = ?1 AND status IN (?2, ?3, ?4)",
+                [prefix, first, second, third],
+                |row| row.get(0),
+            )
+            .map_err(sql_error("*"))?;
+        Ok(u64::try_from(count).unwrap_or(0))
     }
 
     fn list_runs_readable(&self) -> Result<(Vec<RunSummary>, Vec<StoreError>), StoreError> {
