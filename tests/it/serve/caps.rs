@@ -212,3 +212,31 @@ fn the_openapi_document_lists_the_caps_answers() {
         }
     }
 }
+
+#[test]
+fn the_tenant_caps_count_in_postgresql_across_the_servers_sharing_it() {
+    let Some(url) = crate::store::fresh_database("serve_caps") else {
+        return;
+    };
+    let mut options = options(tenants());
+    options.store = flowc::store::StoreLocation::Postgres(url);
+    options.caps = Caps { sessions_per_tenant: Some(2), runs_per_tenant: Some(1), ..Caps::default() };
+    let first = start(&options);
+    let second = start(&options);
+    let acme = [Client::new(first.addr, Some(TOKEN_ACME)), Client::new(second.addr, Some(TOKEN_ACME))];
+    acme[0].new_session();
+    acme[1].new_session();
+    // Each server made one: the count is the store's, not the process's.
+    let (status, refused) = acme[0].post("/v1/sessions", &json!({ "program": "booking" }));
+    assert_eq!((status, code(&refused)), (429, "too_many_sessions"), "{refused}");
+    Client::new(second.addr, Some(TOKEN_GLOBEX)).new_session();
+
+    let onboarding = json!({
+        "program": "onboarding",
+        "data": { "company": "Initech", "contacts": [{ "name": "Ann", "email": "ann@initech.test" }] }
+    });
+    let (status, run) = acme[1].post("/v1/runs", &onboarding);
+    assert_eq!((status, run["status"].as_str()), (201, Some("waiting")), "{run}");
+    let (status, refused) = acme[0].post("/v1/runs", &onboarding);
+    assert_eq!((status, code(&refused)), (429, "too_many_runs"), "{refused}");
+}
