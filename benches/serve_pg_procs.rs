@@ -369,7 +369,9 @@ fn main() {
     let addrs = [servers[0].addr, servers[1].addr];
     println!("-- two flowc serve processes on one PostgreSQL (durable commits), store {store}");
     println!("   (the machine is shared: the load average says how busy it was)");
-    level(addrs, 10, Duration::from_millis(500), false);
+    // Warm both servers' pools (connections are opened as turns need
+    // them) and blocking threads up to the largest level.
+    level(addrs, 100, Duration::from_millis(1000), false);
     for sessions in [1, 10, 100] {
         level(addrs, sessions, run_for, true);
     }
