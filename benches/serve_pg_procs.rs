@@ -30,9 +30,37 @@ use std::time::{Duration, Instant};
 
 const BOOK: &str = "Book the Grand Hotel for 2 guests on 2026-12-04";
 
+/// The cluster to stop if the bench fails midway: `exit` runs no
+/// destructor, and a cluster left running would hold its port and files.
+static STARTED: std::sync::Mutex<Option<(PathBuf, PathBuf)>> = std::sync::Mutex::new(None);
+
+/// The servers to stop if the bench fails midway, for the same reason.
+static SERVERS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+fn terminate(pid: u32) {
+    if let Ok(pid) = i32::try_from(pid) {
+        // SAFETY: a signal to a child this bench started.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+}
+
 fn fail(message: String) -> ! {
     eprintln!("{message}");
+    let servers = SERVERS.lock().map(|mut servers| std::mem::take(&mut *servers)).unwrap_or_default();
+    for pid in servers {
+        terminate(pid);
+    }
+    let started = STARTED.lock().ok().and_then(|mut started| started.take());
+    if let Some((bin, dir)) = started {
+        stop_cluster(&bin, &dir);
+    }
     std::process::exit(2);
+}
+
+fn stop_cluster(bin: &Path, dir: &Path) {
+    let data = dir.join("data").display().to_string();
+    let _ = as_owner(&bin.join("pg_ctl"), &["-D", &data, "-m", "immediate", "stop"]).output();
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// One keep-alive connection speaking just enough HTTP/1.1 for the bench.
@@ -147,6 +175,9 @@ impl Cluster {
         let options = format!("-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200", dir.display());
         let log = dir.join("log").display().to_string();
         let cluster = Cluster { bin, dir, url: format!("postgres://flowc@127.0.0.1:{port}/postgres") };
+        if let Ok(mut started) = STARTED.lock() {
+            *started = Some((cluster.bin.clone(), cluster.dir.clone()));
+        }
         run(
             &mut as_owner(&cluster.bin.join("pg_ctl"), &["-D", &data_text, "-l", &log, "-w", "-o", &options, "start"]),
             "pg_ctl start",
@@ -157,9 +188,10 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let data = self.dir.join("data").display().to_string();
-        let _ = as_owner(&self.bin.join("pg_ctl"), &["-D", &data, "-m", "immediate", "stop"]).output();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if let Ok(mut started) = STARTED.lock() {
+            *started = None;
+        }
+        stop_cluster(&self.bin, &self.dir);
     }
 }
 
@@ -205,16 +237,20 @@ impl Server {
                 eprintln!("flowc serve {addr}: {line}");
             }
         });
+        if let Ok(mut servers) = SERVERS.lock() {
+            servers.push(child.id());
+        }
         Server { child, addr }
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            // SAFETY: a signal to the child this bench started.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
+        let pid = self.child.id();
+        if let Ok(mut servers) = SERVERS.lock() {
+            servers.retain(|started| *started != pid);
         }
+        terminate(pid);
         let _ = self.child.wait();
     }
 }
