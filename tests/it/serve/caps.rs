@@ -240,3 +240,36 @@ fn the_tenant_caps_count_in_postgresql_across_the_servers_sharing_it() {
     let (status, refused) = acme[0].post("/v1/runs", &onboarding);
     assert_eq!((status, code(&refused)), (429, "too_many_runs"), "{refused}");
 }
+
+#[test]
+fn the_binary_reads_its_caps_from_flowc_toml_and_its_flags() {
+    let dir = crate::support::temp_dir(&format!("serve-caps-{}", crate::support::unique()));
+    std::fs::copy(crate::support::root().join("flows/booking.flow"), dir.join("booking.flow")).expect("copied");
+    std::fs::write(dir.join("flowc.toml"), "[serve]\nmax_sessions_per_tenant = 1\n").expect("written");
+    let store = format!("sqlite:{}", dir.join("flowc.db").display());
+    let server = super::processes::Server::start(&dir, &["booking.flow", "--store", &store], &[]);
+    let client = Client::new(server.addr, None);
+    client.new_session();
+    let (status, refused) = client.post("/v1/sessions", &json!({ "program": "booking" }));
+    assert_eq!((status, code(&refused)), (429, "too_many_sessions"), "{refused}");
+    drop(server);
+
+    // A flag wins over the file.
+    let server = super::processes::Server::start(
+        &dir,
+        &["booking.flow", "--store", &store, "--max-sessions-per-tenant", "2"],
+        &[],
+    );
+    let client = Client::new(server.addr, None);
+    client.new_session();
+    assert_eq!(client.post("/v1/sessions", &json!({ "program": "booking" })).0, 429);
+    drop(server);
+
+    let refused = crate::support::flowc_in(&dir, &["serve", "booking.flow", "--max-requests", "0"], None);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(crate::support::stderr(&refused).contains("--max-requests must be 1 or more"), "{refused:?}");
+    std::fs::write(dir.join("flowc.toml"), "[serve]\nmax_conections = 5\n").expect("written");
+    let refused = crate::support::flowc_in(&dir, &["serve", "booking.flow"], None);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(crate::support::stderr(&refused).contains("unknown key `max_conections` in [serve]"), "{refused:?}");
+}
