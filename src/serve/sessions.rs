@@ -42,6 +42,7 @@ pub async fn create(
     session.context = context(&version.ir, &body.optional_object("context")?)?;
     session.version = 1;
     let save = move |state: &AppState| {
+        super::caps::admit_session(state, &tenant)?;
         // Seeded ids (FLOWC_SEED) repeat across processes: an id the
         // store already has takes the next.
         for _ in 0..100 {
@@ -58,8 +59,8 @@ pub async fn create(
         }
         Err(ApiError::internal("every new session id tried was taken"))
     };
-    // A local store's insert is short: it runs here, not on the blocking
-    // pool (see `super::turn` on where turns run).
+    // A local store's count and insert are short: they run here, not on
+    // the blocking pool (see `super::turn` on where turns run).
     let id = if state.inline_store { save(&state)? } else { state.blocking(save).await? };
     Metrics::add(&state.metrics.sessions_created, 1);
     Ok((StatusCode::CREATED, Json(serde_json::json!({ "id": id })).into_response()).into_response())
