@@ -328,6 +328,39 @@ fn compile(name: &str, path: &Path, settings: &ProgramSettings) -> Result<Versio
 mod tests {
     use super::*;
 
+    struct Answer;
+
+    impl crate::runtime::tools::ToolHandler for Answer {
+        fn call(
+            &self,
+            _tool: &crate::ir::Tool,
+            _args: &serde_json::Map<String, serde_json::Value>,
+            _env: &ToolEnv,
+        ) -> Result<serde_json::Value, crate::runtime::tools::ToolError> {
+            Ok(serde_json::json!({ "booking_id": "GH-1" }))
+        }
+    }
+
+    #[test]
+    fn a_version_only_computes_with_the_offline_model_and_its_tools_answered_in_process() {
+        let (clock, ids) = crate::runtime::clock::from_values(Some("2026-01-05T10:00:00Z"), None).unwrap();
+        let settings = |tools| ProgramSettings {
+            provider_flags: Default::default(),
+            limits: Default::default(),
+            clock: Arc::clone(&clock),
+            ids: Arc::clone(&ids),
+            tools,
+        };
+        let files = [PathBuf::from("flows/booking.flow")];
+        let exec = Programs::load(&files, settings(ToolRegistry::default())).unwrap();
+        assert!(!exec.in_process("booking"), "its tool starts a process");
+        let mut tools = ToolRegistry::default();
+        tools.register("book_hotel", Arc::new(Answer));
+        let handled = Programs::load(&files, settings(tools)).unwrap();
+        assert!(handled.in_process("booking"), "its one tool is answered in process");
+        assert!(!handled.in_process("nothing"), "no such program");
+    }
+
     #[test]
     fn names_are_stems_made_safe_for_ids() {
         assert_eq!(stem_name(Path::new("flows/booking.flow")), "booking");
