@@ -1,10 +1,14 @@
 //! Model steps end to end: flows/outreach runs offline and reports its
 //! model calls and tokens as a turn does, the two syntaxes agree, a
 //! recorded run replays with no model, and a run resumed after a wait
-//! asks the model only for the steps that had not completed.
+//! asks the model only for the steps that had not completed. In a
+//! conversation, model steps in a flow's hook and an auto step count in
+//! the turn, are answered by the step's `on_error` when they fail, stop at
+//! the turn's token limit, and are recorded and replayed with the turn.
 
 use crate::support::{flowc, flowc_env, root, stderr, stdout, temp_dir};
 use crate::workflows::{flowc_at, json, run_id, started_steps, store_in};
+use serde_json::Value;
 use std::time::Duration;
 
 const TODAY: &str = "2026-01-05T10:00:00Z";
@@ -154,5 +158,129 @@ fn an_answer_still_invalid_after_its_repair_fails_the_step_and_on_error_decides(
     let events: Vec<&str> =
         run["events"].as_array().into_iter().flatten().filter_map(|e| e["event"].as_str()).collect();
     assert!(events.contains(&"model_answer_repaired") && events.contains(&"model_answer_rejected"), "{events:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A conversation with model steps in a flow's `on_enter` and in an auto
+/// step; the flow is the default, so a message code reads (an email)
+/// needs no understand call and the turn's tokens are the model steps'.
+const CHAT: &str = r#"agent Desk {
+  identity "A help desk."
+  limits {
+    max_turn_tokens LIMIT
+  }
+}
+
+schema {
+  email: string pattern "^[^@ ]+@[^@ ]+$" "The user's email"
+  priority: enum(normal, urgent) "How soon the request needs an answer"
+  note: string "A note for the team"
+  code: string pattern "^[A-Z]{3}-[0-9]{4}$" "A ticket code"
+}
+
+flow chat "Chat" {
+  default
+  on_enter { ask_model priority: "Is the request normal or urgent?" }
+  step ask {
+    prompt "Your email?"
+    collect email
+  }
+  auto step judge {
+    ask_model note: "Write a note about {{email}}"
+    STEP
+    on_error abort "The model could not be asked."
+    say "Noted: {{note}}"
+  }
+}
+"#;
+
+/// Runs `program` as a conversation on `messages` offline (more `args`
+/// after them): the turns (stdout) and the trace's events (stderr).
+fn converse(dir: &std::path::Path, program: &str, messages: &str, args: &[&str]) -> (Vec<Value>, Vec<Value>) {
+    assert!(std::fs::write(dir.join("chat.flow"), program).is_ok());
+    let mut all = vec!["run", "chat.flow", "--json", "--trace"];
+    all.extend_from_slice(args);
+    let output = crate::support::flowc_in(dir, &all, Some(messages));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let lines =
+        |text: String| -> Vec<Value> { text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect() };
+    (lines(stdout(&output)), lines(stderr(&output)))
+}
+
+fn model_step_calls(events: &[Value]) -> usize {
+    events.iter().filter(|event| event["event"] == "model_called" && event["purpose"] == "model_step").count()
+}
+
+#[test]
+fn a_conversations_model_steps_run_in_its_hooks_and_auto_steps_and_count_in_the_turn() {
+    let dir = temp_dir("ms-chat");
+    let program = CHAT.replace("LIMIT", "100000").replace("STEP", "");
+    let (turns, events) = converse(&dir, &program, "ann@example.com\n", &[]);
+    let [turn] = turns.as_slice() else { panic!("one turn: {turns:?}") };
+    assert_eq!(turn["executed_steps"], serde_json::json!(["ask", "judge"]), "{turn}");
+    assert_eq!(turn["data"]["priority"], "normal", "the flow's on_enter asked: {turn}");
+    assert_eq!(turn["data"]["note"], "Write a note about ann@example.com", "{turn}");
+    assert_eq!(turn["reply"], "Noted: Write a note about ann@example.com");
+    // The email is read by code: the only calls are the two model steps.
+    assert_eq!(model_step_calls(&events), 2, "{events:?}");
+    assert_eq!(turn["llm_calls"], 2, "{turn}");
+    let spent: u64 = events
+        .iter()
+        .filter(|event| event["event"] == "model_called")
+        .filter_map(|event| Some(event["usage"]["prompt"].as_u64()? + event["usage"]["completion"].as_u64()?))
+        .sum();
+    let tokens = &turn["tokens"];
+    assert_eq!(tokens["prompt"].as_u64().unwrap_or(0) + tokens["completion"].as_u64().unwrap_or(0), spent);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_failing_model_step_in_a_conversation_step_is_answered_by_its_on_error() {
+    let dir = temp_dir("ms-chat-fail");
+    let program = CHAT.replace("LIMIT", "100000").replace("STEP", "ask_model code: \"Make up a ticket code\"");
+    let (turns, events) = converse(&dir, &program, "ann@example.com\n", &[]);
+    let [turn] = turns.as_slice() else { panic!("one turn: {turns:?}") };
+    assert_eq!(turn["stopped_reason"], "aborted", "{turn}");
+    assert_eq!(turn["reply"], "The model could not be asked.");
+    assert!(turn["data"].get("note").is_none(), "nothing the failed step wrote is kept: {turn}");
+    let failed = events.iter().find(|event| event["event"] == "step_failed").cloned().unwrap_or_default();
+    assert!(failed["error"].as_str().is_some_and(|error| error.contains("after one repair")), "{failed}");
+    // on_enter, the note, and the code with its repair.
+    assert_eq!(model_step_calls(&events), 4, "{events:?}");
+    assert_eq!(turn["llm_calls"], 4);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_model_step_is_not_asked_past_the_turns_token_limit() {
+    let dir = temp_dir("ms-chat-limit");
+    // The flow's on_enter spends 13 tokens offline: the note is not asked.
+    let program = CHAT.replace("LIMIT", "12").replace("STEP", "");
+    let (turns, events) = converse(&dir, &program, "ann@example.com\n", &[]);
+    let [turn] = turns.as_slice() else { panic!("one turn: {turns:?}") };
+    assert_eq!(model_step_calls(&events), 1, "{events:?}");
+    let failed = events.iter().find(|event| event["event"] == "step_failed").cloned().unwrap_or_default();
+    assert_eq!(
+        failed["error"], "the model step for `note` was not asked: `agent.limits.max_turn_tokens` is spent",
+        "{events:?}"
+    );
+    assert_eq!(turn["reply"], "The model could not be asked.");
+    assert_eq!(turn["stopped_reason"], "token_limit", "{turn}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_recorded_conversation_replays_its_model_steps() {
+    let dir = temp_dir("ms-chat-replay");
+    let program = CHAT.replace("LIMIT", "100000").replace("STEP", "");
+    let recording = dir.join("chat.rec.json").to_string_lossy().into_owned();
+    let (recorded, _) = converse(&dir, &program, "ann@example.com\n", &["--record", &recording]);
+    let file = std::fs::read_to_string(&recording).unwrap_or_default();
+    assert_eq!(file.matches("\"kind\": \"ask\"").count() + file.matches("\"kind\":\"ask\"").count(), 2, "{file}");
+    let provider = format!("replay:{recording}");
+    let (replayed, events) = converse(&dir, &program, "ann@example.com\n", &["--provider", &provider]);
+    assert_eq!(replayed[0]["data"], recorded[0]["data"]);
+    assert_eq!(replayed[0]["tokens"], recorded[0]["tokens"]);
+    assert_eq!(model_step_calls(&events), 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
