@@ -345,6 +345,9 @@ pub enum StopReason {
     SessionTimeLimit,
     /// The runtime's `max_consecutive_errors` was reached.
     ErrorLimit,
+    /// A workflow run's model steps spent `agent.limits.max_run_llm_calls`
+    /// or `max_run_tokens`: a model step was not asked and its step failed.
+    RunModelLimit,
 }
 
 impl StopReason {
@@ -365,6 +368,7 @@ impl StopReason {
             StopReason::SessionTokenLimit => "session_token_limit",
             StopReason::SessionTimeLimit => "session_time_limit",
             StopReason::ErrorLimit => "error_limit",
+            StopReason::RunModelLimit => "run_model_limit",
         }
     }
 
@@ -392,6 +396,9 @@ impl StopReason {
             }
             StopReason::ErrorLimit => {
                 "steps or tool calls failed as many times in a row as the runtime's `max_consecutive_errors`"
+            }
+            StopReason::RunModelLimit => {
+                "the run's model steps made `agent.limits.max_run_llm_calls` calls or spent `max_run_tokens` tokens"
             }
         }
     }

@@ -372,4 +372,21 @@ mod tests {
         let failed = ask(None, &rating(), question(&[]));
         assert_eq!(failed, Err(ModelStepError::NoModel { field: "rating".into() }));
     }
+
+    #[test]
+    fn a_spent_budget_stops_the_next_call_the_repair_included() {
+        let (model, asked) = asking(vec![Ok(json!(9)), Ok(json!(5))]);
+        model.set_budget(Budget { calls: Some((1, "max_run_llm_calls")), tokens: None });
+        let failed = ask(Some(&model), &rating(), question(&[]));
+        assert_eq!(failed, Err(ModelStepError::Limit { field: "rating".into(), limit: "max_run_llm_calls".into() }));
+        assert_eq!(asked.lock().unwrap().len(), 1, "the repair was not asked");
+        model.take_tally();
+        model.set_budget(Budget { calls: None, tokens: Some((12, "max_run_tokens")) });
+        assert_eq!(ask(Some(&model), &rating(), question(&[])), Ok(json!(5)), "12 tokens left: one call of 12");
+        let spent = ask(Some(&model), &rating(), question(&[]));
+        assert!(
+            matches!(spent, Err(ModelStepError::Limit { ref limit, .. }) if limit == "max_run_tokens"),
+            "{spent:?}"
+        );
+    }
 }

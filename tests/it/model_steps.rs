@@ -284,3 +284,141 @@ fn a_recorded_conversation_replays_its_model_steps() {
     assert_eq!(model_step_calls(&events), 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Three model steps, then a step without one; `agent.limits` bounds the
+/// run's model calls (LIMIT), and POLICY is the third step's `on_error`.
+const LETTERS: &str = r#"agent Writer {
+  limits {
+    LIMIT
+  }
+}
+
+schema {
+  name: string
+  greeting: string
+  farewell: string
+  sign_off: string
+  done: bool
+}
+
+flow letters "Letters" {
+  requires name
+  auto step greet { ask_model greeting: "Greet {{name}}" }
+  auto step part { ask_model farewell: "Say goodbye to {{name}}" }
+  auto step sign {
+    ask_model sign_off: "Sign off to {{name}}"
+    POLICY
+  }
+  auto step finish { set done = true }
+}
+"#;
+
+fn letters(dir: &std::path::Path, limit: &str, policy: &str) -> Value {
+    let store = store_in(dir);
+    assert!(
+        std::fs::write(dir.join("letters.flow"), LETTERS.replace("LIMIT", limit).replace("POLICY", policy)).is_ok()
+    );
+    let output = flowc_at(dir, &store, TODAY, &["run", "letters.flow", "--data", r#"{"name": "Ann"}"#, "--json"]);
+    json(&output)
+}
+
+fn events(run: &Value) -> Vec<(&str, &str)> {
+    run["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|event| Some((event["event"].as_str()?, event["step"].as_str().unwrap_or_default())))
+        .collect()
+}
+
+#[test]
+fn a_run_past_its_model_call_limit_fails_the_step_without_retrying_it() {
+    let dir = temp_dir("ms-run-limit");
+    let run = letters(&dir, "max_run_llm_calls 2", "on_error retry 3 backoff 1h");
+    assert_eq!(run["status"], "failed", "{run}");
+    assert_eq!(run["stopped_reason"], "run_model_limit", "{run}");
+    assert_eq!(run["step"], "sign");
+    assert_eq!(run["llm_calls"], 2, "the third model step was not asked: {run}");
+    assert_eq!(
+        run["steps"][2]["error"],
+        "the model step for `sign_off` was not asked: `agent.limits.max_run_llm_calls` is spent",
+        "{run}"
+    );
+    assert_eq!(run["steps"][3]["status"], "skipped");
+    // No retry (an hour's backoff would hold the test): the limit holds for
+    // every attempt.
+    assert_eq!(started_steps(&run), ["greet", "part", "sign"]);
+    assert!(events(&run).contains(&("model_limit_reached", "sign")), "{run}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_run_past_its_token_limit_fails_at_its_next_model_step() {
+    let dir = temp_dir("ms-run-tokens");
+    // The first model step spends a few tokens offline, past 1: the next
+    // is not asked, and `part` (no `on_error`: stop) fails the run.
+    let run = letters(&dir, "max_run_tokens 1", "on_error continue");
+    assert_eq!(run["status"], "failed", "{run}");
+    assert_eq!((&run["step"], &run["stopped_reason"]), (&Value::from("part"), &Value::from("run_model_limit")));
+    assert_eq!(run["llm_calls"], 1, "{run}");
+    assert_eq!(
+        run["steps"][1]["error"], "the model step for `farewell` was not asked: `agent.limits.max_run_tokens` is spent",
+        "{run}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn under_on_error_continue_only_the_steps_that_ask_the_model_fail() {
+    let dir = temp_dir("ms-run-continue");
+    let run = letters(&dir, "max_run_llm_calls 2", "on_error continue");
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["steps"][2]["status"], "failed");
+    assert_eq!(run["data"]["done"], true, "the step without a model step ran: {run}");
+    assert!(run["data"].get("sign_off").is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_resumed_run_counts_the_calls_made_before_its_wait() {
+    let dir = temp_dir("ms-run-resume");
+    let store = store_in(&dir);
+    let program = include_str!("../fixtures/workflows/model_wait.flow");
+    let limited = format!("agent Rater {{\n  limits {{ max_run_llm_calls 1 }}\n}}\n{program}");
+    assert!(std::fs::write(dir.join("model_wait.flow"), limited).is_ok());
+    let started = flowc_at(&dir, &store, TODAY, &["run", "model_wait.flow", "--data", r#"{"name": "Ann"}"#]);
+    assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
+    let id = run_id(&started);
+    let resumed = json(&flowc_at(&dir, &store, TOMORROW, &["resume", &id, "--json"]));
+    assert_eq!(resumed["status"], "failed", "{resumed}");
+    assert_eq!(resumed["stopped_reason"], "run_model_limit");
+    assert_eq!(resumed["llm_calls"], 1, "{resumed}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_run_limits_read_the_same_in_both_syntaxes_and_must_be_positive() {
+    let dir = temp_dir("ms-run-syntax");
+    let flow = "agent A {\n  limits { max_run_llm_calls 3  max_run_tokens 500 }\n}\nschema { x: string }\n\
+                flow w \"W\" {\n  auto step s { ask_model x: \"An x\" }\n}\n";
+    let yaml = "agent:\n  name: A\n  limits: { max_run_llm_calls: 3, max_run_tokens: 500 }\nschema:\n  x: string\n\
+                flows:\n  w:\n    title: W\n    steps:\n      - id: s\n        auto: true\n        \
+                do: [{ ask_model: { into: x, instruction: \"An x\" } }]\n";
+    assert!(std::fs::write(dir.join("w.flow"), flow).is_ok());
+    assert!(std::fs::write(dir.join("w.yaml"), yaml).is_ok());
+    let (from_flow, from_yaml) = (
+        crate::support::flowc_in(&dir, &["compile", "w.flow"], None),
+        crate::support::flowc_in(&dir, &["compile", "w.yaml"], None),
+    );
+    assert_eq!(from_flow.status.code(), Some(0), "{}", stderr(&from_flow));
+    assert!(
+        stdout(&from_flow).contains("\"max_run_llm_calls\": 3")
+            && stdout(&from_flow).contains("\"max_run_tokens\": 500")
+    );
+    assert_eq!(stdout(&from_flow), stdout(&from_yaml));
+    assert!(std::fs::write(dir.join("zero.flow"), flow.replace("max_run_tokens 500", "max_run_tokens 0")).is_ok());
+    let zero = crate::support::flowc_in(&dir, &["check", "zero.flow"], None);
+    assert_eq!(zero.status.code(), Some(1), "{}", stderr(&zero));
+    assert!(stderr(&zero).contains("`max_run_tokens` must be a whole number of at least 1"), "{}", stderr(&zero));
+    let _ = std::fs::remove_dir_all(&dir);
+}
