@@ -227,6 +227,17 @@ pub enum Event {
         /// What went wrong.
         error: String,
     },
+    /// Model steps' answers in a step's actions or a hook (`source`) did
+    /// not fit their fields: `repaired` were asked again, `rejected` still
+    /// did not fit after that (the actions failed).
+    ModelAnswers {
+        /// The actions' path (`flow.step`, `flow.step.on_enter`…).
+        source: String,
+        /// Answers asked again.
+        repaired: u32,
+        /// Answers refused after their repair.
+        rejected: u32,
+    },
     /// A `finalize` hook failed after the reply was written: its writes and
     /// directives were dropped, and the turn went on.
     HookFailed {

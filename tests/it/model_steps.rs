@@ -247,6 +247,11 @@ fn a_failing_model_step_in_a_conversation_step_is_answered_by_its_on_error() {
     assert!(failed["error"].as_str().is_some_and(|error| error.contains("after one repair")), "{failed}");
     // on_enter, the note, and the code with its repair.
     assert_eq!(model_step_calls(&events), 4, "{events:?}");
+    let answers = events.iter().find(|event| event["event"] == "model_answers").cloned().unwrap_or_default();
+    assert_eq!(
+        answers,
+        serde_json::json!({"event": "model_answers", "source": "chat.judge", "repaired": 1, "rejected": 1})
+    );
     assert_eq!(turn["llm_calls"], 4);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -254,7 +259,7 @@ fn a_failing_model_step_in_a_conversation_step_is_answered_by_its_on_error() {
 #[test]
 fn a_model_step_is_not_asked_past_the_turns_token_limit() {
     let dir = temp_dir("ms-chat-limit");
-    // The flow's on_enter spends 13 tokens offline: the note is not asked.
+    // The flow's on_enter spends 14 tokens offline: the note is not asked.
     let program = CHAT.replace("LIMIT", "12").replace("STEP", "");
     let (turns, events) = converse(&dir, &program, "ann@example.com\n", &[]);
     let [turn] = turns.as_slice() else { panic!("one turn: {turns:?}") };
@@ -420,5 +425,19 @@ fn the_run_limits_read_the_same_in_both_syntaxes_and_must_be_positive() {
     let zero = crate::support::flowc_in(&dir, &["check", "zero.flow"], None);
     assert_eq!(zero.status.code(), Some(1), "{}", stderr(&zero));
     assert!(stderr(&zero).contains("`max_run_tokens` must be a whole number of at least 1"), "{}", stderr(&zero));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_model_step_is_not_asked_past_the_operators_session_token_limit() {
+    let dir = temp_dir("ms-chat-session");
+    let program = CHAT.replace("LIMIT", "100000").replace("STEP", "");
+    // The flow's on_enter spends 14 tokens offline: at 14 the turn goes on
+    // (it stops once the limit is passed), and the note is not asked.
+    let (turns, events) = converse(&dir, &program, "ann@example.com\n", &["--max-session-tokens", "14"]);
+    assert_eq!(model_step_calls(&events), 1, "{events:?}");
+    let failed = events.iter().find(|event| event["event"] == "step_failed").cloned().unwrap_or_default();
+    assert_eq!(failed["error"], "the model step for `note` was not asked: `max_session_tokens` is spent");
+    assert_eq!(turns[0]["reply"], "The model could not be asked.", "{turns:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
