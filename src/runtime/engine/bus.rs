@@ -37,7 +37,7 @@ pub(super) fn action_runner_output(
     let mut data = st.session.data.clone();
     let mut out = ActionOutput::default();
     // The model steps among the actions ask the turn's provider, within
-    // what is left of the turn's and the session's token budgets and time.
+    // what is left of the turn's and the session's token budgets.
     let turn = st.counters.usage.total_tokens();
     let session = st.session.usage.total_tokens().saturating_add(turn);
     let left = [
@@ -49,8 +49,7 @@ pub(super) fn action_runner_output(
         sv.limits.max_session_tokens.map(|limit| (limit.saturating_sub(session), "max_session_tokens")),
     ];
     let budget = Budget { calls: None, tokens: left.into_iter().flatten().min_by_key(|(left, _)| *left) };
-    let deadline = st.deadline(sv);
-    let model = Lent::new(&mut *sv.provider, budget, deadline);
+    let model = Lent::new(&mut *sv.provider, budget);
     let result = {
         let runner = ActionRunner {
             program: sv.program,
