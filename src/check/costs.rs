@@ -30,9 +30,11 @@
 //!   with nothing else to say and no tools: best case, one call.
 //! - **model steps** (`ask_model`): one structured call each, and its one
 //!   repair, for every model step of a step the turn (or a workflow run)
-//!   can execute; best case 0 (a path may pass them by), worst case each
-//!   of them on the way. One inside a `for_each` is counted once: it runs
-//!   once per item (`in_loops` says so).
+//!   can execute, its hooks included, and in a conversation those of the
+//!   hooks of the flows those steps are in; best case 0 (a path may pass
+//!   them by), worst case each of them on the way. One inside a `for_each`
+//!   is counted once: it runs once per item (`in_loops` says so). Their
+//!   prompts (`llm::model_step`'s) count in the worst case's tokens.
 //! - **post signals**: a post-phase signal whose code guard opens only
 //!   after the steps acted is asked in a call of its own (and its repair).
 //!
@@ -202,8 +204,8 @@ fn turn_cost(program: &Program, flow_id: FlowId, answering: Option<StepId>) -> T
     };
     if start == Start::Run {
         let reached = successor::reachable(program, &[(flow_id, successor::ENTRY)]);
-        let (count, in_loops) = model_steps(program, &reached);
-        let model_steps = Calls { best: 0, worst: count * UNDERSTAND_WORST };
+        let found = model_steps(program, &reached);
+        let model_steps = Calls { best: 0, worst: found.count * UNDERSTAND_WORST };
         return TurnCost {
             flow: flow.map(|flow| flow.name.clone()).unwrap_or_default(),
             start,
@@ -212,12 +214,12 @@ fn turn_cost(program: &Program, flow_id: FlowId, answering: Option<StepId>) -> T
             reply: Calls::default(),
             post_signals: Calls::default(),
             model_steps,
-            in_loops,
+            in_loops: found.in_loops,
             calls: model_steps,
             fused: false,
             understand_tokens: 0,
             reply_tokens: 0,
-            worst_tokens: 0,
+            worst_tokens: found.tokens * u64::from(UNDERSTAND_WORST),
         };
     }
     let likely = likely_chain(program, flow_id, answering);
@@ -253,11 +255,12 @@ fn turn_cost(program: &Program, flow_id: FlowId, answering: Option<StepId>) -> T
     let post_signals = Calls { best: 0, worst: if post.signals.is_empty() { 0 } else { UNDERSTAND_WORST } };
     let post_tokens = if post.signals.is_empty() { 0 } else { tokens(prompt_bytes(&post)) };
     let understand_tokens = if worst_request.is_empty() { 0 } else { tokens(prompt_bytes(&worst_request)) };
-    let (count, in_loops) = model_steps(program, &successor::reachable(program, &from));
-    let model_steps = Calls { best: 0, worst: count * UNDERSTAND_WORST };
+    let found = model_steps(program, &successor::reachable(program, &from));
+    let model_steps = Calls { best: 0, worst: found.count * UNDERSTAND_WORST };
     let worst_tokens = understand_tokens * u64::from(understand.worst)
         + reply_tokens * u64::from(reply.worst)
-        + post_tokens * u64::from(post_signals.worst);
+        + post_tokens * u64::from(post_signals.worst)
+        + found.tokens * u64::from(UNDERSTAND_WORST);
     TurnCost {
         flow: flow.map(|flow| flow.name.clone()).unwrap_or_default(),
         start,
@@ -266,7 +269,7 @@ fn turn_cost(program: &Program, flow_id: FlowId, answering: Option<StepId>) -> T
         reply,
         post_signals,
         model_steps,
-        in_loops,
+        in_loops: found.in_loops,
         calls: Calls { best, worst: understand.worst + reply.worst + post_signals.worst + model_steps.worst },
         fused,
         understand_tokens,
@@ -463,33 +466,74 @@ fn reply_ask(program: &Program, likely: &BTreeSet<(FlowId, StepId)>) -> Option<R
     })
 }
 
-/// The model steps of these steps (their `do`, hooks included), and
-/// whether one sits in a `for_each`.
-fn model_steps(program: &Program, steps: &BTreeSet<(FlowId, StepId)>) -> (u32, bool) {
-    let mut count = 0u32;
-    let mut in_loops = false;
-    for (flow, step) in steps {
-        let Some(step) = program.flow(*flow).and_then(|flow| flow.step(*step)) else {
+/// What the model steps a turn (or run) can reach may spend.
+struct ModelSteps {
+    /// Model steps, each one call (a repair is one more).
+    count: u32,
+    /// The prompt tokens of all of them, each asked once.
+    tokens: u64,
+    /// One sits in a `for_each`: it runs once per item.
+    in_loops: bool,
+}
+
+/// The model steps of these steps (their `do`, hooks included) and, in a
+/// conversation, of the hooks of the flows they are in (a turn that
+/// reaches a step may have entered or may complete its flow).
+fn model_steps(program: &Program, steps: &BTreeSet<(FlowId, StepId)>) -> ModelSteps {
+    let mut found = ModelSteps { count: 0, tokens: 0, in_loops: false };
+    let mut lists: Vec<&[crate::ir::Action]> = Vec::new();
+    let mut flows = BTreeSet::new();
+    for (flow_id, step) in steps {
+        let Some(flow) = program.flow(*flow_id) else {
             continue;
         };
-        for actions in [&step.actions, &step.on_enter, &step.prepare, &step.finalize] {
-            let looped: Vec<&crate::ir::Action> = crate::ir::walk::all_actions(actions)
-                .into_iter()
-                .filter_map(|action| match &action.kind {
-                    ActionKind::ForEach(each) => Some(each),
-                    _ => None,
-                })
-                .flat_map(|each| crate::ir::walk::all_actions(&each.actions))
-                .collect();
-            for action in crate::ir::walk::all_actions(actions) {
-                if matches!(action.kind, ActionKind::AskModel(_)) {
-                    count = count.saturating_add(1);
-                    in_loops |= looped.iter().any(|inner| std::ptr::eq(*inner, action));
-                }
+        let Some(step) = flow.step(*step) else {
+            continue;
+        };
+        lists.extend([&step.actions[..], &step.on_enter, &step.prepare, &step.finalize]);
+        if !flow.workflow && flows.insert(*flow_id) {
+            lists.extend([&flow.on_enter[..], &flow.on_complete]);
+        }
+    }
+    for actions in lists {
+        let looped: Vec<&crate::ir::Action> = crate::ir::walk::all_actions(actions)
+            .into_iter()
+            .filter_map(|action| match &action.kind {
+                ActionKind::ForEach(each) => Some(each),
+                _ => None,
+            })
+            .flat_map(|each| crate::ir::walk::all_actions(&each.actions))
+            .collect();
+        for action in crate::ir::walk::all_actions(actions) {
+            if let ActionKind::AskModel(ask) = &action.kind {
+                found.count = found.count.saturating_add(1);
+                found.tokens = found.tokens.saturating_add(ask_tokens(program, ask));
+                found.in_loops |= looped.iter().any(|inner| std::ptr::eq(*inner, action));
             }
         }
     }
-    (count, in_loops)
+    found
+}
+
+/// The prompt tokens of one model step's call, as `llm::model_step` writes
+/// it (its repair sends a little more).
+fn ask_tokens(program: &Program, ask: &crate::ir::AskModel) -> u64 {
+    let Some(field) = program.field(ask.field) else {
+        return 0;
+    };
+    let mut spec = crate::runtime::spec::field_spec(field, true);
+    spec.examples.extend(ask.examples.iter().cloned());
+    let request = crate::llm::AskRequest {
+        step: String::new(),
+        instruction: rendered(&ask.instruction),
+        field: spec,
+        inputs: Vec::new(),
+        tools: ask.tools.iter().filter_map(|tool| program.tool(*tool)).map(crate::runtime::spec::tool_spec).collect(),
+        today: String::new(),
+        repair: None,
+        deadline: None,
+    };
+    tokens(crate::llm::model_step::system_prompt(&request).len() + crate::llm::model_step::user_prompt(&request).len())
 }
 
 fn is_bool(program: &Program, field: FieldId) -> bool {

@@ -96,6 +96,14 @@ pub struct Limits {
     pub max_tool_rounds: u32,
     /// The most model tokens one turn may spend; `None`: no limit.
     pub max_turn_tokens: Option<u64>,
+    /// The most model calls a workflow run's model steps may make, across
+    /// resumes; `None`: no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_run_llm_calls: Option<u64>,
+    /// The most model tokens (prompt and completion) a workflow run's
+    /// model steps may spend, across resumes; `None`: no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_run_tokens: Option<u64>,
     /// How long one turn may take, in milliseconds (default 60 000).
     pub turn_timeout_ms: u64,
     /// What a turn a limit stops before any reply answers; `None`: the
@@ -106,7 +114,15 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { max_auto_steps: 10, max_tool_rounds: 5, max_turn_tokens: None, turn_timeout_ms: 60_000, message: None }
+        Limits {
+            max_auto_steps: 10,
+            max_tool_rounds: 5,
+            max_turn_tokens: None,
+            max_run_llm_calls: None,
+            max_run_tokens: None,
+            turn_timeout_ms: 60_000,
+            message: None,
+        }
     }
 }
 

@@ -231,6 +231,17 @@ pub enum Event {
         /// What went wrong.
         error: String,
     },
+    /// Model steps' answers in a step's actions or a hook (`source`) did
+    /// not fit their fields: `repaired` were asked again, `rejected` still
+    /// did not fit after that (the actions failed).
+    ModelAnswers {
+        /// The actions' path (`flow.step`, `flow.step.on_enter`…).
+        source: String,
+        /// Answers asked again.
+        repaired: u32,
+        /// Answers refused after their repair.
+        rejected: u32,
+    },
     /// A `finalize` hook failed after the reply was written: its writes and
     /// directives were dropped, and the turn went on.
     HookFailed {
@@ -349,6 +360,9 @@ pub enum StopReason {
     SessionTimeLimit,
     /// The runtime's `max_consecutive_errors` was reached.
     ErrorLimit,
+    /// A workflow run's model steps spent `agent.limits.max_run_llm_calls`
+    /// or `max_run_tokens`: a model step was not asked and its step failed.
+    RunModelLimit,
 }
 
 impl StopReason {
@@ -369,6 +383,7 @@ impl StopReason {
             StopReason::SessionTokenLimit => "session_token_limit",
             StopReason::SessionTimeLimit => "session_time_limit",
             StopReason::ErrorLimit => "error_limit",
+            StopReason::RunModelLimit => "run_model_limit",
         }
     }
 
@@ -396,6 +411,9 @@ impl StopReason {
             }
             StopReason::ErrorLimit => {
                 "steps or tool calls failed as many times in a row as the runtime's `max_consecutive_errors`"
+            }
+            StopReason::RunModelLimit => {
+                "the run's model steps made `agent.limits.max_run_llm_calls` calls or spent `max_run_tokens` tokens"
             }
         }
     }

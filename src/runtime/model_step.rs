@@ -11,7 +11,6 @@ use crate::ir::{Field, Program, Tool};
 use crate::llm::{AskAnswer, AskRepair, AskRequest, Provider, ProviderError, Usage};
 use serde_json::Value;
 use std::cell::{Cell, RefCell, RefMut};
-use std::time::Instant;
 
 /// Where model steps send their questions: a run's own [`Model`], or a
 /// turn's provider lent to one step's actions ([`Lent`]). Each counts what
@@ -23,10 +22,6 @@ pub(crate) trait Asks {
     fn tally(&self) -> RefMut<'_, Tally>;
     /// What the steps may still spend.
     fn budget(&self) -> Budget;
-    /// When a call is cut off, if ever.
-    fn deadline(&self) -> Option<Instant> {
-        None
-    }
 }
 
 /// The model a run's steps ask, and what they spent: shared by the steps
@@ -107,23 +102,24 @@ impl Asks for Model {
 }
 
 /// A turn's provider, lent to the actions of one conversation step or
-/// hook: its calls join the turn's (each kept for the turn's trace).
+/// hook: its calls join the turn's (each kept for the turn's trace). They
+/// are not cut off at the turn's deadline: tools before them in the same
+/// actions may have acted, as after any step that acted (the turn stops
+/// with `time_limit` at its next resumable point instead).
 pub(crate) struct Lent<'p> {
     provider: RefCell<&'p mut dyn Provider>,
     tally: RefCell<Tally>,
     budget: Budget,
-    deadline: Option<Instant>,
     calls: RefCell<Vec<Usage>>,
 }
 
 impl<'p> Lent<'p> {
-    /// `provider` for one step's actions, within `budget` and `deadline`.
-    pub(crate) fn new(provider: &'p mut dyn Provider, budget: Budget, deadline: Option<Instant>) -> Lent<'p> {
+    /// `provider` for one step's actions, within `budget`.
+    pub(crate) fn new(provider: &'p mut dyn Provider, budget: Budget) -> Lent<'p> {
         Lent {
             provider: RefCell::new(provider),
             tally: RefCell::new(Tally::default()),
             budget,
-            deadline,
             calls: RefCell::new(Vec::new()),
         }
     }
@@ -147,10 +143,6 @@ impl Asks for Lent<'_> {
 
     fn budget(&self) -> Budget {
         self.budget
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.deadline
     }
 }
 
@@ -228,7 +220,7 @@ pub(crate) fn ask(model: Option<&dyn Asks>, field: &Field, question: Question<'_
         tools: question.tools.iter().map(|tool| tool_spec(tool)).collect(),
         today: question.today,
         repair: None,
-        deadline: model.deadline(),
+        deadline: None,
     };
     loop {
         let spent = model.tally().usage;
@@ -371,5 +363,22 @@ mod tests {
     fn without_a_model_the_step_says_where_model_steps_run() {
         let failed = ask(None, &rating(), question(&[]));
         assert_eq!(failed, Err(ModelStepError::NoModel { field: "rating".into() }));
+    }
+
+    #[test]
+    fn a_spent_budget_stops_the_next_call_the_repair_included() {
+        let (model, asked) = asking(vec![Ok(json!(9)), Ok(json!(5))]);
+        model.set_budget(Budget { calls: Some((1, "max_run_llm_calls")), tokens: None });
+        let failed = ask(Some(&model), &rating(), question(&[]));
+        assert_eq!(failed, Err(ModelStepError::Limit { field: "rating".into(), limit: "max_run_llm_calls".into() }));
+        assert_eq!(asked.lock().unwrap().len(), 1, "the repair was not asked");
+        model.take_tally();
+        model.set_budget(Budget { calls: None, tokens: Some((12, "max_run_tokens")) });
+        assert_eq!(ask(Some(&model), &rating(), question(&[])), Ok(json!(5)), "12 tokens left: one call of 12");
+        let spent = ask(Some(&model), &rating(), question(&[]));
+        assert!(
+            matches!(spent, Err(ModelStepError::Limit { ref limit, .. }) if limit == "max_run_tokens"),
+            "{spent:?}"
+        );
     }
 }

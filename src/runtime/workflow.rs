@@ -10,9 +10,10 @@
 
 pub use super::workflow_run::{RunEvent, RunStatus, StepRecord, StepStatus, WorkflowRun};
 
-use super::actions::{ActionOutput, ActionRunner, ActionSource, Scope, evaluate_directive};
+use super::actions::{ActionError, ActionOutput, ActionRunner, ActionSource, Scope, evaluate_directive};
 use super::directive::{Move, Source, merge};
 use super::events::StopReason;
+use super::model_step::{Budget, ModelStepError};
 use super::session::Data;
 use super::tools::{ToolEnv, ToolRegistry};
 use super::validate::validate;
@@ -481,6 +482,9 @@ impl WorkflowRunner<'_> {
             record.status = StepStatus::Failed;
             record.error = Some(error.clone());
         }
+        // The run goes on: no limit stops it (a later model step meets
+        // the same limit and fails in turn).
+        run.limited = None;
         run.warnings.push(format!("step `{}` failed and the run continued: {error}", step.name));
         self.report(run, (step_id, step, total), StepStatus::Failed, "step_failed");
         run.next_step = self.successor(run, flow_name, step_id);
@@ -542,6 +546,7 @@ impl WorkflowRunner<'_> {
             }
             match self.execute(run, flow_name, step) {
                 Ok(outcome) => return Ok(outcome),
+                Err(error) if run.limited == Some(StopReason::RunModelLimit) => return Err(error),
                 Err(error) => last_error = error,
             }
         }
@@ -564,6 +569,9 @@ impl WorkflowRunner<'_> {
         let mut out = ActionOutput::default();
         let source = ActionSource { kind: Source::Action, path: &path, numbered: true };
         let step_key = format!("{}.{}", step.name, run.steps_ended.saturating_add(1));
+        if let Some(model) = self.model {
+            model.set_budget(run_budget(&self.program.agent.limits, &run.model));
+        }
         let ran = super::tools::with_identity(&run.run, &step_key, || {
             runner.run(&step.actions, &source, &mut data, &run.context, &mut Vec::new(), &mut out)
         });
@@ -578,6 +586,13 @@ impl WorkflowRunner<'_> {
                     self.event(run, event, Some(&step.name));
                 }
             }
+        }
+        if let Err(error @ ActionError::Model(ModelStepError::Limit { .. })) = &ran {
+            // The limit holds for every later attempt: the step is not
+            // retried, and a run it fails names the limit.
+            self.event(run, "model_limit_reached", Some(&step.name));
+            run.limited = Some(StopReason::RunModelLimit);
+            return Err(error.to_string());
         }
         ran.map_err(|error| error.to_string())?;
         run.warnings.append(&mut out.warnings);
@@ -718,4 +733,18 @@ enum After {
 struct StepOutcome {
     output: Value,
     position: Option<Move>,
+}
+
+/// What a run's model steps may still spend of the program's run limits,
+/// given what they spent so far (across resumes).
+fn run_budget(limits: &crate::ir::Limits, spent: &super::workflow_run::ModelSpend) -> Budget {
+    Budget {
+        calls: limits
+            .max_run_llm_calls
+            .map(|limit| (limit.saturating_sub(spent.calls), "agent.limits.max_run_llm_calls")),
+        tokens: limits.max_run_tokens.map(|limit| {
+            let used = spent.prompt.saturating_add(spent.completion);
+            (limit.saturating_sub(used), "agent.limits.max_run_tokens")
+        }),
+    }
 }

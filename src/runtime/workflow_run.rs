@@ -147,7 +147,8 @@ pub struct WorkflowRun {
     #[serde(default)]
     pub error: Option<String>,
     /// The limit ([`super::workflow::RunLimits`]) that stopped the run
-    /// before its next step, while it is `paused`.
+    /// before its next step, while it is `paused`; or, on a `failed` run,
+    /// the run's model limit ([`StopReason::RunModelLimit`]) that failed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limited: Option<StopReason>,
     /// How many step executions ended (completed or failed): with the
@@ -310,7 +311,8 @@ impl WorkflowRun {
             self.stopped_at.and_then(|step| self.steps.get(step.index())).map(|record| record.id.clone());
         let stopped_reason = match self.status {
             RunStatus::Completed => "flow_complete",
-            RunStatus::Failed => "error",
+            // A run a limit failed names it; any other failure is an error.
+            RunStatus::Failed => self.limited.map_or("error", StopReason::as_str),
             RunStatus::Waiting => "waiting",
             RunStatus::Aborted => "aborted",
             RunStatus::Cancelled => "cancelled",

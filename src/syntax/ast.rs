@@ -63,6 +63,12 @@ pub struct Limits {
     pub max_tool_rounds: Option<Spanned<i64>>,
     /// Most tokens one turn may spend on the model.
     pub max_turn_tokens: Option<Spanned<i64>>,
+    /// Most model calls a workflow run's model steps may make.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_run_llm_calls: Option<Spanned<i64>>,
+    /// Most tokens a workflow run's model steps may spend.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_run_tokens: Option<Spanned<i64>>,
     /// A duration as written (`60s`); lowering parses it.
     pub turn_timeout: Option<Text>,
     /// What a turn a limit stops before any reply answers.

@@ -468,7 +468,9 @@ fn describe_rule(grammar_rule: Rule) -> String {
         Rule::dq_text | Rule::sq_text | Rule::plain_dq | Rule::plain_sq | Rule::escape => "the closing quote",
         Rule::number => "a number",
         Rule::duration => "a duration (`30s`, `10m`, `2h`, `1d`)",
-        Rule::limit_key => "a limit (`max_auto_steps`, `max_tool_rounds`, `max_turn_tokens`, `turn_timeout`)",
+        Rule::limit_key => {
+            "a limit (`max_auto_steps`, `max_tool_rounds`, `max_turn_tokens`, `max_run_llm_calls`, `max_run_tokens`, `turn_timeout`)"
+        }
         Rule::or_op | Rule::and_op | Rule::cmp_op | Rule::add_op | Rule::mul_op => "an operator",
         Rule::is_set | Rule::is_not_set => "`is set`",
         Rule::interp => "`{{`",

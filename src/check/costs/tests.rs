@@ -256,3 +256,24 @@ fn model_steps_count_a_call_and_its_repair_and_one_in_a_loop_is_per_item() {
     assert!(run.in_loops);
     assert_eq!(run.calls, calls(0, 6));
 }
+
+#[test]
+fn a_conversation_turn_counts_the_model_steps_of_its_auto_steps_and_flow_hooks_with_their_tokens() {
+    let with_steps = "schema {\n  name: string\n  greeting: string\n  mood: enum(calm, upset)\n}\n\
+         flow chat \"Chat\" {\n  when \"the user says hello\"\n  on_enter { ask_model mood: \"How does {{name}} feel?\" }\n  \
+         step ask { collect name }\n  auto step greet { ask_model greeting: \"Greet {{name}} warmly\" }\n}\n";
+    let without = with_steps
+        .replace("  on_enter { ask_model mood: \"How does {{name}} feel?\" }\n", "")
+        .replace("ask_model greeting: \"Greet {{name}} warmly\"", "set greeting = \"Hi\"");
+    let (_, program) = compiled(with_steps);
+    let (_, plain) = compiled(&without);
+    let (rows, plain_rows) = (costs(&program), costs(&plain));
+    let answering = row(&rows, "chat", Some("ask"));
+    // The step's model step and the flow's `on_enter` one, each repaired.
+    assert_eq!(answering.model_steps, calls(0, 4));
+    assert_eq!(answering.calls.worst, row(&plain_rows, "chat", Some("ask")).calls.worst + 4);
+    assert!(
+        answering.worst_tokens > row(&plain_rows, "chat", Some("ask")).worst_tokens,
+        "the model steps' prompts count in the worst case"
+    );
+}

@@ -27,6 +27,12 @@ impl Lowerer {
         if let Some(value) = &agent.limits.max_turn_tokens {
             limits.max_turn_tokens = self.positive(value, "max_turn_tokens").map(u64::from);
         }
+        if let Some(value) = &agent.limits.max_run_llm_calls {
+            limits.max_run_llm_calls = self.positive(value, "max_run_llm_calls").map(u64::from);
+        }
+        if let Some(value) = &agent.limits.max_run_tokens {
+            limits.max_run_tokens = self.positive(value, "max_run_tokens").map(u64::from);
+        }
         if let Some(text) = &agent.limits.turn_timeout
             && let Some(ms) = self.duration(text)
         {

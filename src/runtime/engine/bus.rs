@@ -37,18 +37,19 @@ pub(super) fn action_runner_output(
     let mut data = st.session.data.clone();
     let mut out = ActionOutput::default();
     // The model steps among the actions ask the turn's provider, within
-    // what is left of the turn's token budget and time.
-    let budget = Budget {
-        calls: None,
-        tokens: sv
-            .program
+    // what is left of the turn's and the session's token budgets.
+    let turn = st.counters.usage.total_tokens();
+    let session = st.session.usage.total_tokens().saturating_add(turn);
+    let left = [
+        sv.program
             .agent
             .limits
             .max_turn_tokens
-            .map(|limit| (limit.saturating_sub(st.counters.usage.total_tokens()), "agent.limits.max_turn_tokens")),
-    };
-    let deadline = st.deadline(sv);
-    let model = Lent::new(&mut *sv.provider, budget, deadline);
+            .map(|limit| (limit.saturating_sub(turn), "agent.limits.max_turn_tokens")),
+        sv.limits.max_session_tokens.map(|limit| (limit.saturating_sub(session), "max_session_tokens")),
+    ];
+    let budget = Budget { calls: None, tokens: left.into_iter().flatten().min_by_key(|(left, _)| *left) };
+    let model = Lent::new(&mut *sv.provider, budget);
     let result = {
         let runner = ActionRunner {
             program: sv.program,
@@ -59,9 +60,13 @@ pub(super) fn action_runner_output(
         };
         runner.run(actions, source, &mut data, &st.session.context, &mut Vec::new(), &mut out)
     };
-    let (calls, _) = model.spent();
+    let (calls, tally) = model.spent();
     for usage in calls {
         st.count_call(sv, Purpose::ModelStep, usage);
+    }
+    if tally.repaired + tally.rejected > 0 {
+        let source = source.path.to_string();
+        st.emit(Event::ModelAnswers { source, repaired: tally.repaired, rejected: tally.rejected });
     }
     for event in std::mem::take(&mut out.tool_calls) {
         st.emit(event);

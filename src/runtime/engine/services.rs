@@ -20,7 +20,8 @@ pub(super) struct Services<'a> {
     /// asked (it keeps its compiled patterns).
     pub(super) reader: &'a mut CertainReader,
     /// The model: only the stages that call it (understand, post-phase
-    /// signals, reply) take the services mutably.
+    /// signals, reply, and resolution, whose steps' and hooks' model steps
+    /// it is lent to) take the services mutably.
     pub(super) provider: &'a mut dyn Provider,
     pub(super) stream: Option<&'a mut StreamSink>,
 }

@@ -82,6 +82,8 @@ impl Walker<'_> {
                 "max_auto_steps" => "max_auto_steps",
                 "max_tool_rounds" => "max_tool_rounds",
                 "max_turn_tokens" => "max_turn_tokens",
+                "max_run_llm_calls" => "max_run_llm_calls",
+                "max_run_tokens" => "max_run_tokens",
                 _ => "turn_timeout",
             };
             if !self.first_time(seen, keyword, span, "agent's limits") {
@@ -100,6 +102,8 @@ impl Walker<'_> {
             match keyword {
                 "max_auto_steps" => limits.max_auto_steps = number,
                 "max_tool_rounds" => limits.max_tool_rounds = number,
+                "max_run_llm_calls" => limits.max_run_llm_calls = number,
+                "max_run_tokens" => limits.max_run_tokens = number,
                 _ => limits.max_turn_tokens = number,
             }
         }

@@ -25,7 +25,15 @@ mod schedule;
 const PROGRAM_KEYS: &[&str] = &["agent", "schema", "context", "tools", "signals", "flows"];
 const AGENT_KEYS: &[&str] = &["name", "identity", "rules", "limits", "history"];
 const HISTORY_KEYS: &[&str] = &["keep_last", "summarize"];
-const LIMIT_KEYS: &[&str] = &["max_auto_steps", "max_tool_rounds", "max_turn_tokens", "turn_timeout", "message"];
+const LIMIT_KEYS: &[&str] = &[
+    "max_auto_steps",
+    "max_tool_rounds",
+    "max_turn_tokens",
+    "max_run_llm_calls",
+    "max_run_tokens",
+    "turn_timeout",
+    "message",
+];
 const TYPE_KEYS: &[&str] = &["type", "description", "min", "max", "pattern", "values", "examples", "items", "fields"];
 const TOOL_KEYS: &[&str] = &["description", "params", "returns", "http", "exec", "builtin"];
 const HTTP_KEYS: &[&str] = &["method", "url", "headers", "body", "timeout"];
@@ -226,6 +234,8 @@ impl<'tree> Builder<'tree, '_> {
             max_auto_steps: keys.get("max_auto_steps").and_then(|value| self.values.int(value)),
             max_tool_rounds: keys.get("max_tool_rounds").and_then(|value| self.values.int(value)),
             max_turn_tokens: keys.get("max_turn_tokens").and_then(|value| self.values.int(value)),
+            max_run_llm_calls: keys.get("max_run_llm_calls").and_then(|value| self.values.int(value)),
+            max_run_tokens: keys.get("max_run_tokens").and_then(|value| self.values.int(value)),
             turn_timeout: keys.get("turn_timeout").and_then(|value| self.values.duration(value)),
             message: keys.get("message").and_then(|value| self.values.template(value)),
         }
