@@ -3,10 +3,13 @@
 //! turn's plan), and the reply stage uses it instead of a reply call only
 //! when code, having grounded and resolved as always, agrees with every
 //! premise the model wrote it on ([`take_reply`]): the turn stops at the
-//! step it named, nothing it proposed was rejected, every value the step's
-//! prompt reads is the value it saw, the step offers no tools, and nothing
-//! else (a directive, a `say`, another step's prompt) shapes the reply.
-//! Whether it was used, and why not, is traced (`fused_reply`).
+//! step it named, every value the step's prompt reads is the value it saw,
+//! the reply mentions no value code did not accept (`mention.rs`), the step
+//! offers no tools, and nothing else (a directive, a `say`, another step's
+//! prompt) shapes the reply. Whether it was used, and why not, is traced
+//! (`fused_reply`).
+
+mod mention;
 
 use super::TurnError;
 use super::plan::TurnPlan;
@@ -18,6 +21,7 @@ use crate::expr::{Expr, ExprKind, Template, TemplatePart};
 use crate::ir::{FieldId, FlowId, Program};
 use crate::llm::{Proposal, ReplyAsk, ReplyStream, StepAsk};
 use crate::runtime::events::{Event, StopReason};
+use mention::{Expected, Unaccepted};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -161,9 +165,6 @@ pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &R
     if stopped != reply.step {
         return Err(format!("the turn stopped at `{stopped}`, not at `{}` the model named", reply.step));
     }
-    if let Some(name) = fused.rejected.first() {
-        return Err(format!("code rejected a value the model proposed (`{name}`)"));
-    }
     if !step.tools.is_empty() || shape.augmented {
         return Err("the step offers tools or the reply was augmented".into());
     }
@@ -173,24 +174,93 @@ pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &R
     if let Some(name) = unseen_value(st, program, fused, step.prompt.as_ref()) {
         return Err(format!("the step's prompt reads `{name}`, whose value is not the one the model saw"));
     }
+    // A yes or no has no words of its own to look for in the reply.
+    if let Some(rejected) = unaccepted(st, fused).iter().find(|rejected| !mention::checkable(rejected.value)) {
+        return Err(format!(
+            "code did not accept the model's `{}`, which no reply text can be checked for",
+            rejected.field
+        ));
+    }
     // A streamed reply's text is still arriving: `stream_reply` checks it.
-    if reply.text.trim().is_empty() && fused.pending.is_none() {
-        return Err("the reply is empty".into());
+    if fused.pending.is_none() {
+        if reply.text.trim().is_empty() {
+            return Err("the reply is empty".into());
+        }
+        check_text(st, sv, fused, &reply.text)?;
     }
     Ok(reply.text.clone())
+}
+
+/// The proposals the data does not hold as the model wrote them, now that
+/// the turn has resolved: grounding, validation or the consent rule set
+/// them aside, code read another value, or a step changed it since.
+fn unaccepted<'f>(st: &TurnState, fused: &'f Fused) -> Vec<Unaccepted<'f>> {
+    fused
+        .proposed
+        .iter()
+        .filter(|(_, proposal)| !proposal.value.is_null())
+        .filter(|(name, proposal)| !st.session.data.get(*name).is_some_and(|now| same_value(&proposal.value, now)))
+        .map(|(name, proposal)| Unaccepted {
+            field: name,
+            value: &proposal.value,
+            evidence: proposal.evidence.as_deref(),
+        })
+        .collect()
+}
+
+/// Whether a proposed value is the accepted one, written alike: the same
+/// JSON, or the same words (case and punctuation aside), or the same
+/// number.
+fn same_value(proposed: &Value, accepted: &Value) -> bool {
+    if proposed == accepted {
+        return true;
+    }
+    let number = |value: &Value| match value {
+        Value::Number(number) => number.as_f64(),
+        Value::String(text) => text.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    if let (Some(proposed), Some(accepted)) = (number(proposed), number(accepted)) {
+        return proposed == accepted;
+    }
+    match (proposed, accepted) {
+        (Value::String(proposed), Value::String(accepted)) => {
+            let words = crate::read::words_of(proposed);
+            !words.trim().is_empty() && words == crate::read::words_of(accepted)
+        }
+        _ => false,
+    }
+}
+
+/// The reply's text against every value code did not accept: `Err` names
+/// the first it mentions.
+fn check_text(st: &TurnState, sv: &Services, fused: &Fused, text: &str) -> Result<(), String> {
+    let prompt = st.answer.instructions.first().map(String::as_str).unwrap_or_default();
+    let expected = Expected { prompt, today: sv.tool_env.clock.now().date_naive() };
+    for rejected in unaccepted(st, fused) {
+        if let Some(rendering) = mention::mentioned(text, &rejected, &expected) {
+            return Err(format!("the reply mentions {rendering}, which code did not accept for `{}`", rejected.field));
+        }
+    }
+    Ok(())
 }
 
 /// Shows a streamed fused reply to the user as it arrives and returns it,
 /// or why it cannot be used: leading whitespace is held back, so a reply
 /// that turns out empty has shown nothing and the reply call is made
-/// instead. A stream that fails midway fails the turn, as a reply call's
-/// would (part of it has been shown). The tokens the call reported after
-/// the extraction are counted here.
+/// instead. When code did not accept some value the model proposed, the
+/// whole reply is read first and shown only if it mentions none of them
+/// (the user never sees half a reply that is then withdrawn). A stream
+/// that fails midway fails the turn, as a reply call's would (part of it
+/// may have been shown). The tokens the call reported after the extraction
+/// are counted here.
 pub(super) fn stream_reply(
     st: &mut TurnState,
     sv: &mut Services,
+    fused: &Fused,
     mut stream: ReplyStream,
 ) -> Result<Result<String, String>, TurnError> {
+    let hold = !unaccepted(st, fused).is_empty();
     let mut text = String::new();
     let mut shown = false;
     let result = loop {
@@ -200,6 +270,9 @@ pub(super) fn stream_reply(
             Err(error) => break Err(error),
         };
         text.push_str(&piece);
+        if hold {
+            continue;
+        }
         let show = if shown { piece.as_str() } else { text.trim_start() };
         if show.is_empty() {
             continue;
@@ -214,6 +287,14 @@ pub(super) fn stream_reply(
     let text = text.trim_start();
     if text.trim().is_empty() {
         return Ok(Err("the reply is empty".into()));
+    }
+    if hold {
+        if let Err(reason) = check_text(st, sv, fused, text) {
+            return Ok(Err(reason));
+        }
+        if let Some(sink) = sv.stream.as_mut() {
+            sink(text);
+        }
     }
     Ok(Ok(text.to_string()))
 }

@@ -40,7 +40,6 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
     let read_by_code = sv.reader.read(&request);
     request.fields.retain(|field| !read_by_code.contains_key(&field.name));
     request.reply = request.reply.take().and_then(|ask| fused::with_code_reads(ask, &read_by_code));
-    let stage_events = st.trace.events.len();
     // The fused reply rides only on a call the turn makes anyway.
     if !request.is_empty() {
         super::history::fit_understand(st, sv, &mut request);
@@ -95,9 +94,6 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
     let relevant = plan.relevant(program, route.map(|(flow, _)| flow).or(active), &st.reading.understanding);
     write_extraction(st, program, &relevant);
     let signal_position = apply_pre_signal_directives(st, sv, &signal_emissions);
-    if let Some(fused) = st.reading.fused.as_mut() {
-        fused.note_rejections(st.trace.events.get(stage_events..).unwrap_or_default());
-    }
 
     if let Some(position) = signal_position {
         st.cursor = position_cursor(st, sv, position);
