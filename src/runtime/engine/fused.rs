@@ -236,7 +236,9 @@ fn same_value(proposed: &Value, accepted: &Value) -> bool {
 /// the first it mentions.
 fn check_text(st: &TurnState, sv: &Services, fused: &Fused, text: &str) -> Result<(), String> {
     let prompt = st.answer.instructions.first().map(String::as_str).unwrap_or_default();
-    let expected = Expected { prompt, today: sv.tool_env.clock.now().date_naive() };
+    let known: Vec<String> = st.session.data.values().filter(|value| !value.is_null()).map(to_text).collect();
+    let expected =
+        Expected { prompt, known: &known, message: &st.message, today: sv.tool_env.clock.now().date_naive() };
     for rejected in unaccepted(st, fused) {
         if let Some(rendering) = mention::mentioned(text, &rejected, &expected) {
             return Err(format!("the reply mentions {rendering}, which code did not accept for `{}`", rejected.field));

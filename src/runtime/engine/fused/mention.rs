@@ -4,10 +4,12 @@
 //! choice" beside a date the message never gave), so the reply is read
 //! for every rendering of the value it might repeat: the value as the
 //! model wrote it, the words it cited as evidence, the number in digits or
-//! words, the date in the common formats (with or without the year). A
-//! rendering the step's own prompt holds, rendered on the accepted data,
-//! is no sign of the invention: the reply code would have asked for says
-//! it too.
+//! words, the date in the common formats (with or without the year), a
+//! word of its own (the Ritz of "Ritz Paris"). What a truthful reply may
+//! say anyway is no sign of the invention: the step's prompt rendered on
+//! the accepted data (the reply code would have asked for says it too),
+//! the accepted values themselves, and, for the evidence, the user's own
+//! words.
 
 use crate::read::text::is_stop_word;
 use crate::read::{ReadDate, dates_in, numbers_in, words_of};
@@ -23,10 +25,12 @@ pub(in crate::runtime::engine) struct Unaccepted<'a> {
 }
 
 /// What a reply is read against: the reply the step's prompt would give,
-/// rendered on the accepted data, and today (for dates written without
-/// their year).
+/// rendered on the accepted data; the accepted values, as text; the user's
+/// message; and today (for dates written without their year).
 pub(in crate::runtime::engine) struct Expected<'a> {
     pub(in crate::runtime::engine) prompt: &'a str,
+    pub(in crate::runtime::engine) known: &'a [String],
+    pub(in crate::runtime::engine) message: &'a str,
     pub(in crate::runtime::engine) today: NaiveDate,
 }
 
@@ -46,12 +50,22 @@ pub(in crate::runtime::engine) fn checkable(value: &Value) -> bool {
 /// reply does not, in words for the trace; `None` when the reply says none.
 pub(in crate::runtime::engine) fn mentioned(reply: &str, rejected: &Unaccepted, expected: &Expected) -> Option<String> {
     let text = Text::of(reply, expected.today);
-    let allowed = Text::of(expected.prompt, expected.today);
-    let found = value_mentioned(&text, &allowed, rejected.value);
-    found.or_else(|| {
-        let evidence = rejected.evidence?;
-        quoted(&text, &allowed, evidence).then(|| format!("its evidence \"{}\"", evidence.trim()))
-    })
+    let mut truthful = vec![expected.prompt];
+    truthful.extend(expected.known.iter().map(String::as_str));
+    let allowed = Text::of(&truthful.join("\n"), expected.today);
+    if let Some(found) = value_mentioned(&text, &allowed, rejected.value) {
+        return Some(found);
+    }
+    let evidence = rejected.evidence?.trim();
+    if quoted(&text, &allowed, evidence) {
+        return Some(format!("its evidence \"{evidence}\""));
+    }
+    // The user's words may be echoed; words of the evidence the user did
+    // not say are the model's own (a hotel "Grand Hotel" cited for a
+    // greeting).
+    truthful.push(expected.message);
+    let allowed = Text::of(&truthful.join("\n"), expected.today);
+    own_word(&text, &allowed, evidence).map(|word| format!("\"{word}\" of its evidence \"{evidence}\""))
 }
 
 /// A text as the checks read it, each reading made once.
@@ -112,17 +126,21 @@ fn string_mentioned(text: &Text, allowed: &Text, string: &str) -> Option<String>
     if quoted(text, allowed, shown) {
         return Some(format!("\"{shown}\""));
     }
-    // A part of a name says it too ("the Ritz" for "Ritz Paris"): each of
-    // its content words the expected reply does not hold.
-    let words = words_of(shown);
-    words
+    // A part of a name says it too ("the Ritz" for "Ritz Paris").
+    own_word(text, allowed, shown).map(|word| format!("\"{word}\" of \"{shown}\""))
+}
+
+/// The first content word of `source` (three letters or more, not a
+/// function word) that `text` holds and `allowed` does not.
+fn own_word(text: &Text, allowed: &Text, source: &str) -> Option<String> {
+    words_of(source)
         .split_whitespace()
         .filter(|word| word.chars().any(char::is_alphabetic) && word.chars().count() > 2 && !is_stop_word(word))
         .find(|word| {
             let word = format!(" {word} ");
             text.words.contains(&word) && !allowed.words.contains(&word)
         })
-        .map(|word| format!("\"{word}\" of \"{shown}\""))
+        .map(str::to_string)
 }
 
 /// Whether `text` repeats `quote`: its words in order, or, for a quote of
@@ -229,8 +247,21 @@ mod tests {
     /// What `reply` is found to say of `value` (cited as `evidence`) at a
     /// step whose prompt, rendered, is `prompt`.
     fn check(reply: &str, value: Value, evidence: Option<&str>, prompt: &str) -> Option<String> {
+        answer(reply, value, evidence, prompt, &[], "")
+    }
+
+    /// [`check`] with the accepted values and the user's message.
+    fn answer(
+        reply: &str,
+        value: Value,
+        evidence: Option<&str>,
+        prompt: &str,
+        known: &[&str],
+        message: &str,
+    ) -> Option<String> {
         let rejected = Unaccepted { field: "f", value: &value, evidence };
-        mentioned(reply, &rejected, &Expected { prompt, today: today() })
+        let known: Vec<String> = known.iter().map(|value| value.to_string()).collect();
+        mentioned(reply, &rejected, &Expected { prompt, known: &known, message, today: today() })
     }
 
     #[test]
@@ -303,6 +334,42 @@ mod tests {
         // invented count) is no sign.
         let confirm = "Shall I book Grand Hotel on 2026-12-04 for 2 guests?";
         assert_eq!(check(confirm, json!(5), Some("2026-12-04"), confirm), None);
+    }
+
+    #[test]
+    fn words_of_the_evidence_the_user_did_not_say_are_the_models_own() {
+        // SmolLM2 on "Hi, I'd like to book a hotel room": a hotel "Bonjour"
+        // cited as "Bienvenue à la Grand Hotel", and a reply that names a
+        // Grand Hotel nobody chose.
+        let prompt = "Which hotel would you like to book?";
+        let message = "Hi, I'd like to book a hotel room";
+        let found = answer(
+            "Je vais bienvenue à l'Hotel de Grand Hotel.",
+            json!("Bonjour"),
+            Some("Bienvenue à la Grand Hotel"),
+            prompt,
+            &[],
+            message,
+        );
+        assert_eq!(found.as_deref(), Some("\"bienvenue\" of its evidence \"Bienvenue à la Grand Hotel\""));
+        // Evidence that quotes the user is theirs to hear again.
+        let echo = answer("A hotel room, gladly. Which hotel?", json!(5), Some(message), prompt, &[], message);
+        assert_eq!(echo, None);
+        // An accepted value may be said, though the invented value's
+        // evidence names it (the accepted hotel, cited for a made-up date).
+        let found = answer(
+            "The Grand Hotel, lovely. For which date?",
+            json!("2026-06-03"),
+            Some("Grand Hotel"),
+            "For which date?",
+            &["Grand Hotel"],
+            "The Grand Hotel, please",
+        );
+        assert_eq!(found, None);
+        // But not a word of the invented value itself, though the user
+        // said it.
+        let found = answer("The Ritz! For which date?", json!("Ritz"), None, "For which date?", &[], "not the Ritz");
+        assert_eq!(found.as_deref(), Some("\"Ritz\""));
     }
 
     #[test]
