@@ -468,6 +468,13 @@ pub trait Provider: Send {
         None
     }
 
+    /// Whether the understand call may ask this model for the reply too
+    /// (the fused call): on unless the operator turns it off
+    /// (`fused_reply = false` in `flowc.toml`). Wrappers pass it on.
+    fn fused_reply(&self) -> bool {
+        true
+    }
+
     /// The structured call: routes the message, reads field values and
     /// answers the conditions and signals, all at once.
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError>;

@@ -145,7 +145,8 @@ fn understand_request(st: &TurnState, sv: &Services, plan: &TurnPlan, routable: 
             .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
             .collect(),
         today: sv.tool_env.clock.now().date_naive().to_string(),
-        reply: fused::reply_ask(st, sv, plan),
+        // The operator may turn the fused reply off (`fused_reply = false`).
+        reply: if sv.provider.fused_reply() { fused::reply_ask(st, sv, plan) } else { None },
         // Only this call is cut off at the turn's end: it comes before
         // any step acts. A later call cut off would fail a turn whose
         // steps already ran, and the next message would run them again.

@@ -316,3 +316,32 @@ flow booking {
         Some("the step's prompt reads `price`, whose value is not the one the model saw")
     );
 }
+
+/// `fused_reply = false` in flowc.toml: the understand call asks for no
+/// reply and every question is a reply call of its own, as before the
+/// fused call; the answers are the same.
+#[test]
+fn the_operator_turns_the_fused_reply_off_in_flowc_toml() {
+    use crate::support::{flowc_in, root, stderr, stdout, temp_dir};
+    let program = root().join("flows/booking.flow");
+    let program = program.to_string_lossy();
+    let calls = |fused: bool| {
+        let dir = temp_dir(&format!("fused-switch-{fused}"));
+        std::fs::write(dir.join("flowc.toml"), format!("fused_reply = {fused}\n")).expect("flowc.toml");
+        let script = "Hi, I'd like to book a hotel room\nThe Grand Hotel, please\n2026-12-04\n2 guests\nyes\n";
+        std::fs::write(dir.join("script.txt"), script).expect("script");
+        let output = flowc_in(&dir, &["run", &program, "--script", "script.txt", "--json"], None);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let _ = std::fs::remove_dir_all(&dir);
+        let turns: Vec<serde_json::Value> =
+            stdout(&output).lines().map(|line| serde_json::from_str(line).expect("a JSON turn")).collect();
+        let replies: Vec<String> = turns.iter().map(|turn| turn["reply"].as_str().unwrap_or_default().into()).collect();
+        let calls: Vec<u64> = turns.iter().map(|turn| turn["llm_calls"].as_u64().unwrap_or(99)).collect();
+        (calls, replies)
+    };
+    let (on, on_replies) = calls(true);
+    let (off, off_replies) = calls(false);
+    assert_eq!(on, [1, 1, 1, 1, 1]);
+    assert_eq!(off, [2, 2, 2, 2, 1]);
+    assert_eq!(on_replies, off_replies);
+}
