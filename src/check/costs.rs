@@ -379,6 +379,10 @@ fn understand_request(program: &Program, active: FlowId, answering: Option<StepI
         today: "2026-01-01".to_string(),
         reply: None,
         deadline: None,
+        // As every turn sends it; the fused reply's writer only when the
+        // turn asks for a reply (a turn that asks none is a turn of a
+        // session that may).
+        prefix: crate::runtime::engine::prompt_prefix(program, true, &mut rendered),
     }
 }
 

@@ -529,6 +529,7 @@ pub(crate) mod tests {
             today: "2026-01-05".into(),
             reply: None,
             deadline: None,
+            prefix: crate::llm::PromptPrefix::default(),
         }
     }
 

@@ -94,6 +94,7 @@ use crate::ir::{FlowId, StepId};
 use crate::llm::ToolCall;
 use services::Services;
 use state::TurnState;
+pub(crate) use understand::prompt_prefix;
 
 /// How many messages of history go into model requests.
 const HISTORY_WINDOW: usize = 12;

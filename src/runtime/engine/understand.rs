@@ -10,8 +10,9 @@ use super::services::Services;
 use super::signals::{apply_pre_signal_directives, fire_pre_signals};
 use super::state::{Fused, TurnState, flow_name};
 use super::{Cursor, Stage, StageDone, StageOutcome, TurnError, field_spec};
+use crate::expr::Template;
 use crate::ir::{Flow, FlowId, Program, StepId};
-use crate::llm::{FlowChoice, ProviderError, Question, UnderstandRequest};
+use crate::llm::{FlowChoice, PromptPrefix, ProviderError, Question, ReplyWriter, UnderstandRequest};
 use crate::runtime::events::{Event, Purpose, StopReason};
 use crate::runtime::grounding;
 use std::collections::BTreeSet;
@@ -147,11 +148,44 @@ fn understand_request(st: &TurnState, sv: &Services, plan: &TurnPlan, routable: 
         today: sv.tool_env.clock.now().date_naive().to_string(),
         // The operator may turn the fused reply off (`fused_reply = false`).
         reply: if sv.provider.fused_reply() { fused::reply_ask(st, sv, plan) } else { None },
+        prefix: session_prefix(st, sv),
         // Only this call is cut off at the turn's end: it comes before
         // any step acts. A later call cut off would fail a turn whose
         // steps already ran, and the next message would run them again.
         deadline: st.deadline(sv),
     }
+}
+
+/// The prompt prefix every understand call of this session shares.
+pub(super) fn session_prefix(st: &TurnState, sv: &Services) -> PromptPrefix {
+    let scope = st.scope(sv);
+    let mut warnings = Vec::new();
+    prompt_prefix(sv.program, sv.provider.fused_reply(), &mut |template| {
+        crate::expr::eval::render(template, &scope, &mut warnings)
+    })
+}
+
+/// The prompt prefix of every understand call of a session of `program`
+/// ([`PromptPrefix`]): every flow a message may be routed to (a flow with
+/// a `when`, guard aside: whether it is offered is the turn's), and, when
+/// the session asks for fused replies, the assistant who writes them, its
+/// templates rendered by `render`. Shared with `flowc check --costs`.
+pub(crate) fn prompt_prefix(
+    program: &Program,
+    fused: bool,
+    render: &mut dyn FnMut(&Template) -> String,
+) -> PromptPrefix {
+    let catalogue = program
+        .flows
+        .iter()
+        .filter(|flow| !flow.workflow && !flow.when.is_empty())
+        .map(|flow| flow_choice(program, flow))
+        .collect();
+    let writer = fused.then(|| ReplyWriter {
+        identity: program.agent.identity.as_ref().map(&mut *render),
+        rules: program.agent.rules.iter().map(&mut *render).collect(),
+    });
+    PromptPrefix { catalogue, writer }
 }
 
 /// The routing decision: the flow the turn moves to and why (`when`,
