@@ -1,10 +1,11 @@
 //! `invalid_step` for a model step (`ask_model`) where none can run: model
-//! steps run in a workflow's step actions (a `for_each` in them included),
-//! where the run holds the model; a conversation flow's steps and hooks,
-//! and any flow's hooks, run inside a turn, which does not give actions the
-//! model. Found here, before anything runs, rather than as a failed step.
-//! Also `invalid_step`: a model step's `tools`, which no provider offers
-//! the model inside a model step yet: refused rather than ignored.
+//! steps run in a workflow's step actions (a `for_each` in them included)
+//! and in a conversation flow's step actions and hooks, where the turn
+//! lends them its model; a workflow's hooks never run (a run executes its
+//! steps' actions only), so a model step there would be silently dead.
+//! Found here, before anything runs, rather than as a failed step. Also
+//! `invalid_step`: a model step's `tools`, which no provider offers the
+//! model inside a model step yet: refused rather than ignored.
 
 use super::walk::all_actions;
 use crate::diag::{Code, Diagnostic};
@@ -72,14 +73,17 @@ struct Misplaced {
     span: Span,
     field: String,
     place: String,
+    help: &'static str,
 }
+
+const WHERE: &str = "model steps run in a workflow step's actions, and in a conversation step's actions and hooks";
 
 /// Adds an `invalid_step` per `ask_model` that cannot run where it is.
 pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
     diagnostics.extend(find(program).into_iter().map(|misplaced| {
         Diagnostic::new(Code::InvalidStep, format!("`ask_model {}` cannot run {}", misplaced.field, misplaced.place))
             .at(misplaced.span, "a model step")
-            .with_help("model steps run in a workflow's steps (a flow whose steps are all `auto`), in their actions")
+            .with_help(misplaced.help)
     }));
 }
 
@@ -94,7 +98,8 @@ fn find(program: &Program) -> Vec<Misplaced> {
                     let field = program.field(ask.field).map_or_else(String::new, |field| field.name.clone());
                     let place =
                         "with `tools` yet: no provider lets the model call tools inside a model step".to_string();
-                    found.push(Misplaced { span: action.span, field, place });
+                    let help = "ask for the value without `tools`, or call the tool in an action before the model step";
+                    found.push(Misplaced { span: action.span, field, place, help });
                 }
             }
         }
@@ -103,23 +108,19 @@ fn find(program: &Program) -> Vec<Misplaced> {
         for action in all_actions(actions) {
             if let ActionKind::AskModel(ask) = &action.kind {
                 let field = program.field(ask.field).map_or_else(String::new, |field| field.name.clone());
-                found.push(Misplaced { span: action.span, field, place: place.to_string() });
+                found.push(Misplaced { span: action.span, field, place: place.to_string(), help: WHERE });
             }
         }
     };
-    for flow in &program.flows {
-        let workflow = flow.steps.iter().all(|step| step.auto);
-        let hook = format!("in a hook of the flow `{}`", flow.name);
+    for flow in program.flows.iter().filter(|flow| flow.steps.iter().all(|step| step.auto)) {
+        let hook =
+            format!("in a hook of the workflow `{}`: a workflow run runs its steps' actions, not hooks", flow.name);
         note(&flow.on_enter, &hook);
         note(&flow.on_complete, &hook);
         for step in &flow.steps {
-            let hook = format!("in a hook of the step `{}`", step.name);
             note(&step.on_enter, &hook);
             note(&step.prepare, &hook);
             note(&step.finalize, &hook);
-            if !workflow {
-                note(&step.actions, &format!("in `{}`, a conversation flow", flow.name));
-            }
         }
     }
     found
@@ -146,7 +147,7 @@ mod tests {
     }
 
     #[test]
-    fn model_steps_run_only_in_a_workflows_step_actions() {
+    fn model_steps_run_in_step_actions_and_conversation_hooks_not_workflow_hooks() {
         check_findings(
             "schema { name: string\n greeting: string }\n\
              flow w \"W\" {\n  requires name\n  auto step s {\n    for n in [name] { ask_model greeting: \"Greet {{n}}\" }\n  }\n}\n",
@@ -155,8 +156,8 @@ mod tests {
         check_findings(
             "schema { name: string\n greeting: string }\n\
              flow chat {\n  when \"the user says hello\"\n  step ask { collect name }\n  \
-             auto step greet { ask_model greeting: \"Greet {{name}}\" }\n}\n",
-            &[("invalid_step", "ask_model greeting: \"Greet {{name}}\"")],
+             auto step greet {\n    ask_model greeting: \"Greet {{name}}\"\n    on_enter { ask_model greeting: \"Hi\" }\n  }\n}\n",
+            &[],
         );
         check_findings(
             "schema { name: string\n greeting: string }\n\

@@ -115,7 +115,7 @@ pub(crate) struct ActionRunner<'a> {
     /// in a conversation).
     pub steps: &'a [StepRecord],
     /// The model `ask_model` asks; `None` where model steps cannot run.
-    pub model: Option<&'a super::model_step::Model>,
+    pub model: Option<&'a dyn super::model_step::Asks>,
 }
 
 impl ActionRunner<'_> {

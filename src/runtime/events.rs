@@ -308,6 +308,8 @@ pub enum Purpose {
     PostSignals,
     /// The summary of the history the model's window left out.
     Summarize,
+    /// A model step (`ask_model`) in a conversation step's actions or hooks.
+    ModelStep,
 }
 
 /// Why a turn ended (LANGUAGE.md section 9, step 7), or why a workflow run

@@ -8,15 +8,33 @@
 use super::spec::{field_spec, tool_spec};
 use super::validate::validate;
 use crate::ir::{Field, Program, Tool};
-use crate::llm::{AskRepair, AskRequest, Provider, Usage};
+use crate::llm::{AskAnswer, AskRepair, AskRequest, Provider, ProviderError, Usage};
 use serde_json::Value;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell, RefMut};
+use std::time::Instant;
+
+/// Where model steps send their questions: a run's own [`Model`], or a
+/// turn's provider lent to one step's actions ([`Lent`]). Each counts what
+/// its steps spent and holds the budget they may still spend.
+pub(crate) trait Asks {
+    /// One call to the provider, as it is.
+    fn call(&self, request: &AskRequest) -> Result<AskAnswer, ProviderError>;
+    /// What the steps have spent so far.
+    fn tally(&self) -> RefMut<'_, Tally>;
+    /// What the steps may still spend.
+    fn budget(&self) -> Budget;
+    /// When a call is cut off, if ever.
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+}
 
 /// The model a run's steps ask, and what they spent: shared by the steps
 /// of one execution through a shared borrow, as actions run by `&self`.
 pub struct Model {
     provider: RefCell<Box<dyn Provider>>,
     tally: RefCell<Tally>,
+    budget: Cell<Budget>,
 }
 
 /// What the model steps of an execution cost and how their answers fared.
@@ -30,15 +48,109 @@ pub struct Tally {
     pub rejected: u32,
 }
 
+/// The most model steps may spend from where they start: each limit with
+/// the name the program (or operator) gives it, for the error. A call is
+/// made only while what was spent is under every limit, so the call that
+/// crosses a token limit is the last (its tokens are not known before).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Budget {
+    /// Model calls left, and the limit's name.
+    pub calls: Option<(u64, &'static str)>,
+    /// Tokens left, and the limit's name.
+    pub tokens: Option<(u64, &'static str)>,
+}
+
+impl Budget {
+    /// The limit `spent` has reached, if any, by name.
+    fn reached(&self, spent: Usage) -> Option<&'static str> {
+        if let Some((left, name)) = self.calls
+            && u64::from(spent.calls) >= left
+        {
+            return Some(name);
+        }
+        match self.tokens {
+            Some((left, name)) if spent.total_tokens() >= left => Some(name),
+            _ => None,
+        }
+    }
+}
+
 impl Model {
     /// Model steps asking `provider`.
     pub fn new(provider: Box<dyn Provider>) -> Model {
-        Model { provider: RefCell::new(provider), tally: RefCell::new(Tally::default()) }
+        Model { provider: RefCell::new(provider), tally: RefCell::new(Tally::default()), budget: Cell::default() }
     }
 
     /// What the steps have spent so far, and resets it.
     pub fn take_tally(&self) -> Tally {
         std::mem::take(&mut *self.tally.borrow_mut())
+    }
+
+    /// What the next steps may spend, counted from the tally's reset.
+    pub fn set_budget(&self, budget: Budget) {
+        self.budget.set(budget);
+    }
+}
+
+impl Asks for Model {
+    fn call(&self, request: &AskRequest) -> Result<AskAnswer, ProviderError> {
+        self.provider.borrow_mut().ask(request)
+    }
+
+    fn tally(&self) -> RefMut<'_, Tally> {
+        self.tally.borrow_mut()
+    }
+
+    fn budget(&self) -> Budget {
+        self.budget.get()
+    }
+}
+
+/// A turn's provider, lent to the actions of one conversation step or
+/// hook: its calls join the turn's (each kept for the turn's trace).
+pub(crate) struct Lent<'p> {
+    provider: RefCell<&'p mut dyn Provider>,
+    tally: RefCell<Tally>,
+    budget: Budget,
+    deadline: Option<Instant>,
+    calls: RefCell<Vec<Usage>>,
+}
+
+impl<'p> Lent<'p> {
+    /// `provider` for one step's actions, within `budget` and `deadline`.
+    pub(crate) fn new(provider: &'p mut dyn Provider, budget: Budget, deadline: Option<Instant>) -> Lent<'p> {
+        Lent {
+            provider: RefCell::new(provider),
+            tally: RefCell::new(Tally::default()),
+            budget,
+            deadline,
+            calls: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Each call's usage, in order, and what the answers fared.
+    pub(crate) fn spent(self) -> (Vec<Usage>, Tally) {
+        (self.calls.into_inner(), self.tally.into_inner())
+    }
+}
+
+impl Asks for Lent<'_> {
+    fn call(&self, request: &AskRequest) -> Result<AskAnswer, ProviderError> {
+        let answer = self.provider.borrow_mut().ask(request)?;
+        self.calls.borrow_mut().push(answer.usage);
+        Ok(answer)
+    }
+
+    fn tally(&self) -> RefMut<'_, Tally> {
+        self.tally.borrow_mut()
+    }
+
+    fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline
     }
 }
 
@@ -61,14 +173,23 @@ pub enum ModelStepError {
         /// Why the repaired answer does not fit.
         reason: String,
     },
-    /// No model was given to the actions: a conversation's step (which
+    /// No model was given to the actions: a hook after the reply (which
     /// `flowc check` refuses), or a run whose provider could not be built.
     #[error(
-        "`ask_model {field}` has no model to ask: model steps run in workflow runs, on a provider that could be built"
+        "`ask_model {field}` has no model to ask: model steps run in workflow runs and in a conversation step's actions and hooks before the reply, on a provider that could be built"
     )]
     NoModel {
         /// The field it was to write.
         field: String,
+    },
+    /// A limit on model calls or tokens was reached: the step was not
+    /// asked (again).
+    #[error("the model step for `{field}` was not asked: `{limit}` is spent")]
+    Limit {
+        /// The field it was to write.
+        field: String,
+        /// The limit's name (`max_turn_tokens`, `max_run_llm_calls`…).
+        limit: String,
     },
 }
 
@@ -89,7 +210,7 @@ pub(crate) struct Question<'q> {
 }
 
 /// Asks `model` for a value of `field` and returns it validated.
-pub(crate) fn ask(model: Option<&Model>, field: &Field, question: Question<'_>) -> Result<Value, ModelStepError> {
+pub(crate) fn ask(model: Option<&dyn Asks>, field: &Field, question: Question<'_>) -> Result<Value, ModelStepError> {
     let Some(model) = model else {
         return Err(ModelStepError::NoModel { field: field.name.clone() });
     };
@@ -107,23 +228,27 @@ pub(crate) fn ask(model: Option<&Model>, field: &Field, question: Question<'_>) 
         tools: question.tools.iter().map(|tool| tool_spec(tool)).collect(),
         today: question.today,
         repair: None,
-        deadline: None,
+        deadline: model.deadline(),
     };
     loop {
-        let answered = model.provider.borrow_mut().ask(&request);
+        let spent = model.tally().usage;
+        if let Some(limit) = model.budget().reached(spent) {
+            return Err(ModelStepError::Limit { field: field.name.clone(), limit: limit.to_string() });
+        }
+        let answered = model.call(&request);
         let answer =
             answered.map_err(|error| ModelStepError::Call { field: field.name.clone(), message: error.to_string() })?;
-        model.tally.borrow_mut().usage.add(answer.usage);
+        model.tally().usage.add(answer.usage);
         let checked = answer.value.clone().and_then(|value| fits(&value, field));
         let reason = match checked {
             Ok(value) => return Ok(value),
             Err(reason) => reason,
         };
         if request.repair.is_some() {
-            model.tally.borrow_mut().rejected += 1;
+            model.tally().rejected += 1;
             return Err(ModelStepError::Rejected { field: field.name.clone(), reason });
         }
-        model.tally.borrow_mut().repaired += 1;
+        model.tally().repaired += 1;
         let shown = match &answer.value {
             Ok(value) => value.to_string(),
             Err(text) => text.clone(),

@@ -557,7 +557,7 @@ impl WorkflowRunner<'_> {
             tools: self.tools,
             tool_env: self.tool_env,
             steps: &run.steps,
-            model: self.model,
+            model: self.model.map(|model| model as &dyn super::model_step::Asks),
         };
         let path = format!("{flow_name}.{}", step.name);
         let mut data = run.data.clone();

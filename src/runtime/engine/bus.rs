@@ -7,8 +7,9 @@ use super::services::Services;
 use super::state::TurnState;
 use crate::runtime::actions::{ActionOutput, ActionRunner, ActionSource, evaluate_directive};
 use crate::runtime::directive::{Emission, Source, describe};
-use crate::runtime::events::{DirectiveRecord, Event};
-use crate::runtime::writes;
+use crate::runtime::events::{DirectiveRecord, Event, Purpose};
+use crate::runtime::model_step::{Budget, Lent};
+use crate::runtime::writes::PhaseWrites;
 use serde_json::Value;
 
 /// Evaluates a directive against the turn's data now; its warnings join
@@ -29,17 +30,39 @@ pub(super) fn directive_emission(
 
 pub(super) fn action_runner_output(
     st: &mut TurnState,
-    sv: &Services,
+    sv: &mut Services,
     actions: &[crate::ir::Action],
     source: &ActionSource<'_>,
 ) -> Result<ActionOutput, TurnError> {
     let mut data = st.session.data.clone();
     let mut out = ActionOutput::default();
+    // The model steps among the actions ask the turn's provider, within
+    // what is left of the turn's token budget and time.
+    let budget = Budget {
+        calls: None,
+        tokens: sv
+            .program
+            .agent
+            .limits
+            .max_turn_tokens
+            .map(|limit| (limit.saturating_sub(st.counters.usage.total_tokens()), "agent.limits.max_turn_tokens")),
+    };
+    let deadline = st.deadline(sv);
+    let model = Lent::new(&mut *sv.provider, budget, deadline);
     let result = {
-        let runner =
-            ActionRunner { program: sv.program, tools: sv.tools, tool_env: sv.tool_env, steps: &[], model: None };
+        let runner = ActionRunner {
+            program: sv.program,
+            tools: sv.tools,
+            tool_env: sv.tool_env,
+            steps: &[],
+            model: Some(&model),
+        };
         runner.run(actions, source, &mut data, &st.session.context, &mut Vec::new(), &mut out)
     };
+    let (calls, _) = model.spent();
+    for usage in calls {
+        st.count_call(sv, Purpose::ModelStep, usage);
+    }
     for event in std::mem::take(&mut out.tool_calls) {
         st.emit(event);
     }
@@ -47,23 +70,19 @@ pub(super) fn action_runner_output(
         st.warn(warning);
     }
     result?;
-    // The emitter's own `set`s belong to its phase's unit: when the writes
-    // it emits (its `emit`s, its tools' directives) do not validate, the
-    // unit they join is refused when it is applied, and these go with it.
-    let merged = crate::runtime::directive::merge(&out.emissions);
-    if writes::check(sv.program, &merged.set, &merged.set_context).is_ok() {
-        st.session.data = data;
-    }
+    // The emitter's own `set`s join its phase: taken now, so that what
+    // runs next reads them, and undone with the phase when a write of it
+    // (what this emitter emits included) is bad.
+    st.writes.adopt(&mut st.session.data, data);
     Ok(out)
 }
 
-/// Runs a step's `do` (or a hook): its `set`s commit together, unless
-/// what it emits has a bad write (then its phase's unit, which those
-/// emissions join, is refused, `set`s included); says join the reply,
+/// Runs a step's `do` (or a hook): its `set`s join the phase (undone with
+/// it when a write of the phase is bad); says join the reply,
 /// emissions join the pre-model bus (the post-model one with `post`).
 pub(super) fn run_actions(
     st: &mut TurnState,
-    sv: &Services,
+    sv: &mut Services,
     actions: &[crate::ir::Action],
     source: &ActionSource<'_>,
     post: bool,
@@ -87,7 +106,7 @@ pub(super) fn run_actions(
 
 pub(super) fn run_hook(
     st: &mut TurnState,
-    sv: &Services,
+    sv: &mut Services,
     actions: &[crate::ir::Action],
     path: &str,
 ) -> Result<(), TurnError> {
@@ -97,7 +116,7 @@ pub(super) fn run_hook(
 
 pub(super) fn run_post_hook(
     st: &mut TurnState,
-    sv: &Services,
+    sv: &mut Services,
     actions: &[crate::ir::Action],
     path: &str,
 ) -> Result<(), TurnError> {
@@ -105,10 +124,11 @@ pub(super) fn run_post_hook(
     run_actions(st, sv, actions, &source, true)
 }
 
-/// Validates the writes of one phase as one unit ([`crate::runtime::writes`])
-/// and applies them all, or none of them with one `data_validation` event
-/// naming each bad write: the one place every directive write of a turn
-/// (pending, signals, branches, the pre- and post-model buses) goes through.
+/// Applies one emitter's writes to the turn's open phase
+/// ([`crate::runtime::writes::PhaseWrites`]): the one place every
+/// directive write of a turn (pending, signals, branches, `goto`, the pre-
+/// and post-model buses) goes through. A bad write undoes the whole phase;
+/// the phase's end names every bad write ([`end_phase`]).
 pub(super) fn apply_writes(
     st: &mut TurnState,
     sv: &Services,
@@ -116,9 +136,47 @@ pub(super) fn apply_writes(
     set_context: &[(String, Value)],
     source: &str,
 ) {
-    match writes::check(sv.program, set, set_context) {
-        Ok(staged) => staged.commit(&mut st.session.data, &mut st.session.context),
-        Err(fields) => st.emit(Event::DataValidation { source: source.to_string(), fields }),
+    let session = &mut st.session;
+    st.writes.apply(sv.program, (set, set_context), &|_| source.to_string(), &mut session.data, &mut session.context);
+}
+
+/// Applies the merged writes of several emissions, as [`apply_writes`]; a
+/// bad write is named with the emission whose write won the field.
+pub(super) fn apply_merged(
+    st: &mut TurnState,
+    sv: &Services,
+    emissions: &[Emission],
+    set: &[(String, Value)],
+    set_context: &[(String, Value)],
+) {
+    let emitter = |shown: &str| {
+        let (context, name) = match shown.strip_prefix("context.") {
+            Some(key) => (true, key),
+            None => (false, shown),
+        };
+        emissions
+            .iter()
+            .rev()
+            .find(|emission| {
+                let writes = if context { &emission.set_context } else { &emission.set };
+                writes.iter().any(|(written, _)| written == name)
+            })
+            .map(|emission| emission.source.to_string())
+            .unwrap_or_default()
+    };
+    let session = &mut st.session;
+    st.writes.apply(sv.program, (set, set_context), &emitter, &mut session.data, &mut session.context);
+}
+
+/// The turn's open phase ends and `next` begins: when a write of the
+/// phase was bad (and the phase undone), one `data_validation` event
+/// names each bad write with its emitter.
+pub(super) fn end_phase(st: &mut TurnState, next: &'static str) {
+    let ended = std::mem::replace(&mut st.writes, PhaseWrites::open(next));
+    let source = ended.name().to_string();
+    let fields = ended.close();
+    if !fields.is_empty() {
+        st.emit(Event::DataValidation { source, fields });
     }
 }
 

@@ -4,8 +4,9 @@
 //! by the working copy.
 
 use super::StageOutcome;
+use super::bus::end_phase;
 use super::services::Services;
-use super::state::TurnState;
+use super::state::{AFTER_PHASES, TurnState};
 use crate::message::{Message, Role};
 use crate::runtime::events::{EmptyReplyAction, Event, StopReason, Tokens, TurnResult};
 use crate::runtime::session::ordered_data;
@@ -15,6 +16,8 @@ use crate::runtime::session::ordered_data;
 const LIMIT_MESSAGE: &str = "Sorry, I had to stop before I could answer that. Please try again.";
 
 pub(super) fn finish(st: &mut TurnState, sv: &Services) -> StageOutcome {
+    // A turn a limit stopped before the reply ends its pre-model phase here.
+    end_phase(st, AFTER_PHASES);
     let stop = st.stop.unwrap_or(StopReason::NeedsInput);
     // A limit may stop the turn before anything was said: the user is
     // told so rather than answered with silence.

@@ -32,9 +32,10 @@
 //! Choices where the language leaves room, documented in the README:
 //! - Positions emitted to the pre-model bus (by `on_enter`, `prepare`,
 //!   `do`, or a tool result) are merged and applied when the step or hook
-//!   that emitted them finishes; their writes are merged and validated as
-//!   one unit at the same moment; their `reply` and augmentation wait for
-//!   the model call.
+//!   that emitted them finishes; their writes are merged and validated
+//!   at the same moment, and join the turn's pre-model phase, which is
+//!   committed or undone as one (`writes::PhaseWrites`, docs/runtime.md);
+//!   their `reply` and augmentation wait for the model call.
 //! - A position from the post-model bus (finalize, on_complete, the tool
 //!   loop) moves the session for the next turn: the reply is already
 //!   written, so no step runs after it in this turn.

@@ -3,7 +3,7 @@
 //! step that may be passed over is asked about), a directive's position
 //! before the reply and after it, and the new run of a flow it starts.
 
-use super::bus::{apply_writes, record, run_post_hook};
+use super::bus::{apply_merged, apply_writes, record, run_post_hook};
 use super::conditions::skip_reason;
 use super::services::Services;
 use super::state::{TurnState, flow_name};
@@ -115,7 +115,7 @@ pub(super) fn position_cursor(st: &mut TurnState, sv: &Services, position: Move)
 /// `on_enter`). No step runs after the reply, so nothing is passed over.
 /// A completion enters the flow the `complete` named, else the completed
 /// flow's `complete.next`, as a completion before the reply does.
-pub(super) fn park(st: &mut TurnState, sv: &Services, position: Move) -> Result<(), TurnError> {
+pub(super) fn park(st: &mut TurnState, sv: &mut Services, position: Move) -> Result<(), TurnError> {
     let program = sv.program;
     let (current, landing) = match place(st, sv, position, When::AfterReply) {
         Some(Placed::In(current, landing)) => (Some(current), landing),
@@ -159,7 +159,12 @@ pub(super) fn park(st: &mut TurnState, sv: &Services, position: Move) -> Result<
 
 /// Enters a flow after the reply: its `on_enter` runs (on the post-model
 /// bus), and the session waits at `step` for the next turn.
-pub(super) fn enter_parked(st: &mut TurnState, sv: &Services, flow_id: FlowId, step: StepId) -> Result<(), TurnError> {
+pub(super) fn enter_parked(
+    st: &mut TurnState,
+    sv: &mut Services,
+    flow_id: FlowId,
+    step: StepId,
+) -> Result<(), TurnError> {
     let program = sv.program;
     let Some(flow) = program.flow(flow_id) else {
         return Ok(());
@@ -169,7 +174,29 @@ pub(super) fn enter_parked(st: &mut TurnState, sv: &Services, flow_id: FlowId, s
     st.session.step = Some(step);
     st.session.asks = 0;
     let path = format!("{}.on_enter", flow.name);
+    // The post-model bus was applied before this position parked the
+    // session: what the `on_enter` emits is applied here, in the same
+    // post-model phase, or it would be lost.
+    let before = st.bus.post.len();
     run_post_hook(st, sv, &flow.on_enter, &path)?;
+    let emitted: Vec<Emission> = st.bus.post.drain(before..).collect();
+    if emitted.is_empty() {
+        return Ok(());
+    }
+    let merged = merge(&emitted);
+    for emission in &emitted {
+        // The session waits where it was parked and the reply is written:
+        // only the writes can still act.
+        let acts = emission.position.is_none() && emission.reply.is_none() && !emission.has_augmentation();
+        if !acts {
+            st.warn(format!(
+                "{}: a flow entered after the reply applies only the writes of its on_enter; the rest is dropped",
+                emission.source
+            ));
+        }
+        record(st, sv, emission, acts);
+    }
+    apply_merged(st, sv, &emitted, &merged.set, &merged.set_context);
     Ok(())
 }
 
@@ -225,7 +252,7 @@ pub(super) fn apply_pre_positions(st: &mut TurnState, sv: &Services) -> bool {
             *slot = Some(recorded);
         }
     }
-    apply_writes(st, sv, &merged.set, &merged.set_context, "pre-model bus");
+    apply_merged(st, sv, &fresh, &merged.set, &merged.set_context);
     match merged.position {
         Some((position, _)) => {
             st.cursor = position_cursor(st, sv, position);

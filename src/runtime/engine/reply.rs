@@ -3,11 +3,11 @@
 //! step runs them and asks again), then the batch's `finalize` hooks and the
 //! post-model bus.
 
-use super::bus::{apply_writes, record, run_post_hook};
+use super::bus::{apply_merged, end_phase, record, run_post_hook};
 use super::fused::{self, ReplyShape};
 use super::position::park;
 use super::services::Services;
-use super::state::{TurnState, flow_name};
+use super::state::{AFTER_PHASES, POST_MODEL, TurnState, flow_name};
 use super::tool_loop::{Replying, ToolBudget, TurnToolLoop};
 use super::{Stage, StageDone, StageOutcome, TurnError};
 use crate::ir::ToolId;
@@ -21,6 +21,10 @@ use crate::runtime::events::{EmptyReplyAction, Event, Purpose, StopReason};
 /// model asked for, which run at the next step.
 pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcome, TurnError> {
     let program = sv.program;
+    // Nothing writes between here and the model's answer: the pre-model
+    // phase ends before the reply is decided, so the fused reply's check
+    // and the reply request read the data as committed (or undone).
+    end_phase(st, POST_MODEL);
     let (pre, verbatim) = settle_pre_bus(st);
     let needs_model = !st.bus.halt
         && verbatim.is_none()
@@ -254,7 +258,7 @@ fn settle_pre_bus(st: &mut TurnState) -> (Merged, Option<String>) {
 /// bus is applied, and the reply is put together.
 fn complete_reply(
     st: &mut TurnState,
-    sv: &Services,
+    sv: &mut Services,
     verbatim: Option<String>,
     model_text: Option<String>,
 ) -> Result<(), TurnError> {
@@ -263,6 +267,7 @@ fn complete_reply(
     }
     finalize_batch(st, sv)?;
     let post_reply = apply_post_bus(st, sv)?;
+    end_phase(st, AFTER_PHASES);
     let mut parts: Vec<String> = st.answer.says.clone();
     match (post_reply.or(verbatim), model_text) {
         (Some(reply), _) => parts.push(reply),
@@ -285,7 +290,7 @@ fn complete_reply(
 
 /// Every step of the batch finalizes, in order. The reply is written:
 /// a failing `finalize` is traced and dropped, not a failed turn.
-fn finalize_batch(st: &mut TurnState, sv: &Services) -> Result<(), TurnError> {
+fn finalize_batch(st: &mut TurnState, sv: &mut Services) -> Result<(), TurnError> {
     let program = sv.program;
     for (flow, step) in std::mem::take(&mut st.answer.batch) {
         let Some(step) = program.flow(flow).and_then(|found| found.step(step)) else {
@@ -304,7 +309,7 @@ fn finalize_batch(st: &mut TurnState, sv: &Services) -> Result<(), TurnError> {
 /// The post-model bus: writes and a position for the next turn;
 /// augmentation can no longer act. Returns its `reply`, which replaces
 /// the model's.
-fn apply_post_bus(st: &mut TurnState, sv: &Services) -> Result<Option<String>, TurnError> {
+fn apply_post_bus(st: &mut TurnState, sv: &mut Services) -> Result<Option<String>, TurnError> {
     let post = merge(&st.bus.post);
     for warning in &post.warnings {
         st.warn(warning.clone());
@@ -329,7 +334,7 @@ fn apply_post_bus(st: &mut TurnState, sv: &Services) -> Result<Option<String>, T
             record(st, sv, emission, !lost);
         }
     }
-    apply_writes(st, sv, &post.set, &post.set_context, "post-model bus");
+    apply_merged(st, sv, &post_emissions, &post.set, &post.set_context);
     if let Some((position, _)) = post.position {
         park(st, sv, position)?;
     }

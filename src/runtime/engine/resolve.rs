@@ -16,7 +16,7 @@ use crate::runtime::events::{Event, StopReason};
 use crate::runtime::session::Offered;
 use serde_json::Value;
 
-pub(super) fn resolve_one(st: &mut TurnState, sv: &Services) -> Result<StageOutcome, TurnError> {
+pub(super) fn resolve_one(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcome, TurnError> {
     st.counters.transitions += 1;
     if st.counters.transitions > MAX_TRANSITIONS {
         st.warn("the turn did not settle: it moved between steps too many times without asking");
@@ -42,7 +42,7 @@ pub(super) fn resolve_one(st: &mut TurnState, sv: &Services) -> Result<StageOutc
 }
 
 /// Enters a flow at `step_id`: its `on_enter` runs first.
-fn enter_flow(st: &mut TurnState, sv: &Services, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
+fn enter_flow(st: &mut TurnState, sv: &mut Services, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
     let program = sv.program;
     let Some(flow) = program.flow(flow_id) else {
         st.cursor = Cursor::Idle;
@@ -73,7 +73,7 @@ fn enter_flow(st: &mut TurnState, sv: &Services, flow_id: FlowId, step_id: StepI
 }
 
 /// Enters a step: its `on_enter` runs, then it is evaluated.
-fn enter_step(st: &mut TurnState, sv: &Services, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
+fn enter_step(st: &mut TurnState, sv: &mut Services, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
     let program = sv.program;
     let Some((flow, step)) = program.flow(flow_id).and_then(|flow| Some((flow, flow.step(step_id)?))) else {
         // A flow with no steps completes at once.
@@ -99,7 +99,7 @@ fn enter_step(st: &mut TurnState, sv: &Services, flow_id: FlowId, step_id: StepI
 /// the directive's `next`) starts, or the turn stops.
 fn complete_flow(
     st: &mut TurnState,
-    sv: &Services,
+    sv: &mut Services,
     flow_id: FlowId,
     next_override: Option<FlowId>,
 ) -> Result<(), TurnError> {
@@ -145,7 +145,7 @@ fn abort_flow(st: &mut TurnState, sv: &Services) {
 
 pub(super) fn evaluate(
     st: &mut TurnState,
-    sv: &Services,
+    sv: &mut Services,
     flow_id: FlowId,
     step_id: StepId,
     fresh: bool,
@@ -318,7 +318,12 @@ fn clear_confirmations(st: &mut TurnState, program: &Program, flow: &Flow, step:
     }
 }
 
-pub(super) fn execute(st: &mut TurnState, sv: &Services, flow_id: FlowId, step_id: StepId) -> Result<(), TurnError> {
+pub(super) fn execute(
+    st: &mut TurnState,
+    sv: &mut Services,
+    flow_id: FlowId,
+    step_id: StepId,
+) -> Result<(), TurnError> {
     let program = sv.program;
     let Some((flow, step)) = locate(st, program, flow_id, step_id) else {
         return Ok(());
@@ -432,7 +437,7 @@ pub(super) fn step_failed(
 /// did not, the failure has already moved the turn on.
 pub(super) fn run_step_hook(
     st: &mut TurnState,
-    sv: &Services,
+    sv: &mut Services,
     flow: &Flow,
     step: &Step,
     (flow_id, step_id): (FlowId, StepId),

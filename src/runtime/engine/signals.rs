@@ -3,7 +3,7 @@
 //! turn.
 
 use super::ask::{ground, understand_or_nothing, write_extraction};
-use super::bus::{apply_writes, directive_emission, record};
+use super::bus::{apply_merged, directive_emission, record};
 use super::plan::{Confirmations, open_signals, signal_fields};
 use super::services::Services;
 use super::state::{TurnState, flow_name};
@@ -61,7 +61,7 @@ pub(super) fn apply_pre_signal_directives(
         let recorded = record(st, sv, emission, applied);
         records.push(emission.position.is_none().then_some(recorded));
     }
-    apply_writes(st, sv, &merged.set, &merged.set_context, "signals");
+    apply_merged(st, sv, signal_emissions, &merged.set, &merged.set_context);
     st.bus.halt |= merged.halt;
     if merged.reply.is_some() || !merged.append_prompt.is_empty() || !merged.inject_tools.is_empty() {
         // Augmentation is layered on top of the turn: it joins the

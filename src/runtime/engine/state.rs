@@ -17,9 +17,20 @@ use crate::runtime::actions::Scope;
 use crate::runtime::directive::Emission;
 use crate::runtime::events::{DirectiveRecord, Event, Purpose, StopReason};
 use crate::runtime::session::Session;
+use crate::runtime::writes::PhaseWrites;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
+
+/// The phase from the turn's start to the reply: the pending directive or
+/// the pre-phase signals, routing, and every step entered before the reply.
+pub(super) const PRE_MODEL: &str = "pre-model";
+/// The phase from the reply to the end of the turn: `finalize`, the
+/// post-model bus and where its position parks the session.
+pub(super) const POST_MODEL: &str = "post-model";
+/// What follows the post-model phase: the post-phase signals only arm a
+/// directive for the next turn, so nothing writes in it.
+pub(super) const AFTER_PHASES: &str = "after the reply";
 
 pub(super) struct TurnState<'a> {
     /// The working copy: it replaces the caller's session only when the
@@ -37,6 +48,9 @@ pub(super) struct TurnState<'a> {
     pub(super) answer: Answer,
     pub(super) counters: Counters,
     pub(super) stop: Option<StopReason>,
+    /// The writes of the phase the turn is in (docs/runtime.md, "Writes:
+    /// one unit per phase"), committed or undone as one.
+    pub(super) writes: PhaseWrites,
     pub(super) trace: Trace<'a>,
 }
 
@@ -180,6 +194,7 @@ impl<'a> TurnState<'a> {
             answer: Answer::default(),
             counters: Counters::default(),
             stop: None,
+            writes: PhaseWrites::open(PRE_MODEL),
             trace: Trace { events: Vec::new(), records: Vec::new(), observer },
         }
     }

@@ -10,6 +10,7 @@ mod grounding;
 mod harness;
 pub(crate) mod limits;
 mod merge;
+mod phases;
 mod picture;
 mod routing;
 mod runs;

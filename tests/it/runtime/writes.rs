@@ -2,10 +2,10 @@
 //! phase merge (signals, hooks' `emit`s, actions' `emit`s, tools'
 //! directives) are committed all or nothing, and a unit with bad writes
 //! records one `data_validation` event naming each of them; workflows
-//! fail the step, naming them. Emitters of one phase: a step's `do` (its
-//! `emit`s and its tools' directives) with its `prepare` hook, the pre-
-//! phase signals that fire together, and the post-model bus (`finalize`,
-//! `on_complete`).
+//! fail the step, naming them. A turn's phases are pre-model (the signals,
+//! routing and every step before the reply) and post-model (`finalize`,
+//! `on_complete`'s and the model's tools' directives); `phases.rs` tests
+//! what crosses emitters within one.
 
 use super::harness::{Double, Harness, Understood};
 use flowc::runtime::events::{Event, TurnResult};
@@ -92,8 +92,9 @@ fn signals_firing_together_are_one_unit() {
     );
     let refused = refused(&result);
     assert_eq!(refused.len(), 1, "{refused:?}");
-    assert_eq!(refused[0].0, "signals");
+    assert_eq!(refused[0].0, "pre-model");
     assert_eq!(names(&refused[0].1), ["y"]);
+    assert_eq!(refused[0].1[0].source, "signal:loud", "the bad write names its emitter");
     assert_eq!(refused[0].1[0].reason, "`50` is above the maximum 10");
     assert_eq!(harness.data("note"), None, "the valid signal's write went with the invalid one");
 }
@@ -105,7 +106,7 @@ fn a_hook_emit_and_an_action_emit_of_one_phase_are_one_unit() {
     let result = harness.say_with("hook", Understood::new().field("a", json!("hook")));
     let refused = refused(&result);
     assert_eq!(refused.len(), 1, "{refused:?}");
-    assert_eq!((refused[0].0.as_str(), names(&refused[0].1)), ("pre-model bus", vec!["y"]));
+    assert_eq!((refused[0].0.as_str(), names(&refused[0].1)), ("pre-model", vec!["y"]));
     assert_eq!(harness.data("x"), None, "the hook's valid x = 1 is not committed either");
     assert_eq!(harness.data("note"), None, "nor the step's own `set`, in the same unit");
     assert_eq!(harness.data("y"), None);
@@ -140,7 +141,7 @@ fn the_post_model_phase_is_one_unit() {
     let result = harness.say_with("g", Understood::new().flow("g"));
     let refused = refused(&result);
     assert_eq!(refused.len(), 1, "{refused:?}");
-    assert_eq!((refused[0].0.as_str(), names(&refused[0].1)), ("post-model bus", vec!["y"]));
+    assert_eq!((refused[0].0.as_str(), names(&refused[0].1)), ("post-model", vec!["y"]));
     assert_eq!(harness.data("x"), None, "the finalize's x = 3 went with the on_complete's bad y");
 }
 
