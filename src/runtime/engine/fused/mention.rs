@@ -133,12 +133,24 @@ fn string_mentioned(text: &Text, allowed: &Text, string: &str) -> Option<String>
 /// The first content word of `source` (three letters or more, not a
 /// function word) that `text` holds and `allowed` does not.
 fn own_word(text: &Text, allowed: &Text, source: &str) -> Option<String> {
+    let words = |text: &str| -> String {
+        // An elided article is part of its word ("l'Hotel"): the word
+        // after it is what a reply may share.
+        let mut words = String::from(" ");
+        for word in words_of(text).split_whitespace() {
+            words.push_str(word.rsplit('\'').next().unwrap_or(word));
+            words.push(' ');
+        }
+        words
+    };
+    let (said, truthful) = (words(&text.raw), words(&allowed.raw));
     words_of(source)
         .split_whitespace()
+        .map(|word| word.rsplit('\'').next().unwrap_or(word))
         .filter(|word| word.chars().any(char::is_alphabetic) && word.chars().count() > 2 && !is_stop_word(word))
         .find(|word| {
             let word = format!(" {word} ");
-            text.words.contains(&word) && !allowed.words.contains(&word)
+            said.contains(&word) && !truthful.contains(&word)
         })
         .map(str::to_string)
 }
@@ -355,6 +367,11 @@ mod tests {
         // Evidence that quotes the user is theirs to hear again.
         let echo = answer("A hotel room, gladly. Which hotel?", json!(5), Some(message), prompt, &[], message);
         assert_eq!(echo, None);
+        // An elided article is no word of its own: "l'Hotel" is "hotel",
+        // which the prompt says.
+        let elided =
+            answer("Bienvenue ! Which hotel?", json!("Bonjour"), Some("La date de l'Hotel"), prompt, &[], message);
+        assert_eq!(elided, None);
         // An accepted value may be said, though the invented value's
         // evidence names it (the accepted hotel, cited for a made-up date).
         let found = answer(
