@@ -186,9 +186,35 @@ pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &R
         if reply.text.trim().is_empty() {
             return Err("the reply is empty".into());
         }
-        check_text(st, sv, fused, &reply.text)?;
+        let text = fill_placeholders(st, &reply.text)?;
+        check_text(st, sv, fused, &text)?;
+        return Ok(text);
     }
     Ok(reply.text.clone())
+}
+
+/// The reply with each `{{field}}` the model copied from a prompt written
+/// as the field's accepted value (what the reply call would have said);
+/// `Err` for one that names no field with a value: the user never sees a
+/// placeholder.
+fn fill_placeholders(st: &TurnState, text: &str) -> Result<String, String> {
+    let mut filled = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        filled.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            return Err("the reply holds an unclosed `{{`".into());
+        };
+        let name = after[..end].trim();
+        match st.session.data.get(name).filter(|value| !value.is_null()) {
+            Some(value) => filled.push_str(&to_text(value)),
+            None => return Err(format!("the reply holds the placeholder `{{{{{name}}}}}`, which has no value")),
+        }
+        rest = &after[end + 2..];
+    }
+    filled.push_str(rest);
+    Ok(filled)
 }
 
 /// The proposals the data does not hold as the model wrote them, now that
@@ -250,9 +276,11 @@ fn check_text(st: &TurnState, sv: &Services, fused: &Fused, text: &str) -> Resul
 /// Shows a streamed fused reply to the user as it arrives and returns it,
 /// or why it cannot be used: leading whitespace is held back, so a reply
 /// that turns out empty has shown nothing and the reply call is made
-/// instead. When code did not accept some value the model proposed, the
-/// whole reply is read first and shown only if it mentions none of them
-/// (the user never sees half a reply that is then withdrawn). A stream
+/// instead. When code did not accept some value the model proposed, or an
+/// offered prompt has a placeholder the model may copy, the whole reply is
+/// read first, its placeholders filled, and shown only if it mentions none
+/// of those values (the user never sees half a reply that is then
+/// withdrawn). A stream
 /// that fails midway fails the turn, as a reply call's would (part of it
 /// may have been shown). The tokens the call reported after the extraction
 /// are counted here.
@@ -262,9 +290,11 @@ pub(super) fn stream_reply(
     fused: &Fused,
     mut stream: ReplyStream,
 ) -> Result<Result<String, String>, TurnError> {
-    let hold = !unaccepted(st, fused).is_empty();
+    // A model copies the placeholders of the prompts it was shown: a reply
+    // that may hold one is read whole, filled, then shown.
+    let mut hold = !unaccepted(st, fused).is_empty() || fused.ask.steps.iter().any(|step| step.prompt.contains("{{"));
     let mut text = String::new();
-    let mut shown = false;
+    let mut shown = 0;
     let result = loop {
         let piece = match stream.next_piece() {
             Ok(Some(piece)) => piece,
@@ -272,33 +302,44 @@ pub(super) fn stream_reply(
             Err(error) => break Err(error),
         };
         text.push_str(&piece);
+        // One the prompts did not suggest is held from where it starts.
+        hold |= text.contains("{{") || text.ends_with('{');
         if hold {
             continue;
         }
-        let show = if shown { piece.as_str() } else { text.trim_start() };
+        let show = if shown > 0 { &text[shown..] } else { text.trim_start() };
         if show.is_empty() {
             continue;
         }
-        shown = true;
         if let Some(sink) = sv.stream.as_mut() {
             sink(show);
         }
+        shown = text.len();
     };
     st.counters.usage.add(stream.late_usage());
     result?;
-    let text = text.trim_start();
     if text.trim().is_empty() {
         return Ok(Err("the reply is empty".into()));
     }
-    if hold {
-        if let Err(reason) = check_text(st, sv, fused, text) {
-            return Ok(Err(reason));
-        }
-        if let Some(sink) = sv.stream.as_mut() {
-            sink(text);
-        }
+    // What was shown stays shown: a reply set aside after it began (a
+    // placeholder with no value that no prompt suggested) is followed by
+    // the reply call's. Nothing is held back for the values check then:
+    // with no value set aside, there is nothing to check.
+    let (before, held) = text.split_at(shown);
+    let held = match fill_placeholders(st, if shown == 0 { held.trim_start() } else { held }) {
+        Ok(held) => held,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    let whole = format!("{}{held}", before.trim_start());
+    if let Err(reason) = check_text(st, sv, fused, &whole) {
+        return Ok(Err(reason));
     }
-    Ok(Ok(text.to_string()))
+    if !held.is_empty()
+        && let Some(sink) = sv.stream.as_mut()
+    {
+        sink(&held);
+    }
+    Ok(Ok(whole))
 }
 
 /// The first field the step's prompt reads whose value now is not the one

@@ -317,6 +317,33 @@ flow booking {
     );
 }
 
+/// SmolLM2 at the date step: "Booking confirmed on {{date}} for {{guests}}
+/// guests." for the guests step. A placeholder is written as the accepted
+/// value when there is one; one with no value sets the reply aside, so the
+/// user never sees a placeholder.
+#[test]
+fn placeholders_the_model_copied_are_filled_from_the_accepted_data_or_set_the_reply_aside() {
+    let mut harness = at_the_hotel_step();
+    harness.say_with("The Grand Hotel, please", Understood::new().cited("hotel", json!("Grand Hotel"), "Grand Hotel"));
+    let result = harness.say_with(
+        "2026-12-04",
+        Understood::new()
+            .cited("date", json!("2026-12-04"), "2026-12-04")
+            .fused("booking.ask_guests", "Booking confirmed on {{date}} for {{guests}} guests."),
+    );
+    assert_eq!(result.reply, "reply: How many guests?");
+    assert_eq!(
+        fused(&result)[0].2.as_deref(),
+        Some("the reply holds the placeholder `{{guests}}`, which has no value")
+    );
+    let result = harness.say_with(
+        "2 guests",
+        Understood::new().fused("booking.confirm", "Shall I book {{ hotel }} on {{date}} for {{guests}} guests?"),
+    );
+    assert_eq!(result.reply, "Shall I book Grand Hotel on 2026-12-04 for 2 guests?");
+    assert_eq!(harness.calls_last_turn(), (1, 0));
+}
+
 /// `fused_reply = false` in flowc.toml: the understand call asks for no
 /// reply and every question is a reply call of its own, as before the
 /// fused call; the answers are the same.
