@@ -93,6 +93,7 @@ use super::session::Session;
 pub(crate) use super::spec::field_spec;
 use crate::ir::{FlowId, StepId};
 use crate::llm::ToolCall;
+pub(crate) use plan::StaticAsk;
 use services::Services;
 use state::TurnState;
 pub(crate) use understand::prompt_prefix;

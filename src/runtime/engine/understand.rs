@@ -9,10 +9,10 @@ use super::position::{position_cursor, start_run};
 use super::services::Services;
 use super::signals::{apply_pre_signal_directives, fire_pre_signals};
 use super::state::{Fused, TurnState, flow_name};
-use super::{Cursor, Stage, StageDone, StageOutcome, TurnError, field_spec};
+use super::{Cursor, Stage, StageDone, StageOutcome, TurnError};
 use crate::expr::Template;
 use crate::ir::{Flow, FlowId, Program, StepId};
-use crate::llm::{FlowChoice, PromptPrefix, ProviderError, Question, ReplyWriter, UnderstandRequest};
+use crate::llm::{FlowChoice, PromptPrefix, ProviderError, ReplyWriter, UnderstandRequest};
 use crate::runtime::events::{Event, Purpose, StopReason};
 use crate::runtime::grounding;
 use std::collections::BTreeSet;
@@ -35,7 +35,7 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
         .collect();
     let plan = TurnPlan::build(st, sv, &candidates, &routable);
     let mut request = understand_request(st, sv, &plan, &routable);
-    st.reading.asked_fields = plan.fields.clone();
+    st.reading.asked_fields = plan.ask.fields.clone();
     // Code reads first: what the rules read beyond doubt is taken as
     // read, and the model is asked only for the rest.
     let read_by_code = sv.reader.read(&request);
@@ -76,7 +76,7 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
         }
     }
     let certain: BTreeSet<String> = read_by_code.keys().cloned().collect();
-    let asked = plan.asked_alone.and_then(|field| program.field(field)).map(|declared| declared.name.clone());
+    let asked = plan.ask.asked_alone.and_then(|field| program.field(field)).map(|declared| declared.name.clone());
     for (name, proposal) in read_by_code {
         let evidence = proposal.evidence.clone().unwrap_or_default();
         st.emit(Event::ReadByCode { field: name.clone(), value: proposal.value.clone(), evidence });
@@ -122,29 +122,11 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
 fn understand_request(st: &TurnState, sv: &Services, plan: &TurnPlan, routable: &[FlowId]) -> UnderstandRequest {
     let program = sv.program;
     let active = st.session.flow;
+    let signals: Vec<usize> = plan.pre_signals.iter().chain(&plan.early_post).copied().collect();
     UnderstandRequest {
         message: st.message.clone(),
         history: st.history_window(),
-        active_flow: active.map(|flow| flow_name(sv, flow)),
-        flows: routable
-            .iter()
-            .filter(|flow| Some(**flow) != active)
-            .filter_map(|flow| program.flow(*flow).map(|declared| flow_choice(program, declared)))
-            .collect(),
-        fields: plan
-            .fields
-            .iter()
-            .filter_map(|field| program.field(*field).map(|declared| (field, declared)))
-            .map(|(field, declared)| field_spec(declared, plan.asked_alone == Some(*field)))
-            .collect(),
         conditions: plan.conditions.clone(),
-        signals: plan
-            .pre_signals
-            .iter()
-            .chain(&plan.early_post)
-            .filter_map(|signal| program.signals.get(*signal))
-            .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
-            .collect(),
         today: sv.tool_env.clock.now().date_naive().to_string(),
         // The operator may turn the fused reply off (`fused_reply = false`).
         reply: if sv.provider.fused_reply() { fused::reply_ask(st, sv, plan) } else { None },
@@ -153,6 +135,7 @@ fn understand_request(st: &TurnState, sv: &Services, plan: &TurnPlan, routable: 
         // any step acts. A later call cut off would fail a turn whose
         // steps already ran, and the next message would run them again.
         deadline: st.deadline(sv),
+        ..plan.ask.request(program, active, routable, &signals)
     }
 }
 
@@ -267,7 +250,7 @@ fn ground_consent(st: &mut TurnState, program: &Program) {
     st.reading.consent_doubt = doubt;
 }
 
-pub(super) fn flow_choice(program: &Program, flow: &Flow) -> FlowChoice {
+pub(crate) fn flow_choice(program: &Program, flow: &Flow) -> FlowChoice {
     let mut examples = Vec::new();
     for field in flow.requires.iter().chain(&flow.optional) {
         if let Some(declared) = program.field(*field) {
