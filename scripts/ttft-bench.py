@@ -1,8 +1,9 @@
 """Time to the first reply text, with and without the fused reply (issue 24).
 
 Serves PROGRAM with `flowc serve` twice, once per mode (the fused call on,
-then `fused_reply = false`), each from a scratch directory whose flowc.toml
-is CONFIG's with the mode added, and holds the same conversation through
+then `fused_reply = false`), each from a scratch copy of the program's
+folder (its tools with it) whose flowc.toml, beside the program, is
+CONFIG's with the mode added, and holds the same conversation through
 the server-sent events of `POST /v1/sessions/{id}/messages`. For each turn it
 reports the time to the first `text` event that is not blank (what the user
 waits for), the whole turn's time, the model calls, and what became of the
@@ -42,10 +43,11 @@ def post(url, body, stream=False):
     return urllib.request.urlopen(request, timeout=3600)
 
 
-def serve(directory):
-    """Starts flowc serve in `directory`; returns the process and its URL."""
+def serve(directory, served):
+    """Starts flowc serve on `served` in `directory`; returns the process
+    and its URL."""
     process = subprocess.Popen(
-        [flowc, "serve", program, "--addr", "127.0.0.1:0", "--store", f"sqlite:{directory}/flowc.db"],
+        [flowc, "serve", served, "--addr", "127.0.0.1:0", "--store", f"sqlite:{directory}/flowc.db"],
         cwd=directory, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = process.stdout.readline()
     marker = "listening on "
@@ -91,9 +93,14 @@ def turn(base, session, text):
 rows = []
 for mode in modes:
     directory = tempfile.mkdtemp(prefix=f"flowc-ttft-{mode}-")
-    with open(os.path.join(directory, "flowc.toml"), "w") as file:
+    # flowc reads the flowc.toml beside the program first: the program's
+    # folder is copied, and the mode's flowc.toml written there.
+    folder = os.path.join(directory, "program")
+    shutil.copytree(os.path.dirname(program), folder, ignore=shutil.ignore_patterns(".flowc", "*.db"))
+    served = os.path.join(folder, os.path.basename(program))
+    with open(os.path.join(folder, "flowc.toml"), "w") as file:
         file.write(base_config + f"\nfused_reply = {'true' if mode == 'on' else 'false'}\n")
-    process, base = serve(directory)
+    process, base = serve(directory, served)
     try:
         name = os.path.splitext(os.path.basename(program))[0]
         session = json.load(post(f"{base}/v1/sessions", {"program": name}))["id"]

@@ -94,9 +94,9 @@ pub(crate) use super::spec::field_spec;
 use crate::ir::{FlowId, StepId};
 use crate::llm::ToolCall;
 pub(crate) use plan::StaticAsk;
+pub(crate) use plan::prompt_prefix;
 use services::Services;
 use state::TurnState;
-pub(crate) use understand::prompt_prefix;
 
 /// How many messages of history go into model requests.
 const HISTORY_WINDOW: usize = 12;

@@ -11,9 +11,8 @@ use super::services::Services;
 use super::state::TurnState;
 use crate::expr::{ExprKind, Template, TemplatePart};
 use crate::ir::successor::{self, Jump, Landing, entry_steps};
-use crate::ir::{Behavior, FieldId, FlowId, Phase, Program, Step, StepId, TypeKind};
-use crate::llm::Question;
-use crate::llm::{UnderstandRequest, Understanding};
+use crate::ir::{Behavior, FieldId, Flow, FlowId, Phase, Program, Step, StepId, TypeKind};
+use crate::llm::{FlowChoice, PromptPrefix, Question, ReplyWriter, UnderstandRequest, Understanding};
 use std::collections::BTreeSet;
 
 /// What a turn asks the model.
@@ -280,9 +279,7 @@ impl StaticAsk {
             flows: routable
                 .iter()
                 .filter(|flow| Some(**flow) != active)
-                .filter_map(|flow| {
-                    program.flow(*flow).map(|declared| super::understand::flow_choice(program, declared))
-                })
+                .filter_map(|flow| program.flow(*flow).map(|declared| flow_choice(program, declared)))
                 .collect(),
             fields: self
                 .fields
@@ -298,6 +295,49 @@ impl StaticAsk {
             ..UnderstandRequest::default()
         }
     }
+}
+
+/// The prompt prefix every understand call of this session shares.
+pub(super) fn session_prefix(st: &TurnState, sv: &Services) -> PromptPrefix {
+    let scope = st.scope(sv);
+    let mut warnings = Vec::new();
+    prompt_prefix(sv.program, sv.provider.fused_reply(), &mut |template| {
+        crate::expr::eval::render(template, &scope, &mut warnings)
+    })
+}
+
+/// The prompt prefix of every understand call of a session of `program`
+/// ([`PromptPrefix`]): every flow a message may be routed to (a flow with
+/// a `when`, guard aside: whether it is offered is the turn's), and, when
+/// the session asks for fused replies, the assistant who writes them, its
+/// templates rendered by `render`. Shared with `flowc check --costs`.
+pub(crate) fn prompt_prefix(
+    program: &Program,
+    fused: bool,
+    render: &mut dyn FnMut(&Template) -> String,
+) -> PromptPrefix {
+    let catalogue = program
+        .flows
+        .iter()
+        .filter(|flow| !flow.workflow && !flow.when.is_empty())
+        .map(|flow| flow_choice(program, flow))
+        .collect();
+    let writer = fused.then(|| ReplyWriter {
+        identity: program.agent.identity.as_ref().map(&mut *render),
+        rules: program.agent.rules.iter().map(&mut *render).collect(),
+    });
+    PromptPrefix { catalogue, writer }
+}
+
+/// A flow as the understand call describes it to the model.
+pub(super) fn flow_choice(program: &Program, flow: &Flow) -> FlowChoice {
+    let mut examples = Vec::new();
+    for field in flow.requires.iter().chain(&flow.optional) {
+        if let Some(declared) = program.field(*field) {
+            examples.extend(declared.ty.examples.iter().cloned());
+        }
+    }
+    FlowChoice { name: flow.name.clone(), title: flow.title.clone(), when: flow.when.clone(), examples }
 }
 
 /// The flow a message that routes nowhere enters when no flow is active:

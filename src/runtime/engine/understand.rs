@@ -4,15 +4,14 @@
 
 use super::ask::{ground, understand_with_reply, write_extraction};
 use super::fused;
-use super::plan::TurnPlan;
+use super::plan::{TurnPlan, session_prefix};
 use super::position::{position_cursor, start_run};
 use super::services::Services;
 use super::signals::{apply_pre_signal_directives, fire_pre_signals};
 use super::state::{Fused, TurnState, flow_name};
 use super::{Cursor, Stage, StageDone, StageOutcome, TurnError};
-use crate::expr::Template;
-use crate::ir::{Flow, FlowId, Program, StepId};
-use crate::llm::{FlowChoice, PromptPrefix, ProviderError, ReplyWriter, UnderstandRequest};
+use crate::ir::{FlowId, Program, StepId};
+use crate::llm::{ProviderError, UnderstandRequest};
 use crate::runtime::events::{Event, Purpose, StopReason};
 use crate::runtime::grounding;
 use std::collections::BTreeSet;
@@ -139,38 +138,6 @@ fn understand_request(st: &TurnState, sv: &Services, plan: &TurnPlan, routable: 
     }
 }
 
-/// The prompt prefix every understand call of this session shares.
-pub(super) fn session_prefix(st: &TurnState, sv: &Services) -> PromptPrefix {
-    let scope = st.scope(sv);
-    let mut warnings = Vec::new();
-    prompt_prefix(sv.program, sv.provider.fused_reply(), &mut |template| {
-        crate::expr::eval::render(template, &scope, &mut warnings)
-    })
-}
-
-/// The prompt prefix of every understand call of a session of `program`
-/// ([`PromptPrefix`]): every flow a message may be routed to (a flow with
-/// a `when`, guard aside: whether it is offered is the turn's), and, when
-/// the session asks for fused replies, the assistant who writes them, its
-/// templates rendered by `render`. Shared with `flowc check --costs`.
-pub(crate) fn prompt_prefix(
-    program: &Program,
-    fused: bool,
-    render: &mut dyn FnMut(&Template) -> String,
-) -> PromptPrefix {
-    let catalogue = program
-        .flows
-        .iter()
-        .filter(|flow| !flow.workflow && !flow.when.is_empty())
-        .map(|flow| flow_choice(program, flow))
-        .collect();
-    let writer = fused.then(|| ReplyWriter {
-        identity: program.agent.identity.as_ref().map(&mut *render),
-        rules: program.agent.rules.iter().map(&mut *render).collect(),
-    });
-    PromptPrefix { catalogue, writer }
-}
-
 /// The routing decision: the flow the turn moves to and why (`when`,
 /// `if` or `default`), or `None` to stay where the conversation is.
 fn choose_route(
@@ -248,14 +215,4 @@ fn ground_consent(st: &mut TurnState, program: &Program) {
         st.emit(event);
     }
     st.reading.consent_doubt = doubt;
-}
-
-pub(crate) fn flow_choice(program: &Program, flow: &Flow) -> FlowChoice {
-    let mut examples = Vec::new();
-    for field in flow.requires.iter().chain(&flow.optional) {
-        if let Some(declared) = program.field(*field) {
-            examples.extend(declared.ty.examples.iter().cloned());
-        }
-    }
-    FlowChoice { name: flow.name.clone(), title: flow.title.clone(), when: flow.when.clone(), examples }
 }
