@@ -153,6 +153,7 @@ fn server(store: StoreLocation) -> Running {
         settings: ProgramSettings { provider_flags: Default::default(), limits: Default::default(), clock, ids, tools },
         run_poll: Duration::from_millis(100),
         deadlines: Default::default(),
+        caps: Default::default(),
     };
     flowc::serve::start(&options, 2, false)
         .unwrap_or_else(|message| fail(format!("the server does not start: {message} (run from the repository root)")))

@@ -7,6 +7,7 @@ use super::limits::LimitFlags;
 use super::load::expand_paths;
 use crate::config::Config;
 use crate::serve::auth::{Auth, parse_pair, tokens_from_table};
+use crate::serve::caps::Caps;
 use crate::serve::programs::ProgramSettings;
 use crate::serve::{DEFAULT_BODY_LIMIT, ServeOptions};
 use crate::store::StoreLocation;
@@ -46,6 +47,18 @@ pub struct ServeArgs {
     /// How long a client may take to send a request's body, e.g. 30s (then 408)
     #[arg(long, default_value = "30s", value_parser = parse_poll)]
     pub body_timeout: Duration,
+    /// Sessions one tenant may keep in the store (over [serve] max_sessions_per_tenant; beyond: 429)
+    #[arg(long, value_name = "N")]
+    pub max_sessions_per_tenant: Option<u64>,
+    /// Workflow runs of one tenant not yet ended (over [serve] max_runs_per_tenant; beyond: 429)
+    #[arg(long, value_name = "N")]
+    pub max_runs_per_tenant: Option<u64>,
+    /// Connections open at once (over [serve] max_connections; beyond: 503 and closed)
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Requests answered at once (over [serve] max_requests; beyond: 503)
+    #[arg(long, value_name = "N")]
+    pub max_requests: Option<usize>,
     #[command(flatten)]
     pub model: crate::cli::model::ModelFlags,
     #[command(flatten)]
@@ -100,6 +113,7 @@ fn options(args: &ServeArgs) -> Result<ServeOptions, String> {
     let (clock, ids) = crate::runtime::clock::from_env().map_err(|error| error.to_string())?;
     let provider_flags = args.model.provider_flags();
     let auth = Auth::new(tokens(args, &config)?)?;
+    let caps = caps(args, &config)?;
     Ok(ServeOptions {
         files,
         addr: args.addr,
@@ -110,7 +124,31 @@ fn options(args: &ServeArgs) -> Result<ServeOptions, String> {
         settings: ProgramSettings { provider_flags, limits, clock, ids, tools: Default::default() },
         run_poll: args.events_poll,
         deadlines: crate::serve::listen::Deadlines { header: args.header_timeout, body: args.body_timeout },
+        caps,
     })
+}
+
+/// The caps of `[serve]` in flowc.toml with the flags over them; a flag
+/// of 0 is refused as the file's 0 is (a cap of nothing would refuse all).
+fn caps(args: &ServeArgs, config: &Config) -> Result<Caps, String> {
+    let mut caps = Caps::from_table(config.table()).map_err(|message| format!("{}: {message}", config.shown()))?;
+    let positive = |flag: &str, value: Option<u64>| match value {
+        Some(0) => Err(format!("--{flag} must be 1 or more")),
+        _ => Ok(value),
+    };
+    if let Some(max) = positive("max-sessions-per-tenant", args.max_sessions_per_tenant)? {
+        caps.sessions_per_tenant = Some(max);
+    }
+    if let Some(max) = positive("max-runs-per-tenant", args.max_runs_per_tenant)? {
+        caps.runs_per_tenant = Some(max);
+    }
+    if let Some(max) = positive("max-connections", args.max_connections.map(|max| max as u64))? {
+        caps.connections = usize::try_from(max).ok();
+    }
+    if let Some(max) = positive("max-requests", args.max_requests.map(|max| max as u64))? {
+        caps.requests = usize::try_from(max).ok();
+    }
+    Ok(caps)
 }
 
 /// The tokens of `[serve.tokens]` in flowc.toml, `FLOWC_SERVE_TOKENS` and

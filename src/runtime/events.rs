@@ -64,14 +64,18 @@ pub enum Event {
         /// Why.
         reason: String,
     },
-    /// The writes of one phase (merged from its signals, hooks, `emit`s
-    /// and tools' directives) did not all validate: none was applied.
+    /// The writes of one phase of the turn (its signals, hooks, steps'
+    /// `set`s and `emit`s, tools' directives) did not all validate: none
+    /// is kept.
     DataValidation {
-        /// Where the unit's writes came from (`signals`, `pre-model bus`,
-        /// `post-model bus`, or one directive's source).
+        /// The phase: `pre-model` or `post-model`.
         source: String,
-        /// Each write refused, with why.
+        /// Each write refused, with why and its emitter.
         fields: Vec<crate::runtime::writes::InvalidWrite>,
+        /// The fields (`context.KEY` for a context key) the phase had
+        /// written with valid values, put back as they were.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        undone: Vec<String>,
     },
     /// A proposal of the model that the message does not back: a field
     /// value (not written) or a yes to a condition or signal (counted as

@@ -112,12 +112,24 @@ pub(crate) struct PhaseWrites {
     name: &'static str,
     touched: Vec<Touched>,
     invalid: Vec<InvalidWrite>,
+    /// The fields (`context.KEY` for a context key) whose valid writes the
+    /// first bad one took back.
+    undone: Vec<String>,
+}
+
+/// What a phase that had a bad write reports when it ends.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Refused {
+    /// Every bad write, in the order they came.
+    pub(crate) invalid: Vec<InvalidWrite>,
+    /// The fields the phase had written and put back.
+    pub(crate) undone: Vec<String>,
 }
 
 impl PhaseWrites {
     /// A phase named `name` (`pre-model`, `post-model`) begins.
     pub(crate) fn open(name: &'static str) -> PhaseWrites {
-        PhaseWrites { name, touched: Vec::new(), invalid: Vec::new() }
+        PhaseWrites { name, touched: Vec::new(), invalid: Vec::new(), undone: Vec::new() }
     }
 
     /// The phase's name, the `source` of its `data_validation` event.
@@ -188,10 +200,10 @@ impl PhaseWrites {
     }
 
     /// The phase ends: its writes stay if all were good (they are applied
-    /// already); otherwise they were undone when the first bad one came.
-    /// Returns every bad write, in the order they came.
-    pub(crate) fn close(self) -> Vec<InvalidWrite> {
-        self.invalid
+    /// already); otherwise they were undone when the first bad one came,
+    /// and the bad writes and the fields put back are returned.
+    pub(crate) fn close(self) -> Option<Refused> {
+        (!self.invalid.is_empty()).then_some(Refused { invalid: self.invalid, undone: self.undone })
     }
 
     fn note(&mut self, target: Target, name: &str, before: Option<Value>, value: &Value) {
@@ -214,6 +226,10 @@ impl PhaseWrites {
             if map.get(&touched.name) != touched.written.as_ref() {
                 continue;
             }
+            self.undone.push(match touched.target {
+                Target::Data => touched.name.clone(),
+                Target::Context => format!("context.{}", touched.name),
+            });
             match touched.before {
                 Some(value) => map.insert(touched.name, value),
                 None => map.remove(&touched.name),
@@ -309,7 +325,9 @@ mod tests {
         assert!(!phase.adopt(&mut data, Data::new()));
         assert!(!phase.apply(&program, (&writes(&[("nope", json!(1))]), &[]), &by("last"), &mut data, &mut context));
         assert_eq!(data.get("a"), Some(&json!("before")));
-        assert_eq!(named(&phase.close()), [("y", "action:f.s#1"), ("nope", "last")]);
+        let refused = phase.close().unwrap();
+        assert_eq!(named(&refused.invalid), [("y", "action:f.s#1"), ("nope", "last")]);
+        assert_eq!(refused.undone, ["a", "y", "context.tier"]);
     }
 
     #[test]
@@ -325,6 +343,6 @@ mod tests {
         assert_eq!(data.get("a"), Some(&json!("extracted")));
         assert_eq!(data.get("y"), None);
         let ok = PhaseWrites::open("post-model");
-        assert!(ok.close().is_empty(), "a phase without a bad write names nothing");
+        assert_eq!(ok.close(), None, "a phase without a bad write names nothing");
     }
 }

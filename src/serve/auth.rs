@@ -101,8 +101,14 @@ pub(crate) fn tokens_from_table(value: &toml::Table) -> Result<Vec<(String, Stri
     let Some(serve) = serve.as_table() else {
         return Err("[serve] must be a table".to_string());
     };
-    if let Some(unknown) = serve.keys().find(|key| key.as_str() != "tokens") {
-        return Err(format!("unknown key `{unknown}` in [serve] (it takes `tokens`)"));
+    // The caps' keys are `serve::caps`'s to read.
+    if let Some(unknown) =
+        serve.keys().find(|key| key.as_str() != "tokens" && !super::caps::KEYS.contains(&key.as_str()))
+    {
+        return Err(format!(
+            "unknown key `{unknown}` in [serve] (it takes `tokens`, {})",
+            super::caps::KEYS.join(", ")
+        ));
     }
     let Some(tokens) = serve.get("tokens") else {
         return Ok(Vec::new());
@@ -222,5 +228,6 @@ mod tests {
         assert_eq!(pairs, vec![("acme".to_string(), "acme-secret-0123456789".to_string())]);
         assert_eq!(tokens_from_toml("[limits]\nmax_steps = 3\n"), Ok(Vec::new()));
         assert!(tokens_from_toml("[serve]\ntoken = \"x\"\n").is_err());
+        assert_eq!(tokens_from_toml("[serve]\nmax_requests = 8\n"), Ok(Vec::new()));
     }
 }

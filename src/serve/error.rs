@@ -13,11 +13,14 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Seconds the client is asked to wait before trying again
+    /// (`Retry-After`), when waiting is what helps.
+    pub retry_after: Option<u32>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into() }
+        ApiError { status, code, message: message.into(), retry_after: None }
     }
 
     /// 400: the body (or a query parameter) is not what the route takes.
@@ -58,6 +61,12 @@ impl ApiError {
         self
     }
 
+    /// The same error, asking the client to wait `seconds` first.
+    pub fn with_retry_after(mut self, seconds: u32) -> ApiError {
+        self.retry_after = Some(seconds);
+        self
+    }
+
     pub fn body(&self) -> serde_json::Value {
         serde_json::json!({ "error": { "code": self.code, "message": self.message } })
     }
@@ -65,7 +74,11 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(self.body())).into_response()
+        let mut response = (self.status, axum::Json(self.body())).into_response();
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(seconds));
+        }
+        response
     }
 }
 

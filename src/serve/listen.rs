@@ -4,8 +4,17 @@
 //! every request body must arrive whole within its own deadline (else 408).
 //! On shutdown the listener closes and open connections finish what they
 //! are answering. `axum::serve` sets no deadline at all, hence this file.
+//!
+//! Beyond the server's cap on open connections (`max_connections`), a
+//! connection is still taken, answered 503 `overloaded` with `Retry-After`
+//! once its request's head has arrived, and closed: the client learns why
+//! instead of waiting in the listen queue. Those answers are capped too (as
+//! many as the cap again); past that a connection is closed at once.
 
+use super::AppState;
+use super::caps::{Held, overloaded};
 use super::error::ApiError;
+use super::metrics::Metrics;
 use axum::Router;
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -13,6 +22,8 @@ use axum::response::{IntoResponse, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The deadline for a request's head when none is configured: far more
@@ -46,8 +57,13 @@ pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
     deadlines: Deadlines,
+    state: &Arc<AppState>,
     shutdown: impl Future<Output = ()>,
 ) {
+    let max = state.caps.connections;
+    // The connections being refused: bounded, so a flood past the cap
+    // costs at most as many sockets again.
+    let refusing = Arc::new(AtomicU64::new(0));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -67,17 +83,49 @@ pub(crate) async fn serve(
         };
         // Answers are small and written whole: no need to wait for more.
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder.timer(TokioTimer::new()).header_read_timeout(deadlines.header);
+        let Some(held) = Held::take(state, |metrics| &metrics.connections_open, max) else {
+            Metrics::add(&state.metrics.rejected_connections, 1);
+            refuse(stream, &builder, &refusing, max.unwrap_or_default());
+            continue;
+        };
+        let service = TowerToHyperService::new(app.clone());
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             // A connection's end, timed out or reset, is no one's error.
             let _ = connection.await;
+            drop(held);
         });
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// Answers one request on a connection past the cap with 503 and closes
+/// it, unless as many are being refused already (then it is closed at
+/// once).
+fn refuse(
+    stream: tokio::net::TcpStream,
+    builder: &hyper::server::conn::http1::Builder,
+    refusing: &Arc<AtomicU64>,
+    max: usize,
+) {
+    let bound = u64::try_from(max).unwrap_or(u64::MAX);
+    if refusing.fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| (now < bound).then_some(now + 1)).is_err() {
+        return;
+    }
+    let mut builder = builder.clone();
+    builder.keep_alive(false);
+    let answer = hyper::service::service_fn(move |_request: Request<hyper::body::Incoming>| async move {
+        Ok::<_, std::convert::Infallible>(overloaded("connections", max).into_response())
+    });
+    let connection = builder.serve_connection(TokioIo::new(stream), answer);
+    let refusing = Arc::clone(refusing);
+    tokio::spawn(async move {
+        let _ = connection.await;
+        refusing.fetch_sub(1, Ordering::AcqRel);
+    });
 }
 
 /// Reads the whole body of `request` within `deadline` and at most

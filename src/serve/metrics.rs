@@ -64,6 +64,16 @@ pub struct Metrics {
     /// a run's events): one left open after its client went is a leak.
     pub event_streams_open: AtomicU64,
     pub requests: AtomicU64,
+    /// Refused at a cap (`serve::caps`): sessions and runs of a tenant
+    /// (429), connections and requests beyond the server's (503).
+    pub rejected_sessions: AtomicU64,
+    pub rejected_runs: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub rejected_requests: AtomicU64,
+    /// Connections open now, and requests being answered now (`/healthz`
+    /// and `/metrics` left out), the gauges the caps hold.
+    pub connections_open: AtomicU64,
+    pub requests_in_flight: AtomicU64,
     pub turn_latency: Histogram,
     pub request_latency: Histogram,
 }
@@ -122,6 +132,28 @@ impl Metrics {
             "# HELP flowc_event_streams_open Server-sent event streams open now.\n# TYPE flowc_event_streams_open gauge\nflowc_event_streams_open {}",
             self.event_streams_open.load(Ordering::Relaxed)
         );
+        let _ = writeln!(
+            out,
+            "# HELP flowc_rejected_total Requests refused at a cap: a tenant's sessions or runs (429), the server's connections or requests (503).\n# TYPE flowc_rejected_total counter"
+        );
+        for (reason, counter) in [
+            ("sessions", &self.rejected_sessions),
+            ("runs", &self.rejected_runs),
+            ("connections", &self.rejected_connections),
+            ("requests", &self.rejected_requests),
+        ] {
+            let _ = writeln!(out, "flowc_rejected_total{{reason=\"{reason}\"}} {}", counter.load(Ordering::Relaxed));
+        }
+        let _ = writeln!(
+            out,
+            "# HELP flowc_connections_open HTTP connections open now.\n# TYPE flowc_connections_open gauge\nflowc_connections_open {}",
+            self.connections_open.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP flowc_requests_in_flight Requests being answered now (health and metrics left out).\n# TYPE flowc_requests_in_flight gauge\nflowc_requests_in_flight {}",
+            self.requests_in_flight.load(Ordering::Relaxed)
+        );
         if let Some(open) = open_sessions {
             let _ = writeln!(
                 out,
@@ -151,5 +183,6 @@ mod tests {
         assert!(text.contains("flowc_turns_total 2\n"), "{text}");
         assert!(text.contains("flowc_sessions_open 5\n"), "{text}");
         assert!(text.contains("flowc_tokens_total{kind=\"cached\"} 0\n"), "{text}");
+        assert!(text.contains("flowc_rejected_total{reason=\"connections\"} 0\n"), "{text}");
     }
 }

@@ -14,6 +14,7 @@
 
 pub mod auth;
 pub(crate) mod cache;
+pub mod caps;
 pub(crate) mod error;
 pub mod listen;
 pub(crate) mod metrics;
@@ -65,6 +66,9 @@ pub struct ServeOptions {
     pub run_poll: Duration,
     /// How long a client may take to send a request's head, and its body.
     pub deadlines: listen::Deadlines,
+    /// The caps on a tenant's sessions and runs and on the server's
+    /// connections and requests (none by default).
+    pub caps: caps::Caps,
 }
 
 /// What every handler shares.
@@ -79,6 +83,7 @@ pub(crate) struct AppState {
     pub body_limit: usize,
     pub run_poll: Duration,
     pub body_timeout: Duration,
+    pub caps: caps::Caps,
     /// Runs saved, for the clients following their events.
     pub run_news: news::RunNews,
     /// This process's name on the runs it claims.
@@ -105,6 +110,7 @@ impl AppState {
             body_limit: options.body_limit,
             run_poll: options.run_poll,
             body_timeout: options.deadlines.body,
+            caps: options.caps,
             run_news,
             holder: crate::stored_run::holder_name("serve-"),
             background: Mutex::new(Vec::new()),
@@ -212,6 +218,21 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
 
 async fn count_request(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let started = Instant::now();
+    // Health and metrics are never refused: an overloaded server can
+    // still be watched.
+    let watched = matches!(request.uri().path(), "/healthz" | "/metrics");
+    let held = if watched {
+        None
+    } else {
+        match caps::Held::take(&state, |metrics| &metrics.requests_in_flight, state.caps.requests) {
+            Some(held) => Some(held),
+            None => {
+                Metrics::add(&state.metrics.rejected_requests, 1);
+                Metrics::add(&state.metrics.requests, 1);
+                return caps::overloaded("requests", state.caps.requests.unwrap_or_default()).into_response();
+            }
+        }
+    };
     let response = if announces_too_much(&request, state.body_limit) {
         // Answered before a byte of the body is read: a client announcing a
         // gigabyte is not waited for.
@@ -222,6 +243,7 @@ async fn count_request(State(state): State<Arc<AppState>>, request: Request, nex
             Err(response) => response,
         }
     };
+    drop(held);
     Metrics::add(&state.metrics.requests, 1);
     state.metrics.request_latency.observe(started.elapsed());
     response
@@ -337,7 +359,7 @@ pub fn start(options: &ServeOptions, workers: usize, signals: bool) -> Result<Ru
                         let _ = stopped.await;
                     }
                 };
-                listen::serve(listener, app, deadlines, shutdown).await;
+                listen::serve(listener, app, deadlines, &state, shutdown).await;
                 let background: Vec<_> =
                     std::mem::take(&mut *state.background.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
                 for task in background {

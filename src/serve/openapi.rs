@@ -25,6 +25,10 @@ pub struct Doc {
 
 const ERRORS: [(u16, Option<&str>); 1] = [(400, Some("Error"))];
 
+/// What any route but health and metrics may answer when the server is at
+/// its cap of connections or requests (`serve::caps`).
+const OVERLOAD: [(u16, Option<&str>); 1] = [(503, Some("Error"))];
+
 /// The description of every route.
 pub fn docs() -> Vec<Doc> {
     let doc = |method: Method,
@@ -73,7 +77,13 @@ pub fn docs() -> Vec<Doc> {
             "/v1/sessions",
             "Start a conversation with a program",
             Some("NewSession"),
-            &[(201, Some("Created")), (400, Some("Error")), (404, Some("Error")), (413, Some("Error"))],
+            &[
+                (201, Some("Created")),
+                (400, Some("Error")),
+                (404, Some("Error")),
+                (413, Some("Error")),
+                (429, Some("Error")),
+            ],
             false,
         ),
         doc(
@@ -120,7 +130,7 @@ pub fn docs() -> Vec<Doc> {
             "/v1/runs",
             "Start a workflow run: 201 with the run where it stopped, or 202 at once with wait: false",
             Some("NewRun"),
-            &[(201, Some("Run")), (202, Some("Run")), (400, Some("Error")), (404, Some("Error"))],
+            &[(201, Some("Run")), (202, Some("Run")), (400, Some("Error")), (404, Some("Error")), (429, Some("Error"))],
             false,
         ),
         doc(
@@ -254,8 +264,14 @@ pub fn build(routes: &[(Method, &'static str)]) -> Value {
             continue;
         };
         let mut responses = serde_json::Map::new();
-        for (status, schema) in doc.responses.iter().chain(if doc.request.is_some() { &ERRORS[..] } else { &[] }) {
+        let watched = matches!(*path, "/healthz" | "/metrics");
+        let extra = doc.responses.iter().chain(if doc.request.is_some() { &ERRORS[..] } else { &[] });
+        for (status, schema) in extra.chain(if watched { &[] } else { &OVERLOAD[..] }) {
             let mut response = json!({ "description": reason(*status) });
+            if *status == 503 {
+                response["headers"] = json!({ "Retry-After": { "description": "seconds to wait before trying again",
+                    "schema": { "type": "integer" } } });
+            }
             let mut content = serde_json::Map::new();
             if let Some(schema) = schema {
                 content.insert(
@@ -320,7 +336,11 @@ fn reason(status: u16) -> &'static str {
         404 => "No such session, run or program (or another tenant's)",
         409 => "The session or run changed meanwhile, or cannot go on",
         413 => "The body is over the server's limit",
+        429 => "The tenant is at its cap of sessions (too_many_sessions) or of runs not yet ended (too_many_runs)",
         502 => "The model or a tool failed",
+        503 => {
+            "The server is at its cap of connections or requests (overloaded, with Retry-After), or the store is unavailable"
+        }
         _ => "See the error's code",
     }
 }

@@ -80,6 +80,7 @@ pub async fn create(
     let started = Arc::clone(&state);
     let (stored, version) = started
         .blocking(move |state| {
+            super::caps::admit_run(state, &tenant)?;
             let claim = claim(state, &version);
             let mut stored = StoredRun {
                 run,

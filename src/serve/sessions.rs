@@ -43,6 +43,7 @@ pub async fn create(
     session.version = 1;
     let id = state
         .blocking(move |state| {
+            super::caps::admit_session(state, &tenant)?;
             // Seeded ids (FLOWC_SEED) repeat across processes: an id the
             // store already has takes the next.
             for _ in 0..100 {

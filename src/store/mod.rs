@@ -165,6 +165,14 @@ pub trait SessionStore {
 
     /// Every message of the session, oldest first.
     fn transcript(&self, id: &str) -> Result<Vec<Message>, StoreError>;
+
+    /// How many stored sessions have an id starting with `prefix` (a
+    /// tenant's, for `flowc serve`'s cap). A store that can count in its
+    /// database does so; this default reads the whole list.
+    fn count_sessions(&self, prefix: &str) -> Result<u64, StoreError> {
+        let (sessions, _) = self.list_readable()?;
+        Ok(sessions.iter().filter(|session| session.id.starts_with(prefix)).count() as u64)
+    }
 }
 
 /// A workflow run as stored: the run itself and what resuming it needs.
@@ -234,6 +242,10 @@ impl StoredRun {
     }
 }
 
+/// The stored statuses of a run that has not ended: what
+/// [`RunStore::count_active_runs`] counts.
+pub const ACTIVE_STATUSES: [&str; 3] = ["running", "waiting", "paused"];
+
 /// Where workflow runs are kept, step by step, so that a run survives the
 /// process that ran it and is resumed where it stopped. Saves are
 /// compare-and-swap on a version, and a [`Claim`] keeps two processes from
@@ -292,6 +304,18 @@ pub trait RunStore {
     /// When the next waiting run comes due (seconds since the epoch), if
     /// one waits.
     fn next_due(&self) -> Result<Option<i64>, StoreError>;
+
+    /// How many runs with an id starting with `prefix` have not ended
+    /// (running, waiting or paused), for `flowc serve`'s per-tenant cap. A
+    /// store that can count in its database does so; this default reads the
+    /// whole list.
+    fn count_active_runs(&self, prefix: &str) -> Result<u64, StoreError> {
+        let (runs, _) = self.list_runs_readable()?;
+        Ok(runs
+            .iter()
+            .filter(|run| run.run.starts_with(prefix) && ACTIVE_STATUSES.contains(&run.status.as_str()))
+            .count() as u64)
+    }
 
     /// Waits at most `timeout` for news of a run (one became due, was
     /// released or was cancelled): `true` when there was news. A store
@@ -629,6 +653,23 @@ mod tests {
 
     fn message(text: &str) -> Message {
         Message { role: Role::User, text: text.to_string() }
+    }
+
+    #[test]
+    fn the_active_statuses_are_those_of_runs_not_ended() {
+        use crate::runtime::workflow::RunStatus;
+        let all = [
+            RunStatus::Running,
+            RunStatus::Completed,
+            RunStatus::Failed,
+            RunStatus::Waiting,
+            RunStatus::Aborted,
+            RunStatus::Paused,
+            RunStatus::Cancelled,
+        ];
+        for status in all {
+            assert_eq!(ACTIVE_STATUSES.contains(&status.as_str()), !status.has_ended(), "{status:?}");
+        }
     }
 
     #[test]

@@ -270,7 +270,9 @@ pub(crate) fn pool_size(url: &str) -> Result<(usize, String), String> {
 const LOAD_SESSION: &str = "SELECT version, state FROM sessions WHERE id = $1";
 
 /// A session's first save: the row is inserted unless another first save
-/// got there first (then nothing is, and no line either). Parameters:
+/// got there first (then nothing is, and no line either). Its one row is
+/// `(base, NULL)` when it wrote, `(NULL, stored version)` when the row was
+/// there already, so a conflict costs no second round trip. Parameters:
 /// id, version, flow, step, turns, lines appended, updated at, state, the
 /// expected version (0, unused), the lines' roles and texts.
 const INSERT_SESSION: &str = "WITH head AS (
@@ -283,12 +285,17 @@ const INSERT_SESSION: &str = "WITH head AS (
         INSERT INTO transcript (session_id, seq, role, text)
         SELECT $1, head.base + line.ord - 1, line.role, line.text
         FROM head, unnest($10::TEXT[], $11::TEXT[]) WITH ORDINALITY AS line(role, text, ord))
-    SELECT base FROM head";
+    SELECT base, NULL::BIGINT AS stored FROM head
+    UNION ALL
+    SELECT NULL, version FROM sessions WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM head)";
 
 /// A later save: the compare-and-swap is the `version = $9` condition,
 /// which PostgreSQL checks again on the newest row after waiting for a
 /// concurrent writer, so of two saves from one version exactly one
-/// writes. Same parameters as [`INSERT_SESSION`].
+/// writes. Same parameters and answer as [`INSERT_SESSION`]; the stored
+/// version it answers on a conflict is the statement's snapshot's, which a
+/// writer that committed meanwhile may have passed (the conflict stands
+/// either way).
 const UPDATE_SESSION: &str = "WITH head AS (
         UPDATE sessions SET version = $2, flow = $3, step = $4, turns = $5,
             transcript_len = transcript_len + $6, updated_at = $7, state = $8
@@ -298,7 +305,13 @@ const UPDATE_SESSION: &str = "WITH head AS (
         INSERT INTO transcript (session_id, seq, role, text)
         SELECT $1, head.base + line.ord - 1, line.role, line.text
         FROM head, unnest($10::TEXT[], $11::TEXT[]) WITH ORDINALITY AS line(role, text, ord))
-    SELECT base FROM head";
+    SELECT base, NULL::BIGINT AS stored FROM head
+    UNION ALL
+    SELECT NULL, version FROM sessions WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM head)";
+
+const COUNT_SESSIONS: &str = "SELECT COUNT(*) FROM sessions WHERE starts_with(id, $1)";
+
+const COUNT_ACTIVE_RUNS: &str = "SELECT COUNT(*) FROM runs WHERE starts_with(id, $1) AND status = ANY($2::TEXT[])";
 
 /// The channel on which a save that releases a run, and a cancel, notify
 /// the workers (the payload is the run's id).
@@ -454,18 +467,15 @@ impl SessionStore for PostgresStore {
                     ],
                 )
                 .map_err(sql_error(id))?;
-            if written.is_some() {
-                return Ok(());
-            }
-            // The rare case, a conflict, pays a second round trip to say
-            // which version is stored.
-            let stored: i64 = lent
-                .client
-                .query_opt("SELECT version FROM sessions WHERE id = $1", &[&id])
-                .map_err(sql_error(id))?
-                .map_or(0, |row| row.get(0));
-            // Lost between the two reads (deleted, or a first turn raced):
-            // still a conflict, never a success.
+            let stored: i64 = match written {
+                Some(row) if row.get::<_, Option<i64>>(0).is_some() => return Ok(()),
+                Some(row) => row.get::<_, Option<i64>>(1).unwrap_or(0),
+                // No row at all: the session was deleted.
+                None => 0,
+            };
+            // The snapshot still shows the version expected (a writer
+            // committed after it began, or a first save raced): still a
+            // conflict, never a success.
             let stored = if stored == expected { expected.saturating_add(1) } else { stored };
             Err(StoreError::Conflict {
                 id: id.to_string(),
@@ -508,6 +518,16 @@ impl SessionStore for PostgresStore {
                 }
             }
             Ok((sessions, unreadable))
+        })
+    }
+
+    fn count_sessions(&self, prefix: &str) -> Result<u64, StoreError> {
+        self.using(|lent| {
+            // `starts_with`, not a range on the key: under the database's
+            // collation a prefix need not sort as one range.
+            let statement = lent.statement(COUNT_SESSIONS).map_err(sql_error("*"))?;
+            let count: i64 = lent.client.query_one(&statement, &[&prefix]).map_err(sql_error("*"))?.get(0);
+            Ok(u64::try_from(count).unwrap_or(0))
         })
     }
 
@@ -745,6 +765,15 @@ impl RunStore for PostgresStore {
                 }
             }
             Ok((runs, unreadable))
+        })
+    }
+
+    fn count_active_runs(&self, prefix: &str) -> Result<u64, StoreError> {
+        let active: Vec<&str> = super::ACTIVE_STATUSES.to_vec();
+        self.using(|lent| {
+            let statement = lent.statement(COUNT_ACTIVE_RUNS).map_err(sql_error("*"))?;
+            let count: i64 = lent.client.query_one(&statement, &[&prefix, &active]).map_err(sql_error("*"))?.get(0);
+            Ok(u64::try_from(count).unwrap_or(0))
         })
     }
 

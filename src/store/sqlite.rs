@@ -342,6 +342,20 @@ pub fn migrate(connection: &mut Connection, migrations: &[&str]) -> Result<(), S
     }
 }
 
+/// The first text after every text starting with `prefix` (its last
+/// character incremented), or one past any text when it has none to
+/// increment: the end of the prefix's range of keys.
+fn prefix_end(prefix: &str) -> String {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        if let Some(next) = char::from_u32(u32::from(last) + 1) {
+            chars.push(next);
+            return chars.into_iter().collect();
+        }
+    }
+    char::MAX.to_string()
+}
+
 impl SessionStore for SqliteStore {
     fn load(&self, id: &str) -> Result<Option<Session>, StoreError> {
         check_id(id)?;
@@ -408,6 +422,22 @@ impl SessionStore for SqliteStore {
             }
         }
         Ok((sessions, unreadable))
+    }
+
+    fn count_sessions(&self, prefix: &str) -> Result<u64, StoreError> {
+        let connection = self.connection("*")?;
+        // SQLite compares text bytewise, so a prefix is one range of the
+        // key: from the prefix to the prefix with its last character
+        // incremented, read from the index alone.
+        let end = prefix_end(prefix);
+        let count: i64 = connection
+            .query_row(
+                "SELECT COUNT(*) FROM sessions WHERE id >= ?1 AND id < ?2 AND substr(id, 1, length(?1)) = ?1",
+                [prefix, end.as_str()],
+                |row| row.get(0),
+            )
+            .map_err(sql_error("*"))?;
+        Ok(u64::try_from(count).unwrap_or(0))
     }
 
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
@@ -599,6 +629,21 @@ impl RunStore for SqliteStore {
         read_run(&connection, id)
     }
 
+    fn count_active_runs(&self, prefix: &str) -> Result<u64, StoreError> {
+        let connection = self.connection("*")?;
+        let [first, second, third] = super::ACTIVE_STATUSES;
+        let end = prefix_end(prefix);
+        let count: i64 = connection
+            .query_row(
+                "SELECT COUNT(*) FROM runs WHERE id >= ?1 AND id < ?5 AND substr(id, 1, length(?1)) = ?1
+                 AND status IN (?2, ?3, ?4)",
+                [prefix, first, second, third, end.as_str()],
+                |row| row.get(0),
+            )
+            .map_err(sql_error("*"))?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
     fn list_runs_readable(&self) -> Result<(Vec<RunSummary>, Vec<StoreError>), StoreError> {
         let connection = self.connection("*")?;
         let mut statement = connection
@@ -735,6 +780,19 @@ mod tests {
         let mut session = Session::new(id, "hash");
         session.version = version;
         session
+    }
+
+    #[test]
+    fn a_tenants_sessions_are_counted_by_their_prefix_alone() {
+        let store = SqliteStore::open(&temp_db("count")).unwrap();
+        for id in ["acme_booking_1", "acme_booking_2", "acmeb_booking_1", "acme-x_booking_1", "b_booking_1"] {
+            store.save(&session(id, 1), 0, &[]).unwrap();
+        }
+        assert_eq!(store.count_sessions("acme_").unwrap(), 2);
+        assert_eq!(store.count_sessions("acmeb_").unwrap(), 1);
+        assert_eq!(store.count_sessions("zed_").unwrap(), 0);
+        assert_eq!(prefix_end("acme_"), "acme`");
+        assert_eq!(store.count_active_runs("acme_").unwrap(), 0);
     }
 
     #[test]

@@ -79,6 +79,9 @@ fn postgres_keeps_the_sqlite_semantics_of_a_turn() {
     assert_eq!(store.list().map(|sessions| sessions.len()).ok(), Some(1));
     assert_eq!(store.delete("s").ok(), Some(true));
     assert_eq!(store.load("s").ok().flatten(), None);
+    let gone = store.save(&session("s", 3), 2, &[]);
+    assert!(matches!(gone, Err(StoreError::Conflict { stored: 0, expected: 2, .. })), "a deleted session: {gone:?}");
+    assert_eq!(store.load("s").ok().flatten(), None, "a save on a deleted session writes nothing");
 }
 
 #[test]

@@ -170,13 +170,12 @@ pub(super) fn apply_merged(
 
 /// The turn's open phase ends and `next` begins: when a write of the
 /// phase was bad (and the phase undone), one `data_validation` event
-/// names each bad write with its emitter.
+/// names each bad write with its emitter, and the valid writes undone.
 pub(super) fn end_phase(st: &mut TurnState, next: &'static str) {
     let ended = std::mem::replace(&mut st.writes, PhaseWrites::open(next));
     let source = ended.name().to_string();
-    let fields = ended.close();
-    if !fields.is_empty() {
-        st.emit(Event::DataValidation { source, fields });
+    if let Some(refused) = ended.close() {
+        st.emit(Event::DataValidation { source, fields: refused.invalid, undone: refused.undone });
     }
 }
 

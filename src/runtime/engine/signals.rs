@@ -108,11 +108,10 @@ pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<Stag
     let mut fields = signal_fields(program, &unanswered);
     // The signals asked here opened during the turn: they see the reply
     // they are about (a yes still cites the user's words).
-    let mut history = st.history_window();
-    history.push(Message { role: Role::User, text: st.message.clone() });
+    let mut exchange = vec![Message { role: Role::User, text: st.message.clone() }];
     let reply = if st.answer.reply.is_empty() { st.answer.says.join("\n") } else { st.answer.reply.clone() };
     if !reply.is_empty() {
-        history.push(Message { role: Role::Assistant, text: reply });
+        exchange.push(Message { role: Role::Assistant, text: reply });
     }
     // After the reply the message answers no step any more: the plan's
     // confirmation rule admits no confirmation.
@@ -120,7 +119,8 @@ pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<Stag
     fields.retain(|field| confirmations.admits(*field, None));
     let mut request = UnderstandRequest {
         message: st.message.clone(),
-        history,
+        // Given below, with the summary as the other calls carry it.
+        history: Vec::new(),
         active_flow: st.session.flow.map(|flow| flow_name(sv, flow)),
         flows: Vec::new(),
         fields: fields
@@ -143,6 +143,7 @@ pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<Stag
     let answer = if request.signals.is_empty() {
         Understanding::default()
     } else {
+        super::history::fit_post_signals(st, sv, &mut request, exchange);
         let mut answer = understand_or_nothing(st, sv, &mut request)?;
         st.count_call(sv, Purpose::PostSignals, answer.usage);
         ground(st, sv, &mut answer);

@@ -1,7 +1,8 @@
 //! What a turn carries from stage to stage and changes: where it is (the
 //! stage and the cursor), its working copy of the session, what it read
-//! from the message, the directive buses, the reply being put together,
-//! its counters against the limits, and its trace. The stages are
+//! from the message, the directive buses, the writes of the phase it is
+//! in, the reply being put together, its counters against the limits, and
+//! its trace. The stages are
 //! functions over this state and the [`Services`] they use.
 
 use super::services::Services;

@@ -74,7 +74,19 @@ fn refused(result: &TurnResult) -> Vec<(String, Vec<InvalidWrite>)> {
         .events
         .iter()
         .filter_map(|event| match event {
-            Event::DataValidation { source, fields } => Some((source.clone(), fields.clone())),
+            Event::DataValidation { source, fields, .. } => Some((source.clone(), fields.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The fields each `data_validation` event says were put back.
+fn undone(result: &TurnResult) -> Vec<Vec<String>> {
+    result
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            Event::DataValidation { undone, .. } => Some(undone.clone()),
             _ => None,
         })
         .collect()
@@ -108,6 +120,7 @@ fn a_valid_signal_write_and_a_bad_hook_write_are_both_undone_with_one_event() {
     assert_eq!(named(&refused[0].1), [("n", "hook:f.bad_hook.on_enter")]);
     assert_eq!(refused[0].1[0].reason, "`80` is above the maximum 10");
     assert_eq!(harness.data("tier"), None, "the signal's valid write went with the hook's bad one");
+    assert_eq!(undone(&result), [["tier"]], "the event names what was put back");
     // The turn went on: the message's answer is kept (it is no write of
     // the phase), the chain went to `done`, and the reply was made.
     assert_eq!(harness.data("a"), Some(json!("bad hook")));
@@ -125,6 +138,7 @@ fn a_step_on_enter_valid_and_its_do_invalid_are_both_undone() {
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert_eq!(named(&refused[0].1), [("n", "action:f.bad_do#1")]);
     assert_eq!(harness.data("note"), None, "the on_enter's note = \"entered\" is undone");
+    assert_eq!(undone(&result), [["note"]]);
     assert_eq!(harness.data("n"), None);
 }
 

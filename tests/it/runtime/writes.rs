@@ -66,7 +66,7 @@ fn refused(result: &TurnResult) -> Vec<(String, Vec<InvalidWrite>)> {
         .events
         .iter()
         .filter_map(|event| match event {
-            Event::DataValidation { source, fields } => Some((source.clone(), fields.clone())),
+            Event::DataValidation { source, fields, .. } => Some((source.clone(), fields.clone())),
             _ => None,
         })
         .collect()

@@ -6,6 +6,7 @@
 
 mod api;
 mod cache;
+mod caps;
 mod faults;
 mod processes;
 mod robustness;
@@ -43,6 +44,7 @@ pub fn options(auth: Auth) -> ServeOptions {
         },
         run_poll: Duration::from_millis(5),
         deadlines: Default::default(),
+        caps: Default::default(),
     }
 }
 

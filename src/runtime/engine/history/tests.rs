@@ -21,6 +21,9 @@ use std::sync::{Arc, Mutex};
 struct Sent {
     histories: Vec<Vec<Message>>,
     summaries: Vec<Vec<Message>>,
+    /// The post-phase signals' calls' (also in `histories`): their history
+    /// ends with this turn's message and reply.
+    post_signals: Vec<Vec<Message>>,
 }
 
 struct Spy {
@@ -34,7 +37,13 @@ impl Provider for Spy {
     }
 
     fn understand(&mut self, request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
-        self.sent.lock().unwrap().histories.push(request.history.clone());
+        let mut sent = self.sent.lock().unwrap();
+        let exchange = request.history.len().checked_sub(2).and_then(|at| request.history.get(at));
+        if exchange.is_some_and(|message| message.role == Role::User && message.text == request.message) {
+            sent.post_signals.push(request.history.clone());
+        }
+        sent.histories.push(request.history.clone());
+        drop(sent);
         self.inner.understand(request)
     }
 
@@ -79,12 +88,16 @@ flow plan "Plan a trip" {
 "#;
 
 fn runtime(sent: &Arc<Mutex<Sent>>) -> Runtime {
-    let compilation = crate::pipeline::compile(&crate::source::SourceFile::new("notes.flow", NOTES));
-    assert!(!compilation.has_errors(), "{:?}", compilation.diagnostics);
-    let spy = Spy { inner: Offline::new(), sent: Arc::clone(sent) };
     // 2,048 tokens with 256 kept for the answer: the prompt and about
     // three of these messages fit.
-    let provider = Windowed::new(Box::new(spy), ContextWindow::new(Some(2048), Some(256)));
+    runtime_of(sent, NOTES, 2048)
+}
+
+fn runtime_of(sent: &Arc<Mutex<Sent>>, source: &str, window: u32) -> Runtime {
+    let compilation = crate::pipeline::compile(&crate::source::SourceFile::new("notes.flow", source));
+    assert!(!compilation.has_errors(), "{:?}", compilation.diagnostics);
+    let spy = Spy { inner: Offline::new(), sent: Arc::clone(sent) };
+    let provider = Windowed::new(Box::new(spy), ContextWindow::new(Some(window), Some(256)));
     let clock = Arc::new(FixedClock::parse("2026-01-05T10:00:00Z").unwrap());
     let tool_env = ToolEnv { base_dir: std::path::PathBuf::from("."), clock, ids: Arc::new(SeededIds::new(7)) };
     let options = RuntimeOptions { tool_env, tools: Default::default(), limits: Default::default() };
@@ -247,4 +260,78 @@ flows:
     let twice = NOTES.replace("    summarize\n", "    summarize\n    summarize\n");
     let compiled = crate::pipeline::compile(&crate::source::SourceFile::new("twice.flow", &twice));
     assert!(compiled.has_errors(), "a history item given twice is refused");
+}
+
+#[test]
+fn a_summary_folds_what_must_go_and_half_of_the_rest() {
+    assert_eq!(super::to_fold(10, 0), 0, "nothing to leave out: no summary");
+    assert_eq!(super::to_fold(10, 2), 6);
+    assert_eq!(super::to_fold(3, 2), 2, "the newest message stays");
+    assert_eq!(super::to_fold(4, 9), 4);
+}
+
+#[test]
+fn turns_past_the_window_make_far_fewer_summary_calls_than_turns() {
+    let sent = Arc::new(Mutex::new(Sent::default()));
+    // The window fills after about a dozen turns (`keep_last` is no
+    // bound here).
+    let mut runtime = runtime_of(&sent, &NOTES.replace("keep_last 20", "keep_last 60"), 4096);
+    let mut session = runtime.new_session("many");
+    let mut n = 0;
+    while session.summary.is_none() {
+        let result = runtime.run_turn(&mut session, &message(n)).unwrap();
+        n += 1;
+        assert!(n < 40, "the window filled: {:?}", result.events);
+    }
+    let turns = 24;
+    let mut calls = 0;
+    for _ in 0..turns {
+        let result = runtime.run_turn(&mut session, &message(n)).unwrap();
+        calls += summary_calls(&result);
+        n += 1;
+    }
+    // Folding only what each request had to leave out made one summary
+    // call per turn here (24 in 24); folding half of the rest too, 4.
+    assert!(calls >= 2 && calls * 4 <= turns, "{calls} summary calls in {turns} turns past the window");
+    // What is kept still reaches the newest messages word for word.
+    let sent = sent.lock().unwrap();
+    let last = sent.histories.last().expect("requests were sent");
+    assert!(last.first().is_some_and(|first| first.text.starts_with(SUMMARY_LEAD)), "{last:?}");
+    assert!(last.len() > 4, "half the window's messages are kept: {}", last.len());
+}
+
+/// A post-phase signal that opens during every other turn (its guard
+/// flips in the step's `prepare`), so it is asked in a call of its own.
+const POST_SIGNAL: &str = r#"
+signal wrapping_up {
+  when "the user wants to stop planning"
+  if flip == true
+  phase post
+}
+"#;
+
+#[test]
+fn the_post_signals_call_carries_the_summary_and_this_turns_exchange() {
+    let sent = Arc::new(Mutex::new(Sent::default()));
+    let program = format!(
+        "{}{POST_SIGNAL}",
+        NOTES
+            .replace(
+                "  start: date \"The first day of the trip\"",
+                "  start: date \"The first day of the trip\"\n  flip: bool"
+            )
+            .replace("    max_asks 1000", "    max_asks 1000\n    prepare { set flip = flip != true }")
+    );
+    let mut runtime = runtime_of(&sent, &program, 2048);
+    let mut session = runtime.new_session("post");
+    for n in 0..10 {
+        runtime.run_turn(&mut session, &message(n)).unwrap();
+    }
+    assert!(session.summary.is_some(), "summarised within ten turns");
+    let sent = sent.lock().unwrap();
+    assert!(sent.post_signals.len() >= 3, "the signal was asked after the reply: {}", sent.post_signals.len());
+    let last = sent.post_signals.last().expect("a post-signals call");
+    assert!(last.first().is_some_and(|first| first.text.starts_with(SUMMARY_LEAD)), "{last:?}");
+    let ends: Vec<Role> = last.iter().rev().take(2).map(|message| message.role).collect();
+    assert_eq!(ends, [Role::Assistant, Role::User], "this turn's message and reply close the history");
 }
