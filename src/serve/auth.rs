@@ -101,15 +101,8 @@ pub(crate) fn tokens_from_table(value: &toml::Table) -> Result<Vec<(String, Stri
     let Some(serve) = serve.as_table() else {
         return Err("[serve] must be a table".to_string());
     };
-    // The caps' keys are `serve::caps`'s to read.
-    if let Some(unknown) =
-        serve.keys().find(|key| key.as_str() != "tokens" && !super::caps::KEYS.contains(&key.as_str()))
-    {
-        return Err(format!(
-            "unknown key `{unknown}` in [serve] (it takes `tokens`, {})",
-            super::caps::KEYS.join(", ")
-        ));
-    }
+    // Its other keys are the caps': `Caps::from_table` reads them and
+    // refuses a key neither reads (`serve::caps` knows this one).
     let Some(tokens) = serve.get("tokens") else {
         return Ok(Vec::new());
     };

@@ -49,6 +49,11 @@ impl Caps {
         let Some(serve) = config.get("serve").and_then(toml::Value::as_table) else {
             return Ok(Caps::default());
         };
+        // `tokens` is `serve::auth`'s table; every other key must be a cap,
+        // so a misspelt cap is refused rather than silently off.
+        if let Some(unknown) = serve.keys().find(|key| key.as_str() != "tokens" && !KEYS.contains(&key.as_str())) {
+            return Err(format!("unknown key `{unknown}` in [serve] (it takes `tokens`, {})", KEYS.join(", ")));
+        }
         let number = |key: &str| -> Result<Option<u64>, String> {
             match serve.get(key) {
                 None => Ok(None),
