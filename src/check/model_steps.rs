@@ -3,9 +3,9 @@
 //! and in a conversation flow's step actions and hooks, where the turn
 //! lends them its model; a workflow's hooks never run (a run executes its
 //! steps' actions only), so a model step there would be silently dead.
-//! Found here, before anything runs, rather than as a failed step. Also
-//! `invalid_step`: a model step's `tools`, which no provider offers the
-//! model inside a model step yet: refused rather than ignored.
+//! Found here, before anything runs, rather than as a failed step. A model
+//! step's `tools` are fine wherever it runs (`runtime::model_step` runs
+//! their loop).
 
 use super::walk::all_actions;
 use crate::diag::{Code, Diagnostic};
@@ -89,21 +89,6 @@ pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
 
 fn find(program: &Program) -> Vec<Misplaced> {
     let mut found = Vec::new();
-    for flow in &program.flows {
-        for step in &flow.steps {
-            for action in all_actions(&step.actions) {
-                if let ActionKind::AskModel(ask) = &action.kind
-                    && !ask.tools.is_empty()
-                {
-                    let field = program.field(ask.field).map_or_else(String::new, |field| field.name.clone());
-                    let place =
-                        "with `tools` yet: no provider lets the model call tools inside a model step".to_string();
-                    let help = "ask for the value without `tools`, or call the tool in an action before the model step";
-                    found.push(Misplaced { span: action.span, field, place, help });
-                }
-            }
-        }
-    }
     let mut note = |actions: &[Action], place: &str| {
         for action in all_actions(actions) {
             if let ActionKind::AskModel(ask) = &action.kind {
@@ -167,7 +152,7 @@ mod tests {
         check_findings(
             "schema { name: string\n greeting: string }\ntool clock() -> { now: datetime } { builtin now }\n\
              flow w \"W\" {\n  requires name\n  auto step s { ask_model greeting: \"Hi\" tools [clock] }\n}\n",
-            &[("invalid_step", "ask_model greeting: \"Hi\" tools [clock]")],
+            &[],
         );
     }
 }

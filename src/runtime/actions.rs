@@ -205,7 +205,15 @@ impl ActionRunner<'_> {
                         tools: super::model_step::tools(self.program, &ask.tools),
                         today: self.tool_env.clock.now().date_naive().to_string(),
                     };
-                    let value = super::model_step::ask(self.model, field, question)?;
+                    let offered = super::model_step::tools(self.program, &ask.tools);
+                    let mut tools = super::model_step::StepTools::new(self.program, self.tools, self.tool_env, offered);
+                    let asked = super::model_step::ask(self.model, field, question, &mut tools);
+                    // The calls ran whether or not the answer fits: they are
+                    // traced (and their directives kept) either way.
+                    out.tool_calls.append(&mut tools.events);
+                    out.warnings.append(&mut tools.warnings);
+                    out.emissions.append(&mut tools.emissions);
+                    let value = asked?;
                     self.write(ask.field, value, data)?;
                 }
                 ActionKind::ForEach(for_each) => {

@@ -4,11 +4,24 @@
 //! wrong; a second refusal fails the step, whose `on_error` decides. The
 //! provider only carries the request (`llm::model_step`); what counts as a
 //! valid answer is decided here, the same for every provider.
+//!
+//! A step with `tools` runs a bounded tool loop before its answer: each
+//! call the model asks for runs through the one tool-call path
+//! (`actions::call_tool`, as a `call` action and a reply's loop do), each
+//! counts against `agent.limits.max_tool_rounds` (the reply's limit, a call
+//! a round as there), and once it is spent the tools are no longer offered
+//! and the model must answer. A tool called by a model step gives the model
+//! its result; a `directive` in that result joins the step's emissions, so
+//! its writes land with the step's phase unit as a `call` action's do.
 
+use super::actions::call_tool;
+use super::directive::Emission;
+use super::events::Event;
 use super::spec::{field_spec, tool_spec};
+use super::tools::{ToolEnv, ToolRegistry};
 use super::validate::validate;
 use crate::ir::{Field, Program, Tool};
-use crate::llm::{AskAnswer, AskRepair, AskRequest, Provider, ProviderError, Usage};
+use crate::llm::{AskAnswer, AskRepair, AskRequest, Provider, ProviderError, ToolLoop, ToolRound, Usage};
 use serde_json::Value;
 use std::cell::{Cell, RefCell, RefMut};
 
@@ -201,8 +214,83 @@ pub(crate) struct Question<'q> {
     pub today: String,
 }
 
-/// Asks `model` for a value of `field` and returns it validated.
-pub(crate) fn ask(model: Option<&dyn Asks>, field: &Field, question: Question<'_>) -> Result<Value, ModelStepError> {
+/// The tools one model step offers, run for the model within the step's
+/// budget; what they did (events, directives, warnings) is kept for the
+/// actions that ran the step.
+pub(crate) struct StepTools<'a> {
+    program: &'a Program,
+    registry: &'a ToolRegistry,
+    env: &'a ToolEnv,
+    offered: Vec<&'a Tool>,
+    /// Calls made, against `max_calls`.
+    calls: u32,
+    max_calls: u32,
+    /// Each call's [`Event::ToolCalled`], in order.
+    pub events: Vec<Event>,
+    /// Directives in the results, for the step's bus.
+    pub emissions: Vec<Emission>,
+    /// Names in those directives that resolve to nothing.
+    pub warnings: Vec<String>,
+}
+
+impl<'a> StepTools<'a> {
+    /// The `offered` tools of `program`, run by `registry`, within
+    /// `agent.limits.max_tool_rounds` calls.
+    pub(crate) fn new(
+        program: &'a Program,
+        registry: &'a ToolRegistry,
+        env: &'a ToolEnv,
+        offered: Vec<&'a Tool>,
+    ) -> StepTools<'a> {
+        StepTools {
+            program,
+            registry,
+            env,
+            offered,
+            calls: 0,
+            max_calls: program.agent.limits.max_tool_rounds,
+            events: Vec::new(),
+            emissions: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+impl ToolLoop for StepTools<'_> {
+    fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, String> {
+        if !self.may_call() {
+            return Err(format!("the limit of {} tool rounds is reached", self.max_calls));
+        }
+        self.calls += 1;
+        let Some(tool) = self.offered.iter().find(|tool| tool.name == name) else {
+            return Err(format!("the tool `{name}` is not offered in this model step"));
+        };
+        let Value::Object(raw) = arguments else {
+            return Err("tool arguments must be a JSON object".to_string());
+        };
+        let arguments = tool.params.iter().map(|param| (param, raw.get(&param.name).cloned().unwrap_or(Value::Null)));
+        let made = call_tool(self.program, self.registry, self.env, tool, arguments)
+            .map_err(|invalid| format!("argument `{}`: {}", invalid.param, invalid.reason))?;
+        self.events.push(made.event);
+        let result = made.result.map_err(|error| error.to_string())?;
+        self.warnings.extend(made.warnings);
+        self.emissions.extend(made.emission);
+        Ok(result)
+    }
+
+    fn may_call(&self) -> bool {
+        self.calls < self.max_calls
+    }
+}
+
+/// Asks `model` for a value of `field` and returns it validated; the
+/// calls it asks for on the way run through `tools`.
+pub(crate) fn ask(
+    model: Option<&dyn Asks>,
+    field: &Field,
+    question: Question<'_>,
+    tools: &mut dyn ToolLoop,
+) -> Result<Value, ModelStepError> {
     let Some(model) = model else {
         return Err(ModelStepError::NoModel { field: field.name.clone() });
     };
@@ -220,6 +308,8 @@ pub(crate) fn ask(model: Option<&dyn Asks>, field: &Field, question: Question<'_
         tools: question.tools.iter().map(|tool| tool_spec(tool)).collect(),
         today: question.today,
         repair: None,
+        rounds: Vec::new(),
+        tools_spent: false,
         deadline: None,
     };
     loop {
@@ -227,10 +317,27 @@ pub(crate) fn ask(model: Option<&dyn Asks>, field: &Field, question: Question<'_
         if let Some(limit) = model.budget().reached(spent) {
             return Err(ModelStepError::Limit { field: field.name.clone(), limit: limit.to_string() });
         }
+        request.tools_spent = !tools.may_call();
         let answered = model.call(&request);
         let answer =
             answered.map_err(|error| ModelStepError::Call { field: field.name.clone(), message: error.to_string() })?;
         model.tally().usage.add(answer.usage);
+        if let Some(asked) = answer.calls {
+            if request.rounds.len() >= crate::llm::rounds::MAX_ROUNDS {
+                let message = "the model kept asking for tool calls after the tools were spent".to_string();
+                return Err(ModelStepError::Call { field: field.name.clone(), message });
+            }
+            let results = asked
+                .calls
+                .iter()
+                .map(|call| match &call.arguments {
+                    Ok(arguments) => tools.call_tool(&call.name, arguments.clone()),
+                    Err(reason) => Err(reason.clone()),
+                })
+                .collect();
+            request.rounds.push(ToolRound { asked, results });
+            continue;
+        }
         let checked = answer.value.clone().and_then(|value| fits(&value, field));
         let reason = match checked {
             Ok(value) => return Ok(value),
@@ -266,7 +373,9 @@ pub(crate) fn tools<'p>(program: &'p Program, ids: &[crate::ir::ToolId]) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::{AskAnswer, ModelReply, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding};
+    use crate::llm::{
+        AskAnswer, ModelReply, NoTools, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding,
+    };
     use serde_json::json;
 
     /// Answers model steps from a list, in order, and keeps what it was asked.
@@ -293,7 +402,7 @@ mod tests {
         fn ask(&mut self, request: &AskRequest) -> Result<AskAnswer, ProviderError> {
             self.asked.lock().map_err(|_| ProviderError::Cancelled)?.push(request.clone());
             let value = if self.answers.is_empty() { Ok(Value::Null) } else { self.answers.remove(0) };
-            Ok(AskAnswer { value, usage: Usage { calls: 1, prompt: 10, completion: 2, cached: 0 } })
+            Ok(AskAnswer { value, usage: Usage { calls: 1, prompt: 10, completion: 2, cached: 0 }, calls: None })
         }
     }
 
@@ -326,7 +435,7 @@ mod tests {
     #[test]
     fn an_answer_that_fits_is_written_after_one_call() {
         let (model, asked) = asking(vec![Ok(json!(4))]);
-        assert_eq!(ask(Some(&model), &rating(), question(&[])), Ok(json!(4)));
+        assert_eq!(ask(Some(&model), &rating(), question(&[]), &mut NoTools), Ok(json!(4)));
         assert_eq!(asked.lock().unwrap().len(), 1);
         let tally = model.take_tally();
         assert_eq!((tally.usage.calls, tally.usage.prompt, tally.repaired, tally.rejected), (1, 10, 0, 0));
@@ -337,7 +446,7 @@ mod tests {
     fn an_answer_out_of_range_is_repaired_once_with_the_reason() {
         let (model, asked) = asking(vec![Ok(json!(9)), Ok(json!(5))]);
         let examples = ["3".to_string()];
-        assert_eq!(ask(Some(&model), &rating(), question(&examples)), Ok(json!(5)));
+        assert_eq!(ask(Some(&model), &rating(), question(&examples), &mut NoTools), Ok(json!(5)));
         let asked = asked.lock().unwrap();
         assert_eq!(asked.len(), 2);
         assert!(asked[0].repair.is_none() && asked[0].field.examples == ["3"]);
@@ -351,7 +460,7 @@ mod tests {
     #[test]
     fn an_answer_still_wrong_after_its_repair_fails_the_step() {
         let (model, _) = asking(vec![Err("the answer is not JSON".into()), Ok(Value::Null)]);
-        let failed = ask(Some(&model), &rating(), question(&[]));
+        let failed = ask(Some(&model), &rating(), question(&[]), &mut NoTools);
         let Err(ModelStepError::Rejected { field, reason }) = failed else { panic!("rejected: {failed:?}") };
         assert_eq!(field, "rating");
         assert!(reason.contains("empty"), "{reason}");
@@ -361,7 +470,7 @@ mod tests {
 
     #[test]
     fn without_a_model_the_step_says_where_model_steps_run() {
-        let failed = ask(None, &rating(), question(&[]));
+        let failed = ask(None, &rating(), question(&[]), &mut NoTools);
         assert_eq!(failed, Err(ModelStepError::NoModel { field: "rating".into() }));
     }
 
@@ -369,13 +478,17 @@ mod tests {
     fn a_spent_budget_stops_the_next_call_the_repair_included() {
         let (model, asked) = asking(vec![Ok(json!(9)), Ok(json!(5))]);
         model.set_budget(Budget { calls: Some((1, "max_run_llm_calls")), tokens: None });
-        let failed = ask(Some(&model), &rating(), question(&[]));
+        let failed = ask(Some(&model), &rating(), question(&[]), &mut NoTools);
         assert_eq!(failed, Err(ModelStepError::Limit { field: "rating".into(), limit: "max_run_llm_calls".into() }));
         assert_eq!(asked.lock().unwrap().len(), 1, "the repair was not asked");
         model.take_tally();
         model.set_budget(Budget { calls: None, tokens: Some((12, "max_run_tokens")) });
-        assert_eq!(ask(Some(&model), &rating(), question(&[])), Ok(json!(5)), "12 tokens left: one call of 12");
-        let spent = ask(Some(&model), &rating(), question(&[]));
+        assert_eq!(
+            ask(Some(&model), &rating(), question(&[]), &mut NoTools),
+            Ok(json!(5)),
+            "12 tokens left: one call of 12"
+        );
+        let spent = ask(Some(&model), &rating(), question(&[]), &mut NoTools);
         assert!(
             matches!(spent, Err(ModelStepError::Limit { ref limit, .. }) if limit == "max_run_tokens"),
             "{spent:?}"

@@ -2,10 +2,17 @@
 //! `answer` tool whose input schema is `{"value": …}` under the field's
 //! schema (Anthropic's way to constrain output, as understand does).
 //! Validation and the one repair are the runtime's (`runtime::model_step`).
+//!
+//! With tools, the step's tools are offered beside the answer tool and the
+//! model must use one of them (`tool_choice: any`): calls of the step's
+//! tools without the answer are a tool round, sent back as a reply's are
+//! (the assistant's content, then one `tool_result` per call). Once the
+//! tools are spent, only the answer tool is offered, forced.
 
-use super::{Anthropic, CallError, read_usage};
+use super::{Anthropic, CallError, assistant_content, read_usage};
 use crate::llm::model_step::{self, answer_schema};
-use crate::llm::{AskAnswer, AskRequest, ProviderError};
+use crate::llm::rounds::result_text;
+use crate::llm::{AskAnswer, AskRequest, ProviderError, ToolCall, ToolCalls};
 use serde_json::{Value, json};
 
 /// The tool the answer is given through.
@@ -15,23 +22,77 @@ impl Anthropic {
     /// One model step's call.
     pub(super) fn ask_value(&mut self, request: &AskRequest) -> Result<AskAnswer, ProviderError> {
         self.http.set_deadline(request.deadline);
-        let messages = [json!({"role": "user", "content": model_step::user_prompt(request)})];
+        let mut messages = vec![json!({"role": "user", "content": model_step::user_prompt(request)})];
+        for round in &request.rounds {
+            messages.push(json!({"role": "assistant", "content": assistant_content(round)}));
+            let results: Vec<Value> = round
+                .answered()
+                .map(|(call, result)| {
+                    json!({"type": "tool_result", "tool_use_id": call.id, "content": result_text(result),
+                           "is_error": result.is_err()})
+                })
+                .collect();
+            messages.push(json!({"role": "user", "content": results}));
+        }
         let mut body = self.body(Value::String(model_step::system_prompt(request)), &messages);
-        body.insert(
-            "tools".into(),
-            json!([{
-                "name": ANSWER_TOOL,
-                "description": "Give the value asked for.",
-                "input_schema": answer_schema(&request.field),
-            }]),
-        );
-        body.insert("tool_choice".into(), json!({"type": "tool", "name": ANSWER_TOOL}));
+        let mut tools = vec![json!({
+            "name": ANSWER_TOOL,
+            "description": "Give the value asked for.",
+            "input_schema": answer_schema(&request.field),
+        })];
+        if request.offers_tools() {
+            tools.extend(request.tools.iter().map(|tool| {
+                json!({
+                    "name": tool.name,
+                    "description": tool.description.clone().unwrap_or_default(),
+                    "input_schema": tool.parameters,
+                })
+            }));
+            body.insert("tool_choice".into(), json!({"type": "any"}));
+        } else {
+            body.insert("tool_choice".into(), json!({"type": "tool", "name": ANSWER_TOOL}));
+        }
+        body.insert("tools".into(), Value::Array(tools));
         let answer = self
             .http
             .post_json(&self.url(), &self.headers(), &Value::Object(body), &|_, _| false)
             .map_err(CallError::into_provider_error)?;
-        Ok(AskAnswer { value: read_value(&answer), usage: read_usage(answer.get("usage")) })
+        let usage = read_usage(answer.get("usage"));
+        if let Some(calls) = tool_calls(request, &answer, usage) {
+            return Ok(AskAnswer { value: Ok(Value::Null), usage, calls: Some(calls) });
+        }
+        Ok(AskAnswer { value: read_value(&answer), usage, calls: None })
     }
+}
+
+/// The calls of the step's tools an answer makes when it does not use the
+/// answer tool, as a round.
+fn tool_calls(request: &AskRequest, answer: &Value, usage: crate::llm::Usage) -> Option<ToolCalls> {
+    if request.tools.is_empty() {
+        return None;
+    }
+    let blocks = answer.get("content").and_then(Value::as_array)?;
+    let uses: Vec<&Value> =
+        blocks.iter().filter(|block| block.get("type").and_then(Value::as_str) == Some("tool_use")).collect();
+    if uses.iter().any(|block| block.get("name").and_then(Value::as_str) == Some(ANSWER_TOOL)) {
+        return None;
+    }
+    let calls: Vec<ToolCall> = uses
+        .iter()
+        .filter_map(|block| {
+            let name = block.get("name").and_then(Value::as_str)?;
+            let id = block.get("id").and_then(Value::as_str).unwrap_or(name).to_string();
+            let arguments = match block.get("input") {
+                Some(input @ Value::Object(_)) => Ok(input.clone()),
+                other => Err(format!("the tool input is not a JSON object: {}", other.unwrap_or(&Value::Null))),
+            };
+            Some(ToolCall { id, name: name.to_string(), arguments })
+        })
+        .collect();
+    if calls.is_empty() {
+        return None;
+    }
+    Some(ToolCalls { calls, text: String::new(), usage, echo: Value::Null })
 }
 
 /// The `value` of the answer tool's input, or why there is none.
@@ -93,6 +154,8 @@ mod tests {
             tools: vec![],
             today: "2026-01-05".into(),
             repair: None,
+            rounds: vec![],
+            tools_spent: false,
             deadline: None,
         };
         anthropic.ask(&request).unwrap()

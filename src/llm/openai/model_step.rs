@@ -4,11 +4,21 @@
 //! understand does). Validation and the one repair are the runtime's
 //! (`runtime::model_step`): this only carries the request and reads the
 //! value back.
+//!
+//! With tools, the step's tools are offered beside the structured answer
+//! (`tool_choice: auto`; in `tool` mode beside the answer function): a
+//! reply that calls them is read as a tool round, and the rounds so far
+//! are sent back as a reply's are (the assistant's `tool_calls` message,
+//! then one `tool` message per result).
 
-use super::{CallError, MODE_WORDS, OpenAi, StructuredOutput, chat, insert_structured, is_refusal, read_answer};
+use super::{
+    CallError, MODE_WORDS, OpenAi, StructuredOutput, assistant_turn, chat, function_tool, insert_structured,
+    is_refusal, parse_arguments, read_answer,
+};
 use crate::llm::model_step::{self, answer_schema};
+use crate::llm::rounds::result_text;
 use crate::llm::schema::without_patterns;
-use crate::llm::{AskAnswer, AskRequest, ProviderError};
+use crate::llm::{AskAnswer, AskRequest, ProviderError, ToolCall, ToolCalls};
 use serde_json::{Value, json};
 
 /// The function name of the answer in `tool` mode.
@@ -30,6 +40,10 @@ impl OpenAi {
             };
             match self.http.post_json(&self.url(), &self.headers(), &body, &rejects) {
                 Ok(answer) => {
+                    if let Some(calls) = tool_calls(request, &answer) {
+                        let usage = calls.usage;
+                        return Ok(AskAnswer { value: Ok(Value::Null), usage, calls: Some(calls) });
+                    }
                     let raw = read_answer(mode, &answer);
                     let value = model_step::read_answer(&raw.text).map_err(|error| {
                         if raw.truncated {
@@ -38,7 +52,7 @@ impl OpenAi {
                             error
                         }
                     });
-                    return Ok(AskAnswer { value, usage: raw.usage });
+                    return Ok(AskAnswer { value, usage: raw.usage, calls: None });
                 }
                 Err(CallError::Rejected { status, message }) => match mode.next() {
                     Some(next) => self.mode = next,
@@ -50,15 +64,68 @@ impl OpenAi {
     }
 
     fn ask_body(&self, mode: StructuredOutput, request: &AskRequest, schema: &Value) -> Value {
-        let messages =
-            [chat("system", &model_step::system_prompt(request)), chat("user", &model_step::user_prompt(request))];
+        let mut messages =
+            vec![chat("system", &model_step::system_prompt(request)), chat("user", &model_step::user_prompt(request))];
+        for round in &request.rounds {
+            messages.push(assistant_turn(round));
+            for (call, result) in round.answered() {
+                messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": result_text(result)}));
+            }
+        }
         let mut body = self.body(&messages);
         if self.max_tokens.is_none() {
             body.insert("max_tokens".into(), json!(ANSWER_TOKENS));
         }
         insert_structured(&mut body, mode, (ANSWER_FUNCTION, "Give the value asked for."), schema);
+        if request.offers_tools() {
+            let mut tools = match body.remove("tools") {
+                Some(Value::Array(answer)) => answer,
+                _ => Vec::new(),
+            };
+            tools.extend(request.tools.iter().map(function_tool));
+            body.insert("tools".into(), Value::Array(tools));
+            // In `tool` mode the answer function is one choice among the
+            // tools, no longer forced.
+            body.insert("tool_choice".into(), Value::String("auto".into()));
+        }
         Value::Object(body)
     }
+}
+
+/// The calls of the step's tools an answer makes, as a round; `None` when
+/// it calls none (it answers, through the answer function or its text).
+fn tool_calls(request: &AskRequest, answer: &Value) -> Option<ToolCalls> {
+    if request.tools.is_empty() {
+        return None;
+    }
+    let message = answer.pointer("/choices/0/message")?;
+    // A call of the answer function beside them is left out, echo
+    // included: every call echoed must get a result.
+    let raw: Vec<&Value> = message
+        .get("tool_calls")
+        .and_then(Value::as_array)?
+        .iter()
+        .filter(|call| call.pointer("/function/name").and_then(Value::as_str) != Some(ANSWER_FUNCTION))
+        .collect();
+    let calls: Vec<ToolCall> = raw
+        .iter()
+        .filter_map(|call| {
+            let name = call.pointer("/function/name").and_then(Value::as_str)?;
+            let arguments = match call.pointer("/function/arguments") {
+                Some(Value::String(text)) => parse_arguments(text),
+                Some(other) => Ok(other.clone()),
+                None => Ok(json!({})),
+            };
+            let id = call.get("id").and_then(Value::as_str).unwrap_or(name).to_string();
+            Some(ToolCall { id, name: name.to_string(), arguments })
+        })
+        .collect();
+    if calls.is_empty() {
+        return None;
+    }
+    let echo = json!({"role": "assistant", "content": Value::Null, "tool_calls": raw});
+    let usage = super::answer_usage(answer).unwrap_or_else(|| super::read_usage(None));
+    Some(ToolCalls { calls, text: String::new(), usage, echo })
 }
 
 #[cfg(test)]
@@ -102,6 +169,8 @@ mod tests {
             tools: vec![],
             today: "2026-01-05".into(),
             repair: None,
+            rounds: vec![],
+            tools_spent: false,
             deadline: None,
         }
     }
