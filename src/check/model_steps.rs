@@ -15,7 +15,9 @@ use serde::Serialize;
 
 /// The model calls of one workflow step's model steps, for `flowc check
 /// --costs`: each `ask_model` is one call, and one more when its answer
-/// is repaired; a `retry` runs the step again.
+/// is repaired; one with `tools` may first take `agent.limits.
+/// max_tool_rounds` tool rounds (a call each); a `retry` runs the step
+/// again.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct StepModelCalls {
     /// The workflow.
@@ -38,12 +40,23 @@ pub fn workflow_model_calls(program: &Program) -> Vec<StepModelCalls> {
     for flow in program.flows.iter().filter(|flow| flow.steps.iter().all(|step| step.auto)) {
         for step in &flow.steps {
             let (mut once, mut per_item) = (0u32, 0u32);
+            let (mut worst_once, mut worst_item) = (0u32, 0u32);
             let mut lists: Vec<(&[Action], bool)> = vec![(&step.actions, false)];
             while let Some((actions, in_loop)) = lists.pop() {
                 for action in actions {
+                    let worst = |ask: &crate::ir::AskModel| {
+                        let rounds = if ask.tools.is_empty() { 0 } else { tool_rounds(program) };
+                        rounds.saturating_add(2)
+                    };
                     match &action.kind {
-                        ActionKind::AskModel(_) if in_loop => per_item += 1,
-                        ActionKind::AskModel(_) => once += 1,
+                        ActionKind::AskModel(ask) if in_loop => {
+                            per_item += 1;
+                            worst_item = worst_item.saturating_add(worst(ask));
+                        }
+                        ActionKind::AskModel(ask) => {
+                            once += 1;
+                            worst_once = worst_once.saturating_add(worst(ask));
+                        }
                         ActionKind::ForEach(for_each) => lists.push((&for_each.actions, true)),
                         _ => {}
                     }
@@ -60,12 +73,19 @@ pub fn workflow_model_calls(program: &Program) -> Vec<StepModelCalls> {
                 flow: flow.name.clone(),
                 step: step.name.clone(),
                 best: once,
-                worst: once.saturating_mul(2).saturating_mul(attempts),
-                worst_per_item: per_item.saturating_mul(2).saturating_mul(attempts),
+                worst: worst_once.saturating_mul(attempts),
+                worst_per_item: worst_item.saturating_mul(attempts),
             });
         }
     }
     rows
+}
+
+/// The tool rounds a model step with `tools` may take at most: the reply's
+/// limit, under the provider loop's safety net.
+fn tool_rounds(program: &Program) -> u32 {
+    let net = u32::try_from(crate::llm::rounds::MAX_ROUNDS).unwrap_or(u32::MAX);
+    program.agent.limits.max_tool_rounds.min(net)
 }
 
 /// One misplaced model step: where it is and why it cannot run there.
