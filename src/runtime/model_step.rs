@@ -14,11 +14,7 @@
 //! its result; a `directive` in that result joins the step's emissions, so
 //! its writes land with the step's phase unit as a `call` action's do.
 
-use super::actions::call_tool;
-use super::directive::Emission;
-use super::events::Event;
 use super::spec::{field_spec, tool_spec};
-use super::tools::{ToolEnv, ToolRegistry};
 use super::validate::validate;
 use crate::ir::{Field, Program, Tool};
 use crate::llm::{AskAnswer, AskRepair, AskRequest, Provider, ProviderError, ToolLoop, ToolRound, Usage};
@@ -214,49 +210,32 @@ pub(crate) struct Question<'q> {
     pub today: String,
 }
 
-/// The tools one model step offers, run for the model within the step's
-/// budget; what they did (events, directives, warnings) is kept for the
-/// actions that ran the step.
-pub(crate) struct StepTools<'a> {
-    program: &'a Program,
-    registry: &'a ToolRegistry,
-    env: &'a ToolEnv,
+/// The tools one model step offers, within the step's budget; `run` runs
+/// one through the one tool-call path (`actions::call_tool`, as a `call`
+/// action and a reply's loop do) and keeps what it did for the actions.
+pub(crate) struct StepTools<'a, F> {
     offered: Vec<&'a Tool>,
     /// Calls made, against `max_calls`.
     calls: u32,
     max_calls: u32,
-    /// Each call's [`Event::ToolCalled`], in order.
-    pub events: Vec<Event>,
-    /// Directives in the results, for the step's bus.
-    pub emissions: Vec<Emission>,
-    /// Names in those directives that resolve to nothing.
-    pub warnings: Vec<String>,
+    run: F,
 }
 
-impl<'a> StepTools<'a> {
-    /// The `offered` tools of `program`, run by `registry`, within
-    /// `agent.limits.max_tool_rounds` calls.
-    pub(crate) fn new(
-        program: &'a Program,
-        registry: &'a ToolRegistry,
-        env: &'a ToolEnv,
-        offered: Vec<&'a Tool>,
-    ) -> StepTools<'a> {
-        StepTools {
-            program,
-            registry,
-            env,
-            offered,
-            calls: 0,
-            max_calls: program.agent.limits.max_tool_rounds,
-            events: Vec::new(),
-            emissions: Vec::new(),
-            warnings: Vec::new(),
-        }
+impl<'a, F> StepTools<'a, F>
+where
+    F: FnMut(&Tool, &serde_json::Map<String, Value>) -> Result<Value, String>,
+{
+    /// The `offered` tools, run by `run`, within `max_calls` calls
+    /// (`agent.limits.max_tool_rounds`).
+    pub(crate) fn new(offered: Vec<&'a Tool>, max_calls: u32, run: F) -> StepTools<'a, F> {
+        StepTools { offered, calls: 0, max_calls, run }
     }
 }
 
-impl ToolLoop for StepTools<'_> {
+impl<F> ToolLoop for StepTools<'_, F>
+where
+    F: FnMut(&Tool, &serde_json::Map<String, Value>) -> Result<Value, String>,
+{
     fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, String> {
         if !self.may_call() {
             return Err(format!("the limit of {} tool rounds is reached", self.max_calls));
@@ -268,14 +247,7 @@ impl ToolLoop for StepTools<'_> {
         let Value::Object(raw) = arguments else {
             return Err("tool arguments must be a JSON object".to_string());
         };
-        let arguments = tool.params.iter().map(|param| (param, raw.get(&param.name).cloned().unwrap_or(Value::Null)));
-        let made = call_tool(self.program, self.registry, self.env, tool, arguments)
-            .map_err(|invalid| format!("argument `{}`: {}", invalid.param, invalid.reason))?;
-        self.events.push(made.event);
-        let result = made.result.map_err(|error| error.to_string())?;
-        self.warnings.extend(made.warnings);
-        self.emissions.extend(made.emission);
-        Ok(result)
+        (self.run)(tool, &raw)
     }
 
     fn may_call(&self) -> bool {
