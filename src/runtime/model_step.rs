@@ -466,4 +466,78 @@ mod tests {
             "{spent:?}"
         );
     }
+
+    /// Asks for `clock` (and once for a tool it was not offered) until the
+    /// tools are spent, then answers 3.
+    struct Caller {
+        asked: std::sync::Arc<std::sync::Mutex<Vec<AskRequest>>>,
+    }
+
+    impl Provider for Caller {
+        fn name(&self) -> String {
+            "caller".into()
+        }
+        fn understand(&mut self, _: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+            Ok(Understanding::default())
+        }
+        fn reply(
+            &mut self,
+            _: &ReplyRequest,
+            _: &[ToolRound],
+            _: &mut dyn FnMut(&str),
+        ) -> Result<ModelReply, ProviderError> {
+            Err(ProviderError::InvalidRequest("no replies here".into()))
+        }
+        fn ask(&mut self, request: &AskRequest) -> Result<AskAnswer, ProviderError> {
+            self.asked.lock().map_err(|_| ProviderError::Cancelled)?.push(request.clone());
+            let usage = Usage { calls: 1, prompt: 10, completion: 2, cached: 0 };
+            if !request.offers_tools() {
+                return Ok(AskAnswer { value: Ok(json!(3)), usage, calls: None });
+            }
+            let call = |id: &str, name: &str| crate::llm::ToolCall {
+                id: id.into(),
+                name: name.into(),
+                arguments: Ok(json!({})),
+            };
+            let calls = vec![call("a", "clock"), call("b", "shell")];
+            let asked = crate::llm::ToolCalls { calls, usage, ..crate::llm::ToolCalls::default() };
+            Ok(AskAnswer { value: Ok(Value::Null), usage, calls: Some(asked) })
+        }
+    }
+
+    #[test]
+    fn tool_rounds_run_within_max_tool_rounds_and_their_results_go_back_to_the_model() {
+        let program = crate::pipeline::compile(&crate::source::SourceFile::new(
+            "t.flow",
+            "schema { rating: int 1..5 }\ntool clock() -> { now: datetime } { builtin now }\n\
+             flow w \"W\" {\n  auto step s { ask_model rating: \"Rate it\" tools [clock] }\n}\n"
+                .to_string(),
+        ))
+        .ir;
+        let asked = std::sync::Arc::default();
+        let model = Model::new(Box::new(Caller { asked: std::sync::Arc::clone(&asked) }));
+        let mut ran = Vec::new();
+        let run = |tool: &Tool, _: &serde_json::Map<String, Value>| {
+            ran.push(tool.name.clone());
+            Ok(json!({"now": "2026-01-05T10:00:00Z"}))
+        };
+        let mut tools = StepTools::new(program.tools.iter().collect(), 3, run);
+        let offered = Question { tools: program.tools.iter().collect(), ..question(&[]) };
+        let value = ask(Some(&model), &program.fields[0], offered, &mut tools);
+        assert_eq!(value, Ok(json!(3)));
+        // Three calls allowed: the first round's two (the tool not offered
+        // is refused without running, but counts), then one of the second's.
+        assert_eq!(ran, ["clock", "clock"]);
+        assert_eq!(model.take_tally().usage.calls, 3, "two tool rounds and the answer");
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked.len(), 3);
+        assert!(asked[0].rounds.is_empty() && !asked[0].tools_spent && asked[0].tools[0].name == "clock");
+        let last = &asked[2];
+        assert!(last.tools_spent, "the budget is spent: the model must answer");
+        let results: Vec<&Result<Value, String>> = last.rounds.iter().flat_map(|round| &round.results).collect();
+        assert_eq!(results.len(), 4);
+        assert_eq!(results[0], &Ok(json!({"now": "2026-01-05T10:00:00Z"})));
+        assert!(results[1].as_ref().is_err_and(|error| error.contains("not offered")), "{results:?}");
+        assert!(results[3].as_ref().is_err_and(|error| error.contains("limit of 3 tool rounds")), "{results:?}");
+    }
 }

@@ -136,29 +136,35 @@ mod tests {
     }
 
     fn ask(server: &TestServer) -> AskAnswer {
-        let mut anthropic = Anthropic::new(&ProviderConfig {
+        anthropic(server).ask(&rate(vec![])).unwrap()
+    }
+
+    fn anthropic(server: &TestServer) -> Anthropic {
+        Anthropic::new(&ProviderConfig {
             provider: ProviderKind::Anthropic,
             model: "claude-test".into(),
             base_url: server.url.clone(),
             http: fast_http(),
             ..ProviderConfig::default()
         })
-        .unwrap();
+        .unwrap()
+    }
+
+    fn rate(tools: Vec<crate::llm::ToolSpec>) -> AskRequest {
         let mut field = FieldSpec::bare("rating", "int");
         field.schema = json!({"type": "integer", "minimum": 1, "maximum": 5});
-        let request = AskRequest {
+        AskRequest {
             step: "w.rate".into(),
             instruction: "Rate the welcome".into(),
             field,
             inputs: vec![],
-            tools: vec![],
+            tools,
             today: "2026-01-05".into(),
             repair: None,
             rounds: vec![],
             tools_spent: false,
             deadline: None,
-        };
-        anthropic.ask(&request).unwrap()
+        }
     }
 
     #[test]
@@ -178,5 +184,37 @@ mod tests {
     fn an_answer_without_the_tool_is_left_to_the_runtime_to_repair() {
         let server = TestServer::start(vec![answer(json!([{"type": "text", "text": "four"}]))]);
         assert!(ask(&server).value.is_err_and(|error| error.contains("must call")));
+    }
+
+    #[test]
+    fn the_steps_tools_are_offered_beside_the_answer_tool_and_a_round_goes_back_as_tool_results() {
+        let server = TestServer::start(vec![
+            answer(json!([{"type": "tool_use", "id": "t1", "name": "clock", "input": {}}])),
+            answer(json!([{"type": "tool_use", "id": "t2", "name": "answer", "input": {"value": 5}}])),
+        ]);
+        let mut anthropic = anthropic(&server);
+        let clock = crate::llm::ToolSpec {
+            name: "clock".into(),
+            description: None,
+            parameters: json!({"type": "object", "properties": {}}),
+        };
+        let mut asked = rate(vec![clock]);
+        let first = anthropic.ask(&asked).unwrap();
+        let calls = first.calls.unwrap();
+        assert_eq!((calls.calls[0].id.as_str(), &calls.calls[0].arguments), ("t1", &Ok(json!({}))));
+        let sent = server.request(0).json();
+        assert_eq!(sent["tool_choice"], json!({"type": "any"}));
+        assert_eq!(
+            (sent["tools"][0]["name"].as_str(), sent["tools"][1]["name"].as_str()),
+            (Some("answer"), Some("clock"))
+        );
+        asked.rounds = vec![crate::llm::ToolRound { asked: calls, results: vec![Ok(json!({"now": "10:00"}))] }];
+        let answered = anthropic.ask(&asked).unwrap();
+        assert_eq!((answered.value, answered.calls), (Ok(json!(5)), None));
+        let sent = server.request(1).json();
+        assert_eq!(sent["messages"][1]["content"][0]["id"], "t1", "{sent}");
+        let result = &sent["messages"][2]["content"][0];
+        assert_eq!((result["type"].as_str(), result["tool_use_id"].as_str()), (Some("tool_result"), Some("t1")));
+        assert_eq!(result["content"], "{\"now\":\"10:00\"}");
     }
 }

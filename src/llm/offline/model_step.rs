@@ -371,4 +371,34 @@ mod tests {
             json!({"name": "Ann", "vip": true, "score": 3})
         );
     }
+
+    #[test]
+    fn with_tools_it_calls_each_it_can_fill_once_then_answers_with_the_results() {
+        let tool = |name: &str, required: &[&str]| ToolSpec {
+            name: name.into(),
+            description: None,
+            parameters: json!({
+                "type": "object",
+                "properties": required.iter().map(|name| (name.to_string(), json!({"type": "string"}))).collect::<Map<_, _>>(),
+                "required": required,
+            }),
+        };
+        let mut asked = request("Write to {{contact}}", json!({"type": "string"}), vec![json!({"email": "a@x"})]);
+        asked.tools = vec![tool("clock", &[]), tool("lookup", &["email"]), tool("geo", &["zip"])];
+        let first = ask(&asked);
+        let calls = first.calls.clone().unwrap();
+        let named: Vec<(&str, &Value)> =
+            calls.calls.iter().map(|call| (call.name.as_str(), call.arguments.as_ref().unwrap())).collect();
+        assert_eq!(named, [("clock", &json!({})), ("lookup", &json!({"email": "a@x"}))], "geo's zip is not read");
+        asked.rounds = vec![crate::llm::ToolRound {
+            asked: calls,
+            results: vec![Ok(json!({"now": "2026-01-05T10:00:00Z"})), Err("lookup failed".into())],
+        }];
+        let answer = ask(&asked);
+        assert!(answer.calls.is_none(), "one round only");
+        assert_eq!(answer.value, Ok(json!("Write to {{contact}}\n2026-01-05T10:00:00Z")));
+        asked.rounds.clear();
+        asked.tools_spent = true;
+        assert!(ask(&asked).calls.is_none(), "spent tools are not called");
+    }
 }

@@ -197,4 +197,41 @@ mod tests {
         assert_eq!(openai.structured_output(), StructuredOutput::JsonObject);
         assert_eq!(server.request(1).json()["response_format"]["type"], "json_object");
     }
+
+    #[test]
+    fn the_steps_tools_are_offered_beside_the_answer_and_a_round_goes_back_as_tool_messages() {
+        let call = Reply::json(
+            200,
+            &json!({
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "clock", "arguments": "{}"}}]}}],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 4},
+            }),
+        );
+        let server = TestServer::start(vec![call, completion(r#"{"value": "warm"}"#)]);
+        let mut openai = provider(&server, StructuredOutput::JsonSchema);
+        let mut asked = request();
+        asked.tools = vec![crate::llm::ToolSpec {
+            name: "clock".into(),
+            description: Some("The time.".into()),
+            parameters: json!({"type": "object", "properties": {}}),
+        }];
+        let first = openai.ask(&asked).unwrap();
+        let calls = first.calls.unwrap();
+        assert_eq!((calls.calls[0].id.as_str(), calls.calls[0].name.as_str()), ("c1", "clock"));
+        assert_eq!(calls.usage.prompt, 50);
+        let sent = server.request(0).json();
+        assert_eq!(sent["tools"][0]["function"]["name"], "clock", "{sent}");
+        assert_eq!(sent["tool_choice"], "auto");
+        assert!(sent["response_format"]["json_schema"].is_object(), "the answer stays structured: {sent}");
+        asked.rounds = vec![crate::llm::ToolRound { asked: calls, results: vec![Ok(json!({"now": "10:00"}))] }];
+        asked.tools_spent = true;
+        let answer = openai.ask(&asked).unwrap();
+        assert_eq!((answer.value, answer.calls), (Ok(json!("warm")), None));
+        let sent = server.request(1).json();
+        let messages = sent["messages"].as_array().unwrap();
+        assert_eq!(messages[2]["tool_calls"][0]["id"], "c1", "{sent}");
+        assert_eq!(messages[3], json!({"role": "tool", "tool_call_id": "c1", "content": "{\"now\":\"10:00\"}"}));
+        assert!(sent.get("tools").is_none(), "spent tools are not offered: {sent}");
+    }
 }
