@@ -3,7 +3,11 @@
 //! 1, 10 and 100 concurrent sessions. Each client creates a session, sends
 //! the two booking messages, and starts again; every turn's latency (the
 //! request as the client sees it: HTTP, the turn, the store's commit) is
-//! recorded. Prints turns/s, p50 and p99 per level, and the server's
+//! recorded. The clients are tasks on one thread of their own, each with
+//! its connection (non-blocking sockets, one `epoll`): a hundred client
+//! threads blocking on their sockets took a third of the machine's CPU,
+//! mostly the kernel switching between them, which the server then did
+//! not get. Prints turns/s, p50 and p99 per level, and the server's
 //! resident memory per open session.
 //!
 //! The booking tool is an in-process double (as in the runtime and store
@@ -19,7 +23,7 @@ use flowc::store::StoreLocation;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod support;
@@ -96,23 +100,114 @@ fn session_id(body: &str) -> String {
     value["id"].as_str().map_or_else(|| fail(format!("no session id in {body}")), str::to_string)
 }
 
+/// How long a client goes on: for a time, or for a number of conversations.
+#[derive(Clone, Copy)]
+enum Until {
+    Elapsed(Duration),
+    Conversations(usize),
+}
+
+/// CPU time (user and system) of the calling thread, or of the whole
+/// process.
+fn cpu(clock: libc::clockid_t) -> Duration {
+    let mut time = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `time` is a valid, writable timespec for the call.
+    if unsafe { libc::clock_gettime(clock, &raw mut time) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(u64::try_from(time.tv_sec).unwrap_or(0), u32::try_from(time.tv_nsec).unwrap_or(0))
+}
+
+/// One keep-alive connection of the async clients: the same bytes as
+/// [`Connection`], on a non-blocking socket.
+struct AsyncConnection {
+    stream: tokio::net::TcpStream,
+    buffer: Vec<u8>,
+}
+
+impl AsyncConnection {
+    async fn open(addr: SocketAddr) -> AsyncConnection {
+        let stream =
+            tokio::net::TcpStream::connect(addr).await.unwrap_or_else(|error| fail(format!("cannot connect: {error}")));
+        let _ = stream.set_nodelay(true);
+        AsyncConnection { stream, buffer: Vec::with_capacity(4096) }
+    }
+
+    async fn post(&mut self, path: &str, body: &str) -> (u16, String) {
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut written = 0;
+        while written < request.len() {
+            if let Err(error) = self.stream.writable().await {
+                fail(format!("cannot send: {error}"));
+            }
+            match self.stream.try_write(request.as_bytes().get(written..).unwrap_or_default()) {
+                Ok(count) => written += count,
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(error) => fail(format!("cannot send: {error}")),
+            }
+        }
+        self.buffer.clear();
+        loop {
+            if let Some(answer) = response(&self.buffer) {
+                return answer;
+            }
+            if let Err(error) = self.stream.readable().await {
+                fail(format!("cannot read a response: {error}"));
+            }
+            let mut chunk = [0u8; 8192];
+            match self.stream.try_read(&mut chunk) {
+                Ok(0) => fail("the server closed the connection".to_string()),
+                Ok(count) => self.buffer.extend_from_slice(chunk.get(..count).unwrap_or_default()),
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(error) => fail(format!("cannot read a response: {error}")),
+            }
+        }
+    }
+}
+
+/// The status and body of the whole response at the start of `bytes`, or
+/// `None` while part of it is still to come.
+fn response(bytes: &[u8]) -> Option<(u16, String)> {
+    let head_end = bytes.windows(4).position(|window| window == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(bytes.get(..head_end)?).ok()?;
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()?;
+    let length: usize = lines
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.trim().parse().ok())
+        .unwrap_or(0);
+    let body = bytes.get(head_end + 4..head_end + 4 + length)?;
+    Some((status, String::from_utf8_lossy(body).into_owned()))
+}
+
 /// One client: booking conversations until `until`; its turn latencies.
-fn client(addr: SocketAddr, start: &Barrier, run_for: Duration) -> Vec<Duration> {
-    let mut connection = Connection::open(addr);
+async fn client(addr: SocketAddr, until: Until) -> Vec<Duration> {
+    let mut connection = AsyncConnection::open(addr).await;
     let mut latencies = Vec::new();
-    start.wait();
-    let until = Instant::now() + run_for;
+    let deadline = match until {
+        Until::Elapsed(run_for) => Some(Instant::now() + run_for),
+        Until::Conversations(_) => None,
+    };
+    let mut left = match until {
+        Until::Elapsed(_) => usize::MAX,
+        Until::Conversations(count) => count,
+    };
     let book = serde_json::json!({ "text": BOOK }).to_string();
     let yes = serde_json::json!({ "text": "yes" }).to_string();
-    while Instant::now() < until {
-        let (status, created) = connection.post("/v1/sessions", r#"{"program": "booking"}"#);
+    while left > 0 && deadline.is_none_or(|deadline| Instant::now() < deadline) {
+        left -= 1;
+        let (status, created) = connection.post("/v1/sessions", r#"{"program": "booking"}"#).await;
         if status != 201 {
             fail(format!("creating a session answered {status}: {created}"));
         }
         let path = format!("/v1/sessions/{}/messages", session_id(&created));
         for message in [&book, &yes] {
             let started = Instant::now();
-            let (status, turn) = connection.post(&path, message);
+            let (status, turn) = connection.post(&path, message).await;
             latencies.push(started.elapsed());
             if status != 200 {
                 fail(format!("a turn answered {status}: {turn}"));
@@ -159,33 +254,62 @@ fn server(store: StoreLocation) -> Running {
         .unwrap_or_else(|message| fail(format!("the server does not start: {message} (run from the repository root)")))
 }
 
-/// `sessions` clients spread over the servers at `addrs`, one after the other.
-fn level(name: &str, addrs: &[SocketAddr], sessions: usize, run_for: Duration) {
-    let start = Arc::new(Barrier::new(sessions + 1));
-    let clients: Vec<_> = (0..sessions)
-        .zip(addrs.iter().copied().cycle())
-        .map(|(_, addr)| {
-            let start = Arc::clone(&start);
-            std::thread::spawn(move || client(addr, &start, run_for))
+/// `sessions` clients spread over the servers at `addrs`, one after the
+/// other, all on one thread of their own.
+fn level(name: &str, addrs: &[SocketAddr], sessions: usize, until: Until) {
+    let addrs: Vec<SocketAddr> = addrs.to_vec();
+    let clients = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|error| fail(format!("cannot start the clients' runtime: {error}")));
+        runtime.block_on(async move {
+            let began = Instant::now();
+            let cpu_began = cpu(libc::CLOCK_PROCESS_CPUTIME_ID);
+            let thread_began = cpu(libc::CLOCK_THREAD_CPUTIME_ID);
+            let tasks: Vec<_> = (0..sessions)
+                .zip(addrs.iter().copied().cycle())
+                .map(|(_, addr)| tokio::spawn(client(addr, until)))
+                .collect();
+            let mut latencies = Vec::new();
+            for task in tasks {
+                latencies.extend(task.await.unwrap_or_default());
+            }
+            let clients_cpu = cpu(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(thread_began);
+            let cpu_spent = cpu(libc::CLOCK_PROCESS_CPUTIME_ID).saturating_sub(cpu_began);
+            (latencies, began.elapsed().as_secs_f64(), cpu_spent, clients_cpu)
         })
-        .collect();
-    start.wait();
-    let began = Instant::now();
-    let mut latencies: Vec<Duration> =
-        clients.into_iter().flat_map(|client| client.join().unwrap_or_default()).collect();
-    let elapsed = began.elapsed().as_secs_f64();
+    });
+    let (mut latencies, elapsed, cpu_spent, clients_cpu) =
+        clients.join().unwrap_or_else(|_| fail("the clients' thread panicked".to_string()));
     latencies.sort();
+    let turns = latencies.len().max(1) as f64;
     println!(
-        "{name:<10} {sessions:>3} sessions: {:>7.0} turns/s, p50 {:.2} ms, p99 {:.2} ms ({} turns)",
+        "{name:<10} {sessions:>3} sessions: {:>7.0} turns/s, p50 {:.2} ms, p99 {:.2} ms ({} turns); \
+         CPU per turn {:.0} µs, of which clients {:.0} µs; load {}",
         latencies.len() as f64 / elapsed,
         percentile(&latencies, 50.0),
         percentile(&latencies, 99.0),
-        latencies.len()
+        latencies.len(),
+        cpu_spent.as_secs_f64() * 1e6 / turns,
+        clients_cpu.as_secs_f64() * 1e6 / turns,
+        load_average(),
     );
 }
 
-/// Memory per open session: the server's resident size grown by opening
-/// (and holding one turn in) `count` sessions, over `count`.
+/// The machine's load average over the last minute, as `/proc/loadavg`
+/// says: the figures beside it mean little when it is high.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".to_string())
+}
+
+/// Memory per open session: the resident size of a fresh server grown by
+/// opening (and holding one turn in) `count` sessions, over `count`. The
+/// server keeps the sessions it saved, up to 4,096 (`serve/cache.rs`):
+/// that is what an open session costs it, and beyond that it stays flat.
 fn memory_per_session(addr: SocketAddr, count: usize) {
     let Some(before) = resident_kib() else {
         return;
@@ -198,27 +322,51 @@ fn memory_per_session(addr: SocketAddr, count: usize) {
     }
     let after = resident_kib().unwrap_or(before);
     println!(
-        "memory: {:.2} KiB resident per open session ({count} sessions, {before} → {after} KiB; sessions live in the store, not the server)",
+        "memory: {:.2} KiB resident per open session ({count} sessions on a fresh server, {before} → {after} KiB)",
         after.saturating_sub(before) as f64 / count as f64
     );
 }
 
+/// The value after `flag` on the command line, as a number.
+fn number_after(flag: &str) -> Option<usize> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|arg| arg == flag)?;
+    let value = args.get(at + 1).unwrap_or_else(|| fail(format!("{flag} needs a number")));
+    Some(value.parse().unwrap_or_else(|_| fail(format!("{flag} needs a number, not `{value}`"))))
+}
+
 fn main() {
     let quick = std::env::args().any(|arg| arg == "--quick");
-    let run_for = Duration::from_millis(if quick { 1000 } else { 4000 });
+    let run_for = Until::Elapsed(Duration::from_millis(if quick { 1000 } else { 4000 }));
+    let warm = Until::Elapsed(Duration::from_millis(200));
     let dir = std::env::temp_dir().join(format!("flowc-bench-serve-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     if let Err(error) = std::fs::create_dir_all(&dir) {
         fail(format!("cannot create {}: {error}", dir.display()));
+    }
+    if let Some(count) = number_after("--count") {
+        let sessions = number_after("--sessions").unwrap_or(10);
+        let running = server(StoreLocation::Sqlite(dir.join("flowc.db")));
+        level("sqlite", &[running.addr], sessions, Until::Conversations(count));
+        if let Err(message) = running.stop() {
+            fail(message);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
     }
     let mut stores = vec![("sqlite", StoreLocation::Sqlite(dir.join("flowc.db")))];
     if let Ok(url) = std::env::var("FLOWC_BENCH_POSTGRES") {
         stores.push(("postgres", StoreLocation::Postgres(url)));
     }
     for (name, store) in stores {
+        // The memory phase's own server, on a database of its own.
+        let fresh = match &store {
+            StoreLocation::Sqlite(_) => StoreLocation::Sqlite(dir.join("memory.db")),
+            other => other.clone(),
+        };
         let running = server(store.clone());
         // Warm the runtime pool and the store's caches.
-        level(name, &[running.addr], 10, Duration::from_millis(200));
+        level(name, &[running.addr], 10, warm);
         println!("-- {name}");
         for sessions in [1, 10, 100] {
             level(name, &[running.addr], sessions, run_for);
@@ -227,7 +375,7 @@ fn main() {
             // Two servers on one database, each with its own pool, as two
             // `flowc serve` processes would be (here in one process).
             let second = server(store);
-            level(name, &[running.addr, second.addr], 10, Duration::from_millis(200));
+            level(name, &[running.addr, second.addr], 10, warm);
             for sessions in [10, 100] {
                 level("postgres×2", &[running.addr, second.addr], sessions, run_for);
             }
@@ -235,7 +383,11 @@ fn main() {
                 fail(message);
             }
         }
-        memory_per_session(running.addr, if quick { 1000 } else { 5000 });
+        if let Err(message) = running.stop() {
+            fail(message);
+        }
+        let running = server(fresh);
+        memory_per_session(running.addr, if quick { 1000 } else { 4000 });
         if let Err(message) = running.stop() {
             fail(message);
         }

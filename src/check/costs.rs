@@ -52,7 +52,8 @@ use crate::diag::{Code, Diagnostic, Label};
 use crate::expr::{Template, TemplatePart};
 use crate::ir::successor::{self, Landing};
 use crate::ir::{ActionKind, Behavior, FieldId, Flow, FlowId, Phase, Program, Step, StepId, ToolId, TypeKind};
-use crate::llm::{FlowChoice, Question, ReplyAsk, ReplyRequest, StepAsk, UnderstandRequest};
+use crate::llm::{Question, ReplyAsk, ReplyRequest, StepAsk, UnderstandRequest};
+use crate::runtime::engine::StaticAsk;
 use crate::source::Span;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -291,7 +292,11 @@ enum Case {
 
 /// A turn's understand request, as `runtime::engine::plan` builds it from
 /// where the conversation stands: at `answering` in `active`, or (`None`)
-/// in no flow, with `active` among the flows the message may start.
+/// in no flow, with `active` among the flows the message may start. What
+/// follows from the program and the position is the plan's own
+/// (`StaticAsk`); the session's part (which guards hold, which signals are
+/// open) is the case's: every flow and signal a guard may open in the
+/// worst case, only those without one in the best.
 fn understand_request(program: &Program, active: FlowId, answering: Option<StepId>, case: Case) -> UnderstandRequest {
     let open_flow = |flow: &&Flow| !flow.workflow && (case == Case::Worst || flow.guard.is_empty());
     let candidates: Vec<FlowId> = program
@@ -309,81 +314,16 @@ fn understand_request(program: &Program, active: FlowId, answering: Option<StepI
     // A turn at a step is in its flow; one that enters a flow starts
     // from no flow, where every candidate may take the message.
     let in_flow = answering.map(|_| active);
-    let step = answering.and_then(|step| program.flow(active)?.step(step));
-    let mut fields: BTreeSet<FieldId> =
-        step.map(|step| step.collect.iter().chain(&step.requires).copied().collect()).unwrap_or_default();
-    let extraction: Vec<FlowId> = match in_flow {
-        Some(flow) => std::iter::once(flow).chain(routable.iter().copied()).collect(),
-        None => candidates.clone(),
-    };
-    for flow in extraction.iter().filter_map(|flow| program.flow(*flow)) {
-        fields.extend(flow.requires.iter().chain(&flow.optional).copied());
-        if in_flow.is_none() {
-            for entry in successor::entry_steps(flow).into_iter().filter_map(|id| flow.step(id)) {
-                fields.extend(entry.collect.iter().copied());
-            }
-        }
-    }
     let signals = open_signals(program, &[Phase::Pre, Phase::Both, Phase::Post], case);
-    for signal in signals.iter().filter_map(|signal| program.signals.get(*signal)) {
-        fields.extend(signal.extract.iter().copied());
-    }
-    // Consent is read only from the message answering the step that
-    // asks for it.
-    let confirmations: BTreeSet<FieldId> = program
-        .flows
-        .iter()
-        .flat_map(|flow| &flow.steps)
-        .flat_map(|step| step.collect.iter().copied())
-        .filter(|field| is_bool(program, *field))
-        .collect();
-    fields.retain(|field| !confirmations.contains(field) || step.is_some_and(|step| step.collect.contains(field)));
-    let asked_alone = step.and_then(|step| match step.collect.as_slice() {
-        [only] => Some(*only),
-        _ => None,
-    });
-    let mut from: Vec<(FlowId, Landing)> = match answering {
-        Some(step) => vec![(active, Landing::Step(step))],
-        None => candidates.iter().map(|flow| (*flow, Landing::Enter(*flow, StepId(0)))).collect(),
-    };
-    for signal in signals.iter().filter_map(|signal| program.signals.get(*signal)) {
-        let Some(jump) = signal.then.as_ref().and_then(|then| then.position.as_ref()) else {
-            continue;
-        };
-        let jump = successor::Jump::from(jump);
-        match in_flow {
-            Some(current) => from.push((current, successor::landing(current, jump))),
-            None => {
-                if let Some(landing @ Landing::Enter(flow, _)) = successor::landing_outside(jump) {
-                    from.push((flow, landing));
-                }
-            }
-        }
-    }
+    let ask = StaticAsk::at(program, in_flow, answering, &candidates, &routable, &signals);
     UnderstandRequest {
-        message: String::new(),
-        history: Vec::new(),
-        active_flow: in_flow.and_then(|flow| program.flow(flow)).map(|flow| flow.name.clone()),
-        flows: routable
-            .iter()
-            .filter(|flow| Some(**flow) != in_flow)
-            .filter_map(|flow| program.flow(*flow))
-            .map(|flow| flow_choice(program, flow))
-            .collect(),
-        fields: fields
-            .iter()
-            .filter_map(|field| program.field(*field).map(|declared| (field, declared)))
-            .map(|(field, declared)| crate::runtime::engine::field_spec(declared, asked_alone == Some(*field)))
-            .collect(),
-        conditions: conditions(program, &from, case),
-        signals: signals
-            .iter()
-            .filter_map(|signal| program.signals.get(*signal))
-            .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
-            .collect(),
+        conditions: conditions(program, &ask.from, case),
         today: "2026-01-01".to_string(),
-        reply: None,
-        deadline: None,
+        // As every turn sends it; the fused reply's writer only when the
+        // turn asks for a reply (a turn that asks none is a turn of a
+        // session that may).
+        prefix: crate::runtime::engine::prompt_prefix(program, true, &mut rendered),
+        ..ask.request(program, in_flow, &routable, &signals)
     }
 }
 
@@ -548,18 +488,6 @@ fn ask_tokens(program: &Program, ask: &crate::ir::AskModel) -> u64 {
 
 fn is_bool(program: &Program, field: FieldId) -> bool {
     program.field(field).is_some_and(|declared| matches!(declared.ty.kind, TypeKind::Bool))
-}
-
-/// A flow as the understand call describes it to the model.
-fn flow_choice(program: &Program, flow: &Flow) -> FlowChoice {
-    let examples = flow
-        .requires
-        .iter()
-        .chain(&flow.optional)
-        .filter_map(|field| program.field(*field))
-        .flat_map(|declared| declared.ty.examples.iter().cloned())
-        .collect();
-    FlowChoice { name: flow.name.clone(), title: flow.title.clone(), when: flow.when.clone(), examples }
 }
 
 /// Signals of these phases asked with the `when`s: in the best case, only

@@ -21,6 +21,7 @@
 //! context_window = 8192            # tokens; else learned from the server
 //! structured_output = "json_schema" # json_schema | json_object | tool | prompt
 //! tool_choice = "auto"             # auto | forced
+//! fused_reply = true               # false: the reply always in a call of its own
 //! ```
 //!
 //! API keys come only from the environment, never from the file, so a
@@ -203,6 +204,11 @@ pub struct ProviderConfig {
     pub structured_output: StructuredOutput,
     /// Whether the model may call tools or must.
     pub tool_choice: ToolChoiceMode,
+    /// Whether the understand call also asks for the reply (the fused
+    /// call); off, every reply that needs the model is a call of its own,
+    /// as before the fused call (to compare the two, or for a model whose
+    /// fused replies are poor).
+    pub fused_reply: bool,
     /// `--record FILE`: store every request and answer of the run.
     pub record: Option<PathBuf>,
     /// Shared with the CLI, which sets it on Ctrl-C.
@@ -222,6 +228,7 @@ impl Default for ProviderConfig {
             context_window: None,
             structured_output: StructuredOutput::JsonSchema,
             tool_choice: ToolChoiceMode::Auto,
+            fused_reply: true,
             record: None,
             cancel: CancelFlag::new(),
         }
@@ -297,6 +304,7 @@ struct FileConfig {
     context_window: Option<u32>,
     structured_output: Option<String>,
     tool_choice: Option<String>,
+    fused_reply: Option<bool>,
     /// Everything else: tables belong to other modules; a stray top-level
     /// value is a typo and an error.
     #[serde(flatten)]
@@ -397,6 +405,7 @@ pub fn load_with(
     } else if let Some(choice) = &file.tool_choice {
         config.tool_choice = choice.parse()?;
     }
+    config.fused_reply = file.fused_reply.unwrap_or(true);
     config.record = flags.record.clone();
 
     if !key_variable.is_empty() {
@@ -428,7 +437,7 @@ fn file_config(config: &Config) -> Result<FileConfig, String> {
         if !value.is_table() {
             return Err(format!(
                 "unknown key `{key}` (known: provider, model, base_url, api_key_env, timeout, connect_timeout, \
-                 max_retries, temperature, max_tokens, context_window, structured_output, tool_choice)"
+                 max_retries, temperature, max_tokens, context_window, structured_output, tool_choice, fused_reply)"
             ));
         }
     }
@@ -521,6 +530,7 @@ mod tests {
         assert_eq!(config.max_tokens, Some(64));
         assert_eq!(config.structured_output, StructuredOutput::JsonObject);
         assert_eq!(config.tool_choice, ToolChoiceMode::Forced);
+        assert!(config.fused_reply, "the fused call is on unless turned off");
         assert!(config.api_key.is_none(), "a local server needs no key");
 
         let env =
@@ -540,6 +550,16 @@ mod tests {
         assert_eq!(config.model, "from-flag");
         assert_eq!(config.structured_output, StructuredOutput::Prompt);
         assert_eq!(config.http.timeout, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn the_fused_reply_is_turned_off_in_the_file_by_a_boolean() {
+        let dir = Dir::new("fused");
+        dir.write("flowc.toml", "fused_reply = false\n");
+        assert!(!check(&dir, None, &[], &ProviderFlags::default()).unwrap().fused_reply);
+        dir.write("flowc.toml", "fused_reply = \"no\"\n");
+        let error = check(&dir, None, &[], &ProviderFlags::default()).unwrap_err().to_string();
+        assert!(error.ends_with("flowc.toml: invalid type: string \"no\", expected a boolean"), "{error}");
     }
 
     #[test]

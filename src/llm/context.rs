@@ -344,11 +344,14 @@ impl Windowed {
     /// The request as sent: the fused reply saves a call but is not
     /// needed, so a request that would not fit with it even with no
     /// history goes without it (the runtime then asks for the reply in a
-    /// call of its own).
+    /// call of its own), and without the reply's task in its prefix.
     fn fused_if_it_fits<'r>(&self, request: &'r UnderstandRequest) -> Cow<'r, UnderstandRequest> {
         let fits = || self.window.fits(Some(answer_token_budget(request)), understand_bytes(&without_history(request)));
-        if request.reply.is_some() && !fits() {
-            return Cow::Owned(UnderstandRequest { reply: None, ..request.clone() });
+        if (request.reply.is_some() || request.prefix.writer.is_some()) && !fits() {
+            let mut lean = request.clone();
+            lean.reply = None;
+            lean.prefix.writer = None;
+            return Cow::Owned(lean);
         }
         Cow::Borrowed(request)
     }

@@ -76,6 +76,33 @@ pub struct UnderstandRequest {
     /// Not part of what is recorded.
     #[serde(skip)]
     pub deadline: Option<Instant>,
+    /// What the prompt's cached prefix holds besides the task, the same on
+    /// every turn of a session (`prompt.rs`); left empty, the prefix holds
+    /// what this request offers. Not part of what is recorded: it follows
+    /// from the program.
+    #[serde(skip)]
+    pub prefix: PromptPrefix,
+}
+
+/// The parts of the understand prompt that the turns of a session share,
+/// so that servers that cache a repeated prefix reuse them.
+#[derive(Clone, Debug, Default)]
+pub struct PromptPrefix {
+    /// Every flow a message may ever be routed to, in declaration order;
+    /// the request's `flows` are those offered this turn.
+    pub catalogue: Vec<FlowChoice>,
+    /// Set when the session asks for fused replies: who writes them.
+    pub writer: Option<ReplyWriter>,
+}
+
+/// Who writes a fused reply: the assistant's identity and the agent's own
+/// rules (a flow's rules stay with the steps that follow them).
+#[derive(Clone, Debug, Default)]
+pub struct ReplyWriter {
+    /// The program's `identity`, rendered.
+    pub identity: Option<String>,
+    /// The agent's rules, rendered.
+    pub rules: Vec<String>,
 }
 
 /// What the understand call needs to write the reply as well: who writes
@@ -466,6 +493,13 @@ pub trait Provider: Send {
     /// syntax; `None` for providers with nothing to negotiate.
     fn modes(&self) -> Option<String> {
         None
+    }
+
+    /// Whether the understand call may ask this model for the reply too
+    /// (the fused call): on unless the operator turns it off
+    /// (`fused_reply = false` in `flowc.toml`). Wrappers pass it on.
+    fn fused_reply(&self) -> bool {
+        true
     }
 
     /// The structured call: routes the message, reads field values and

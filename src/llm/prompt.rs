@@ -34,8 +34,14 @@ pub enum AnswerFormat {
 }
 
 /// The understand prompt: `stable` for the system message, `dynamic` for
-/// the user message.
+/// the user message. With the request's [`PromptPrefix`](crate::llm::PromptPrefix) set, the stable
+/// part lists the whole flow catalogue and the fused reply's task, so it
+/// is byte-identical on every turn of a session (routing turns, turns
+/// inside a flow, turns that ask for no reply); the turn says which flows
+/// it offers and which steps it may stop at in the dynamic part.
 pub fn understand(request: &UnderstandRequest, format: AnswerFormat) -> Prompt {
+    let prefix = &request.prefix;
+    let whole_catalogue = !prefix.catalogue.is_empty();
     let mut stable = String::from(
         "You read the latest user message of a conversation and report what it says. \
          Report only what the user said; never guess.\n\
@@ -46,9 +52,10 @@ pub fn understand(request: &UnderstandRequest, format: AnswerFormat) -> Prompt {
          the description clearly holds for the message; else yes false and evidence null.\n\
          Evidence is checked against the latest user message: anything it does not show is ignored.\n",
     );
-    if !request.flows.is_empty() {
+    let catalogue = if whole_catalogue { &prefix.catalogue } else { &request.flows };
+    if !catalogue.is_empty() {
         stable.push_str("Flows:\n");
-        for flow in &request.flows {
+        for flow in catalogue {
             let _ = write!(stable, "- {}", flow.name);
             if let Some(title) = &flow.title {
                 let _ = write!(stable, " ({title})");
@@ -61,6 +68,13 @@ pub fn understand(request: &UnderstandRequest, format: AnswerFormat) -> Prompt {
             }
             stable.push('\n');
         }
+    }
+    if let Some(writer) = &prefix.writer {
+        stable.push_str(
+            "When the answer has `step` and `reply`, write them last, after everything else: name the step the \
+             conversation stops at and write the assistant's next message to the user:\n",
+        );
+        write_reply_task(&mut stable, writer.identity.as_deref(), &writer.rules);
     }
     match format {
         AnswerFormat::Enforced => stable.push_str("Answer with the JSON object only.\n"),
@@ -77,6 +91,10 @@ pub fn understand(request: &UnderstandRequest, format: AnswerFormat) -> Prompt {
         let _ = write!(dynamic, " Current flow: {flow}.");
     }
     dynamic.push('\n');
+    if whole_catalogue && !request.flows.is_empty() {
+        let names: Vec<&str> = request.flows.iter().map(|flow| flow.name.as_str()).collect();
+        let _ = writeln!(dynamic, "Flows offered: {}.", names.join(", "));
+    }
     if !request.history.is_empty() {
         dynamic.push_str("Conversation so far:\n");
         for message in &request.history {
@@ -91,11 +109,28 @@ pub fn understand(request: &UnderstandRequest, format: AnswerFormat) -> Prompt {
     }
     write_questions(&mut dynamic, "Conditions (true or false)", &request.conditions);
     write_questions(&mut dynamic, "Signals (true or false)", &request.signals);
-    // In the dynamic part, though the task and the assistant's identity
-    // do not change: a turn that cannot tell where it stops asks no reply,
-    // and the stable prefix must be the same on every turn.
     if let Some(ask) = &request.reply {
-        write_reply_task(&mut dynamic, ask);
+        match &prefix.writer {
+            // The task, the identity and the agent's rules are in the
+            // prefix: only the rules of the steps' flows are the turn's.
+            Some(writer) => {
+                let rules: Vec<String> =
+                    ask.rules.iter().filter(|rule| !writer.rules.contains(rule)).cloned().collect();
+                if !rules.is_empty() {
+                    dynamic.push_str("Rules of these steps:\n");
+                    write_list(&mut dynamic, &rules);
+                }
+            }
+            // Without a prefix the task goes with the request, in the
+            // per-turn part: a turn that asks no reply does not carry it.
+            None => {
+                dynamic.push_str(
+                    "Then, after everything else, name the step the conversation stops at and write the \
+                     assistant's next message to the user:\n",
+                );
+                write_reply_task(&mut dynamic, ask.identity.as_deref(), &ask.rules);
+            }
+        }
         write_reply_steps(&mut dynamic, ask);
     }
     if format == AnswerFormat::Described {
@@ -107,23 +142,21 @@ pub fn understand(request: &UnderstandRequest, format: AnswerFormat) -> Prompt {
 
 /// The fused call's task: the reply after the rest, by the assistant the
 /// program describes.
-fn write_reply_task(text: &mut String, ask: &ReplyAsk) {
+fn write_reply_task(text: &mut String, identity: Option<&str>, rules: &[String]) {
     text.push_str(
-        "Then, after everything else, name the step the conversation stops at and write the assistant's \
-         next message to the user:\n\
-         - step: of the steps listed below for the flow the conversation is in after the latest message, \
+        "- step: of the steps listed below for the flow the conversation is in after the latest message, \
          the first whose missing fields that message does not all give (that step asks for them); null \
          when there is none.\n\
          - reply: the message for that step: short, natural, in the user's language, doing what its prompt \
          says and nothing more; {{name}} in a prompt stands for the value of field name (from the latest \
          message, else the known data). null when step is null.\n",
     );
-    if let Some(identity) = &ask.identity {
+    if let Some(identity) = identity {
         let _ = writeln!(text, "The assistant: {}", one_line(identity));
     }
-    if !ask.rules.is_empty() {
+    if !rules.is_empty() {
         text.push_str("The assistant's rules:\n");
-        write_list(text, &ask.rules);
+        write_list(text, rules);
     }
 }
 
@@ -351,6 +384,47 @@ Steps, in order:
 - booking.confirm (missing: confirmed): \"Book {{hotel}} on {{date}}?\"
 Latest user message: \"Ritz Paris, the 3rd of June, for two\""
         );
+    }
+
+    #[test]
+    fn with_the_sessions_prefix_the_stable_part_is_the_same_on_every_kind_of_turn() {
+        let catalogue = booking_request().flows;
+        let prefix = crate::llm::PromptPrefix {
+            catalogue: catalogue.clone(),
+            writer: Some(crate::llm::ReplyWriter {
+                identity: Some("You are a concierge.".into()),
+                rules: vec!["Be brief.".into()],
+            }),
+        };
+        // A routing turn (every flow offered, no reply), a turn inside a
+        // flow asking for the reply (no flow offered), a confirmation.
+        let routing = UnderstandRequest { prefix: prefix.clone(), active_flow: None, ..booking_request() };
+        let mut fused = crate::llm::schema::tests::fused_request();
+        fused.flows.clear();
+        fused.prefix = prefix.clone();
+        if let Some(ask) = fused.reply.as_mut() {
+            ask.rules = vec!["Be brief.".into(), "Dates in full.".into()];
+        }
+        let confirm = UnderstandRequest { prefix, flows: Vec::new(), message: "yes".into(), ..booking_request() };
+        for format in [AnswerFormat::Enforced, AnswerFormat::Described, AnswerFormat::Tool("t")] {
+            let stable = understand(&routing, format).stable;
+            assert_eq!(understand(&fused, format).stable, stable, "{format:?}");
+            assert_eq!(understand(&confirm, format).stable, stable, "{format:?}");
+            assert!(stable.contains("- support: the user has a problem"));
+            assert!(stable.contains("The assistant: You are a concierge.\nThe assistant's rules:\n- Be brief.\n"));
+        }
+        let offered = understand(&routing, AnswerFormat::Enforced).dynamic;
+        assert!(offered.starts_with("Today is 2026-01-05.\nFlows offered: booking, support.\n"), "{offered}");
+        let dynamic = understand(&fused, AnswerFormat::Enforced).dynamic;
+        assert!(!dynamic.contains("Flows offered"));
+        // Only the rules the prefix does not hold, then the steps.
+        assert!(
+            dynamic.contains(
+                "Rules of these steps:\n- Dates in full.\nKnown data: {\"hotel\":\"Ritz Paris\"}\nSteps, in order:\n"
+            ),
+            "{dynamic}"
+        );
+        assert!(!dynamic.contains("The assistant:"));
     }
 
     #[test]

@@ -348,6 +348,13 @@ pub fn read_reply(answer: &Map<String, Value>, request: &UnderstandRequest) -> R
         return Ok(None);
     };
     let step = match answer.get("step") {
+        // With one step offered, a reply is for that step whether or not
+        // the model named it: code still checks that the turn stops there
+        // with the values the model saw (`runtime/engine/fused.rs`).
+        Some(Value::Null) if answer.get("reply").is_some_and(Value::is_string) => match ask.steps.as_slice() {
+            [only] => Some(only.id.clone()),
+            _ => None,
+        },
         None | Some(Value::Null) => None,
         Some(Value::String(id)) if ask.steps.iter().any(|step| &step.id == id) => Some(id.clone()),
         Some(Value::String(id)) => {
@@ -529,6 +536,7 @@ pub(crate) mod tests {
             today: "2026-01-05".into(),
             reply: None,
             deadline: None,
+            prefix: crate::llm::PromptPrefix::default(),
         }
     }
 
@@ -802,6 +810,16 @@ pub(crate) mod tests {
             assert_eq!(validate(&partial, &request).unwrap().reply, None, "{partial}");
         }
         let map = |value: Value| value.as_object().cloned().unwrap();
+        // One step offered: a reply with no step named is that step's.
+        let mut one = request.clone();
+        if let Some(ask) = one.reply.as_mut() {
+            ask.steps.truncate(1);
+        }
+        assert_eq!(
+            read_reply(&map(json!({"step": null, "reply": "For which date?"})), &one).unwrap(),
+            Some(FusedReply { step: "booking.ask_date".into(), text: "For which date?".into() })
+        );
+        assert_eq!(read_reply(&map(json!({"step": null, "reply": null})), &one).unwrap(), None);
         assert_eq!(
             read_reply(&map(json!({"step": "booking.pay", "reply": "x"})), &request).unwrap_err(),
             "unknown step `booking.pay` (choose one of `booking.ask_date`, `booking.confirm` or null)"

@@ -80,7 +80,8 @@ fn prefix(tenant: &Tenant) -> String {
 }
 
 /// Refuses a new session when `tenant` already keeps as many as its cap
-/// allows. Runs on the blocking pool (it reads the store).
+/// allows. Runs where the creation runs: the blocking pool, or on SQLite the
+/// async worker (it reads the store, as the creation does).
 pub(crate) fn admit_session(state: &AppState, tenant: &Tenant) -> Result<(), ApiError> {
     let Some(max) = state.caps.sessions_per_tenant else {
         return Ok(());

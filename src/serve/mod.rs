@@ -90,6 +90,10 @@ pub(crate) struct AppState {
     pub holder: String,
     /// Runs started with `"wait": false`, finished before the process exits.
     pub background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Whether the store's calls may run on an async worker: SQLite's
+    /// commit is local and short, while PostgreSQL's client blocks on a
+    /// round trip (and on a runtime of its own, which a worker cannot enter).
+    pub inline_store: bool,
 }
 
 impl AppState {
@@ -114,6 +118,7 @@ impl AppState {
             run_news,
             holder: crate::stored_run::holder_name("serve-"),
             background: Mutex::new(Vec::new()),
+            inline_store: matches!(options.store, StoreLocation::Sqlite(_)),
         }))
     }
 

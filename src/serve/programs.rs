@@ -37,7 +37,9 @@ pub struct ProgramSettings {
     pub clock: Arc<dyn crate::runtime::clock::Clock>,
     /// Where new session and run ids come from.
     pub ids: Arc<dyn crate::runtime::clock::IdSource>,
-    /// In-process tool handlers, by tool name.
+    /// In-process tool handlers, by tool name. With the offline model, a
+    /// turn whose tools are all builtin or handled here runs on the
+    /// server's async workers: a handler must answer at once, not wait.
     pub tools: ToolRegistry,
 }
 
@@ -52,6 +54,11 @@ pub(crate) struct Version {
     tools: ToolRegistry,
     provider: ProviderConfig,
     pool: Mutex<Vec<Runtime>>,
+    /// Whether a turn of this version only computes: the offline model,
+    /// not recording, and every tool builtin or answered by an in-process
+    /// handler (no process, no HTTP). Such a turn may run on the server's
+    /// async workers instead of the blocking pool ([`super::turn`]).
+    pub in_process: bool,
 }
 
 impl Version {
@@ -196,6 +203,12 @@ impl Programs {
         Some(Arc::clone(&state.current))
     }
 
+    /// Whether the current version of `name`, as last compiled, only
+    /// computes ([`Version::in_process`]); the file is not looked at.
+    pub fn in_process(&self, name: &str) -> bool {
+        self.entries.get(name).is_some_and(|entry| lock(&entry.state).current.in_process)
+    }
+
     /// The version of `name` whose hash is `hash`, if this server has had it.
     pub fn version(&self, name: &str, hash: &str) -> Option<Arc<Version>> {
         let entry = self.entries.get(name)?;
@@ -290,6 +303,12 @@ fn compile(name: &str, path: &Path, settings: &ProgramSettings) -> Result<Versio
     let provider =
         crate::llm::config::load(&config, &settings.provider_flags).map_err(|error| format!("{display}: {error}"))?;
     let ir = Arc::new(compilation.ir);
+    let in_process = provider.provider == crate::llm::config::ProviderKind::Offline
+        && provider.record.is_none()
+        && ir.tools.iter().all(|tool| {
+            settings.tools.handles(&tool.name)
+                || matches!(tool.implementation, Some(crate::ir::ToolImpl::Builtin { .. }))
+        });
     let base_dir = path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     Ok(Version {
         name: name.to_string(),
@@ -301,12 +320,46 @@ fn compile(name: &str, path: &Path, settings: &ProgramSettings) -> Result<Versio
         tools: settings.tools.clone(),
         provider,
         pool: Mutex::new(Vec::new()),
+        in_process,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Answer;
+
+    impl crate::runtime::tools::ToolHandler for Answer {
+        fn call(
+            &self,
+            _tool: &crate::ir::Tool,
+            _args: &serde_json::Map<String, serde_json::Value>,
+            _env: &ToolEnv,
+        ) -> Result<serde_json::Value, crate::runtime::tools::ToolError> {
+            Ok(serde_json::json!({ "booking_id": "GH-1" }))
+        }
+    }
+
+    #[test]
+    fn a_version_only_computes_with_the_offline_model_and_its_tools_answered_in_process() {
+        let (clock, ids) = crate::runtime::clock::from_values(Some("2026-01-05T10:00:00Z"), None).unwrap();
+        let settings = |tools| ProgramSettings {
+            provider_flags: Default::default(),
+            limits: Default::default(),
+            clock: Arc::clone(&clock),
+            ids: Arc::clone(&ids),
+            tools,
+        };
+        let files = [PathBuf::from("flows/booking.flow")];
+        let exec = Programs::load(&files, settings(ToolRegistry::default())).unwrap();
+        assert!(!exec.in_process("booking"), "its tool starts a process");
+        let mut tools = ToolRegistry::default();
+        tools.register("book_hotel", Arc::new(Answer));
+        let handled = Programs::load(&files, settings(tools)).unwrap();
+        assert!(handled.in_process("booking"), "its one tool is answered in process");
+        assert!(!handled.in_process("nothing"), "no such program");
+    }
 
     #[test]
     fn names_are_stems_made_safe_for_ids() {

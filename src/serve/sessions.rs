@@ -41,26 +41,27 @@ pub async fn create(
     session.data = fields(&version.ir, &body.optional_object("data")?, "data")?;
     session.context = context(&version.ir, &body.optional_object("context")?)?;
     session.version = 1;
-    let id = state
-        .blocking(move |state| {
-            super::caps::admit_session(state, &tenant)?;
-            // Seeded ids (FLOWC_SEED) repeat across processes: an id the
-            // store already has takes the next.
-            for _ in 0..100 {
-                session.id = new_id(&tenant, &name, &version.tool_env.ids.next_id());
-                match state.store.save(&session, 0, &[]) {
-                    Ok(()) => {
-                        let id = session.id.clone();
-                        state.sessions.put(Arc::new(session));
-                        return Ok(id);
-                    }
-                    Err(StoreError::Conflict { .. }) => {}
-                    Err(error) => return Err(state.store_error(error)),
+    let save = move |state: &AppState| {
+        super::caps::admit_session(state, &tenant)?;
+        // Seeded ids (FLOWC_SEED) repeat across processes: an id the
+        // store already has takes the next.
+        for _ in 0..100 {
+            session.id = new_id(&tenant, &name, &version.tool_env.ids.next_id());
+            match state.store.save(&session, 0, &[]) {
+                Ok(()) => {
+                    let id = session.id.clone();
+                    state.sessions.put(Arc::new(session));
+                    return Ok(id);
                 }
+                Err(StoreError::Conflict { .. }) => {}
+                Err(error) => return Err(state.store_error(error)),
             }
-            Err(ApiError::internal("every new session id tried was taken"))
-        })
-        .await?;
+        }
+        Err(ApiError::internal("every new session id tried was taken"))
+    };
+    // A local store's count and insert are short: they run here, not on
+    // the blocking pool (see `super::turn` on where turns run).
+    let id = if state.inline_store { save(&state)? } else { state.blocking(save).await? };
     Metrics::add(&state.metrics.sessions_created, 1);
     Ok((StatusCode::CREATED, Json(serde_json::json!({ "id": id })).into_response()).into_response())
 }

@@ -9,6 +9,14 @@
 //! session another request (or server) changed meanwhile is a 409 and
 //! nothing of the turn is kept. A client that drops a stream does not stop
 //! its turn: the turn is committed, and `GET /v1/sessions/{id}` shows it.
+//!
+//! Where a turn runs: one that only computes (the offline model, builtin
+//! or in-process tools, [`super::programs::Version::in_process`]) on a
+//! local store (SQLite) runs on the async worker that read its request;
+//! every other turn, which may wait seconds on a model, a tool or a
+//! database, on the blocking pool. Handing a turn to the pool and its
+//! answer back costs two thread wake-ups, which for a computed turn were
+//! more CPU than the turn itself.
 
 use super::AppState;
 use super::auth::Tenant;
@@ -55,7 +63,19 @@ pub async fn message(
         .and_then(|accept| accept.to_str().ok())
         .is_some_and(|accept| accept.contains("text/event-stream"));
     if !streamed {
-        let result = state.blocking(move |state| run_turn(state, &id, &program, &text, expected, None)).await?;
+        if state.inline_store && state.programs.in_process(&program) {
+            // `None`: the program was edited into one whose turns may
+            // block; the turn had not started, it goes to the pool.
+            if let Some(result) = run_turn(&state, &id, &program, &text, expected, None, Place::Worker) {
+                return Ok(Json(result?.to_json_line()).into_response());
+            }
+        }
+        let result = state
+            .blocking(move |state| {
+                run_turn(state, &id, &program, &text, expected, None, Place::Pool)
+                    .unwrap_or_else(|| Err(ApiError::internal("a turn on the blocking pool was sent elsewhere")))
+            })
+            .await?;
         return Ok(Json(result.to_json_line()).into_response());
     }
     let (sender, receiver) = mpsc::unbounded_channel();
@@ -66,7 +86,8 @@ pub async fn message(
         let sink = Box::new(move |piece: &str| {
             let _ = text_sender.send(Streamed::Text(piece.to_string()));
         });
-        let result = run_turn(&worker, &id, &program, &text, expected, Some(sink));
+        let result = run_turn(&worker, &id, &program, &text, expected, Some(sink), Place::Pool)
+            .unwrap_or_else(|| Err(ApiError::internal("a turn on the blocking pool was sent elsewhere")));
         let _ = sender.send(Streamed::Done(Box::new(result)));
     });
     let open = super::StreamOpen::new(&state);
@@ -110,8 +131,17 @@ pub async fn message(
     Ok((StatusCode::OK, Sse::new(stream).keep_alive(KeepAlive::default())).into_response())
 }
 
-/// One turn, on the blocking pool: load, run, save. `stream` receives the
-/// reply as it is written.
+/// Where a turn runs: on an async worker only if its program version
+/// only computes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Worker,
+    Pool,
+}
+
+/// One turn: load, run, save. `stream` receives the reply as it is
+/// written. `None` when it was to run on a worker but its program
+/// version may block: nothing was done, it is for the blocking pool.
 fn run_turn(
     state: &AppState,
     id: &str,
@@ -119,11 +149,16 @@ fn run_turn(
     text: &str,
     expected: Option<u64>,
     stream: Option<StreamSink>,
-) -> Result<TurnResult, ApiError> {
+    place: Place,
+) -> Option<Result<TurnResult, ApiError>> {
     let started = Instant::now();
     state.metrics.turns_in_flight.fetch_add(1, Ordering::Relaxed);
-    let result = turn_inner(state, id, program, text, expected, stream);
+    let result = turn_inner(state, id, program, text, expected, stream, place);
     state.metrics.turns_in_flight.fetch_sub(1, Ordering::Relaxed);
+    let result = match result {
+        Err(Attempt::Blocks) => return None,
+        other => other.map_err(Attempt::into_error),
+    };
     match &result {
         Ok(turn) => {
             Metrics::add(&state.metrics.turns, 1);
@@ -137,7 +172,7 @@ fn run_turn(
         Err(error) if error.status.is_server_error() => Metrics::add(&state.metrics.turns_failed, 1),
         Err(_) => {}
     }
-    result
+    Some(result)
 }
 
 fn turn_inner(
@@ -147,7 +182,8 @@ fn turn_inner(
     text: &str,
     expected: Option<u64>,
     mut stream: Option<StreamSink>,
-) -> Result<TurnResult, ApiError> {
+    place: Place,
+) -> Result<TurnResult, Attempt> {
     // A streamed turn has sent its reply's text before it commits: it
     // could not be run again unseen, so it starts from the store.
     let cached = if stream.is_none() { state.sessions.get(id) } else { None };
@@ -155,18 +191,18 @@ fn turn_inner(
     let from_cache = cached.is_some();
     let session = match cached {
         Some(session) => session,
-        None => load(state, id, expected)?,
+        None => load(state, id, expected).map_err(Attempt::Failed)?,
     };
-    match attempt(state, id, program, text, &session, stream.take()) {
+    match attempt(state, id, program, text, &session, stream.take(), place) {
         // The cached copy was stale: another process (or `flowc run
         // --session`) saved the session since this server did. Once more
         // from the store; a conflict then is a real race, the client's.
         Err(Attempt::Conflict(_)) if from_cache => {
             Metrics::add(&state.metrics.stale_sessions, 1);
-            let session = load(state, id, expected)?;
-            attempt(state, id, program, text, &session, None).map_err(Attempt::into_error)
+            let session = load(state, id, expected).map_err(Attempt::Failed)?;
+            attempt(state, id, program, text, &session, None, place)
         }
-        other => other.map_err(Attempt::into_error),
+        other => other,
     }
 }
 
@@ -186,9 +222,11 @@ fn load(state: &AppState, id: &str, expected: Option<u64>) -> Result<Arc<Session
 }
 
 /// Why one attempt at a turn failed: the compare-and-swap lost (which a
-/// stale cached session may explain), or anything else.
+/// stale cached session may explain), the turn may block and was not run
+/// on a worker, or anything else.
 enum Attempt {
     Conflict(ApiError),
+    Blocks,
     Failed(ApiError),
 }
 
@@ -196,6 +234,7 @@ impl Attempt {
     fn into_error(self) -> ApiError {
         match self {
             Attempt::Conflict(error) | Attempt::Failed(error) => error,
+            Attempt::Blocks => ApiError::internal("a turn that may block was not run"),
         }
     }
 }
@@ -210,8 +249,12 @@ fn attempt(
     text: &str,
     session: &Session,
     stream: Option<StreamSink>,
+    place: Place,
 ) -> Result<TurnResult, Attempt> {
     let (version, adopted) = version_for(state, program, session).map_err(Attempt::Failed)?;
+    if place == Place::Worker && !version.in_process {
+        return Err(Attempt::Blocks);
+    }
     let before = adopted.as_ref().unwrap_or(session);
     let mut runtime = version
         .runtime()

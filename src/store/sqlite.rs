@@ -153,6 +153,9 @@ impl SqliteStore {
         let mut opening = sqlite_guard::open_lock(path).map_err(open_error)?;
         let mut connection = Connection::open(path).map_err(|error| open_error(error.to_string()))?;
         connection.busy_handler(Some(wait_for_writer)).map_err(|error| open_error(error.to_string()))?;
+        // Room for every statement the sessions and runs use, transaction
+        // control included (rusqlite keeps 16): none is parsed twice.
+        connection.set_prepared_statement_cache_capacity(64);
         let refusal = if opening.check {
             let damage = sqlite_guard::quick_check(&connection);
             opening.lock.record(damage.as_deref());

@@ -21,7 +21,7 @@
 
 use super::StoreError;
 use super::rows;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread::Thread;
@@ -137,14 +137,14 @@ impl Committer {
                     continue;
                 }
             };
-            let mut held = Held { guard, _wake: Wake(self) };
+            let held = Held { guard, _wake: Wake(self) };
             let batch: Vec<Arc<Slot>> = {
                 let mut waiting = self.lock_waiting();
                 let count = waiting.len().min(MAX_BATCH);
                 waiting.drain(..count).collect()
             };
             if !batch.is_empty() {
-                commit(&mut held, &batch);
+                commit(&held, &batch);
             }
             // `held` goes here, waking the next waiting save; this one's
             // outcome is set if it was in this batch or an earlier one.
@@ -152,25 +152,46 @@ impl Committer {
     }
 }
 
+/// Runs one statement of transaction control, prepared once per
+/// connection: `execute_batch` parsed `BEGIN`, `SAVEPOINT`, `RELEASE` and
+/// `COMMIT` again at every save, a quarter of a save's instructions.
+fn control(connection: &Connection, sql: &str) -> rusqlite::Result<()> {
+    connection.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
 /// Commits `batch` in one transaction and tells every save how it went.
-fn commit(connection: &mut Connection, batch: &[Arc<Slot>]) {
+fn commit(connection: &Connection, batch: &[Arc<Slot>]) {
     let io = |id: &str, error: &rusqlite::Error| StoreError::Io { id: id.to_string(), message: error.to_string() };
-    let transaction = match connection.transaction_with_behavior(TransactionBehavior::Immediate) {
-        Ok(transaction) => transaction,
-        Err(error) => {
-            for slot in batch {
-                slot.finish(Err(io(&slot.write.id, &error)));
-            }
-            return;
+    // A panic in the middle of an earlier commit (its lock poisoned and
+    // taken back) left its transaction open: it ends here, unkept.
+    if !connection.is_autocommit() {
+        let _ = control(connection, "ROLLBACK");
+    }
+    if let Err(error) = control(connection, "BEGIN IMMEDIATE") {
+        for slot in batch {
+            slot.finish(Err(io(&slot.write.id, &error)));
         }
-    };
+        return;
+    }
+    // A save alone needs no savepoint: if it fails, its transaction is
+    // rolled back whole. Savepoints also copy every page they change to
+    // a journal in memory.
+    let alone = batch.len() == 1;
     let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(batch.len());
     for slot in batch {
-        results.push(save_one(&transaction, &slot.write));
+        results.push(save_one(connection, &slot.write, !alone));
     }
-    if let Err(error) = transaction.commit() {
+    let ended = if alone && results.iter().any(Result::is_err) {
+        control(connection, "ROLLBACK")
+    } else {
+        control(connection, "COMMIT")
+    };
+    if let Err(error) = ended {
         // Nothing of the batch was kept: every save fails, those refused
         // on their version with their own reason.
+        if !connection.is_autocommit() {
+            let _ = control(connection, "ROLLBACK");
+        }
         for (slot, result) in batch.iter().zip(&mut results) {
             if result.is_ok() {
                 *result = Err(io(&slot.write.id, &error));
@@ -183,12 +204,13 @@ fn commit(connection: &mut Connection, batch: &[Arc<Slot>]) {
 }
 
 /// One save inside the batch's transaction: the compare-and-swap, then
-/// the transcript's new lines and the session's row, under a savepoint so
-/// that a failing save leaves nothing behind.
-fn save_one(transaction: &rusqlite::Transaction<'_>, write: &SessionWrite) -> Result<(), StoreError> {
+/// the transcript's new lines and the session's row, under a savepoint
+/// (when others share the transaction) so that a failing save leaves
+/// nothing behind.
+fn save_one(connection: &Connection, write: &SessionWrite, savepoint: bool) -> Result<(), StoreError> {
     let id = write.id.as_str();
     let error = |error: rusqlite::Error| StoreError::Io { id: id.to_string(), message: error.to_string() };
-    let stored: Option<(i64, i64)> = transaction
+    let stored: Option<(i64, i64)> = connection
         .prepare_cached("SELECT version, transcript_len FROM sessions WHERE id = ?1")
         .and_then(|mut statement| statement.query_row([id], |row| Ok((row.get(0)?, row.get(1)?))).optional())
         .map_err(error)?;
@@ -200,21 +222,20 @@ fn save_one(transaction: &rusqlite::Transaction<'_>, write: &SessionWrite) -> Re
             expected: write.expected_version,
         });
     }
-    transaction.execute_batch("SAVEPOINT save_one").map_err(error)?;
-    let written = write_rows(transaction, write, transcript_len);
+    if !savepoint {
+        return write_rows(connection, write, transcript_len).map_err(error);
+    }
+    control(connection, "SAVEPOINT save_one").map_err(error)?;
+    let written = write_rows(connection, write, transcript_len);
     let ended = if written.is_ok() {
-        transaction.execute_batch("RELEASE save_one")
+        control(connection, "RELEASE save_one")
     } else {
-        transaction.execute_batch("ROLLBACK TO save_one; RELEASE save_one")
+        control(connection, "ROLLBACK TO save_one").and_then(|()| control(connection, "RELEASE save_one"))
     };
     written.and(ended).map_err(error)
 }
 
-fn write_rows(
-    transaction: &rusqlite::Transaction<'_>,
-    write: &SessionWrite,
-    transcript_len: i64,
-) -> rusqlite::Result<()> {
+fn write_rows(transaction: &Connection, write: &SessionWrite, transcript_len: i64) -> rusqlite::Result<()> {
     let id = write.id.as_str();
     {
         let mut append = transaction
@@ -318,6 +339,60 @@ mod tests {
         assert_eq!(store.transcript("shared").unwrap().len() as u64, won, "only winners wrote lines");
     }
 
+    fn slot(id: &str, transcript: &[&str]) -> Arc<super::Slot> {
+        let mut session = Session::new(id, "h");
+        session.version = 1;
+        Arc::new(super::Slot {
+            write: super::SessionWrite {
+                id: id.to_string(),
+                version: 1,
+                expected: 0,
+                expected_version: 0,
+                flow: None,
+                step: None,
+                turns: 0,
+                state: serde_json::to_string(&session).unwrap(),
+                transcript: transcript.iter().map(|text| ("user".to_string(), text.to_string())).collect(),
+            },
+            outcome: std::sync::Mutex::new(None),
+            thread: std::thread::current(),
+        })
+    }
+
+    /// A save that fails while writing (here its first transcript line
+    /// collides with a row already there) leaves nothing of itself,
+    /// whether it commits alone (no savepoint: its transaction is rolled
+    /// back) or in a batch (its savepoint is), and the connection goes on.
+    #[test]
+    fn a_save_failing_in_its_writes_leaves_nothing_alone_or_in_a_batch() {
+        let store = store("failing-write");
+        let connection = store.connection("*").unwrap();
+        for id in ["alone", "batched"] {
+            connection
+                .execute("INSERT INTO transcript (session_id, seq, role, text) VALUES (?1, 0, 'user', 'x')", [id])
+                .unwrap();
+        }
+        let alone = [slot("alone", &["hi"])];
+        super::commit(&connection, &alone);
+        assert!(matches!(alone[0].take_outcome(), Some(Err(StoreError::Io { .. }))));
+        let batch = [slot("first", &["hi"]), slot("batched", &["hi"]), slot("last", &[])];
+        super::commit(&connection, &batch);
+        let outcomes: Vec<_> = batch.iter().map(|slot| slot.take_outcome().unwrap()).collect();
+        assert!(outcomes[0].is_ok() && outcomes[2].is_ok(), "{outcomes:?}");
+        assert!(matches!(outcomes[1], Err(StoreError::Io { .. })), "{outcomes:?}");
+        assert!(connection.is_autocommit(), "no transaction left open");
+        drop(connection);
+        assert!(store.load("alone").unwrap().is_none() && store.load("batched").unwrap().is_none());
+        assert_eq!(store.transcript("alone").unwrap().len(), 1, "only the line put there by hand");
+        assert!(store.load("first").unwrap().is_some() && store.load("last").unwrap().is_some());
+        assert_eq!(store.transcript("first").unwrap().len(), 1);
+        // A save alone after the failures commits as ever.
+        let again = [slot("again", &["hi", "there"])];
+        super::commit(&store.connection("*").unwrap(), &again);
+        assert!(matches!(again[0].take_outcome(), Some(Ok(()))));
+        assert_eq!(store.transcript("again").unwrap().len(), 2);
+    }
+
     /// A save refused on its version in the middle of a batch leaves the
     /// others of the batch committed.
     #[test]
@@ -329,7 +404,7 @@ mod tests {
             session.version = 1;
             batch.push(session);
         }
-        let mut connection = store.connection("*").unwrap();
+        let connection = store.connection("*").unwrap();
         let slots: Vec<_> = batch
             .iter()
             .enumerate()
@@ -352,7 +427,7 @@ mod tests {
                 })
             })
             .collect();
-        super::commit(&mut connection, &slots);
+        super::commit(&connection, &slots);
         drop(connection);
         let outcomes: Vec<_> = slots.iter().map(|slot| slot.take_outcome().unwrap()).collect();
         assert!(outcomes[0].is_ok() && outcomes[2].is_ok(), "{outcomes:?}");

@@ -621,3 +621,51 @@ fn a_streamed_fused_reply_is_used_without_a_reply_call() {
         .count();
     assert!(streamed >= 1, "{streamed}");
 }
+
+/// Prompt caching over a whole session (issue 24): the understand calls of
+/// the booking conversation, from the routing turn to the confirmation
+/// (which asks for no fused reply), send one byte-identical system
+/// message: the task, every flow, the fused reply's task and who writes
+/// it. What the turn offers follows in the user message.
+#[test]
+fn every_understand_call_of_a_session_sends_the_same_system_message() {
+    let dir = temp_dir("openai-prefix");
+    let script = write_script(&dir, &SCRIPT);
+    let server = FakeServer::start(fake::openai(booking_facts()));
+    let base_url = format!("{}/v1", server.url);
+    let program = root().join("flows/booking.flow");
+    let output = run(
+        &program,
+        &script,
+        &["--provider", "openai", "--model", "gpt-test", "--base-url", &base_url],
+        &[("OPENAI_API_KEY", KEY)],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let understand: Vec<Value> = server
+        .requests()
+        .iter()
+        .map(|request| request.json())
+        .filter(|body| body["response_format"].is_object())
+        .collect();
+    assert_eq!(understand.len(), 5, "one understand call per turn");
+    let system = |body: &Value| body["messages"][0]["content"].as_str().unwrap_or_default().to_string();
+    let user = |body: &Value| body["messages"][1]["content"].as_str().unwrap_or_default().to_string();
+    let first = system(&understand[0]);
+    for (turn, body) in understand.iter().enumerate() {
+        assert_eq!(system(body), first, "turn {}: the system message differs", turn + 1);
+    }
+    for part in [
+        "Flows:\n- booking (Book a hotel room): the user wants to book a hotel room",
+        "When the answer has `step` and `reply`",
+        "The assistant: You are the concierge of the Grand Hotel group.",
+    ] {
+        assert!(first.contains(part), "{part:?} in {first}");
+    }
+    // The routing turn offers the flow; the turns inside it offer none and
+    // say where they are; the confirmation asks for no reply.
+    assert!(user(&understand[0]).contains("Flows offered: booking."), "{}", user(&understand[0]));
+    assert!(user(&understand[1]).contains("Current flow: booking.") && !user(&understand[1]).contains("Flows offered"));
+    assert!(user(&understand[1]).contains("Steps, in order:"));
+    assert!(!user(&understand[4]).contains("Steps, in order:"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -84,6 +84,10 @@ impl Provider for Traced {
         self.inner.modes()
     }
 
+    fn fused_reply(&self) -> bool {
+        self.inner.fused_reply()
+    }
+
     fn understand_left_out(&self, request: &UnderstandRequest) -> usize {
         self.inner.understand_left_out(request)
     }

@@ -51,6 +51,7 @@ pub(super) fn understand_with_reply(
         Err(ProviderError::ContextOverflow(reason)) if request.reply.is_some() => {
             st.warn(format!("the understand call asked without the reply, which did not fit: {reason}"));
             request.reply = None;
+            request.prefix.writer = None;
             ask(sv, request)
         }
         answer => answer,

@@ -3,10 +3,13 @@
 //! turn's plan), and the reply stage uses it instead of a reply call only
 //! when code, having grounded and resolved as always, agrees with every
 //! premise the model wrote it on ([`take_reply`]): the turn stops at the
-//! step it named, nothing it proposed was rejected, every value the step's
-//! prompt reads is the value it saw, the step offers no tools, and nothing
-//! else (a directive, a `say`, another step's prompt) shapes the reply.
-//! Whether it was used, and why not, is traced (`fused_reply`).
+//! step it named, every value the step's prompt reads is the value it saw,
+//! the reply mentions no value code did not accept (`mention.rs`), the step
+//! offers no tools, and nothing else (a directive, a `say`, another step's
+//! prompt) shapes the reply. Whether it was used, and why not, is traced
+//! (`fused_reply`).
+
+mod mention;
 
 use super::TurnError;
 use super::plan::TurnPlan;
@@ -18,6 +21,7 @@ use crate::expr::{Expr, ExprKind, Template, TemplatePart};
 use crate::ir::{FieldId, FlowId, Program};
 use crate::llm::{Proposal, ReplyAsk, ReplyStream, StepAsk};
 use crate::runtime::events::{Event, StopReason};
+use mention::{Expected, Unaccepted};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -161,9 +165,6 @@ pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &R
     if stopped != reply.step {
         return Err(format!("the turn stopped at `{stopped}`, not at `{}` the model named", reply.step));
     }
-    if let Some(name) = fused.rejected.first() {
-        return Err(format!("code rejected a value the model proposed (`{name}`)"));
-    }
     if !step.tools.is_empty() || shape.augmented {
         return Err("the step offers tools or the reply was augmented".into());
     }
@@ -173,26 +174,127 @@ pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &R
     if let Some(name) = unseen_value(st, program, fused, step.prompt.as_ref()) {
         return Err(format!("the step's prompt reads `{name}`, whose value is not the one the model saw"));
     }
+    // A yes or no has no words of its own to look for in the reply.
+    if let Some(rejected) = unaccepted(st, fused).iter().find(|rejected| !mention::checkable(rejected.value)) {
+        return Err(format!(
+            "code did not accept the model's `{}`, which no reply text can be checked for",
+            rejected.field
+        ));
+    }
     // A streamed reply's text is still arriving: `stream_reply` checks it.
-    if reply.text.trim().is_empty() && fused.pending.is_none() {
-        return Err("the reply is empty".into());
+    if fused.pending.is_none() {
+        if reply.text.trim().is_empty() {
+            return Err("the reply is empty".into());
+        }
+        let text = fill_placeholders(st, &reply.text)?;
+        check_text(st, sv, fused, &text)?;
+        return Ok(text);
     }
     Ok(reply.text.clone())
+}
+
+/// The reply with each `{{field}}` the model copied from a prompt written
+/// as the field's accepted value (what the reply call would have said);
+/// `Err` for one that names no field with a value: the user never sees a
+/// placeholder.
+fn fill_placeholders(st: &TurnState, text: &str) -> Result<String, String> {
+    let mut filled = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        filled.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            return Err("the reply holds an unclosed `{{`".into());
+        };
+        let name = after[..end].trim();
+        match st.session.data.get(name).filter(|value| !value.is_null()) {
+            Some(value) => filled.push_str(&to_text(value)),
+            None => return Err(format!("the reply holds the placeholder `{{{{{name}}}}}`, which has no value")),
+        }
+        rest = &after[end + 2..];
+    }
+    filled.push_str(rest);
+    Ok(filled)
+}
+
+/// The proposals the data does not hold as the model wrote them, now that
+/// the turn has resolved: grounding, validation or the consent rule set
+/// them aside, code read another value, or a step changed it since.
+fn unaccepted<'f>(st: &TurnState, fused: &'f Fused) -> Vec<Unaccepted<'f>> {
+    fused
+        .proposed
+        .iter()
+        .filter(|(_, proposal)| !proposal.value.is_null())
+        .filter(|(name, proposal)| !st.session.data.get(*name).is_some_and(|now| same_value(&proposal.value, now)))
+        .map(|(name, proposal)| Unaccepted {
+            field: name,
+            value: &proposal.value,
+            evidence: proposal.evidence.as_deref(),
+        })
+        .collect()
+}
+
+/// Whether a proposed value is the accepted one, written alike: the same
+/// JSON, or the same words (case and punctuation aside), or the same
+/// number.
+fn same_value(proposed: &Value, accepted: &Value) -> bool {
+    if proposed == accepted {
+        return true;
+    }
+    let number = |value: &Value| match value {
+        Value::Number(number) => number.as_f64(),
+        Value::String(text) => text.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    if let (Some(proposed), Some(accepted)) = (number(proposed), number(accepted)) {
+        return proposed == accepted;
+    }
+    match (proposed, accepted) {
+        (Value::String(proposed), Value::String(accepted)) => {
+            let words = crate::read::words_of(proposed);
+            !words.trim().is_empty() && words == crate::read::words_of(accepted)
+        }
+        _ => false,
+    }
+}
+
+/// The reply's text against every value code did not accept: `Err` names
+/// the first it mentions.
+fn check_text(st: &TurnState, sv: &Services, fused: &Fused, text: &str) -> Result<(), String> {
+    let prompt = st.answer.instructions.first().map(String::as_str).unwrap_or_default();
+    let known: Vec<String> = st.session.data.values().filter(|value| !value.is_null()).map(to_text).collect();
+    let expected =
+        Expected { prompt, known: &known, message: &st.message, today: sv.tool_env.clock.now().date_naive() };
+    for rejected in unaccepted(st, fused) {
+        if let Some(rendering) = mention::mentioned(text, &rejected, &expected) {
+            return Err(format!("the reply mentions {rendering}, which code did not accept for `{}`", rejected.field));
+        }
+    }
+    Ok(())
 }
 
 /// Shows a streamed fused reply to the user as it arrives and returns it,
 /// or why it cannot be used: leading whitespace is held back, so a reply
 /// that turns out empty has shown nothing and the reply call is made
-/// instead. A stream that fails midway fails the turn, as a reply call's
-/// would (part of it has been shown). The tokens the call reported after
-/// the extraction are counted here.
+/// instead. When code did not accept some value the model proposed, or an
+/// offered prompt has a placeholder the model may copy, the whole reply is
+/// read first, its placeholders filled, and shown only if it mentions none
+/// of those values (the user never sees half a reply that is then
+/// withdrawn). A stream
+/// that fails midway fails the turn, as a reply call's would (part of it
+/// may have been shown). The tokens the call reported after the extraction
+/// are counted here.
 pub(super) fn stream_reply(
     st: &mut TurnState,
     sv: &mut Services,
+    fused: &Fused,
     mut stream: ReplyStream,
 ) -> Result<Result<String, String>, TurnError> {
+    // A model copies the placeholders of the prompts it was shown: a reply
+    // that may hold one is read whole, filled, then shown.
+    let mut hold = !unaccepted(st, fused).is_empty() || fused.ask.steps.iter().any(|step| step.prompt.contains("{{"));
     let mut text = String::new();
-    let mut shown = false;
+    let mut shown = 0;
     let result = loop {
         let piece = match stream.next_piece() {
             Ok(Some(piece)) => piece,
@@ -200,22 +302,44 @@ pub(super) fn stream_reply(
             Err(error) => break Err(error),
         };
         text.push_str(&piece);
-        let show = if shown { piece.as_str() } else { text.trim_start() };
+        // One the prompts did not suggest is held from where it starts.
+        hold |= text.contains("{{") || text.ends_with('{');
+        if hold {
+            continue;
+        }
+        let show = if shown > 0 { &text[shown..] } else { text.trim_start() };
         if show.is_empty() {
             continue;
         }
-        shown = true;
         if let Some(sink) = sv.stream.as_mut() {
             sink(show);
         }
+        shown = text.len();
     };
     st.counters.usage.add(stream.late_usage());
     result?;
-    let text = text.trim_start();
     if text.trim().is_empty() {
         return Ok(Err("the reply is empty".into()));
     }
-    Ok(Ok(text.to_string()))
+    // What was shown stays shown: a reply set aside after it began (a
+    // placeholder with no value that no prompt suggested) is followed by
+    // the reply call's. Nothing is held back for the values check then:
+    // with no value set aside, there is nothing to check.
+    let (before, held) = text.split_at(shown);
+    let held = match fill_placeholders(st, if shown == 0 { held.trim_start() } else { held }) {
+        Ok(held) => held,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    let whole = format!("{}{held}", before.trim_start());
+    if let Err(reason) = check_text(st, sv, fused, &whole) {
+        return Ok(Err(reason));
+    }
+    if !held.is_empty()
+        && let Some(sink) = sv.stream.as_mut()
+    {
+        sink(&held);
+    }
+    Ok(Ok(whole))
 }
 
 /// The first field the step's prompt reads whose value now is not the one

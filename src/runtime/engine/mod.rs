@@ -93,6 +93,8 @@ use super::session::Session;
 pub(crate) use super::spec::field_spec;
 use crate::ir::{FlowId, StepId};
 use crate::llm::ToolCall;
+pub(crate) use plan::StaticAsk;
+pub(crate) use plan::prompt_prefix;
 use services::Services;
 use state::TurnState;
 

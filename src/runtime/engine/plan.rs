@@ -11,9 +11,8 @@ use super::services::Services;
 use super::state::TurnState;
 use crate::expr::{ExprKind, Template, TemplatePart};
 use crate::ir::successor::{self, Jump, Landing, entry_steps};
-use crate::ir::{Behavior, FieldId, FlowId, Phase, Program, Step, StepId, TypeKind};
-use crate::llm::Question;
-use crate::llm::Understanding;
+use crate::ir::{Behavior, FieldId, Flow, FlowId, Phase, Program, Step, StepId, TypeKind};
+use crate::llm::{FlowChoice, PromptPrefix, Question, ReplyWriter, UnderstandRequest, Understanding};
 use std::collections::BTreeSet;
 
 /// What a turn asks the model.
@@ -21,11 +20,9 @@ pub(super) struct TurnPlan {
     /// The flow the conversation is in, and the step the message answers.
     active: Option<FlowId>,
     answering: Option<StepId>,
-    confirmations: Confirmations,
-    /// The fields the understand call asks about.
-    pub(super) fields: BTreeSet<FieldId>,
-    /// The field the answering step collects alone (a bare answer is its).
-    pub(super) asked_alone: Option<FieldId>,
+    /// What the program and the position alone say the call asks: the
+    /// fields (`ask.fields`) and the field asked alone.
+    pub(super) ask: StaticAsk,
     /// The open pre-phase signals, and the post-phase ones asked early.
     pub(super) pre_signals: Vec<usize>,
     pub(super) early_post: Vec<usize>,
@@ -89,26 +86,13 @@ impl TurnPlan {
         let mut plan = TurnPlan {
             active,
             answering: st.session.step.filter(|_| active.is_some()),
-            confirmations: Confirmations::of(program),
-            fields: BTreeSet::new(),
-            asked_alone: None,
+            ask: StaticAsk { fields: BTreeSet::new(), asked_alone: None, from: Vec::new() },
             pre_signals: open_signals(st, sv, &[Phase::Pre, Phase::Both]),
             early_post: Vec::new(),
             conditions: Vec::new(),
             likely: Vec::new(),
             fallback: None,
         };
-        let answering = plan.answering_step(program);
-        // Fields: the answering step's, the active flow's, and when no flow
-        // is active (or another may take over), the candidates'.
-        let mut fields = plan.step_fields(program);
-        let extraction_flows: Vec<FlowId> = match active {
-            Some(flow) => std::iter::once(flow).chain(routable.iter().copied()).collect(),
-            None => candidates.to_vec(),
-        };
-        for flow in &extraction_flows {
-            fields.extend(plan.flow_fields(program, *flow));
-        }
         // Post-phase signals ask about the same message: asking them here
         // saves a model call; the answer is used after the reply (their
         // guard is checked again then, and one that opens only later is
@@ -117,45 +101,13 @@ impl TurnPlan {
             .into_iter()
             .filter(|signal| !plan.pre_signals.contains(signal))
             .collect();
-        // Early post-phase answers need their `extract` fields asked too:
-        // no later call asks them again.
         let asked_signals: Vec<usize> = plan.pre_signals.iter().chain(&plan.early_post).copied().collect();
-        fields.extend(signal_fields(program, &asked_signals));
-        fields.retain(|field| plan.confirmations.admits(*field, answering));
-        plan.asked_alone = answering.and_then(|step| match step.collect.as_slice() {
-            [only] => Some(*only),
-            _ => None,
-        });
+        plan.ask = StaticAsk::at(program, active, plan.answering, candidates, routable, &asked_signals);
         let condition_flows: Vec<FlowId> = match active {
             Some(flow) => vec![flow],
             None => candidates.to_vec(),
         };
-        let mut from: Vec<(FlowId, Landing)> = condition_flows
-            .iter()
-            .map(|flow| match plan.answering {
-                Some(step) if Some(*flow) == active => (*flow, Landing::Step(step)),
-                _ => (*flow, Landing::Enter(*flow, StepId(0))),
-            })
-            .collect();
-        // A pre-phase signal's position acts before the turn resolves: the
-        // steps it lands on are reached this turn too.
-        for signal in plan.pre_signals.iter().filter_map(|signal| program.signals.get(*signal)) {
-            let Some(jump) = signal.then.as_ref().and_then(|then| then.position.as_ref()).map(Jump::from) else {
-                continue;
-            };
-            let landed = match active {
-                Some(current) => Some((current, successor::landing(current, jump))),
-                // From outside every flow only a move into a flow goes
-                // anywhere.
-                None => match successor::landing_outside(jump) {
-                    Some(landing @ Landing::Enter(flow, _)) => Some((flow, landing)),
-                    _ => None,
-                },
-            };
-            from.extend(landed);
-        }
-        plan.conditions = open_conditions(st, sv, &condition_flows, &from, &fields);
-        plan.fields = fields;
+        plan.conditions = open_conditions(st, sv, &condition_flows, &plan.ask.from, &plan.ask.fields);
         match (active, plan.answering) {
             (Some(flow), answering) => plan.likely = likely_steps(st, sv, flow, answering),
             (None, _) => {
@@ -219,6 +171,173 @@ impl TurnPlan {
         relevant.extend(signal_fields(program, &matched));
         relevant
     }
+}
+
+/// What a turn asks the model that follows from the program and where
+/// the conversation stands alone, apart from what the session decides
+/// (which guards hold, which signals are open, which AI conditions code
+/// rules out): the turn's plan and `flowc check --costs` build their
+/// understand requests on it.
+pub(crate) struct StaticAsk {
+    /// The fields the message may answer, the confirmation rule applied.
+    pub(crate) fields: BTreeSet<FieldId>,
+    /// The field the answering step collects alone (a bare answer is its).
+    pub(crate) asked_alone: Option<FieldId>,
+    /// Where the AI conditions the turn may reach are reached from: the
+    /// step answered, or the entries of the flows the message may start,
+    /// and where the asked pre-phase signals' positions land.
+    pub(crate) from: Vec<(FlowId, Landing)>,
+}
+
+impl StaticAsk {
+    /// At `answering` in `active` (a step only inside a flow), or in no
+    /// flow; `candidates` are the flows the message may be in after it
+    /// (their guards hold), `routable` those of them with a `when`, and
+    /// `signals` the signals asked (their `extract` fields are asked too:
+    /// no later call asks them again).
+    pub(crate) fn at(
+        program: &Program,
+        active: Option<FlowId>,
+        answering: Option<StepId>,
+        candidates: &[FlowId],
+        routable: &[FlowId],
+        signals: &[usize],
+    ) -> StaticAsk {
+        let answering = answering.filter(|_| active.is_some());
+        let step = active.zip(answering).and_then(|(flow, step)| program.flow(flow)?.step(step));
+        // Fields: the answering step's, the active flow's, and when no
+        // flow is active (or another may take over), the candidates'.
+        let mut fields: BTreeSet<FieldId> =
+            step.map(|step| step.collect.iter().chain(&step.requires).copied().collect()).unwrap_or_default();
+        let extraction_flows: Vec<FlowId> = match active {
+            Some(flow) => std::iter::once(flow).chain(routable.iter().copied()).collect(),
+            None => candidates.to_vec(),
+        };
+        for flow in extraction_flows.iter().filter_map(|flow| program.flow(*flow)) {
+            fields.extend(flow.requires.iter().chain(&flow.optional).copied());
+            // Entered from no flow, its entry's fields too.
+            if active.is_none() {
+                for entry in entry_steps(flow).into_iter().filter_map(|entry| flow.step(entry)) {
+                    fields.extend(entry.collect.iter().copied());
+                }
+            }
+        }
+        fields.extend(signal_fields(program, signals));
+        let confirmations = Confirmations::of(program);
+        fields.retain(|field| confirmations.admits(*field, step));
+        let asked_alone = step.and_then(|step| match step.collect.as_slice() {
+            [only] => Some(*only),
+            _ => None,
+        });
+        let condition_flows: Vec<FlowId> = match active {
+            Some(flow) => vec![flow],
+            None => candidates.to_vec(),
+        };
+        let mut from: Vec<(FlowId, Landing)> = condition_flows
+            .iter()
+            .map(|flow| match answering {
+                Some(step) if Some(*flow) == active => (*flow, Landing::Step(step)),
+                _ => (*flow, Landing::Enter(*flow, StepId(0))),
+            })
+            .collect();
+        // A pre-phase signal's position acts before the turn resolves: the
+        // steps it lands on are reached this turn too.
+        let pre = signals
+            .iter()
+            .filter_map(|signal| program.signals.get(*signal))
+            .filter(|signal| matches!(signal.phase, Phase::Pre | Phase::Both));
+        for signal in pre {
+            let Some(jump) = signal.then.as_ref().and_then(|then| then.position.as_ref()).map(Jump::from) else {
+                continue;
+            };
+            let landed = match active {
+                Some(current) => Some((current, successor::landing(current, jump))),
+                // From outside every flow only a move into a flow goes
+                // anywhere.
+                None => match successor::landing_outside(jump) {
+                    Some(landing @ Landing::Enter(flow, _)) => Some((flow, landing)),
+                    _ => None,
+                },
+            };
+            from.extend(landed);
+        }
+        StaticAsk { fields, asked_alone, from }
+    }
+
+    /// The understand request's parts that follow from this ask: the flows
+    /// offered (the routable ones but the active), the fields (in schema
+    /// order) and the signals' questions; the rest is the caller's.
+    pub(crate) fn request(
+        &self,
+        program: &Program,
+        active: Option<FlowId>,
+        routable: &[FlowId],
+        signals: &[usize],
+    ) -> UnderstandRequest {
+        UnderstandRequest {
+            active_flow: active.and_then(|flow| program.flow(flow)).map(|flow| flow.name.clone()),
+            flows: routable
+                .iter()
+                .filter(|flow| Some(**flow) != active)
+                .filter_map(|flow| program.flow(*flow).map(|declared| flow_choice(program, declared)))
+                .collect(),
+            fields: self
+                .fields
+                .iter()
+                .filter_map(|field| program.field(*field).map(|declared| (field, declared)))
+                .map(|(field, declared)| super::field_spec(declared, self.asked_alone == Some(*field)))
+                .collect(),
+            signals: signals
+                .iter()
+                .filter_map(|signal| program.signals.get(*signal))
+                .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
+                .collect(),
+            ..UnderstandRequest::default()
+        }
+    }
+}
+
+/// The prompt prefix every understand call of this session shares.
+pub(super) fn session_prefix(st: &TurnState, sv: &Services) -> PromptPrefix {
+    let scope = st.scope(sv);
+    let mut warnings = Vec::new();
+    prompt_prefix(sv.program, sv.provider.fused_reply(), &mut |template| {
+        crate::expr::eval::render(template, &scope, &mut warnings)
+    })
+}
+
+/// The prompt prefix of every understand call of a session of `program`
+/// ([`PromptPrefix`]): every flow a message may be routed to (a flow with
+/// a `when`, guard aside: whether it is offered is the turn's), and, when
+/// the session asks for fused replies, the assistant who writes them, its
+/// templates rendered by `render`. Shared with `flowc check --costs`.
+pub(crate) fn prompt_prefix(
+    program: &Program,
+    fused: bool,
+    render: &mut dyn FnMut(&Template) -> String,
+) -> PromptPrefix {
+    let catalogue = program
+        .flows
+        .iter()
+        .filter(|flow| !flow.workflow && !flow.when.is_empty())
+        .map(|flow| flow_choice(program, flow))
+        .collect();
+    let writer = fused.then(|| ReplyWriter {
+        identity: program.agent.identity.as_ref().map(&mut *render),
+        rules: program.agent.rules.iter().map(&mut *render).collect(),
+    });
+    PromptPrefix { catalogue, writer }
+}
+
+/// A flow as the understand call describes it to the model.
+pub(super) fn flow_choice(program: &Program, flow: &Flow) -> FlowChoice {
+    let mut examples = Vec::new();
+    for field in flow.requires.iter().chain(&flow.optional) {
+        if let Some(declared) = program.field(*field) {
+            examples.extend(declared.ty.examples.iter().cloned());
+        }
+    }
+    FlowChoice { name: flow.name.clone(), title: flow.title.clone(), when: flow.when.clone(), examples }
 }
 
 /// The flow a message that routes nowhere enters when no flow is active:

@@ -40,7 +40,7 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcom
         // A reply not used is dropped here, still streaming: that cancels
         // the understand call's rest.
         let (outcome, streamed) = match (outcome, fused.take_stream()) {
-            (Ok(_), Some(stream)) => (fused::stream_reply(st, sv, stream)?, true),
+            (Ok(_), Some(stream)) => (fused::stream_reply(st, sv, &fused, stream)?, true),
             (outcome, _) => (outcome, false),
         };
         fused::trace(st, &fused, &outcome);

@@ -138,6 +138,7 @@ pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<Stag
         reply: None,
         // After the steps acted: see `understand_request`.
         deadline: None,
+        prefix: super::plan::session_prefix(st, sv),
     };
     let answer = if request.signals.is_empty() {
         Understanding::default()

@@ -82,8 +82,9 @@ pub(super) struct Fused {
     /// Each field's value as the model saw it: the known data, overlaid by
     /// every value it proposed (before grounding).
     pub(super) view: serde_json::Map<String, Value>,
-    /// The model's proposals code did not accept, by name.
-    pub(super) rejected: Vec<String>,
+    /// What the model proposed, before grounding: a value the data does
+    /// not hold once the turn resolves must not be in the reply.
+    pub(super) proposed: std::collections::BTreeMap<String, Proposal>,
     /// The reply's text, still arriving when the understand call streamed:
     /// read to the user when the reply is used, dropped (which cancels the
     /// call) when it is not.
@@ -100,7 +101,7 @@ impl Fused {
         for (name, proposal) in proposed {
             view.insert(name.clone(), proposal.value.clone());
         }
-        Fused { ask, reply, view, rejected: Vec::new(), pending: None }
+        Fused { ask, reply, view, proposed: proposed.clone(), pending: None }
     }
 
     /// The same, its reply's text still arriving on `stream`.
@@ -112,21 +113,6 @@ impl Fused {
     /// The reply's text still to arrive, if it streams.
     pub(super) fn take_stream(&mut self) -> Option<ReplyStream> {
         self.pending.take()
-    }
-
-    /// Notes the proposals grounding, validation or the consent rule set
-    /// aside, from the events the understand stage emitted.
-    pub(super) fn note_rejections(&mut self, events: &[Event]) {
-        for event in events {
-            let name = match event {
-                Event::Ungrounded { name, .. } | Event::ExtractionRejected { field: name, .. } => name,
-                Event::ConsentUnclear { field, proposed: Some(_), .. } => field,
-                _ => continue,
-            };
-            if !self.rejected.contains(name) {
-                self.rejected.push(name.clone());
-            }
-        }
     }
 }
 

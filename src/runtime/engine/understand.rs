@@ -4,14 +4,14 @@
 
 use super::ask::{ground, understand_with_reply, write_extraction};
 use super::fused;
-use super::plan::TurnPlan;
+use super::plan::{TurnPlan, session_prefix};
 use super::position::{position_cursor, start_run};
 use super::services::Services;
 use super::signals::{apply_pre_signal_directives, fire_pre_signals};
 use super::state::{Fused, TurnState, flow_name};
-use super::{Cursor, Stage, StageDone, StageOutcome, TurnError, field_spec};
-use crate::ir::{Flow, FlowId, Program, StepId};
-use crate::llm::{FlowChoice, ProviderError, Question, UnderstandRequest};
+use super::{Cursor, Stage, StageDone, StageOutcome, TurnError};
+use crate::ir::{FlowId, Program, StepId};
+use crate::llm::{ProviderError, UnderstandRequest};
 use crate::runtime::events::{Event, Purpose, StopReason};
 use crate::runtime::grounding;
 use std::collections::BTreeSet;
@@ -34,13 +34,12 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
         .collect();
     let plan = TurnPlan::build(st, sv, &candidates, &routable);
     let mut request = understand_request(st, sv, &plan, &routable);
-    st.reading.asked_fields = plan.fields.clone();
+    st.reading.asked_fields = plan.ask.fields.clone();
     // Code reads first: what the rules read beyond doubt is taken as
     // read, and the model is asked only for the rest.
     let read_by_code = sv.reader.read(&request);
     request.fields.retain(|field| !read_by_code.contains_key(&field.name));
     request.reply = request.reply.take().and_then(|ask| fused::with_code_reads(ask, &read_by_code));
-    let stage_events = st.trace.events.len();
     // The fused reply rides only on a call the turn makes anyway.
     if !request.is_empty() {
         super::history::fit_understand(st, sv, &mut request);
@@ -76,7 +75,7 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
         }
     }
     let certain: BTreeSet<String> = read_by_code.keys().cloned().collect();
-    let asked = plan.asked_alone.and_then(|field| program.field(field)).map(|declared| declared.name.clone());
+    let asked = plan.ask.asked_alone.and_then(|field| program.field(field)).map(|declared| declared.name.clone());
     for (name, proposal) in read_by_code {
         let evidence = proposal.evidence.clone().unwrap_or_default();
         st.emit(Event::ReadByCode { field: name.clone(), value: proposal.value.clone(), evidence });
@@ -95,9 +94,6 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
     let relevant = plan.relevant(program, route.map(|(flow, _)| flow).or(active), &st.reading.understanding);
     write_extraction(st, program, &relevant);
     let signal_position = apply_pre_signal_directives(st, sv, &signal_emissions);
-    if let Some(fused) = st.reading.fused.as_mut() {
-        fused.note_rejections(st.trace.events.get(stage_events..).unwrap_or_default());
-    }
 
     if let Some(position) = signal_position {
         st.cursor = position_cursor(st, sv, position);
@@ -125,35 +121,20 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
 fn understand_request(st: &TurnState, sv: &Services, plan: &TurnPlan, routable: &[FlowId]) -> UnderstandRequest {
     let program = sv.program;
     let active = st.session.flow;
+    let signals: Vec<usize> = plan.pre_signals.iter().chain(&plan.early_post).copied().collect();
     UnderstandRequest {
         message: st.message.clone(),
         history: st.history_window(),
-        active_flow: active.map(|flow| flow_name(sv, flow)),
-        flows: routable
-            .iter()
-            .filter(|flow| Some(**flow) != active)
-            .filter_map(|flow| program.flow(*flow).map(|declared| flow_choice(program, declared)))
-            .collect(),
-        fields: plan
-            .fields
-            .iter()
-            .filter_map(|field| program.field(*field).map(|declared| (field, declared)))
-            .map(|(field, declared)| field_spec(declared, plan.asked_alone == Some(*field)))
-            .collect(),
         conditions: plan.conditions.clone(),
-        signals: plan
-            .pre_signals
-            .iter()
-            .chain(&plan.early_post)
-            .filter_map(|signal| program.signals.get(*signal))
-            .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
-            .collect(),
         today: sv.tool_env.clock.now().date_naive().to_string(),
-        reply: fused::reply_ask(st, sv, plan),
+        // The operator may turn the fused reply off (`fused_reply = false`).
+        reply: if sv.provider.fused_reply() { fused::reply_ask(st, sv, plan) } else { None },
+        prefix: session_prefix(st, sv),
         // Only this call is cut off at the turn's end: it comes before
         // any step acts. A later call cut off would fail a turn whose
         // steps already ran, and the next message would run them again.
         deadline: st.deadline(sv),
+        ..plan.ask.request(program, active, routable, &signals)
     }
 }
 
@@ -234,14 +215,4 @@ fn ground_consent(st: &mut TurnState, program: &Program) {
         st.emit(event);
     }
     st.reading.consent_doubt = doubt;
-}
-
-pub(super) fn flow_choice(program: &Program, flow: &Flow) -> FlowChoice {
-    let mut examples = Vec::new();
-    for field in flow.requires.iter().chain(&flow.optional) {
-        if let Some(declared) = program.field(*field) {
-            examples.extend(declared.ty.examples.iter().cloned());
-        }
-    }
-    FlowChoice { name: flow.name.clone(), title: flow.title.clone(), when: flow.when.clone(), examples }
 }

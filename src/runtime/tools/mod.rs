@@ -98,6 +98,11 @@ impl ToolRegistry {
         self.overrides.insert(name.into(), handler);
     }
 
+    /// Whether calls to the tool `name` go to a registered handler.
+    pub fn handles(&self, name: &str) -> bool {
+        self.overrides.contains_key(name)
+    }
+
     /// Calls a tool and checks its result against `returns`: an object
     /// holding every declared field with a valid value (extra keys are
     /// kept; a `directive` key is left for the runtime).

@@ -125,7 +125,128 @@ fn a_reply_never_mentions_a_value_grounding_rejected() {
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].0.as_deref(), Some("booking.confirm"));
     assert!(!events[0].1);
-    assert_eq!(events[0].2.as_deref(), Some("code rejected a value the model proposed (`guests`)"));
+    // The step's prompt reads the guests the model saw as 50.
+    assert_eq!(
+        events[0].2.as_deref(),
+        Some("the step's prompt reads `guests`, whose value is not the one the model saw")
+    );
+}
+
+/// The real local model's way (SmolLM2-135M): at the hotel step it reads
+/// the hotel and invents a date, citing the schema's "YYYY-MM-DD". Code
+/// rejects the date and the turn asks for it: a reply that asks for the
+/// date without naming the invented one is what the step asks, and is
+/// used; one that names it, in any rendering, is not.
+fn at_the_hotel_step() -> Harness {
+    let mut harness = Harness::new(BOOKING);
+    harness.say_with("I'd like to book a room", Understood::new().flow("booking"));
+    harness
+}
+
+fn with_an_invented_date(reply: &str) -> Understood {
+    Understood::new()
+        .cited("hotel", json!("Grand Hotel"), "Grand Hotel")
+        .cited("date", json!("2026-06-03"), "YYYY-MM-DD")
+        .fused("booking.ask_date", reply)
+}
+
+#[test]
+fn a_reply_beside_a_rejected_value_it_does_not_mention_is_used() {
+    let mut harness = at_the_hotel_step();
+    let result = harness.say_with("The Grand Hotel, please", with_an_invented_date("Lovely choice. For which date?"));
+    assert_eq!(harness.data("hotel"), Some(json!("Grand Hotel")));
+    assert_eq!(harness.data("date"), None, "the invented date is not written");
+    assert_eq!(result.reply, "Lovely choice. For which date?");
+    assert_eq!(harness.calls_last_turn(), (1, 0), "no reply call");
+    assert_eq!(fused(&result), [(Some("booking.ask_date".to_string()), true, None)]);
+}
+
+#[test]
+fn a_reply_that_mentions_a_rejected_value_in_any_rendering_is_set_aside() {
+    for (reply, found) in [
+        ("2026-06-03 is a fantastic choice! For which date?", "the date 2026-06-03"),
+        ("June 3rd, lovely. Is that the date?", "the date 2026-06-03"),
+        ("The 3rd of June? For which date?", "the date 2026-06-03"),
+        ("Noted 03/06/2026. For which date?", "the date 2026-06-03 as \"03/06/2026\""),
+        ("For which date (YYYY-MM-DD)?", "its evidence \"YYYY-MM-DD\""),
+    ] {
+        let mut harness = at_the_hotel_step();
+        let result = harness.say_with("The Grand Hotel, please", with_an_invented_date(reply));
+        assert_eq!(result.reply, "reply: For which date?", "{reply}");
+        assert_eq!(harness.calls_last_turn(), (1, 1), "{reply}");
+        let reason = format!("the reply mentions {found}, which code did not accept for `date`");
+        assert_eq!(fused(&result), [(Some("booking.ask_date".to_string()), false, Some(reason))], "{reply}");
+    }
+}
+
+#[test]
+fn an_invented_count_is_found_in_digits_or_words_and_an_invented_name_by_its_words() {
+    let cases = [
+        (Understood::new().cited("guests", json!(3), "integer|null"), "For which date, for 3 guests?", "the number 3"),
+        (Understood::new().cited("guests", json!(3), "integer|null"), "Three of you? For which date?", "the number 3"),
+        (
+            Understood::new().cited("guests", json!(3), "integer|null"),
+            "For which date? (integer|null)",
+            "its evidence \"integer|null\"",
+        ),
+        (
+            Understood::new().cited("hotel", json!("Ritz Paris"), "the Ritz"),
+            "The Ritz! For which date?",
+            "\"ritz\" of \"Ritz Paris\"",
+        ),
+        (Understood::new().cited("hotel", json!("); } }, {"), "2026"), "); } }, { For which date?", "\"); } }, {\""),
+    ];
+    for (understood, reply, found) in cases {
+        let mut harness = at_the_hotel_step();
+        harness
+            .say_with("The Grand Hotel, please", Understood::new().cited("hotel", json!("Grand Hotel"), "Grand Hotel"));
+        // At the date step, the message gives the date; the model invents
+        // something else beside it and names the guests step.
+        let mut understood = understood.cited("date", json!("2026-12-04"), "2026-12-04");
+        understood.0.reply = Some(flowc::llm::FusedReply { step: "booking.ask_guests".into(), text: reply.into() });
+        let result = harness.say_with("2026-12-04", understood);
+        assert_eq!(harness.data("date"), Some(json!("2026-12-04")), "{reply}");
+        assert_eq!(result.reply, "reply: How many guests?", "{reply}");
+        let (_, used, reason) = fused(&result).pop().expect("a fused reply");
+        assert!(!used, "{reply}");
+        let field = if found.contains("ritz") || found.contains('}') { "hotel" } else { "guests" };
+        assert_eq!(reason, Some(format!("the reply mentions {found}, which code did not accept for `{field}`")));
+    }
+}
+
+#[test]
+fn a_reply_beside_a_rejected_yes_or_no_is_never_used() {
+    // A program whose first step collects a yes/no and the next asks on:
+    // the model's "yes" is not backed by the message (it cites words the
+    // message does not hold), and no text can be checked for it ("great,
+    // noted" may stand for it).
+    let mut harness = Harness::new(
+        r#"
+schema {
+  newsletter: bool "Whether the user wants the newsletter"
+  email: string "Email address"
+}
+flow signup {
+  when "the user wants to sign up"
+  step ask_newsletter { prompt "Would you like our newsletter?" collect newsletter }
+  step ask_email { prompt "Your email?" collect email }
+}
+"#,
+    );
+    harness.say_with("sign me up", Understood::new().flow("signup"));
+    let result = harness.say_with(
+        "my email is ann@example.com",
+        Understood::new()
+            .cited("newsletter", json!(true), "yes please")
+            .fused("signup.ask_newsletter", "Great, noted!"),
+    );
+    assert_eq!(harness.data("newsletter"), None);
+    let (_, used, reason) = fused(&result).pop().expect("a fused reply");
+    assert!(!used);
+    assert_eq!(
+        reason.as_deref(),
+        Some("code did not accept the model's `newsletter`, which no reply text can be checked for")
+    );
 }
 
 #[test]
@@ -194,4 +315,60 @@ flow booking {
         fused(&result)[0].2.as_deref(),
         Some("the step's prompt reads `price`, whose value is not the one the model saw")
     );
+}
+
+/// SmolLM2 at the date step: "Booking confirmed on {{date}} for {{guests}}
+/// guests." for the guests step. A placeholder is written as the accepted
+/// value when there is one; one with no value sets the reply aside, so the
+/// user never sees a placeholder.
+#[test]
+fn placeholders_the_model_copied_are_filled_from_the_accepted_data_or_set_the_reply_aside() {
+    let mut harness = at_the_hotel_step();
+    harness.say_with("The Grand Hotel, please", Understood::new().cited("hotel", json!("Grand Hotel"), "Grand Hotel"));
+    let result = harness.say_with(
+        "2026-12-04",
+        Understood::new()
+            .cited("date", json!("2026-12-04"), "2026-12-04")
+            .fused("booking.ask_guests", "Booking confirmed on {{date}} for {{guests}} guests."),
+    );
+    assert_eq!(result.reply, "reply: How many guests?");
+    assert_eq!(
+        fused(&result)[0].2.as_deref(),
+        Some("the reply holds the placeholder `{{guests}}`, which has no value")
+    );
+    let result = harness.say_with(
+        "2 guests",
+        Understood::new().fused("booking.confirm", "Shall I book {{ hotel }} on {{date}} for {{guests}} guests?"),
+    );
+    assert_eq!(result.reply, "Shall I book Grand Hotel on 2026-12-04 for 2 guests?");
+    assert_eq!(harness.calls_last_turn(), (1, 0));
+}
+
+/// `fused_reply = false` in flowc.toml: the understand call asks for no
+/// reply and every question is a reply call of its own, as before the
+/// fused call; the answers are the same.
+#[test]
+fn the_operator_turns_the_fused_reply_off_in_flowc_toml() {
+    use crate::support::{flowc_in, root, stderr, stdout, temp_dir};
+    let program = root().join("flows/booking.flow");
+    let program = program.to_string_lossy();
+    let calls = |fused: bool| {
+        let dir = temp_dir(&format!("fused-switch-{fused}"));
+        std::fs::write(dir.join("flowc.toml"), format!("fused_reply = {fused}\n")).expect("flowc.toml");
+        let script = "Hi, I'd like to book a hotel room\nThe Grand Hotel, please\n2026-12-04\n2 guests\nyes\n";
+        std::fs::write(dir.join("script.txt"), script).expect("script");
+        let output = flowc_in(&dir, &["run", &program, "--script", "script.txt", "--json"], None);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let _ = std::fs::remove_dir_all(&dir);
+        let turns: Vec<serde_json::Value> =
+            stdout(&output).lines().map(|line| serde_json::from_str(line).expect("a JSON turn")).collect();
+        let replies: Vec<String> = turns.iter().map(|turn| turn["reply"].as_str().unwrap_or_default().into()).collect();
+        let calls: Vec<u64> = turns.iter().map(|turn| turn["llm_calls"].as_u64().unwrap_or(99)).collect();
+        (calls, replies)
+    };
+    let (on, on_replies) = calls(true);
+    let (off, off_replies) = calls(false);
+    assert_eq!(on, [1, 1, 1, 1, 1]);
+    assert_eq!(off, [2, 2, 2, 2, 1]);
+    assert_eq!(on_replies, off_replies);
 }

@@ -8,6 +8,7 @@ mod api;
 mod cache;
 mod caps;
 mod faults;
+mod inline;
 mod processes;
 mod robustness;
 mod runs;

@@ -136,10 +136,22 @@ fn an_answer_without_reply_is_the_extraction_alone() {
 fn a_reply_for_no_step_is_dropped_at_once() {
     let mut answer: Value = serde_json::from_str(&fused_answer()).unwrap();
     answer["step"] = Value::Null;
+    // Two steps offered: a reply that names neither is for no step.
+    let mut request = fused_request();
+    if let Some(ask) = request.reply.as_mut() {
+        let mut other = ask.steps[0].clone();
+        other.id = "booking.ask_date".into();
+        ask.steps.insert(0, other);
+    }
     let server = TestServer::start(vec![Reply::sse(&content_chunks(&answer.to_string()))]);
-    let understood = provider(&server).understand_streamed(&fused_request()).unwrap();
+    let understood = provider(&server).understand_streamed(&request).unwrap();
     assert!(understood.reply.is_none() && understood.understanding.reply.is_none());
     assert_eq!(understood.understanding.fields, extraction().fields);
+    // One step offered: the reply is that step's, streamed.
+    let server = TestServer::start(vec![Reply::sse(&content_chunks(&answer.to_string()))]);
+    let understood = provider(&server).understand_streamed(&fused_request()).unwrap();
+    assert_eq!(understood.understanding.reply.map(|reply| reply.step).as_deref(), Some("booking.confirm"));
+    assert!(understood.reply.is_some());
 }
 
 #[test]
