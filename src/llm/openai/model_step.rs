@@ -9,12 +9,17 @@
 //! (`tool_choice: auto`; in `tool` mode beside the answer function): a
 //! reply that calls them is read as a tool round, and the rounds so far
 //! are sent back as a reply's are (the assistant's `tool_calls` message,
-//! then one `tool` message per result).
+//! then one `tool` message per result). A server that refuses `auto`
+//! (as the reply finds, [`ToolChoiceMode::Forced`]) is asked as a reply's
+//! forced choice is: a `next_action` call picks a tool and its arguments,
+//! or `reply` (here: give the value), and the results go back as notes;
+//! the same call twice is read as "answer".
 
 use super::{
-    CallError, MODE_WORDS, OpenAi, StructuredOutput, assistant_turn, chat, function_tool, insert_structured,
-    is_refusal, parse_arguments, read_answer,
+    ACTION_FUNCTION, CallError, MODE_WORDS, OpenAi, StructuredOutput, assistant_turn, chat, forced_action,
+    function_tool, insert_structured, is_refusal, parse_arguments, read_answer,
 };
+use crate::llm::config::ToolChoiceMode;
 use crate::llm::model_step::{self, answer_schema};
 use crate::llm::rounds::result_text;
 use crate::llm::schema::without_patterns;
@@ -32,17 +37,35 @@ impl OpenAi {
     pub(super) fn ask_value(&mut self, request: &AskRequest) -> Result<AskAnswer, ProviderError> {
         self.http.set_deadline(request.deadline);
         let schema = without_patterns(&answer_schema(&request.field));
+        let (messages, called) = ask_messages(request);
+        let mut spent = crate::llm::Usage::default();
         loop {
+            let offer_tools = request.offers_tools();
+            if offer_tools && self.tool_choice == ToolChoiceMode::Forced {
+                let (action, usage) = self.decide(&messages, &request.tools)?;
+                spent.add(usage);
+                if let Some((name, arguments)) = action
+                    && !called.iter().any(|(made, with)| *made == name && *with == arguments)
+                {
+                    let echo = json!({ ACTION_FUNCTION: {"name": name, "arguments": arguments} });
+                    let id = format!("{ACTION_FUNCTION}_{}", request.rounds.len());
+                    let calls = vec![ToolCall { id, name, arguments: Ok(arguments) }];
+                    let calls = ToolCalls { calls, text: String::new(), usage: spent, echo };
+                    return Ok(AskAnswer { value: Ok(Value::Null), usage: spent, calls: Some(calls) });
+                }
+            }
+            let auto = offer_tools && self.tool_choice == ToolChoiceMode::Auto;
             let mode = self.mode;
-            let body = self.ask_body(mode, request, &schema);
+            let body = self.ask_body(mode, &messages, auto, request, &schema);
             let rejects = |status: u16, message: &str| {
-                mode != StructuredOutput::Prompt && is_refusal(status, message, MODE_WORDS)
+                (mode != StructuredOutput::Prompt || auto) && is_refusal(status, message, MODE_WORDS)
             };
             match self.http.post_json(&self.url(), &self.headers(), &body, &rejects) {
                 Ok(answer) => {
-                    if let Some(calls) = tool_calls(request, &answer) {
-                        let usage = calls.usage;
-                        return Ok(AskAnswer { value: Ok(Value::Null), usage, calls: Some(calls) });
+                    if let Some(mut calls) = tool_calls(request, &answer) {
+                        spent.add(calls.usage);
+                        calls.usage = spent;
+                        return Ok(AskAnswer { value: Ok(Value::Null), usage: spent, calls: Some(calls) });
                     }
                     let raw = read_answer(mode, &answer);
                     let value = model_step::read_answer(&raw.text).map_err(|error| {
@@ -52,8 +75,12 @@ impl OpenAi {
                             error
                         }
                     });
-                    return Ok(AskAnswer { value, usage: raw.usage, calls: None });
+                    spent.add(raw.usage);
+                    return Ok(AskAnswer { value, usage: spent, calls: None });
                 }
+                // Tools offered with `auto` are given up first, as the
+                // reply does, before the structured-output mode.
+                Err(CallError::Rejected { .. }) if auto => self.tool_choice = ToolChoiceMode::Forced,
                 Err(CallError::Rejected { status, message }) => match mode.next() {
                     Some(next) => self.mode = next,
                     None => return Err(CallError::Rejected { status, message }.into_provider_error()),
@@ -63,21 +90,20 @@ impl OpenAi {
         }
     }
 
-    fn ask_body(&self, mode: StructuredOutput, request: &AskRequest, schema: &Value) -> Value {
-        let mut messages =
-            vec![chat("system", &model_step::system_prompt(request)), chat("user", &model_step::user_prompt(request))];
-        for round in &request.rounds {
-            messages.push(assistant_turn(round));
-            for (call, result) in round.answered() {
-                messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": result_text(result)}));
-            }
-        }
-        let mut body = self.body(&messages);
+    fn ask_body(
+        &self,
+        mode: StructuredOutput,
+        messages: &[Value],
+        auto: bool,
+        request: &AskRequest,
+        schema: &Value,
+    ) -> Value {
+        let mut body = self.body(messages);
         if self.max_tokens.is_none() {
             body.insert("max_tokens".into(), json!(ANSWER_TOKENS));
         }
         insert_structured(&mut body, mode, (ANSWER_FUNCTION, "Give the value asked for."), schema);
-        if request.offers_tools() {
+        if auto {
             let mut tools = match body.remove("tools") {
                 Some(Value::Array(answer)) => answer,
                 _ => Vec::new(),
@@ -90,6 +116,38 @@ impl OpenAi {
         }
         Value::Object(body)
     }
+}
+
+/// The messages of a model step's call: its prompts, then each earlier
+/// round with its results: as tool messages, or, for a forced-choice
+/// round, as one note per result (as a reply's). Also the calls made in
+/// forced rounds, which a repeated choice is checked against.
+fn ask_messages(request: &AskRequest) -> (Vec<Value>, Vec<(String, Value)>) {
+    let mut messages =
+        vec![chat("system", &model_step::system_prompt(request)), chat("user", &model_step::user_prompt(request))];
+    let mut called = Vec::new();
+    for round in &request.rounds {
+        match forced_action(&round.asked.echo) {
+            Some((name, arguments)) => {
+                for (_, result) in round.answered() {
+                    let note = format!(
+                        "(Note from the system: the tool `{name}` was called with {arguments} and returned {}. \
+                         Use this in your answer.)",
+                        result_text(result)
+                    );
+                    messages.push(chat("user", &note));
+                }
+                called.push((name, arguments));
+            }
+            None => {
+                messages.push(assistant_turn(round));
+                for (call, result) in round.answered() {
+                    messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": result_text(result)}));
+                }
+            }
+        }
+    }
+    (messages, called)
 }
 
 /// The calls of the step's tools an answer makes, as a round; `None` when
@@ -233,5 +291,43 @@ mod tests {
         assert_eq!(messages[2]["tool_calls"][0]["id"], "c1", "{sent}");
         assert_eq!(messages[3], json!({"role": "tool", "tool_call_id": "c1", "content": "{\"now\":\"10:00\"}"}));
         assert!(sent.get("tools").is_none(), "spent tools are not offered: {sent}");
+    }
+
+    #[test]
+    fn a_server_that_refuses_auto_is_asked_by_forced_choice_and_a_repeated_choice_answers() {
+        let decision = |arguments: &str| {
+            Reply::json(
+                200,
+                &json!({
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": null,
+                        "tool_calls": [{"id": "d", "type": "function",
+                            "function": {"name": "next_action", "arguments": arguments}}]}}],
+                    "usage": {"prompt_tokens": 40, "completion_tokens": 3},
+                }),
+            )
+        };
+        let refusal = Reply::json(400, &json!({"error": {"message": "tool_choice auto is not supported"}}));
+        let chosen = r#"{"action": "clock", "arguments": {}}"#;
+        let server =
+            TestServer::start(vec![refusal, decision(chosen), decision(chosen), completion(r#"{"value": "warm"}"#)]);
+        let mut openai = provider(&server, StructuredOutput::JsonSchema);
+        let mut asked = request();
+        asked.tools = vec![crate::llm::ToolSpec {
+            name: "clock".into(),
+            description: None,
+            parameters: json!({"type": "object", "properties": {}}),
+        }];
+        let calls = openai.ask(&asked).unwrap().calls.unwrap();
+        assert_eq!((calls.calls[0].name.as_str(), calls.usage.calls), ("clock", 1));
+        assert_eq!(openai.tool_choice(), ToolChoiceMode::Forced);
+        assert_eq!(server.request(0).json()["tool_choice"], "auto");
+        assert_eq!(server.request(1).json()["tool_choice"]["function"]["name"], "next_action");
+        asked.rounds = vec![crate::llm::ToolRound { asked: calls, results: vec![Ok(json!({"now": "10:00"}))] }];
+        let answer = openai.ask(&asked).unwrap();
+        assert_eq!((answer.value, answer.usage.calls), (Ok(json!("warm")), 2), "the choice again, then the answer");
+        let note = server.request(2).json()["messages"][2]["content"].as_str().unwrap().to_string();
+        assert!(note.contains("`clock`") && note.contains("10:00"), "{note}");
+        let sent = server.request(3).json();
+        assert!(sent.get("tools").is_none() && sent["response_format"].is_object(), "{sent}");
     }
 }
