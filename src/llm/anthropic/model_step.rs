@@ -7,7 +7,7 @@
 //! model must use one of them (`tool_choice: any`): calls of the step's
 //! tools without the answer are a tool round, sent back as a reply's are
 //! (the assistant's content, then one `tool_result` per call). Once the
-//! tools are spent, only the answer tool is offered, forced.
+//! tools are spent, the answer tool is forced.
 
 use super::{Anthropic, CallError, assistant_content, read_usage};
 use crate::llm::model_step::{self, answer_schema};
@@ -40,7 +40,9 @@ impl Anthropic {
             "description": "Give the value asked for.",
             "input_schema": answer_schema(&request.field),
         })];
-        if request.offers_tools() {
+        // Listed even when spent: the API refuses a history of `tool_use`
+        // blocks whose tools the request does not define.
+        if request.offers_tools() || !request.rounds.is_empty() {
             tools.extend(request.tools.iter().map(|tool| {
                 json!({
                     "name": tool.name,
@@ -48,6 +50,8 @@ impl Anthropic {
                     "input_schema": tool.parameters,
                 })
             }));
+        }
+        if request.offers_tools() {
             body.insert("tool_choice".into(), json!({"type": "any"}));
         } else {
             body.insert("tool_choice".into(), json!({"type": "tool", "name": ANSWER_TOOL}));
@@ -209,9 +213,12 @@ mod tests {
             (Some("answer"), Some("clock"))
         );
         asked.rounds = vec![crate::llm::ToolRound { asked: calls, results: vec![Ok(json!({"now": "10:00"}))] }];
+        asked.tools_spent = true;
         let answered = anthropic.ask(&asked).unwrap();
         assert_eq!((answered.value, answered.calls), (Ok(json!(5)), None));
         let sent = server.request(1).json();
+        assert_eq!(sent["tool_choice"], json!({"type": "tool", "name": "answer"}), "spent: the answer is forced");
+        assert_eq!(sent["tools"][1]["name"], "clock", "still defined for the history's tool_use");
         assert_eq!(sent["messages"][1]["content"][0]["id"], "t1", "{sent}");
         let result = &sent["messages"][2]["content"][0];
         assert_eq!((result["type"].as_str(), result["tool_use_id"].as_str()), (Some("tool_result"), Some("t1")));
