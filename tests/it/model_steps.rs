@@ -467,6 +467,34 @@ flow notes "Write a note" {
 }
 "#;
 
+/// [`TOOLED`] in YAML.
+const TOOLED_YAML: &str = r#"schema:
+  contact:
+    type: object
+    fields: { name: string, email: string }
+    description: Who to write to
+  note: { type: string, description: A note for the contact }
+tools:
+  stamp:
+    description: A stamp for the note.
+    returns: { stamp: string }
+    exec: { command: [python3, stamp.py] }
+  lookup:
+    description: Look a contact up by email.
+    params: { email: string }
+    returns: { email: string }
+    builtin: echo
+flows:
+  notes:
+    title: Write a note
+    requires: [contact]
+    steps:
+      - id: draft
+        auto: true
+        do:
+          - ask_model: { into: note, instruction: "Write a note for {{contact}}.", tools: [stamp, lookup] }
+"#;
+
 const STAMP: &str = "import json, os, sys\n\
     json.load(sys.stdin)\n\
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'calls.log'), 'a') as log:\n    \
@@ -478,6 +506,7 @@ const CONTACT: &str = r#"{"contact": {"name": "Ann", "email": "ann@example.com"}
 fn tooled_dir(name: &str) -> std::path::PathBuf {
     let dir = temp_dir(name);
     assert!(std::fs::write(dir.join("notes.flow"), TOOLED).is_ok());
+    assert!(std::fs::write(dir.join("notes.yaml"), TOOLED_YAML).is_ok());
     assert!(std::fs::write(dir.join("stamp.py"), STAMP).is_ok());
     dir
 }
@@ -492,6 +521,12 @@ fn a_model_steps_tools_run_once_offline_and_their_results_reach_the_answer() {
     let store = store_in(&dir);
     let checked = flowc_at(&dir, &store, TODAY, &["check", "notes.flow"]);
     assert_eq!(checked.status.code(), Some(0), "tools in a model step check clean: {}", stderr(&checked));
+    let (from_flow, from_yaml) = (
+        flowc_at(&dir, &store, TODAY, &["compile", "notes.flow"]),
+        flowc_at(&dir, &store, TODAY, &["compile", "notes.yaml"]),
+    );
+    assert!(stdout(&from_flow).contains("\"tools\""), "{}", stdout(&from_flow));
+    assert_eq!(stdout(&from_flow), stdout(&from_yaml), "both syntaxes give the same program");
     let output = flowc_at(&dir, &store, TODAY, &["run", "notes.flow", "--data", CONTACT, "--json"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let run = json(&output);
