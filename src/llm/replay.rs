@@ -752,4 +752,42 @@ mod tests {
         let error = Replay::load(Path::new("/nonexistent/run.json")).err().unwrap().to_string();
         assert!(error.contains("cannot read the recording /nonexistent/run.json"), "{error}");
     }
+
+    #[test]
+    fn a_model_steps_tool_rounds_are_one_entry_replayed_call_by_call() {
+        let path = temp_file("ask-rounds");
+        let mut recorder = Recorder::create(&path, Box::new(crate::llm::offline::Offline::new()), vec![]).unwrap();
+        let mut request = crate::llm::AskRequest {
+            step: "w.s".into(),
+            instruction: "Note the time".into(),
+            field: crate::llm::FieldSpec::bare("note", "string"),
+            inputs: vec![],
+            tools: vec![crate::llm::ToolSpec {
+                name: "clock".into(),
+                description: None,
+                parameters: json!({"type": "object", "properties": {}}),
+            }],
+            today: "2026-01-05".into(),
+            repair: None,
+            rounds: vec![],
+            tools_spent: false,
+            deadline: None,
+        };
+        request.field.schema = json!({"type": "string"});
+        let asked = recorder.ask(&request).unwrap().calls.unwrap();
+        let round = ToolRound { asked, results: vec![Ok(json!({"now": "10:00"}))] };
+        let answered = recorder.ask(&crate::llm::AskRequest { rounds: vec![round], ..request.clone() }).unwrap();
+        assert_eq!(answered.value, Ok(json!("Note the time\n10:00")));
+        let recording: Recording = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(recording.calls.len(), 1, "one entry for the step");
+        assert_eq!(recording.calls[0].tool_calls[0].name, "clock");
+        assert_eq!(recording.calls[0].response.as_ref().unwrap().usage.calls, 2, "both calls' usage");
+        let mut replay = Replay::from_recording("ask.json", recording);
+        let asked = replay.ask(&request).unwrap().calls.unwrap();
+        assert_eq!((asked.calls[0].name.as_str(), &asked.calls[0].arguments), ("clock", &Ok(json!({}))));
+        let round = ToolRound { asked, results: vec![Ok(json!({"now": "11:00"}))] };
+        let replayed = replay.ask(&crate::llm::AskRequest { rounds: vec![round], ..request }).unwrap();
+        assert_eq!((replayed.value, replayed.calls, replayed.usage.calls), (answered.value, None, 2));
+    }
 }
