@@ -33,7 +33,9 @@
 //!   can execute, its hooks included, and in a conversation those of the
 //!   hooks of the flows those steps are in; best case 0 (a path may pass
 //!   them by), worst case each of them on the way. One inside a `for_each`
-//!   is counted once: it runs once per item (`in_loops` says so). Their
+//!   is counted once: it runs once per item (`in_loops` says so). One
+//!   with `tools` may first take `agent.limits.max_tool_rounds` rounds of
+//!   tool calls (a call each, as a reply's), all in the worst case. Their
 //!   prompts (`llm::model_step`'s) count in the worst case's tokens.
 //! - **post signals**: a post-phase signal whose code guard opens only
 //!   after the steps acted is asked in a call of its own (and its repair).
@@ -206,7 +208,7 @@ fn turn_cost(program: &Program, flow_id: FlowId, answering: Option<StepId>) -> T
     if start == Start::Run {
         let reached = successor::reachable(program, &[(flow_id, successor::ENTRY)]);
         let found = model_steps(program, &reached);
-        let model_steps = Calls { best: 0, worst: found.count * UNDERSTAND_WORST };
+        let model_steps = Calls { best: 0, worst: found.worst };
         return TurnCost {
             flow: flow.map(|flow| flow.name.clone()).unwrap_or_default(),
             start,
@@ -257,7 +259,7 @@ fn turn_cost(program: &Program, flow_id: FlowId, answering: Option<StepId>) -> T
     let post_tokens = if post.signals.is_empty() { 0 } else { tokens(prompt_bytes(&post)) };
     let understand_tokens = if worst_request.is_empty() { 0 } else { tokens(prompt_bytes(&worst_request)) };
     let found = model_steps(program, &successor::reachable(program, &from));
-    let model_steps = Calls { best: 0, worst: found.count * UNDERSTAND_WORST };
+    let model_steps = Calls { best: 0, worst: found.worst };
     let worst_tokens = understand_tokens * u64::from(understand.worst)
         + reply_tokens * u64::from(reply.worst)
         + post_tokens * u64::from(post_signals.worst)
@@ -410,6 +412,9 @@ fn reply_ask(program: &Program, likely: &BTreeSet<(FlowId, StepId)>) -> Option<R
 struct ModelSteps {
     /// Model steps, each one call (a repair is one more).
     count: u32,
+    /// Their calls at worst: each its call and repair, and the tool
+    /// rounds of those with `tools`.
+    worst: u32,
     /// The prompt tokens of all of them, each asked once.
     tokens: u64,
     /// One sits in a `for_each`: it runs once per item.
@@ -420,7 +425,7 @@ struct ModelSteps {
 /// conversation, of the hooks of the flows they are in (a turn that
 /// reaches a step may have entered or may complete its flow).
 fn model_steps(program: &Program, steps: &BTreeSet<(FlowId, StepId)>) -> ModelSteps {
-    let mut found = ModelSteps { count: 0, tokens: 0, in_loops: false };
+    let mut found = ModelSteps { count: 0, worst: 0, tokens: 0, in_loops: false };
     let mut lists: Vec<&[crate::ir::Action]> = Vec::new();
     let mut flows = BTreeSet::new();
     for (flow_id, step) in steps {
@@ -447,6 +452,9 @@ fn model_steps(program: &Program, steps: &BTreeSet<(FlowId, StepId)>) -> ModelSt
         for action in crate::ir::walk::all_actions(actions) {
             if let ActionKind::AskModel(ask) = &action.kind {
                 found.count = found.count.saturating_add(1);
+                let rounds =
+                    if ask.tools.is_empty() { 0 } else { program.agent.limits.max_tool_rounds.min(MAX_REPLY_ROUNDS) };
+                found.worst = found.worst.saturating_add(UNDERSTAND_WORST).saturating_add(rounds);
                 found.tokens = found.tokens.saturating_add(ask_tokens(program, ask));
                 found.in_loops |= looped.iter().any(|inner| std::ptr::eq(*inner, action));
             }
@@ -471,6 +479,8 @@ fn ask_tokens(program: &Program, ask: &crate::ir::AskModel) -> u64 {
         tools: ask.tools.iter().filter_map(|tool| program.tool(*tool)).map(crate::runtime::spec::tool_spec).collect(),
         today: String::new(),
         repair: None,
+        rounds: Vec::new(),
+        tools_spent: false,
         deadline: None,
     };
     tokens(crate::llm::model_step::system_prompt(&request).len() + crate::llm::model_step::user_prompt(&request).len())

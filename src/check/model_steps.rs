@@ -3,9 +3,9 @@
 //! and in a conversation flow's step actions and hooks, where the turn
 //! lends them its model; a workflow's hooks never run (a run executes its
 //! steps' actions only), so a model step there would be silently dead.
-//! Found here, before anything runs, rather than as a failed step. Also
-//! `invalid_step`: a model step's `tools`, which no provider offers the
-//! model inside a model step yet: refused rather than ignored.
+//! Found here, before anything runs, rather than as a failed step. A model
+//! step's `tools` are fine wherever it runs (`runtime::model_step` runs
+//! their loop).
 
 use super::walk::all_actions;
 use crate::diag::{Code, Diagnostic};
@@ -15,7 +15,9 @@ use serde::Serialize;
 
 /// The model calls of one workflow step's model steps, for `flowc check
 /// --costs`: each `ask_model` is one call, and one more when its answer
-/// is repaired; a `retry` runs the step again.
+/// is repaired; one with `tools` may first take `agent.limits.
+/// max_tool_rounds` tool rounds (a call each); a `retry` runs the step
+/// again.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct StepModelCalls {
     /// The workflow.
@@ -38,12 +40,23 @@ pub fn workflow_model_calls(program: &Program) -> Vec<StepModelCalls> {
     for flow in program.flows.iter().filter(|flow| flow.steps.iter().all(|step| step.auto)) {
         for step in &flow.steps {
             let (mut once, mut per_item) = (0u32, 0u32);
+            let (mut worst_once, mut worst_item) = (0u32, 0u32);
             let mut lists: Vec<(&[Action], bool)> = vec![(&step.actions, false)];
             while let Some((actions, in_loop)) = lists.pop() {
                 for action in actions {
+                    let worst = |ask: &crate::ir::AskModel| {
+                        let rounds = if ask.tools.is_empty() { 0 } else { tool_rounds(program) };
+                        rounds.saturating_add(2)
+                    };
                     match &action.kind {
-                        ActionKind::AskModel(_) if in_loop => per_item += 1,
-                        ActionKind::AskModel(_) => once += 1,
+                        ActionKind::AskModel(ask) if in_loop => {
+                            per_item += 1;
+                            worst_item = worst_item.saturating_add(worst(ask));
+                        }
+                        ActionKind::AskModel(ask) => {
+                            once += 1;
+                            worst_once = worst_once.saturating_add(worst(ask));
+                        }
                         ActionKind::ForEach(for_each) => lists.push((&for_each.actions, true)),
                         _ => {}
                     }
@@ -60,12 +73,19 @@ pub fn workflow_model_calls(program: &Program) -> Vec<StepModelCalls> {
                 flow: flow.name.clone(),
                 step: step.name.clone(),
                 best: once,
-                worst: once.saturating_mul(2).saturating_mul(attempts),
-                worst_per_item: per_item.saturating_mul(2).saturating_mul(attempts),
+                worst: worst_once.saturating_mul(attempts),
+                worst_per_item: worst_item.saturating_mul(attempts),
             });
         }
     }
     rows
+}
+
+/// The tool rounds a model step with `tools` may take at most: the reply's
+/// limit, under the provider loop's safety net.
+fn tool_rounds(program: &Program) -> u32 {
+    let net = u32::try_from(crate::llm::rounds::MAX_ROUNDS).unwrap_or(u32::MAX);
+    program.agent.limits.max_tool_rounds.min(net)
 }
 
 /// One misplaced model step: where it is and why it cannot run there.
@@ -89,21 +109,6 @@ pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
 
 fn find(program: &Program) -> Vec<Misplaced> {
     let mut found = Vec::new();
-    for flow in &program.flows {
-        for step in &flow.steps {
-            for action in all_actions(&step.actions) {
-                if let ActionKind::AskModel(ask) = &action.kind
-                    && !ask.tools.is_empty()
-                {
-                    let field = program.field(ask.field).map_or_else(String::new, |field| field.name.clone());
-                    let place =
-                        "with `tools` yet: no provider lets the model call tools inside a model step".to_string();
-                    let help = "ask for the value without `tools`, or call the tool in an action before the model step";
-                    found.push(Misplaced { span: action.span, field, place, help });
-                }
-            }
-        }
-    }
     let mut note = |actions: &[Action], place: &str| {
         for action in all_actions(actions) {
             if let ActionKind::AskModel(ask) = &action.kind {
@@ -167,7 +172,7 @@ mod tests {
         check_findings(
             "schema { name: string\n greeting: string }\ntool clock() -> { now: datetime } { builtin now }\n\
              flow w \"W\" {\n  requires name\n  auto step s { ask_model greeting: \"Hi\" tools [clock] }\n}\n",
-            &[("invalid_step", "ask_model greeting: \"Hi\" tools [clock]")],
+            &[],
         );
     }
 }

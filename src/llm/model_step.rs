@@ -5,8 +5,14 @@
 //! once more with [`AskRequest::repair`] saying what was wrong
 //! (`runtime::model_step`); providers only carry the request over their
 //! wire and read a JSON value back.
+//!
+//! With `tools`, the step is a tool loop like a reply's (`llm::rounds`): an
+//! answer may be tool calls ([`AskAnswer::calls`]) instead of a value; the
+//! runtime runs them and asks again with every round so far
+//! ([`AskRequest::rounds`]), until the model gives its value. Providers
+//! keep no state between rounds.
 
-use super::{FieldSpec, ToolSpec, Usage};
+use super::{FieldSpec, ToolCalls, ToolRound, ToolSpec, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Instant;
@@ -30,6 +36,15 @@ pub struct AskRequest {
     pub today: String,
     /// The earlier answer and why it was refused: this is the repair call.
     pub repair: Option<AskRepair>,
+    /// The tool rounds of this step so far, with their results, oldest
+    /// first. Not part of the fingerprint: a recording keeps one entry per
+    /// step's call, with the tool calls it made (as a reply's).
+    #[serde(skip)]
+    pub rounds: Vec<ToolRound>,
+    /// The step's tool budget is spent (`agent.limits.max_tool_rounds`):
+    /// the tools are not offered any more, the model must answer.
+    #[serde(skip)]
+    pub tools_spent: bool,
     /// When the call is cut off. Not part of what is recorded.
     #[serde(skip)]
     pub deadline: Option<Instant>,
@@ -52,6 +67,17 @@ pub struct AskAnswer {
     pub value: Result<Value, String>,
     /// Tokens the call spent.
     pub usage: Usage,
+    /// The tool calls the model asks for before it answers; `value` is
+    /// then not read.
+    #[serde(skip)]
+    pub calls: Option<ToolCalls>,
+}
+
+impl AskRequest {
+    /// Whether the model may call a tool in this call.
+    pub fn offers_tools(&self) -> bool {
+        !self.tools.is_empty() && !self.tools_spent
+    }
 }
 
 /// The JSON schema of the answer object, `{"value": …}`: an object at the
@@ -76,6 +102,9 @@ pub fn system_prompt(request: &AskRequest) -> String {
     if !request.field.examples.is_empty() {
         prompt.push_str("\nExamples of good values: ");
         prompt.push_str(&request.field.examples.join(" | "));
+    }
+    if request.offers_tools() {
+        prompt.push_str("\nYou may first call the tools offered to look up what you need; then give the value.");
     }
     prompt
 }
@@ -163,6 +192,8 @@ mod tests {
             tools: vec![],
             today: "2026-01-05".into(),
             repair: None,
+            rounds: vec![],
+            tools_spent: false,
             deadline: None,
         };
         assert!(!user_prompt(&request).contains("refused"));

@@ -212,17 +212,24 @@ impl Provider for Recorder {
 
     fn ask(&mut self, request: &crate::llm::AskRequest) -> Result<crate::llm::AskAnswer, ProviderError> {
         let result = self.inner.ask(request);
+        if result.as_ref().is_ok_and(|answer| answer.calls.is_some()) {
+            // A tool round: the step's entry is written with its answer.
+            return result;
+        }
         let request_value = request_json(request);
-        let response = result.as_ref().ok().map(|answer| Response {
-            text: serde_json::to_string(&answer.value).unwrap_or_default(),
-            usage: answer.usage,
+        let response = result.as_ref().ok().map(|answer| {
+            let mut usage = answer.usage;
+            for round in &request.rounds {
+                usage.add(round.asked.usage);
+            }
+            Response { text: serde_json::to_string(&answer.value).unwrap_or_default(), usage }
         });
         let call = RecordedCall {
             kind: CallKind::Ask,
             fingerprint: fingerprint(CallKind::Ask, &request_value),
             request: request_value,
             understanding: None,
-            tool_calls: Vec::new(),
+            tool_calls: recorded_tool_calls(&request.rounds),
             response,
             error: result.as_ref().err().map(RecordedError::from_error),
         };
@@ -318,6 +325,8 @@ pub struct Replay {
     calls: HashMap<String, VecDeque<RecordedCall>>,
     /// The reply whose rounds are being replayed, taken at its first round.
     replying: Option<RecordedCall>,
+    /// The model step being replayed, between its tool rounds.
+    asking: Option<RecordedCall>,
 }
 
 impl Replay {
@@ -344,7 +353,7 @@ impl Replay {
         for call in recording.calls {
             calls.entry(call.fingerprint.clone()).or_default().push_back(call);
         }
-        Replay { name: format!("replay:{label}"), calls, replying: None }
+        Replay { name: format!("replay:{label}"), calls, replying: None, asking: None }
     }
 
     fn next(&mut self, kind: CallKind, request: &Value, message: &str) -> Result<RecordedCall, ProviderError> {
@@ -367,14 +376,42 @@ impl Provider for Replay {
     }
 
     fn ask(&mut self, request: &crate::llm::AskRequest) -> Result<crate::llm::AskAnswer, ProviderError> {
-        let call = self.next(CallKind::Ask, &request_json(request), &request.instruction)?;
+        let request_value = request_json(request);
+        let call = match (&self.asking, request.rounds.is_empty()) {
+            (Some(call), false) if call.fingerprint == fingerprint(CallKind::Ask, &request_value) => call.clone(),
+            _ => {
+                let call = self.next(CallKind::Ask, &request_value, &request.instruction)?;
+                self.asking = Some(call.clone());
+                call
+            }
+        };
+        // As a reply: the recorded tool calls are asked again, one a
+        // round, while the step's tool budget allows; the usage recorded
+        // for the whole step comes with its answer.
+        let asked: usize = request.rounds.iter().map(|round| round.asked.calls.len()).sum();
+        if let Some(tool_call) = call.tool_calls.get(asked)
+            && !request.tools_spent
+        {
+            let call = ToolCall {
+                id: format!("call_{asked}"),
+                name: tool_call.name.clone(),
+                arguments: Ok(tool_call.arguments.clone()),
+            };
+            let calls = ToolCalls { calls: vec![call], ..ToolCalls::default() };
+            return Ok(crate::llm::AskAnswer {
+                value: Ok(Value::Null),
+                usage: crate::llm::Usage::default(),
+                calls: Some(calls),
+            });
+        }
+        self.asking = None;
         if let Some(error) = &call.error {
             return Err(error.to_error());
         }
         let response = call.response.unwrap_or_default();
         let value = serde_json::from_str(&response.text)
             .map_err(|error| ProviderError::NotRecorded(format!("the recorded answer is unreadable: {error}")))?;
-        Ok(crate::llm::AskAnswer { value, usage: response.usage })
+        Ok(crate::llm::AskAnswer { value, usage: response.usage, calls: None })
     }
 
     /// A request that asks for the fused reply is answered by its
@@ -714,5 +751,43 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         let error = Replay::load(Path::new("/nonexistent/run.json")).err().unwrap().to_string();
         assert!(error.contains("cannot read the recording /nonexistent/run.json"), "{error}");
+    }
+
+    #[test]
+    fn a_model_steps_tool_rounds_are_one_entry_replayed_call_by_call() {
+        let path = temp_file("ask-rounds");
+        let mut recorder = Recorder::create(&path, Box::new(crate::llm::offline::Offline::new()), vec![]).unwrap();
+        let mut request = crate::llm::AskRequest {
+            step: "w.s".into(),
+            instruction: "Note the time".into(),
+            field: crate::llm::FieldSpec::bare("note", "string"),
+            inputs: vec![],
+            tools: vec![crate::llm::ToolSpec {
+                name: "clock".into(),
+                description: None,
+                parameters: json!({"type": "object", "properties": {}}),
+            }],
+            today: "2026-01-05".into(),
+            repair: None,
+            rounds: vec![],
+            tools_spent: false,
+            deadline: None,
+        };
+        request.field.schema = json!({"type": "string"});
+        let asked = recorder.ask(&request).unwrap().calls.unwrap();
+        let round = ToolRound { asked, results: vec![Ok(json!({"now": "10:00"}))] };
+        let answered = recorder.ask(&crate::llm::AskRequest { rounds: vec![round], ..request.clone() }).unwrap();
+        assert_eq!(answered.value, Ok(json!("Note the time\n10:00")));
+        let recording: Recording = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(recording.calls.len(), 1, "one entry for the step");
+        assert_eq!(recording.calls[0].tool_calls[0].name, "clock");
+        assert_eq!(recording.calls[0].response.as_ref().unwrap().usage.calls, 2, "both calls' usage");
+        let mut replay = Replay::from_recording("ask.json", recording);
+        let asked = replay.ask(&request).unwrap().calls.unwrap();
+        assert_eq!((asked.calls[0].name.as_str(), &asked.calls[0].arguments), ("clock", &Ok(json!({}))));
+        let round = ToolRound { asked, results: vec![Ok(json!({"now": "11:00"}))] };
+        let replayed = replay.ask(&crate::llm::AskRequest { rounds: vec![round], ..request }).unwrap();
+        assert_eq!((replayed.value, replayed.calls, replayed.usage.calls), (answered.value, None, 2));
     }
 }

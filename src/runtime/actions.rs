@@ -205,7 +205,30 @@ impl ActionRunner<'_> {
                         tools: super::model_step::tools(self.program, &ask.tools),
                         today: self.tool_env.clock.now().date_naive().to_string(),
                     };
-                    let value = super::model_step::ask(self.model, field, question)?;
+                    let offered = super::model_step::tools(self.program, &ask.tools);
+                    let (mut events, mut emissions, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
+                    let run = |tool: &Tool, raw: &serde_json::Map<String, Value>| {
+                        let arguments = tool
+                            .params
+                            .iter()
+                            .map(|param| (param, raw.get(&param.name).cloned().unwrap_or(Value::Null)));
+                        let made = call_tool(self.program, self.tools, self.tool_env, tool, arguments)
+                            .map_err(|invalid| format!("argument `{}`: {}", invalid.param, invalid.reason))?;
+                        events.push(made.event);
+                        let result = made.result.map_err(|error| error.to_string())?;
+                        warnings.extend(made.warnings);
+                        emissions.extend(made.emission);
+                        Ok(result)
+                    };
+                    let max_calls = self.program.agent.limits.max_tool_rounds;
+                    let mut tools = super::model_step::StepTools::new(offered, max_calls, run);
+                    let asked = super::model_step::ask(self.model, field, question, &mut tools);
+                    // The calls ran whether or not the answer fits: they are
+                    // traced (and their directives kept) either way.
+                    out.tool_calls.append(&mut events);
+                    out.warnings.append(&mut warnings);
+                    out.emissions.append(&mut emissions);
+                    let value = asked?;
                     self.write(ask.field, value, data)?;
                 }
                 ActionKind::ForEach(for_each) => {

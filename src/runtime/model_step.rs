@@ -4,11 +4,20 @@
 //! wrong; a second refusal fails the step, whose `on_error` decides. The
 //! provider only carries the request (`llm::model_step`); what counts as a
 //! valid answer is decided here, the same for every provider.
+//!
+//! A step with `tools` runs a bounded tool loop before its answer: each
+//! call the model asks for runs through the one tool-call path
+//! (`actions::call_tool`, as a `call` action and a reply's loop do), each
+//! counts against `agent.limits.max_tool_rounds` (the reply's limit, a call
+//! a round as there), and once it is spent the tools are no longer offered
+//! and the model must answer. A tool called by a model step gives the model
+//! its result; a `directive` in that result joins the step's emissions, so
+//! its writes land with the step's phase unit as a `call` action's do.
 
 use super::spec::{field_spec, tool_spec};
 use super::validate::validate;
 use crate::ir::{Field, Program, Tool};
-use crate::llm::{AskAnswer, AskRepair, AskRequest, Provider, ProviderError, Usage};
+use crate::llm::{AskAnswer, AskRepair, AskRequest, Provider, ProviderError, ToolLoop, ToolRound, Usage};
 use serde_json::Value;
 use std::cell::{Cell, RefCell, RefMut};
 
@@ -201,8 +210,59 @@ pub(crate) struct Question<'q> {
     pub today: String,
 }
 
-/// Asks `model` for a value of `field` and returns it validated.
-pub(crate) fn ask(model: Option<&dyn Asks>, field: &Field, question: Question<'_>) -> Result<Value, ModelStepError> {
+/// The tools one model step offers, within the step's budget; `run` runs
+/// one through the one tool-call path (`actions::call_tool`, as a `call`
+/// action and a reply's loop do) and keeps what it did for the actions.
+pub(crate) struct StepTools<'a, F> {
+    offered: Vec<&'a Tool>,
+    /// Calls made, against `max_calls`.
+    calls: u32,
+    max_calls: u32,
+    run: F,
+}
+
+impl<'a, F> StepTools<'a, F>
+where
+    F: FnMut(&Tool, &serde_json::Map<String, Value>) -> Result<Value, String>,
+{
+    /// The `offered` tools, run by `run`, within `max_calls` calls
+    /// (`agent.limits.max_tool_rounds`).
+    pub(crate) fn new(offered: Vec<&'a Tool>, max_calls: u32, run: F) -> StepTools<'a, F> {
+        StepTools { offered, calls: 0, max_calls, run }
+    }
+}
+
+impl<F> ToolLoop for StepTools<'_, F>
+where
+    F: FnMut(&Tool, &serde_json::Map<String, Value>) -> Result<Value, String>,
+{
+    fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, String> {
+        if !self.may_call() {
+            return Err(format!("the limit of {} tool rounds is reached", self.max_calls));
+        }
+        self.calls += 1;
+        let Some(tool) = self.offered.iter().find(|tool| tool.name == name) else {
+            return Err(format!("the tool `{name}` is not offered in this model step"));
+        };
+        let Value::Object(raw) = arguments else {
+            return Err("tool arguments must be a JSON object".to_string());
+        };
+        (self.run)(tool, &raw)
+    }
+
+    fn may_call(&self) -> bool {
+        self.calls < self.max_calls
+    }
+}
+
+/// Asks `model` for a value of `field` and returns it validated; the
+/// calls it asks for on the way run through `tools`.
+pub(crate) fn ask(
+    model: Option<&dyn Asks>,
+    field: &Field,
+    question: Question<'_>,
+    tools: &mut dyn ToolLoop,
+) -> Result<Value, ModelStepError> {
     let Some(model) = model else {
         return Err(ModelStepError::NoModel { field: field.name.clone() });
     };
@@ -220,6 +280,8 @@ pub(crate) fn ask(model: Option<&dyn Asks>, field: &Field, question: Question<'_
         tools: question.tools.iter().map(|tool| tool_spec(tool)).collect(),
         today: question.today,
         repair: None,
+        rounds: Vec::new(),
+        tools_spent: false,
         deadline: None,
     };
     loop {
@@ -227,10 +289,27 @@ pub(crate) fn ask(model: Option<&dyn Asks>, field: &Field, question: Question<'_
         if let Some(limit) = model.budget().reached(spent) {
             return Err(ModelStepError::Limit { field: field.name.clone(), limit: limit.to_string() });
         }
+        request.tools_spent = !tools.may_call();
         let answered = model.call(&request);
         let answer =
             answered.map_err(|error| ModelStepError::Call { field: field.name.clone(), message: error.to_string() })?;
         model.tally().usage.add(answer.usage);
+        if let Some(asked) = answer.calls {
+            if request.rounds.len() >= crate::llm::rounds::MAX_ROUNDS {
+                let message = "the model kept asking for tool calls after the tools were spent".to_string();
+                return Err(ModelStepError::Call { field: field.name.clone(), message });
+            }
+            let results = asked
+                .calls
+                .iter()
+                .map(|call| match &call.arguments {
+                    Ok(arguments) => tools.call_tool(&call.name, arguments.clone()),
+                    Err(reason) => Err(reason.clone()),
+                })
+                .collect();
+            request.rounds.push(ToolRound { asked, results });
+            continue;
+        }
         let checked = answer.value.clone().and_then(|value| fits(&value, field));
         let reason = match checked {
             Ok(value) => return Ok(value),
@@ -266,7 +345,9 @@ pub(crate) fn tools<'p>(program: &'p Program, ids: &[crate::ir::ToolId]) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::{AskAnswer, ModelReply, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding};
+    use crate::llm::{
+        AskAnswer, ModelReply, NoTools, ProviderError, ReplyRequest, ToolRound, UnderstandRequest, Understanding,
+    };
     use serde_json::json;
 
     /// Answers model steps from a list, in order, and keeps what it was asked.
@@ -293,7 +374,7 @@ mod tests {
         fn ask(&mut self, request: &AskRequest) -> Result<AskAnswer, ProviderError> {
             self.asked.lock().map_err(|_| ProviderError::Cancelled)?.push(request.clone());
             let value = if self.answers.is_empty() { Ok(Value::Null) } else { self.answers.remove(0) };
-            Ok(AskAnswer { value, usage: Usage { calls: 1, prompt: 10, completion: 2, cached: 0 } })
+            Ok(AskAnswer { value, usage: Usage { calls: 1, prompt: 10, completion: 2, cached: 0 }, calls: None })
         }
     }
 
@@ -326,7 +407,7 @@ mod tests {
     #[test]
     fn an_answer_that_fits_is_written_after_one_call() {
         let (model, asked) = asking(vec![Ok(json!(4))]);
-        assert_eq!(ask(Some(&model), &rating(), question(&[])), Ok(json!(4)));
+        assert_eq!(ask(Some(&model), &rating(), question(&[]), &mut NoTools), Ok(json!(4)));
         assert_eq!(asked.lock().unwrap().len(), 1);
         let tally = model.take_tally();
         assert_eq!((tally.usage.calls, tally.usage.prompt, tally.repaired, tally.rejected), (1, 10, 0, 0));
@@ -337,7 +418,7 @@ mod tests {
     fn an_answer_out_of_range_is_repaired_once_with_the_reason() {
         let (model, asked) = asking(vec![Ok(json!(9)), Ok(json!(5))]);
         let examples = ["3".to_string()];
-        assert_eq!(ask(Some(&model), &rating(), question(&examples)), Ok(json!(5)));
+        assert_eq!(ask(Some(&model), &rating(), question(&examples), &mut NoTools), Ok(json!(5)));
         let asked = asked.lock().unwrap();
         assert_eq!(asked.len(), 2);
         assert!(asked[0].repair.is_none() && asked[0].field.examples == ["3"]);
@@ -351,7 +432,7 @@ mod tests {
     #[test]
     fn an_answer_still_wrong_after_its_repair_fails_the_step() {
         let (model, _) = asking(vec![Err("the answer is not JSON".into()), Ok(Value::Null)]);
-        let failed = ask(Some(&model), &rating(), question(&[]));
+        let failed = ask(Some(&model), &rating(), question(&[]), &mut NoTools);
         let Err(ModelStepError::Rejected { field, reason }) = failed else { panic!("rejected: {failed:?}") };
         assert_eq!(field, "rating");
         assert!(reason.contains("empty"), "{reason}");
@@ -361,7 +442,7 @@ mod tests {
 
     #[test]
     fn without_a_model_the_step_says_where_model_steps_run() {
-        let failed = ask(None, &rating(), question(&[]));
+        let failed = ask(None, &rating(), question(&[]), &mut NoTools);
         assert_eq!(failed, Err(ModelStepError::NoModel { field: "rating".into() }));
     }
 
@@ -369,16 +450,94 @@ mod tests {
     fn a_spent_budget_stops_the_next_call_the_repair_included() {
         let (model, asked) = asking(vec![Ok(json!(9)), Ok(json!(5))]);
         model.set_budget(Budget { calls: Some((1, "max_run_llm_calls")), tokens: None });
-        let failed = ask(Some(&model), &rating(), question(&[]));
+        let failed = ask(Some(&model), &rating(), question(&[]), &mut NoTools);
         assert_eq!(failed, Err(ModelStepError::Limit { field: "rating".into(), limit: "max_run_llm_calls".into() }));
         assert_eq!(asked.lock().unwrap().len(), 1, "the repair was not asked");
         model.take_tally();
         model.set_budget(Budget { calls: None, tokens: Some((12, "max_run_tokens")) });
-        assert_eq!(ask(Some(&model), &rating(), question(&[])), Ok(json!(5)), "12 tokens left: one call of 12");
-        let spent = ask(Some(&model), &rating(), question(&[]));
+        assert_eq!(
+            ask(Some(&model), &rating(), question(&[]), &mut NoTools),
+            Ok(json!(5)),
+            "12 tokens left: one call of 12"
+        );
+        let spent = ask(Some(&model), &rating(), question(&[]), &mut NoTools);
         assert!(
             matches!(spent, Err(ModelStepError::Limit { ref limit, .. }) if limit == "max_run_tokens"),
             "{spent:?}"
         );
+    }
+
+    /// Asks for `clock` (and once for a tool it was not offered) until the
+    /// tools are spent, then answers 3.
+    struct Caller {
+        asked: std::sync::Arc<std::sync::Mutex<Vec<AskRequest>>>,
+    }
+
+    impl Provider for Caller {
+        fn name(&self) -> String {
+            "caller".into()
+        }
+        fn understand(&mut self, _: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+            Ok(Understanding::default())
+        }
+        fn reply(
+            &mut self,
+            _: &ReplyRequest,
+            _: &[ToolRound],
+            _: &mut dyn FnMut(&str),
+        ) -> Result<ModelReply, ProviderError> {
+            Err(ProviderError::InvalidRequest("no replies here".into()))
+        }
+        fn ask(&mut self, request: &AskRequest) -> Result<AskAnswer, ProviderError> {
+            self.asked.lock().map_err(|_| ProviderError::Cancelled)?.push(request.clone());
+            let usage = Usage { calls: 1, prompt: 10, completion: 2, cached: 0 };
+            if !request.offers_tools() {
+                return Ok(AskAnswer { value: Ok(json!(3)), usage, calls: None });
+            }
+            let call = |id: &str, name: &str| crate::llm::ToolCall {
+                id: id.into(),
+                name: name.into(),
+                arguments: Ok(json!({})),
+            };
+            let calls = vec![call("a", "clock"), call("b", "shell")];
+            let asked = crate::llm::ToolCalls { calls, usage, ..crate::llm::ToolCalls::default() };
+            Ok(AskAnswer { value: Ok(Value::Null), usage, calls: Some(asked) })
+        }
+    }
+
+    #[test]
+    fn tool_rounds_run_within_max_tool_rounds_and_their_results_go_back_to_the_model() {
+        let program = crate::pipeline::compile(&crate::source::SourceFile::new(
+            "t.flow",
+            "schema { rating: int 1..5 }\ntool clock() -> { now: datetime } { builtin now }\n\
+             flow w \"W\" {\n  auto step s { ask_model rating: \"Rate it\" tools [clock] }\n}\n"
+                .to_string(),
+        ))
+        .ir;
+        let asked = std::sync::Arc::default();
+        let model = Model::new(Box::new(Caller { asked: std::sync::Arc::clone(&asked) }));
+        let mut ran = Vec::new();
+        let run = |tool: &Tool, _: &serde_json::Map<String, Value>| {
+            ran.push(tool.name.clone());
+            Ok(json!({"now": "2026-01-05T10:00:00Z"}))
+        };
+        let mut tools = StepTools::new(program.tools.iter().collect(), 3, run);
+        let offered = Question { tools: program.tools.iter().collect(), ..question(&[]) };
+        let value = ask(Some(&model), &program.fields[0], offered, &mut tools);
+        assert_eq!(value, Ok(json!(3)));
+        // Three calls allowed: the first round's two (the tool not offered
+        // is refused without running, but counts), then one of the second's.
+        assert_eq!(ran, ["clock", "clock"]);
+        assert_eq!(model.take_tally().usage.calls, 3, "two tool rounds and the answer");
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked.len(), 3);
+        assert!(asked[0].rounds.is_empty() && !asked[0].tools_spent && asked[0].tools[0].name == "clock");
+        let last = &asked[2];
+        assert!(last.tools_spent, "the budget is spent: the model must answer");
+        let results: Vec<&Result<Value, String>> = last.rounds.iter().flat_map(|round| &round.results).collect();
+        assert_eq!(results.len(), 4);
+        assert_eq!(results[0], &Ok(json!({"now": "2026-01-05T10:00:00Z"})));
+        assert!(results[1].as_ref().is_err_and(|error| error.contains("not offered")), "{results:?}");
+        assert!(results[3].as_ref().is_err_and(|error| error.contains("limit of 3 tool rounds")), "{results:?}");
     }
 }

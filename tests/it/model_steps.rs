@@ -441,3 +441,155 @@ fn a_model_step_is_not_asked_past_the_operators_session_token_limit() {
     assert_eq!(turns[0]["reply"], "The model could not be asked.", "{turns:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A workflow whose model step may call two tools: `stamp`, a script that
+/// logs each call (so a test sees how often it ran) and answers a stamp,
+/// and `lookup`, whose `email` the offline model fills from the contact.
+const TOOLED: &str = r#"schema {
+  contact: object { name: string, email: string } "Who to write to"
+  note: string "A note for the contact"
+}
+
+tool stamp() -> { stamp: string } {
+  description "A stamp for the note."
+  exec "python3" "stamp.py"
+}
+tool lookup(email: string) -> { email: string } {
+  description "Look a contact up by email."
+  builtin echo
+}
+
+flow notes "Write a note" {
+  requires contact
+  auto step draft {
+    ask_model note: "Write a note for {{contact}}." tools [stamp, lookup]
+  }
+}
+"#;
+
+/// [`TOOLED`] in YAML.
+const TOOLED_YAML: &str = r#"schema:
+  contact:
+    type: object
+    fields: { name: string, email: string }
+    description: Who to write to
+  note: { type: string, description: A note for the contact }
+tools:
+  stamp:
+    description: A stamp for the note.
+    returns: { stamp: string }
+    exec: { command: [python3, stamp.py] }
+  lookup:
+    description: Look a contact up by email.
+    params: { email: string }
+    returns: { email: string }
+    builtin: echo
+flows:
+  notes:
+    title: Write a note
+    requires: [contact]
+    steps:
+      - id: draft
+        auto: true
+        do:
+          - ask_model: { into: note, instruction: "Write a note for {{contact}}.", tools: [stamp, lookup] }
+"#;
+
+const STAMP: &str = "import json, os, sys\n\
+    json.load(sys.stdin)\n\
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'calls.log'), 'a') as log:\n    \
+    log.write('stamp\\n')\n\
+    print(json.dumps({'stamp': 'ST-7'}))\n";
+
+const CONTACT: &str = r#"{"contact": {"name": "Ann", "email": "ann@example.com"}}"#;
+
+fn tooled_dir(name: &str) -> std::path::PathBuf {
+    let dir = temp_dir(name);
+    assert!(std::fs::write(dir.join("notes.flow"), TOOLED).is_ok());
+    assert!(std::fs::write(dir.join("notes.yaml"), TOOLED_YAML).is_ok());
+    assert!(std::fs::write(dir.join("stamp.py"), STAMP).is_ok());
+    dir
+}
+
+fn stamps(dir: &std::path::Path) -> usize {
+    std::fs::read_to_string(dir.join("calls.log")).unwrap_or_default().lines().count()
+}
+
+#[test]
+fn a_model_steps_tools_run_once_offline_and_their_results_reach_the_answer() {
+    let dir = tooled_dir("ms-tools");
+    let store = store_in(&dir);
+    let checked = flowc_at(&dir, &store, TODAY, &["check", "notes.flow"]);
+    assert_eq!(checked.status.code(), Some(0), "tools in a model step check clean: {}", stderr(&checked));
+    let (from_flow, from_yaml) = (
+        flowc_at(&dir, &store, TODAY, &["compile", "notes.flow"]),
+        flowc_at(&dir, &store, TODAY, &["compile", "notes.yaml"]),
+    );
+    assert!(stdout(&from_flow).contains("\"tools\""), "{}", stdout(&from_flow));
+    assert_eq!(stdout(&from_flow), stdout(&from_yaml), "both syntaxes give the same program");
+    let output = flowc_at(&dir, &store, TODAY, &["run", "notes.flow", "--data", CONTACT, "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let run = json(&output);
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(stamps(&dir), 1, "the tool ran once");
+    // The offline model called both tools in one round, then answered
+    // with their results: the tool round and the answer are two calls.
+    let note = run["data"]["note"].as_str().unwrap_or_default();
+    assert!(note.starts_with("Write a note for ") && note.ends_with("\nST-7\nann@example.com"), "{note}");
+    assert_eq!(run["llm_calls"], 2, "{run}");
+    let costs = flowc_at(&dir, &store, TODAY, &["check", "notes.flow", "--costs"]);
+    assert!(stdout(&costs).contains("workflow step notes.draft: 1-7 model calls"), "{}", stdout(&costs));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_model_step_with_tools_replays_its_rounds_with_no_model() {
+    let dir = tooled_dir("ms-tools-replay");
+    let store = store_in(&dir);
+    let recording = dir.join("notes.json").to_string_lossy().into_owned();
+    let args = ["run", "notes.flow", "--data", CONTACT, "--json"];
+    let recorded = flowc_at(&dir, &store, TODAY, &[&args[..], &["--record", &recording]].concat());
+    assert_eq!(recorded.status.code(), Some(0), "{}", stderr(&recorded));
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(&recording).unwrap_or_default()).unwrap_or_default();
+    let calls = file["calls"].as_array().cloned().unwrap_or_default();
+    assert_eq!(calls.len(), 1, "one entry for the step, its rounds included: {file}");
+    let tools: Vec<&str> =
+        calls[0]["tool_calls"].as_array().into_iter().flatten().filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(tools, ["stamp", "lookup"], "{file}");
+    // The replay asks for the recorded calls again (the tools run again, as
+    // a replayed reply's do) and answers the recorded value.
+    let provider = format!("replay:{recording}");
+    let replayed = flowc_at(&dir, &store, TODAY, &[&args[..], &["--provider", &provider]].concat());
+    assert_eq!(replayed.status.code(), Some(0), "{}", stderr(&replayed));
+    let (recorded, replayed) = (json(&recorded), json(&replayed));
+    assert_eq!(replayed["data"], recorded["data"]);
+    assert_eq!(replayed["tokens"], recorded["tokens"]);
+    assert_eq!(replayed["llm_calls"], recorded["llm_calls"]);
+    assert_eq!(stamps(&dir), 2, "recorded once, replayed once");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_conversations_model_step_with_tools_traces_its_tool_calls_in_the_turn() {
+    let dir = temp_dir("ms-chat-tools");
+    let program = CHAT
+        .replace("LIMIT", "100000")
+        .replace("STEP", "")
+        .replace("flow chat \"Chat\"", "tool clock() -> { now: datetime } { builtin now }\n\nflow chat \"Chat\"")
+        .replace(
+            "ask_model note: \"Write a note about {{email}}\"",
+            "ask_model note: \"Write a note about {{email}}\" tools [clock]",
+        );
+    let (turns, events) = converse(&dir, &program, "ann@example.com\n", &[]);
+    let [turn] = turns.as_slice() else { panic!("one turn: {turns:?}") };
+    let note = turn["data"]["note"].as_str().unwrap_or_default();
+    assert!(note.starts_with("Write a note about ann@example.com\n20"), "the time reached the note: {turn}");
+    let called: Vec<&Value> = events.iter().filter(|event| event["event"] == "tool_called").collect();
+    assert_eq!(called.len(), 1, "{events:?}");
+    assert_eq!(called[0]["tool"], "clock");
+    // The on_enter's step, then the note's tool round and its answer.
+    assert_eq!(model_step_calls(&events), 3, "{events:?}");
+    assert_eq!(turn["llm_calls"], 3, "{turn}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

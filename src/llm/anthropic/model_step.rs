@@ -2,10 +2,17 @@
 //! `answer` tool whose input schema is `{"value": …}` under the field's
 //! schema (Anthropic's way to constrain output, as understand does).
 //! Validation and the one repair are the runtime's (`runtime::model_step`).
+//!
+//! With tools, the step's tools are offered beside the answer tool and the
+//! model must use one of them (`tool_choice: any`): calls of the step's
+//! tools without the answer are a tool round, sent back as a reply's are
+//! (the assistant's content, then one `tool_result` per call). Once the
+//! tools are spent, the answer tool is forced.
 
-use super::{Anthropic, CallError, read_usage};
+use super::{Anthropic, CallError, assistant_content, read_usage};
 use crate::llm::model_step::{self, answer_schema};
-use crate::llm::{AskAnswer, AskRequest, ProviderError};
+use crate::llm::rounds::result_text;
+use crate::llm::{AskAnswer, AskRequest, ProviderError, ToolCall, ToolCalls};
 use serde_json::{Value, json};
 
 /// The tool the answer is given through.
@@ -15,23 +22,81 @@ impl Anthropic {
     /// One model step's call.
     pub(super) fn ask_value(&mut self, request: &AskRequest) -> Result<AskAnswer, ProviderError> {
         self.http.set_deadline(request.deadline);
-        let messages = [json!({"role": "user", "content": model_step::user_prompt(request)})];
+        let mut messages = vec![json!({"role": "user", "content": model_step::user_prompt(request)})];
+        for round in &request.rounds {
+            messages.push(json!({"role": "assistant", "content": assistant_content(round)}));
+            let results: Vec<Value> = round
+                .answered()
+                .map(|(call, result)| {
+                    json!({"type": "tool_result", "tool_use_id": call.id, "content": result_text(result),
+                           "is_error": result.is_err()})
+                })
+                .collect();
+            messages.push(json!({"role": "user", "content": results}));
+        }
         let mut body = self.body(Value::String(model_step::system_prompt(request)), &messages);
-        body.insert(
-            "tools".into(),
-            json!([{
-                "name": ANSWER_TOOL,
-                "description": "Give the value asked for.",
-                "input_schema": answer_schema(&request.field),
-            }]),
-        );
-        body.insert("tool_choice".into(), json!({"type": "tool", "name": ANSWER_TOOL}));
+        let mut tools = vec![json!({
+            "name": ANSWER_TOOL,
+            "description": "Give the value asked for.",
+            "input_schema": answer_schema(&request.field),
+        })];
+        // Listed even when spent: the API refuses a history of `tool_use`
+        // blocks whose tools the request does not define.
+        if request.offers_tools() || !request.rounds.is_empty() {
+            tools.extend(request.tools.iter().map(|tool| {
+                json!({
+                    "name": tool.name,
+                    "description": tool.description.clone().unwrap_or_default(),
+                    "input_schema": tool.parameters,
+                })
+            }));
+        }
+        if request.offers_tools() {
+            body.insert("tool_choice".into(), json!({"type": "any"}));
+        } else {
+            body.insert("tool_choice".into(), json!({"type": "tool", "name": ANSWER_TOOL}));
+        }
+        body.insert("tools".into(), Value::Array(tools));
         let answer = self
             .http
             .post_json(&self.url(), &self.headers(), &Value::Object(body), &|_, _| false)
             .map_err(CallError::into_provider_error)?;
-        Ok(AskAnswer { value: read_value(&answer), usage: read_usage(answer.get("usage")) })
+        let usage = read_usage(answer.get("usage"));
+        if let Some(calls) = tool_calls(request, &answer, usage) {
+            return Ok(AskAnswer { value: Ok(Value::Null), usage, calls: Some(calls) });
+        }
+        Ok(AskAnswer { value: read_value(&answer), usage, calls: None })
     }
+}
+
+/// The calls of the step's tools an answer makes when it does not use the
+/// answer tool, as a round.
+fn tool_calls(request: &AskRequest, answer: &Value, usage: crate::llm::Usage) -> Option<ToolCalls> {
+    if request.tools.is_empty() {
+        return None;
+    }
+    let blocks = answer.get("content").and_then(Value::as_array)?;
+    let uses: Vec<&Value> =
+        blocks.iter().filter(|block| block.get("type").and_then(Value::as_str) == Some("tool_use")).collect();
+    if uses.iter().any(|block| block.get("name").and_then(Value::as_str) == Some(ANSWER_TOOL)) {
+        return None;
+    }
+    let calls: Vec<ToolCall> = uses
+        .iter()
+        .filter_map(|block| {
+            let name = block.get("name").and_then(Value::as_str)?;
+            let id = block.get("id").and_then(Value::as_str).unwrap_or(name).to_string();
+            let arguments = match block.get("input") {
+                Some(input @ Value::Object(_)) => Ok(input.clone()),
+                other => Err(format!("the tool input is not a JSON object: {}", other.unwrap_or(&Value::Null))),
+            };
+            Some(ToolCall { id, name: name.to_string(), arguments })
+        })
+        .collect();
+    if calls.is_empty() {
+        return None;
+    }
+    Some(ToolCalls { calls, text: String::new(), usage, echo: Value::Null })
 }
 
 /// The `value` of the answer tool's input, or why there is none.
@@ -75,27 +140,35 @@ mod tests {
     }
 
     fn ask(server: &TestServer) -> AskAnswer {
-        let mut anthropic = Anthropic::new(&ProviderConfig {
+        anthropic(server).ask(&rate(vec![])).unwrap()
+    }
+
+    fn anthropic(server: &TestServer) -> Anthropic {
+        Anthropic::new(&ProviderConfig {
             provider: ProviderKind::Anthropic,
             model: "claude-test".into(),
             base_url: server.url.clone(),
             http: fast_http(),
             ..ProviderConfig::default()
         })
-        .unwrap();
+        .unwrap()
+    }
+
+    fn rate(tools: Vec<crate::llm::ToolSpec>) -> AskRequest {
         let mut field = FieldSpec::bare("rating", "int");
         field.schema = json!({"type": "integer", "minimum": 1, "maximum": 5});
-        let request = AskRequest {
+        AskRequest {
             step: "w.rate".into(),
             instruction: "Rate the welcome".into(),
             field,
             inputs: vec![],
-            tools: vec![],
+            tools,
             today: "2026-01-05".into(),
             repair: None,
+            rounds: vec![],
+            tools_spent: false,
             deadline: None,
-        };
-        anthropic.ask(&request).unwrap()
+        }
     }
 
     #[test]
@@ -115,5 +188,40 @@ mod tests {
     fn an_answer_without_the_tool_is_left_to_the_runtime_to_repair() {
         let server = TestServer::start(vec![answer(json!([{"type": "text", "text": "four"}]))]);
         assert!(ask(&server).value.is_err_and(|error| error.contains("must call")));
+    }
+
+    #[test]
+    fn the_steps_tools_are_offered_beside_the_answer_tool_and_a_round_goes_back_as_tool_results() {
+        let server = TestServer::start(vec![
+            answer(json!([{"type": "tool_use", "id": "t1", "name": "clock", "input": {}}])),
+            answer(json!([{"type": "tool_use", "id": "t2", "name": "answer", "input": {"value": 5}}])),
+        ]);
+        let mut anthropic = anthropic(&server);
+        let clock = crate::llm::ToolSpec {
+            name: "clock".into(),
+            description: None,
+            parameters: json!({"type": "object", "properties": {}}),
+        };
+        let mut asked = rate(vec![clock]);
+        let first = anthropic.ask(&asked).unwrap();
+        let calls = first.calls.unwrap();
+        assert_eq!((calls.calls[0].id.as_str(), &calls.calls[0].arguments), ("t1", &Ok(json!({}))));
+        let sent = server.request(0).json();
+        assert_eq!(sent["tool_choice"], json!({"type": "any"}));
+        assert_eq!(
+            (sent["tools"][0]["name"].as_str(), sent["tools"][1]["name"].as_str()),
+            (Some("answer"), Some("clock"))
+        );
+        asked.rounds = vec![crate::llm::ToolRound { asked: calls, results: vec![Ok(json!({"now": "10:00"}))] }];
+        asked.tools_spent = true;
+        let answered = anthropic.ask(&asked).unwrap();
+        assert_eq!((answered.value, answered.calls), (Ok(json!(5)), None));
+        let sent = server.request(1).json();
+        assert_eq!(sent["tool_choice"], json!({"type": "tool", "name": "answer"}), "spent: the answer is forced");
+        assert_eq!(sent["tools"][1]["name"], "clock", "still defined for the history's tool_use");
+        assert_eq!(sent["messages"][1]["content"][0]["id"], "t1", "{sent}");
+        let result = &sent["messages"][2]["content"][0];
+        assert_eq!((result["type"].as_str(), result["tool_use_id"].as_str()), (Some("tool_result"), Some("t1")));
+        assert_eq!(result["content"], "{\"now\":\"10:00\"}");
     }
 }

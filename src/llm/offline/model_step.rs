@@ -22,20 +22,81 @@
 //!
 //! A repair is answered the same way: the offline model is deterministic,
 //! so a value it cannot make fit is refused twice and the step fails.
+//!
+//! With `tools`, the first call asks, in one round, for each tool offered
+//! whose required parameters can all be filled: each parameter from the
+//! member of that name of an object the instruction reads (a tool with no
+//! required parameter, such as `clock` or `uuid`, always can). No tool
+//! fillable: it answers at once. Once the calls ran (or the tools are
+//! spent), it answers by the rules above with each successful result read
+//! as one more value the instruction reads, after them; and a string
+//! without a `pattern` is the instruction followed by each result as text
+//! (its string members joined by spaces), one per line.
 
-use crate::llm::{AskAnswer, AskRequest, Usage};
+use crate::llm::{AskAnswer, AskRequest, ToolCall, ToolCalls, ToolSpec, Usage};
 use serde_json::{Map, Value};
 
 /// The offline answer to `request`.
 pub(super) fn ask(request: &AskRequest) -> AskAnswer {
-    let drafter = Drafter { request };
-    let value = drafter.draft(&request.field.schema, true);
-    let completion = words(&value.to_string());
-    let prompt = words(&request.instruction)
+    let mut prompt = words(&request.instruction)
         + request.field.description.as_deref().map_or(0, words)
         + request.field.examples.iter().map(|example| words(example)).sum::<u64>()
         + request.repair.as_ref().map_or(0, |repair| words(&repair.error) + words(&repair.answer));
-    AskAnswer { value: Ok(value), usage: Usage { calls: 1, prompt, completion, cached: 0 } }
+    if request.rounds.is_empty() && request.offers_tools() {
+        let calls: Vec<ToolCall> = request
+            .tools
+            .iter()
+            .filter_map(|tool| Some((tool, arguments(tool, &request.inputs)?)))
+            .enumerate()
+            .map(|(index, (tool, arguments))| ToolCall {
+                id: format!("call_{index}"),
+                name: tool.name.clone(),
+                arguments: Ok(arguments),
+            })
+            .collect();
+        if !calls.is_empty() {
+            let completion = calls.iter().map(|call| words(&call.name)).sum();
+            let usage = Usage { calls: 1, prompt, completion, cached: 0 };
+            let asked = ToolCalls { calls, text: String::new(), usage, echo: Value::Null };
+            return AskAnswer { value: Ok(Value::Null), usage, calls: Some(asked) };
+        }
+    }
+    let results: Vec<Value> = request
+        .rounds
+        .iter()
+        .flat_map(|round| round.answered())
+        .filter_map(|(_, result)| result.ok().cloned())
+        .collect();
+    prompt += results.iter().map(|result| words(&result.to_string())).sum::<u64>();
+    let mut inputs = request.inputs.clone();
+    inputs.extend(results.iter().cloned());
+    let drafter = Drafter { request, inputs: &inputs, results: &results };
+    let value = drafter.draft(&request.field.schema, true);
+    let completion = words(&value.to_string());
+    AskAnswer { value: Ok(value), usage: Usage { calls: 1, prompt, completion, cached: 0 }, calls: None }
+}
+
+/// The arguments of a call of `tool` filled from the objects `inputs`
+/// holds, by parameter name; `None` when a required one is not there.
+fn arguments(tool: &ToolSpec, inputs: &[Value]) -> Option<Value> {
+    let find = |name: &str| inputs.iter().filter_map(Value::as_object).find_map(|input| input.get(name)).cloned();
+    let required: Vec<&str> = tool
+        .parameters
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut arguments = Map::new();
+    for name in tool.parameters.get("properties").and_then(Value::as_object).into_iter().flat_map(Map::keys) {
+        match find(name) {
+            Some(value) if !value.is_null() => {
+                arguments.insert(name.clone(), value);
+            }
+            _ if required.contains(&name.as_str()) => return None,
+            _ => {}
+        }
+    }
+    Some(Value::Object(arguments))
 }
 
 fn words(text: &str) -> u64 {
@@ -44,6 +105,10 @@ fn words(text: &str) -> u64 {
 
 struct Drafter<'a> {
     request: &'a AskRequest,
+    /// What the instruction reads, then the tools' results.
+    inputs: &'a [Value],
+    /// The tools' results.
+    results: &'a [Value],
 }
 
 impl Drafter<'_> {
@@ -62,10 +127,10 @@ impl Drafter<'_> {
             },
             Some("integer") => clamp(self.number(), schema, true),
             Some("number") => clamp(self.number(), schema, false),
-            Some("boolean") => Value::Bool(self.request.inputs.iter().find_map(Value::as_bool).unwrap_or(true)),
+            Some("boolean") => Value::Bool(self.inputs.iter().find_map(Value::as_bool).unwrap_or(true)),
             Some("array") => {
                 let items = schema.get("items").cloned().unwrap_or(Value::Null);
-                let seed = self.request.inputs.iter().find_map(Value::as_array);
+                let seed = self.inputs.iter().find_map(Value::as_array);
                 let mut list: Vec<Value> =
                     seed.map(|seed| seed.iter().map(|item| self.convert(item, &items)).collect()).unwrap_or_default();
                 if let Some(max) = schema.get("maxItems").and_then(Value::as_f64) {
@@ -74,7 +139,7 @@ impl Drafter<'_> {
                 Value::Array(list)
             }
             Some("object") => {
-                let seed = self.request.inputs.iter().find_map(Value::as_object);
+                let seed = self.inputs.iter().find_map(Value::as_object);
                 self.object(schema, seed)
             }
             _ => Value::String(instruction.to_string()),
@@ -86,7 +151,7 @@ impl Drafter<'_> {
         for (name, member) in schema.get("properties").and_then(Value::as_object).into_iter().flatten() {
             let from_inputs = seed
                 .and_then(|seed| seed.get(name))
-                .or_else(|| self.request.inputs.iter().filter_map(Value::as_object).find_map(|input| input.get(name)));
+                .or_else(|| self.inputs.iter().filter_map(Value::as_object).find_map(|input| input.get(name)));
             let value = match from_inputs {
                 Some(found) => self.convert(found, member),
                 None => self.draft(member, false),
@@ -124,13 +189,18 @@ impl Drafter<'_> {
     fn string(&self, schema: &Value, top: bool) -> String {
         let instruction = &self.request.instruction;
         let Some(pattern) = schema.get("pattern").and_then(Value::as_str) else {
-            return instruction.clone();
+            let mut text = instruction.clone();
+            for result in self.results {
+                text.push('\n');
+                text.push_str(&as_text(result));
+            }
+            return text;
         };
         let Ok(pattern) = regex::Regex::new(pattern) else {
             return instruction.clone();
         };
         let examples = if top { self.request.field.examples.as_slice() } else { &[] };
-        let read = self.request.inputs.iter().filter_map(Value::as_str);
+        let read = self.inputs.iter().filter_map(Value::as_str);
         examples
             .iter()
             .map(String::as_str)
@@ -140,12 +210,12 @@ impl Drafter<'_> {
     }
 
     fn number(&self) -> Option<f64> {
-        first_number(&self.request.instruction).or_else(|| self.request.inputs.iter().find_map(Value::as_f64))
+        first_number(&self.request.instruction).or_else(|| self.inputs.iter().find_map(Value::as_f64))
     }
 
     fn date(&self) -> String {
-        let texts = std::iter::once(self.request.instruction.as_str())
-            .chain(self.request.inputs.iter().filter_map(Value::as_str));
+        let texts =
+            std::iter::once(self.request.instruction.as_str()).chain(self.inputs.iter().filter_map(Value::as_str));
         texts.filter_map(first_iso_date).next().unwrap_or_else(|| self.request.today.clone())
     }
 }
@@ -226,6 +296,8 @@ mod tests {
             tools: vec![],
             today: "2026-01-05".into(),
             repair: None,
+            rounds: vec![],
+            tools_spent: false,
             deadline: None,
         }
     }
@@ -298,5 +370,35 @@ mod tests {
             value("Profile of Ann, score 7", schema, vec![json!({"name": "Ann"})]),
             json!({"name": "Ann", "vip": true, "score": 3})
         );
+    }
+
+    #[test]
+    fn with_tools_it_calls_each_it_can_fill_once_then_answers_with_the_results() {
+        let tool = |name: &str, required: &[&str]| ToolSpec {
+            name: name.into(),
+            description: None,
+            parameters: json!({
+                "type": "object",
+                "properties": required.iter().map(|name| (name.to_string(), json!({"type": "string"}))).collect::<Map<_, _>>(),
+                "required": required,
+            }),
+        };
+        let mut asked = request("Write to {{contact}}", json!({"type": "string"}), vec![json!({"email": "a@x"})]);
+        asked.tools = vec![tool("clock", &[]), tool("lookup", &["email"]), tool("geo", &["zip"])];
+        let first = ask(&asked);
+        let calls = first.calls.clone().unwrap();
+        let named: Vec<(&str, &Value)> =
+            calls.calls.iter().map(|call| (call.name.as_str(), call.arguments.as_ref().unwrap())).collect();
+        assert_eq!(named, [("clock", &json!({})), ("lookup", &json!({"email": "a@x"}))], "geo's zip is not read");
+        asked.rounds = vec![crate::llm::ToolRound {
+            asked: calls,
+            results: vec![Ok(json!({"now": "2026-01-05T10:00:00Z"})), Err("lookup failed".into())],
+        }];
+        let answer = ask(&asked);
+        assert!(answer.calls.is_none(), "one round only");
+        assert_eq!(answer.value, Ok(json!("Write to {{contact}}\n2026-01-05T10:00:00Z")));
+        asked.rounds.clear();
+        asked.tools_spent = true;
+        assert!(ask(&asked).calls.is_none(), "spent tools are not called");
     }
 }
