@@ -175,6 +175,12 @@ mod tests {
     }
 
     #[test]
+    fn a_serve_key_neither_caps_nor_tokens_is_refused() {
+        assert!(caps("[serve]\ntoken = \"x\"\n").expect_err("refused").contains("unknown key `token` in [serve]"));
+        assert_eq!(caps("[serve.tokens]\nacme = \"acme-secret-0123456789\"\n"), Ok(Caps::default()));
+    }
+
+    #[test]
     fn caps_read_from_the_serve_table_and_are_off_unless_set() {
         assert_eq!(caps(""), Ok(Caps::default()));
         assert_eq!(
