@@ -59,12 +59,16 @@ pub(super) fn fit_reply(st: &mut TurnState, sv: &mut Services, request: &mut Rep
 }
 
 fn carried(st: &TurnState, sv: &Services) -> Vec<Message> {
-    let keep_last = usize::try_from(sv.program.agent.history.keep_last).unwrap_or(usize::MAX);
-    st.session.model_history(keep_last)
+    st.session.model_history(keep_last(sv))
 }
 
-/// How many of `messages` (the session's messages a request carries) a
-/// summary folds when the window leaves out `needed` of them: those, and
+fn keep_last(sv: &Services) -> usize {
+    usize::try_from(sv.program.agent.history.keep_last).unwrap_or(usize::MAX)
+}
+
+/// How many of `messages` (the session's messages after the summary) a
+/// summary folds when a request leaves out `needed` of them (past
+/// `keep_last`, or past the window): those, and
 /// half of the rest. Folding only what one request must leave out would
 /// make the next turn's request (two messages longer) need a summary
 /// again: once the window is full, a summary call before most calls.
@@ -84,8 +88,7 @@ pub(super) fn to_fold(messages: usize, needed: usize) -> usize {
 /// out because `keep_last` cuts them: with `summarize`, these are folded
 /// into the summary too rather than lost.
 fn cut_by_keep_last(st: &TurnState, sv: &Services) -> usize {
-    let keep_last = usize::try_from(sv.program.agent.history.keep_last).unwrap_or(usize::MAX);
-    unsummarised(&st.session).len().saturating_sub(keep_last)
+    unsummarised(&st.session).len().saturating_sub(keep_last(sv))
 }
 
 /// The session's messages after the ones its summary stands for.
@@ -109,8 +112,7 @@ fn unsummarised(session: &Session) -> &[Message] {
 fn summarize(st: &mut TurnState, sv: &mut Services, history: &mut Vec<Message>, left_out: usize, tail: usize) {
     let led = usize::from(st.session.summary.is_some());
     let cut = cut_by_keep_last(st, sv);
-    let keep_last = usize::try_from(sv.program.agent.history.keep_last).unwrap_or(usize::MAX);
-    let folded = to_fold(unsummarised(&st.session).len(), cut + left_out.saturating_sub(led)).min(keep_last.max(1));
+    let folded = to_fold(unsummarised(&st.session).len(), cut + left_out.saturating_sub(led)).min(keep_last(sv).max(1));
     if folded == 0 {
         return;
     }
