@@ -1,22 +1,23 @@
 //! What a model request carries of the conversation: the session's
 //! summary, then at most `agent.history.keep_last` messages after it. With
-//! `summarize`, when the provider would leave the oldest of them out to fit
-//! the model's context window (`llm::context`), they are first summarised
-//! by one model call (a reply call with the summary instruction, so it is
-//! recorded and replayed as one), folded into the earlier summary, kept in
-//! the session and sent in their place. A summary folds more than the
-//! request must leave out: half of what would still fit goes too, so the
-//! turns after it fit without another summary call until the window fills
-//! again. Every request that carries history (understand, reply, the
-//! post-phase signals') carries the summary.
-
+//! `summarize`, the messages a request would leave out (older than the
+//! last `keep_last`, or the oldest of them when the provider would drop
+//! them to fit the model's context window, `llm::context`) are first
+//! summarised by one model call (a reply call with the summary
+//! instruction, so it is recorded and replayed as one), folded into the
+//! earlier summary, kept in the session and sent in their place: nothing
+//! is cut. A summary folds more than the request must leave out: half of
+//! what would still be sent goes too, so the turns after it need no
+//! summary call until `keep_last` or the window is outgrown again. Every
+//! request that carries history (understand, reply, the post-phase
+//! signals') carries the summary.
 use super::services::Services;
 use super::state::TurnState;
 use crate::llm::context::summary::summary_request;
 use crate::llm::{ModelReply, ReplyRequest, UnderstandRequest};
 use crate::message::Message;
 use crate::runtime::events::{Event, Purpose};
-use crate::runtime::session::HistorySummary;
+use crate::runtime::session::{HistorySummary, Session};
 
 /// Gives the understand request its history, summarising first when the
 /// window would cut it.
@@ -41,6 +42,8 @@ fn fit_understand_with(st: &mut TurnState, sv: &mut Services, request: &mut Unde
     request.history = carried(st, sv);
     request.history.extend(tail);
     if sv.program.agent.history.summarize {
+        // Each provider counts what its window leaves out; what
+        // `keep_last` cuts is counted by `summarize`.
         let left_out = sv.provider.understand_left_out(request);
         summarize(st, sv, &mut request.history, left_out, kept);
     }
@@ -56,12 +59,16 @@ pub(super) fn fit_reply(st: &mut TurnState, sv: &mut Services, request: &mut Rep
 }
 
 fn carried(st: &TurnState, sv: &Services) -> Vec<Message> {
-    let keep_last = usize::try_from(sv.program.agent.history.keep_last).unwrap_or(usize::MAX);
-    st.session.model_history(keep_last)
+    st.session.model_history(keep_last(sv))
 }
 
-/// How many of `messages` (the session's messages a request carries) a
-/// summary folds when the window leaves out `needed` of them: those, and
+fn keep_last(sv: &Services) -> usize {
+    usize::try_from(sv.program.agent.history.keep_last).unwrap_or(usize::MAX)
+}
+
+/// How many of `messages` (the session's messages after the summary) a
+/// summary folds when a request leaves out `needed` of them (past
+/// `keep_last`, or past the window): those, and
 /// half of the rest. Folding only what one request must leave out would
 /// make the next turn's request (two messages longer) need a summary
 /// again: once the window is full, a summary call before most calls.
@@ -77,23 +84,42 @@ pub(super) fn to_fold(messages: usize, needed: usize) -> usize {
     needed + (messages - needed) / 2
 }
 
-/// Folds the first `left_out` messages of `history` (after the summary that
-/// leads it, if any), and half of the rest ([`to_fold`]), into the
-/// session's summary with one model call, and gives `history` the new
-/// summary in their place. The last `tail` messages of `history` are this
-/// turn's, not yet in the session: they are not folded and stay at the
-/// end. A call that fails or answers nothing is traced, and the provider
-/// trims as it would without `summarize`.
+/// How many of the session's messages after its summary a request leaves
+/// out because `keep_last` cuts them: with `summarize`, these are folded
+/// into the summary too rather than lost.
+fn cut_by_keep_last(st: &TurnState, sv: &Services) -> usize {
+    unsummarised(&st.session).len().saturating_sub(keep_last(sv))
+}
+
+/// The session's messages after the ones its summary stands for.
+fn unsummarised(session: &Session) -> &[Message] {
+    let history = &session.history;
+    let through = session.summary.as_ref().map_or(0, |summary| summary.through.min(history.len()));
+    history.get(through..).unwrap_or_default()
+}
+
+/// Folds into the session's summary, with one model call, the messages
+/// that `keep_last` cuts and the first `left_out` of `history` (after the
+/// summary that leads it, if any) that the window leaves out, and half of
+/// the rest ([`to_fold`]), and gives `history` the new summary in their
+/// place. One call folds at most `keep_last` messages, so the summary
+/// request stays bounded; what a session holds beyond that (one saved
+/// before `summarize` was on) is folded by the next turns' calls, so
+/// nothing is cut. The last `tail` messages of `history` are this turn's,
+/// not yet in the session: they are not folded and stay at the end. A call
+/// that fails or answers nothing is traced, and the request is trimmed as
+/// it would be without `summarize`.
 fn summarize(st: &mut TurnState, sv: &mut Services, history: &mut Vec<Message>, left_out: usize, tail: usize) {
     let led = usize::from(st.session.summary.is_some());
-    let messages = history.len().saturating_sub(led + tail);
-    let folded = to_fold(messages, left_out.saturating_sub(led));
+    let cut = cut_by_keep_last(st, sv);
+    let folded = to_fold(unsummarised(&st.session).len(), cut + left_out.saturating_sub(led)).min(keep_last(sv).max(1));
     if folded == 0 {
         return;
     }
-    let Some(dropped) = history.get(led..led + folded) else {
+    let Some(dropped) = unsummarised(&st.session).get(..folded) else {
         return;
     };
+    let through = st.session.history.len().saturating_sub(unsummarised(&st.session).len()) + folded;
     let previous = st.session.summary.as_ref().map(|summary| summary.text.clone());
     let request = summary_request(previous.as_deref(), dropped);
     let text = match sv.provider.reply(&request, &[], &mut |_| {}) {
@@ -115,10 +141,6 @@ fn summarize(st: &mut TurnState, sv: &mut Services, history: &mut Vec<Message>, 
         st.warn("the history summary came back empty; its oldest messages are left out");
         return;
     }
-    // `history` ends with the session's last messages: the first one
-    // after the summary is this far from the end.
-    let first = st.session.history.len().saturating_sub(messages);
-    let through = first + folded;
     st.session.summary = Some(HistorySummary { text, through });
     st.emit(Event::HistorySummarized { messages: folded, through });
     let this_turn = history.split_off(history.len().saturating_sub(tail));

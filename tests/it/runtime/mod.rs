@@ -8,6 +8,7 @@ mod example;
 mod fused;
 mod grounding;
 mod harness;
+mod history;
 pub(crate) mod limits;
 mod merge;
 mod phases;

@@ -335,3 +335,61 @@ fn the_post_signals_call_carries_the_summary_and_this_turns_exchange() {
     let ends: Vec<Role> = last.iter().rev().take(2).map(|message| message.role).collect();
     assert_eq!(ends, [Role::Assistant, Role::User], "this turn's message and reply close the history");
 }
+
+#[test]
+fn messages_older_than_keep_last_are_summarised_not_cut_with_slack() {
+    let sent = Arc::new(Mutex::new(Sent::default()));
+    // A window that never fills: only `keep_last` leaves messages out.
+    let mut runtime = runtime_of(&sent, &NOTES.replace("keep_last 20", "keep_last 4"), 200_000);
+    let mut session = runtime.new_session("kept_last");
+    let mut calls = Vec::new();
+    for n in 0..12 {
+        let short = format!("{}Message number {n}.", if n == 0 { "I want to plan a trip. " } else { "" });
+        let result = runtime.run_turn(&mut session, &short).unwrap();
+        calls.push(summary_calls(&result));
+        assert_eq!(summary_calls(&result), summarized(&result).len());
+    }
+    // Six messages once the third turn starts: the two past `keep_last`
+    // and half of the four that would be sent are folded (four), and the
+    // next turn fits again; so a summary call every other turn.
+    assert_eq!(calls, [0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1]);
+    let summary = session.summary.clone().expect("a summary is kept in the session");
+    assert_eq!(summary.through, 20);
+    let sent = sent.lock().unwrap();
+    // Every folded message went to a summary call, each call at most
+    // `keep_last` messages after the summary so far.
+    let folded: Vec<usize> = sent.summaries.iter().map(|history| history.len()).collect();
+    assert_eq!(folded, [4, 5, 5, 5, 5]);
+    let last = sent.histories.last().expect("requests were sent");
+    let lead = last.first().expect("the summary leads the last request");
+    assert!(lead.text.starts_with(SUMMARY_LEAD) && lead.text.contains("I want to plan a trip."), "{lead:?}");
+    assert!(last.len() <= 5, "the summary and at most `keep_last` messages: {last:?}");
+}
+
+#[test]
+fn a_history_saved_without_summarize_is_folded_a_bounded_part_per_turn() {
+    let sent = Arc::new(Mutex::new(Sent::default()));
+    let mut runtime =
+        runtime_of(&sent, &NOTES.replace("keep_last 20", "keep_last 4").replace("    summarize\n", ""), 200_000);
+    let mut session = runtime.new_session("old");
+    for n in 0..6 {
+        runtime.run_turn(&mut session, &format!("Message number {n}.")).unwrap();
+    }
+    assert!(session.summary.is_none() && session.history.len() == 12);
+    let mut runtime = runtime_of(&sent, &NOTES.replace("keep_last 20", "keep_last 4"), 200_000);
+    // The same session, as if the program had been edited to add `summarize`
+    // (and the session migrated).
+    session.program_hash = runtime.new_session("new").program_hash;
+    let mut folded = Vec::new();
+    for n in 6..9 {
+        let result = runtime.run_turn(&mut session, &format!("Message number {n}.")).unwrap();
+        folded.extend(summarized(&result));
+    }
+    // Twelve messages, eight past `keep_last`: four a call (the first turn
+    // folds before its understand and its reply calls), until what is
+    // left fits again; none is cut.
+    assert_eq!(folded, [(4, 4), (4, 8), (4, 12)]);
+    let sent = sent.lock().unwrap();
+    let summary = sent.summaries.last().and_then(|history| history.first()).unwrap();
+    assert!(summary.text.contains("Message number 0."), "{summary:?}");
+}
