@@ -162,6 +162,7 @@ impl ReplyStream {
                     prompt: now.prompt.saturating_sub(reported.prompt),
                     completion: now.completion.saturating_sub(reported.completion),
                     cached: now.cached.saturating_sub(reported.cached),
+                    estimated: now.estimated,
                 }
             }
         }
@@ -350,7 +351,7 @@ mod tests {
             Ok(self.0.pop_front())
         }
         fn usage(&self) -> Usage {
-            Usage { calls: 1, prompt: 10, completion: 5, cached: 0 }
+            Usage { calls: 1, prompt: 10, completion: 5, cached: 0, estimated: false }
         }
         fn truncated(&self) -> bool {
             false
@@ -369,7 +370,7 @@ mod tests {
         assert!(answer.has_reply());
         let mut stream = ReplyStream::live(answer, Usage::default());
         assert_eq!(stream.read_all(&mut |_| {}).unwrap(), "Hello");
-        assert_eq!(stream.late_usage(), Usage { calls: 0, prompt: 10, completion: 5, cached: 0 });
+        assert_eq!(stream.late_usage(), Usage { calls: 0, prompt: 10, completion: 5, cached: 0, estimated: false });
     }
 
     #[test]
