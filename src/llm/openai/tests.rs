@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 mod caching;
 mod deadlines;
+mod estimated;
 mod streamed;
 
 const KEY: &str = "sk-test-key-0123456789";
