@@ -429,7 +429,13 @@ impl Usage {
     /// One call's tokens estimated from the bytes sent and received, for a
     /// server that reported none.
     pub fn estimate(prompt_bytes: usize, completion_bytes: usize) -> Usage {
-        Usage { calls: 1, prompt: tokens(prompt_bytes), completion: tokens(completion_bytes), cached: 0, estimated: true }
+        Usage {
+            calls: 1,
+            prompt: tokens(prompt_bytes),
+            completion: tokens(completion_bytes),
+            cached: 0,
+            estimated: true,
+        }
     }
 
     /// Prompt and completion tokens together.

@@ -750,9 +750,8 @@ fn call_usage(answer: &Value, sent: &Value) -> Usage {
 /// text and tool calls, and the tools offered (their schemas are put in
 /// the prompt by the chat template).
 fn sent_bytes(body: &Value) -> usize {
-    let messages = body.get("messages").and_then(Value::as_array).map_or(0, |messages| {
-        messages.iter().map(message_bytes).sum()
-    });
+    let messages =
+        body.get("messages").and_then(Value::as_array).map_or(0, |messages| messages.iter().map(message_bytes).sum());
     let tools = body.get("tools").map_or(0, |tools| tools.to_string().len());
     messages + tools
 }

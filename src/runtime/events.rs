@@ -448,12 +448,7 @@ pub struct Tokens {
 
 impl From<Usage> for Tokens {
     fn from(usage: Usage) -> Tokens {
-        Tokens {
-            prompt: usage.prompt,
-            completion: usage.completion,
-            cached: usage.cached,
-            estimated: usage.estimated,
-        }
+        Tokens { prompt: usage.prompt, completion: usage.completion, cached: usage.cached, estimated: usage.estimated }
     }
 }
 

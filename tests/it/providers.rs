@@ -674,16 +674,14 @@ fn every_understand_call_of_a_session_sends_the_same_system_message() {
 /// none even when asked: the `usage` block is taken out of every answer.
 fn openai_without_usage() -> FakeServer {
     let facts = booking_facts();
-    FakeServer::start(Arc::new(move |request: &fake::Request, _| {
-        match fake::openai_answer(&facts, request) {
-            Reply::Full { status, headers, body } => {
-                let mut answer: Value = serde_json::from_str(&body).unwrap();
-                answer.as_object_mut().unwrap().remove("usage");
-                Reply::Full { status, headers, body: answer.to_string() }
-            }
-            Reply::Stream(chunks) => Reply::Stream(without_usage(chunks)),
-            Reply::Paced(chunks, pause) => Reply::Paced(without_usage(chunks), pause),
+    FakeServer::start(Arc::new(move |request: &fake::Request, _| match fake::openai_answer(&facts, request) {
+        Reply::Full { status, headers, body } => {
+            let mut answer: Value = serde_json::from_str(&body).unwrap();
+            answer.as_object_mut().unwrap().remove("usage");
+            Reply::Full { status, headers, body: answer.to_string() }
         }
+        Reply::Stream(chunks) => Reply::Stream(without_usage(chunks)),
+        Reply::Paced(chunks, pause) => Reply::Paced(without_usage(chunks), pause),
     }))
 }
 

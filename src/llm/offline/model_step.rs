@@ -73,7 +73,11 @@ pub(super) fn ask(request: &AskRequest) -> AskAnswer {
     let drafter = Drafter { request, inputs: &inputs, results: &results };
     let value = drafter.draft(&request.field.schema, true);
     let completion = words(&value.to_string());
-    AskAnswer { value: Ok(value), usage: Usage { calls: 1, prompt, completion, cached: 0, estimated: false }, calls: None }
+    AskAnswer {
+        value: Ok(value),
+        usage: Usage { calls: 1, prompt, completion, cached: 0, estimated: false },
+        calls: None,
+    }
 }
 
 /// The arguments of a call of `tool` filled from the objects `inputs`
