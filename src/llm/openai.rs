@@ -708,6 +708,10 @@ impl AnswerSource for ChunkSource {
         self.usage
     }
 
+    fn dropped_usage(&self) -> Usage {
+        if self.reported { self.usage } else { Usage::estimate(self.sent, self.received) }
+    }
+
     fn truncated(&self) -> bool {
         self.truncated
     }

@@ -76,3 +76,20 @@ fn reported_usage_is_not_estimated_and_the_flag_is_left_out_of_the_json() {
     sum.add(estimated);
     assert!(sum.estimated, "a sum with any estimated part is estimated");
 }
+
+#[test]
+fn a_fused_reply_dropped_before_its_end_counts_the_estimate_so_far() {
+    let mut answer: Value = serde_json::from_str(&good_answer()).unwrap();
+    answer["step"] = json!("booking.confirm");
+    answer["reply"] = json!("Shall I book the Ritz Paris on 3 June for two?");
+    let answer = answer.to_string();
+    let pieces: Vec<&str> = answer.as_bytes().chunks(9).map(|piece| std::str::from_utf8(piece).unwrap()).collect();
+    let server = TestServer::start(vec![stream_without_usage(&pieces)]);
+    let understood = provider(&server).understand_streamed(&fused_request()).unwrap();
+    let reply = understood.reply.unwrap();
+    let dropped = reply.dropped_usage();
+    let sent = expected(&server.request(0).json(), "");
+    assert_eq!(dropped.calls, 0, "the call was counted with the extraction");
+    assert_eq!(dropped.prompt, sent.prompt, "the whole prompt was processed");
+    assert!(dropped.completion > 0 && dropped.estimated, "{dropped:?}");
+}
