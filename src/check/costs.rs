@@ -58,10 +58,9 @@ use crate::source::Span;
 use serde::Serialize;
 use std::collections::BTreeSet;
 
-/// Bytes of prompt text per token: the usual rule of thumb of four
-/// characters a token for English and JSON on current tokenizers (a
-/// character is a byte in ASCII text). An estimate, not a count.
-pub const BYTES_PER_TOKEN: usize = 4;
+// The estimator is shared with the providers, which estimate a call's
+// tokens when the server reports none.
+pub use crate::llm::{BYTES_PER_TOKEN, tokens};
 /// What an interpolation in a template counts as.
 pub const PLACEHOLDER: &str = "{value}";
 /// Understand and post-signal calls, at worst: the call and its repair.
@@ -126,11 +125,6 @@ pub struct TurnCost {
     pub reply_tokens: u64,
     /// The estimated prompt tokens of the worst case's calls together.
     pub worst_tokens: u64,
-}
-
-/// The estimated tokens of a prompt of `bytes` bytes of text.
-pub fn tokens(bytes: usize) -> u64 {
-    bytes.div_ceil(BYTES_PER_TOKEN) as u64
 }
 
 /// Every place a turn can start, in flow and step order: each

@@ -486,6 +486,7 @@ pub fn read_usage(usage: Option<&Value>) -> Usage {
         prompt: number("input_tokens") + cached + number("cache_creation_input_tokens"),
         completion: number("output_tokens"),
         cached,
+        estimated: false,
     }
 }
 

@@ -398,6 +398,22 @@ pub struct Usage {
     #[serde(default)]
     /// Prompt tokens the provider served from its cache.
     pub cached: u64,
+    /// Some of the counts are flowc's estimate (by [`tokens`]), not the
+    /// provider's: a server that reported no usage for a call. Left out of
+    /// the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
+}
+
+/// Bytes of prompt text per token: the usual rule of thumb of four
+/// characters a token for English and JSON on current tokenizers (a
+/// character is a byte in ASCII text). An estimate, not a count.
+pub const BYTES_PER_TOKEN: usize = 4;
+
+/// The estimated tokens of `bytes` bytes of text: the one estimator of
+/// `flowc check --costs` and of calls whose server reports no usage.
+pub fn tokens(bytes: usize) -> u64 {
+    bytes.div_ceil(BYTES_PER_TOKEN) as u64
 }
 
 impl Usage {
@@ -407,6 +423,19 @@ impl Usage {
         self.prompt += other.prompt;
         self.completion += other.completion;
         self.cached += other.cached;
+        self.estimated |= other.estimated;
+    }
+
+    /// One call's tokens estimated from the bytes sent and received, for a
+    /// server that reported none.
+    pub fn estimate(prompt_bytes: usize, completion_bytes: usize) -> Usage {
+        Usage {
+            calls: 1,
+            prompt: tokens(prompt_bytes),
+            completion: tokens(completion_bytes),
+            cached: 0,
+            estimated: true,
+        }
     }
 
     /// Prompt and completion tokens together.

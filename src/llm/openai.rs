@@ -162,7 +162,7 @@ impl OpenAi {
                     || (mode != StructuredOutput::Prompt && is_refusal(status, message, MODE_WORDS))
             };
             match self.http.post_json(&self.url(), &self.headers(), &body, &rejects) {
-                Ok(answer) => return Ok(read_answer(mode, &answer)),
+                Ok(answer) => return Ok(read_answer(mode, &answer, &body)),
                 Err(error) if self.drops_cache_prompt(&error) => {}
                 Err(CallError::Rejected { status, message }) => match mode.next() {
                     Some(next) => self.mode = next,
@@ -293,6 +293,9 @@ impl OpenAi {
                 "the answer stream ended before it was complete".into(),
             )));
         }
+        if !round.reported {
+            round.usage = Usage::estimate(sent_bytes(&body), round.received);
+        }
         round.usage.calls = 1;
         for (index, call) in round.calls.iter_mut() {
             if call.id.is_empty() {
@@ -309,7 +312,7 @@ impl OpenAi {
         messages: &[Value],
         tools: &[ToolSpec],
     ) -> Result<(Option<(String, Value)>, Usage), ProviderError> {
-        let answer = loop {
+        let (answer, body) = loop {
             let mut body = self.body(messages);
             let function = json!({
                 "name": ACTION_FUNCTION,
@@ -319,13 +322,14 @@ impl OpenAi {
             body.insert("tools".into(), json!([{"type": "function", "function": function}]));
             body.insert("tool_choice".into(), forced(ACTION_FUNCTION));
             let rejects = |status: u16, message: &str| self.common_refusal(status, message);
-            match self.http.post_json(&self.url(), &self.headers(), &Value::Object(body), &rejects) {
-                Ok(answer) => break answer,
+            let body = Value::Object(body);
+            match self.http.post_json(&self.url(), &self.headers(), &body, &rejects) {
+                Ok(answer) => break (answer, body),
                 Err(error) if self.drops_cache_prompt(&error) => {}
                 Err(error) => return Err(error.into_provider_error()),
             }
         };
-        let raw = read_answer(StructuredOutput::Tool, &answer);
+        let raw = read_answer(StructuredOutput::Tool, &answer, &body);
         let usage = raw.usage;
         // An unreadable decision is read as "reply": the reply round that
         // follows still answers the user.
@@ -423,7 +427,7 @@ impl Provider for OpenAi {
                     || (mode != StructuredOutput::Prompt && is_refusal(status, message, MODE_WORDS))
             };
             match self.http.open_stream(&self.url(), &self.headers(), &body, &rejects) {
-                Ok(events) => break AnswerReader::new(Box::new(ChunkSource::new(events))),
+                Ok(events) => break AnswerReader::new(Box::new(ChunkSource::new(events, sent_bytes(&body)))),
                 Err(error) if self.drops_cache_prompt(&error) => {}
                 Err(CallError::Rejected { message, .. })
                     if self.stream_usage && mentions(&message, "stream_options") =>
@@ -617,11 +621,28 @@ struct ChunkSource {
     usage: Usage,
     finished: bool,
     truncated: bool,
+    /// Whether the server sent a `usage` block.
+    reported: bool,
+    /// Whether the stream has ended (`[DONE]`, or its end after the finish).
+    ended: bool,
+    /// The bytes of the request that count as prompt ([`sent_bytes`]).
+    sent: usize,
+    /// The bytes of answer text received so far.
+    received: usize,
 }
 
 impl ChunkSource {
-    fn new(events: EventStream) -> ChunkSource {
-        ChunkSource { events, usage: Usage { calls: 1, ..Usage::default() }, finished: false, truncated: false }
+    fn new(events: EventStream, sent: usize) -> ChunkSource {
+        ChunkSource {
+            events,
+            usage: Usage { calls: 1, ..Usage::default() },
+            finished: false,
+            truncated: false,
+            reported: false,
+            ended: false,
+            sent,
+            received: 0,
+        }
     }
 }
 
@@ -630,12 +651,14 @@ impl AnswerSource for ChunkSource {
         loop {
             let Some(event) = self.events.next_event()? else {
                 if self.finished {
+                    self.ended = true;
                     return Ok(None);
                 }
                 return Err(ProviderError::Network("the answer stream ended before it was complete".into()));
             };
             let data = event.data.trim();
             if data == "[DONE]" {
+                self.ended = true;
                 return Ok(None);
             }
             let chunk: Value = serde_json::from_str(data)
@@ -645,6 +668,7 @@ impl AnswerSource for ChunkSource {
             }
             if let Some(usage) = answer_usage(&chunk) {
                 self.usage = usage;
+                self.reported = true;
             }
             let Some(choice) = chunk.get("choices").and_then(|choices| choices.get(0)) else {
                 continue;
@@ -669,13 +693,23 @@ impl AnswerSource for ChunkSource {
                 }
             }
             if !piece.is_empty() {
+                self.received += piece.len();
                 return Ok(Some(piece));
             }
         }
     }
 
     fn usage(&self) -> Usage {
+        // The estimate waits for the end: a usage block may still come
+        // after the finish, and a part estimate would be counted twice.
+        if self.ended && !self.reported {
+            return Usage::estimate(self.sent, self.received);
+        }
         self.usage
+    }
+
+    fn dropped_usage(&self) -> Usage {
+        if self.reported { self.usage } else { Usage::estimate(self.sent, self.received) }
     }
 
     fn truncated(&self) -> bool {
@@ -683,7 +717,7 @@ impl AnswerSource for ChunkSource {
     }
 }
 
-fn read_answer(mode: StructuredOutput, answer: &Value) -> RawAnswer {
+fn read_answer(mode: StructuredOutput, answer: &Value, sent: &Value) -> RawAnswer {
     let choice = answer.get("choices").and_then(|choices| choices.get(0));
     let message = choice.and_then(|choice| choice.get("message"));
     let content = message.and_then(|message| message.get("content")).and_then(Value::as_str);
@@ -704,7 +738,39 @@ fn read_answer(mode: StructuredOutput, answer: &Value) -> RawAnswer {
         _ => String::new(),
     };
     let truncated = choice.and_then(|choice| choice.get("finish_reason")).and_then(Value::as_str) == Some("length");
-    RawAnswer { text, truncated, usage: answer_usage(answer).unwrap_or_else(|| read_usage(None)) }
+    RawAnswer { text, truncated, usage: call_usage(answer, sent) }
+}
+
+/// A whole answer's usage as reported, or estimated from the request sent
+/// and the message received when the server reports none.
+fn call_usage(answer: &Value, sent: &Value) -> Usage {
+    answer_usage(answer).unwrap_or_else(|| {
+        let received = answer.pointer("/choices/0/message").map_or(0, message_bytes);
+        Usage::estimate(sent_bytes(sent), received)
+    })
+}
+
+/// The bytes of a request that reach the model's prompt: its messages'
+/// text and tool calls, and the tools offered (their schemas are put in
+/// the prompt by the chat template).
+fn sent_bytes(body: &Value) -> usize {
+    let messages =
+        body.get("messages").and_then(Value::as_array).map_or(0, |messages| messages.iter().map(message_bytes).sum());
+    let tools = body.get("tools").map_or(0, |tools| tools.to_string().len());
+    messages + tools
+}
+
+/// The bytes of a chat message's text and tool calls.
+fn message_bytes(message: &Value) -> usize {
+    let text = |value: Option<&Value>| match value {
+        Some(Value::String(text)) => text.len(),
+        Some(Value::Null) | None => 0,
+        Some(other) => other.to_string().len(),
+    };
+    let calls = message.get("tool_calls").and_then(Value::as_array).map_or(0, |calls| {
+        calls.iter().map(|call| text(call.pointer("/function/name")) + text(call.pointer("/function/arguments"))).sum()
+    });
+    text(message.get("content")) + calls
 }
 
 /// One call's tokens from an OpenAI `usage` block (`calls` is 1).
@@ -715,6 +781,7 @@ pub fn read_usage(usage: Option<&Value>) -> Usage {
         prompt: number("/prompt_tokens"),
         completion: number("/completion_tokens"),
         cached: number("/prompt_tokens_details/cached_tokens"),
+        estimated: false,
     }
 }
 
@@ -739,6 +806,10 @@ struct Round {
     calls: BTreeMap<u64, PartialCall>,
     finished: bool,
     usage: Usage,
+    /// Whether the server sent a `usage` block.
+    reported: bool,
+    /// The bytes of text and tool calls received, for an estimate.
+    received: usize,
 }
 
 #[derive(Default)]
@@ -761,10 +832,14 @@ fn read_chunk(event: &SseEvent, round: &mut Round, sink: &mut RoundText<'_>) -> 
     }
     if let Some(usage) = answer_usage(&chunk) {
         round.usage = usage;
+        round.reported = true;
     }
     let Some(choice) = chunk.get("choices").and_then(|choices| choices.get(0)) else {
         return Ok(false);
     };
+    if let Some(delta) = choice.get("delta") {
+        round.received += message_bytes(delta);
+    }
     if let Some(text) = choice.pointer("/delta/content").and_then(Value::as_str) {
         sink.push(text);
     }

@@ -507,7 +507,7 @@ mod tests {
             }
             Ok(Understanding {
                 flow: Some("booking".into()),
-                usage: Usage { calls: 1, prompt: 10, completion: 5, cached: 2 },
+                usage: Usage { calls: 1, prompt: 10, completion: 5, cached: 2, estimated: false },
                 ..Understanding::default()
             })
         }
@@ -528,7 +528,10 @@ mod tests {
             let result = round.results[0].clone().map_err(ProviderError::InvalidOutput)?;
             let text = format!("Booked: {}", result["booking_id"].as_str().unwrap_or("?"));
             on_text(&text);
-            Ok(ModelReply::Done(Response { text, usage: Usage { calls: 2, prompt: 30, completion: 8, cached: 0 } }))
+            Ok(ModelReply::Done(Response {
+                text,
+                usage: Usage { calls: 2, prompt: 30, completion: 8, cached: 0, estimated: false },
+            }))
         }
     }
 

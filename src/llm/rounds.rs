@@ -246,7 +246,7 @@ mod tests {
             on_text: &mut dyn FnMut(&str),
         ) -> Result<ModelReply, ProviderError> {
             self.seen.push((request.tools_spent, rounds.len()));
-            let usage = Usage { calls: 1, prompt: 10, completion: 1, cached: 0 };
+            let usage = Usage { calls: 1, prompt: 10, completion: 1, cached: 0, estimated: false };
             if rounds.len() < self.rounds && !request.tools_spent {
                 on_text("Checking.");
                 let n = rounds.len();
@@ -300,7 +300,7 @@ Checking.
 {"got":{"n":0}} {"error":"not JSON"} {"got":{"n":1}} {"error":"not JSON"}"#;
         assert_eq!(response.text, expected);
         assert_eq!(streamed, expected);
-        assert_eq!(response.usage, Usage { calls: 3, prompt: 30, completion: 3, cached: 0 });
+        assert_eq!(response.usage, Usage { calls: 3, prompt: 30, completion: 3, cached: 0, estimated: false });
         assert_eq!(model.seen, vec![(false, 0), (false, 1), (false, 2)]);
     }
 

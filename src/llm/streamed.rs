@@ -151,17 +151,29 @@ impl ReplyStream {
     /// Tokens the call reported after the extraction was handed over
     /// (`calls` is 0: the call was counted with the extraction).
     pub fn late_usage(&self) -> Usage {
+        self.usage_since(false)
+    }
+
+    /// [`late_usage`](Self::late_usage) for a reply dropped before its end:
+    /// the call's tokens so far, estimated when the server reported none
+    /// yet (it will not now: the stream is cancelled).
+    pub fn dropped_usage(&self) -> Usage {
+        self.usage_since(true)
+    }
+
+    fn usage_since(&self, dropped: bool) -> Usage {
         match &self.inner {
             Inner::Whole(_) => Usage::default(),
             #[cfg(test)]
             Inner::Pieces(_) => Usage::default(),
             Inner::Live { reader, reported } => {
-                let now = reader.usage();
+                let now = if dropped { reader.source.dropped_usage() } else { reader.usage() };
                 Usage {
                     calls: 0,
                     prompt: now.prompt.saturating_sub(reported.prompt),
                     completion: now.completion.saturating_sub(reported.completion),
                     cached: now.cached.saturating_sub(reported.cached),
+                    estimated: now.estimated,
                 }
             }
         }
@@ -174,6 +186,11 @@ pub(crate) trait AnswerSource: Send {
     fn next_piece(&mut self) -> Result<Option<String>, ProviderError>;
     /// The tokens the server has reported so far (`calls` is 1).
     fn usage(&self) -> Usage;
+    /// The tokens of an answer dropped before its end: those reported, or
+    /// an estimate of what was sent and received when none were.
+    fn dropped_usage(&self) -> Usage {
+        self.usage()
+    }
     /// Whether the answer stopped at the completion budget.
     fn truncated(&self) -> bool;
 }
@@ -350,7 +367,7 @@ mod tests {
             Ok(self.0.pop_front())
         }
         fn usage(&self) -> Usage {
-            Usage { calls: 1, prompt: 10, completion: 5, cached: 0 }
+            Usage { calls: 1, prompt: 10, completion: 5, cached: 0, estimated: false }
         }
         fn truncated(&self) -> bool {
             false
@@ -369,7 +386,7 @@ mod tests {
         assert!(answer.has_reply());
         let mut stream = ReplyStream::live(answer, Usage::default());
         assert_eq!(stream.read_all(&mut |_| {}).unwrap(), "Hello");
-        assert_eq!(stream.late_usage(), Usage { calls: 0, prompt: 10, completion: 5, cached: 0 });
+        assert_eq!(stream.late_usage(), Usage { calls: 0, prompt: 10, completion: 5, cached: 0, estimated: false });
     }
 
     #[test]

@@ -440,11 +440,15 @@ pub struct Tokens {
     pub completion: u64,
     /// Prompt tokens served from the provider's cache.
     pub cached: u64,
+    /// Some of the counts are estimates ([`Usage::estimated`]); left out
+    /// when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 impl From<Usage> for Tokens {
     fn from(usage: Usage) -> Tokens {
-        Tokens { prompt: usage.prompt, completion: usage.completion, cached: usage.cached }
+        Tokens { prompt: usage.prompt, completion: usage.completion, cached: usage.cached, estimated: usage.estimated }
     }
 }
 

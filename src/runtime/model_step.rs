@@ -374,7 +374,11 @@ mod tests {
         fn ask(&mut self, request: &AskRequest) -> Result<AskAnswer, ProviderError> {
             self.asked.lock().map_err(|_| ProviderError::Cancelled)?.push(request.clone());
             let value = if self.answers.is_empty() { Ok(Value::Null) } else { self.answers.remove(0) };
-            Ok(AskAnswer { value, usage: Usage { calls: 1, prompt: 10, completion: 2, cached: 0 }, calls: None })
+            Ok(AskAnswer {
+                value,
+                usage: Usage { calls: 1, prompt: 10, completion: 2, cached: 0, estimated: false },
+                calls: None,
+            })
         }
     }
 
@@ -490,7 +494,7 @@ mod tests {
         }
         fn ask(&mut self, request: &AskRequest) -> Result<AskAnswer, ProviderError> {
             self.asked.lock().map_err(|_| ProviderError::Cancelled)?.push(request.clone());
-            let usage = Usage { calls: 1, prompt: 10, completion: 2, cached: 0 };
+            let usage = Usage { calls: 1, prompt: 10, completion: 2, cached: 0, estimated: false };
             if !request.offers_tools() {
                 return Ok(AskAnswer { value: Ok(json!(3)), usage, calls: None });
             }

@@ -669,3 +669,76 @@ fn every_understand_call_of_a_session_sends_the_same_system_message() {
     assert!(!user(&understand[4]).contains("Steps, in order:"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A fake OpenAI server that reports no usage, as llama-cpp-python streams
+/// none even when asked: the `usage` block is taken out of every answer.
+fn openai_without_usage() -> FakeServer {
+    let facts = booking_facts();
+    FakeServer::start(Arc::new(move |request: &fake::Request, _| match fake::openai_answer(&facts, request) {
+        Reply::Full { status, headers, body } => {
+            let mut answer: Value = serde_json::from_str(&body).unwrap();
+            answer.as_object_mut().unwrap().remove("usage");
+            Reply::Full { status, headers, body: answer.to_string() }
+        }
+        Reply::Stream(chunks) => Reply::Stream(without_usage(chunks)),
+        Reply::Paced(chunks, pause) => Reply::Paced(without_usage(chunks), pause),
+    }))
+}
+
+fn without_usage(chunks: Vec<String>) -> Vec<String> {
+    chunks.into_iter().filter(|chunk| !chunk.contains("\"usage\"")).collect()
+}
+
+/// With no usage reported, each turn's tokens are flowc's estimate from
+/// the requests sent and the answers received, marked estimated (issue 24).
+#[test]
+fn a_server_without_usage_gets_estimated_tokens() {
+    let dir = temp_dir("openai-no-usage");
+    let script = write_script(&dir, &SCRIPT);
+    let server = openai_without_usage();
+    let base_url = format!("{}/v1", server.url);
+    let program = root().join("flows/booking.flow");
+    let args = ["--provider", "openai", "--model", "gpt-test", "--base-url", &base_url, "--trace"];
+    let output = run(&program, &script, &args, &[("OPENAI_API_KEY", KEY)]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let turns = turns(&output);
+    assert_eq!(turns.len(), 5);
+    assert_eq!(turns[4]["stopped_reason"], "flow_complete", "the conversation is unchanged");
+    for turn in &turns {
+        let tokens = &turn["tokens"];
+        assert_eq!(tokens["estimated"], true, "{turn}");
+        assert!(tokens["prompt"].as_u64().unwrap() > 100, "a system message of the understand call alone: {turn}");
+        assert!(tokens["completion"].as_u64().unwrap() > 0, "{turn}");
+    }
+    let called: Vec<Value> = stderr(&output)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["event"] == "model_called")
+        .collect();
+    assert!(!called.is_empty());
+    assert!(called.iter().all(|event| event["usage"]["estimated"] == true), "{called:?}");
+}
+
+/// `agent.limits.max_turn_tokens` bites on estimated tokens as on reported
+/// ones: the first turn's understand call alone goes over 100.
+#[test]
+fn max_turn_tokens_bites_on_estimated_tokens() {
+    let dir = temp_dir("openai-no-usage-limit");
+    let script = write_script(&dir, &SCRIPT[..1]);
+    let booking = std::fs::read_to_string(root().join("flows/booking.flow")).unwrap();
+    let tool = path(&root().join("flows/tools/book_hotel.py"));
+    let limited = booking
+        .replace("max_auto_steps 10", "max_auto_steps 10\n    max_turn_tokens 100")
+        .replace("\"tools/book_hotel.py\"", &format!("{tool:?}"));
+    assert_ne!(limited, booking);
+    let program = dir.join("booking.flow");
+    std::fs::write(&program, limited).unwrap();
+    let server = openai_without_usage();
+    let base_url = format!("{}/v1", server.url);
+    let args = ["--provider", "openai", "--model", "gpt-test", "--base-url", &base_url];
+    let output = run(&program, &script, &args, &[("OPENAI_API_KEY", KEY)]);
+    let turns = turns(&output);
+    assert_eq!(turns.len(), 1, "{}", stderr(&output));
+    assert_eq!(turns[0]["stopped_reason"], "token_limit", "{}", turns[0]);
+    assert_eq!(turns[0]["tokens"]["estimated"], true);
+}

@@ -174,7 +174,7 @@ fn understand_is_a_forced_tool_call() {
         understanding.fields.get("date"),
         Some(&crate::llm::Proposal::new(json!("2026-06-03"), "the 3rd of June"))
     );
-    assert_eq!(understanding.usage, Usage { calls: 1, prompt: 950, completion: 20, cached: 900 });
+    assert_eq!(understanding.usage, Usage { calls: 1, prompt: 950, completion: 20, cached: 900, estimated: false });
 
     let sent = server.request(0);
     assert_eq!(sent.path, "/v1/messages");
@@ -251,7 +251,7 @@ fn respond_streams_text_events() {
     .unwrap();
     assert_eq!(pieces, vec!["For which ", "date?"]);
     assert_eq!(response.text, "For which date?");
-    assert_eq!(response.usage, Usage { calls: 1, prompt: 650, completion: 12, cached: 600 });
+    assert_eq!(response.usage, Usage { calls: 1, prompt: 650, completion: 12, cached: 600, estimated: false });
 
     let body = server.request(0).json();
     assert_eq!(body["stream"], true);
@@ -284,7 +284,7 @@ fn respond_feeds_tool_use_back() {
     assert_eq!(tools.calls, vec![("book_hotel".to_string(), json!({"hotel": "Ritz"}))]);
     assert_eq!(response.text, "Let me book that.\n\nBooked: B-1.");
     assert_eq!(pieces.concat(), response.text);
-    assert_eq!(response.usage, Usage { calls: 2, prompt: 1300, completion: 42, cached: 1200 });
+    assert_eq!(response.usage, Usage { calls: 2, prompt: 1300, completion: 42, cached: 1200, estimated: false });
 
     let first = server.request(0).json();
     assert_eq!(

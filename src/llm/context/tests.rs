@@ -54,7 +54,7 @@ impl SmallModel {
                 .unwrap_or_else(|| format!("Requested tokens ({bytes}) exceed context window of {}", self.window));
             return Err(ProviderError::refused(format!("HTTP 400: {message}")));
         }
-        Ok(Usage { calls: 1, prompt: bytes as u64, completion: 10, cached: 0 })
+        Ok(Usage { calls: 1, prompt: bytes as u64, completion: 10, cached: 0, estimated: false })
     }
 }
 

@@ -141,8 +141,13 @@ impl Provider for Offline {
     ) -> Result<ModelReply, ProviderError> {
         let text = summary::answer(request).unwrap_or_else(|| reply(request));
         on_text(&text);
-        let usage =
-            Usage { calls: 1, prompt: reply_prompt_words(request), completion: text::word_count(&text), cached: 0 };
+        let usage = Usage {
+            calls: 1,
+            prompt: reply_prompt_words(request),
+            completion: text::word_count(&text),
+            cached: 0,
+            estimated: false,
+        };
         Ok(ModelReply::Done(Response { text, usage }))
     }
 }
@@ -194,7 +199,13 @@ fn understand(request: &UnderstandRequest, cache: &mut Cache) -> Understanding {
     let reply = fused_reply(request, flow.as_ref(), &fields);
     let answered = u64::from(flow.is_some()) + (fields.len() + conditions.len() + signals.len()) as u64;
     let written = reply.as_ref().map_or(0, |reply| text::word_count(&reply.text));
-    let usage = Usage { calls: 1, prompt: understand_prompt_words(request), completion: answered + written, cached: 0 };
+    let usage = Usage {
+        calls: 1,
+        prompt: understand_prompt_words(request),
+        completion: answered + written,
+        cached: 0,
+        estimated: false,
+    };
     Understanding { flow, fields, conditions, signals, reply, usage }
 }
 

@@ -56,7 +56,7 @@ pub(super) fn ask(request: &AskRequest) -> AskAnswer {
             .collect();
         if !calls.is_empty() {
             let completion = calls.iter().map(|call| words(&call.name)).sum();
-            let usage = Usage { calls: 1, prompt, completion, cached: 0 };
+            let usage = Usage { calls: 1, prompt, completion, cached: 0, estimated: false };
             let asked = ToolCalls { calls, text: String::new(), usage, echo: Value::Null };
             return AskAnswer { value: Ok(Value::Null), usage, calls: Some(asked) };
         }
@@ -73,7 +73,11 @@ pub(super) fn ask(request: &AskRequest) -> AskAnswer {
     let drafter = Drafter { request, inputs: &inputs, results: &results };
     let value = drafter.draft(&request.field.schema, true);
     let completion = words(&value.to_string());
-    AskAnswer { value: Ok(value), usage: Usage { calls: 1, prompt, completion, cached: 0 }, calls: None }
+    AskAnswer {
+        value: Ok(value),
+        usage: Usage { calls: 1, prompt, completion, cached: 0, estimated: false },
+        calls: None,
+    }
 }
 
 /// The arguments of a call of `tool` filled from the objects `inputs`

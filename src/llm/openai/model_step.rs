@@ -62,12 +62,12 @@ impl OpenAi {
             };
             match self.http.post_json(&self.url(), &self.headers(), &body, &rejects) {
                 Ok(answer) => {
-                    if let Some(mut calls) = tool_calls(request, &answer) {
+                    if let Some(mut calls) = tool_calls(request, &answer, &body) {
                         spent.add(calls.usage);
                         calls.usage = spent;
                         return Ok(AskAnswer { value: Ok(Value::Null), usage: spent, calls: Some(calls) });
                     }
-                    let raw = read_answer(mode, &answer);
+                    let raw = read_answer(mode, &answer, &body);
                     let value = model_step::read_answer(&raw.text).map_err(|error| {
                         if raw.truncated {
                             format!("{error}; the answer was cut off by the max_tokens limit")
@@ -152,7 +152,7 @@ fn ask_messages(request: &AskRequest) -> (Vec<Value>, Vec<(String, Value)>) {
 
 /// The calls of the step's tools an answer makes, as a round; `None` when
 /// it calls none (it answers, through the answer function or its text).
-fn tool_calls(request: &AskRequest, answer: &Value) -> Option<ToolCalls> {
+fn tool_calls(request: &AskRequest, answer: &Value, sent: &Value) -> Option<ToolCalls> {
     if request.tools.is_empty() {
         return None;
     }
@@ -182,7 +182,7 @@ fn tool_calls(request: &AskRequest, answer: &Value) -> Option<ToolCalls> {
         return None;
     }
     let echo = json!({"role": "assistant", "content": Value::Null, "tool_calls": raw});
-    let usage = super::answer_usage(answer).unwrap_or_else(|| super::read_usage(None));
+    let usage = super::call_usage(answer, sent);
     Some(ToolCalls { calls, text: String::new(), usage, echo })
 }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 mod caching;
 mod deadlines;
+mod estimated;
 mod streamed;
 
 const KEY: &str = "sk-test-key-0123456789";
@@ -179,7 +180,7 @@ fn understand_sends_a_strict_json_schema() {
     assert_eq!(understanding.flow.as_deref(), Some("booking"));
     assert_eq!(understanding.fields.get("guests").map(|proposal| &proposal.value), Some(&json!(2)));
     assert_eq!(understanding.conditions.get("booking.confirm#2").map(|answer| answer.yes), Some(false));
-    assert_eq!(understanding.usage, Usage { calls: 1, prompt: 120, completion: 30, cached: 64 });
+    assert_eq!(understanding.usage, Usage { calls: 1, prompt: 120, completion: 30, cached: 64, estimated: false });
 }
 
 #[test]
@@ -276,7 +277,7 @@ fn truncated_json_gets_one_repair() {
     let server = TestServer::start(vec![completion("{\"flow\": \"book", "length"), completion(&good_answer(), "stop")]);
     let understanding = provider(&server).understand(&booking_request()).unwrap();
     assert_eq!(understanding.flow.as_deref(), Some("booking"));
-    assert_eq!(understanding.usage, Usage { calls: 2, prompt: 240, completion: 60, cached: 128 });
+    assert_eq!(understanding.usage, Usage { calls: 2, prompt: 240, completion: 60, cached: 128, estimated: false });
 
     let repair = server.request(1).json();
     let messages = repair["messages"].as_array().unwrap();
@@ -332,7 +333,7 @@ fn respond_streams_the_reply() {
     let response = result.unwrap();
     assert_eq!(pieces, vec!["For which ", "date", "?"]);
     assert_eq!(response.text, "For which date?");
-    assert_eq!(response.usage, Usage { calls: 1, prompt: 120, completion: 30, cached: 64 });
+    assert_eq!(response.usage, Usage { calls: 1, prompt: 120, completion: 30, cached: 64, estimated: false });
 
     let body = server.request(0).json();
     assert_eq!(body["stream"], true);

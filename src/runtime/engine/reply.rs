@@ -38,10 +38,15 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcom
         };
         let outcome = fused::take_reply(st, sv, &fused, &shape);
         // A reply not used is dropped here, still streaming: that cancels
-        // the understand call's rest.
+        // the understand call's rest. What the call spent so far counts.
         let (outcome, streamed) = match (outcome, fused.take_stream()) {
             (Ok(_), Some(stream)) => (fused::stream_reply(st, sv, &fused, stream)?, true),
-            (outcome, _) => (outcome, false),
+            (outcome, stream) => {
+                if let Some(stream) = stream {
+                    st.counters.usage.add(stream.dropped_usage());
+                }
+                (outcome, false)
+            }
         };
         fused::trace(st, &fused, &outcome);
         if let Ok(text) = outcome {

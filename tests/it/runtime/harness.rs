@@ -222,7 +222,7 @@ impl Understood {
     }
 
     pub fn tokens(mut self, prompt: u64) -> Understood {
-        self.0.usage = Usage { calls: 1, prompt, completion: 0, cached: 0 };
+        self.0.usage = Usage { calls: 1, prompt, completion: 0, cached: 0, estimated: false };
         self
     }
 }

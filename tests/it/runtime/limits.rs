@@ -142,7 +142,7 @@ flow f "F" {
     );
     harness.reply_next(Reply {
         text: "A long answer".to_string(),
-        usage: Usage { calls: 1, prompt: 300, completion: 300, cached: 0 },
+        usage: Usage { calls: 1, prompt: 300, completion: 300, cached: 0, estimated: false },
         ..Reply::default()
     });
     let result = harness.say_with("f", Understood::new().flow("f").tokens(100));

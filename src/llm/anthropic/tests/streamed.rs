@@ -53,13 +53,13 @@ fn the_forced_call_input_streams_extraction_first_then_the_reply() {
     let server = TestServer::start(vec![Reply::events(&input_events(&fused_input(), 6))]);
     let understood = provider(&server).understand_streamed(&fused_request()).unwrap();
     // The prompt's tokens are known from `message_start`, before the reply.
-    let early = Usage { calls: 1, prompt: 650, completion: 1, cached: 600 };
+    let early = Usage { calls: 1, prompt: 650, completion: 1, cached: 600, estimated: false };
     assert_eq!(understood.understanding, Understanding { reply: fused_reply(""), usage: early, ..extraction() });
     let mut reply = understood.reply.unwrap();
     let mut shown = Vec::new();
     assert_eq!(reply.read_all(&mut |piece| shown.push(piece.to_string())).unwrap(), REPLY);
     assert!(shown.len() > 5, "{shown:?}");
-    assert_eq!(reply.late_usage(), Usage { calls: 0, prompt: 0, completion: 24, cached: 0 });
+    assert_eq!(reply.late_usage(), Usage { calls: 0, prompt: 0, completion: 24, cached: 0, estimated: false });
 
     let body = server.request(0).json();
     assert_eq!(body["stream"], true);

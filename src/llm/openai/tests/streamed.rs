@@ -45,7 +45,7 @@ fn extraction() -> Understanding {
 }
 
 fn late_usage() -> Usage {
-    Usage { calls: 0, prompt: 120, completion: 30, cached: 64 }
+    Usage { calls: 0, prompt: 120, completion: 30, cached: 64, estimated: false }
 }
 
 #[test]
@@ -128,7 +128,7 @@ fn an_answer_without_reply_is_the_extraction_alone() {
     let server = TestServer::start(vec![Reply::sse(&content_chunks(&good_answer()))]);
     let understood = provider(&server).understand_streamed(&booking_request()).unwrap();
     assert!(understood.reply.is_none());
-    let usage = Usage { calls: 1, prompt: 120, completion: 30, cached: 64 };
+    let usage = Usage { calls: 1, prompt: 120, completion: 30, cached: 64, estimated: false };
     assert_eq!(understood.understanding, Understanding { usage, ..extraction() });
 }
 
@@ -162,7 +162,7 @@ fn a_server_that_will_not_stream_structured_output_is_read_whole_from_then_on() 
     let mut provider = provider(&server);
     for _ in 0..2 {
         let understood = provider.understand_streamed(&fused_request()).unwrap();
-        let usage = Usage { calls: 1, prompt: 120, completion: 30, cached: 64 };
+        let usage = Usage { calls: 1, prompt: 120, completion: 30, cached: 64, estimated: false };
         assert_eq!(understood.understanding, Understanding { reply: fused_reply(REPLY), usage, ..extraction() });
         assert!(understood.reply.is_none(), "the reply came whole, in the understanding");
     }
@@ -231,7 +231,7 @@ fn a_stream_cut_inside_the_reply_is_a_network_error() {
 fn a_server_that_answers_a_streamed_request_whole_is_read_whole() {
     let server = TestServer::start(vec![completion(&fused_answer(), "stop")]);
     let understood = provider(&server).understand_streamed(&fused_request()).unwrap();
-    let usage = Usage { calls: 1, prompt: 120, completion: 30, cached: 64 };
+    let usage = Usage { calls: 1, prompt: 120, completion: 30, cached: 64, estimated: false };
     assert_eq!(understood.understanding, Understanding { reply: fused_reply(""), usage, ..extraction() });
     let mut reply = understood.reply.unwrap();
     assert_eq!(reply.next_piece().unwrap().as_deref(), Some(REPLY), "the whole reply, in one piece");
