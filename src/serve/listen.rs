@@ -9,7 +9,8 @@
 //! connection is still taken, answered 503 `overloaded` with `Retry-After`
 //! once its request's head has arrived, and closed: the client learns why
 //! instead of waiting in the listen queue. Those answers are capped too (as
-//! many as the cap again); past that a connection is closed at once.
+//! many as the cap again, and never fewer than 32); past that a connection
+//! is closed at once.
 
 use super::AppState;
 use super::caps::{Held, overloaded};
@@ -62,7 +63,7 @@ pub(crate) async fn serve(
 ) {
     let max = state.caps.connections;
     // The connections being refused: bounded, so a flood past the cap
-    // costs at most as many sockets again.
+    // costs at most as many sockets again (and a few dozen more).
     let refusing = Arc::new(AtomicU64::new(0));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
@@ -102,6 +103,10 @@ pub(crate) async fn serve(
     graceful.shutdown().await;
 }
 
+/// The fewest connections past the cap answered with a 503 at once (more
+/// are closed unanswered).
+const REFUSING_AT_LEAST: usize = 32;
+
 /// Answers one request on a connection past the cap with 503 and closes
 /// it, unless as many are being refused already (then it is closed at
 /// once).
@@ -111,7 +116,10 @@ fn refuse(
     refusing: &Arc<AtomicU64>,
     max: usize,
 ) {
-    let bound = u64::try_from(max).unwrap_or(u64::MAX);
+    // Never fewer than a few dozen: with a cap of 1, a client retrying at
+    // once would find the last refusal still closing and be reset instead
+    // of answered.
+    let bound = u64::try_from(max.max(REFUSING_AT_LEAST)).unwrap_or(u64::MAX);
     if refusing.fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| (now < bound).then_some(now + 1)).is_err() {
         return;
     }
