@@ -536,6 +536,16 @@ fn reply_messages(request: &ReplyRequest, rounds: &[ToolRound]) -> (Vec<Value>, 
     let prompt = prompt::reply_prompt(request);
     let mut messages = vec![chat("system", &format!("{}{}", prompt.stable, prompt.dynamic))];
     messages.extend(prompt::conversation(request).iter().map(chat_message));
+    let called = push_rounds(&mut messages, rounds, "your reply");
+    (messages, called)
+}
+
+/// Appends each earlier tool round with its results to `messages`: as tool
+/// messages, or, for a forced-choice round, as one plain note per result,
+/// asking the model to use it in `use_in`. Returns the calls made in
+/// forced rounds: a small model asked to choose again tends to repeat the
+/// call it just made, so the caller reads the same call twice as "answer".
+pub(super) fn push_rounds(messages: &mut Vec<Value>, rounds: &[ToolRound], use_in: &str) -> Vec<(String, Value)> {
     let mut called: Vec<(String, Value)> = Vec::new();
     for round in rounds {
         match forced_action(&round.asked.echo) {
@@ -546,7 +556,7 @@ fn reply_messages(request: &ReplyRequest, rounds: &[ToolRound]) -> (Vec<Value>, 
                     // an assistant turn's wording into the reply.
                     let note = format!(
                         "(Note from the system, not the user: the tool `{name}` was called with {arguments} \
-                         and returned {}. Use this in your reply.)",
+                         and returned {}. Use this in {use_in}.)",
                         result_text(result)
                     );
                     messages.push(chat("user", &note));
@@ -561,7 +571,7 @@ fn reply_messages(request: &ReplyRequest, rounds: &[ToolRound]) -> (Vec<Value>, 
             }
         }
     }
-    (messages, called)
+    called
 }
 
 /// The call a forced-choice round made, from its echo.

@@ -16,12 +16,11 @@
 //! the same call twice is read as "answer".
 
 use super::{
-    ACTION_FUNCTION, CallError, MODE_WORDS, OpenAi, StructuredOutput, assistant_turn, chat, forced_action,
-    function_tool, insert_structured, is_refusal, parse_arguments, read_answer,
+    ACTION_FUNCTION, CallError, MODE_WORDS, OpenAi, StructuredOutput, chat, function_tool, insert_structured,
+    is_refusal, parse_arguments, push_rounds, read_answer,
 };
 use crate::llm::config::ToolChoiceMode;
 use crate::llm::model_step::{self, answer_schema};
-use crate::llm::rounds::result_text;
 use crate::llm::schema::without_patterns;
 use crate::llm::{AskAnswer, AskRequest, ProviderError, ToolCall, ToolCalls};
 use serde_json::{Value, json};
@@ -125,28 +124,7 @@ impl OpenAi {
 fn ask_messages(request: &AskRequest) -> (Vec<Value>, Vec<(String, Value)>) {
     let mut messages =
         vec![chat("system", &model_step::system_prompt(request)), chat("user", &model_step::user_prompt(request))];
-    let mut called = Vec::new();
-    for round in &request.rounds {
-        match forced_action(&round.asked.echo) {
-            Some((name, arguments)) => {
-                for (_, result) in round.answered() {
-                    let note = format!(
-                        "(Note from the system: the tool `{name}` was called with {arguments} and returned {}. \
-                         Use this in your answer.)",
-                        result_text(result)
-                    );
-                    messages.push(chat("user", &note));
-                }
-                called.push((name, arguments));
-            }
-            None => {
-                messages.push(assistant_turn(round));
-                for (call, result) in round.answered() {
-                    messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": result_text(result)}));
-                }
-            }
-        }
-    }
+    let called = push_rounds(&mut messages, &request.rounds, "your answer");
     (messages, called)
 }
 
