@@ -20,13 +20,15 @@ use flowc::serve::auth::Auth;
 use flowc::serve::programs::ProgramSettings;
 use flowc::serve::{Running, ServeOptions};
 use flowc::store::StoreLocation;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "support/http.rs"]
+mod http;
 mod support;
+use http::Connection;
 
 /// The allocator the `flowc` binary ships with: measured with the system
 /// allocator instead, an eighth of the server's time went to glibc's
@@ -40,59 +42,6 @@ const BOOK: &str = "Book the Grand Hotel for 2 guests on 2026-12-04";
 fn fail(message: String) -> ! {
     eprintln!("{message}");
     std::process::exit(2);
-}
-
-/// One keep-alive connection speaking just enough HTTP/1.1 for the bench:
-/// a hand-written client costs the machine far less than the server it
-/// measures.
-struct Connection {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-}
-
-impl Connection {
-    fn open(addr: SocketAddr) -> Connection {
-        let stream = TcpStream::connect(addr).unwrap_or_else(|error| fail(format!("cannot connect: {error}")));
-        let _ = stream.set_nodelay(true);
-        let writer = stream.try_clone().unwrap_or_else(|error| fail(format!("cannot clone the socket: {error}")));
-        Connection { reader: BufReader::new(stream), writer }
-    }
-
-    fn post(&mut self, path: &str, body: &str) -> (u16, String) {
-        let request = format!(
-            "POST {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        if let Err(error) = self.writer.write_all(request.as_bytes()) {
-            fail(format!("cannot send: {error}"));
-        }
-        let mut status = 0;
-        let mut length = 0;
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match self.reader.read_line(&mut line) {
-                Ok(0) | Err(_) => fail("the server closed the connection".to_string()),
-                Ok(_) => {}
-            }
-            let trimmed = line.trim_end();
-            if trimmed.is_empty() {
-                break;
-            }
-            if let Some(rest) = trimmed.strip_prefix("HTTP/1.1 ") {
-                status = rest.get(..3).and_then(|code| code.parse().ok()).unwrap_or(0);
-            } else if let Some((name, value)) = trimmed.split_once(':')
-                && name.eq_ignore_ascii_case("content-length")
-            {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0; length];
-        if let Err(error) = self.reader.read_exact(&mut body) {
-            fail(format!("cannot read a response: {error}"));
-        }
-        (status, String::from_utf8_lossy(&body).into_owned())
-    }
 }
 
 fn session_id(body: &str) -> String {
@@ -119,7 +68,7 @@ fn cpu(clock: libc::clockid_t) -> Duration {
 }
 
 /// One keep-alive connection of the async clients: the same bytes as
-/// [`Connection`], on a non-blocking socket.
+/// [`Connection`] (benches/support/http.rs), on a non-blocking socket.
 struct AsyncConnection {
     stream: tokio::net::TcpStream,
     buffer: Vec<u8>,
@@ -314,11 +263,15 @@ fn memory_per_session(addr: SocketAddr, count: usize) {
     let Some(before) = resident_kib() else {
         return;
     };
-    let mut connection = Connection::open(addr);
+    let mut connection = Connection::open(addr).unwrap_or_else(|message| fail(message));
     for _ in 0..count {
-        let (_, created) = connection.post("/v1/sessions", r#"{"program": "booking"}"#);
+        let (_, created) = connection
+            .request("POST", "/v1/sessions", r#"{"program": "booking"}"#)
+            .unwrap_or_else(|message| fail(message));
         let path = format!("/v1/sessions/{}/messages", session_id(&created));
-        connection.post(&path, &serde_json::json!({ "text": BOOK }).to_string());
+        connection
+            .request("POST", &path, &serde_json::json!({ "text": BOOK }).to_string())
+            .unwrap_or_else(|message| fail(message));
     }
     let after = resident_kib().unwrap_or(before);
     println!(

@@ -20,8 +20,12 @@
 //! `cargo bench --bench serve_pg_procs` (`--quick` for a short run;
 //! `FLOWC_BENCH_POOL=N` for each server's pool, default the store's 10).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+#[path = "support/http.rs"]
+mod http;
+
+use http::Connection;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,57 +65,6 @@ fn stop_cluster(bin: &Path, dir: &Path) {
     let data = dir.join("data").display().to_string();
     let _ = as_owner(&bin.join("pg_ctl"), &["-D", &data, "-m", "immediate", "stop"]).output();
     let _ = std::fs::remove_dir_all(dir);
-}
-
-/// One keep-alive connection speaking just enough HTTP/1.1 for the bench.
-struct Connection {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-}
-
-impl Connection {
-    fn open(addr: SocketAddr) -> Connection {
-        let stream = TcpStream::connect(addr).unwrap_or_else(|error| fail(format!("cannot connect: {error}")));
-        let _ = stream.set_nodelay(true);
-        let writer = stream.try_clone().unwrap_or_else(|error| fail(format!("cannot clone the socket: {error}")));
-        Connection { reader: BufReader::new(stream), writer }
-    }
-
-    fn request(&mut self, method: &str, path: &str, body: &str) -> (u16, String) {
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        if let Err(error) = self.writer.write_all(request.as_bytes()) {
-            fail(format!("cannot send: {error}"));
-        }
-        let mut status = 0;
-        let mut length = 0;
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match self.reader.read_line(&mut line) {
-                Ok(0) | Err(_) => fail("a server closed the connection".to_string()),
-                Ok(_) => {}
-            }
-            let trimmed = line.trim_end();
-            if trimmed.is_empty() {
-                break;
-            }
-            if let Some(rest) = trimmed.strip_prefix("HTTP/1.1 ") {
-                status = rest.get(..3).and_then(|code| code.parse().ok()).unwrap_or(0);
-            } else if let Some((name, value)) = trimmed.split_once(':')
-                && name.eq_ignore_ascii_case("content-length")
-            {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0; length];
-        if let Err(error) = self.reader.read_exact(&mut body) {
-            fail(format!("cannot read a response: {error}"));
-        }
-        (status, String::from_utf8_lossy(&body).into_owned())
-    }
 }
 
 /// A throwaway PostgreSQL cluster, stopped and removed when dropped.
@@ -266,7 +219,7 @@ struct Seen {
 /// counting the 409s.
 fn until_not_conflict(connection: &mut Connection, path: &str, body: &str, retries: &AtomicU64) -> (u16, String) {
     loop {
-        let (status, answer) = connection.request("POST", path, body);
+        let (status, answer) = connection.request("POST", path, body).unwrap_or_else(|message| fail(message));
         if status != 409 {
             return (status, answer);
         }
@@ -277,7 +230,7 @@ fn until_not_conflict(connection: &mut Connection, path: &str, body: &str, retri
 /// One client: booking conversations until `run_for` has passed, each
 /// request to the other server than the one before.
 fn client(addrs: [SocketAddr; 2], first: usize, start: &Barrier, run_for: Duration, retries: &AtomicU64) -> Seen {
-    let mut connections = addrs.map(Connection::open);
+    let mut connections = addrs.map(|addr| Connection::open(addr).unwrap_or_else(|message| fail(message)));
     let mut next = first;
     let mut seen = Seen::default();
     start.wait();
@@ -285,7 +238,9 @@ fn client(addrs: [SocketAddr; 2], first: usize, start: &Barrier, run_for: Durati
     let book = serde_json::json!({ "text": BOOK }).to_string();
     let yes = serde_json::json!({ "text": "yes" }).to_string();
     while Instant::now() < until && seen.errors.len() < 10 {
-        let (status, created) = connections[next % 2].request("POST", "/v1/sessions", r#"{"program": "booking"}"#);
+        let (status, created) = connections[next % 2]
+            .request("POST", "/v1/sessions", r#"{"program": "booking"}"#)
+            .unwrap_or_else(|message| fail(message));
         next += 1;
         let id = serde_json::from_str::<serde_json::Value>(&created)
             .ok()
