@@ -86,19 +86,37 @@ fn ungrounded(events: &[Event]) -> Vec<String> {
 
 /// Every expectation of a turn that did not hold.
 pub fn check_turn(location: &str, turn: &Turn, facts: &TurnFacts<'_>) -> Vec<Failure> {
-    let result = facts.result;
-    let events: Vec<Value> =
-        result.events.iter().map(|event| serde_json::to_value(event).unwrap_or_default()).collect();
+    failures(location, &turn.expects, &facts.result.events, |expect| compare_turn(expect, facts))
+}
+
+/// What an expectation found instead: the expected text, the actual value,
+/// and the value `--update` writes (when it differs from `actual`).
+type Difference = (String, Value, Option<Value>);
+
+/// A [`Failure`] per expectation `compare` finds a difference for, each
+/// with `events`, the turn's or the run's, which are written out once.
+fn failures<E: Serialize>(
+    location: &str,
+    expects: &[Expect],
+    events: &[E],
+    mut compare: impl FnMut(&Expect) -> Option<Difference>,
+) -> Vec<Failure> {
+    let mut shown: Option<Vec<Value>> = None;
     let mut failures = Vec::new();
-    for expect in &turn.expects {
-        if let Some((expected, actual, update)) = compare_turn(expect, facts) {
+    for expect in expects {
+        if let Some((expected, actual, update)) = compare(expect) {
+            let events = shown
+                .get_or_insert_with(|| {
+                    events.iter().map(|event| serde_json::to_value(event).unwrap_or_default()).collect()
+                })
+                .clone();
             failures.push(Failure {
                 location: location.to_string(),
                 expectation: expect.kind.key().to_string(),
                 span: Some(expect.key),
                 expected,
                 actual: show(&actual),
-                events: events.clone(),
+                events,
                 update: update.map(|value| (expect.value, value)),
             });
         }
@@ -108,7 +126,7 @@ pub fn check_turn(location: &str, turn: &Turn, facts: &TurnFacts<'_>) -> Vec<Fai
 
 /// `None` when the expectation holds; else the expected text, the actual
 /// value, and the value `--update` writes (when it differs from `actual`).
-fn compare_turn(expect: &Expect, facts: &TurnFacts<'_>) -> Option<(String, Value, Option<Value>)> {
+fn compare_turn(expect: &Expect, facts: &TurnFacts<'_>) -> Option<Difference> {
     let result = facts.result;
     let plain =
         |expected: Value, actual: Value| (expected != actual).then(|| (show(&expected), actual.clone(), Some(actual)));
@@ -190,7 +208,7 @@ fn compare_turn(expect: &Expect, facts: &TurnFacts<'_>) -> Option<(String, Value
 
 /// The named fields whose values differ; `actual` and the update hold the
 /// same names with what the data held (`null` when unset).
-fn data_difference(expected: &Map<String, Value>, data: &Map<String, Value>) -> Option<(String, Value, Option<Value>)> {
+fn data_difference(expected: &Map<String, Value>, data: &Map<String, Value>) -> Option<Difference> {
     let actual: Map<String, Value> =
         expected.keys().map(|name| (name.clone(), data.get(name).cloned().unwrap_or(Value::Null))).collect();
     let actual = Value::Object(actual);
@@ -200,58 +218,48 @@ fn data_difference(expected: &Map<String, Value>, data: &Map<String, Value>) -> 
 
 /// The expectations of a workflow run once it stopped.
 pub fn check_run(location: &str, expects: &[Expect], run: &WorkflowRun) -> Vec<Failure> {
-    let events: Vec<Value> = run.events.iter().map(|event| serde_json::to_value(event).unwrap_or_default()).collect();
-    let mut failures = Vec::new();
-    for expect in expects {
-        let difference = match &expect.kind {
-            ExpectKind::Status(expected) => {
-                let actual = serde_json::to_value(run.status).unwrap_or_default();
-                (json!(expected) != actual).then(|| (show(&json!(expected)), actual.clone(), Some(actual)))
-            }
-            ExpectKind::Data(expected) => data_difference(expected, &run.data.clone().into_iter().collect()),
-            ExpectKind::Steps(expected) => {
-                let mut shown = Map::new();
-                let mut actual = Map::new();
-                let mut holds = true;
-                for step in expected {
-                    let record = run.steps.iter().find(|record| record.id == step.step);
-                    let status = record.map(|record| serde_json::to_value(record.status).unwrap_or_default());
-                    let output = record.map(|record| record.output.clone()).unwrap_or_default();
-                    let status_holds =
-                        step.status.as_ref().is_none_or(|expected| status.as_ref() == Some(&json!(expected)));
-                    let output_holds = step.output.as_ref().is_none_or(|expected| is_subset(expected, &output));
-                    holds &= status_holds && output_holds;
-                    let mut want = Map::new();
-                    let mut found = Map::new();
-                    if let Some(expected) = &step.status {
-                        want.insert("status".to_string(), json!(expected));
-                        found.insert("status".to_string(), status.clone().unwrap_or_default());
-                    }
-                    if let Some(expected) = &step.output {
-                        want.insert("output".to_string(), expected.clone());
-                        found.insert("output".to_string(), output.clone());
-                    }
-                    shown.insert(step.step.clone(), Value::Object(want));
-                    actual.insert(step.step.clone(), Value::Object(found));
-                }
-                let actual = Value::Object(actual);
-                (!holds).then(|| (show(&Value::Object(shown)), actual.clone(), Some(actual)))
-            }
-            _ => None,
-        };
-        if let Some((expected, actual, update)) = difference {
-            failures.push(Failure {
-                location: location.to_string(),
-                expectation: expect.kind.key().to_string(),
-                span: Some(expect.key),
-                expected,
-                actual: show(&actual),
-                events: events.clone(),
-                update: update.map(|value| (expect.value, value)),
-            });
+    failures(location, expects, &run.events, |expect| compare_run(expect, run))
+}
+
+/// `None` when the expectation holds of the stopped run; else its
+/// [`Difference`].
+fn compare_run(expect: &Expect, run: &WorkflowRun) -> Option<Difference> {
+    match &expect.kind {
+        ExpectKind::Status(expected) => {
+            let actual = serde_json::to_value(run.status).unwrap_or_default();
+            (json!(expected) != actual).then(|| (show(&json!(expected)), actual.clone(), Some(actual)))
         }
+        ExpectKind::Data(expected) => data_difference(expected, &run.data.clone().into_iter().collect()),
+        ExpectKind::Steps(expected) => {
+            let mut shown = Map::new();
+            let mut actual = Map::new();
+            let mut holds = true;
+            for step in expected {
+                let record = run.steps.iter().find(|record| record.id == step.step);
+                let status = record.map(|record| serde_json::to_value(record.status).unwrap_or_default());
+                let output = record.map(|record| record.output.clone()).unwrap_or_default();
+                let status_holds =
+                    step.status.as_ref().is_none_or(|expected| status.as_ref() == Some(&json!(expected)));
+                let output_holds = step.output.as_ref().is_none_or(|expected| is_subset(expected, &output));
+                holds &= status_holds && output_holds;
+                let mut want = Map::new();
+                let mut found = Map::new();
+                if let Some(expected) = &step.status {
+                    want.insert("status".to_string(), json!(expected));
+                    found.insert("status".to_string(), status.clone().unwrap_or_default());
+                }
+                if let Some(expected) = &step.output {
+                    want.insert("output".to_string(), expected.clone());
+                    found.insert("output".to_string(), output.clone());
+                }
+                shown.insert(step.step.clone(), Value::Object(want));
+                actual.insert(step.step.clone(), Value::Object(found));
+            }
+            let actual = Value::Object(actual);
+            (!holds).then(|| (show(&Value::Object(shown)), actual.clone(), Some(actual)))
+        }
+        _ => None,
     }
-    failures
 }
 
 /// `never` and `never_before` over the whole case: each turn's message with
