@@ -190,6 +190,24 @@ impl<'a> Reader<'a, '_> {
         }
     }
 
+    /// A text that should be one of `known` (a stop reason, a run status):
+    /// another is reported as an unknown `noun`, labelled `label`, with
+    /// `help` listing them, and still returned, so the case is read on.
+    fn known_word(
+        &mut self,
+        id: NodeId,
+        what: &str,
+        known: &[&str],
+        (noun, label): (&str, &str),
+        help: String,
+    ) -> Option<String> {
+        let word = self.text(id, what)?;
+        if !known.contains(&word.as_str()) {
+            self.error(Code::InvalidValue, format!("unknown {noun} `{word}`"), self.span(id), label, help);
+        }
+        Some(word)
+    }
+
     /// A text or `null`.
     fn optional_text(&mut self, id: NodeId, what: &str) -> Option<Option<String>> {
         match &self.tree.node(id).kind {
@@ -650,18 +668,14 @@ impl<'a> Reader<'a, '_> {
                 ExpectKind::ExecutedSteps(names.into_iter().map(|name| name.value).collect())
             }
             "stopped_reason" => {
-                let reason = self.text(value, "`stopped_reason`")?;
-                if !STOP_REASONS.contains(&reason.as_str()) {
-                    let help = format!("a turn stops with one of {}", STOP_REASONS.join(", "));
-                    self.error(
-                        Code::InvalidValue,
-                        format!("unknown stop reason `{reason}`"),
-                        span,
-                        "not a stop reason",
-                        help,
-                    );
-                }
-                ExpectKind::StoppedReason(reason)
+                let known = format!("a turn stops with one of {}", STOP_REASONS.join(", "));
+                ExpectKind::StoppedReason(self.known_word(
+                    value,
+                    "`stopped_reason`",
+                    STOP_REASONS,
+                    ("stop reason", "not a stop reason"),
+                    known,
+                )?)
             }
             "data" => {
                 self.data_keys(value, false);
@@ -699,18 +713,14 @@ impl<'a> Reader<'a, '_> {
                 ExpectKind::Ungrounded(self.texts(value, "a name")?.into_iter().map(|name| name.value).collect())
             }
             "status" => {
-                let status = self.text(value, "`status`")?;
-                if !RUN_STATUSES.contains(&status.as_str()) {
-                    let help = format!("a run is {}", RUN_STATUSES.join(", "));
-                    self.error(
-                        Code::InvalidValue,
-                        format!("unknown run status `{status}`"),
-                        span,
-                        "not a status",
-                        help,
-                    );
-                }
-                ExpectKind::Status(status)
+                let known = format!("a run is {}", RUN_STATUSES.join(", "));
+                ExpectKind::Status(self.known_word(
+                    value,
+                    "`status`",
+                    RUN_STATUSES,
+                    ("run status", "not a status"),
+                    known,
+                )?)
             }
             "steps" => ExpectKind::Steps(self.step_records(value, workflow)?),
             _ => return None,

@@ -65,3 +65,24 @@ fn a_replay_names_a_recording_that_exists() {
     assert_eq!(codes(&diagnostics), [Code::InvalidValue]);
     assert!(diagnostics[0].message.contains("no recording at"), "{diagnostics:?}");
 }
+
+#[test]
+fn an_unknown_stop_reason_or_run_status_is_named_with_the_known_ones() {
+    let text =
+        "program: booking.flow\ncases:\n  - name: c\n    turns:\n      - user: hi\n        stopped_reason: parked\n";
+    let (_, diagnostics) = read_text(text, &booking());
+    assert_eq!(codes(&diagnostics), [Code::InvalidValue]);
+    assert_eq!(diagnostics[0].message, "unknown stop reason `parked`");
+    assert_eq!(diagnostics[0].labels[0].text, "not a stop reason");
+    assert!(
+        diagnostics[0].help.as_deref().is_some_and(|help| help.starts_with("a turn stops with one of needs_input"))
+    );
+    assert_eq!(&text[diagnostics[0].labels[0].span.range()], "parked");
+
+    let text = "program: onboarding.flow\ncases:\n  - name: w\n    workflow: onboarding\n    run: { status: asleep }\n";
+    let (_, diagnostics) = read_text(text, &onboarding());
+    assert_eq!(codes(&diagnostics), [Code::InvalidValue]);
+    assert_eq!(diagnostics[0].message, "unknown run status `asleep`");
+    assert_eq!(diagnostics[0].labels[0].text, "not a status");
+    assert!(diagnostics[0].help.as_deref().is_some_and(|help| help.starts_with("a run is ")));
+}
