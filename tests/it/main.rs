@@ -1,6 +1,7 @@
 //! Integration tests: the real `flowc` binary and the library end to end,
 //! as one test binary of modules.
 
+mod claims;
 mod compile;
 mod consent;
 mod fake;
