@@ -173,6 +173,30 @@ pub trait SessionStore {
         let (sessions, _) = self.list_readable()?;
         Ok(sessions.iter().filter(|session| session.id.starts_with(prefix)).count() as u64)
     }
+
+    /// [`SessionStore::save`], whose refusal on the version answers with
+    /// the session the store holds ([`Swap::Stale`]) when the store read it
+    /// in the same step: a turn that started from a stale copy runs again
+    /// on it without loading it. A store that cannot (or a session deleted
+    /// meanwhile) refuses with [`StoreError::Conflict`] as `save` does.
+    fn save_or_stored(
+        &self,
+        session: &Session,
+        expected_version: u64,
+        transcript: &[Message],
+    ) -> Result<Swap, StoreError> {
+        self.save(session, expected_version, transcript).map(|()| Swap::Written)
+    }
+}
+
+/// What [`SessionStore::save_or_stored`] did.
+#[derive(Debug)]
+pub enum Swap {
+    /// The session was written.
+    Written,
+    /// Nothing was written: the store holds this session, at another
+    /// version than the one expected.
+    Stale(Box<Session>),
 }
 
 /// A workflow run as stored: the run itself and what resuming it needs.
@@ -374,11 +398,31 @@ pub fn commit_turn(
     before: &Session,
     after: &mut Session,
 ) -> Result<(), StoreError> {
+    let added = turn_written(program, before, after);
+    store.save(after, before.version, &added)
+}
+
+/// [`commit_turn`], whose refusal on the version answers with the stored
+/// session when the store read it in the same step
+/// ([`SessionStore::save_or_stored`]).
+pub fn commit_turn_or_stored(
+    store: &dyn SessionStore,
+    program: &Program,
+    before: &Session,
+    after: &mut Session,
+) -> Result<Swap, StoreError> {
+    let added = turn_written(program, before, after);
+    store.save_or_stored(after, before.version, &added)
+}
+
+/// Readies `after` for its save (its position by name, its history cut to
+/// [`HISTORY_KEPT`]) and gives the messages the turn added.
+fn turn_written(program: &Program, before: &Session, after: &mut Session) -> Vec<Message> {
     after.record_position(program);
     let added = after.history.get(before.history.len()..).unwrap_or_default().to_vec();
     let excess = after.history.len().saturating_sub(HISTORY_KEPT);
     after.history.drain(..excess);
-    store.save(after, before.version, &added)
+    added
 }
 
 /// Saves `run` as the next version of `stored`, a compare-and-swap on the

@@ -28,6 +28,7 @@ mod stop;
 mod store;
 mod store_damage;
 mod store_pool;
+mod store_swap;
 mod store_tls;
 mod support;
 mod test_cmd;
