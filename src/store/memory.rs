@@ -1,7 +1,7 @@
 //! An in-memory session store: sessions live as long as the process (tests,
 //! embedders). Same compare-and-swap and transcript rules as SQLite.
 
-use super::{SessionStore, SessionSummary, StoreError, Swap, check_id, check_loaded};
+use super::{Cap, Created, SessionStore, SessionSummary, StoreError, Swap, check_id, check_loaded};
 use crate::message::Message;
 use crate::runtime::session::Session;
 use std::collections::BTreeMap;
@@ -68,6 +68,21 @@ impl SessionStore for MemoryStore {
         Ok(Swap::Written)
     }
 
+    fn create_session(&self, session: &Session, cap: &Cap<'_>) -> Result<Created, StoreError> {
+        check_id(&session.id)?;
+        // One lock for the count and the insert: nothing comes between.
+        let mut sessions = self.sessions(&session.id)?;
+        let kept = sessions.keys().filter(|id| id.starts_with(cap.prefix)).count() as u64;
+        if kept >= cap.max {
+            return Ok(Created::Full { kept });
+        }
+        if let Some((stored, _)) = sessions.get(&session.id) {
+            return Err(StoreError::Conflict { id: session.id.clone(), stored: stored.version, expected: 0 });
+        }
+        sessions.insert(session.id.clone(), (session.clone(), Vec::new()));
+        Ok(Created::Stored)
+    }
+
     fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
         Ok(self
             .sessions("*")?
@@ -119,5 +134,22 @@ mod tests {
         store.delete("s").unwrap();
         let gone = store.save_or_stored(&session(3, "Ritz"), 2, &[]);
         assert!(matches!(gone, Err(StoreError::Conflict { stored: 0, expected: 2, .. })), "{gone:?}");
+    }
+
+    #[test]
+    fn a_creation_at_the_cap_is_refused_and_an_id_taken_is_a_conflict() {
+        let store = MemoryStore::default();
+        let cap = Cap { prefix: "acme_", max: 2 };
+        let new = |id: &str| {
+            let mut session = Session::new(id, "hash");
+            session.version = 1;
+            session
+        };
+        store.save(&new("globex_1"), 0, &[]).unwrap();
+        assert_eq!(store.create_session(&new("acme_1"), &cap).unwrap(), Created::Stored);
+        assert!(matches!(store.create_session(&new("acme_1"), &cap), Err(StoreError::Conflict { stored: 1, .. })));
+        assert_eq!(store.create_session(&new("acme_2"), &cap).unwrap(), Created::Stored);
+        assert_eq!(store.create_session(&new("acme_3"), &cap).unwrap(), Created::Full { kept: 2 });
+        assert_eq!(store.load("acme_3").unwrap(), None);
     }
 }

@@ -21,9 +21,11 @@
 pub mod location;
 pub mod memory;
 pub mod postgres;
+pub(crate) mod postgres_caps;
 pub mod postgres_tls;
 pub mod schedules;
 pub mod sqlite;
+pub(crate) mod sqlite_caps;
 pub(crate) mod sqlite_commit;
 pub(crate) mod sqlite_guard;
 
@@ -187,6 +189,14 @@ pub trait SessionStore {
     ) -> Result<Swap, StoreError> {
         self.save(session, expected_version, transcript).map(|()| Swap::Written)
     }
+
+    /// Stores `session` as a new session (its first save, with no
+    /// transcript) unless the store already keeps `cap.max` sessions whose
+    /// id starts with `cap.prefix`. Counting and inserting are one atomic
+    /// step, so creations racing at the cap never pass it, from any number
+    /// of processes. An id the store has already is
+    /// [`StoreError::Conflict`], as for a first save.
+    fn create_session(&self, session: &Session, cap: &Cap<'_>) -> Result<Created, StoreError>;
 }
 
 /// What [`SessionStore::save_or_stored`] did.
@@ -197,6 +207,29 @@ pub enum Swap {
     /// Nothing was written: the store holds this session, at another
     /// version than the one expected.
     Stale(Box<Session>),
+}
+
+/// A per-tenant cap that a creation must stay within: at most `max`
+/// records whose ids start with `prefix`.
+#[derive(Clone, Copy, Debug)]
+pub struct Cap<'a> {
+    /// The ids counted (a tenant's).
+    pub prefix: &'a str,
+    /// How many may be kept; the creation that would make one more is refused.
+    pub max: u64,
+}
+
+/// What a capped creation did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Created {
+    /// Stored.
+    Stored,
+    /// Refused, nothing written: the store keeps `kept` (at least the
+    /// cap's `max`) already.
+    Full {
+        /// How many the store counted.
+        kept: u64,
+    },
 }
 
 /// A workflow run as stored: the run itself and what resuming it needs.
@@ -340,6 +373,13 @@ pub trait RunStore {
             .filter(|run| run.run.starts_with(prefix) && ACTIVE_STATUSES.contains(&run.status.as_str()))
             .count() as u64)
     }
+
+    /// Stores `stored` as a new run (a save expecting version 0, held by
+    /// `claim`) unless the store already has `cap.max` runs not yet ended
+    /// whose id starts with `cap.prefix`. Counting and inserting are one
+    /// atomic step, as for [`SessionStore::create_session`]. An id the
+    /// store has already is [`StoreError::RunConflict`].
+    fn create_run(&self, stored: &StoredRun, claim: Option<&Claim>, cap: &Cap<'_>) -> Result<Created, StoreError>;
 
     /// Waits at most `timeout` for news of a run (one became due, was
     /// released or was cancelled): `true` when there was news. A store

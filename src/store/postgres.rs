@@ -9,10 +9,12 @@
 //! takes a database of any older version to the current one, under an
 //! advisory lock so that two processes starting at once migrate once.
 
+use super::postgres_caps;
 use super::postgres_tls::describe;
 use super::rows::{self, now_text};
 use super::{
-    Cancel, Claim, RunMeta, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, Swap, check_id,
+    Cancel, Cap, Claim, Created, RunMeta, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun,
+    Swap, check_id,
 };
 use crate::message::Message;
 use crate::runtime::session::Session;
@@ -163,7 +165,7 @@ impl Connection {
     }
 
     /// `sql` prepared on this connection, once.
-    fn statement(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
+    pub(super) fn statement(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
         if let Some(statement) = self.prepared.get(sql) {
             return Ok(statement.clone());
         }
@@ -310,10 +312,6 @@ const UPDATE_SESSION: &str = "WITH head AS (
     SELECT base, NULL::BIGINT AS stored, NULL::TEXT AS state FROM head
     UNION ALL
     SELECT NULL, version, state FROM sessions WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM head)";
-
-const COUNT_SESSIONS: &str = "SELECT COUNT(*) FROM sessions WHERE starts_with(id, $1)";
-
-const COUNT_ACTIVE_RUNS: &str = "SELECT COUNT(*) FROM runs WHERE starts_with(id, $1) AND status = ANY($2::TEXT[])";
 
 /// The channel on which a save that releases a run, and a cancel, notify
 /// the workers (the payload is the run's id).
@@ -582,13 +580,11 @@ impl SessionStore for PostgresStore {
     }
 
     fn count_sessions(&self, prefix: &str) -> Result<u64, StoreError> {
-        self.using(|lent| {
-            // `starts_with`, not a range on the key: under the database's
-            // collation a prefix need not sort as one range.
-            let statement = lent.statement(COUNT_SESSIONS).map_err(sql_error("*"))?;
-            let count: i64 = lent.client.query_one(&statement, &[&prefix]).map_err(sql_error("*"))?.get(0);
-            Ok(u64::try_from(count).unwrap_or(0))
-        })
+        self.using(|lent| postgres_caps::count_sessions(lent, prefix))
+    }
+
+    fn create_session(&self, session: &Session, cap: &Cap<'_>) -> Result<Created, StoreError> {
+        self.using(|lent| postgres_caps::create_session(lent, session, cap))
     }
 
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
@@ -829,12 +825,11 @@ impl RunStore for PostgresStore {
     }
 
     fn count_active_runs(&self, prefix: &str) -> Result<u64, StoreError> {
-        let active: Vec<&str> = super::ACTIVE_STATUSES.to_vec();
-        self.using(|lent| {
-            let statement = lent.statement(COUNT_ACTIVE_RUNS).map_err(sql_error("*"))?;
-            let count: i64 = lent.client.query_one(&statement, &[&prefix, &active]).map_err(sql_error("*"))?.get(0);
-            Ok(u64::try_from(count).unwrap_or(0))
-        })
+        self.using(|lent| postgres_caps::count_active_runs(lent, prefix))
+    }
+
+    fn create_run(&self, stored: &StoredRun, claim: Option<&Claim>, cap: &Cap<'_>) -> Result<Created, StoreError> {
+        self.using(|lent| postgres_caps::create_run(lent, stored, claim, cap))
     }
 
     fn claim_run(&self, id: &str, claim: &Claim, early: bool) -> Result<Option<StoredRun>, StoreError> {

@@ -26,6 +26,7 @@ mod serve_page;
 #[cfg(unix)]
 mod stop;
 mod store;
+mod store_caps;
 mod store_damage;
 mod store_pool;
 mod store_swap;
