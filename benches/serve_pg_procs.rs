@@ -18,7 +18,9 @@
 //! double) instead of a Python script spawned per booking.
 //!
 //! `cargo bench --bench serve_pg_procs` (`--quick` for a short run;
-//! `FLOWC_BENCH_POOL=N` for each server's pool, default the store's 10).
+//! `FLOWC_BENCH_POOL=N` for each server's pool, default the store's 10;
+//! `FLOWC_BENCH_FLOWC=PATH` serves with another `flowc` binary, such as
+//! a copy built from an older commit, to compare two on one machine).
 //!
 //! `FLOWC_BENCH_COUNT=1` counts the statements the servers send: the
 //! throwaway cluster logs every statement (`log_statement = all`), and each
@@ -173,7 +175,8 @@ struct Server {
 
 impl Server {
     fn start(program: &Path, store: &str) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_flowc"))
+        let binary = std::env::var_os("FLOWC_BENCH_FLOWC").unwrap_or_else(|| env!("CARGO_BIN_EXE_flowc").into());
+        let mut child = Command::new(binary)
             .arg("serve")
             .arg(program)
             .args(["--addr", "127.0.0.1:0", "--store", store])
