@@ -210,16 +210,28 @@ pub(super) struct Gate {
     text: String,
     shown: usize,
     blocked: Option<String>,
+    /// Nothing is shown before the end.
+    whole: bool,
 }
 
 impl Gate {
     pub(super) fn new() -> Gate {
-        Gate { text: String::new(), shown: 0, blocked: None }
+        Gate { text: String::new(), shown: 0, blocked: None, whole: false }
+    }
+
+    /// A gate that shows the reply only once it has ended, and only if it
+    /// states nothing unbacked: for a reply asked again, so that a model
+    /// that made something up once is not shown making it up twice.
+    pub(super) fn whole() -> Gate {
+        Gate { whole: true, ..Gate::new() }
     }
 
     /// Takes the next piece; returns what may be shown now.
     pub(super) fn push(&mut self, piece: &str, grounds: &Grounds) -> String {
         self.text.push_str(piece);
+        if self.whole {
+            return String::new();
+        }
         self.release(whole_words(&self.text), grounds)
     }
 

@@ -160,3 +160,18 @@ fn a_streamed_reply_stops_at_the_claim_nobody_backs() {
     assert_eq!(gate.finish(&grounds), "ORD-1234)?");
     assert_eq!(gate.blocked(), None);
 }
+
+#[test]
+fn a_reply_asked_again_is_shown_only_whole_and_only_if_it_states_nothing_new() {
+    let support = program(SUPPORT);
+    let session = session(&[]);
+    let mut grounds = Grounds::of(&support, today());
+    grounds.session(&session, "I was charged twice");
+    let mut gate = Gate::whole();
+    assert_eq!(gate.push("What is the order ", &grounds), "");
+    assert_eq!(gate.finish(&grounds), "What is the order ");
+    let mut gate = Gate::whole();
+    assert_eq!(gate.push("Ticket BILLING-1234. What is the order?", &grounds), "");
+    assert_eq!(gate.finish(&grounds), "");
+    assert_eq!(gate.blocked(), Some("BILLING-1234"));
+}
