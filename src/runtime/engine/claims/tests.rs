@@ -91,6 +91,10 @@ fn a_date_the_user_gave_in_another_format_is_no_claim() {
     // A number in words backs it in digits.
     assert_eq!(unfounded(&support, &[], "for two guests", prompt, "2 guests, noted."), None);
     assert_eq!(unfounded(&support, &[], "for two guests", prompt, "3 guests, noted.").as_deref(), Some("3"));
+    // Today (2026-01-05) is given as a date and a year, not as the numbers
+    // 1 and 5.
+    assert_eq!(unfounded(&support, &[], "for two guests", prompt, "Today, January 5th, 2026?"), None);
+    assert_eq!(unfounded(&support, &[], "for two guests", prompt, "5 guests, noted.").as_deref(), Some("5"));
 }
 
 #[test]
