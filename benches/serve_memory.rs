@@ -277,7 +277,7 @@ fn measure(dir: &Path, repetition: usize, steps: &[usize]) -> Summary {
         cached: slope((0, baseline), cached),
         evicted: if last.0 > cached.0 { Some(slope(cached, last)) } else { None },
         // Only the kept sessions have anything to free in the heap.
-        freed_per_session: (full.heap - deleted_first.heap) as f64 / total.min(CACHE_CAPACITY).max(1) as f64,
+        freed_per_session: (full.heap - deleted_first.heap) as f64 / total.clamp(1, CACHE_CAPACITY) as f64,
         open_drift: second.heap - full.heap,
         deleted_drift: deleted_second.heap - deleted_first.heap,
         left_after_delete: deleted_first.heap - baseline.heap,
