@@ -4,9 +4,9 @@
 //! printed 1.21, 3.72 and 0.00 KiB per session); here a counting global
 //! allocator around mimalloc (the allocator the binary ships with) keeps
 //! the live bytes (allocated − freed) and their peak, so the figure is the
-//! Rust heap the server holds. SQLite allocates through libc's malloc, not
-//! Rust's allocator: its own figure is `sqlite3_memory_used`, printed
-//! beside.
+//! Rust heap the server holds (the client's thread is left out of the
+//! count). SQLite allocates through libc's malloc, not Rust's allocator:
+//! its own figure is `sqlite3_memory_used`, printed beside.
 //!
 //! One in-process server on SQLite (offline provider, the booking tool in
 //! process, as in benches/serve.rs) answers one keep-alive client that
@@ -26,6 +26,7 @@ use flowc::serve::programs::ProgramSettings;
 use flowc::serve::{Running, ServeOptions};
 use flowc::store::StoreLocation;
 use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -46,13 +47,32 @@ struct Counting;
 static LIVE: AtomicI64 = AtomicI64::new(0);
 static PEAK: AtomicI64 = AtomicI64::new(0);
 
+thread_local! {
+    /// Set on the client's thread while it drives the server: its requests,
+    /// answers and the ids it keeps are not the server's memory. The two
+    /// share nothing but a socket, so nothing allocated uncounted is freed
+    /// counted, or the other way round.
+    static UNCOUNTED: Cell<bool> = const { Cell::new(false) };
+}
+
+fn counted() -> bool {
+    // During a thread's teardown the flag is gone: count, as by default.
+    UNCOUNTED.try_with(|flag| !flag.get()).unwrap_or(true)
+}
+
 fn grow(bytes: usize) {
+    if !counted() {
+        return;
+    }
     let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
     let live = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
     PEAK.fetch_max(live, Ordering::Relaxed);
 }
 
 fn shrink(bytes: usize) {
+    if !counted() {
+        return;
+    }
     LIVE.fetch_sub(i64::try_from(bytes).unwrap_or(i64::MAX), Ordering::Relaxed);
 }
 
@@ -197,12 +217,10 @@ impl Client {
 
     /// The heap once the server is idle: a last round trip after the
     /// measured requests, so their answers (and the work before them) are
-    /// done. The client's own share (the ids it keeps) is taken out.
+    /// done.
     fn settled(&mut self) -> Reading {
         self.expect("GET", "/healthz", "", 200);
-        let ids: usize = self.open.iter().map(String::capacity).sum::<usize>()
-            + self.open.capacity() * std::mem::size_of::<String>();
-        Reading { heap: live() - i64::try_from(ids).unwrap_or(0), peak: peak(), sqlite: sqlite_bytes() }
+        Reading { heap: live(), peak: peak(), sqlite: sqlite_bytes() }
     }
 }
 
@@ -237,6 +255,7 @@ fn slope(from: (usize, Reading), to: (usize, Reading)) -> (f64, f64) {
 fn measure(dir: &Path, repetition: usize, steps: &[usize]) -> Summary {
     let database = dir.join(format!("memory-{repetition}.db"));
     let running = server(&database);
+    UNCOUNTED.with(|flag| flag.set(true));
     let mut client = Client::new(running.addr);
     // Warm up: the program's first turns, the store's statements and the
     // runtime's lazily built parts, then gone again, so that the baseline
@@ -266,6 +285,7 @@ fn measure(dir: &Path, repetition: usize, steps: &[usize]) -> Summary {
     let deleted_second = client.settled();
     row("all DELETEd, round 2", 0, deleted_second, baseline);
     drop(client);
+    UNCOUNTED.with(|flag| flag.set(false));
     if let Err(message) = running.stop() {
         fail(message);
     }
