@@ -41,7 +41,8 @@
 //! `-- --rate R [--sessions S]` runs only the open loop (after a short
 //! warm-up), at R turns/s over S sessions (100 unless said);
 //! `-- --count N --sessions S` only a closed loop of N conversations per
-//! client.
+//! client; `--workers N` gives the server N async workers (2, `flowc
+//! serve`'s default, unless said).
 //!
 //! The booking tool is an in-process double (as in the runtime and store
 //! benches). SQLite always; PostgreSQL too when `FLOWC_BENCH_POSTGRES` holds a
@@ -235,7 +236,9 @@ fn server(store: StoreLocation) -> Running {
         deadlines: Default::default(),
         caps: Default::default(),
     };
-    flowc::serve::start(&options, 2, false)
+    // `flowc serve`'s default, unless `--workers N` says otherwise.
+    let workers = number_after("--workers").unwrap_or(2);
+    flowc::serve::start(&options, workers, false)
         .unwrap_or_else(|message| fail(format!("the server does not start: {message} (run from the repository root)")))
 }
 
