@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// Rows changed (inserted, updated, deleted) between two checkpoints: a
 /// booking turn changes three (its session and two transcript lines) and
@@ -172,7 +173,13 @@ fn run(path: &PathBuf, shared: &Shared) {
             signal.due = false;
         }
         if connection.is_none() {
-            connection = Connection::open(path).map_err(|error| report(&mut said, path, &error)).ok();
+            // A checkpoint itself never waits for a lock (`PASSIVE`), but
+            // opening the WAL may, briefly, while another connection
+            // recovers it.
+            connection = Connection::open(path)
+                .and_then(|opened| opened.busy_timeout(Duration::from_millis(100)).map(|()| opened))
+                .map_err(|error| report(&mut said, path, &error))
+                .ok();
         }
         let Some(open) = &connection else {
             continue;
