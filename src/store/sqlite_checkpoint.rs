@@ -292,8 +292,8 @@ mod tests {
 
     /// Once the writes stop and a checkpoint has moved all of the WAL,
     /// the next commit writes at its start (the last checkpoint finds a
-    /// WAL of a few frames, after some thousands): the WAL starts over
-    /// without reaching the bound.
+    /// WAL shorter than before that commit): the WAL starts over without
+    /// reaching the bound.
     #[test]
     fn the_wal_starts_over_once_all_of_it_is_moved() {
         let path = database("bound");
@@ -308,8 +308,11 @@ mod tests {
             checkpointer.request();
             checkpointer.wait_for(done + 1);
         }
+        // How big the WAL is here depends on whether it already started
+        // over while the saves were written (the thread caught up): not
+        // pinned, only that the checkpoint moved all of it.
         let (_, before, moved) = checkpointer.done();
-        assert!(before > 2000 && moved == before, "all of the WAL moved: {moved} of {before} frames");
+        assert!(before > 0 && moved == before, "all of the WAL moved: {moved} of {before} frames");
         let mut session = store.load("s").unwrap().unwrap();
         session.version += 1;
         store.save(&session, saves, &[]).unwrap();
@@ -317,7 +320,7 @@ mod tests {
         checkpointer.request();
         checkpointer.wait_for(done + 1);
         let (_, log, moved) = checkpointer.done();
-        assert!(log < 16 && moved == log, "the WAL started over: {moved} of {log} frames");
+        assert!(log < before && moved == log, "the WAL started over: {log} frames, {before} before the save");
         let size = std::fs::metadata(wal(&path)).unwrap().len();
         assert!(size > 2000 * 4096, "the WAL file ({size} bytes) held the saves");
         assert_eq!(store.transcript("s").unwrap().len() as u64, saves);
