@@ -1,6 +1,7 @@
 //! `flowc serve` under load: booking conversations over HTTP/1.1 keep-alive
 //! connections to an in-process server on 127.0.0.1, offline provider, at
-//! 1, 10 and 100 concurrent sessions. Each client creates a session, sends
+//! 1, 10 and 100 concurrent sessions, and 100 sessions offered a fixed
+//! rate. Each closed-loop client creates a session, sends
 //! the two booking messages, and starts again; every turn's latency (the
 //! request as the client sees it: HTTP, the turn, the store's commit) is
 //! recorded. The clients are tasks on one thread of their own, each with
@@ -9,6 +10,39 @@
 //! mostly the kernel switching between them, which the server then did
 //! not get. Prints turns/s, p50 and p99 per level, and the server's
 //! resident memory per open session.
+//!
+//! Two kinds of load, which answer different questions:
+//!
+//! - **Closed loop** (the 1, 10 and 100 levels): each client sends a turn,
+//!   waits for its answer, sends the next. This gives the saturation
+//!   throughput, but not latency at a rate: with N clients always waiting,
+//!   Little's law makes the mean latency exactly N / throughput. Were
+//!   every request a turn, 100 clients at 5,000 turns/s would wait 20 ms
+//!   on average, and a p99 under 10 ms would need more than 10,000
+//!   turns/s; here a session is created every two turns, so 5,000 turns/s
+//!   are 7,500 requests/s and a 13 ms mean, and a p99 under 10 ms needs
+//!   more than 10,000 requests/s (6,700 turns/s). The 100-client p99 is
+//!   what it is; below that rate it cannot be under 10 ms, however fast
+//!   each turn.
+//! - **Open loop** (wrk2-style, constant rate): 100 sessions opened first,
+//!   then turns offered at a fixed total rate (5,000/s, `OFFERED`), each
+//!   session 50/s on its own schedule (staggered evenly). A turn is sent at
+//!   its scheduled time, or when the session's previous turn returns if
+//!   that is later, and its latency runs from the scheduled time, so a
+//!   server that stalls is charged for every turn it held up (coordinated
+//!   omission corrected). Prints the offered and achieved rates, p50, p99,
+//!   p99.9 and max from the scheduled times, and the errors. This is how
+//!   "X turns/s with p99 under Y" is stated: latency at a rate the server
+//!   is offered, which it must keep up with (achieved ≈ offered). The
+//!   sessions book again and again (the booking message, then "yes"), so
+//!   no session is created while it runs; the client thread's timer has a
+//!   resolution of 1 ms, which a turn sent late is charged for.
+//!
+//! `-- --rate R [--sessions S]` runs only the open loop (after a short
+//! warm-up), at R turns/s over S sessions (100 unless said);
+//! `-- --count N --sessions S` only a closed loop of N conversations per
+//! client; `--workers N` gives the server N async workers (2, `flowc
+//! serve`'s default, unless said).
 //!
 //! The booking tool is an in-process double (as in the runtime and store
 //! benches). SQLite always; PostgreSQL too when `FLOWC_BENCH_POSTGRES` holds a
@@ -36,6 +70,9 @@ use http::Connection;
 /// pays.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The open-loop level's offered rate: the target's 5,000 turns/s.
+const OFFERED: f64 = 5000.0;
 
 const BOOK: &str = "Book the Grand Hotel for 2 guests on 2026-12-04";
 
@@ -83,35 +120,35 @@ impl AsyncConnection {
     }
 
     async fn post(&mut self, path: &str, body: &str) -> (u16, String) {
+        self.try_post(path, body).await.unwrap_or_else(|message| fail(message))
+    }
+
+    async fn try_post(&mut self, path: &str, body: &str) -> Result<(u16, String), String> {
         let request = format!(
             "POST {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
             body.len()
         );
         let mut written = 0;
         while written < request.len() {
-            if let Err(error) = self.stream.writable().await {
-                fail(format!("cannot send: {error}"));
-            }
+            self.stream.writable().await.map_err(|error| format!("cannot send: {error}"))?;
             match self.stream.try_write(request.as_bytes().get(written..).unwrap_or_default()) {
                 Ok(count) => written += count,
                 Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(error) => fail(format!("cannot send: {error}")),
+                Err(error) => return Err(format!("cannot send: {error}")),
             }
         }
         self.buffer.clear();
         loop {
             if let Some(answer) = response(&self.buffer) {
-                return answer;
+                return Ok(answer);
             }
-            if let Err(error) = self.stream.readable().await {
-                fail(format!("cannot read a response: {error}"));
-            }
+            self.stream.readable().await.map_err(|error| format!("cannot read a response: {error}"))?;
             let mut chunk = [0u8; 8192];
             match self.stream.try_read(&mut chunk) {
-                Ok(0) => fail("the server closed the connection".to_string()),
+                Ok(0) => return Err("the server closed the connection".to_string()),
                 Ok(count) => self.buffer.extend_from_slice(chunk.get(..count).unwrap_or_default()),
                 Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(error) => fail(format!("cannot read a response: {error}")),
+                Err(error) => return Err(format!("cannot read a response: {error}")),
             }
         }
     }
@@ -199,7 +236,9 @@ fn server(store: StoreLocation) -> Running {
         deadlines: Default::default(),
         caps: Default::default(),
     };
-    flowc::serve::start(&options, 2, false)
+    // `flowc serve`'s default, unless `--workers N` says otherwise.
+    let workers = number_after("--workers").unwrap_or(2);
+    flowc::serve::start(&options, workers, false)
         .unwrap_or_else(|message| fail(format!("the server does not start: {message} (run from the repository root)")))
 }
 
@@ -246,6 +285,123 @@ fn level(name: &str, addrs: &[SocketAddr], sessions: usize, until: Until) {
     );
 }
 
+/// What one session of the open-loop level saw: each turn's latency from
+/// the time it was scheduled, the answers other than 200 (and a broken
+/// connection, which ends the session), and the turns that booked.
+#[derive(Default)]
+struct Paced {
+    latencies: Vec<Duration>,
+    errors: usize,
+    booked: usize,
+}
+
+/// One session of the open-loop level: its `n`-th turn is due at `first +
+/// n × period` (until `end`) and is sent then, or when the turn before it
+/// returns if that is later; its latency runs from when it was due, so a
+/// server that stalls is charged for every turn it held up (coordinated
+/// omission corrected, as wrk2 does). The session books again and again:
+/// the booking message, then "yes".
+async fn paced(mut connection: AsyncConnection, path: String, first: Instant, period: Duration, end: Instant) -> Paced {
+    let book = serde_json::json!({ "text": BOOK }).to_string();
+    let yes = serde_json::json!({ "text": "yes" }).to_string();
+    let mut seen = Paced::default();
+    for (turn, due) in (0u32..).map(|turn| (turn, first + period * turn)).take_while(|(_, due)| *due < end) {
+        tokio::time::sleep_until(due.into()).await;
+        let message = if turn % 2 == 0 { &book } else { &yes };
+        match connection.try_post(&path, message).await {
+            Ok((200, answer)) => {
+                seen.latencies.push(due.elapsed());
+                seen.booked += usize::from(answer.contains("Booked!"));
+            }
+            Ok(_) => {
+                seen.latencies.push(due.elapsed());
+                seen.errors += 1;
+            }
+            Err(_) => {
+                seen.errors += 1;
+                break;
+            }
+        }
+    }
+    seen
+}
+
+/// The open-loop level: `sessions` sessions, opened first, then offered
+/// `rate` turns/s in all for `run_for`, each session `rate / sessions`
+/// turns/s on a schedule of its own (the sessions' schedules evenly
+/// staggered). Prints the offered and achieved rates, the latency
+/// percentiles from the scheduled times, and the errors.
+fn open_level(name: &str, addr: SocketAddr, sessions: usize, rate: f64, run_for: Duration) {
+    let clients = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|error| fail(format!("cannot start the clients' runtime: {error}")));
+        runtime.block_on(async move {
+            let opening: Vec<_> = (0..sessions)
+                .map(|_| {
+                    tokio::spawn(async move {
+                        let mut connection = AsyncConnection::open(addr).await;
+                        let (status, created) = connection.post("/v1/sessions", r#"{"program": "booking"}"#).await;
+                        if status != 201 {
+                            fail(format!("creating a session answered {status}: {created}"));
+                        }
+                        let path = format!("/v1/sessions/{}/messages", session_id(&created));
+                        (connection, path)
+                    })
+                })
+                .collect();
+            let mut opened = Vec::new();
+            for task in opening {
+                opened.push(task.await.unwrap_or_else(|_| fail("opening a session panicked".to_string())));
+            }
+            let period = Duration::from_secs_f64(sessions as f64 / rate);
+            let start = Instant::now() + Duration::from_millis(20);
+            let end = start + run_for;
+            let cpu_began = cpu(libc::CLOCK_PROCESS_CPUTIME_ID);
+            let thread_began = cpu(libc::CLOCK_THREAD_CPUTIME_ID);
+            let tasks: Vec<_> = opened
+                .into_iter()
+                .enumerate()
+                .map(|(index, (connection, path))| {
+                    let first = start + period.mul_f64(index as f64 / sessions as f64);
+                    tokio::spawn(paced(connection, path, first, period, end))
+                })
+                .collect();
+            let mut seen = Paced::default();
+            for task in tasks {
+                let one = task.await.unwrap_or_default();
+                seen.latencies.extend(one.latencies);
+                seen.errors += one.errors;
+                seen.booked += one.booked;
+            }
+            let clients_cpu = cpu(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(thread_began);
+            let cpu_spent = cpu(libc::CLOCK_PROCESS_CPUTIME_ID).saturating_sub(cpu_began);
+            (seen, start.elapsed().as_secs_f64(), cpu_spent, clients_cpu)
+        })
+    });
+    let (mut seen, elapsed, cpu_spent, clients_cpu) =
+        clients.join().unwrap_or_else(|_| fail("the clients' thread panicked".to_string()));
+    seen.latencies.sort();
+    let turns = seen.latencies.len().max(1) as f64;
+    let max = seen.latencies.last().map_or(0.0, |latest| latest.as_secs_f64() * 1e3);
+    println!(
+        "{name:<10} {sessions:>3} sessions, open loop: offered {rate:.0} turns/s, achieved {:.0} turns/s; \
+         from the scheduled time p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {max:.2} ms ({} turns, {} booked, \
+         {} errors); CPU per turn {:.0} µs, of which clients {:.0} µs; load {}",
+        seen.latencies.len() as f64 / elapsed,
+        percentile(&seen.latencies, 50.0),
+        percentile(&seen.latencies, 99.0),
+        percentile(&seen.latencies, 99.9),
+        seen.latencies.len(),
+        seen.booked,
+        seen.errors,
+        cpu_spent.as_secs_f64() * 1e6 / turns,
+        clients_cpu.as_secs_f64() * 1e6 / turns,
+        load_average(),
+    );
+}
+
 /// The machine's load average over the last minute, as `/proc/loadavg`
 /// says: the figures beside it mean little when it is high.
 fn load_average() -> String {
@@ -280,6 +436,11 @@ fn memory_per_session(addr: SocketAddr, count: usize) {
     );
 }
 
+/// How long each level runs.
+fn run_time(quick: bool) -> Duration {
+    Duration::from_millis(if quick { 1000 } else { 4000 })
+}
+
 /// The value after `flag` on the command line, as a number.
 fn number_after(flag: &str) -> Option<usize> {
     let args: Vec<String> = std::env::args().collect();
@@ -290,12 +451,23 @@ fn number_after(flag: &str) -> Option<usize> {
 
 fn main() {
     let quick = std::env::args().any(|arg| arg == "--quick");
-    let run_for = Until::Elapsed(Duration::from_millis(if quick { 1000 } else { 4000 }));
+    let run_for = Until::Elapsed(run_time(quick));
     let warm = Until::Elapsed(Duration::from_millis(200));
     let dir = std::env::temp_dir().join(format!("flowc-bench-serve-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     if let Err(error) = std::fs::create_dir_all(&dir) {
         fail(format!("cannot create {}: {error}", dir.display()));
+    }
+    if let Some(rate) = number_after("--rate") {
+        let sessions = number_after("--sessions").unwrap_or(100);
+        let running = server(StoreLocation::Sqlite(dir.join("flowc.db")));
+        level("sqlite", &[running.addr], 10, warm);
+        open_level("sqlite", running.addr, sessions, rate as f64, run_time(quick));
+        if let Err(message) = running.stop() {
+            fail(message);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
     }
     if let Some(count) = number_after("--count") {
         let sessions = number_after("--sessions").unwrap_or(10);
@@ -323,6 +495,9 @@ fn main() {
         println!("-- {name}");
         for sessions in [1, 10, 100] {
             level(name, &[running.addr], sessions, run_for);
+        }
+        if let StoreLocation::Sqlite(_) = store {
+            open_level(name, running.addr, 100, OFFERED, run_time(quick));
         }
         if let StoreLocation::Postgres(_) = store {
             // Two servers on one database, each with its own pool, as two

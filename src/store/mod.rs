@@ -26,6 +26,7 @@ pub mod postgres_tls;
 pub mod schedules;
 pub mod sqlite;
 pub(crate) mod sqlite_caps;
+pub(crate) mod sqlite_checkpoint;
 pub(crate) mod sqlite_commit;
 pub(crate) mod sqlite_guard;
 

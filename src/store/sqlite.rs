@@ -15,6 +15,7 @@
 
 use super::rows::{self, now_text};
 use super::sqlite_caps;
+use super::sqlite_checkpoint::{self, Checkpointer};
 use super::sqlite_commit::{Committer, Held, SessionWrite};
 use super::sqlite_guard::{self, OpenLock, Refusal};
 use super::{
@@ -171,11 +172,14 @@ impl SqliteStore {
         } else {
             set_wal(&connection).map_err(|error| open_error(error.to_string()))?;
             connection.pragma_update(None, "synchronous", "NORMAL").map_err(|error| open_error(error.to_string()))?;
+            sqlite_checkpoint::bound(&connection).map_err(|error| open_error(error.to_string()))?;
             migrate(&mut connection, MIGRATIONS).map_err(open_error)?;
         }
         opening.lock.share().map_err(open_error)?;
+        // A damaged store is not written, so nothing is to be checkpointed.
+        let checkpointer = if refusal.is_none() { Checkpointer::start(path) } else { None };
         let store = SqliteStore {
-            committer: Committer::new(connection),
+            committer: Committer::new(connection, checkpointer),
             path: path.to_path_buf(),
             refusal,
             _lock: Some(opening.lock),
@@ -211,7 +215,7 @@ impl SqliteStore {
             ));
         }
         Ok(SqliteStore {
-            committer: Committer::new(connection),
+            committer: Committer::new(connection, None),
             path: path.to_path_buf(),
             refusal: Some(Refusal::ReadOnly(why)),
             _lock: None,
@@ -232,6 +236,11 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    #[cfg(test)]
+    pub(crate) fn checkpointer(&self) -> Option<&super::sqlite_checkpoint::Checkpointer> {
+        self.committer.checkpointer()
     }
 
     pub(crate) fn connection(&self, id: &str) -> Result<Held<'_>, StoreError> {

@@ -21,6 +21,7 @@
 
 use super::StoreError;
 use super::rows;
+use super::sqlite_checkpoint::Checkpointer;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
@@ -63,6 +64,9 @@ impl Slot {
 
 /// The store's connection and the saves waiting for it.
 pub(crate) struct Committer {
+    /// First, so that it is dropped first: its thread's connection closes
+    /// before the store's own.
+    checkpointer: Option<Checkpointer>,
     connection: Mutex<Connection>,
     waiting: Mutex<Vec<Arc<Slot>>>,
 }
@@ -77,6 +81,15 @@ pub(crate) struct Held<'a> {
 }
 
 struct Wake<'a>(&'a Committer);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        // Runs before the fields are dropped: the connection is still held.
+        if let Some(checkpointer) = &self._wake.0.checkpointer {
+            checkpointer.written(self.guard.total_changes());
+        }
+    }
+}
 
 impl Drop for Wake<'_> {
     fn drop(&mut self) {
@@ -102,8 +115,15 @@ impl DerefMut for Held<'_> {
 }
 
 impl Committer {
-    pub fn new(connection: Connection) -> Committer {
-        Committer { connection: Mutex::new(connection), waiting: Mutex::new(Vec::new()) }
+    /// The committer of `connection`; with `checkpointer`, the WAL is
+    /// checkpointed by its thread ([`super::sqlite_checkpoint`]).
+    pub fn new(connection: Connection, checkpointer: Option<Checkpointer>) -> Committer {
+        Committer { checkpointer, connection: Mutex::new(connection), waiting: Mutex::new(Vec::new()) }
+    }
+
+    #[cfg(test)]
+    pub fn checkpointer(&self) -> Option<&Checkpointer> {
+        self.checkpointer.as_ref()
     }
 
     fn lock_waiting(&self) -> MutexGuard<'_, Vec<Arc<Slot>>> {
