@@ -21,7 +21,6 @@
 pub mod location;
 pub mod memory;
 pub mod postgres;
-pub(crate) mod postgres_caps;
 pub mod postgres_tls;
 pub mod schedules;
 pub mod sqlite;

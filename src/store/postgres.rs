@@ -9,7 +9,8 @@
 //! takes a database of any older version to the current one, under an
 //! advisory lock so that two processes starting at once migrate once.
 
-use super::postgres_caps;
+mod caps;
+
 use super::postgres_tls::describe;
 use super::rows::{self, now_text};
 use super::{
@@ -580,11 +581,11 @@ impl SessionStore for PostgresStore {
     }
 
     fn count_sessions(&self, prefix: &str) -> Result<u64, StoreError> {
-        self.using(|lent| postgres_caps::count_sessions(lent, prefix))
+        self.using(|lent| caps::count_sessions(lent, prefix))
     }
 
     fn create_session(&self, session: &Session, cap: &Cap<'_>) -> Result<Created, StoreError> {
-        self.using(|lent| postgres_caps::create_session(lent, session, cap))
+        self.using(|lent| caps::create_session(lent, session, cap))
     }
 
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
@@ -825,11 +826,11 @@ impl RunStore for PostgresStore {
     }
 
     fn count_active_runs(&self, prefix: &str) -> Result<u64, StoreError> {
-        self.using(|lent| postgres_caps::count_active_runs(lent, prefix))
+        self.using(|lent| caps::count_active_runs(lent, prefix))
     }
 
     fn create_run(&self, stored: &StoredRun, claim: Option<&Claim>, cap: &Cap<'_>) -> Result<Created, StoreError> {
-        self.using(|lent| postgres_caps::create_run(lent, stored, claim, cap))
+        self.using(|lent| caps::create_run(lent, stored, claim, cap))
     }
 
     fn claim_run(&self, id: &str, claim: &Claim, early: bool) -> Result<Option<StoredRun>, StoreError> {

@@ -9,9 +9,9 @@
 //! process sharing the database takes the same lock, so creations racing
 //! at a cap never pass it.
 
-use super::postgres::{Connection, sql_error};
-use super::rows::{self, now_text};
-use super::{Cap, Claim, Created, StoreError, StoredRun};
+use super::{Connection, sql_error};
+use crate::store::rows::{self, now_text};
+use crate::store::{Cap, Claim, Created, StoreError, StoredRun};
 use crate::runtime::session::Session;
 
 /// How many sessions have an id starting with `$1`. `starts_with`, not a
@@ -54,13 +54,13 @@ pub(super) fn count_sessions(connection: &mut Connection, prefix: &str) -> Resul
 }
 
 pub(super) fn count_active_runs(connection: &mut Connection, prefix: &str) -> Result<u64, StoreError> {
-    let active: Vec<&str> = super::ACTIVE_STATUSES.to_vec();
+    let active: Vec<&str> = crate::store::ACTIVE_STATUSES.to_vec();
     let statement = connection.statement(COUNT_ACTIVE_RUNS).map_err(sql_error("*"))?;
     let count: i64 = connection.client.query_one(&statement, &[&prefix, &active]).map_err(sql_error("*"))?.get(0);
     Ok(u64::try_from(count).unwrap_or(0))
 }
 
-/// [`super::SessionStore::create_session`] on a connection of the pool:
+/// [`crate::store::SessionStore::create_session`] on a connection of the pool:
 /// four round trips (begin, lock, count and insert, commit).
 pub(super) fn create_session(
     connection: &mut Connection,
@@ -96,7 +96,7 @@ pub(super) fn create_session(
     Ok(Created::Stored)
 }
 
-/// [`super::RunStore::create_run`] on a connection of the pool: the run's
+/// [`crate::store::RunStore::create_run`] on a connection of the pool: the run's
 /// first save, after the lock and the count, in its transaction.
 pub(super) fn create_run(
     connection: &mut Connection,
@@ -105,7 +105,7 @@ pub(super) fn create_run(
     cap: &Cap<'_>,
 ) -> Result<Created, StoreError> {
     let id = stored.run.run.as_str();
-    let active: Vec<&str> = super::ACTIVE_STATUSES.to_vec();
+    let active: Vec<&str> = crate::store::ACTIVE_STATUSES.to_vec();
     let lock = connection.statement(LOCK).map_err(sql_error(id))?;
     let count = connection.statement(COUNT_ACTIVE_RUNS).map_err(sql_error(id))?;
     let mut transaction = connection.client.transaction().map_err(sql_error(id))?;
@@ -115,7 +115,7 @@ pub(super) fn create_run(
     if kept >= cap.max {
         return Ok(Created::Full { kept });
     }
-    super::postgres::save_run_in(&mut transaction, &stored.run, stored.meta(), 0, claim)?;
+    super::save_run_in(&mut transaction, &stored.run, stored.meta(), 0, claim)?;
     transaction.commit().map_err(sql_error(id))?;
     Ok(Created::Stored)
 }
