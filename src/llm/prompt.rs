@@ -147,9 +147,9 @@ fn write_reply_task(text: &mut String, identity: Option<&str>, rules: &[String])
         "- step: of the steps listed below for the flow the conversation is in after the latest message, \
          the first whose missing fields that message does not all give (that step asks for them); null \
          when there is none.\n\
-         - reply: the message for that step: short, natural, in the user's language, doing what its prompt \
-         says and nothing more; {{name}} in a prompt stands for the value of field name (from the latest \
-         message, else the known data). null when step is null.\n",
+         - reply: that step's question, copied as written or lightly rephrased, in the user's language, and \
+         nothing more; keep each {{name}} exactly as written: code puts in the value of field name. null when \
+         step is null.\n",
     );
     if let Some(identity) = identity {
         let _ = writeln!(text, "The assistant: {}", one_line(identity));
@@ -168,7 +168,18 @@ fn write_reply_steps(text: &mut String, ask: &ReplyAsk) {
     }
     text.push_str("Steps, in order:\n");
     for step in &ask.steps {
-        let _ = writeln!(text, "- {} (missing: {}): {}", step.id, step.missing.join(", "), quoted(&step.prompt));
+        let _ =
+            writeln!(text, "- {} (missing: {}), question: {}", step.id, step.missing.join(", "), quoted(&step.prompt));
+    }
+    // A small model copies a concrete ending better than it follows a
+    // description of one.
+    if let Some(first) = ask.steps.first() {
+        let _ = writeln!(
+            text,
+            "When the latest message gives none of the missing fields, the answer ends: \"step\": {}, \"reply\": {}}}",
+            quoted(&first.id),
+            quoted(&first.prompt)
+        );
     }
 }
 
@@ -376,12 +387,13 @@ Latest user message: \"Ritz Paris, the 3rd of June, for two\""
             asked,
             "Then, after everything else, name the step the conversation stops at and write the assistant's next message to the user:
 - step: of the steps listed below for the flow the conversation is in after the latest message, the first whose missing fields that message does not all give (that step asks for them); null when there is none.
-- reply: the message for that step: short, natural, in the user's language, doing what its prompt says and nothing more; {{name}} in a prompt stands for the value of field name (from the latest message, else the known data). null when step is null.
+- reply: that step's question, copied as written or lightly rephrased, in the user's language, and nothing more; keep each {{name}} exactly as written: code puts in the value of field name. null when step is null.
 The assistant: You are a concierge.
 Known data: {\"hotel\":\"Ritz Paris\"}
 Steps, in order:
-- booking.ask_date (missing: date): \"For which date?\"
-- booking.confirm (missing: confirmed): \"Book {{hotel}} on {{date}}?\"
+- booking.ask_date (missing: date), question: \"For which date?\"
+- booking.confirm (missing: confirmed), question: \"Book {{hotel}} on {{date}}?\"
+When the latest message gives none of the missing fields, the answer ends: \"step\": \"booking.ask_date\", \"reply\": \"For which date?\"}
 Latest user message: \"Ritz Paris, the 3rd of June, for two\""
         );
     }
