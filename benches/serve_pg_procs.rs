@@ -18,7 +18,15 @@
 //! double) instead of a Python script spawned per booking.
 //!
 //! `cargo bench --bench serve_pg_procs` (`--quick` for a short run;
-//! `FLOWC_BENCH_POOL=N` for each server's pool, default the store's 10).
+//! `FLOWC_BENCH_POOL=N` for each server's pool, default the store's 10;
+//! `FLOWC_BENCH_FLOWC=PATH` serves with another `flowc` binary, such as
+//! a copy built from an older commit, to compare two on one machine).
+//!
+//! `FLOWC_BENCH_COUNT=1` counts the statements the servers send: the
+//! throwaway cluster logs every statement (`log_statement = all`), and each
+//! level prints how many it executed per turn, by kind (a session's load,
+//! a turn's save, a creation, anything else). Logging slows the server,
+//! so the turns/s of a counting run are not the figures to quote.
 
 #[path = "support/http.rs"]
 mod http;
@@ -74,6 +82,11 @@ struct Cluster {
     url: String,
 }
 
+/// The server's log, whose statement lines a counting run reads.
+fn log_path(dir: &Path) -> PathBuf {
+    dir.join("log")
+}
+
 /// Runs a cluster command as the cluster's owner: initdb refuses root, so
 /// as root the cluster belongs to the `postgres` user Debian's package makes.
 fn as_owner(program: &Path, args: &[&str]) -> Command {
@@ -91,7 +104,7 @@ fn as_owner(program: &Path, args: &[&str]) -> Command {
 }
 
 impl Cluster {
-    fn start() -> Cluster {
+    fn start(count: bool) -> Cluster {
         let bin = std::fs::read_dir("/usr/lib/postgresql")
             .ok()
             .and_then(|versions| {
@@ -125,8 +138,14 @@ impl Cluster {
             .and_then(|listener| listener.local_addr())
             .map(|addr| addr.port())
             .unwrap_or_else(|error| fail(format!("no free port: {error}")));
-        let options = format!("-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200", dir.display());
-        let log = dir.join("log").display().to_string();
+        let mut options =
+            format!("-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200", dir.display());
+        if count {
+            // Each statement on one line of its own kind; its parameters
+            // (a session's whole state) are left out of the log.
+            options.push_str(" -c log_statement=all -c log_parameter_max_length=0");
+        }
+        let log = log_path(&dir).display().to_string();
         let cluster = Cluster { bin, dir, url: format!("postgres://flowc@127.0.0.1:{port}/postgres") };
         if let Ok(mut started) = STARTED.lock() {
             *started = Some((cluster.bin.clone(), cluster.dir.clone()));
@@ -156,7 +175,8 @@ struct Server {
 
 impl Server {
     fn start(program: &Path, store: &str) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_flowc"))
+        let binary = std::env::var_os("FLOWC_BENCH_FLOWC").unwrap_or_else(|| env!("CARGO_BIN_EXE_flowc").into());
+        let mut child = Command::new(binary)
             .arg("serve")
             .arg(program)
             .args(["--addr", "127.0.0.1:0", "--store", store])
@@ -278,7 +298,82 @@ fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg").map_or_else(|_| "?".to_string(), |text| text.trim().to_string())
 }
 
-fn level(addrs: [SocketAddr; 2], sessions: usize, run_for: Duration, report: bool) {
+/// The statements a stretch of the server's log shows, by kind.
+#[derive(Default)]
+struct Statements {
+    loads: u64,
+    saves: u64,
+    creations: u64,
+    other: u64,
+}
+
+impl Statements {
+    /// The statements logged in `log` from byte `from` on.
+    fn logged(log: &Path, from: u64) -> Statements {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut text = Vec::new();
+        let read = std::fs::File::open(log)
+            .and_then(|mut file| file.seek(SeekFrom::Start(from)).and_then(|_| file.read_to_end(&mut text)));
+        if let Err(error) = read {
+            fail(format!("cannot read the server's log {}: {error}", log.display()));
+        }
+        let mut counted = Statements::default();
+        let mut current: Option<String> = None;
+        for line in String::from_utf8_lossy(&text).lines() {
+            // A statement's text goes on over the lines that do not start
+            // with the log's own prefix (a timestamp).
+            if line.starts_with(char::is_whitespace) {
+                if let Some(statement) = current.as_mut() {
+                    statement.push(' ');
+                    statement.push_str(line.trim());
+                }
+                continue;
+            }
+            if let Some(statement) = current.take() {
+                counted.add(&statement);
+            }
+            current = ["LOG:  execute ", "LOG:  statement: "]
+                .iter()
+                .find_map(|marker| line.split_once(marker).map(|(_, rest)| rest.to_string()));
+        }
+        if let Some(statement) = current {
+            counted.add(&statement);
+        }
+        counted
+    }
+
+    fn add(&mut self, statement: &str) {
+        if statement.contains("UPDATE sessions") {
+            self.saves += 1;
+        } else if statement.contains("INSERT INTO sessions") {
+            self.creations += 1;
+        } else if statement.contains("SELECT version, state FROM sessions") {
+            self.loads += 1;
+        } else {
+            self.other += 1;
+        }
+    }
+
+    fn per_turn(&self, turns: usize) -> String {
+        let each = |count: u64| count as f64 / turns.max(1) as f64;
+        format!(
+            "{:.2} statements a turn: loads {:.2}, saves {:.2}, creations {:.2}, other {:.2}",
+            each(self.loads + self.saves + self.creations + self.other),
+            each(self.loads),
+            each(self.saves),
+            each(self.creations),
+            each(self.other)
+        )
+    }
+}
+
+fn log_length(log: &Path) -> u64 {
+    std::fs::metadata(log).map_or(0, |metadata| metadata.len())
+}
+
+/// One level of load; with `log`, the statements it cost are counted.
+fn level(addrs: [SocketAddr; 2], sessions: usize, run_for: Duration, report: bool, log: Option<&Path>) {
+    let logged_from = log.map(log_length);
     let start = Arc::new(Barrier::new(sessions + 1));
     let retries = Arc::new(AtomicU64::new(0));
     let before = loadavg();
@@ -313,6 +408,9 @@ fn level(addrs: [SocketAddr; 2], sessions: usize, run_for: Duration, report: boo
         errors.len(),
         loadavg()
     );
+    if let (Some(log), Some(from)) = (log, logged_from) {
+        println!("  {}", Statements::logged(log, from).per_turn(latencies.len()));
+    }
     if let Some(first) = errors.first() {
         println!("  first error: {first}");
     }
@@ -344,10 +442,14 @@ fn main() {
         fail(format!("cannot create {}: {error}", dir.display()));
     }
     let program = program(&dir);
+    let count = std::env::var("FLOWC_BENCH_COUNT").is_ok_and(|value| value == "1");
     let (cluster, url) = match std::env::var("FLOWC_BENCH_POSTGRES") {
+        Ok(_) if count => {
+            fail("FLOWC_BENCH_COUNT counts on the cluster the bench starts: unset FLOWC_BENCH_POSTGRES".to_string())
+        }
         Ok(url) => (None, url),
         Err(_) => {
-            let cluster = Cluster::start();
+            let cluster = Cluster::start(count);
             let url = cluster.url.clone();
             (Some(cluster), url)
         }
@@ -362,9 +464,13 @@ fn main() {
     println!("   (the machine is shared: the load average says how busy it was)");
     // Warm both servers' pools (connections are opened as turns need
     // them) and blocking threads up to the largest level.
-    level(addrs, 100, Duration::from_millis(1000), false);
+    let log = cluster.as_ref().filter(|_| count).map(|cluster| log_path(&cluster.dir));
+    if log.is_some() {
+        println!("   (counting statements: every statement is logged, so turns/s are lower than without)");
+    }
+    level(addrs, 100, Duration::from_millis(1000), false, None);
     for sessions in [1, 10, 100] {
-        level(addrs, sessions, run_for, true);
+        level(addrs, sessions, run_for, true, log.as_deref());
     }
     drop(servers);
     drop(cluster);

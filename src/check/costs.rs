@@ -529,33 +529,17 @@ fn push_questions(questions: &mut Vec<Question>, base: &str, whens: &[String]) {
     }
 }
 
-/// The post-phase signals' own request: signals asked after the reply,
-/// those whose guard may open only once the steps acted.
+/// The post-phase signals' own request, built as the turn builds it
+/// ([`StaticAsk::after_reply`]): the signals asked after the reply, those
+/// whose guard may open only once the steps acted.
 fn post_request(program: &Program, flow: FlowId) -> UnderstandRequest {
     let signals: Vec<usize> = open_signals(program, &[Phase::Post, Phase::Both], Case::Worst)
         .into_iter()
         .filter(|signal| program.signals.get(*signal).is_some_and(|declared| !declared.guard.is_empty()))
         .collect();
-    let fields: BTreeSet<FieldId> = signals
-        .iter()
-        .filter_map(|signal| program.signals.get(*signal))
-        .flat_map(|signal| signal.extract.iter().copied())
-        .filter(|field| !is_bool(program, *field))
-        .collect();
     UnderstandRequest {
-        active_flow: program.flow(flow).map(|flow| flow.name.clone()),
-        fields: fields
-            .iter()
-            .filter_map(|field| program.field(*field))
-            .map(|declared| crate::runtime::engine::field_spec(declared, false))
-            .collect(),
-        signals: signals
-            .iter()
-            .filter_map(|signal| program.signals.get(*signal))
-            .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
-            .collect(),
         today: "2026-01-01".to_string(),
-        ..UnderstandRequest::default()
+        ..StaticAsk::after_reply(program, &signals).request(program, Some(flow), &[], &signals)
     }
 }
 

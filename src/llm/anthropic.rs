@@ -103,11 +103,14 @@ impl Anthropic {
         prompt: &Prompt,
         answer_schema: &Value,
         messages: &[Value],
-    ) -> Result<Value, ProviderError> {
-        let body = self.understand_body(prompt, answer_schema, messages);
-        self.http
-            .post_json(&self.url(), &self.headers(), &Value::Object(body), &|_, _| false)
-            .map_err(CallError::into_provider_error)
+    ) -> Result<(Value, Usage), ProviderError> {
+        let body = Value::Object(self.understand_body(prompt, answer_schema, messages));
+        let answer = self
+            .http
+            .post_json(&self.url(), &self.headers(), &body, &|_, _| false)
+            .map_err(CallError::into_provider_error)?;
+        let usage = call_usage(&answer, &body);
+        Ok((answer, usage))
     }
 
     /// Validates an understand answer (a Messages response), with one
@@ -146,8 +149,9 @@ impl Anthropic {
             };
             messages.push(json!({"role": "assistant", "content": content}));
             messages.push(json!({"role": "user", "content": reply}));
-            answer = self.understand_call(prompt, answer_schema, &messages)?;
-            usage.add(read_usage(answer.get("usage")));
+            let (next, next_usage) = self.understand_call(prompt, answer_schema, &messages)?;
+            answer = next;
+            usage.add(next_usage);
         }
     }
 
@@ -170,15 +174,17 @@ impl Anthropic {
             body.insert("tool_choice".into(), json!({ "type": choice }));
         }
         let mut round = Round::default();
+        let body = Value::Object(body);
         let done = self
             .http
-            .post_stream(&self.url(), &self.headers(), &Value::Object(body), &|_, _| false, &mut |event| {
+            .post_stream(&self.url(), &self.headers(), &body, &|_, _| false, &mut |event| {
                 read_event(&event, &mut round, sink)
             })
             .map_err(CallError::into_provider_error)?;
         if !done {
             return Err(ProviderError::Network("the answer stream ended before `message_stop`".into()));
         }
+        round.usage = usage::streamed_usage(round.usage, round.reported, sent_bytes(&body), round.received);
         round.usage.calls = 1;
         Ok(round)
     }
@@ -201,8 +207,7 @@ impl Provider for Anthropic {
         let answer_schema = understanding_schema(request);
         let prompt = prompt::understand(request, AnswerFormat::Tool(UNDERSTAND_TOOL));
         let messages = vec![json!({"role": "user", "content": prompt.dynamic})];
-        let answer = self.understand_call(&prompt, &answer_schema, &messages)?;
-        let usage = read_usage(answer.get("usage"));
+        let (answer, usage) = self.understand_call(&prompt, &answer_schema, &messages)?;
         let read = |answer: &Value| tool_input(answer).and_then(|input| schema::validate(input, request));
         let (mut understanding, usage) = self.settle(&prompt, &answer_schema, messages, answer, usage, &read)?;
         understanding.usage = usage;
@@ -219,11 +224,12 @@ impl Provider for Anthropic {
         let messages = vec![json!({"role": "user", "content": prompt.dynamic})];
         let mut body = self.understand_body(&prompt, &answer_schema, &messages);
         body.insert("stream".into(), Value::Bool(true));
+        let body = Value::Object(body);
         let events = self
             .http
-            .open_stream(&self.url(), &self.headers(), &Value::Object(body), &|_, _| false)
+            .open_stream(&self.url(), &self.headers(), &body, &|_, _| false)
             .map_err(CallError::into_provider_error)?;
-        let source = ToolInputSource::new(events);
+        let source = ToolInputSource::new(events, sent_bytes(&body));
         let call_id = source.call_id.clone();
         let mut answer = AnswerReader::new(Box::new(source));
         if let Extraction::Prefix(prefix) = answer.extraction()? {
@@ -391,16 +397,33 @@ struct ToolInputSource {
     stopped: bool,
     /// The `tool_use` block's id, which a repair's `tool_result` names.
     call_id: Arc<Mutex<String>>,
+    /// Whether the server sent a `usage` block with counts in it.
+    reported: bool,
+    /// The bytes of the request that count as prompt ([`sent_bytes`]).
+    sent: usize,
+    /// The bytes of answer text received so far.
+    received: usize,
 }
 
 impl ToolInputSource {
-    fn new(events: EventStream) -> ToolInputSource {
+    fn new(events: EventStream, sent: usize) -> ToolInputSource {
         ToolInputSource {
             events,
             usage: Usage { calls: 1, ..Usage::default() },
             truncated: false,
             stopped: false,
             call_id: Arc::default(),
+            reported: false,
+            sent,
+            received: 0,
+        }
+    }
+
+    /// Takes a `usage` block when it counts anything.
+    fn take_usage(&mut self, usage: Option<&Value>) {
+        if reported(usage) {
+            self.usage = read_usage(usage);
+            self.reported = true;
         }
     }
 }
@@ -422,7 +445,7 @@ impl AnswerSource for ToolInputSource {
                 &event.event
             };
             match kind {
-                "message_start" => self.usage = read_usage(data.pointer("/message/usage")),
+                "message_start" => self.take_usage(data.pointer("/message/usage")),
                 "content_block_start" => {
                     let block = data.get("content_block");
                     let is_call = block.and_then(|block| block.get("type")).and_then(Value::as_str) == Some("tool_use");
@@ -435,6 +458,7 @@ impl AnswerSource for ToolInputSource {
                 "content_block_delta" => {
                     let part = data.pointer("/delta/partial_json").and_then(Value::as_str).unwrap_or("");
                     if !part.is_empty() {
+                        self.received += part.len();
                         return Ok(Some(part.to_string()));
                     }
                 }
@@ -448,7 +472,7 @@ impl AnswerSource for ToolInputSource {
                 // A server that does not stream this request answers with
                 // the whole message: its call's input is the one piece.
                 "message" => {
-                    self.usage = read_usage(data.get("usage"));
+                    self.take_usage(data.get("usage"));
                     self.truncated = data.get("stop_reason").and_then(Value::as_str) == Some("max_tokens");
                     self.stopped = true;
                     let block = tool_use(&data);
@@ -458,7 +482,9 @@ impl AnswerSource for ToolInputSource {
                         *call_id = id.to_string();
                     }
                     if let Some(input) = block.and_then(|block| block.get("input")) {
-                        return Ok(Some(input.to_string()));
+                        let input = input.to_string();
+                        self.received += input.len();
+                        return Ok(Some(input));
                     }
                 }
                 "error" => return Err(stream_error(data.get("error"))),
@@ -468,25 +494,21 @@ impl AnswerSource for ToolInputSource {
     }
 
     fn usage(&self) -> Usage {
-        self.usage
+        // The estimate waits for the end, as on the OpenAI path: a part
+        // estimate taken with the extraction would be counted twice.
+        if self.stopped {
+            usage::streamed_usage(self.usage, self.reported, self.sent, self.received)
+        } else {
+            self.usage
+        }
+    }
+
+    fn dropped_usage(&self) -> Usage {
+        usage::streamed_usage(self.usage, self.reported, self.sent, self.received)
     }
 
     fn truncated(&self) -> bool {
         self.truncated
-    }
-}
-
-/// One call's tokens from an Anthropic `usage` block. `input_tokens`
-/// excludes the cache, so the prompt is the sum of the three.
-pub fn read_usage(usage: Option<&Value>) -> Usage {
-    let number = |key: &str| usage.and_then(|usage| usage.get(key)).and_then(Value::as_u64).unwrap_or(0);
-    let cached = number("cache_read_input_tokens");
-    Usage {
-        calls: 1,
-        prompt: number("input_tokens") + cached + number("cache_creation_input_tokens"),
-        completion: number("output_tokens"),
-        cached,
-        estimated: false,
     }
 }
 
@@ -496,6 +518,10 @@ struct Round {
     /// Content blocks by their stream `index`.
     blocks: BTreeMap<u64, Block>,
     usage: Usage,
+    /// Whether the server sent a `usage` block with counts in it.
+    reported: bool,
+    /// The bytes of text and tool input received, for an estimate.
+    received: usize,
 }
 
 impl Round {
@@ -546,7 +572,13 @@ fn read_event(event: &SseEvent, round: &mut Round, sink: &mut RoundText<'_>) -> 
         if event.event.is_empty() { data.get("type").and_then(Value::as_str).unwrap_or("") } else { &event.event };
     let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
     match kind {
-        "message_start" => round.usage = read_usage(data.pointer("/message/usage")),
+        "message_start" => {
+            let usage = data.pointer("/message/usage");
+            if reported(usage) {
+                round.usage = read_usage(usage);
+                round.reported = true;
+            }
+        }
         "content_block_start" => {
             let block = data.get("content_block");
             let text =
@@ -565,6 +597,7 @@ fn read_event(event: &SseEvent, round: &mut Round, sink: &mut RoundText<'_>) -> 
             }
             Some("input_json_delta") => {
                 let part = data.pointer("/delta/partial_json").and_then(Value::as_str).unwrap_or("");
+                round.received += part.len();
                 round.blocks.entry(index).or_default().json.push_str(part);
             }
             _ => {}
@@ -587,6 +620,7 @@ fn push_text(round: &mut Round, index: u64, text: &str, sink: &mut RoundText<'_>
         block.kind = "text".into();
     }
     block.text.push_str(text);
+    round.received += text.len();
     sink.push(text);
 }
 
@@ -607,6 +641,9 @@ fn stream_error(error: Option<&Value>) -> ProviderError {
 }
 
 mod model_step;
+mod usage;
+
+use usage::{call_usage, read_usage, reported, sent_bytes};
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -745,6 +745,62 @@ mod tests {
         assert_eq!(replay.understand(&other).unwrap_err().class(), "not_recorded");
     }
 
+    /// A provider whose server reported no usage: every figure estimated.
+    struct Unreported;
+
+    impl Provider for Unreported {
+        fn name(&self) -> String {
+            "unreported".into()
+        }
+
+        fn understand(&mut self, _request: &UnderstandRequest) -> Result<Understanding, ProviderError> {
+            Ok(Understanding {
+                flow: Some("booking".into()),
+                usage: Usage::estimate(400, 60),
+                ..Understanding::default()
+            })
+        }
+
+        fn reply(
+            &mut self,
+            _request: &ReplyRequest,
+            _rounds: &[ToolRound],
+            on_text: &mut dyn FnMut(&str),
+        ) -> Result<ModelReply, ProviderError> {
+            on_text("Which date?");
+            Ok(ModelReply::Done(Response { text: "Which date?".into(), usage: Usage::estimate(300, 11) }))
+        }
+    }
+
+    #[test]
+    fn estimated_figures_are_recorded_as_estimated_and_replayed_so() {
+        let path = temp_file("estimated");
+        let understand = booking_request();
+        let respond = ReplyRequest { message: "book it".into(), ..ReplyRequest::default() };
+        let mut recorder = Recorder::create(&path, Box::new(Unreported), vec![]).unwrap();
+        let understood = recorder.understand(&understand).unwrap();
+        let replied = reply_with_tools(&mut recorder, &respond, &mut NoTools, &mut |_| {}).unwrap();
+        assert!(understood.usage.estimated && replied.usage.estimated);
+
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(file["calls"][0]["understanding"]["usage"]["estimated"], true);
+        assert_eq!(file["calls"][1]["response"]["usage"]["estimated"], true);
+        let mut replay = Replay::load(&path).unwrap();
+        assert_eq!(replay.understand(&understand).unwrap().usage, Usage::estimate(400, 60));
+        let again = reply_with_tools(&mut replay, &respond, &mut NoTools, &mut |_| {}).unwrap();
+        assert_eq!(again.usage, Usage::estimate(300, 11));
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_recording_without_the_estimated_flag_loads_as_counted() {
+        let respond = ReplyRequest { message: "book it".into(), ..ReplyRequest::default() };
+        let mut replay =
+            Replay::from_recording("old", serde_json::from_str(&recording_before_rounds(&respond, "respond")).unwrap());
+        let reply = reply_with_tools(&mut replay, &respond, &mut NoTools, &mut |_| {}).unwrap();
+        assert_eq!(reply.usage, Usage { calls: 3, prompt: 90, completion: 12, cached: 0, estimated: false });
+    }
+
     #[test]
     fn unreadable_recordings_are_clear_errors() {
         let path = temp_file("garbage");

@@ -286,6 +286,21 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         text: Option<String>,
     },
+    /// A reply the model wrote states a value-like token (an id or code,
+    /// a number, a date, a time, an email, an amount) that appears nowhere
+    /// the model was given: a fused reply is set aside (`set_aside`: the
+    /// reply call answers); an ordinary reply is asked for once more
+    /// (`asked_again`), and when that one states one too, replaced
+    /// (`replaced`) by `text`, what the turn's steps asked the reply to do.
+    UnfoundedClaim {
+        /// The token, as the reply wrote it.
+        claim: String,
+        /// What was done about it.
+        action: ClaimAction,
+        /// The reply put in its place.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
     /// Something went wrong that did not stop the turn.
     Warning {
         /// The user's message.
@@ -309,6 +324,18 @@ pub enum EmptyReplyAction {
     /// A limit stopped the turn before any reply: it answers with the
     /// limit message (`agent.limits.message`, or the default).
     LimitMessage,
+}
+
+/// What was done about a reply that states what nobody said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimAction {
+    /// The fused reply was not used: the reply call answers.
+    SetAside,
+    /// The reply was asked for once more.
+    AskedAgain,
+    /// The reply was replaced by the steps' prompts.
+    Replaced,
 }
 
 /// What a model call was for.

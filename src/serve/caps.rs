@@ -6,14 +6,17 @@
 //! it); a cap not set is no cap.
 //!
 //! The tenant caps count what the store holds, so they hold across every
-//! process sharing it; two creations racing at the cap may both pass (the
-//! count and the insert are not one transaction), so a cap can be passed
-//! by as many creations as were in flight together, never more.
+//! process sharing it, and the count and the insert are one atomic step in
+//! the store ([`crate::store::SessionStore::create_session`],
+//! [`crate::store::RunStore::create_run`]): creations racing at a cap
+//! never pass it.
 
 use super::AppState;
 use super::auth::Tenant;
 use super::error::ApiError;
 use super::metrics::Metrics;
+use crate::runtime::session::Session;
+use crate::store::{Cap, Claim, Created, StoreError, StoredRun};
 use axum::http::StatusCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -84,52 +87,71 @@ fn prefix(tenant: &Tenant) -> String {
     format!("{}_", tenant.0)
 }
 
-/// Refuses a new session when `tenant` already keeps as many as its cap
-/// allows. Runs where the creation runs: the blocking pool, or on SQLite the
-/// async worker (it reads the store, as the creation does).
-pub(crate) fn admit_session(state: &AppState, tenant: &Tenant) -> Result<(), ApiError> {
-    let Some(max) = state.caps.sessions_per_tenant else {
-        return Ok(());
+/// Stores `session`, new, unless `tenant` already keeps as many sessions
+/// as its cap allows (a 429): `Ok(false)` when its id is taken (the caller
+/// tries another). Runs where the creation runs: the blocking pool, or on
+/// SQLite the async worker.
+pub(crate) fn create_session(state: &AppState, tenant: &Tenant, session: &Session) -> Result<bool, ApiError> {
+    let created = match state.caps.sessions_per_tenant {
+        // No cap: the plain first save (on SQLite, group-committed with
+        // the turns' saves).
+        None => state.store.save(session, 0, &[]).map(|()| Created::Stored),
+        Some(max) => state.store.create_session(session, &Cap { prefix: &prefix(tenant), max }),
     };
-    let kept = state.store.count_sessions(&prefix(tenant)).map_err(|error| state.store_error(error))?;
-    if kept < max {
-        return Ok(());
+    match created {
+        Ok(Created::Stored) => Ok(true),
+        Ok(Created::Full { kept }) => {
+            Metrics::add(&state.metrics.rejected_sessions, 1);
+            let max = state.caps.sessions_per_tenant.unwrap_or(kept);
+            // No Retry-After: the count goes down only when a session is deleted.
+            Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_sessions",
+                format!(
+                    "tenant `{}` keeps {kept} sessions, the most this server allows (max_sessions_per_tenant = {max}): \
+                     delete one (DELETE /v1/sessions/{{id}}) before starting another",
+                    tenant.0
+                ),
+            ))
+        }
+        Err(StoreError::Conflict { .. }) => Ok(false),
+        Err(error) => Err(state.store_error(error)),
     }
-    Metrics::add(&state.metrics.rejected_sessions, 1);
-    // No Retry-After: the count goes down only when a session is deleted.
-    Err(ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "too_many_sessions",
-        format!(
-            "tenant `{}` keeps {kept} sessions, the most this server allows (max_sessions_per_tenant = {max}): \
-             delete one (DELETE /v1/sessions/{{id}}) before starting another",
-            tenant.0
-        ),
-    ))
 }
 
-/// Refuses a new run when `tenant` already has as many runs not yet ended
-/// as its cap allows. Runs on the blocking pool (it reads the store).
-pub(crate) fn admit_run(state: &AppState, tenant: &Tenant) -> Result<(), ApiError> {
-    let Some(max) = state.caps.runs_per_tenant else {
-        return Ok(());
+/// Stores `stored`, a new run held by `claim`, unless `tenant` already has
+/// as many runs not yet ended as its cap allows (a 429): `Ok(false)` when
+/// its id is taken (the caller tries another). Runs on the blocking pool.
+pub(crate) fn create_run(
+    state: &AppState,
+    tenant: &Tenant,
+    stored: &StoredRun,
+    claim: &Claim,
+) -> Result<bool, ApiError> {
+    let created = match state.caps.runs_per_tenant {
+        None => state.store.save_run(stored, 0, Some(claim)).map(|()| Created::Stored),
+        Some(max) => state.store.create_run(stored, Some(claim), &Cap { prefix: &prefix(tenant), max }),
     };
-    let active = state.store.count_active_runs(&prefix(tenant)).map_err(|error| state.store_error(error))?;
-    if active < max {
-        return Ok(());
+    match created {
+        Ok(Created::Stored) => Ok(true),
+        Ok(Created::Full { kept }) => {
+            Metrics::add(&state.metrics.rejected_runs, 1);
+            let max = state.caps.runs_per_tenant.unwrap_or(kept);
+            // No Retry-After either: a waiting run may wait for days;
+            // cancelling one (POST /v1/runs/{id}/cancel) frees its place at once.
+            Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_runs",
+                format!(
+                    "tenant `{}` has {kept} runs not yet ended, the most this server allows (max_runs_per_tenant = {max}): \
+                     wait for one to end or cancel one (POST /v1/runs/{{id}}/cancel)",
+                    tenant.0
+                ),
+            ))
+        }
+        Err(StoreError::RunConflict { .. }) => Ok(false),
+        Err(error) => Err(state.store_error(error)),
     }
-    Metrics::add(&state.metrics.rejected_runs, 1);
-    // No Retry-After either: a waiting run may wait for days; cancelling
-    // one (POST /v1/runs/{id}/cancel) frees its place at once.
-    Err(ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "too_many_runs",
-        format!(
-            "tenant `{}` has {active} runs not yet ended, the most this server allows (max_runs_per_tenant = {max}): \
-             wait for one to end or cancel one (POST /v1/runs/{{id}}/cancel)",
-            tenant.0
-        ),
-    ))
 }
 
 /// The 503 of a server at its cap of `what` (connections or requests).

@@ -80,7 +80,6 @@ pub async fn create(
     let started = Arc::clone(&state);
     let (stored, version) = started
         .blocking(move |state| {
-            super::caps::admit_run(state, &tenant)?;
             let claim = claim(state, &version);
             let mut stored = StoredRun {
                 run,
@@ -90,13 +89,10 @@ pub async fn create(
                 due_at: None,
             };
             for _ in 0..100 {
-                match state.store.save_run(&stored, 0, Some(&claim)) {
-                    Ok(()) => return Ok((stored, version)),
-                    Err(StoreError::RunConflict { .. }) => {
-                        stored.run.run = new_id(&tenant, &name, &version.tool_env.ids.next_id());
-                    }
-                    Err(error) => return Err(state.store_error(error)),
+                if super::caps::create_run(state, &tenant, &stored, &claim)? {
+                    return Ok((stored, version));
                 }
+                stored.run.run = new_id(&tenant, &name, &version.tool_env.ids.next_id());
             }
             Err(ApiError::internal("every new run id tried was taken"))
         })

@@ -9,7 +9,6 @@ use super::metrics::Metrics;
 use crate::ir::Program;
 use crate::runtime::session::{Data, Session, ordered_data};
 use crate::runtime::validate::validate;
-use crate::store::StoreError;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -42,19 +41,14 @@ pub async fn create(
     session.context = context(&version.ir, &body.optional_object("context")?)?;
     session.version = 1;
     let save = move |state: &AppState| {
-        super::caps::admit_session(state, &tenant)?;
         // Seeded ids (FLOWC_SEED) repeat across processes: an id the
         // store already has takes the next.
         for _ in 0..100 {
             session.id = new_id(&tenant, &name, &version.tool_env.ids.next_id());
-            match state.store.save(&session, 0, &[]) {
-                Ok(()) => {
-                    let id = session.id.clone();
-                    state.sessions.put(Arc::new(session));
-                    return Ok(id);
-                }
-                Err(StoreError::Conflict { .. }) => {}
-                Err(error) => return Err(state.store_error(error)),
+            if super::caps::create_session(state, &tenant, &session)? {
+                let id = session.id.clone();
+                state.sessions.put(Arc::new(session));
+                return Ok(id);
             }
         }
         Err(ApiError::internal("every new session id tried was taken"))

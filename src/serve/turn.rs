@@ -27,6 +27,7 @@ use super::sessions::owned;
 use crate::runtime::engine::{StreamSink, TurnError};
 use crate::runtime::events::TurnResult;
 use crate::runtime::session::{Session, adopt};
+use crate::store::{StoreError, Swap};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -196,10 +197,15 @@ fn turn_inner(
     match attempt(state, id, program, text, &session, stream.take(), place) {
         // The cached copy was stale: another process (or `flowc run
         // --session`) saved the session since this server did. Once more
-        // from the store; a conflict then is a real race, the client's.
-        Err(Attempt::Conflict(_)) if from_cache => {
+        // on the stored session, which the refused save brought back where
+        // the store can (PostgreSQL), else loaded; a conflict then is a
+        // real race, the client's.
+        Err(Attempt::Conflict(_, stored)) if from_cache => {
             Metrics::add(&state.metrics.stale_sessions, 1);
-            let session = load(state, id, expected).map_err(Attempt::Failed)?;
+            let session = match stored {
+                Some(stored) => checked(id, Arc::from(stored), expected).map_err(Attempt::Failed)?,
+                None => load(state, id, expected).map_err(Attempt::Failed)?,
+            };
             attempt(state, id, program, text, &session, None, place)
         }
         other => other,
@@ -210,6 +216,11 @@ fn turn_inner(
 fn load(state: &AppState, id: &str, expected: Option<u64>) -> Result<Arc<Session>, ApiError> {
     let session =
         state.store.load(id).map_err(|error| state.store_error(error))?.ok_or_else(|| ApiError::no_session(id))?;
+    checked(id, Arc::new(session), expected)
+}
+
+/// `session`, as stored, if it is at the version the client expects.
+fn checked(id: &str, session: Arc<Session>, expected: Option<u64>) -> Result<Arc<Session>, ApiError> {
     if let Some(expected) = expected
         && expected != session.version
     {
@@ -218,14 +229,15 @@ fn load(state: &AppState, id: &str, expected: Option<u64>) -> Result<Arc<Session
             session.version
         )));
     }
-    Ok(Arc::new(session))
+    Ok(session)
 }
 
 /// Why one attempt at a turn failed: the compare-and-swap lost (which a
-/// stale cached session may explain), the turn may block and was not run
-/// on a worker, or anything else.
+/// stale cached session may explain; with the stored session when the
+/// store answered with it), the turn may block and was not run on a
+/// worker, or anything else.
 enum Attempt {
-    Conflict(ApiError),
+    Conflict(ApiError, Option<Box<Session>>),
     Blocks,
     Failed(ApiError),
 }
@@ -233,7 +245,7 @@ enum Attempt {
 impl Attempt {
     fn into_error(self) -> ApiError {
         match self {
-            Attempt::Conflict(error) | Attempt::Failed(error) => error,
+            Attempt::Conflict(error, _) | Attempt::Failed(error) => error,
             Attempt::Blocks => ApiError::internal("a turn that may block was not run"),
         }
     }
@@ -271,14 +283,20 @@ fn attempt(
         version.give_back(runtime);
     }
     let result = result.map_err(|error| Attempt::Failed(turn_error(error)))?;
-    match crate::store::commit_turn(state.store.as_ref(), &version.ir, before, &mut working) {
-        Ok(()) => {
+    match crate::store::commit_turn_or_stored(state.store.as_ref(), &version.ir, before, &mut working) {
+        Ok(Swap::Written) => {
             state.sessions.put(Arc::new(working));
             Ok(result)
         }
-        Err(error @ crate::store::StoreError::Conflict { .. }) => {
+        Ok(Swap::Stale(stored)) => {
             state.sessions.forget(id);
-            Err(Attempt::Conflict(state.store_error(error)))
+            let conflict =
+                StoreError::Conflict { id: id.to_string(), stored: stored.version, expected: before.version };
+            Err(Attempt::Conflict(state.store_error(conflict), Some(stored)))
+        }
+        Err(error @ StoreError::Conflict { .. }) => {
+            state.sessions.forget(id);
+            Err(Attempt::Conflict(state.store_error(error), None))
         }
         Err(error) => Err(Attempt::Failed(state.store_error(error))),
     }

@@ -1,7 +1,7 @@
 //! An in-memory session store: sessions live as long as the process (tests,
 //! embedders). Same compare-and-swap and transcript rules as SQLite.
 
-use super::{SessionStore, SessionSummary, StoreError, check_id, check_loaded};
+use super::{Cap, Created, SessionStore, SessionSummary, StoreError, Swap, check_id, check_loaded};
 use crate::message::Message;
 use crate::runtime::session::Session;
 use std::collections::BTreeMap;
@@ -37,16 +37,50 @@ impl SessionStore for MemoryStore {
     }
 
     fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError> {
+        match self.save_or_stored(session, expected_version, transcript)? {
+            Swap::Written => Ok(()),
+            Swap::Stale(stored) => {
+                Err(StoreError::Conflict { id: session.id.clone(), stored: stored.version, expected: expected_version })
+            }
+        }
+    }
+
+    fn save_or_stored(
+        &self,
+        session: &Session,
+        expected_version: u64,
+        transcript: &[Message],
+    ) -> Result<Swap, StoreError> {
         check_id(&session.id)?;
         let mut sessions = self.sessions(&session.id)?;
-        let stored = sessions.get(&session.id).map_or(0, |(stored, _)| stored.version);
-        if stored != expected_version {
-            return Err(StoreError::Conflict { id: session.id.clone(), stored, expected: expected_version });
+        match sessions.get(&session.id) {
+            Some((stored, _)) if stored.version != expected_version => {
+                return Ok(Swap::Stale(Box::new(stored.clone())));
+            }
+            None if expected_version != 0 => {
+                return Err(StoreError::Conflict { id: session.id.clone(), stored: 0, expected: expected_version });
+            }
+            _ => {}
         }
         let entry = sessions.entry(session.id.clone()).or_insert_with(|| (session.clone(), Vec::new()));
         entry.0 = session.clone();
         entry.1.extend_from_slice(transcript);
-        Ok(())
+        Ok(Swap::Written)
+    }
+
+    fn create_session(&self, session: &Session, cap: &Cap<'_>) -> Result<Created, StoreError> {
+        check_id(&session.id)?;
+        // One lock for the count and the insert: nothing comes between.
+        let mut sessions = self.sessions(&session.id)?;
+        let kept = sessions.keys().filter(|id| id.starts_with(cap.prefix)).count() as u64;
+        if kept >= cap.max {
+            return Ok(Created::Full { kept });
+        }
+        if let Some((stored, _)) = sessions.get(&session.id) {
+            return Err(StoreError::Conflict { id: session.id.clone(), stored: stored.version, expected: 0 });
+        }
+        sessions.insert(session.id.clone(), (session.clone(), Vec::new()));
+        Ok(Created::Stored)
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
@@ -72,5 +106,50 @@ impl SessionStore for MemoryStore {
     fn transcript(&self, id: &str) -> Result<Vec<Message>, StoreError> {
         check_id(id)?;
         Ok(self.sessions(id)?.get(id).map(|(_, transcript)| transcript.clone()).unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(version: u64, hotel: &str) -> Session {
+        let mut session = Session::new("s", "hash");
+        session.version = version;
+        session.data.insert("hotel".into(), hotel.into());
+        session
+    }
+
+    #[test]
+    fn a_refused_save_answers_with_the_stored_session_and_writes_nothing() {
+        let store = MemoryStore::default();
+        store.save(&session(1, "Grand"), 0, &[]).unwrap();
+        store.save(&session(2, "Ritz"), 1, &[]).unwrap();
+        match store.save_or_stored(&session(2, "Savoy"), 1, &[]) {
+            Ok(Swap::Stale(stored)) => assert_eq!(*stored, session(2, "Ritz")),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(store.save(&session(2, "Savoy"), 1, &[]), Err(StoreError::Conflict { stored: 2, .. })));
+        assert_eq!(store.load("s").unwrap(), Some(session(2, "Ritz")));
+        store.delete("s").unwrap();
+        let gone = store.save_or_stored(&session(3, "Ritz"), 2, &[]);
+        assert!(matches!(gone, Err(StoreError::Conflict { stored: 0, expected: 2, .. })), "{gone:?}");
+    }
+
+    #[test]
+    fn a_creation_at_the_cap_is_refused_and_an_id_taken_is_a_conflict() {
+        let store = MemoryStore::default();
+        let cap = Cap { prefix: "acme_", max: 2 };
+        let new = |id: &str| {
+            let mut session = Session::new(id, "hash");
+            session.version = 1;
+            session
+        };
+        store.save(&new("globex_1"), 0, &[]).unwrap();
+        assert_eq!(store.create_session(&new("acme_1"), &cap).unwrap(), Created::Stored);
+        assert!(matches!(store.create_session(&new("acme_1"), &cap), Err(StoreError::Conflict { stored: 1, .. })));
+        assert_eq!(store.create_session(&new("acme_2"), &cap).unwrap(), Created::Stored);
+        assert_eq!(store.create_session(&new("acme_3"), &cap).unwrap(), Created::Full { kept: 2 });
+        assert_eq!(store.load("acme_3").unwrap(), None);
     }
 }

@@ -21,9 +21,11 @@
 pub mod location;
 pub mod memory;
 pub mod postgres;
+pub(crate) mod postgres_caps;
 pub mod postgres_tls;
 pub mod schedules;
 pub mod sqlite;
+pub(crate) mod sqlite_caps;
 pub(crate) mod sqlite_commit;
 pub(crate) mod sqlite_guard;
 
@@ -173,6 +175,61 @@ pub trait SessionStore {
         let (sessions, _) = self.list_readable()?;
         Ok(sessions.iter().filter(|session| session.id.starts_with(prefix)).count() as u64)
     }
+
+    /// [`SessionStore::save`], whose refusal on the version answers with
+    /// the session the store holds ([`Swap::Stale`]) when the store read it
+    /// in the same step: a turn that started from a stale copy runs again
+    /// on it without loading it. A store that cannot (or a session deleted
+    /// meanwhile) refuses with [`StoreError::Conflict`] as `save` does.
+    fn save_or_stored(
+        &self,
+        session: &Session,
+        expected_version: u64,
+        transcript: &[Message],
+    ) -> Result<Swap, StoreError> {
+        self.save(session, expected_version, transcript).map(|()| Swap::Written)
+    }
+
+    /// Stores `session` as a new session (its first save, with no
+    /// transcript) unless the store already keeps `cap.max` sessions whose
+    /// id starts with `cap.prefix`. Counting and inserting are one atomic
+    /// step, so creations racing at the cap never pass it, from any number
+    /// of processes. An id the store has already is
+    /// [`StoreError::Conflict`], as for a first save.
+    fn create_session(&self, session: &Session, cap: &Cap<'_>) -> Result<Created, StoreError>;
+}
+
+/// What [`SessionStore::save_or_stored`] did.
+#[derive(Debug)]
+pub enum Swap {
+    /// The session was written.
+    Written,
+    /// Nothing was written: the store holds this session, at another
+    /// version than the one expected.
+    Stale(Box<Session>),
+}
+
+/// A per-tenant cap that a creation must stay within: at most `max`
+/// records whose ids start with `prefix`.
+#[derive(Clone, Copy, Debug)]
+pub struct Cap<'a> {
+    /// The ids counted (a tenant's).
+    pub prefix: &'a str,
+    /// How many may be kept; the creation that would make one more is refused.
+    pub max: u64,
+}
+
+/// What a capped creation did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Created {
+    /// Stored.
+    Stored,
+    /// Refused, nothing written: the store keeps `kept` (at least the
+    /// cap's `max`) already.
+    Full {
+        /// How many the store counted.
+        kept: u64,
+    },
 }
 
 /// A workflow run as stored: the run itself and what resuming it needs.
@@ -317,6 +374,13 @@ pub trait RunStore {
             .count() as u64)
     }
 
+    /// Stores `stored` as a new run (a save expecting version 0, held by
+    /// `claim`) unless the store already has `cap.max` runs not yet ended
+    /// whose id starts with `cap.prefix`. Counting and inserting are one
+    /// atomic step, as for [`SessionStore::create_session`]. An id the
+    /// store has already is [`StoreError::RunConflict`].
+    fn create_run(&self, stored: &StoredRun, claim: Option<&Claim>, cap: &Cap<'_>) -> Result<Created, StoreError>;
+
     /// Waits at most `timeout` for news of a run (one became due, was
     /// released or was cancelled): `true` when there was news. A store
     /// that cannot be told just sleeps, and its worker polls.
@@ -374,11 +438,31 @@ pub fn commit_turn(
     before: &Session,
     after: &mut Session,
 ) -> Result<(), StoreError> {
+    let added = turn_written(program, before, after);
+    store.save(after, before.version, &added)
+}
+
+/// [`commit_turn`], whose refusal on the version answers with the stored
+/// session when the store read it in the same step
+/// ([`SessionStore::save_or_stored`]).
+pub fn commit_turn_or_stored(
+    store: &dyn SessionStore,
+    program: &Program,
+    before: &Session,
+    after: &mut Session,
+) -> Result<Swap, StoreError> {
+    let added = turn_written(program, before, after);
+    store.save_or_stored(after, before.version, &added)
+}
+
+/// Readies `after` for its save (its position by name, its history cut to
+/// [`HISTORY_KEPT`]) and gives the messages the turn added.
+fn turn_written(program: &Program, before: &Session, after: &mut Session) -> Vec<Message> {
     after.record_position(program);
     let added = after.history.get(before.history.len()..).unwrap_or_default().to_vec();
     let excess = after.history.len().saturating_sub(HISTORY_KEPT);
     after.history.drain(..excess);
-    store.save(after, before.version, &added)
+    added
 }
 
 /// Saves `run` as the next version of `stored`, a compare-and-swap on the

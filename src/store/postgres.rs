@@ -9,10 +9,12 @@
 //! takes a database of any older version to the current one, under an
 //! advisory lock so that two processes starting at once migrate once.
 
+use super::postgres_caps;
 use super::postgres_tls::describe;
 use super::rows::{self, now_text};
 use super::{
-    Cancel, Claim, RunMeta, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id,
+    Cancel, Cap, Claim, Created, RunMeta, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun,
+    Swap, check_id,
 };
 use crate::message::Message;
 use crate::runtime::session::Session;
@@ -163,7 +165,7 @@ impl Connection {
     }
 
     /// `sql` prepared on this connection, once.
-    fn statement(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
+    pub(super) fn statement(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
         if let Some(statement) = self.prepared.get(sql) {
             return Ok(statement.clone());
         }
@@ -271,9 +273,10 @@ const LOAD_SESSION: &str = "SELECT version, state FROM sessions WHERE id = $1";
 
 /// A session's first save: the row is inserted unless another first save
 /// got there first (then nothing is, and no line either). Its one row is
-/// `(base, NULL)` when it wrote, `(NULL, stored version)` when the row was
-/// there already, so a conflict costs no second round trip. Parameters:
-/// id, version, flow, step, turns, lines appended, updated at, state, the
+/// `(base, NULL, NULL)` when it wrote, `(NULL, stored version, stored
+/// state)` when the row was there already, so a conflict costs no second
+/// round trip, not even to read the session that won. Parameters: id,
+/// version, flow, step, turns, lines appended, updated at, state, the
 /// expected version (0, unused), the lines' roles and texts.
 const INSERT_SESSION: &str = "WITH head AS (
         INSERT INTO sessions (id, version, flow, step, turns, transcript_len, updated_at, state)
@@ -285,17 +288,18 @@ const INSERT_SESSION: &str = "WITH head AS (
         INSERT INTO transcript (session_id, seq, role, text)
         SELECT $1, head.base + line.ord - 1, line.role, line.text
         FROM head, unnest($10::TEXT[], $11::TEXT[]) WITH ORDINALITY AS line(role, text, ord))
-    SELECT base, NULL::BIGINT AS stored FROM head
+    SELECT base, NULL::BIGINT AS stored, NULL::TEXT AS state FROM head
     UNION ALL
-    SELECT NULL, version FROM sessions WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM head)";
+    SELECT NULL, version, state FROM sessions WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM head)";
 
 /// A later save: the compare-and-swap is the `version = $9` condition,
 /// which PostgreSQL checks again on the newest row after waiting for a
 /// concurrent writer, so of two saves from one version exactly one
 /// writes. Same parameters and answer as [`INSERT_SESSION`]; the stored
-/// version it answers on a conflict is the statement's snapshot's, which a
-/// writer that committed meanwhile may have passed (the conflict stands
-/// either way).
+/// version and state it answers on a conflict are the statement's
+/// snapshot's, which a writer that committed meanwhile may have passed
+/// (the conflict stands either way, and a turn run again on that state
+/// meets it at its own save).
 const UPDATE_SESSION: &str = "WITH head AS (
         UPDATE sessions SET version = $2, flow = $3, step = $4, turns = $5,
             transcript_len = transcript_len + $6, updated_at = $7, state = $8
@@ -305,13 +309,9 @@ const UPDATE_SESSION: &str = "WITH head AS (
         INSERT INTO transcript (session_id, seq, role, text)
         SELECT $1, head.base + line.ord - 1, line.role, line.text
         FROM head, unnest($10::TEXT[], $11::TEXT[]) WITH ORDINALITY AS line(role, text, ord))
-    SELECT base, NULL::BIGINT AS stored FROM head
+    SELECT base, NULL::BIGINT AS stored, NULL::TEXT AS state FROM head
     UNION ALL
-    SELECT NULL, version FROM sessions WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM head)";
-
-const COUNT_SESSIONS: &str = "SELECT COUNT(*) FROM sessions WHERE starts_with(id, $1)";
-
-const COUNT_ACTIVE_RUNS: &str = "SELECT COUNT(*) FROM runs WHERE starts_with(id, $1) AND status = ANY($2::TEXT[])";
+    SELECT NULL, version, state FROM sessions WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM head)";
 
 /// The channel on which a save that releases a run, and a cancel, notify
 /// the workers (the payload is the run's id).
@@ -420,21 +420,35 @@ pub fn migrate(client: &mut Client, migrations: &[&str]) -> Result<(), String> {
     transaction.commit().map_err(|error| describe(&error))
 }
 
-impl SessionStore for PostgresStore {
-    fn load(&self, id: &str) -> Result<Option<Session>, StoreError> {
-        check_id(id)?;
-        self.using(|lent| {
-            let statement = lent.statement(LOAD_SESSION).map_err(sql_error(id))?;
-            let row = lent.client.query_opt(&statement, &[&id]).map_err(sql_error(id))?;
-            let Some(row) = row else {
-                return Ok(None);
-            };
-            let state: String = row.get(1);
-            rows::session(id, row.get(0), &state).map(Some)
-        })
-    }
+/// A save refused on its version: what the store holds instead.
+struct Refused {
+    id: String,
+    /// The stored version (0: no session), never the one expected.
+    stored: i64,
+    expected: u64,
+    /// The stored session's state, when the statement read the newest.
+    state: Option<String>,
+}
 
-    fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError> {
+impl Refused {
+    fn conflict(&self) -> StoreError {
+        StoreError::Conflict {
+            id: self.id.clone(),
+            stored: u64::try_from(self.stored).unwrap_or(0),
+            expected: self.expected,
+        }
+    }
+}
+
+impl PostgresStore {
+    /// The session's save in one statement ([`INSERT_SESSION`],
+    /// [`UPDATE_SESSION`]): `None` when it wrote, else what the store holds.
+    fn swap(
+        &self,
+        session: &Session,
+        expected_version: u64,
+        transcript: &[Message],
+    ) -> Result<Option<Refused>, StoreError> {
         let id = session.id.as_str();
         let rows::Write { version, expected, state } = rows::write(id, session.version, expected_version, session)?;
         let appended = i64::try_from(transcript.len()).unwrap_or(i64::MAX);
@@ -445,7 +459,7 @@ impl SessionStore for PostgresStore {
         self.using(|lent| {
             // One statement, so one round trip and one transaction: the head's
             // compare-and-swap and the transcript's lines, which are written
-            // only if the head was.
+            // only if the head was; refused, the session that is stored.
             let sql = if expected == 0 { INSERT_SESSION } else { UPDATE_SESSION };
             let statement = lent.statement(sql).map_err(sql_error(id))?;
             let written = lent
@@ -467,22 +481,66 @@ impl SessionStore for PostgresStore {
                     ],
                 )
                 .map_err(sql_error(id))?;
-            let stored: i64 = match written {
-                Some(row) if row.get::<_, Option<i64>>(0).is_some() => return Ok(()),
-                Some(row) => row.get::<_, Option<i64>>(1).unwrap_or(0),
+            let (stored, state): (i64, Option<String>) = match written {
+                Some(row) if row.get::<_, Option<i64>>(0).is_some() => return Ok(None),
+                Some(row) => (row.get::<_, Option<i64>>(1).unwrap_or(0), row.get(2)),
                 // No row at all: the session was deleted.
-                None => 0,
+                None => (0, None),
+            };
+            let refused = |stored: i64, state: Option<String>| Refused {
+                id: id.to_string(),
+                stored,
+                expected: expected_version,
+                state,
             };
             // The snapshot still shows the version expected (a writer
             // committed after it began, or a first save raced): still a
-            // conflict, never a success.
-            let stored = if stored == expected { expected.saturating_add(1) } else { stored };
-            Err(StoreError::Conflict {
-                id: id.to_string(),
-                stored: u64::try_from(stored).unwrap_or(0),
-                expected: expected_version,
-            })
+            // conflict, never a success, and its state is not the newest.
+            Ok(Some(if stored == expected {
+                refused(expected.saturating_add(1), None)
+            } else {
+                refused(stored, state)
+            }))
         })
+    }
+}
+
+impl SessionStore for PostgresStore {
+    fn load(&self, id: &str) -> Result<Option<Session>, StoreError> {
+        check_id(id)?;
+        self.using(|lent| {
+            let statement = lent.statement(LOAD_SESSION).map_err(sql_error(id))?;
+            let row = lent.client.query_opt(&statement, &[&id]).map_err(sql_error(id))?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let state: String = row.get(1);
+            rows::session(id, row.get(0), &state).map(Some)
+        })
+    }
+
+    fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError> {
+        match self.swap(session, expected_version, transcript)? {
+            None => Ok(()),
+            Some(refused) => Err(refused.conflict()),
+        }
+    }
+
+    fn save_or_stored(
+        &self,
+        session: &Session,
+        expected_version: u64,
+        transcript: &[Message],
+    ) -> Result<Swap, StoreError> {
+        let Some(refused) = self.swap(session, expected_version, transcript)? else {
+            return Ok(Swap::Written);
+        };
+        match &refused.state {
+            Some(state) => {
+                rows::session(&refused.id, refused.stored, state).map(|stored| Swap::Stale(Box::new(stored)))
+            }
+            None => Err(refused.conflict()),
+        }
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
@@ -522,13 +580,11 @@ impl SessionStore for PostgresStore {
     }
 
     fn count_sessions(&self, prefix: &str) -> Result<u64, StoreError> {
-        self.using(|lent| {
-            // `starts_with`, not a range on the key: under the database's
-            // collation a prefix need not sort as one range.
-            let statement = lent.statement(COUNT_SESSIONS).map_err(sql_error("*"))?;
-            let count: i64 = lent.client.query_one(&statement, &[&prefix]).map_err(sql_error("*"))?.get(0);
-            Ok(u64::try_from(count).unwrap_or(0))
-        })
+        self.using(|lent| postgres_caps::count_sessions(lent, prefix))
+    }
+
+    fn create_session(&self, session: &Session, cap: &Cap<'_>) -> Result<Created, StoreError> {
+        self.using(|lent| postgres_caps::create_session(lent, session, cap))
     }
 
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
@@ -769,12 +825,11 @@ impl RunStore for PostgresStore {
     }
 
     fn count_active_runs(&self, prefix: &str) -> Result<u64, StoreError> {
-        let active: Vec<&str> = super::ACTIVE_STATUSES.to_vec();
-        self.using(|lent| {
-            let statement = lent.statement(COUNT_ACTIVE_RUNS).map_err(sql_error("*"))?;
-            let count: i64 = lent.client.query_one(&statement, &[&prefix, &active]).map_err(sql_error("*"))?.get(0);
-            Ok(u64::try_from(count).unwrap_or(0))
-        })
+        self.using(|lent| postgres_caps::count_active_runs(lent, prefix))
+    }
+
+    fn create_run(&self, stored: &StoredRun, claim: Option<&Claim>, cap: &Cap<'_>) -> Result<Created, StoreError> {
+        self.using(|lent| postgres_caps::create_run(lent, stored, claim, cap))
     }
 
     fn claim_run(&self, id: &str, claim: &Claim, early: bool) -> Result<Option<StoredRun>, StoreError> {

@@ -14,10 +14,12 @@
 //! a database of any older version to the current one.
 
 use super::rows::{self, now_text};
+use super::sqlite_caps;
 use super::sqlite_commit::{Committer, Held, SessionWrite};
 use super::sqlite_guard::{self, OpenLock, Refusal};
 use super::{
-    Cancel, Claim, RunMeta, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun, check_id,
+    Cancel, Cap, Claim, Created, RunMeta, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun,
+    check_id,
 };
 use crate::message::Message;
 use crate::runtime::session::Session;
@@ -348,17 +350,6 @@ pub fn migrate(connection: &mut Connection, migrations: &[&str]) -> Result<(), S
 /// The first text after every text starting with `prefix` (its last
 /// character incremented), or one past any text when it has none to
 /// increment: the end of the prefix's range of keys.
-fn prefix_end(prefix: &str) -> String {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    while let Some(last) = chars.pop() {
-        if let Some(next) = char::from_u32(u32::from(last) + 1) {
-            chars.push(next);
-            return chars.into_iter().collect();
-        }
-    }
-    char::MAX.to_string()
-}
-
 impl SessionStore for SqliteStore {
     fn load(&self, id: &str) -> Result<Option<Session>, StoreError> {
         check_id(id)?;
@@ -428,19 +419,12 @@ impl SessionStore for SqliteStore {
     }
 
     fn count_sessions(&self, prefix: &str) -> Result<u64, StoreError> {
-        let connection = self.connection("*")?;
-        // SQLite compares text bytewise, so a prefix is one range of the
-        // key: from the prefix to the prefix with its last character
-        // incremented, read from the index alone.
-        let end = prefix_end(prefix);
-        let count: i64 = connection
-            .query_row(
-                "SELECT COUNT(*) FROM sessions WHERE id >= ?1 AND id < ?2 AND substr(id, 1, length(?1)) = ?1",
-                [prefix, end.as_str()],
-                |row| row.get(0),
-            )
-            .map_err(sql_error("*"))?;
-        Ok(u64::try_from(count).unwrap_or(0))
+        sqlite_caps::count_sessions(&*self.connection("*")?, prefix)
+    }
+
+    fn create_session(&self, session: &Session, cap: &Cap<'_>) -> Result<Created, StoreError> {
+        self.writable()?;
+        sqlite_caps::create_session(&mut *self.connection(&session.id)?, session, cap)
     }
 
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
@@ -633,18 +617,12 @@ impl RunStore for SqliteStore {
     }
 
     fn count_active_runs(&self, prefix: &str) -> Result<u64, StoreError> {
-        let connection = self.connection("*")?;
-        let [first, second, third] = super::ACTIVE_STATUSES;
-        let end = prefix_end(prefix);
-        let count: i64 = connection
-            .query_row(
-                "SELECT COUNT(*) FROM runs WHERE id >= ?1 AND id < ?5 AND substr(id, 1, length(?1)) = ?1
-                 AND status IN (?2, ?3, ?4)",
-                [prefix, first, second, third, end.as_str()],
-                |row| row.get(0),
-            )
-            .map_err(sql_error("*"))?;
-        Ok(u64::try_from(count).unwrap_or(0))
+        sqlite_caps::count_active_runs(&*self.connection("*")?, prefix)
+    }
+
+    fn create_run(&self, stored: &StoredRun, claim: Option<&Claim>, cap: &Cap<'_>) -> Result<Created, StoreError> {
+        self.writable()?;
+        sqlite_caps::create_run(&mut *self.connection(&stored.run.run)?, stored, claim, cap)
     }
 
     fn list_runs_readable(&self) -> Result<(Vec<RunSummary>, Vec<StoreError>), StoreError> {
@@ -794,7 +772,6 @@ mod tests {
         assert_eq!(store.count_sessions("acme_").unwrap(), 2);
         assert_eq!(store.count_sessions("acmeb_").unwrap(), 1);
         assert_eq!(store.count_sessions("zed_").unwrap(), 0);
-        assert_eq!(prefix_end("acme_"), "acme`");
         assert_eq!(store.count_active_runs("acme_").unwrap(), 0);
     }
 

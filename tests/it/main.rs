@@ -1,6 +1,7 @@
 //! Integration tests: the real `flowc` binary and the library end to end,
 //! as one test binary of modules.
 
+mod claims;
 mod compile;
 mod consent;
 mod fake;
@@ -26,8 +27,10 @@ mod serve_page;
 #[cfg(unix)]
 mod stop;
 mod store;
+mod store_caps;
 mod store_damage;
 mod store_pool;
+mod store_swap;
 mod store_tls;
 mod support;
 mod test_cmd;

@@ -277,3 +277,40 @@ fn a_conversation_turn_counts_the_model_steps_of_its_auto_steps_and_flow_hooks_w
         "the model steps' prompts count in the worst case"
     );
 }
+
+#[test]
+fn the_post_signals_request_is_the_one_the_turn_sends() {
+    // `ok` is a confirmation (a step collects it): after the reply the
+    // message answers no step, so the turn never reads it there; `urgent`
+    // is a yes/no no step collects, which it does read.
+    let source = r#"
+schema {
+  n: int "A number"
+  ok: bool "Whether it is fine"
+  urgent: bool "Whether it is urgent"
+}
+signal late {
+  when "the user says it is late"
+  if n > 3
+  phase post
+  extract n, ok, urgent
+}
+flow f {
+  step ask {
+    prompt "A number?"
+    collect n
+  }
+  step confirm {
+    prompt "Fine?"
+    collect ok
+  }
+}
+"#;
+    let (_, program) = compiled(source);
+    let flow = crate::ids::FlowId::from_index(0);
+    let request = super::post_request(&program, flow);
+    let fields: Vec<&str> = request.fields.iter().map(|field| field.name.as_str()).collect();
+    assert_eq!(fields, ["n", "urgent"]);
+    let asked: Vec<&str> = request.signals.iter().map(|signal| signal.id.as_str()).collect();
+    assert_eq!((request.active_flow.as_deref(), asked), (Some("f"), vec!["late"]));
+}

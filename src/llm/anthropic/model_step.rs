@@ -9,7 +9,7 @@
 //! (the assistant's content, then one `tool_result` per call). Once the
 //! tools are spent, the answer tool is forced.
 
-use super::{Anthropic, CallError, assistant_content, read_usage};
+use super::{Anthropic, CallError, assistant_content, call_usage};
 use crate::llm::model_step::{self, answer_schema};
 use crate::llm::rounds::result_text;
 use crate::llm::{AskAnswer, AskRequest, ProviderError, ToolCall, ToolCalls};
@@ -57,11 +57,12 @@ impl Anthropic {
             body.insert("tool_choice".into(), json!({"type": "tool", "name": ANSWER_TOOL}));
         }
         body.insert("tools".into(), Value::Array(tools));
+        let body = Value::Object(body);
         let answer = self
             .http
-            .post_json(&self.url(), &self.headers(), &Value::Object(body), &|_, _| false)
+            .post_json(&self.url(), &self.headers(), &body, &|_, _| false)
             .map_err(CallError::into_provider_error)?;
-        let usage = read_usage(answer.get("usage"));
+        let usage = call_usage(&answer, &body);
         if let Some(calls) = tool_calls(request, &answer, usage) {
             return Ok(AskAnswer { value: Ok(Value::Null), usage, calls: Some(calls) });
         }

@@ -14,6 +14,7 @@ use crate::llm::{NoTools, ToolCall, ToolCalls, ToolRound, reply_with_tools};
 use crate::message::Message;
 use std::time::Duration;
 
+mod estimated;
 mod streamed;
 
 const KEY: &str = "sk-ant-test-0123456789";

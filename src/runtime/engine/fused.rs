@@ -12,6 +12,7 @@
 mod mention;
 
 use super::TurnError;
+use super::claims::{self, Grounds};
 use super::plan::TurnPlan;
 use super::services::Services;
 use super::state::{Fused, TurnState, flow_name};
@@ -404,6 +405,9 @@ pub(super) fn stream_reply(
     // A model copies the placeholders of the prompts it was shown: a reply
     // that may hold one is read whole, filled, then shown.
     let mut hold = !unaccepted(st, fused).is_empty() || fused.ask.steps.iter().any(|step| step.prompt.contains("{{"));
+    // Shown a word at a time, and held from a token nothing the model was
+    // given backs (`claims.rs`): such a reply is set aside.
+    let grounds = Grounds::fused(claims::setting(sv), &st.session, &st.message, &fused.ask, &st.answer.instructions);
     let mut text = String::new();
     let mut shown = 0;
     let result = loop {
@@ -418,14 +422,18 @@ pub(super) fn stream_reply(
         if hold {
             continue;
         }
-        let show = if shown > 0 { &text[shown..] } else { text.trim_start() };
+        let Some(end) = grounds.release(&text, shown) else {
+            hold = true;
+            continue;
+        };
+        let show = if shown > 0 { &text[shown..end] } else { text[..end].trim_start() };
         if show.is_empty() {
             continue;
         }
         if let Some(sink) = sv.stream.as_mut() {
             sink(show);
         }
-        shown = text.len();
+        shown = end;
     };
     st.counters.usage.add(stream.late_usage());
     result?;
@@ -444,6 +452,9 @@ pub(super) fn stream_reply(
     let whole = format!("{}{held}", before.trim_start());
     if let Err(reason) = check_text(st, sv, fused, &whole) {
         return Ok(Err(reason));
+    }
+    if let Some(claim) = grounds.unfounded(&whole) {
+        return Ok(Err(claims::set_aside(st, claim)));
     }
     if !held.is_empty()
         && let Some(sink) = sv.stream.as_mut()

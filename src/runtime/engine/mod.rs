@@ -69,6 +69,7 @@
 
 mod ask;
 mod bus;
+mod claims;
 mod conditions;
 mod finish;
 mod fused;

@@ -264,6 +264,18 @@ impl StaticAsk {
         StaticAsk { fields, asked_alone, from }
     }
 
+    /// The ask of the post-phase signals' own call, after the reply: the
+    /// `extract` fields of `signals`, a confirmation never among them (the
+    /// message answers no step any more), and no AI condition. The turn's
+    /// post-signal stage and `flowc check --costs` build that request on
+    /// it.
+    pub(crate) fn after_reply(program: &Program, signals: &[usize]) -> StaticAsk {
+        let confirmations = Confirmations::of(program);
+        let mut fields = signal_fields(program, signals);
+        fields.retain(|field| confirmations.admits(*field, None));
+        StaticAsk { fields, asked_alone: None, from: Vec::new() }
+    }
+
     /// The understand request's parts that follow from this ask: the flows
     /// offered (the routable ones but the active), the fields (in schema
     /// order) and the signals' questions; the rest is the caller's.

@@ -4,6 +4,7 @@
 //! post-model bus.
 
 use super::bus::{apply_merged, end_phase, record, run_post_hook};
+use super::claims::{self, Gate, Grounds};
 use super::fused::{self, ReplyShape};
 use super::position::park;
 use super::services::Services;
@@ -14,7 +15,7 @@ use crate::ir::ToolId;
 use crate::llm::rounds::MAX_ROUNDS;
 use crate::llm::{ModelReply, ReplyRequest, ReplyText, ToolCall, ToolLoop, ToolRound};
 use crate::runtime::directive::{Merged, Source, merge};
-use crate::runtime::events::{EmptyReplyAction, Event, Purpose, StopReason};
+use crate::runtime::events::{ClaimAction, EmptyReplyAction, Event, Purpose, StopReason};
 
 /// Starts the reply: the pre-model bus settles, and the model is asked
 /// its first round when the reply needs it. Returns the tool calls the
@@ -47,6 +48,18 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcom
                 }
                 (outcome, false)
             }
+        };
+        // A reply read whole is checked here; a streamed one as it arrives.
+        let outcome = match outcome {
+            Ok(text) if !streamed => {
+                let grounds =
+                    Grounds::fused(claims::setting(sv), &st.session, &st.message, &fused.ask, &st.answer.instructions);
+                match grounds.unfounded(&text) {
+                    Some(claim) => Err(claims::set_aside(st, claim)),
+                    None => Ok(text),
+                }
+            }
+            other => other,
         };
         fused::trace(st, &fused, &outcome);
         if let Ok(text) = outcome {
@@ -91,6 +104,7 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcom
         budget,
         separated: said.is_empty(),
         asked_again: false,
+        shown: false,
     });
     model_round(st, sv).map(StageOutcome::replied)
 }
@@ -137,21 +151,40 @@ fn model_round(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<ToolC
     };
     let answer = if replying.rounds.len() < MAX_ROUNDS {
         replying.request.tools_spent = !replying.budget.may_call();
+        let (program, today) = (sv.program, sv.tool_env.clock.now().date_naive());
         let runtime = &mut *sv;
         let mut stream = runtime.stream.as_mut();
-        let separated = &mut replying.separated;
-        let mut on_text = |chunk: &str| {
-            if let Some(sink) = stream.as_mut() {
-                if !*separated && !chunk.is_empty() {
+        let mut gate = stream.is_some().then(Gate::new);
+        let (separated, shown) = (&mut replying.separated, &mut replying.shown);
+        let mut send = |chunk: &str| {
+            if let Some(sink) = stream.as_mut()
+                && !chunk.is_empty()
+            {
+                if !*separated {
                     *separated = true;
                     sink("\n");
                 }
                 sink(chunk);
+                *shown = true;
             }
         };
-        let provider = &mut *runtime.provider;
         let (request, rounds) = (&replying.request, &replying.rounds);
-        Some(replying.text.round(&mut on_text, |on_text| provider.reply(request, rounds, on_text))?)
+        // What streams is shown a word at a time, and not past a token
+        // nothing the model was given backs (`finish_model_reply` then asks
+        // again); with no one to stream to, nothing is read here.
+        let mut grounds = Grounds::new(program, today, &st.session, &st.message);
+        grounds.request(request, rounds);
+        let provider = &mut *runtime.provider;
+        let mut on_text = |chunk: &str| {
+            if let Some(gate) = gate.as_mut() {
+                send(&gate.push(chunk, &grounds));
+            }
+        };
+        let answer = replying.text.round(&mut on_text, |on_text| provider.reply(request, rounds, on_text));
+        if let Some(gate) = gate.as_mut() {
+            send(&gate.finish(&grounds));
+        }
+        Some(answer?)
     } else {
         // A safety net against a provider that never stops asking:
         // the reply is what was written so far.
@@ -174,34 +207,74 @@ fn model_round(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<ToolC
 }
 
 /// The model has written the reply: its usage is counted and the reply
-/// completed. A reply that is empty or only whitespace is asked for once
-/// more (the tool calls of that round, if any, are returned); a second one
-/// is replaced by what the turn's steps asked the reply to do, so the
-/// user is never answered with nothing.
+/// completed. A reply that is empty or only whitespace, or that states a
+/// token nothing the model was given backs (`claims.rs`), is asked for
+/// once more (the tool calls of that round, if any, are returned); a
+/// second such one is replaced by what the turn's steps asked the reply to
+/// do, so the user is never answered with nothing, nor told what nobody
+/// said.
 fn finish_model_reply(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<ToolCall>>, TurnError> {
     let Some(mut replying) = st.answer.replying.take() else {
         return Ok(None);
     };
     let response = std::mem::take(&mut replying.text).finish();
     st.count_call(sv, Purpose::Respond, response.usage);
-    if response.text.trim().is_empty() && replying.rounds.len() < MAX_ROUNDS {
-        if !replying.asked_again {
-            st.emit(Event::EmptyReply { action: EmptyReplyAction::AskedAgain, text: None });
-            replying.asked_again = true;
-            st.answer.replying = Some(replying);
-            return model_round(st, sv);
-        }
-        let text = stand_in_reply(&st.answer.instructions, &replying.request.appended);
-        st.emit(Event::EmptyReply { action: EmptyReplyAction::Replaced, text: Some(text.clone()) });
-        if let Some(sink) = sv.stream.as_mut() {
-            if !replying.separated {
-                sink("\n");
-            }
-            sink(&text);
-        }
-        return finish_reply(st, sv, replying, text).map(|()| None);
+    let fault = if response.text.trim().is_empty() {
+        // Past the last round an empty reply stands: `finish` answers it.
+        (replying.rounds.len() < MAX_ROUNDS).then_some(Fault::Empty)
+    } else {
+        let today = sv.tool_env.clock.now().date_naive();
+        let mut grounds = Grounds::new(sv.program, today, &st.session, &st.message);
+        grounds.request(&replying.request, &replying.rounds);
+        grounds.unfounded(&response.text).map(Fault::Claim)
+    };
+    let Some(fault) = fault else {
+        return finish_reply(st, sv, replying, response.text).map(|()| None);
+    };
+    // What was shown of the reply set aside stays: what follows starts on
+    // a line of its own.
+    if std::mem::take(&mut replying.shown) {
+        replying.separated = false;
     }
-    finish_reply(st, sv, replying, response.text).map(|()| None)
+    if !replying.asked_again && replying.rounds.len() < MAX_ROUNDS {
+        st.emit(fault.event(Retry::AskedAgain, None));
+        replying.asked_again = true;
+        st.answer.replying = Some(replying);
+        return model_round(st, sv);
+    }
+    let text = stand_in_reply(&st.answer.instructions, &replying.request.appended);
+    st.emit(fault.event(Retry::Replaced, Some(text.clone())));
+    if let Some(sink) = sv.stream.as_mut() {
+        if !replying.separated {
+            sink("\n");
+        }
+        sink(&text);
+    }
+    finish_reply(st, sv, replying, text).map(|()| None)
+}
+
+/// Why a reply the model wrote is not used as it is.
+enum Fault {
+    Empty,
+    /// It states this token, which nothing the model was given backs.
+    Claim(String),
+}
+
+/// What is done about a [`Fault`]: one more try, then the stand-in.
+enum Retry {
+    AskedAgain,
+    Replaced,
+}
+
+impl Fault {
+    fn event(self, retry: Retry, text: Option<String>) -> Event {
+        match (self, retry) {
+            (Fault::Empty, Retry::AskedAgain) => Event::EmptyReply { action: EmptyReplyAction::AskedAgain, text },
+            (Fault::Empty, Retry::Replaced) => Event::EmptyReply { action: EmptyReplyAction::Replaced, text },
+            (Fault::Claim(claim), Retry::AskedAgain) => claims::event(claim, ClaimAction::AskedAgain, text),
+            (Fault::Claim(claim), Retry::Replaced) => claims::event(claim, ClaimAction::Replaced, text),
+        }
+    }
 }
 
 /// The reply that stands in for a model that answered nothing twice: the

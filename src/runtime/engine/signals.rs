@@ -4,12 +4,12 @@
 
 use super::ask::{ground, understand_or_nothing, write_extraction};
 use super::bus::{apply_merged, directive_emission, record};
-use super::plan::{Confirmations, open_signals, signal_fields};
+use super::plan::{StaticAsk, open_signals};
 use super::services::Services;
-use super::state::{TurnState, flow_name};
-use super::{Stage, StageDone, StageOutcome, TurnError, field_spec};
+use super::state::TurnState;
+use super::{Stage, StageDone, StageOutcome, TurnError};
 use crate::ir::{FieldId, Phase, Program, Signal};
-use crate::llm::{Question, UnderstandRequest, Understanding};
+use crate::llm::{UnderstandRequest, Understanding};
 use crate::message::{Message, Role};
 use crate::runtime::directive::{Emission, Move, Source, describe, merge};
 use crate::runtime::events::{DirectiveRecord, Event, Purpose, StopReason};
@@ -105,7 +105,7 @@ pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<Stag
             program.signals.get(*signal).is_some_and(|declared| !st.reading.asked_signals.contains(&declared.name))
         })
         .collect();
-    let mut fields = signal_fields(program, &unanswered);
+    let ask = StaticAsk::after_reply(program, &unanswered);
     // The signals asked here opened during the turn: they see the reply
     // they are about (a yes still cites the user's words).
     let mut exchange = vec![Message { role: Role::User, text: st.message.clone() }];
@@ -113,32 +113,16 @@ pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<Stag
     if !reply.is_empty() {
         exchange.push(Message { role: Role::Assistant, text: reply });
     }
-    // After the reply the message answers no step any more: the plan's
-    // confirmation rule admits no confirmation.
-    let confirmations = Confirmations::of(program);
-    fields.retain(|field| confirmations.admits(*field, None));
     let mut request = UnderstandRequest {
         message: st.message.clone(),
         // Given below, with the summary as the other calls carry it.
         history: Vec::new(),
-        active_flow: st.session.flow.map(|flow| flow_name(sv, flow)),
-        flows: Vec::new(),
-        fields: fields
-            .iter()
-            .filter_map(|field| program.field(*field))
-            .map(|declared| field_spec(declared, false))
-            .collect(),
-        conditions: Vec::new(),
-        signals: unanswered
-            .iter()
-            .filter_map(|signal| program.signals.get(*signal))
-            .map(|signal| Question { id: signal.name.clone(), when: signal.when.clone() })
-            .collect(),
         today: sv.tool_env.clock.now().date_naive().to_string(),
         reply: None,
         // After the steps acted: see `understand_request`.
         deadline: None,
         prefix: super::plan::session_prefix(st, sv),
+        ..ask.request(program, st.session.flow, &[], &unanswered)
     };
     let answer = if request.signals.is_empty() {
         Understanding::default()
@@ -168,7 +152,7 @@ pub(super) fn post_signals(st: &mut TurnState, sv: &mut Services) -> Result<Stag
         armed.extend(fire_signal(st, sv, signal, "post"));
     }
     // Only the fields of the signals that matched are written.
-    st.reading.asked_fields = fields;
+    st.reading.asked_fields = ask.fields;
     st.reading.understanding.fields = answer.fields;
     write_extraction(st, program, &extracting);
     if !armed.is_empty() {

@@ -28,6 +28,9 @@ pub(super) struct Replying {
     /// The model already answered this reply with nothing once, and was
     /// asked again.
     pub(super) asked_again: bool,
+    /// Some of the model's text was streamed: a reply set aside after it
+    /// began is followed by a line break.
+    pub(super) shown: bool,
 }
 
 /// What the model's tool loop may still do in this reply: the tools the

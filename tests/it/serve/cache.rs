@@ -24,8 +24,29 @@ fn two_servers_on_one_sqlite_store_hold_one_conversation_alternately() {
     let first_options = options(Auth::default());
     let mut second_options = options(Auth::default());
     second_options.store = first_options.store.clone();
-    let first = start(&first_options);
-    let second = start(&second_options);
+    hold_alternately(&first_options, &second_options);
+}
+
+/// On PostgreSQL the refused save answers with the stored session, on
+/// which the turn runs again without loading it: the same conversation
+/// holds.
+#[test]
+fn two_servers_on_one_postgres_hold_one_conversation_alternately() {
+    let Some(url) = super::processes::fresh_database("serve_alternate") else {
+        return;
+    };
+    let mut first_options = options(Auth::default());
+    first_options.store = StoreLocation::Postgres(url);
+    let mut second_options = options(Auth::default());
+    second_options.store = first_options.store.clone();
+    hold_alternately(&first_options, &second_options);
+}
+
+/// Two servers on one store, each turn of one conversation on the other
+/// server than the turn before.
+fn hold_alternately(first_options: &flowc::serve::ServeOptions, second_options: &flowc::serve::ServeOptions) {
+    let first = start(first_options);
+    let second = start(second_options);
     let one = Client::new(first.addr, None);
     let other = Client::new(second.addr, None);
 

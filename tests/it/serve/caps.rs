@@ -273,3 +273,48 @@ fn the_binary_reads_its_caps_from_flowc_toml_and_its_flags() {
     assert_eq!(refused.status.code(), Some(2));
     assert!(crate::support::stderr(&refused).contains("unknown key `max_conections` in [serve]"), "{refused:?}");
 }
+
+/// Creations of one tenant at once, on two servers sharing `store`, at a
+/// cap of 3: exactly 3 are answered 201, every other 429.
+fn racing_creations_leave_exactly_the_cap(store: flowc::store::StoreLocation) {
+    let mut first_options = options(tenants());
+    first_options.caps = Caps { sessions_per_tenant: Some(3), ..Caps::default() };
+    first_options.store = store;
+    let mut second_options = options(tenants());
+    second_options.caps = first_options.caps;
+    second_options.store = first_options.store.clone();
+    let servers = [start(&first_options), start(&second_options)];
+    let creators = 16;
+    let ready = std::sync::Arc::new(std::sync::Barrier::new(creators));
+    let answers: Vec<_> = (0..creators)
+        .map(|index| {
+            let client = Client::new(servers[index % 2].addr, Some(TOKEN_ACME));
+            let ready = std::sync::Arc::clone(&ready);
+            std::thread::spawn(move || {
+                ready.wait();
+                client.post("/v1/sessions", &json!({ "program": "booking" }))
+            })
+        })
+        .collect();
+    let mut statuses: Vec<u16> = answers.into_iter().map(|answer| answer.join().expect("a creator").0).collect();
+    statuses.sort_unstable();
+    let mut expected = vec![201; 3];
+    expected.extend(vec![429; creators - 3]);
+    assert_eq!(statuses, expected);
+    let listed = Client::new(servers[0].addr, Some(TOKEN_ACME)).get("/v1/sessions").1;
+    assert_eq!(listed["sessions"].as_array().map(Vec::len), Some(3), "{listed}");
+}
+
+#[test]
+fn sessions_created_at_once_on_two_servers_on_sqlite_never_pass_the_cap() {
+    let store = options(tenants()).store;
+    racing_creations_leave_exactly_the_cap(store);
+}
+
+#[test]
+fn sessions_created_at_once_on_two_servers_on_postgres_never_pass_the_cap() {
+    let Some(url) = super::processes::fresh_database("serve_caps_race") else {
+        return;
+    };
+    racing_creations_leave_exactly_the_cap(flowc::store::StoreLocation::Postgres(url));
+}

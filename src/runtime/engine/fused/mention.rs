@@ -12,7 +12,8 @@
 //! words.
 
 use crate::read::text::is_stop_word;
-use crate::read::{ReadDate, dates_in, numbers_in, words_of};
+use crate::read::words_of;
+use crate::runtime::engine::claims::reading::{Text, date_renderings, iso_date, only_date};
 use chrono::{Datelike, NaiveDate};
 use serde_json::Value;
 
@@ -66,34 +67,6 @@ pub(in crate::runtime::engine) fn mentioned(reply: &str, rejected: &Unaccepted, 
     truthful.push(expected.message);
     let allowed = Text::of(&truthful.join("\n"), expected.today);
     own_word(&text, &allowed, evidence).map(|word| format!("\"{word}\" of its evidence \"{evidence}\""))
-}
-
-/// A text as the checks read it, each reading made once.
-struct Text {
-    raw: String,
-    words: String,
-    numbers: Vec<f64>,
-    /// Month and day of every date it names.
-    dates: Vec<(u32, u32)>,
-    today: NaiveDate,
-}
-
-impl Text {
-    fn of(source: &str, today: NaiveDate) -> Text {
-        let dates = dates_in(source, Some(today))
-            .into_iter()
-            .filter_map(|date| match date {
-                ReadDate::Date(date) => Some((date.month(), date.day())),
-                ReadDate::DateTime(text) => iso_date(&text).map(|date| (date.month(), date.day())),
-                ReadDate::Time { .. } => None,
-            })
-            .collect();
-        Text { raw: source.to_lowercase(), words: words_of(source), numbers: numbers_in(source), dates, today }
-    }
-
-    fn has_words(&self, words: &str) -> bool {
-        !words.trim().is_empty() && self.words.contains(words)
-    }
 }
 
 fn value_mentioned(text: &Text, allowed: &Text, value: &Value) -> Option<String> {
@@ -181,69 +154,6 @@ fn date_mentioned(text: &Text, allowed: &Text, date: NaiveDate) -> Option<String
             text.has_words(&words) && !allowed.has_words(&words)
         })
         .map(|rendering| format!("the date {date} as \"{rendering}\""))
-}
-
-/// The ways a date is commonly written, with and without its year.
-fn date_renderings(date: NaiveDate) -> Vec<String> {
-    const MONTHS: [&str; 12] = [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
-    let (year, month, day) = (date.year(), date.month(), date.day());
-    let name = MONTHS.get(month as usize - 1).copied().unwrap_or_default();
-    let short: String = name.chars().take(3).collect();
-    let mut renderings = vec![
-        format!("{year}-{month:02}-{day:02}"),
-        format!("{year}/{month:02}/{day:02}"),
-        format!("{day:02}/{month:02}/{year}"),
-        format!("{month:02}/{day:02}/{year}"),
-        format!("{day}/{month}/{year}"),
-        format!("{month}/{day}/{year}"),
-        format!("{day}.{month}.{year}"),
-        format!("{day:02}.{month:02}.{year}"),
-        format!("{day:02}/{month:02}"),
-        format!("{month:02}/{day:02}"),
-        format!("{day}/{month}"),
-        format!("{month}/{day}"),
-    ];
-    for month in [name, short.as_str()] {
-        renderings.push(format!("{month} {day}"));
-        renderings.push(format!("{day} {month}"));
-        renderings.push(format!("{day}{} of {month}", ordinal_suffix(day)));
-    }
-    renderings
-}
-
-fn ordinal_suffix(day: u32) -> &'static str {
-    match (day % 10, day % 100) {
-        (_, 11..=13) => "th",
-        (1, _) => "st",
-        (2, _) => "nd",
-        (3, _) => "rd",
-        _ => "th",
-    }
-}
-
-fn iso_date(text: &str) -> Option<NaiveDate> {
-    NaiveDate::parse_from_str(text.get(..10)?, "%Y-%m-%d").ok()
-}
-
-/// A value that is one date in other words ("June 3rd").
-fn only_date(value: &str, today: NaiveDate) -> Option<NaiveDate> {
-    match dates_in(value, Some(today)).as_slice() {
-        [ReadDate::Date(date)] => Some(*date),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,162 @@
+//! The claims check on real cases: the order number a small model made up
+//! on the support desk, a date the user gave in another format, a booking
+//! id from a tool result, and the texts of the program itself.
+
+use super::*;
+use crate::llm::{ToolCall, ToolCalls};
+use crate::message::{Message, Role};
+use crate::source::SourceFile;
+use serde_json::json;
+
+const SUPPORT: &str = r#"
+agent Helpdesk {
+  identity "You are the support assistant of Acme Cloud."
+  rule "Be brief and friendly."
+  rule "Urgent? Call 555-0100."
+}
+schema {
+  email: string
+  order_id: string "Order number" examples "ORD-1234"
+}
+flow billing "Billing and refunds" {
+  when "the user has a billing question or wants a refund"
+  step ask_email { prompt "What is the email address on your account?" collect email }
+  step ask_order { prompt "What is the order number (like ORD-1234)?" collect order_id }
+}
+"#;
+
+fn program(source: &str) -> Program {
+    let compilation = crate::pipeline::compile(&SourceFile::new("test.flow", source));
+    assert!(!compilation.has_errors(), "{:#?}", compilation.diagnostics);
+    compilation.ir
+}
+
+fn today() -> NaiveDate {
+    NaiveDate::from_ymd_opt(2026, 1, 5).unwrap()
+}
+
+/// A session whose user said `said`, one message after the other.
+fn session(said: &[&str]) -> Session {
+    let mut session = Session::new("s", "h");
+    for text in said {
+        session.history.push(Message { role: Role::User, text: text.to_string() });
+        session.history.push(Message { role: Role::Assistant, text: "Noted.".into() });
+    }
+    session
+}
+
+/// What `reply` states that nothing backs, in a turn at a step whose
+/// prompt is `prompt`, the user having said `said` and now `message`.
+fn unfounded(program: &Program, said: &[&str], message: &str, prompt: &str, reply: &str) -> Option<String> {
+    let session = session(said);
+    let request = ReplyRequest { instructions: vec![prompt.to_string()], ..ReplyRequest::default() };
+    let mut grounds = Grounds::of(program, today());
+    grounds.session(&session, message);
+    grounds.request(&request, &[]);
+    grounds.unfounded(reply)
+}
+
+#[test]
+fn an_order_number_nobody_gave_is_a_claim() {
+    // SmolLM2 on the support desk: "I was charged twice" answered with a
+    // ticket number it made up.
+    let support = program(SUPPORT);
+    let said = ["Hi, I need help", "ann@example.com"];
+    let prompt = "What is the order number (like ORD-1234)?";
+    let reply = "I'm sorry! I've opened ticket BILLING-1234 for you. What is the order number (like ORD-1234)?";
+    let found = unfounded(&support, &said, "I was charged twice", prompt, reply);
+    assert_eq!(found.as_deref(), Some("BILLING-1234"));
+    assert_eq!(reason("BILLING-1234"), "the reply states \"BILLING-1234\", which appears nowhere the model was given");
+    // The prompt's own example, the user's email and the program's phone
+    // number are no inventions.
+    let truthful = "Thanks, ann@example.com. Your order number, like ORD-1234? Urgent: 555-0100.";
+    assert_eq!(unfounded(&support, &said, "I was charged twice", prompt, truthful), None);
+    // An email the user did not give is one.
+    let other = unfounded(&support, &said, "I was charged twice", prompt, "I'll write to bob@example.com.");
+    assert_eq!(other.as_deref(), Some("bob@example.com"));
+}
+
+#[test]
+fn a_date_the_user_gave_in_another_format_is_no_claim() {
+    let support = program(SUPPORT);
+    let prompt = "How many guests?";
+    for reply in ["December 4th, lovely. How many guests?", "Noted: 04/12/2026. How many guests?", "For 12/04, then?"] {
+        assert_eq!(unfounded(&support, &["Book the Grand Hotel"], "2026-12-04", prompt, reply), None, "{reply}");
+    }
+    // "tomorrow" is a date the user gave too.
+    let tomorrow = unfounded(&support, &[], "tomorrow please", prompt, "So January 6. How many guests?");
+    assert_eq!(tomorrow, None);
+    let found = unfounded(&support, &["Book the Grand Hotel"], "2026-12-04", prompt, "December 5th. How many guests?");
+    assert_eq!(found.as_deref(), Some("December 5th"));
+    // A number in words backs it in digits.
+    assert_eq!(unfounded(&support, &[], "for two guests", prompt, "2 guests, noted."), None);
+    assert_eq!(unfounded(&support, &[], "for two guests", prompt, "3 guests, noted.").as_deref(), Some("3"));
+}
+
+#[test]
+fn a_booking_id_from_a_tool_result_is_no_claim() {
+    let support = program(SUPPORT);
+    let session = session(&["Book the Grand Hotel on 2026-12-04 for 2 guests"]);
+    let request = ReplyRequest { instructions: vec!["Book the room.".into()], ..ReplyRequest::default() };
+    let call = ToolCall { id: "1".into(), name: "book_hotel".into(), arguments: Ok(json!({"hotel": "Grand Hotel"})) };
+    let rounds = [ToolRound {
+        asked: ToolCalls { calls: vec![call], ..ToolCalls::default() },
+        results: vec![Ok(json!({"booking_id": "GH-28745CD2"}))],
+    }];
+    let reply = "Booked! Your confirmation number is GH-28745CD2.";
+    let mut grounds = Grounds::of(&support, today());
+    grounds.session(&session, "yes");
+    grounds.request(&request, &rounds);
+    assert_eq!(grounds.unfounded(reply), None);
+    // Without the tool's result, the same id is made up.
+    let mut grounds = Grounds::of(&support, today());
+    grounds.session(&session, "yes");
+    grounds.request(&request, &[]);
+    assert_eq!(grounds.unfounded(reply).as_deref(), Some("GH-28745CD2"));
+}
+
+#[test]
+fn the_data_and_the_fused_calls_prompts_are_given_too() {
+    let support = program(SUPPORT);
+    let mut session = session(&[]);
+    session.data.insert("order_id".into(), json!("ORD-7781"));
+    let ask = ReplyAsk {
+        identity: None,
+        rules: vec![],
+        data: serde_json::Map::new(),
+        fallback_flow: None,
+        steps: vec![crate::llm::StepAsk {
+            id: "billing.ask_reason".into(),
+            flow: "billing".into(),
+            missing: vec![],
+            prompt: "Why a refund for {{order_id}} within 30 days?".into(),
+        }],
+    };
+    let mut grounds = Grounds::of(&support, today());
+    grounds.session(&session, "a refund please");
+    grounds.ask(&ask);
+    assert_eq!(grounds.unfounded("Why a refund for ORD-7781, within 30 days?"), None);
+    assert_eq!(grounds.unfounded("Refunds take 14 days.").as_deref(), Some("14"));
+}
+
+#[test]
+fn a_streamed_reply_stops_at_the_claim_nobody_backs() {
+    let support = program(SUPPORT);
+    let session = session(&[]);
+    let mut grounds = Grounds::of(&support, today());
+    grounds.session(&session, "I was charged twice");
+    let mut gate = Gate::new();
+    let mut shown = String::new();
+    for piece in ["I've opened", " ticket BIL", "LING-1234 for", " you."] {
+        shown.push_str(&gate.push(piece, &grounds));
+    }
+    shown.push_str(&gate.finish(&grounds));
+    assert_eq!(shown, "I've opened ticket ");
+    assert_eq!(gate.blocked(), Some("BILLING-1234"));
+    // A reply that states nothing new is shown whole, a word at a time.
+    let mut gate = Gate::new();
+    assert_eq!(gate.push("What is the order", &grounds), "What is the ");
+    assert_eq!(gate.push(" number (like ORD-1234)?", &grounds), "order number (like ");
+    assert_eq!(gate.finish(&grounds), "ORD-1234)?");
+    assert_eq!(gate.blocked(), None);
+}
