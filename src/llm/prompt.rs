@@ -104,7 +104,16 @@ pub fn understand(request: &UnderstandRequest, format: AnswerFormat) -> Prompt {
     if !request.fields.is_empty() {
         dynamic.push_str("Fields:\n");
         for field in &request.fields {
-            let _ = writeln!(dynamic, "- {}", describe_field(field));
+            let _ = write!(dynamic, "- {}", describe_field(field));
+            // The value the fused reply's known data holds: a field the
+            // message may change is reported only when it does (a weak
+            // model that repeats it changes nothing).
+            let known =
+                request.reply.as_ref().and_then(|ask| ask.data.get(&field.name)).filter(|value| !value.is_null());
+            if let Some(value) = known {
+                let _ = write!(dynamic, ". Now {value}: report it only if the latest message changes it");
+            }
+            dynamic.push('\n');
         }
     }
     write_questions(&mut dynamic, "Conditions (true or false)", &request.conditions);
@@ -382,7 +391,12 @@ Latest user message: \"Ritz Paris, the 3rd of June, for two\""
         let plain = understand(&booking_request(), AnswerFormat::Enforced);
         let prompt = understand(&fused, AnswerFormat::Enforced);
         assert_eq!(prompt.stable, plain.stable, "the cacheable prefix does not depend on the reply asked");
-        let asked = prompt.dynamic.strip_prefix(plain.dynamic.split("Latest user message").next().unwrap()).unwrap();
+        // A field the known data holds is reported only when the message
+        // changes it.
+        let now = ". Now \"Ritz Paris\": report it only if the latest message changes it\n";
+        assert!(prompt.dynamic.contains(&format!("- hotel (text){now}")), "{}", prompt.dynamic);
+        let dynamic = prompt.dynamic.replacen(now, "\n", 1);
+        let asked = dynamic.strip_prefix(plain.dynamic.split("Latest user message").next().unwrap()).unwrap();
         assert_eq!(
             asked,
             "Then, after everything else, name the step the conversation stops at and write the assistant's next message to the user:
