@@ -41,7 +41,8 @@ pub(super) struct Grounds<'a> {
 impl<'a> Grounds<'a> {
     /// What any reply of the turn stands on: the session's conversation
     /// (and its summary), data and context, the user's message, and
-    /// today's date.
+    /// today's date (the date and its year, not its day and month as
+    /// numbers: "5 guests" is no reading of January 5).
     pub(super) fn new(program: &'a Program, today: NaiveDate, session: &'a Session, message: &'a str) -> Grounds<'a> {
         let mut grounds = Grounds::of(program, today);
         grounds.session(session, message);
@@ -50,8 +51,7 @@ impl<'a> Grounds<'a> {
 
     /// Nothing given yet but the program's texts and today's date.
     fn of(program: &'a Program, today: NaiveDate) -> Grounds<'a> {
-        let texts = vec![Cow::Owned(today.to_string())];
-        Grounds { texts, program, today, turn: OnceCell::new(), everything: OnceCell::new() }
+        Grounds { texts: Vec::new(), program, today, turn: OnceCell::new(), everything: OnceCell::new() }
     }
 
     fn session(&mut self, session: &'a Session, message: &'a str) {
@@ -66,16 +66,15 @@ impl<'a> Grounds<'a> {
         }
     }
 
-    /// Adds a text the model was given.
-    pub(super) fn text(&mut self, text: &'a str) {
+    fn text(&mut self, text: &'a str) {
         self.texts.push(Cow::Borrowed(text));
     }
 
     /// Adds a value the model was given, as it was shown (JSON).
-    pub(super) fn value(&mut self, value: &Value) {
+    fn value(&mut self, value: &'a Value) {
         match value {
             Value::Null | Value::Bool(_) => {}
-            Value::String(text) => self.texts.push(Cow::Owned(text.clone())),
+            Value::String(text) => self.text(text),
             other => self.texts.push(Cow::Owned(other.to_string())),
         }
     }
@@ -133,7 +132,7 @@ impl<'a> Grounds<'a> {
             return None;
         }
         let stated = claims(reply, self.today);
-        let turn = self.turn.get_or_init(|| Known::of(&self.texts.join("\n"), self.today));
+        let turn = self.turn.get_or_init(|| Known::of(&self.texts.join("\n"), self.today).with_today(self.today));
         let mut open = stated.into_iter().filter(|(_, claim)| !turn.backs(claim)).peekable();
         open.peek()?;
         let everything = self.everything.get_or_init(|| Known::of(&program_texts(self.program), self.today));
@@ -210,16 +209,28 @@ pub(super) struct Gate {
     text: String,
     shown: usize,
     blocked: Option<String>,
+    /// Nothing is shown before the end.
+    whole: bool,
 }
 
 impl Gate {
     pub(super) fn new() -> Gate {
-        Gate { text: String::new(), shown: 0, blocked: None }
+        Gate { text: String::new(), shown: 0, blocked: None, whole: false }
+    }
+
+    /// A gate that shows the reply only once it has ended, and only if it
+    /// states nothing unbacked: for a reply asked again, so that a model
+    /// that made something up once is not shown making it up twice.
+    pub(super) fn whole() -> Gate {
+        Gate { whole: true, ..Gate::new() }
     }
 
     /// Takes the next piece; returns what may be shown now.
     pub(super) fn push(&mut self, piece: &str, grounds: &Grounds) -> String {
         self.text.push_str(piece);
+        if self.whole {
+            return String::new();
+        }
         self.release(whole_words(&self.text), grounds)
     }
 

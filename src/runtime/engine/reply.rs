@@ -154,7 +154,8 @@ fn model_round(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<ToolC
         let (program, today) = (sv.program, sv.tool_env.clock.now().date_naive());
         let runtime = &mut *sv;
         let mut stream = runtime.stream.as_mut();
-        let mut gate = stream.is_some().then(Gate::new);
+        let asked_again = replying.asked_again;
+        let mut gate = stream.is_some().then(|| if asked_again { Gate::whole() } else { Gate::new() });
         let (separated, shown) = (&mut replying.separated, &mut replying.shown);
         let mut send = |chunk: &str| {
             if let Some(sink) = stream.as_mut()
@@ -171,7 +172,8 @@ fn model_round(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<ToolC
         let (request, rounds) = (&replying.request, &replying.rounds);
         // What streams is shown a word at a time, and not past a token
         // nothing the model was given backs (`finish_model_reply` then asks
-        // again); with no one to stream to, nothing is read here.
+        // again, and shows that reply only once it is whole); with no one
+        // to stream to, nothing is read here.
         let mut grounds = Grounds::new(program, today, &st.session, &st.message);
         grounds.request(request, rounds);
         let provider = &mut *runtime.provider;

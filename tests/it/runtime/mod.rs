@@ -4,6 +4,7 @@
 
 mod answers;
 mod chain;
+mod claims;
 mod example;
 mod fused;
 mod grounding;

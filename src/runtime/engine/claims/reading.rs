@@ -204,6 +204,13 @@ impl Known {
         known
     }
 
+    /// Today, which the model is told: its date, and its year as a number.
+    pub(super) fn with_today(mut self, today: NaiveDate) -> Known {
+        self.dates.insert((today.month(), today.day()));
+        self.numbers.push(f64::from(today.year()));
+        self
+    }
+
     fn add_date(&mut self, mention: &Mention, tokens: &[Token]) {
         let covered = tokens.get(mention.first..=mention.last).unwrap_or_default();
         let mut date = |date: NaiveDate| {

@@ -91,6 +91,10 @@ fn a_date_the_user_gave_in_another_format_is_no_claim() {
     // A number in words backs it in digits.
     assert_eq!(unfounded(&support, &[], "for two guests", prompt, "2 guests, noted."), None);
     assert_eq!(unfounded(&support, &[], "for two guests", prompt, "3 guests, noted.").as_deref(), Some("3"));
+    // Today (2026-01-05) is given as a date and a year, not as the numbers
+    // 1 and 5.
+    assert_eq!(unfounded(&support, &[], "for two guests", prompt, "Today, January 5th, 2026?"), None);
+    assert_eq!(unfounded(&support, &[], "for two guests", prompt, "5 guests, noted.").as_deref(), Some("5"));
 }
 
 #[test]
@@ -159,4 +163,19 @@ fn a_streamed_reply_stops_at_the_claim_nobody_backs() {
     assert_eq!(gate.push(" number (like ORD-1234)?", &grounds), "order number (like ");
     assert_eq!(gate.finish(&grounds), "ORD-1234)?");
     assert_eq!(gate.blocked(), None);
+}
+
+#[test]
+fn a_reply_asked_again_is_shown_only_whole_and_only_if_it_states_nothing_new() {
+    let support = program(SUPPORT);
+    let session = session(&[]);
+    let mut grounds = Grounds::of(&support, today());
+    grounds.session(&session, "I was charged twice");
+    let mut gate = Gate::whole();
+    assert_eq!(gate.push("What is the order ", &grounds), "");
+    assert_eq!(gate.finish(&grounds), "What is the order ");
+    let mut gate = Gate::whole();
+    assert_eq!(gate.push("Ticket BILLING-1234. What is the order?", &grounds), "");
+    assert_eq!(gate.finish(&grounds), "");
+    assert_eq!(gate.blocked(), Some("BILLING-1234"));
 }
