@@ -58,7 +58,7 @@ if status == 1:
 notes = [line for line in stderr.splitlines() if line.startswith("note:")]
 mode = notes[-1].split(" now uses ", 1)[1].split(" (", 1)[0] if notes else "as configured (no fallback)"
 per_turn = [turn.get("llm_calls", 0) for turn in turns]
-print(f"{label}: {len(turns)} turns in {total:.1f}s, exit {status}; model calls per turn {per_turn}, "
+print(f"{label}: {len(turns)} turns in {total:.1f}s, exit {status}; model calls per turn {per_turn} = {sum(per_turn)}, "
       f"mean {sum(per_turn) / max(len(per_turn), 1):.2f}; mode: {mode}")
 within = 0
 for turn in turns:
@@ -68,10 +68,14 @@ for turn in turns:
     tool_calls = sum(len(call.get("tool_calls", [])) for call in mine)
     offered = any(call["kind"] == "respond" and call["request"].get("tools") for call in mine)
     repairs = sum(max(call["understanding"]["usage"]["calls"] - 1, 0) for call in mine if call.get("understanding"))
+    # A blank reply is asked for once more (issue 24, never an empty answer).
+    blank = sum(1 for call in mine if call.get("response") and not call["response"].get("text", "").strip())
     tokens = turn.get("tokens", {})
     detail = f"understand {understand}" + (f" ({repairs} repair)" if repairs else "") + f", respond {respond}"
     if offered:
         detail += f" ({tool_calls} tool calls)"
+    if blank:
+        detail += f" ({blank} blank, asked again)"
     print(f"  turn {turn.get('turn')}: {turn['seconds']:5.1f}s  {turn.get('stopped_reason'):13} "
           f"{turn.get('flow')}/{turn.get('step')}  calls {turn.get('llm_calls')}: {detail}; "
           f"tokens {tokens.get('prompt')} prompt + {tokens.get('completion')} completion; "
@@ -80,8 +84,9 @@ for turn in turns:
         problems.append(f"turn {turn.get('turn')} failed")
     # The target: one understand and one respond call per turn, plus tool
     # rounds (a forced tool choice adds one decision call to a turn with
-    # tools) and a repair when the answer was invalid.
-    bound = 2 + repairs + tool_calls + (1 if offered and forced else 0)
+    # tools), a repair when the answer was invalid, and a blank reply's
+    # second ask.
+    bound = 2 + repairs + min(blank, 1) + tool_calls + (1 if offered and forced else 0)
     if turn.get("llm_calls", 0) > bound:
         problems.append(f"turn {turn.get('turn')} made {turn.get('llm_calls')} model calls (at most {bound} expected)")
     if understand <= 1 and respond <= 1:

@@ -104,7 +104,16 @@ pub fn understand(request: &UnderstandRequest, format: AnswerFormat) -> Prompt {
     if !request.fields.is_empty() {
         dynamic.push_str("Fields:\n");
         for field in &request.fields {
-            let _ = writeln!(dynamic, "- {}", describe_field(field));
+            let _ = write!(dynamic, "- {}", describe_field(field));
+            // The value the fused reply's known data holds: a field the
+            // message may change is reported only when it does (a weak
+            // model that repeats it changes nothing).
+            let known =
+                request.reply.as_ref().and_then(|ask| ask.data.get(&field.name)).filter(|value| !value.is_null());
+            if let Some(value) = known {
+                let _ = write!(dynamic, ". Now {value}: report it only if the latest message changes it");
+            }
+            dynamic.push('\n');
         }
     }
     write_questions(&mut dynamic, "Conditions (true or false)", &request.conditions);
@@ -147,9 +156,9 @@ fn write_reply_task(text: &mut String, identity: Option<&str>, rules: &[String])
         "- step: of the steps listed below for the flow the conversation is in after the latest message, \
          the first whose missing fields that message does not all give (that step asks for them); null \
          when there is none.\n\
-         - reply: the message for that step: short, natural, in the user's language, doing what its prompt \
-         says and nothing more; {{name}} in a prompt stands for the value of field name (from the latest \
-         message, else the known data). null when step is null.\n",
+         - reply: that step's question, copied as written or lightly rephrased, in the user's language, and \
+         nothing more; keep each {{name}} exactly as written: code puts in the value of field name. null when \
+         step is null.\n",
     );
     if let Some(identity) = identity {
         let _ = writeln!(text, "The assistant: {}", one_line(identity));
@@ -168,7 +177,18 @@ fn write_reply_steps(text: &mut String, ask: &ReplyAsk) {
     }
     text.push_str("Steps, in order:\n");
     for step in &ask.steps {
-        let _ = writeln!(text, "- {} (missing: {}): {}", step.id, step.missing.join(", "), quoted(&step.prompt));
+        let _ =
+            writeln!(text, "- {} (missing: {}), question: {}", step.id, step.missing.join(", "), quoted(&step.prompt));
+    }
+    // A small model copies a concrete ending better than it follows a
+    // description of one.
+    if let Some(first) = ask.steps.first() {
+        let _ = writeln!(
+            text,
+            "When the latest message gives none of the missing fields, the answer ends: \"step\": {}, \"reply\": {}}}",
+            quoted(&first.id),
+            quoted(&first.prompt)
+        );
     }
 }
 
@@ -371,17 +391,23 @@ Latest user message: \"Ritz Paris, the 3rd of June, for two\""
         let plain = understand(&booking_request(), AnswerFormat::Enforced);
         let prompt = understand(&fused, AnswerFormat::Enforced);
         assert_eq!(prompt.stable, plain.stable, "the cacheable prefix does not depend on the reply asked");
-        let asked = prompt.dynamic.strip_prefix(plain.dynamic.split("Latest user message").next().unwrap()).unwrap();
+        // A field the known data holds is reported only when the message
+        // changes it.
+        let now = ". Now \"Ritz Paris\": report it only if the latest message changes it\n";
+        assert!(prompt.dynamic.contains(&format!("- hotel (text){now}")), "{}", prompt.dynamic);
+        let dynamic = prompt.dynamic.replacen(now, "\n", 1);
+        let asked = dynamic.strip_prefix(plain.dynamic.split("Latest user message").next().unwrap()).unwrap();
         assert_eq!(
             asked,
             "Then, after everything else, name the step the conversation stops at and write the assistant's next message to the user:
 - step: of the steps listed below for the flow the conversation is in after the latest message, the first whose missing fields that message does not all give (that step asks for them); null when there is none.
-- reply: the message for that step: short, natural, in the user's language, doing what its prompt says and nothing more; {{name}} in a prompt stands for the value of field name (from the latest message, else the known data). null when step is null.
+- reply: that step's question, copied as written or lightly rephrased, in the user's language, and nothing more; keep each {{name}} exactly as written: code puts in the value of field name. null when step is null.
 The assistant: You are a concierge.
 Known data: {\"hotel\":\"Ritz Paris\"}
 Steps, in order:
-- booking.ask_date (missing: date): \"For which date?\"
-- booking.confirm (missing: confirmed): \"Book {{hotel}} on {{date}}?\"
+- booking.ask_date (missing: date), question: \"For which date?\"
+- booking.confirm (missing: confirmed), question: \"Book {{hotel}} on {{date}}?\"
+When the latest message gives none of the missing fields, the answer ends: \"step\": \"booking.ask_date\", \"reply\": \"For which date?\"}
 Latest user message: \"Ritz Paris, the 3rd of June, for two\""
         );
     }

@@ -20,7 +20,8 @@ use crate::expr::eval::eval;
 use crate::expr::ops::to_text;
 use crate::expr::{Expr, ExprKind, Template, TemplatePart};
 use crate::ir::{FieldId, FlowId, Program};
-use crate::llm::{Proposal, ReplyAsk, ReplyStream, StepAsk};
+use crate::llm::{Proposal, ReplyAsk, ReplyStream, StepAsk, UnderstandRequest};
+use crate::read::text::is_stop_word;
 use crate::runtime::events::{Event, StopReason};
 use mention::{Expected, Unaccepted};
 use serde_json::{Map, Value};
@@ -64,7 +65,7 @@ pub(super) fn reply_ask(st: &TurnState, sv: &Services, plan: &TurnPlan) -> Optio
         .filter_map(|likely| {
             let flow = program.flow(likely.flow)?;
             let step = flow.step(likely.step)?;
-            let prompt = placeholder_text(st, sv, step.prompt.as_ref()?);
+            let prompt = placeholder_text(st, sv, step.prompt.as_ref()?, &data, &plan.ask.fields);
             Some(StepAsk {
                 id: step_id(&flow.name, &step.name),
                 flow: flow.name.clone(),
@@ -81,24 +82,129 @@ pub(super) fn reply_ask(st: &TurnState, sv: &Services, plan: &TurnPlan) -> Optio
 }
 
 /// Code read these values before the call: they are known to the model
-/// (not asked of it), and a step they complete no longer asks. `None`
-/// when no step is left to offer.
-pub(super) fn with_code_reads(mut ask: ReplyAsk, read: &BTreeMap<String, Proposal>) -> Option<ReplyAsk> {
+/// (not asked of it), written into the prompts in place of their
+/// placeholders, and a step they complete no longer asks. Then only the
+/// steps the turn can plausibly stop at are kept ([`plausible_steps`]).
+/// `None` when no step is left to offer.
+pub(super) fn with_code_reads(
+    mut ask: ReplyAsk,
+    read: &BTreeMap<String, Proposal>,
+    request: &UnderstandRequest,
+) -> Option<ReplyAsk> {
     for (name, proposal) in read {
         ask.data.insert(name.clone(), proposal.value.clone());
     }
     for step in &mut ask.steps {
         step.missing.retain(|name| !read.contains_key(name));
+        // A value code read is final (the model is not asked it): the
+        // prompt says it as the reply call would.
+        for (name, proposal) in read.iter().filter(|(_, proposal)| !proposal.value.is_null()) {
+            step.prompt = step.prompt.replace(&format!("{{{{{name}}}}}"), &to_text(&proposal.value));
+        }
     }
     ask.steps.retain(|step| !step.missing.is_empty());
+    ask.steps = plausible_steps(std::mem::take(&mut ask.steps), request);
     (!ask.steps.is_empty()).then_some(ask)
 }
 
+/// The offered steps the turn can plausibly stop at, fewest possible: in
+/// each flow, the steps in order up to the first whose missing fields the
+/// message cannot all give ([`may_give`]), where the turn stops unless the
+/// model reads more than the message shows. A weak model picks among
+/// fewer steps better, and every step dropped is one the turn could reach
+/// only on a value the message holds no sign of.
+fn plausible_steps(steps: Vec<StepAsk>, request: &UnderstandRequest) -> Vec<StepAsk> {
+    let message = Message::of(request);
+    let mut stopped: BTreeSet<String> = BTreeSet::new();
+    let mut kept = Vec::new();
+    for step in steps {
+        if stopped.contains(&step.flow) {
+            continue;
+        }
+        if !step.missing.iter().all(|name| message.may_give(request, name)) {
+            stopped.insert(step.flow.clone());
+        }
+        kept.push(step);
+    }
+    kept
+}
+
+/// The message as [`plausible_steps`] reads it: its words, and the words
+/// of what the request itself says (flows, fields, prompts), which name
+/// what the user asks for, not a value.
+struct Message<'r> {
+    text: &'r str,
+    today: Option<chrono::NaiveDate>,
+    /// Content words of the message not found in the request's own words.
+    own_words: usize,
+}
+
+impl<'r> Message<'r> {
+    fn of(request: &'r UnderstandRequest) -> Message<'r> {
+        let mut vocabulary = String::new();
+        for flow in request.prefix.catalogue.iter().chain(&request.flows) {
+            vocabulary.push_str(&flow.name);
+            vocabulary.push(' ');
+            vocabulary.push_str(flow.title.as_deref().unwrap_or_default());
+            vocabulary.push(' ');
+            vocabulary.push_str(&flow.when.join(" "));
+            vocabulary.push(' ');
+        }
+        for field in &request.fields {
+            vocabulary.push_str(&field.name.replace('_', " "));
+            vocabulary.push(' ');
+            vocabulary.push_str(field.description.as_deref().unwrap_or_default());
+            vocabulary.push(' ');
+        }
+        for step in request.reply.iter().flat_map(|ask| &ask.steps) {
+            vocabulary.push_str(&step.prompt);
+            vocabulary.push(' ');
+        }
+        let known = crate::read::words_of(&vocabulary);
+        let own_words = crate::read::words_of(&request.message)
+            .split_whitespace()
+            // A contraction's parts are words of their own ("i'd").
+            .flat_map(|word| word.split('\''))
+            .filter(|word| word.chars().count() > 2 && !is_stop_word(word))
+            .filter(|word| !known.contains(&format!(" {word} ")))
+            .count();
+        Message {
+            text: &request.message,
+            today: chrono::NaiveDate::parse_from_str(&request.today, "%Y-%m-%d").ok(),
+            own_words,
+        }
+    }
+
+    /// Whether the message may give the field `name`: it is asked of the
+    /// model, and the message holds something of its kind (a date for a
+    /// date, a number for a number, for text a word of its own).
+    fn may_give(&self, request: &UnderstandRequest, name: &str) -> bool {
+        let Some(field) = request.fields.iter().find(|field| field.name == name) else {
+            return false;
+        };
+        match field.kind.as_str() {
+            "date" | "datetime" => !crate::read::dates_in(self.text, self.today).is_empty(),
+            "int" | "float" => !crate::read::numbers_in(self.text).is_empty(),
+            // A yes or no has no shape to look for.
+            "bool" => true,
+            _ => self.own_words > 0,
+        }
+    }
+}
+
 /// A prompt as the model is shown it: `{{field}}` for each interpolation
-/// of a field (its value may come from this very message), the text of
-/// any other, rendered on the data before the message (the plan admits
-/// only those that read nothing the message may fill).
-fn placeholder_text(st: &TurnState, sv: &Services, prompt: &Template) -> String {
+/// of a field this message may fill (one asked of the model, or one
+/// without a value), the value of any other field as `data` holds it,
+/// and the text of any other interpolation, rendered on the data before
+/// the message (the plan admits only those that read nothing the message
+/// may fill).
+fn placeholder_text(
+    st: &TurnState,
+    sv: &Services,
+    prompt: &Template,
+    data: &Map<String, Value>,
+    asked: &BTreeSet<FieldId>,
+) -> String {
     let program = sv.program;
     let scope = st.scope(sv);
     let mut warnings = Vec::new();
@@ -106,14 +212,19 @@ fn placeholder_text(st: &TurnState, sv: &Services, prompt: &Template) -> String 
     for part in &prompt.parts {
         match part {
             TemplatePart::Text(literal) => text.push_str(literal),
-            TemplatePart::Expr(expr) => match plain_field(expr).and_then(|field| program.field(field)) {
-                Some(declared) => {
-                    text.push_str("{{");
-                    text.push_str(&declared.name);
-                    text.push_str("}}");
+            TemplatePart::Expr(expr) => {
+                match plain_field(expr).and_then(|field| Some((field, program.field(field)?))) {
+                    Some((field, declared)) => match data.get(&declared.name).filter(|value| !value.is_null()) {
+                        Some(value) if !asked.contains(&field) => text.push_str(&to_text(value)),
+                        _ => {
+                            text.push_str("{{");
+                            text.push_str(&declared.name);
+                            text.push_str("}}");
+                        }
+                    },
+                    None => text.push_str(&to_text(&eval(expr, &scope, &mut warnings))),
                 }
-                None => text.push_str(&to_text(&eval(expr, &scope, &mut warnings))),
-            },
+            }
         }
     }
     text

@@ -39,7 +39,8 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
     // read, and the model is asked only for the rest.
     let read_by_code = sv.reader.read(&request);
     request.fields.retain(|field| !read_by_code.contains_key(&field.name));
-    request.reply = request.reply.take().and_then(|ask| fused::with_code_reads(ask, &read_by_code));
+    let ask = request.reply.take();
+    request.reply = ask.and_then(|ask| fused::with_code_reads(ask, &read_by_code, &request));
     // The fused reply rides only on a call the turn makes anyway.
     if !request.is_empty() {
         super::history::fit_understand(st, sv, &mut request);

@@ -57,14 +57,28 @@ fn the_reply_written_in_the_understand_call_answers_the_turn_without_a_reply_cal
     assert_eq!(harness.calls_last_turn(), (1, 0), "the understand call only");
     assert_eq!(result.llm_calls, 1);
     assert_eq!(fused(&result), [(Some("booking.ask_hotel".to_string()), true, None)]);
-    // What the call was asked: the steps in the order the turn reaches
-    // them, each with what it still misses, its prompt with a placeholder
-    // for each field, and who writes.
+    // What the call was asked: the one step the turn can plausibly stop
+    // at (the message names no hotel: no word of its own, beside those of
+    // the flow's description), what it still misses, and who writes.
     let ask = harness.last_understand().reply.expect("a fused reply is asked for");
-    let steps: Vec<(&str, Vec<&str>)> =
-        ask.steps.iter().map(|step| (step.id.as_str(), step.missing.iter().map(String::as_str).collect())).collect();
+    assert_eq!(steps_offered(&ask), [("booking.ask_hotel", vec!["hotel"])]);
+    assert_eq!(ask.identity.as_deref(), Some("You are a concierge."));
+    assert_eq!(ask.rules, ["Be brief."]);
+}
+
+fn steps_offered(ask: &flowc::llm::ReplyAsk) -> Vec<(&str, Vec<&str>)> {
+    ask.steps.iter().map(|step| (step.id.as_str(), step.missing.iter().map(String::as_str).collect())).collect()
+}
+
+#[test]
+fn the_steps_offered_are_those_the_message_holds_a_sign_for_and_the_first_it_does_not() {
+    // A hotel of its own words, a date, a number: the turn may stop at
+    // any step up to confirm, whose confirmation no message gives ahead.
+    let mut harness = Harness::new(BOOKING);
+    harness.say_with("the Ritz on June 3rd for two", Understood::new().flow("booking"));
+    let ask = harness.last_understand().reply.expect("a fused reply is asked for");
     assert_eq!(
-        steps,
+        steps_offered(&ask),
         [
             ("booking.ask_hotel", vec!["hotel"]),
             ("booking.ask_date", vec!["date"]),
@@ -73,8 +87,32 @@ fn the_reply_written_in_the_understand_call_answers_the_turn_without_a_reply_cal
         ]
     );
     assert_eq!(ask.steps[3].prompt, "Shall I book {{hotel}} on {{date}} for {{guests}} guests?");
-    assert_eq!(ask.identity.as_deref(), Some("You are a concierge."));
-    assert_eq!(ask.rules, ["Be brief."]);
+    // A hotel and no date: the date step is the last the turn can reach.
+    let mut harness = Harness::new(BOOKING);
+    harness.say_with("the Ritz, please", Understood::new().flow("booking"));
+    let ask = harness.last_understand().reply.expect("a fused reply is asked for");
+    assert_eq!(steps_offered(&ask), [("booking.ask_hotel", vec!["hotel"]), ("booking.ask_date", vec!["date"])]);
+}
+
+#[test]
+fn a_value_code_read_is_written_into_the_prompt_the_model_copies() {
+    let mut harness = Harness::new(BOOKING);
+    harness.say_with(
+        "book the Grand Hotel for 2 guests",
+        Understood::new().flow("booking").field("hotel", json!("Grand Hotel")).field("guests", json!(2)),
+    );
+    // Code reads the ISO date: confirm is the one step left, its prompt
+    // with the date written in and placeholders for the fields the model
+    // is still asked (the message may change them).
+    let result = harness.say_with(
+        "2026-12-04",
+        Understood::new().fused("booking.confirm", "Shall I book {{hotel}} on 2026-12-04 for {{guests}} guests?"),
+    );
+    let ask = harness.last_understand().reply.expect("a fused reply is asked for");
+    assert_eq!(steps_offered(&ask), [("booking.confirm", vec!["confirmed"])]);
+    assert_eq!(ask.steps[0].prompt, "Shall I book {{hotel}} on 2026-12-04 for {{guests}} guests?");
+    assert_eq!(result.reply, "Shall I book Grand Hotel on 2026-12-04 for 2 guests?");
+    assert_eq!(harness.calls_last_turn(), (1, 0));
 }
 
 #[test]
