@@ -24,7 +24,6 @@ pub mod postgres;
 pub mod postgres_tls;
 pub mod schedules;
 pub mod sqlite;
-pub(crate) mod sqlite_caps;
 pub(crate) mod sqlite_checkpoint;
 pub(crate) mod sqlite_commit;
 pub(crate) mod sqlite_guard;

@@ -13,8 +13,9 @@
 //! The schema is versioned with `PRAGMA user_version`; [`MIGRATIONS`] takes
 //! a database of any older version to the current one.
 
+mod caps;
+
 use super::rows::{self, now_text};
-use super::sqlite_caps;
 use super::sqlite_checkpoint::{self, Checkpointer};
 use super::sqlite_commit::{Committer, Held, SessionWrite};
 use super::sqlite_guard::{self, OpenLock, Refusal};
@@ -428,12 +429,12 @@ impl SessionStore for SqliteStore {
     }
 
     fn count_sessions(&self, prefix: &str) -> Result<u64, StoreError> {
-        sqlite_caps::count_sessions(&*self.connection("*")?, prefix)
+        caps::count_sessions(&*self.connection("*")?, prefix)
     }
 
     fn create_session(&self, session: &Session, cap: &Cap<'_>) -> Result<Created, StoreError> {
         self.writable()?;
-        sqlite_caps::create_session(&mut *self.connection(&session.id)?, session, cap)
+        caps::create_session(&mut *self.connection(&session.id)?, session, cap)
     }
 
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
@@ -626,12 +627,12 @@ impl RunStore for SqliteStore {
     }
 
     fn count_active_runs(&self, prefix: &str) -> Result<u64, StoreError> {
-        sqlite_caps::count_active_runs(&*self.connection("*")?, prefix)
+        caps::count_active_runs(&*self.connection("*")?, prefix)
     }
 
     fn create_run(&self, stored: &StoredRun, claim: Option<&Claim>, cap: &Cap<'_>) -> Result<Created, StoreError> {
         self.writable()?;
-        sqlite_caps::create_run(&mut *self.connection(&stored.run.run)?, stored, claim, cap)
+        caps::create_run(&mut *self.connection(&stored.run.run)?, stored, claim, cap)
     }
 
     fn list_runs_readable(&self) -> Result<(Vec<RunSummary>, Vec<StoreError>), StoreError> {

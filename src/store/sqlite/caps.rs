@@ -4,9 +4,9 @@
 //! from any process on the machine, so no creation comes between a count
 //! and its insert, and creations racing at a cap never pass it.
 
-use super::rows::{self, now_text};
-use super::sqlite::{save_run_in, sql_error};
-use super::{Cap, Claim, Created, StoreError, StoredRun};
+use crate::store::rows::{self, now_text};
+use super::{save_run_in, sql_error};
+use crate::store::{Cap, Claim, Created, StoreError, StoredRun};
 use crate::runtime::session::Session;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -27,7 +27,7 @@ pub(super) fn count_sessions(connection: &Connection, prefix: &str) -> Result<u6
 /// How many runs not yet ended have an id starting with `prefix`, on
 /// `connection` (in the caller's transaction, if it is in one).
 pub(super) fn count_active_runs(connection: &Connection, prefix: &str) -> Result<u64, StoreError> {
-    let [first, second, third] = super::ACTIVE_STATUSES;
+    let [first, second, third] = crate::store::ACTIVE_STATUSES;
     let end = prefix_end(prefix);
     let count: i64 = connection
         .prepare_cached(
@@ -51,7 +51,7 @@ fn prefix_end(prefix: &str) -> String {
     char::MAX.to_string()
 }
 
-/// [`super::SessionStore::create_session`] on the store's connection.
+/// [`crate::store::SessionStore::create_session`] on the store's connection.
 pub(super) fn create_session(
     connection: &mut Connection,
     session: &Session,
@@ -97,7 +97,7 @@ pub(super) fn create_session(
     Ok(Created::Stored)
 }
 
-/// [`super::RunStore::create_run`] on the store's connection.
+/// [`crate::store::RunStore::create_run`] on the store's connection.
 pub(super) fn create_run(
     connection: &mut Connection,
     stored: &StoredRun,
