@@ -12,7 +12,8 @@
 //! it (`reading.rs`: a date in another format, a number in words, a code
 //! punctuated otherwise). The turn's own texts are read first, and the
 //! program's only for a claim they do not back, so a reply that states
-//! nothing new costs one reading of the turn.
+//! nothing new costs one reading of the turn; the program's are read once
+//! a day for all turns ([`ProgramTexts`], kept by the runtime).
 
 pub(super) mod reading;
 
@@ -27,15 +28,50 @@ use reading::{Known, claims};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::cell::OnceCell;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// What the program's own texts back, read once and kept by the
+/// [`Runtime`](super::Runtime) for all its turns: reading them (the whole
+/// IR) for each check cost a turn that restates one of them ten times the
+/// rest of the check. Their reading depends on the day (a date without its
+/// year, "tomorrow"), so a new day reads them again.
+pub(super) struct ProgramTexts {
+    program: Arc<Program>,
+    read: Mutex<Option<(NaiveDate, Arc<Known>)>>,
+}
+
+impl ProgramTexts {
+    pub(super) fn new(program: Arc<Program>) -> ProgramTexts {
+        ProgramTexts { program, read: Mutex::new(None) }
+    }
+
+    /// Whether these are the texts of `program` (the same one, not an equal one).
+    pub(super) fn of(&self, program: &Arc<Program>) -> bool {
+        Arc::ptr_eq(&self.program, program)
+    }
+
+    fn known(&self, today: NaiveDate) -> Arc<Known> {
+        // A check that panicked left nothing half-made: the value is set whole.
+        let mut read = self.read.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*read {
+            Some((day, known)) if *day == today => Arc::clone(known),
+            _ => {
+                let known = Arc::new(Known::of(&program_texts(&self.program), today));
+                *read = Some((today, Arc::clone(&known)));
+                known
+            }
+        }
+    }
+}
 
 /// Everything the model was given for a reply, as texts, read only when
 /// the reply states a value-like token.
 pub(super) struct Grounds<'a> {
     texts: Vec<Cow<'a, str>>,
-    program: &'a Program,
+    program: &'a ProgramTexts,
     today: NaiveDate,
     turn: OnceCell<Known>,
-    everything: OnceCell<Known>,
+    everything: OnceCell<Arc<Known>>,
 }
 
 impl<'a> Grounds<'a> {
@@ -43,14 +79,19 @@ impl<'a> Grounds<'a> {
     /// (and its summary), data and context, the user's message, and
     /// today's date (the date and its year, not its day and month as
     /// numbers: "5 guests" is no reading of January 5).
-    pub(super) fn new(program: &'a Program, today: NaiveDate, session: &'a Session, message: &'a str) -> Grounds<'a> {
+    pub(super) fn new(
+        program: &'a ProgramTexts,
+        today: NaiveDate,
+        session: &'a Session,
+        message: &'a str,
+    ) -> Grounds<'a> {
         let mut grounds = Grounds::of(program, today);
         grounds.session(session, message);
         grounds
     }
 
     /// Nothing given yet but the program's texts and today's date.
-    fn of(program: &'a Program, today: NaiveDate) -> Grounds<'a> {
+    fn of(program: &'a ProgramTexts, today: NaiveDate) -> Grounds<'a> {
         Grounds { texts: Vec::new(), program, today, turn: OnceCell::new(), everything: OnceCell::new() }
     }
 
@@ -104,7 +145,7 @@ impl<'a> Grounds<'a> {
     /// was given to write it, and the prompts of the steps the turn asks
     /// with, rendered on the accepted data.
     pub(super) fn fused(
-        (program, today): (&'a Program, NaiveDate),
+        (program, today): (&'a ProgramTexts, NaiveDate),
         session: &'a Session,
         message: &'a str,
         ask: &'a ReplyAsk,
@@ -135,7 +176,7 @@ impl<'a> Grounds<'a> {
         let turn = self.turn.get_or_init(|| Known::of(&self.texts.join("\n"), self.today).with_today(self.today));
         let mut open = stated.into_iter().filter(|(_, claim)| !turn.backs(claim)).peekable();
         open.peek()?;
-        let everything = self.everything.get_or_init(|| Known::of(&program_texts(self.program), self.today));
+        let everything = self.everything.get_or_init(|| self.program.known(self.today));
         open.find(|(_, claim)| !everything.backs(claim)).map(|(written, _)| written)
     }
 }
@@ -178,9 +219,9 @@ fn program_texts(program: &Program) -> String {
     texts
 }
 
-/// The program and today's date, which every reading needs.
-pub(super) fn setting<'a>(sv: &Services<'a>) -> (&'a Program, NaiveDate) {
-    (sv.program, sv.tool_env.clock.now().date_naive())
+/// The program's texts and today's date, which every reading needs.
+pub(super) fn setting<'a>(sv: &Services<'a>) -> (&'a ProgramTexts, NaiveDate) {
+    (sv.program_texts, sv.tool_env.clock.now().date_naive())
 }
 
 /// Sets aside a fused reply that states `claim` (traced): the reason the

@@ -151,7 +151,7 @@ fn model_round(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<ToolC
     };
     let answer = if replying.rounds.len() < MAX_ROUNDS {
         replying.request.tools_spent = !replying.budget.may_call();
-        let (program, today) = (sv.program, sv.tool_env.clock.now().date_naive());
+        let (program, today) = claims::setting(sv);
         let runtime = &mut *sv;
         let mut stream = runtime.stream.as_mut();
         let asked_again = replying.asked_again;
@@ -225,8 +225,8 @@ fn finish_model_reply(st: &mut TurnState, sv: &mut Services) -> Result<Option<Ve
         // Past the last round an empty reply stands: `finish` answers it.
         (replying.rounds.len() < MAX_ROUNDS).then_some(Fault::Empty)
     } else {
-        let today = sv.tool_env.clock.now().date_naive();
-        let mut grounds = Grounds::new(sv.program, today, &st.session, &st.message);
+        let (program, today) = claims::setting(sv);
+        let mut grounds = Grounds::new(program, today, &st.session, &st.message);
         grounds.request(&replying.request, &replying.rounds);
         grounds.unfounded(&response.text).map(Fault::Claim)
     };

@@ -2,6 +2,7 @@
 //! conversations. Each message is one turn, run by the pipeline of the
 //! stage files beside this one ([`super`]).
 
+use super::claims::ProgramTexts;
 use super::{Progress, Turn};
 use crate::ir::Program;
 use crate::llm::{Provider, ProviderError};
@@ -103,6 +104,8 @@ pub struct Runtime {
     /// Reads what the offline rules read beyond doubt before the model is
     /// asked (its compiled patterns live as long as the runtime).
     pub(super) reader: CertainReader,
+    /// What the program's texts back, read once for the reply-claims check.
+    pub(super) program_texts: ProgramTexts,
 }
 
 impl Runtime {
@@ -110,6 +113,7 @@ impl Runtime {
     pub fn new(program: Arc<Program>, provider: Box<dyn Provider>, options: RuntimeOptions) -> Runtime {
         let program_hash = program_hash(&program);
         Runtime {
+            program_texts: ProgramTexts::new(Arc::clone(&program)),
             program,
             provider,
             tools: options.tools,

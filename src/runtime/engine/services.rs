@@ -4,6 +4,7 @@
 //! length of one turn, apart from the [`TurnState`](super::state::TurnState)
 //! the stages change, so a stage's signature says which it may touch.
 
+use super::claims::ProgramTexts;
 use super::runtime::StreamSink;
 use super::runtime::{ContinuationLimits, Runtime};
 use crate::ir::Program;
@@ -13,6 +14,8 @@ use crate::runtime::tools::{ToolEnv, ToolRegistry};
 
 pub(super) struct Services<'a> {
     pub(super) program: &'a Program,
+    /// What the program's texts back, for the reply-claims check.
+    pub(super) program_texts: &'a ProgramTexts,
     pub(super) tools: &'a ToolRegistry,
     pub(super) tool_env: &'a ToolEnv,
     pub(super) limits: ContinuationLimits,
@@ -30,10 +33,17 @@ impl<'a> Services<'a> {
     /// The services of `runtime`, and its observer, which the turn's trace
     /// feeds as events happen.
     pub(super) fn borrow(runtime: &'a mut Runtime) -> (Services<'a>, Option<&'a mut dyn super::Observer>) {
-        let Runtime { program, provider, tools, tool_env, observer, limits, stream, reader, .. } = runtime;
+        let Runtime { program, provider, tools, tool_env, observer, limits, stream, reader, program_texts, .. } =
+            runtime;
         let program: &'a std::sync::Arc<Program> = program;
+        // `Runtime::program` is public: a program set in place of the one
+        // the texts were read from has its own read.
+        if !program_texts.of(program) {
+            *program_texts = ProgramTexts::new(std::sync::Arc::clone(program));
+        }
         let services = Services {
             program: program.as_ref(),
+            program_texts,
             tools,
             tool_env,
             limits: *limits,

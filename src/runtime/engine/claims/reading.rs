@@ -12,6 +12,7 @@ use crate::read::text::{Kind, Token, tokenize};
 use crate::read::{ReadDate, dates_in, numbers_in, words_of};
 use chrono::{Datelike, NaiveDate};
 use std::collections::BTreeSet;
+use std::sync::OnceLock;
 
 /// A text as the checks read it, each reading made once.
 pub(in crate::runtime::engine) struct Text {
@@ -132,9 +133,15 @@ const JOINERS: &[char] = &['-', '_', '/', '.', ':', '@', '+', '#', ','];
 pub(super) fn claims(text: &str, today: NaiveDate) -> Vec<(String, Claim)> {
     let tokens = tokenize(text);
     let mentions = dates::find(&tokens, Some(today), &[]);
+    claims_in(text, &tokens, &mentions)
+}
+
+/// [`claims`] of a text already cut into `tokens`, whose dates are
+/// `mentions`.
+fn claims_in(text: &str, tokens: &[Token], mentions: &[Mention]) -> Vec<(String, Claim)> {
     let mut taken = vec![false; tokens.len()];
     let mut found = Vec::new();
-    for mention in &mentions {
+    for mention in mentions {
         let covered = tokens.get(mention.first..=mention.last).unwrap_or_default();
         if !covered.iter().any(|token| token.kind == Kind::Number) {
             continue;
@@ -154,9 +161,9 @@ pub(super) fn claims(text: &str, today: NaiveDate) -> Vec<(String, Claim)> {
         };
         found.push((written, claim));
     }
-    for chunk in chunks(&tokens, &taken) {
+    for chunk in chunks(tokens, &taken) {
         let parts = tokens.get(chunk.0..=chunk.1).unwrap_or_default();
-        if let Some(claim) = classify(text, &tokens, chunk)
+        if let Some(claim) = classify(text, tokens, chunk)
             && !parts.is_empty()
         {
             found.push((span(text, parts), claim));
@@ -172,6 +179,11 @@ pub(super) fn claims(text: &str, today: NaiveDate) -> Vec<(String, Claim)> {
 pub(super) struct Known {
     numbers: Vec<f64>,
     dates: BTreeSet<(u32, u32)>,
+    /// Its dates with their years, rendered (`rendered`) only when a code
+    /// is not backed otherwise: most replies state none, and rendering
+    /// every date in every format was most of the check's work.
+    days: BTreeSet<NaiveDate>,
+    rendered: OnceLock<BTreeSet<String>>,
     times: BTreeSet<(u32, u32)>,
     codes: BTreeSet<String>,
     emails: BTreeSet<String>,
@@ -186,10 +198,11 @@ impl Known {
         // ORD-1234), which the number reader leaves to the code.
         let groups = tokens.iter().filter(|token| token.kind == Kind::Number);
         known.numbers.extend(groups.filter_map(|token| token.lower.parse::<f64>().ok()));
-        for mention in dates::find(&tokens, Some(today), &[]) {
-            known.add_date(&mention, &tokens);
+        let mentions = dates::find(&tokens, Some(today), &[]);
+        for mention in &mentions {
+            known.add_date(mention, &tokens);
         }
-        for (_, claim) in claims(text, today) {
+        for (_, claim) in claims_in(text, &tokens, &mentions) {
             match claim {
                 Claim::Number(number) => known.numbers.push(number),
                 Claim::Code(code) => {
@@ -216,9 +229,7 @@ impl Known {
         let mut date = |date: NaiveDate| {
             self.dates.insert((date.month(), date.day()));
             self.numbers.extend([f64::from(date.year()), f64::from(date.month()), f64::from(date.day())]);
-            for rendering in date_renderings(date) {
-                self.codes.insert(normalized(&tokenize(&rendering)));
-            }
+            self.days.insert(date);
         };
         match &mention.value {
             Some(DateValue::Date(day)) => date(*day),
@@ -248,13 +259,22 @@ impl Known {
         }
     }
 
+    /// The codes its dates are as rendered in the common formats
+    /// (`2026-12-04` as `20261204`, `4th of December`), read once.
+    fn renderings(&self) -> &BTreeSet<String> {
+        self.rendered.get_or_init(|| {
+            let renderings = self.days.iter().flat_map(|day| date_renderings(*day));
+            renderings.map(|rendering| normalized(&tokenize(&rendering))).collect()
+        })
+    }
+
     /// Whether `claim` stands on this text.
     pub(super) fn backs(&self, claim: &Claim) -> bool {
         match claim {
             Claim::Number(number) => self.numbers.iter().any(|known| (known - number).abs() < 1e-9),
             Claim::Date(month, day) => self.dates.contains(&(*month, *day)),
             Claim::Time(hour, minute) => self.times.contains(&(*hour, *minute)),
-            Claim::Code(code) => self.codes.contains(code),
+            Claim::Code(code) => self.codes.contains(code) || self.renderings().contains(code),
             Claim::Email(email) => self.emails.contains(email),
         }
     }

@@ -6,6 +6,7 @@ use super::*;
 use crate::llm::{ToolCall, ToolCalls};
 use crate::message::{Message, Role};
 use crate::source::SourceFile;
+use reading::Claim;
 use serde_json::json;
 
 const SUPPORT: &str = r#"
@@ -25,10 +26,10 @@ flow billing "Billing and refunds" {
 }
 "#;
 
-fn program(source: &str) -> Program {
+fn program(source: &str) -> ProgramTexts {
     let compilation = crate::pipeline::compile(&SourceFile::new("test.flow", source));
     assert!(!compilation.has_errors(), "{:#?}", compilation.diagnostics);
-    compilation.ir
+    ProgramTexts::new(Arc::new(compilation.ir))
 }
 
 fn today() -> NaiveDate {
@@ -47,7 +48,7 @@ fn session(said: &[&str]) -> Session {
 
 /// What `reply` states that nothing backs, in a turn at a step whose
 /// prompt is `prompt`, the user having said `said` and now `message`.
-fn unfounded(program: &Program, said: &[&str], message: &str, prompt: &str, reply: &str) -> Option<String> {
+fn unfounded(program: &ProgramTexts, said: &[&str], message: &str, prompt: &str, reply: &str) -> Option<String> {
     let session = session(said);
     let request = ReplyRequest { instructions: vec![prompt.to_string()], ..ReplyRequest::default() };
     let mut grounds = Grounds::of(program, today());
@@ -178,4 +179,14 @@ fn a_reply_asked_again_is_shown_only_whole_and_only_if_it_states_nothing_new() {
     assert_eq!(gate.push("Ticket BILLING-1234. What is the order?", &grounds), "");
     assert_eq!(gate.finish(&grounds), "");
     assert_eq!(gate.blocked(), Some("BILLING-1234"));
+}
+
+#[test]
+fn the_programs_texts_are_read_once_a_day() {
+    let support = program(SUPPORT);
+    let first = support.known(today());
+    assert!(Arc::ptr_eq(&first, &support.known(today())), "read again the same day");
+    assert!(first.backs(&Claim::Code("5550100".into())), "the rule's phone number");
+    let next_day = support.known(today().succ_opt().unwrap());
+    assert!(!Arc::ptr_eq(&first, &next_day), "a new day reads them again");
 }
