@@ -204,14 +204,36 @@ impl Conversation<'_> {
 /// the reply was written: the rest of the reply (normally just the line
 /// break), or, when the reply turned out different (a post-model `reply`
 /// directive replaced the model's text), the reply on a line of its own.
+/// A reply the runtime replaced while streaming (a stand-in for a reply
+/// set aside) was streamed itself, on its own line after what was shown of
+/// the one set aside: it is not printed again.
 fn after_stream(streamed: &str, reply: &str) -> String {
     if streamed.is_empty() {
         return format!("{reply}\n");
     }
-    match reply.strip_prefix(streamed) {
-        Some(rest) => format!("{rest}\n"),
-        None => format!("\n{reply}\n"),
+    if let Some(rest) = reply.strip_prefix(streamed) {
+        return format!("{rest}\n");
     }
+    if streamed_on_its_own_line(streamed, reply) {
+        return "\n".to_string();
+    }
+    format!("\n{reply}\n")
+}
+
+/// Whether `streamed` is the reply's opening lines (its `say` texts, if
+/// any), then something else, then the rest of the reply on a line of its
+/// own: a stand-in streamed after what it replaced.
+fn streamed_on_its_own_line(streamed: &str, reply: &str) -> bool {
+    let mut line_starts = std::iter::once(0).chain(reply.match_indices('\n').map(|(at, _)| at + 1));
+    line_starts.any(|at| {
+        let (Some(opening), Some(rest)) = (reply.get(..at), reply.get(at..)) else {
+            return false;
+        };
+        let Some(after) = streamed.strip_prefix(opening) else {
+            return false;
+        };
+        !rest.is_empty() && after.strip_suffix(rest).is_some_and(|before| before.ends_with('\n'))
+    })
 }
 
 #[cfg(test)]
@@ -224,5 +246,19 @@ mod tests {
         assert_eq!(after_stream("For which date?", "For which date?"), "\n");
         assert_eq!(after_stream("Welcome!", "Welcome!\nFor which date?"), "\nFor which date?\n");
         assert_eq!(after_stream("Let me check", "Sorry, no rooms."), "\nSorry, no rooms.\n");
+    }
+
+    #[test]
+    fn a_stand_in_streamed_after_what_it_replaced_is_printed_once() {
+        // The model's reply shown up to a made-up ticket, then the stand-in
+        // the runtime streamed on a line of its own.
+        let shown = "I've opened ticket \nWhat is the order number?";
+        assert_eq!(after_stream(shown, "What is the order number?"), "\n");
+        // With a `say` text before the model's reply, which the reply keeps.
+        let shown = "Welcome!\nWhat is the date 2026-\nWhat is the order number?";
+        assert_eq!(after_stream(shown, "Welcome!\nWhat is the order number?"), "\n");
+        // A reply that only ends like what was shown, not on its own line, is
+        // printed whole.
+        assert_eq!(after_stream("Let me check the order?", "the order?"), "\nthe order?\n");
     }
 }
