@@ -10,9 +10,9 @@
 //! at a cap never pass it.
 
 use super::{Connection, sql_error};
+use crate::runtime::session::Session;
 use crate::store::rows::{self, now_text};
 use crate::store::{Cap, Claim, Created, StoreError, StoredRun};
-use crate::runtime::session::Session;
 
 /// How many sessions have an id starting with `$1`. `starts_with`, not a
 /// range on the key: under the database's collation a prefix need not

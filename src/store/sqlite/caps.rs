@@ -4,10 +4,10 @@
 //! from any process on the machine, so no creation comes between a count
 //! and its insert, and creations racing at a cap never pass it.
 
-use crate::store::rows::{self, now_text};
 use super::{save_run_in, sql_error};
-use crate::store::{Cap, Claim, Created, StoreError, StoredRun};
 use crate::runtime::session::Session;
+use crate::store::rows::{self, now_text};
+use crate::store::{Cap, Claim, Created, StoreError, StoredRun};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 /// How many sessions have an id starting with `prefix`, on `connection`
