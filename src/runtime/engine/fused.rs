@@ -3,7 +3,9 @@
 //! turn's plan), and the reply stage uses it instead of a reply call only
 //! when code, having grounded and resolved as always, agrees with every
 //! premise the model wrote it on ([`take_reply`]): the turn stops at the
-//! step it named, every value the step's prompt reads is the value it saw,
+//! step it named, every value the step's prompt reads is the value it saw
+//! (or left to code as the prompt's `{{field}}`, filled with the accepted
+//! value),
 //! the reply mentions no value code did not accept (`mention.rs`), the step
 //! offers no tools, and nothing else (a directive, a `say`, another step's
 //! prompt) shapes the reply. Whether it was used, and why not, is traced
@@ -283,9 +285,9 @@ pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &R
     if !st.answer.says.is_empty() || st.answer.instructions.len() != 1 {
         return Err("the reply has more to say than the step's prompt".into());
     }
-    if let Some(name) = unseen_value(st, program, fused, step.prompt.as_ref()) {
-        return Err(format!("the step's prompt reads `{name}`, whose value is not the one the model saw"));
-    }
+    let unseen = unseen_values(st, program, fused, step.prompt.as_ref());
+    // A streamed reply's placeholders are read once it is whole (`stream_reply`).
+    kept_as_placeholders(&unseen, fused.pending.is_none().then_some(reply.text.as_str()))?;
     // A yes or no has no words of its own to look for in the reply.
     if let Some(rejected) = unaccepted(st, fused).iter().find(|rejected| !mention::checkable(rejected.value)) {
         return Err(format!(
@@ -299,7 +301,7 @@ pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &R
             return Err("the reply is empty".into());
         }
         let text = fill_placeholders(st, &reply.text)?;
-        check_text(st, sv, fused, &text)?;
+        check_text(st, sv, fused, &unseen, &text)?;
         return Ok(text);
     }
     Ok(reply.text.clone())
@@ -372,7 +374,7 @@ fn same_value(proposed: &Value, accepted: &Value) -> bool {
 
 /// The reply's text against every value code did not accept: `Err` names
 /// the first it mentions.
-fn check_text(st: &TurnState, sv: &Services, fused: &Fused, text: &str) -> Result<(), String> {
+fn check_text(st: &TurnState, sv: &Services, fused: &Fused, unseen: &[Unseen], text: &str) -> Result<(), String> {
     let prompt = st.answer.instructions.first().map(String::as_str).unwrap_or_default();
     let known: Vec<String> = st.session.data.values().filter(|value| !value.is_null()).map(to_text).collect();
     let expected =
@@ -380,6 +382,17 @@ fn check_text(st: &TurnState, sv: &Services, fused: &Fused, text: &str) -> Resul
     for rejected in unaccepted(st, fused) {
         if let Some(rendering) = mention::mentioned(text, &rejected, &expected) {
             return Err(format!("the reply mentions {rendering}, which code did not accept for `{}`", rejected.field));
+        }
+    }
+    // A value the model saw that is no longer the field's, left to code's
+    // placeholder, must not be in the reply's own words either.
+    for gone in unseen {
+        let Some(seen) = gone.seen.as_ref() else {
+            continue;
+        };
+        let stale = Unaccepted { field: &gone.name, value: seen, evidence: None };
+        if let Some(rendering) = mention::mentioned(text, &stale, &expected) {
+            return Err(format!("the reply mentions {rendering}, no longer the value of `{}`", gone.name));
         }
     }
     Ok(())
@@ -404,7 +417,13 @@ pub(super) fn stream_reply(
 ) -> Result<Result<String, String>, TurnError> {
     // A model copies the placeholders of the prompts it was shown: a reply
     // that may hold one is read whole, filled, then shown.
-    let mut hold = !unaccepted(st, fused).is_empty() || fused.ask.steps.iter().any(|step| step.prompt.contains("{{"));
+    let unseen = match asked_step(st, sv.program) {
+        Some(step) => unseen_values(st, sv.program, fused, step.prompt.as_ref()),
+        None => Vec::new(),
+    };
+    let mut hold = !unaccepted(st, fused).is_empty()
+        || !unseen.is_empty()
+        || fused.ask.steps.iter().any(|step| step.prompt.contains("{{"));
     // Shown a word at a time, and held from a token nothing the model was
     // given backs (`claims.rs`): such a reply is set aside.
     let grounds = Grounds::fused(claims::setting(sv), &st.session, &st.message, &fused.ask, &st.answer.instructions);
@@ -444,13 +463,16 @@ pub(super) fn stream_reply(
     // placeholder with no value that no prompt suggested) is followed by
     // the reply call's. Nothing is held back for the values check then:
     // with no value set aside, there is nothing to check.
+    if let Err(reason) = kept_as_placeholders(&unseen, Some(&text)) {
+        return Ok(Err(reason));
+    }
     let (before, held) = text.split_at(shown);
     let held = match fill_placeholders(st, if shown == 0 { held.trim_start() } else { held }) {
         Ok(held) => held,
         Err(reason) => return Ok(Err(reason)),
     };
     let whole = format!("{}{held}", before.trim_start());
-    if let Err(reason) = check_text(st, sv, fused, &whole) {
+    if let Err(reason) = check_text(st, sv, fused, &unseen, &whole) {
         return Ok(Err(reason));
     }
     if let Some(claim) = grounds.unfounded(&whole) {
@@ -464,12 +486,31 @@ pub(super) fn stream_reply(
     Ok(Ok(whole))
 }
 
-/// The first field the step's prompt reads whose value now is not the one
-/// the model wrote the reply with: a field interpolated as such against
-/// what the model saw, one a computed interpolation reads against the
-/// data the prompt was shown rendered with.
-fn unseen_value(st: &TurnState, program: &Program, fused: &Fused, prompt: Option<&Template>) -> Option<String> {
-    let prompt = prompt?;
+/// A field the step's prompt reads whose value now is not the one the
+/// model wrote the reply with, and the value it saw.
+struct Unseen {
+    name: String,
+    seen: Option<Value>,
+    /// Read by a computed interpolation, which no placeholder stands for.
+    computed: bool,
+}
+
+/// The step the turn stopped at to ask.
+fn asked_step<'p>(st: &TurnState, program: &'p Program) -> Option<&'p crate::ir::Step> {
+    st.answer
+        .asking
+        .filter(|_| st.stop == Some(StopReason::NeedsInput))
+        .and_then(|(flow, step)| program.flow(flow)?.step(step))
+}
+
+/// The fields the step's prompt reads whose value now is not the one the
+/// model wrote the reply with: a field interpolated as such against what
+/// the model saw, one a computed interpolation reads against the data the
+/// prompt was shown rendered with.
+fn unseen_values(st: &TurnState, program: &Program, fused: &Fused, prompt: Option<&Template>) -> Vec<Unseen> {
+    let Some(prompt) = prompt else {
+        return Vec::new();
+    };
     let mut plain: BTreeSet<FieldId> = BTreeSet::new();
     let mut computed: BTreeSet<FieldId> = BTreeSet::new();
     for part in &prompt.parts {
@@ -490,16 +531,33 @@ fn unseen_value(st: &TurnState, program: &Program, fused: &Fused, prompt: Option
     fn set<'m>(map: &'m Map<String, Value>, name: &str) -> Option<&'m Value> {
         map.get(name).filter(|value| !value.is_null())
     }
-    let differs = |field: &FieldId, seen: &Map<String, Value>| {
+    let differs = |field: &FieldId, seen: &Map<String, Value>, computed: bool| {
         program.field(*field).and_then(|declared| {
             let now = st.session.data.get(&declared.name).filter(|value| !value.is_null());
-            (now != set(seen, &declared.name)).then(|| declared.name.clone())
+            let seen = set(seen, &declared.name);
+            (now != seen).then(|| Unseen { name: declared.name.clone(), seen: seen.cloned(), computed })
         })
     };
-    plain
-        .iter()
-        .find_map(|field| differs(field, &fused.view))
-        .or_else(|| computed.iter().find_map(|field| differs(field, &fused.ask.data)))
+    let plain = plain.iter().filter_map(|field| differs(field, &fused.view, false));
+    plain.chain(computed.iter().filter_map(|field| differs(field, &fused.ask.data, true))).collect()
+}
+
+/// Whether the reply stands although values its step's prompt reads
+/// changed since the model saw them: only where it left each such field
+/// as the prompt's `{{field}}`, which code fills with the accepted value
+/// (what the reply call would have said), so the value the model saw is
+/// not what the user reads. `text` is `None` while a streamed reply is
+/// still arriving: only what no placeholder can mend is judged then.
+fn kept_as_placeholders(unseen: &[Unseen], text: Option<&str>) -> Result<(), String> {
+    let holds = |name: &str| {
+        text.is_none_or(|text| {
+            text.split("{{").skip(1).any(|after| after.split_once("}}").is_some_and(|(inner, _)| inner.trim() == name))
+        })
+    };
+    match unseen.iter().find(|gone| gone.computed || !holds(&gone.name)) {
+        Some(gone) => Err(format!("the step's prompt reads `{}`, whose value is not the one the model saw", gone.name)),
+        None => Ok(()),
+    }
 }
 
 /// Traces what became of a fused reply.

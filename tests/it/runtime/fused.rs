@@ -170,6 +170,51 @@ fn a_reply_never_mentions_a_value_grounding_rejected() {
     );
 }
 
+/// The real local model's way at confirm (SmolLM2-135M, "2 guests"): it
+/// proposes a hotel nobody said, grounding rejects it, and its reply is
+/// the step's prompt copied with its placeholders. Code fills them with
+/// the accepted values, which is what the reply call would say: the reply
+/// is used. Had it written the rejected hotel, or left a changed field in
+/// its own words, it would not be.
+#[test]
+fn a_reply_that_leaves_a_changed_field_to_its_placeholder_is_filled_and_used() {
+    let placeholders = "Shall I book {{hotel}} on {{date}} for {{ guests }} guests?";
+    let at_confirm = |reply: &str| {
+        let mut harness = Harness::new(BOOKING);
+        harness.say_with(
+            "book the Grand Hotel on 2026-12-04",
+            Understood::new().flow("booking").field("hotel", json!("Grand Hotel")),
+        );
+        let result = harness.say_with(
+            "2 guests",
+            Understood::new()
+                .field("guests", json!(2))
+                .cited("hotel", json!("Paris"), "2 guests")
+                .fused("booking.confirm", reply),
+        );
+        assert_eq!(harness.data("hotel"), Some(json!("Grand Hotel")), "grounding kept the hotel");
+        (harness, result)
+    };
+    let (harness, result) = at_confirm(placeholders);
+    assert_eq!(result.reply, "Shall I book Grand Hotel on 2026-12-04 for 2 guests?");
+    assert_eq!(harness.calls_last_turn(), (1, 0), "the understand call only");
+    assert_eq!(fused(&result), [(Some("booking.confirm".to_string()), true, None)]);
+
+    // The hotel in its own words, not as the placeholder: set aside.
+    let (harness, result) = at_confirm("Shall I book Grand Hotel on {{date}} for {{guests}} guests?");
+    assert_eq!(harness.calls_last_turn(), (1, 1), "the ordinary reply call");
+    assert_eq!(
+        fused(&result)[0].2.as_deref(),
+        Some("the step's prompt reads `hotel`, whose value is not the one the model saw")
+    );
+    // The placeholder, and the rejected hotel beside it: set aside.
+    let (harness, result) = at_confirm("Paris it is! Shall I book {{hotel}} on {{date}} for {{guests}} guests?");
+    assert_eq!(harness.calls_last_turn(), (1, 1), "the ordinary reply call");
+    assert!(!result.reply.contains("Paris"));
+    let reason = fused(&result)[0].2.clone().unwrap_or_default();
+    assert!(reason.contains("which code did not accept for `hotel`"), "{reason}");
+}
+
 /// The real local model's way (SmolLM2-135M): at the hotel step it reads
 /// the hotel and invents a date, citing the schema's "YYYY-MM-DD". Code
 /// rejects the date and the turn asks for it: a reply that asks for the
