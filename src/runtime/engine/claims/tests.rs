@@ -190,3 +190,21 @@ fn the_programs_texts_are_read_once_a_day() {
     let next_day = support.known(today().succ_opt().unwrap());
     assert!(!Arc::ptr_eq(&first, &next_day), "a new day reads them again");
 }
+
+#[test]
+fn a_program_set_in_place_of_the_runtimes_has_its_own_texts_read() {
+    use crate::runtime::clock::{FixedClock, SeededIds};
+    use crate::runtime::engine::{Runtime, RuntimeOptions};
+    use crate::runtime::tools::ToolEnv;
+    let compile = |source: &str| Arc::new(crate::pipeline::compile(&SourceFile::new("test.flow", source)).ir);
+    let clock = Arc::new(FixedClock::parse("2026-01-05T10:00:00Z").unwrap());
+    let tool_env = ToolEnv { base_dir: std::path::PathBuf::from("."), clock, ids: Arc::new(SeededIds::new(7)) };
+    let options = RuntimeOptions { tool_env, tools: Default::default(), limits: Default::default() };
+    let mut runtime = Runtime::new(compile(SUPPORT), Box::new(crate::llm::offline::Offline::new()), options);
+    let phone = Claim::Code("5550199".into());
+    let (sv, _) = Services::borrow(&mut runtime);
+    assert!(!setting(&sv).0.known(today()).backs(&phone));
+    runtime.program = compile(&SUPPORT.replace("555-0100", "555-0199"));
+    let (sv, _) = Services::borrow(&mut runtime);
+    assert!(setting(&sv).0.known(today()).backs(&phone), "the new program's rule");
+}
