@@ -17,8 +17,6 @@
 
 pub(super) mod reading;
 
-use super::services::Services;
-use super::state::TurnState;
 use crate::ir::Program;
 use crate::llm::{ReplyAsk, ReplyRequest, ToolRound};
 use crate::runtime::events::{ClaimAction, Event};
@@ -219,17 +217,11 @@ fn program_texts(program: &Program) -> String {
     texts
 }
 
-/// The program's texts and today's date, which every reading needs.
-pub(super) fn setting<'a>(sv: &Services<'a>) -> (&'a ProgramTexts, NaiveDate) {
-    (sv.program_texts, sv.tool_env.clock.now().date_naive())
-}
-
-/// Sets aside a fused reply that states `claim` (traced): the reason the
-/// `fused_reply` event gives.
-pub(super) fn set_aside(st: &mut TurnState, claim: String) -> String {
+/// A fused reply that states `claim`, set aside: the event that traces it
+/// and the reason the `fused_reply` event gives.
+pub(super) fn set_aside(claim: String) -> (Event, String) {
     let reason = reason(&claim);
-    st.emit(event(claim, ClaimAction::SetAside, None));
-    reason
+    (event(claim, ClaimAction::SetAside, None), reason)
 }
 
 /// Why a reply that states `claim` is not used, for the trace.

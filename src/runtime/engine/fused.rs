@@ -426,7 +426,7 @@ pub(super) fn stream_reply(
         || fused.ask.steps.iter().any(|step| step.prompt.contains("{{"));
     // Shown a word at a time, and held from a token nothing the model was
     // given backs (`claims.rs`): such a reply is set aside.
-    let grounds = Grounds::fused(claims::setting(sv), &st.session, &st.message, &fused.ask, &st.answer.instructions);
+    let grounds = Grounds::fused(sv.claims_setting(), &st.session, &st.message, &fused.ask, &st.answer.instructions);
     let mut text = String::new();
     let mut shown = 0;
     let result = loop {
@@ -476,7 +476,9 @@ pub(super) fn stream_reply(
         return Ok(Err(reason));
     }
     if let Some(claim) = grounds.unfounded(&whole) {
-        return Ok(Err(claims::set_aside(st, claim)));
+        let (event, reason) = claims::set_aside(claim);
+        st.emit(event);
+        return Ok(Err(reason));
     }
     if !held.is_empty()
         && let Some(sink) = sv.stream.as_mut()

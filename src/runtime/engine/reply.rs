@@ -53,9 +53,13 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcom
         let outcome = match outcome {
             Ok(text) if !streamed => {
                 let grounds =
-                    Grounds::fused(claims::setting(sv), &st.session, &st.message, &fused.ask, &st.answer.instructions);
+                    Grounds::fused(sv.claims_setting(), &st.session, &st.message, &fused.ask, &st.answer.instructions);
                 match grounds.unfounded(&text) {
-                    Some(claim) => Err(claims::set_aside(st, claim)),
+                    Some(claim) => {
+                        let (event, reason) = claims::set_aside(claim);
+                        st.emit(event);
+                        Err(reason)
+                    }
                     None => Ok(text),
                 }
             }
@@ -151,7 +155,7 @@ fn model_round(st: &mut TurnState, sv: &mut Services) -> Result<Option<Vec<ToolC
     };
     let answer = if replying.rounds.len() < MAX_ROUNDS {
         replying.request.tools_spent = !replying.budget.may_call();
-        let (program, today) = claims::setting(sv);
+        let (program, today) = sv.claims_setting();
         let runtime = &mut *sv;
         let mut stream = runtime.stream.as_mut();
         let asked_again = replying.asked_again;
@@ -225,7 +229,7 @@ fn finish_model_reply(st: &mut TurnState, sv: &mut Services) -> Result<Option<Ve
         // Past the last round an empty reply stands: `finish` answers it.
         (replying.rounds.len() < MAX_ROUNDS).then_some(Fault::Empty)
     } else {
-        let (program, today) = claims::setting(sv);
+        let (program, today) = sv.claims_setting();
         let mut grounds = Grounds::new(program, today, &st.session, &st.message);
         grounds.request(&replying.request, &replying.rounds);
         grounds.unfounded(&response.text).map(Fault::Claim)

@@ -30,6 +30,12 @@ pub(super) struct Services<'a> {
 }
 
 impl<'a> Services<'a> {
+    /// The program's texts and today's date, which every reading of the
+    /// reply-claims check needs (`claims.rs`).
+    pub(super) fn claims_setting(&self) -> (&'a ProgramTexts, chrono::NaiveDate) {
+        (self.program_texts, self.tool_env.clock.now().date_naive())
+    }
+
     /// The services of `runtime`, and its observer, which the turn's trace
     /// feeds as events happen.
     pub(super) fn borrow(runtime: &'a mut Runtime) -> (Services<'a>, Option<&'a mut dyn super::Observer>) {

@@ -194,6 +194,7 @@ fn the_programs_texts_are_read_once_a_day() {
 #[test]
 fn a_program_set_in_place_of_the_runtimes_has_its_own_texts_read() {
     use crate::runtime::clock::{FixedClock, SeededIds};
+    use crate::runtime::engine::services::Services;
     use crate::runtime::engine::{Runtime, RuntimeOptions};
     use crate::runtime::tools::ToolEnv;
     let compile = |source: &str| Arc::new(crate::pipeline::compile(&SourceFile::new("test.flow", source)).ir);
@@ -203,8 +204,8 @@ fn a_program_set_in_place_of_the_runtimes_has_its_own_texts_read() {
     let mut runtime = Runtime::new(compile(SUPPORT), Box::new(crate::llm::offline::Offline::new()), options);
     let phone = Claim::Code("5550199".into());
     let (sv, _) = Services::borrow(&mut runtime);
-    assert!(!setting(&sv).0.known(today()).backs(&phone));
+    assert!(!sv.claims_setting().0.known(today()).backs(&phone));
     runtime.program = compile(&SUPPORT.replace("555-0100", "555-0199"));
     let (sv, _) = Services::borrow(&mut runtime);
-    assert!(setting(&sv).0.known(today()).backs(&phone), "the new program's rule");
+    assert!(sv.claims_setting().0.known(today()).backs(&phone), "the new program's rule");
 }
