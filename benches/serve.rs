@@ -62,7 +62,7 @@ use std::time::{Duration, Instant};
 #[path = "support/http.rs"]
 mod http;
 mod support;
-use http::Connection;
+use http::{BOOK, Connection};
 
 /// The allocator the `flowc` binary ships with: measured with the system
 /// allocator instead, an eighth of the server's time went to glibc's
@@ -74,16 +74,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// The open-loop level's offered rate: the target's 5,000 turns/s.
 const OFFERED: f64 = 5000.0;
 
-const BOOK: &str = "Book the Grand Hotel for 2 guests on 2026-12-04";
-
 fn fail(message: String) -> ! {
     eprintln!("{message}");
     std::process::exit(2);
 }
 
 fn session_id(body: &str) -> String {
-    let value: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
-    value["id"].as_str().map_or_else(|| fail(format!("no session id in {body}")), str::to_string)
+    http::session_id(body).unwrap_or_else(|message| fail(message))
 }
 
 /// How long a client goes on: for a time, or for a number of conversations.
@@ -182,8 +179,8 @@ async fn client(addr: SocketAddr, until: Until) -> Vec<Duration> {
         Until::Elapsed(_) => usize::MAX,
         Until::Conversations(count) => count,
     };
-    let book = serde_json::json!({ "text": BOOK }).to_string();
-    let yes = serde_json::json!({ "text": "yes" }).to_string();
+    let book = http::message(BOOK);
+    let yes = http::message("yes");
     while left > 0 && deadline.is_none_or(|deadline| Instant::now() < deadline) {
         left -= 1;
         let (status, created) = connection.post("/v1/sessions", r#"{"program": "booking"}"#).await;
@@ -302,8 +299,8 @@ struct Paced {
 /// omission corrected, as wrk2 does). The session books again and again:
 /// the booking message, then "yes".
 async fn paced(mut connection: AsyncConnection, path: String, first: Instant, period: Duration, end: Instant) -> Paced {
-    let book = serde_json::json!({ "text": BOOK }).to_string();
-    let yes = serde_json::json!({ "text": "yes" }).to_string();
+    let book = http::message(BOOK);
+    let yes = http::message("yes");
     let mut seen = Paced::default();
     for (turn, due) in (0u32..).map(|turn| (turn, first + period * turn)).take_while(|(_, due)| *due < end) {
         tokio::time::sleep_until(due.into()).await;
@@ -425,9 +422,7 @@ fn memory_per_session(addr: SocketAddr, count: usize) {
             .request("POST", "/v1/sessions", r#"{"program": "booking"}"#)
             .unwrap_or_else(|message| fail(message));
         let path = format!("/v1/sessions/{}/messages", session_id(&created));
-        connection
-            .request("POST", &path, &serde_json::json!({ "text": BOOK }).to_string())
-            .unwrap_or_else(|message| fail(message));
+        connection.request("POST", &path, &http::message(BOOK)).unwrap_or_else(|message| fail(message));
     }
     let after = resident_kib().unwrap_or(before);
     println!(

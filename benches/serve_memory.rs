@@ -36,7 +36,7 @@ use std::time::Duration;
 #[path = "support/http.rs"]
 mod http;
 mod support;
-use http::Connection;
+use http::{BOOK, Connection};
 
 /// mimalloc, counting: `LIVE` is the bytes handed out and not yet given
 /// back, `PEAK` the most of them at once since the last [`reset_peak`].
@@ -136,16 +136,13 @@ fn sqlite_bytes() -> i64 {
     unsafe { rusqlite::ffi::sqlite3_memory_used() }
 }
 
-const BOOK: &str = "Book the Grand Hotel for 2 guests on 2026-12-04";
-
 fn fail(message: String) -> ! {
     eprintln!("{message}");
     std::process::exit(2);
 }
 
 fn session_id(body: &str) -> String {
-    let value: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
-    value["id"].as_str().map_or_else(|| fail(format!("no session id in {body}")), str::to_string)
+    http::session_id(body).unwrap_or_else(|message| fail(message))
 }
 
 fn server(database: &Path) -> Running {
@@ -191,8 +188,8 @@ impl Client {
     /// Opens sessions until `total` are open, each with the two booking
     /// turns (the second books and ends the conversation).
     fn open_until(&mut self, total: usize) {
-        let book = serde_json::json!({ "text": BOOK }).to_string();
-        let yes = serde_json::json!({ "text": "yes" }).to_string();
+        let book = http::message(BOOK);
+        let yes = http::message("yes");
         while self.open.len() < total {
             let created = self.expect("POST", "/v1/sessions", r#"{"program": "booking"}"#, 201);
             let id = session_id(&created);

@@ -31,7 +31,7 @@
 #[path = "support/http.rs"]
 mod http;
 
-use http::Connection;
+use http::{BOOK, Connection};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -39,8 +39,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-
-const BOOK: &str = "Book the Grand Hotel for 2 guests on 2026-12-04";
 
 /// The cluster to stop if the bench fails midway: `exit` runs no
 /// destructor, and a cluster left running would hold its port and files.
@@ -255,17 +253,14 @@ fn client(addrs: [SocketAddr; 2], first: usize, start: &Barrier, run_for: Durati
     let mut seen = Seen::default();
     start.wait();
     let until = Instant::now() + run_for;
-    let book = serde_json::json!({ "text": BOOK }).to_string();
-    let yes = serde_json::json!({ "text": "yes" }).to_string();
+    let book = http::message(BOOK);
+    let yes = http::message("yes");
     while Instant::now() < until && seen.errors.len() < 10 {
         let (status, created) = connections[next % 2]
             .request("POST", "/v1/sessions", r#"{"program": "booking"}"#)
             .unwrap_or_else(|message| fail(message));
         next += 1;
-        let id = serde_json::from_str::<serde_json::Value>(&created)
-            .ok()
-            .and_then(|value| value["id"].as_str().map(str::to_string));
-        let Some(id) = id.filter(|_| status == 201) else {
+        let Some(id) = http::session_id(&created).ok().filter(|_| status == 201) else {
             seen.errors.push(format!("creating a session answered {status}: {created}"));
             continue;
         };

@@ -6,6 +6,21 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 
+/// The first booking message every serve bench sends: it fills the whole
+/// flow, so the turn stops at confirm.
+pub const BOOK: &str = "Book the Grand Hotel for 2 guests on 2026-12-04";
+
+/// The body of a booking message (`BOOK`, or the "yes" after it).
+pub fn message(text: &str) -> String {
+    serde_json::json!({ "text": text }).to_string()
+}
+
+/// The id in the answer to `POST /v1/sessions`.
+pub fn session_id(body: &str) -> Result<String, String> {
+    let value: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    value["id"].as_str().map(str::to_string).ok_or_else(|| format!("no session id in {body}"))
+}
+
 pub struct Connection {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
