@@ -351,10 +351,7 @@ fn report(summary: &Summary, total: usize) {
 
 /// The value after `flag` on the command line, as a number.
 fn number_after(flag: &str) -> Option<usize> {
-    let args: Vec<String> = std::env::args().collect();
-    let at = args.iter().position(|arg| arg == flag)?;
-    let value = args.get(at + 1).unwrap_or_else(|| fail(format!("{flag} needs a number")));
-    Some(value.parse().unwrap_or_else(|_| fail(format!("{flag} needs a number, not `{value}`"))))
+    support::number_after(flag).unwrap_or_else(|message| fail(message))
 }
 
 fn main() {

@@ -1,6 +1,6 @@
 //! What the runtime and store benches share: a provider that answers at
 //! once from a table, the booking tool in process, and the booking
-//! conversation's messages and answers.
+//! conversation's messages and answers, and the benches' number flags.
 
 #![allow(dead_code)]
 
@@ -122,4 +122,15 @@ pub fn machine() -> String {
         })
         .unwrap_or_else(|| "unknown CPU".to_string());
     format!("{cores} cores, {model}")
+}
+
+/// The value after `flag` on the command line, as a number (`Ok(None)`
+/// when the flag is not given).
+pub fn number_after(flag: &str) -> Result<Option<usize>, String> {
+    let args: Vec<String> = std::env::args().collect();
+    let Some(at) = args.iter().position(|arg| arg == flag) else {
+        return Ok(None);
+    };
+    let value = args.get(at + 1).ok_or_else(|| format!("{flag} needs a number"))?;
+    value.parse().map(Some).map_err(|_| format!("{flag} needs a number, not `{value}`"))
 }
