@@ -267,12 +267,7 @@ pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &R
     if !shape.needs_model {
         return Err("the turn needed no reply from the model".into());
     }
-    let asking = st
-        .answer
-        .asking
-        .filter(|_| st.stop == Some(StopReason::NeedsInput))
-        .and_then(|(flow, step)| Some((flow, program.flow(flow)?.step(step)?)));
-    let Some((flow_id, step)) = asking else {
+    let Some((flow_id, step)) = asked_step(st, program) else {
         return Err(format!("the turn did not stop at a step that asks (the model named `{}`)", reply.step));
     };
     let stopped = step_id(&flow_name(sv, flow_id), &step.name);
@@ -418,7 +413,7 @@ pub(super) fn stream_reply(
     // A model copies the placeholders of the prompts it was shown: a reply
     // that may hold one is read whole, filled, then shown.
     let unseen = match asked_step(st, sv.program) {
-        Some(step) => unseen_values(st, sv.program, fused, step.prompt.as_ref()),
+        Some((_, step)) => unseen_values(st, sv.program, fused, step.prompt.as_ref()),
         None => Vec::new(),
     };
     let mut hold = !unaccepted(st, fused).is_empty()
@@ -498,11 +493,11 @@ struct Unseen {
 }
 
 /// The step the turn stopped at to ask.
-fn asked_step<'p>(st: &TurnState, program: &'p Program) -> Option<&'p crate::ir::Step> {
+fn asked_step<'p>(st: &TurnState, program: &'p Program) -> Option<(FlowId, &'p crate::ir::Step)> {
     st.answer
         .asking
         .filter(|_| st.stop == Some(StopReason::NeedsInput))
-        .and_then(|(flow, step)| program.flow(flow)?.step(step))
+        .and_then(|(flow, step)| Some((flow, program.flow(flow)?.step(step)?)))
 }
 
 /// The fields the step's prompt reads whose value now is not the one the
