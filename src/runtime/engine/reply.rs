@@ -41,12 +41,14 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcom
         // A reply not used is dropped here, still streaming: that cancels
         // the understand call's rest. What the call spent so far counts.
         let (outcome, streamed) = match (outcome, fused.take_stream()) {
-            (Ok(_), Some(stream)) => (fused::stream_reply(st, sv, &fused, stream)?, true),
+            (Ok(fused::Taken::Streaming(unseen)), Some(stream)) => {
+                (fused::stream_reply(st, sv, &fused, &unseen, stream)?, true)
+            }
             (outcome, stream) => {
                 if let Some(stream) = stream {
                     st.counters.usage.add(stream.dropped_usage());
                 }
-                (outcome, false)
+                (outcome.and_then(fused::Taken::into_whole), false)
             }
         };
         // A reply read whole is checked here; a streamed one as it arrives.
