@@ -5,7 +5,9 @@
 //! (`/metrics` counts them), memory stays flat over thousands of
 //! create/turn/delete cycles, and a server killed with `kill -9` in the
 //! middle of a turn loses no committed turn: the client sends the turn
-//! again to another server on the same store and the conversation goes on.
+//! again to another server on the same store (SQLite, and PostgreSQL with
+//! two processes on one database: one scenario, two stores) and the
+//! conversation goes on.
 //!
 //! (A worker killed mid-step, finished by another worker with only the
 //! interrupted step run again, is tested in `store.rs`.)
@@ -300,16 +302,20 @@ flow chat "Chat" {
 }
 "#;
 
+/// Two servers on one store (`store`, a `--store` value), the first killed
+/// with `kill -9` while the second turn of a conversation runs its tool
+/// there. What the client saw committed stays; the turn cut off is either
+/// all there or not at all (here not at all: the tool never returned, so
+/// nothing of the turn reached the store); the client sends it again to
+/// the second server, naming the version it saw, and the conversation
+/// goes on there.
 #[cfg(unix)]
-#[test]
-fn a_server_killed_mid_turn_loses_no_committed_turn_and_another_goes_on() {
-    let dir = temp_dir(&format!("serve-kill-{}", unique()));
+fn killed_mid_turn(dir: &std::path::Path, store: &str) {
     std::fs::write(dir.join("chat.flow"), CHAT).expect("program");
     std::fs::write(dir.join("hold.py"), super::HOLD_PY).expect("tool");
-    let store = format!("sqlite:{}", dir.join("flowc.db").display());
-    let args = ["chat.flow", "--store", store.as_str()];
-    let mut doomed = Server::start(&dir, &args, &[]);
-    let survivor = Server::start(&dir, &args, &[]);
+    let args = ["chat.flow", "--store", store];
+    let mut doomed = Server::start(dir, &args, &[]);
+    let survivor = Server::start(dir, &args, &[]);
     let first = Client::new(doomed.addr, None);
     let other = Client::new(survivor.addr, None);
 
@@ -318,6 +324,8 @@ fn a_server_killed_mid_turn_loses_no_committed_turn_and_another_goes_on() {
     let id = created["id"].as_str().expect("an id").to_string();
     let (status, turn) = first.say(&id, "hello");
     assert_eq!((status, turn["step"].as_str()), (200, Some("ask")), "{turn}");
+    let (_, seen) = first.get(&format!("/v1/sessions/{id}"));
+    let committed = seen["version"].as_u64().expect("a version");
 
     // The second turn reaches the tool on the first server, which dies there.
     let in_flight = {
@@ -335,17 +343,54 @@ fn a_server_killed_mid_turn_loses_no_committed_turn_and_another_goes_on() {
     let (_, said) = doomed.exit();
     assert!(!in_flight.join().expect("the client thread"), "the killed server answered: {said}");
 
-    // The turn the client saw committed is there; the one cut off is not.
+    // The turn the client saw committed is there, whole; of the one cut
+    // off nothing is: not its message, not its data, not a new version.
     let (_, shown) = other.get(&format!("/v1/sessions/{id}"));
-    assert_eq!((shown["turns"].as_u64(), shown["step"].as_str()), (Some(1), Some("ask")), "{shown}");
-    // The client sends the lost turn again, to the other server.
+    assert_eq!(
+        (shown["turns"].as_u64(), shown["step"].as_str(), shown["version"].as_u64()),
+        (Some(1), Some("ask"), Some(committed)),
+        "{shown}"
+    );
+    assert_eq!(history(&shown), ["hello", "Name?"], "{shown}");
+    assert!(shown["data"].get("name").is_none_or(serde_json::Value::is_null), "{shown}");
+    // The client sends the lost turn again, to the other server, with the
+    // version it saw: had the cut-off turn been committed after all, this
+    // would be a 409, never the turn twice.
     std::fs::write(dir.join("release"), "").expect("release");
-    let (status, turn) = other.say(&id, "Bob");
+    let (status, turn) =
+        other.post(&format!("/v1/sessions/{id}/messages"), &json!({ "text": "Bob", "version": committed }));
     assert_eq!((status, turn["reply"].as_str()), (200, Some("Done, Bob.")), "{turn}");
     let (_, shown) = other.get(&format!("/v1/sessions/{id}"));
-    assert_eq!(shown["turns"], 2, "{shown}");
+    assert_eq!((shown["turns"].as_u64(), shown["version"].as_u64()), (Some(2), Some(committed + 1)), "{shown}");
     assert_eq!(shown["data"]["released"], true, "{shown}");
-    let texts: Vec<&str> =
-        shown["history"].as_array().expect("a history").iter().filter_map(|message| message["text"].as_str()).collect();
-    assert_eq!(texts, ["hello", "Name?", "Bob", "Done, Bob."], "{shown}");
+    assert_eq!(history(&shown), ["hello", "Name?", "Bob", "Done, Bob."], "{shown}");
+    // The same send again, with the same version, is refused: a client
+    // retrying once too often does not get the turn twice.
+    let (status, stale) =
+        other.post(&format!("/v1/sessions/{id}/messages"), &json!({ "text": "Bob", "version": committed }));
+    assert_eq!((status, code(&stale)), (409, "version_conflict"), "the retried turn applies once: {stale}");
+}
+
+/// The texts of a shown session's history, in order.
+fn history(shown: &serde_json::Value) -> Vec<&str> {
+    shown["history"].as_array().expect("a history").iter().filter_map(|message| message["text"].as_str()).collect()
+}
+
+#[cfg(unix)]
+#[test]
+fn a_server_killed_mid_turn_loses_no_committed_turn_and_another_goes_on() {
+    let dir = temp_dir(&format!("serve-kill-{}", unique()));
+    let store = format!("sqlite:{}", dir.join("flowc.db").display());
+    killed_mid_turn(&dir, &store);
+}
+
+/// The same on PostgreSQL: two server processes on one database.
+#[cfg(unix)]
+#[test]
+fn a_server_killed_mid_turn_on_postgres_loses_no_committed_turn_and_another_goes_on() {
+    let Some(url) = super::processes::fresh_database("serve_kill") else {
+        return;
+    };
+    let dir = temp_dir(&format!("serve-kill-pg-{}", unique()));
+    killed_mid_turn(&dir, &url);
 }
