@@ -18,8 +18,22 @@
 //! DELETEd, the same load is run again on the same server and deleted
 //! again: a leak shows as the second round's live heap above the first's.
 //!
+//! Then the fault phase: a server with short deadlines and a small body
+//! limit takes, one kind after another, malformed JSON, bodies over the
+//! limit, unknown routes, slowloris clients, a flood of session creations
+//! (then DELETEd), turns streamed as server-sent events and dropped after
+//! the first event, and clients that connect and close at once; a second
+//! server, its tenant at its cap of sessions, a flood past the cap (429).
+//! Each kind is warmed up, then run for two equal halves of its rounds
+//! with the live heap read before, between and after (once the server has
+//! no connection, turn or stream of the fault left open): a leak is a
+//! growth per round that the second half repeats. After each kind the
+//! server must still answer `/healthz` and a normal turn, and the bench
+//! exits 2 if a kind leaves the heap growing.
+//!
 //! Run with `cargo bench --bench serve_memory` (`-- --quick` for 2,000
-//! sessions, `-- --repeat 3` for three fresh servers in a row).
+//! sessions and half the fault rounds, `-- --repeat 3` for three fresh
+//! servers in a row, `-- --faults-only` or `-- --no-faults` for one phase).
 
 use flowc::serve::auth::Auth;
 use flowc::serve::programs::ProgramSettings;
@@ -27,7 +41,8 @@ use flowc::serve::{Running, ServeOptions};
 use flowc::store::StoreLocation;
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
-use std::net::SocketAddr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -146,11 +161,17 @@ fn session_id(body: &str) -> String {
 }
 
 fn server(database: &Path) -> Running {
+    server_with(database, |_| {})
+}
+
+/// A server on `database` with `adjust` applied to its options (the fault
+/// phase's short deadlines, small body limit and cap).
+fn server_with(database: &Path, adjust: impl FnOnce(&mut ServeOptions)) -> Running {
     let mut tools = flowc::runtime::tools::ToolRegistry::default();
     tools.register("book_hotel", Arc::new(support::BookDouble));
     let (clock, ids) = flowc::runtime::clock::from_values(Some("2026-01-05T10:00:00Z"), None)
         .unwrap_or_else(|error| fail(error.to_string()));
-    let options = ServeOptions {
+    let mut options = ServeOptions {
         files: vec![PathBuf::from("flows/booking.flow")],
         addr: "127.0.0.1:0".parse().unwrap_or_else(|_| fail("address".to_string())),
         store: StoreLocation::Sqlite(database.to_path_buf()),
@@ -162,6 +183,7 @@ fn server(database: &Path) -> Running {
         deadlines: Default::default(),
         caps: Default::default(),
     };
+    adjust(&mut options);
     flowc::serve::start(&options, 2, false)
         .unwrap_or_else(|message| fail(format!("the server does not start: {message} (run from the repository root)")))
 }
@@ -356,6 +378,8 @@ fn number_after(flag: &str) -> Option<usize> {
 
 fn main() {
     let quick = std::env::args().any(|arg| arg == "--quick");
+    let faults_only = std::env::args().any(|arg| arg == "--faults-only");
+    let no_faults = std::env::args().any(|arg| arg == "--no-faults");
     let repeat = number_after("--repeat").unwrap_or(1).max(1);
     let steps: &[usize] = if quick { &[1000, 2000] } else { &[1000, CACHE_CAPACITY, 10_000] };
     let dir = std::env::temp_dir().join(format!("flowc-bench-serve-memory-{}", std::process::id()));
@@ -365,9 +389,446 @@ fn main() {
     }
     println!("machine: {}", support::machine());
     let total = steps.last().copied().unwrap_or(0);
-    for repetition in 1..=repeat {
-        let summary = measure(&dir, repetition, steps);
-        report(&summary, total);
+    if !faults_only {
+        for repetition in 1..=repeat {
+            let summary = measure(&dir, repetition, steps);
+            report(&summary, total);
+        }
+    }
+    let mut flat = true;
+    if !no_faults {
+        for _ in 0..repeat {
+            flat &= measure_faults(&dir, quick);
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
+    if !flat {
+        fail("a fault left the heap growing round after round: a leak".to_string());
+    }
+}
+
+// ---------------------------------------------------------------------
+// The fault phase: what misbehaving clients leave in the server's heap.
+// ---------------------------------------------------------------------
+
+/// The fault server's deadlines: short, so a slowloris round ends soon,
+/// and far above what a request on loopback takes.
+const FAULT_DEADLINE: Duration = Duration::from_millis(250);
+
+/// The fault server's body limit: small, so an over-the-limit body is a
+/// few KiB (hyper reads it whole, and the answer is not lost to a reset).
+const FAULT_BODY_LIMIT: usize = 1024;
+
+/// The tenant cap of the second fault server, filled before its rounds.
+const FAULT_CAP: usize = 100;
+
+/// A read that a broken server would leave hanging ends the bench after
+/// this instead of stalling it; nothing is timed by it.
+const HANG: Duration = Duration::from_secs(30);
+
+/// Sends `request` on a connection of its own and reads until the server
+/// closes it: the whole answer. A reset after the answer arrived is the
+/// server closing on a body it did not read, not an error.
+fn exchange(addr: SocketAddr, request: &[u8]) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap_or_else(|error| fail(format!("cannot connect: {error}")));
+    let _ = stream.set_read_timeout(Some(HANG));
+    if let Err(error) = stream.write_all(request) {
+        fail(format!("cannot send: {error}"));
+    }
+    let mut answer = Vec::new();
+    match stream.read_to_end(&mut answer) {
+        Ok(_) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset && !answer.is_empty() => {}
+        Err(error) => fail(format!("the server neither answered nor closed the connection: {error}")),
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+fn expect_status(answer: &str, status: u16, what: &str) {
+    if !answer.starts_with(&format!("HTTP/1.1 {status}")) {
+        fail(format!("{what} was not answered {status}: {answer}"));
+    }
+}
+
+/// The value of an unlabelled metric in a `/metrics` text.
+fn metric(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// One kind of fault: a round of it against the server, and how many
+/// requests (or connections) a round is.
+struct Fault {
+    name: &'static str,
+    per_round: usize,
+    rounds: usize,
+    round: fn(&mut FaultClient),
+}
+
+/// The client of the fault phase: a keep-alive connection for the
+/// well-behaved requests and `/metrics`, and fresh sockets for the faults.
+struct FaultClient {
+    client: Client,
+    addr: SocketAddr,
+}
+
+impl FaultClient {
+    /// Waits until the server has nothing left of the faults in flight:
+    /// only this client's connection open, no turn running, no event
+    /// stream open. A connection the client closed ends on the server a
+    /// moment later; the heap is read only after that. A request on a
+    /// connection of its own first: the server takes connections in
+    /// order, so once it is answered every connection opened before it
+    /// has been taken (and counted).
+    fn quiet(&mut self) {
+        let answer = exchange(self.addr, b"GET /healthz HTTP/1.1\r\nhost: bench\r\nconnection: close\r\n\r\n");
+        expect_status(&answer, 200, "a health check on a connection of its own");
+        for _ in 0..200_000 {
+            let text = self.expect("GET", "/metrics", "", 200);
+            let open = |name| metric(&text, name).unwrap_or(u64::MAX);
+            if open("flowc_connections_open") == 1
+                && open("flowc_turns_in_flight") == 0
+                && open("flowc_event_streams_open") == 0
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        fail("the server never settled: connections, turns or event streams stay open".to_string())
+    }
+
+    fn reading(&mut self) -> Reading {
+        self.quiet();
+        self.expect("GET", "/healthz", "", 200);
+        Reading { heap: live(), peak: peak(), sqlite: sqlite_bytes() }
+    }
+
+    /// A request on the kept-alive connection, opened again if the server
+    /// closed it: the fault server's short header deadline closes it when
+    /// it has been idle that long (while the faults used other sockets),
+    /// and a request sent to a closed connection was never read.
+    fn expect(&mut self, method: &str, path: &str, body: &str, status: u16) -> String {
+        let answer = match self.client.connection.request(method, path, body) {
+            Ok(answer) => answer,
+            Err(_) => {
+                self.client = Client::new(self.addr);
+                self.client.connection.request(method, path, body).unwrap_or_else(|message| fail(message))
+            }
+        };
+        if answer.0 != status {
+            fail(format!("{method} {path} answered {}, not {status}: {}", answer.0, answer.1));
+        }
+        answer.1
+    }
+
+    /// A normal conversation after the fault: a session, a booking turn,
+    /// and the session gone again.
+    fn normal_turn(&mut self) {
+        self.expect("GET", "/healthz", "", 200);
+        let created = self.expect("POST", "/v1/sessions", r#"{"program": "booking"}"#, 201);
+        let id = session_id(&created);
+        self.expect("POST", &format!("/v1/sessions/{id}/messages"), &http::message(BOOK), 200);
+        self.expect("DELETE", &format!("/v1/sessions/{id}"), "", 204);
+    }
+}
+
+fn malformed_json(client: &mut FaultClient) {
+    for body in ["{", "[1, 2]", "", "{\"program\": \"booking\",}", "\u{0}", "{\"program\": 7}"] {
+        client.expect("POST", "/v1/sessions", body, 400);
+    }
+}
+
+fn over_the_limit(client: &mut FaultClient) {
+    // Announced: answered before the body is sent.
+    let announced = "POST /v1/sessions HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n\
+                     content-length: 1048576\r\n\r\n{\"program\": \"";
+    expect_status(&exchange(client.addr, announced.as_bytes()), 413, "a body announced over the limit");
+    // Chunked: cut off once it passes the limit.
+    let chunk = "a".repeat(FAULT_BODY_LIMIT * 2);
+    let chunked = format!(
+        "POST /v1/sessions HTTP/1.1\r\nhost: bench\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{chunk}\r\n0\r\n\r\n",
+        chunk.len()
+    );
+    expect_status(&exchange(client.addr, chunked.as_bytes()), 413, "a chunked body over the limit");
+}
+
+fn unknown_routes(client: &mut FaultClient) {
+    for path in ["/nowhere", "/v1", "/v1/sessions/a/b/c", "/favicon.ico"] {
+        client.expect("GET", path, "", 404);
+    }
+}
+
+/// Slowloris: each connection sends the start of a head, then one byte of
+/// a header every few milliseconds, until the server cuts it off at its
+/// header deadline.
+fn slowloris(client: &mut FaultClient) {
+    let mut open: Vec<TcpStream> = (0..SLOWLORIS_CONNECTIONS)
+        .map(|_| {
+            let mut stream =
+                TcpStream::connect(client.addr).unwrap_or_else(|error| fail(format!("cannot connect: {error}")));
+            if stream.write_all(b"GET /healthz HTTP/1.1\r\nhost: bench\r\nx-pad: ").is_err() {
+                fail("a slow client was cut off before its deadline".to_string());
+            }
+            if let Err(error) = stream.set_nonblocking(true) {
+                fail(format!("cannot make a socket non-blocking: {error}"));
+            }
+            stream
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let mut answered = String::new();
+    while !open.is_empty() {
+        open.retain_mut(|stream| {
+            let mut buffer = [0u8; 512];
+            match stream.read(&mut buffer) {
+                // Closed by the server: what it should do.
+                Ok(0) => false,
+                Ok(read) => {
+                    answered.push_str(&String::from_utf8_lossy(buffer.get(..read).unwrap_or_default()));
+                    false
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => stream.write_all(b"a").is_ok(),
+                Err(_) => false,
+            }
+        });
+        if answered.starts_with("HTTP/1.1 2") {
+            fail(format!("an unfinished head was answered: {answered}"));
+        }
+        if started.elapsed() > HANG {
+            fail(format!("{} slow clients were never cut off", open.len()));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Connections a slowloris round holds at once.
+const SLOWLORIS_CONNECTIONS: usize = 16;
+
+/// Session creations a flood round sends.
+const FLOOD: usize = 50;
+
+fn flood_past_the_cap(client: &mut FaultClient) {
+    for _ in 0..FLOOD {
+        client.expect("POST", "/v1/sessions", r#"{"program": "booking"}"#, 429);
+    }
+}
+
+fn flood_then_delete(client: &mut FaultClient) {
+    let ids: Vec<String> = (0..FLOOD)
+        .map(|_| session_id(&client.expect("POST", "/v1/sessions", r#"{"program": "booking"}"#, 201)))
+        .collect();
+    for id in ids {
+        client.expect("DELETE", &format!("/v1/sessions/{id}"), "", 204);
+    }
+}
+
+/// Streamed turns a dropped-stream round starts.
+const DROPPED_STREAMS: usize = 4;
+
+/// Each turn streamed with `Accept: text/event-stream` on a connection of
+/// its own, dropped after its first event; once the server has finished
+/// them (their turns commit whether or not anyone reads), the sessions
+/// are deleted.
+fn dropped_streams(client: &mut FaultClient) {
+    let body = http::message(BOOK);
+    let mut ids = Vec::new();
+    for _ in 0..DROPPED_STREAMS {
+        let id = session_id(&client.expect("POST", "/v1/sessions", r#"{"program": "booking"}"#, 201));
+        let request = format!(
+            "POST /v1/sessions/{id}/messages HTTP/1.1\r\nhost: bench\r\naccept: text/event-stream\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut stream =
+            TcpStream::connect(client.addr).unwrap_or_else(|error| fail(format!("cannot connect: {error}")));
+        let _ = stream.set_read_timeout(Some(HANG));
+        if let Err(error) = stream.write_all(request.as_bytes()) {
+            fail(format!("cannot send: {error}"));
+        }
+        // The head, then the first event (a blank line ends it).
+        let mut seen = Vec::new();
+        let mut buffer = [0u8; 1024];
+        loop {
+            if let Some((head, rest)) = String::from_utf8_lossy(&seen).split_once("\r\n\r\n") {
+                if !head.starts_with("HTTP/1.1 200") {
+                    fail(format!("a streamed turn was answered {head}"));
+                }
+                if rest.contains("\n\n") {
+                    break;
+                }
+            }
+            match stream.read(&mut buffer) {
+                Ok(0) | Err(_) => {
+                    fail(format!("the stream ended before its first event: {}", String::from_utf8_lossy(&seen)))
+                }
+                Ok(read) => seen.extend_from_slice(buffer.get(..read).unwrap_or_default()),
+            }
+        }
+        drop(stream);
+        ids.push(id);
+    }
+    client.quiet();
+    for id in ids {
+        let shown = client.expect("GET", &format!("/v1/sessions/{id}"), "", 200);
+        let turns = serde_json::from_str::<serde_json::Value>(&shown).unwrap_or_default()["turns"].as_u64();
+        if turns != Some(1) {
+            fail(format!("a dropped streamed turn was not committed: {shown}"));
+        }
+        client.expect("DELETE", &format!("/v1/sessions/{id}"), "", 204);
+    }
+}
+
+/// Connections a connect-and-close round opens.
+const HANG_UPS: usize = 50;
+
+fn connect_and_close(client: &mut FaultClient) {
+    for _ in 0..HANG_UPS {
+        drop(TcpStream::connect(client.addr).unwrap_or_else(|error| fail(format!("cannot connect: {error}"))));
+    }
+}
+
+/// What one fault kind did to the heap.
+struct FaultFigures {
+    /// Bytes per round over the first half of the rounds, and the second.
+    first: f64,
+    second: f64,
+    /// The most the heap held above its reading before the rounds.
+    peak: i64,
+    sqlite: i64,
+}
+
+/// Warms the server up with a few rounds of `fault`, then reads the heap
+/// before, between and after two equal halves of its rounds.
+fn measure_fault(client: &mut FaultClient, fault: &Fault) -> FaultFigures {
+    for _ in 0..fault.rounds.div_ceil(4) {
+        (fault.round)(client);
+    }
+    let before = client.reading();
+    reset_peak();
+    for _ in 0..fault.rounds {
+        (fault.round)(client);
+    }
+    let middle = client.reading();
+    for _ in 0..fault.rounds {
+        (fault.round)(client);
+    }
+    let after = client.reading();
+    let rounds = fault.rounds.max(1) as f64;
+    FaultFigures {
+        first: (middle.heap - before.heap) as f64 / rounds,
+        second: (after.heap - middle.heap) as f64 / rounds,
+        peak: after.peak - before.heap,
+        sqlite: after.sqlite - before.sqlite,
+    }
+}
+
+/// A growth per round in the second half of the rounds below this is
+/// noise (the last request's answer, a connection's buffers), not a leak:
+/// a leak keeps growing at the rate of the first half.
+const FLAT: f64 = 16.0;
+
+fn fault_row(fault: &Fault, figures: &FaultFigures) -> bool {
+    let flat = figures.second.abs() < FLAT || figures.second < figures.first / 8.0;
+    println!(
+        "{:<36} {:>6} {:>6} {:>11.1} {:>11.1} {:>9.1} {:>9.1} {}",
+        fault.name,
+        fault.rounds * 2,
+        fault.per_round,
+        figures.first + 0.0,
+        figures.second + 0.0,
+        figures.peak as f64 / 1024.0,
+        figures.sqlite as f64 / 1024.0,
+        if flat { "flat, then healthz + a turn: ok" } else { "GROWS: a leak" },
+    );
+    flat
+}
+
+/// The fault phase: one server with short deadlines and a small body
+/// limit takes each fault in turn, and a second one, its tenant at its
+/// cap of sessions, takes the flood past the cap. Returns whether every
+/// fault left the heap flat.
+fn measure_faults(dir: &Path, quick: bool) -> bool {
+    let scale = if quick { 1 } else { 2 };
+    let faults = [
+        Fault { name: "malformed JSON (400)", per_round: 6, rounds: 200 * scale, round: malformed_json },
+        Fault { name: "bodies over the limit (413)", per_round: 2, rounds: 100 * scale, round: over_the_limit },
+        Fault { name: "unknown routes (404)", per_round: 4, rounds: 200 * scale, round: unknown_routes },
+        Fault {
+            name: "slowloris, cut at the header deadline",
+            per_round: SLOWLORIS_CONNECTIONS,
+            rounds: 4 * scale,
+            round: slowloris,
+        },
+        Fault {
+            name: "session flood, no cap, then DELETE",
+            per_round: FLOOD * 2,
+            rounds: 10 * scale,
+            round: flood_then_delete,
+        },
+        Fault {
+            name: "SSE turn dropped after 1st event",
+            per_round: DROPPED_STREAMS,
+            rounds: 25 * scale,
+            round: dropped_streams,
+        },
+        Fault { name: "connect and close at once", per_round: HANG_UPS, rounds: 20 * scale, round: connect_and_close },
+    ];
+    let capped = Fault {
+        name: "session flood past the cap (429)",
+        per_round: FLOOD,
+        rounds: 20 * scale,
+        round: flood_past_the_cap,
+    };
+    let deadlines = flowc::serve::listen::Deadlines { header: FAULT_DEADLINE, body: FAULT_DEADLINE };
+    println!(
+        "-- faults: deadlines {} ms, body limit {FAULT_BODY_LIMIT} B; heap per round over the first and the second half of the rounds",
+        FAULT_DEADLINE.as_millis()
+    );
+    println!(
+        "{:<36} {:>6} {:>6} {:>11} {:>11} {:>9} {:>9}",
+        "fault", "rounds", "each", "B/round 1st", "B/round 2nd", "peak KiB", "SQLite KiB"
+    );
+    let mut flat = true;
+    let database = dir.join("faults.db");
+    let running = server_with(&database, |options| {
+        options.deadlines = deadlines;
+        options.body_limit = FAULT_BODY_LIMIT;
+    });
+    UNCOUNTED.with(|flag| flag.set(true));
+    let mut client = FaultClient { client: Client::new(running.addr), addr: running.addr };
+    client.normal_turn();
+    for fault in &faults {
+        let figures = measure_fault(&mut client, fault);
+        client.normal_turn();
+        flat &= fault_row(fault, &figures);
+    }
+    drop(client);
+    UNCOUNTED.with(|flag| flag.set(false));
+    if let Err(message) = running.stop() {
+        fail(message);
+    }
+
+    let database = dir.join("faults-capped.db");
+    let running = server_with(&database, |options| {
+        options.deadlines = deadlines;
+        options.caps.sessions_per_tenant = u64::try_from(FAULT_CAP).ok();
+    });
+    UNCOUNTED.with(|flag| flag.set(true));
+    let mut client = FaultClient { client: Client::new(running.addr), addr: running.addr };
+    let mut kept: Vec<String> = (0..FAULT_CAP)
+        .map(|_| session_id(&client.expect("POST", "/v1/sessions", r#"{"program": "booking"}"#, 201)))
+        .collect();
+    let figures = measure_fault(&mut client, &capped);
+    // At the cap, the normal turn's new session is refused: one deleted
+    // makes room for it.
+    if let Some(id) = kept.pop() {
+        client.expect("DELETE", &format!("/v1/sessions/{id}"), "", 204);
+    }
+    client.normal_turn();
+    flat &= fault_row(&capped, &figures);
+    drop(client);
+    UNCOUNTED.with(|flag| flag.set(false));
+    if let Err(message) = running.stop() {
+        fail(message);
+    }
+    flat
 }
