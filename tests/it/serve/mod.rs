@@ -8,6 +8,7 @@ mod api;
 mod cache;
 mod caps;
 mod faults;
+mod folders;
 mod inline;
 mod processes;
 mod robustness;
