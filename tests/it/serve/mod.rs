@@ -7,12 +7,14 @@
 mod api;
 mod cache;
 mod caps;
+mod contract;
 mod faults;
 mod folders;
 mod inline;
 mod processes;
 mod robustness;
 mod runs;
+mod schema;
 
 use crate::support::{root, temp_dir, unique};
 use flowc::serve::auth::Auth;
