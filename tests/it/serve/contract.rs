@@ -51,7 +51,7 @@ pub struct Answer {
     pub body: String,
 }
 
-fn send(base: &str, method: &Method, path: &str, body: Option<&str>, token: Option<&str>) -> Answer {
+pub fn send(base: &str, method: &Method, path: &str, body: Option<&str>, token: Option<&str>) -> Answer {
     let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(60)).build().expect("client");
     let mut request = http.request(method.clone(), format!("{base}{path}"));
     if let Some(token) = token {

@@ -11,6 +11,7 @@ mod contract;
 mod faults;
 mod folders;
 mod inline;
+mod metrics;
 mod processes;
 mod robustness;
 mod runs;
