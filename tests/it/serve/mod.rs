@@ -8,6 +8,7 @@ mod api;
 mod cache;
 mod caps;
 mod contract;
+mod failures;
 mod faults;
 mod folders;
 mod inline;
