@@ -278,7 +278,10 @@ impl Taken {
 pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &ReplyShape) -> Result<Taken, String> {
     let program = sv.program;
     let Some(reply) = &fused.reply else {
-        return Err("the model named no step or wrote no reply".into());
+        return Err(match &fused.dropped {
+            Some(problem) => format!("the answer's reply was dropped: {problem}"),
+            None => "the model named no step or wrote no reply".into(),
+        });
     };
     if shape.replaced {
         return Err("a directive replaced the reply".into());
