@@ -228,8 +228,9 @@ fn finish_model_reply(st: &mut TurnState, sv: &mut Services) -> Result<Option<Ve
     let response = std::mem::take(&mut replying.text).finish();
     st.count_call(sv, Purpose::Respond, response.usage);
     let fault = if response.text.trim().is_empty() {
-        // Past the last round an empty reply stands: `finish` answers it.
-        (replying.rounds.len() < MAX_ROUNDS).then_some(Fault::Empty)
+        // Past the last round too: it is not asked again (below), but gets
+        // the stand-in all the same, never silence.
+        Some(Fault::Empty)
     } else {
         let (program, today) = sv.claims_setting();
         let mut grounds = Grounds::new(program, today, &st.session, &st.message);
