@@ -197,3 +197,101 @@ fn a_reply_set_aside_after_part_of_it_was_shown_is_followed_by_the_reply_call() 
     assert_eq!(read_and_cancelled(&harness).1, 0, "read to its end to be judged");
     assert_eq!(result.stopped_reason, StopReason::NeedsInput);
 }
+
+/// A flow whose first step carries `hooks`; the second offers a tool.
+fn with_hooks(hooks: &str) -> String {
+    format!(
+        r#"
+schema {{ a: string  b: string }}
+tool lookup(q: string) {{ builtin echo }}
+flow f "F" {{
+  when "the user wants f"
+  step ask_a {{ prompt "A?" collect a {hooks} }}
+  step ask_b {{ prompt "B?" collect b tools lookup }}
+}}
+"#
+    )
+}
+
+/// The turn enters `f` and stops at `ask_a` with the model's fused reply
+/// for it: (the result, the calls made, replies dropped unread).
+fn at_ask_a(hooks: &str) -> (TurnResult, (usize, usize), usize) {
+    let (mut harness, _) = streaming(&with_hooks(hooks));
+    let result = harness.say_with("I want f", Understood::new().flow("f").fused("f.ask_a", "What is A?"));
+    let ask = harness.last_understand().reply.expect("a fused reply is asked for");
+    assert_eq!(ask.steps.iter().map(|step| step.id.as_str()).collect::<Vec<_>>(), ["f.ask_a"], "{hooks}");
+    let calls = harness.calls_last_turn();
+    let cancelled = read_and_cancelled(&harness).1;
+    (result, calls, cancelled)
+}
+
+#[test]
+fn a_directive_that_replaces_the_reply_leaves_the_fused_one_unused() {
+    let replaced = Some("a directive replaced the reply".to_string());
+    // `halt`: no reply at all, and no reply call.
+    let (result, calls, cancelled) = at_ask_a("prepare { emit halt }");
+    assert_eq!((fused(&result), calls, cancelled), (vec![(false, replaced.clone())], (1, 0), 1));
+    assert_eq!((result.reply.as_str(), result.stopped_reason), ("", StopReason::Halt));
+    // A `reply` directive: its text is the reply, with no reply call.
+    let (result, calls, cancelled) = at_ask_a(r#"on_enter { emit reply "Here is a reply." }"#);
+    assert_eq!((fused(&result), calls, cancelled), (vec![(false, replaced)], (1, 0), 1));
+    assert_eq!(result.reply, "Here is a reply.");
+}
+
+#[test]
+fn a_directive_that_augments_the_reply_or_a_say_beside_the_ask_makes_the_reply_call() {
+    let augmented = Some("the step offers tools or the reply was augmented".to_string());
+    for hooks in [r#"prepare { emit append_prompt "Be brief." }"#, "prepare { emit inject_tools lookup }"] {
+        let (result, calls, cancelled) = at_ask_a(hooks);
+        assert_eq!((fused(&result), calls, cancelled), (vec![(false, augmented.clone())], (1, 1), 1), "{hooks}");
+        assert_eq!(result.reply, "reply: A?", "{hooks}");
+    }
+    let (result, calls, cancelled) = at_ask_a(r#"on_enter { say "Welcome." }"#);
+    let more = Some("the reply has more to say than the step's prompt".to_string());
+    assert_eq!((fused(&result), calls, cancelled), (vec![(false, more)], (1, 1), 1));
+    assert_eq!(result.reply, "Welcome.\nreply: A?");
+}
+
+/// A step with tools is never offered (the plan's walk stops before it),
+/// and a real provider drops a reply for a step not offered (`schema.rs`).
+/// Should a reply for it reach the turn all the same, the turn does not
+/// use it: the reply call offers the tools.
+#[test]
+fn a_reply_for_a_step_that_offers_tools_is_not_used() {
+    let (mut harness, _) = streaming(&with_hooks(""));
+    let result = harness.say_with(
+        "I want f, a is 42",
+        Understood::new().flow("f").field("a", json!("42")).fused("f.ask_b", "What is B?"),
+    );
+    let ask = harness.last_understand().reply.expect("a fused reply is asked for");
+    assert_eq!(ask.steps.iter().map(|step| step.id.as_str()).collect::<Vec<_>>(), ["f.ask_a"]);
+    assert_eq!(result.step.as_deref(), Some("ask_b"));
+    assert_eq!(fused(&result), [(false, Some("the step offers tools or the reply was augmented".into()))]);
+    assert_eq!(harness.calls_last_turn(), (1, 1));
+    assert_eq!(read_and_cancelled(&harness).1, 1);
+    let tools: Vec<String> = harness.last_respond().tools.iter().map(|tool| tool.name.clone()).collect();
+    assert_eq!(tools, ["lookup"]);
+}
+
+/// The answer's `step` named no step offered (a real provider's schema
+/// check dropped the reply, `schema.rs`): traced with the reason, and the
+/// reply call writes the reply; nothing was repaired.
+#[test]
+fn a_reply_the_answer_dropped_is_traced_with_its_reason() {
+    let mut harness = Harness::new(BOOKING);
+    let mut understood = Understood::new().flow("booking");
+    understood.0.reply_dropped = Some("unknown step `booking.pay` (choose one of `booking.ask_hotel` or null)".into());
+    let result = harness.say_with("I'd like to book a room", understood);
+    assert_eq!(
+        fused(&result),
+        [(
+            false,
+            Some(
+                "the answer's reply was dropped: unknown step `booking.pay` (choose one of `booking.ask_hotel` or null)"
+                    .into()
+            )
+        )]
+    );
+    assert_eq!(harness.calls_last_turn(), (1, 1));
+    assert_eq!(result.llm_calls, 2, "the understand call and the reply call, no repair");
+}
