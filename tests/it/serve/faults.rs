@@ -394,3 +394,143 @@ fn a_server_killed_mid_turn_on_postgres_loses_no_committed_turn_and_another_goes
     let dir = temp_dir(&format!("serve-kill-pg-{}", unique()));
     killed_mid_turn(&dir, &url);
 }
+
+/// One client's sessions on the doomed server: each created, then its
+/// first turn sent; `answered` once the client had the turn's answer.
+#[cfg(unix)]
+#[derive(Default)]
+struct Sent {
+    sessions: Vec<(String, bool)>,
+}
+
+/// Two servers on one store; a client opens session after session on the
+/// first, each with its first turn, and the first server is killed with
+/// `kill -9` once the client has had `after` answers and sends the next
+/// turn, wherever that turn then is (being read, running, committing,
+/// being answered).
+/// Every turn the client had answered is in the store, whole; the one cut
+/// off is in it whole or not at all, never in part; the client, reading
+/// the session on the second server, sends it again there (with the
+/// version it read) if it is not, and the conversation goes on.
+#[cfg(unix)]
+fn killed_at_any_moment(dir: &std::path::Path, store: &str, after: usize) {
+    use std::sync::{Arc, Mutex};
+    std::fs::write(dir.join("chat.flow"), CHAT).expect("program");
+    std::fs::write(dir.join("hold.py"), super::HOLD_PY).expect("tool");
+    // The second turns below run the tool at once.
+    std::fs::write(dir.join("release"), "").expect("release");
+    let args = ["chat.flow", "--store", store];
+    let mut doomed = Server::start(dir, &args, &[]);
+    let survivor = Server::start(dir, &args, &[]);
+    let other = Client::new(survivor.addr, None);
+
+    let sent = Arc::new(Mutex::new(Sent::default()));
+    let client = {
+        let (sent, first) = (Arc::clone(&sent), Client::new(doomed.addr, None));
+        std::thread::spawn(move || {
+            let http = reqwest::blocking::Client::new();
+            loop {
+                let created = http
+                    .post(format!("{}/v1/sessions", first.base))
+                    .json(&json!({ "program": "chat" }))
+                    .send()
+                    .and_then(reqwest::blocking::Response::json::<serde_json::Value>);
+                let Some(id) = created.ok().and_then(|created| created["id"].as_str().map(str::to_string)) else {
+                    return;
+                };
+                sent.lock().expect("the list").sessions.push((id.clone(), false));
+                let answered = http
+                    .post(format!("{}/v1/sessions/{id}/messages", first.base))
+                    .json(&json!({ "text": "hello" }))
+                    .send()
+                    .is_ok_and(|response| response.status() == 200);
+                if !answered {
+                    return;
+                }
+                if let Some(last) = sent.lock().expect("the list").sessions.last_mut() {
+                    last.1 = true;
+                }
+            }
+        })
+    };
+    // Once the client has its `after` answers and has created the next
+    // session, its turn is on its way: the kill lands in it somewhere.
+    while sent.lock().expect("the list").sessions.len() <= after {
+        assert!(doomed.child.try_wait().ok().flatten().is_none(), "the server died early: {}", doomed.said());
+        std::thread::yield_now();
+    }
+    doomed.child.kill().expect("kill -9");
+    doomed.exit();
+    client.join().expect("the client thread");
+
+    let sessions = std::mem::take(&mut sent.lock().expect("the list").sessions);
+    assert!(sessions.iter().filter(|(_, answered)| *answered).count() >= after);
+    let mut whole = None;
+    for (id, answered) in &sessions {
+        let (status, shown) = other.get(&format!("/v1/sessions/{id}"));
+        assert_eq!(status, 200, "{shown}");
+        let turns = shown["turns"].as_u64().expect("a turn count");
+        if *answered || turns == 1 {
+            // Answered, or committed before the answer was lost: whole.
+            assert_eq!((turns, shown["step"].as_str()), (1, Some("ask")), "{shown}");
+            assert_eq!(history(&shown), ["hello", "Name?"], "{shown}");
+            let version = shown["version"].as_u64().expect("a version");
+            assert_eq!(*whole.get_or_insert(version), version, "every first turn leaves one version: {shown}");
+        } else {
+            // Cut off before its commit: nothing of it.
+            assert_eq!(turns, 0, "{shown}");
+            assert!(history(&shown).is_empty(), "{shown}");
+        }
+    }
+    // The last session's turn was the one in flight (or none was, if the
+    // kill landed while a session was being created): the client reads
+    // where it stands on the other server and goes on from there.
+    let (id, answered) = sessions.last().expect("a session");
+    let (_, shown) = other.get(&format!("/v1/sessions/{id}"));
+    let version = shown["version"].as_u64().expect("a version");
+    let landed = match (answered, shown["turns"].as_u64()) {
+        (true, _) => "between requests or in a creation",
+        (false, Some(0)) => "before the turn's commit (absent)",
+        _ => "after the turn's commit, before its answer (whole)",
+    };
+    eprintln!("{store}: killed after {after} answers, {landed}");
+    if shown["turns"] == 0 {
+        let (status, turn) =
+            other.post(&format!("/v1/sessions/{id}/messages"), &json!({ "text": "hello", "version": version }));
+        assert_eq!((status, turn["step"].as_str()), (200, Some("ask")), "{turn}");
+    } else {
+        let (status, stale) =
+            other.post(&format!("/v1/sessions/{id}/messages"), &json!({ "text": "hello", "version": version - 1 }));
+        assert_eq!((status, code(&stale)), (409, "version_conflict"), "{stale}");
+    }
+    let (status, turn) = other.say(id, "Bob");
+    assert_eq!((status, turn["reply"].as_str()), (200, Some("Done, Bob.")), "{turn}");
+    let (_, shown) = other.get(&format!("/v1/sessions/{id}"));
+    assert_eq!(history(&shown), ["hello", "Name?", "Bob", "Done, Bob."], "{shown}");
+}
+
+/// Kills after 1, 5 and 20 answers: the kill lands wherever the next
+/// turn then is, a different moment each time.
+const KILL_AFTER: [usize; 3] = [1, 5, 20];
+
+#[cfg(unix)]
+#[test]
+fn a_server_killed_at_any_moment_leaves_each_turn_whole_or_absent_on_sqlite() {
+    for after in KILL_AFTER {
+        let dir = temp_dir(&format!("serve-kill-any-{}", unique()));
+        let store = format!("sqlite:{}", dir.join("flowc.db").display());
+        killed_at_any_moment(&dir, &store, after);
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_server_killed_at_any_moment_leaves_each_turn_whole_or_absent_on_postgres() {
+    for after in KILL_AFTER {
+        let Some(url) = super::processes::fresh_database("serve_kill_any") else {
+            return;
+        };
+        let dir = temp_dir(&format!("serve-kill-any-pg-{}", unique()));
+        killed_at_any_moment(&dir, &url, after);
+    }
+}
