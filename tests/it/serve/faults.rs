@@ -141,10 +141,11 @@ fn a_chunked_body_over_the_limit_is_a_413() {
     assert!(answer.contains("body_too_large"), "{answer}");
 }
 
-/// There is no cap on sessions: each one is a row in the store and holds
-/// nothing in the server, so a flood costs the store's disk, bounded by
-/// how fast the store writes. The server answers every creation and
-/// everyone else meanwhile.
+/// With no cap on a tenant's sessions (`max_sessions_per_tenant` unset,
+/// the default; the cap's 429 is in `caps.rs`), each session is a row in
+/// the store and at most a place in the server's bounded cache, so a
+/// flood costs the store's disk, bounded by how fast the store writes.
+/// The server answers every creation and everyone else meanwhile.
 #[test]
 fn a_flood_of_session_creations_is_served_and_others_still_are() {
     const THREADS: usize = 8;
