@@ -35,6 +35,8 @@
 //! Run with `cargo bench --bench serve_memory` (`-- --quick` for 2,000
 //! sessions and half the fault rounds, `-- --repeat 3` for three fresh
 //! servers in a row, `-- --faults-only` or `-- --no-faults` for one phase).
+//! With `FLOWC_BENCH_POSTGRES` set to a server URL whose database may be
+//! written, the fault phase runs again on PostgreSQL.
 
 use flowc::serve::auth::Auth;
 use flowc::serve::programs::ProgramSettings;
@@ -398,8 +400,11 @@ fn main() {
     }
     let mut flat = true;
     if !no_faults {
-        for repetition in 1..=repeat {
-            flat &= measure_faults(&dir, repetition, quick);
+        let postgres = std::env::var("FLOWC_BENCH_POSTGRES").ok();
+        for store in std::iter::once(None).chain(postgres.as_deref().map(Some)) {
+            for repetition in 1..=repeat {
+                flat &= measure_faults(&dir, store, repetition, quick);
+            }
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -523,14 +528,18 @@ impl FaultClient {
     /// closed it: the fault server's short header deadline closes it when
     /// it has been idle that long (while the faults used other sockets),
     /// and a request sent to a closed connection was never read.
-    fn expect(&mut self, method: &str, path: &str, body: &str, status: u16) -> String {
-        let answer = match self.client.connection.request(method, path, body) {
+    fn send(&mut self, method: &str, path: &str, body: &str) -> (u16, String) {
+        match self.client.connection.request(method, path, body) {
             Ok(answer) => answer,
             Err(_) => {
                 self.client = Client::new(self.addr);
                 self.client.connection.request(method, path, body).unwrap_or_else(|message| fail(message))
             }
-        };
+        }
+    }
+
+    fn expect(&mut self, method: &str, path: &str, body: &str, status: u16) -> String {
+        let answer = self.send(method, path, body);
         if answer.0 != status {
             fail(format!("{method} {path} answered {}, not {status}: {}", answer.0, answer.1));
         }
@@ -773,9 +782,11 @@ fn fault_row(fault: &Fault, figures: &FaultFigures) -> bool {
 
 /// The fault phase: one server with short deadlines and a small body
 /// limit takes each fault in turn, and a second one, its tenant at its
-/// cap of sessions, takes the flood past the cap. Returns whether every
-/// fault left the heap flat.
-fn measure_faults(dir: &Path, repetition: usize, quick: bool) -> bool {
+/// cap of sessions, takes the flood past the cap. On SQLite each server
+/// has a database file of its own; on PostgreSQL (`postgres`, a URL) both
+/// share the database, and whatever a phase creates it deletes. Returns
+/// whether every fault left the heap flat.
+fn measure_faults(dir: &Path, postgres: Option<&str>, repetition: usize, quick: bool) -> bool {
     let scale = if quick { 1 } else { 2 };
     let faults = [
         Fault { name: "malformed JSON (400)", per_round: 6, rounds: 200 * scale, round: malformed_json },
@@ -809,7 +820,8 @@ fn measure_faults(dir: &Path, repetition: usize, quick: bool) -> bool {
     };
     let deadlines = flowc::serve::listen::Deadlines { header: FAULT_DEADLINE, body: FAULT_DEADLINE };
     println!(
-        "-- faults: deadlines {} ms, body limit {FAULT_BODY_LIMIT} B; live heap growth per round over each half (`rounds` each)",
+        "-- faults on {}, server {repetition}: deadlines {} ms, body limit {FAULT_BODY_LIMIT} B; live heap growth per round over each half (`rounds` each)",
+        if postgres.is_some() { "PostgreSQL" } else { "SQLite" },
         FAULT_DEADLINE.as_millis()
     );
     println!(
@@ -821,6 +833,9 @@ fn measure_faults(dir: &Path, repetition: usize, quick: bool) -> bool {
     let running = server_with(&database, |options| {
         options.deadlines = deadlines;
         options.body_limit = FAULT_BODY_LIMIT;
+        if let Some(url) = postgres {
+            options.store = StoreLocation::Postgres(url.to_string());
+        }
     });
     UNCOUNTED.with(|flag| flag.set(true));
     let mut client = FaultClient { client: Client::new(running.addr), addr: running.addr };
@@ -840,20 +855,33 @@ fn measure_faults(dir: &Path, repetition: usize, quick: bool) -> bool {
     let running = server_with(&database, |options| {
         options.deadlines = deadlines;
         options.caps.sessions_per_tenant = u64::try_from(FAULT_CAP).ok();
+        if let Some(url) = postgres {
+            options.store = StoreLocation::Postgres(url.to_string());
+        }
     });
     UNCOUNTED.with(|flag| flag.set(true));
     let mut client = FaultClient { client: Client::new(running.addr), addr: running.addr };
-    let mut kept: Vec<String> = (0..FAULT_CAP)
-        .map(|_| session_id(&client.expect("POST", "/v1/sessions", r#"{"program": "booking"}"#, 201)))
-        .collect();
+    // Filled until refused: a shared database may hold sessions already.
+    let mut kept = Vec::new();
+    loop {
+        match client.send("POST", "/v1/sessions", r#"{"program": "booking"}"#) {
+            (201, created) if kept.len() < FAULT_CAP => kept.push(session_id(&created)),
+            (429, _) => break,
+            (status, text) => fail(format!("filling the tenant to its cap: {status} {text}")),
+        }
+    }
     let figures = measure_fault(&mut client, &capped);
     // At the cap, the normal turn's new session is refused: one deleted
     // makes room for it.
-    if let Some(id) = kept.pop() {
-        client.expect("DELETE", &format!("/v1/sessions/{id}"), "", 204);
-    }
+    let Some(id) = kept.pop() else {
+        fail(format!("the database already holds {FAULT_CAP} sessions or more: the fault phase needs a fresh one"))
+    };
+    client.expect("DELETE", &format!("/v1/sessions/{id}"), "", 204);
     client.normal_turn();
     flat &= fault_row(&capped, &figures);
+    for id in kept {
+        client.expect("DELETE", &format!("/v1/sessions/{id}"), "", 204);
+    }
     drop(client);
     UNCOUNTED.with(|flag| flag.set(false));
     if let Err(message) = running.stop() {
