@@ -5,6 +5,12 @@
 //! version a session may still run on is kept, so a session the edit
 //! cannot adopt goes on with the version it started with.
 //!
+//! Every version compiled is recorded in the store with its text
+//! ([`crate::store::versions`]); a session on a version this process never
+//! compiled (another server's, or one from before a restart) runs on it
+//! compiled again from the store. What the current version could not take,
+//! and why, is kept per older version (bounded) for `GET /v1/programs`.
+//!
 //! Each version keeps a pool of ready runtimes: building one compiles the
 //! offline reader's patterns, which a turn should not pay for.
 
@@ -15,6 +21,8 @@ use crate::runtime::limits_config::OperatorLimits;
 use crate::runtime::session::program_hash;
 use crate::runtime::tools::{ToolEnv, ToolRegistry};
 use crate::source::SourceFile;
+use crate::store::Store;
+use crate::store::versions::NewVersion;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,6 +31,10 @@ use std::time::SystemTime;
 /// Runtimes kept ready per program version; more are built under load and
 /// dropped when the pool is full.
 const POOL_SIZE: usize = 256;
+
+/// How many older versions still serving sessions `GET /v1/programs`
+/// shows per program: the most recently used.
+const OLDER_SHOWN: usize = 8;
 
 /// What every program shares: the model, the limits, the clock and ids,
 /// and the in-process tool handlers an embedder registers (empty for
@@ -59,6 +71,8 @@ pub(crate) struct Version {
     /// handler (no process, no HTTP). Such a turn may run on the server's
     /// async workers instead of the blocking pool ([`super::turn`]).
     pub in_process: bool,
+    /// Whether it was compiled from the store's copy, not from its file.
+    pub restored: bool,
 }
 
 impl Version {
@@ -120,12 +134,30 @@ struct EntryState {
     stamp: Option<(SystemTime, u64)>,
     /// Why the last edit was refused, until a good edit replaces it.
     reload_error: Option<String>,
+    /// Older versions turns ran on since the current version came,
+    /// because it could not take their sessions: the most recent last.
+    older: Vec<OlderVersion>,
+}
+
+/// An older version still serving sessions the current one cannot take.
+#[derive(Clone, Debug, serde::Serialize)]
+pub(crate) struct OlderVersion {
+    pub hash: String,
+    /// Why the current version does not adopt its sessions: the last
+    /// reason found (sessions of one version may differ).
+    pub reason: String,
+    /// Turns this server ran on it since the current version came.
+    pub turns: u64,
+    /// Whether this server compiled it from the store's copy.
+    pub from_store: bool,
 }
 
 /// The programs, by name.
 pub(crate) struct Programs {
     entries: BTreeMap<String, Arc<Entry>>,
     settings: ProgramSettings,
+    /// Where versions are recorded and found again.
+    store: Option<Arc<dyn Store>>,
 }
 
 /// What `GET /v1/programs` shows of one program.
@@ -136,12 +168,19 @@ pub(crate) struct ProgramInfo {
     pub hash: String,
     pub flows: Vec<serde_json::Value>,
     pub reload_error: Option<String>,
+    /// Older versions still serving sessions the current one cannot take.
+    pub older_versions: Vec<OlderVersion>,
 }
 
 impl Programs {
-    /// Compiles every program of `files`. Any error stops the start: a
-    /// server must not come up missing a program it was asked to serve.
-    pub fn load(files: &[PathBuf], settings: ProgramSettings) -> Result<Programs, String> {
+    /// Compiles every program of `files`, recording each version in
+    /// `store`. Any error stops the start: a server must not come up
+    /// missing a program it was asked to serve.
+    pub fn load(
+        files: &[PathBuf],
+        settings: ProgramSettings,
+        store: Option<Arc<dyn Store>>,
+    ) -> Result<Programs, String> {
         let mut entries = BTreeMap::new();
         let mut agents = Vec::new();
         for path in files {
@@ -155,7 +194,8 @@ impl Programs {
                 name = sanitize(&format!("{name}-{extension}"));
             }
             let stamp = stamp(&absolute);
-            let version = compile(&name, &absolute, &settings)?;
+            let (version, text) = compile(&name, &absolute, &settings)?;
+            record(store.as_deref(), &version, &text);
             if let Some(agent) = version.ir.agent.name.clone() {
                 agents.push((agent, name.clone()));
             }
@@ -165,6 +205,7 @@ impl Programs {
                 current: version,
                 stamp,
                 reload_error: None,
+                older: Vec::new(),
             };
             let entry = Arc::new(Entry { path: absolute.clone(), state: Mutex::new(state) });
             if let Some(other) = entries.insert(name.clone(), entry) {
@@ -186,7 +227,7 @@ impl Programs {
                 }
             }
         }
-        Ok(Programs { entries, settings })
+        Ok(Programs { entries, settings, store })
     }
 
     /// The clock every program runs on.
@@ -209,10 +250,79 @@ impl Programs {
         self.entries.get(name).is_some_and(|entry| lock(&entry.state).current.in_process)
     }
 
-    /// The version of `name` whose hash is `hash`, if this server has had it.
+    /// The version of `name` whose hash is `hash`: one this server has, or
+    /// else the store's copy compiled again.
     pub fn version(&self, name: &str, hash: &str) -> Option<Arc<Version>> {
-        let entry = self.entries.get(name)?;
-        lock(&entry.state).by_hash.get(hash).map(Arc::clone)
+        self.version_or_why(name, hash).ok()
+    }
+
+    /// [`Programs::version`], or why there is none, said of the version
+    /// ("is not in the store …").
+    pub fn version_or_why(&self, name: &str, hash: &str) -> Result<Arc<Version>, String> {
+        let entry =
+            self.entries.get(name).ok_or_else(|| format!("belongs to `{name}`, which this server does not serve"))?;
+        if let Some(version) = lock(&entry.state).by_hash.get(hash) {
+            return Ok(Arc::clone(version));
+        }
+        let store = self.store.as_deref().ok_or_else(|| "is not on this server, which has no store".to_string())?;
+        let stored = off_runtime(|| store.load_version(name, hash))
+            .and_then(|loaded| loaded.map_err(|error| error.to_string()))
+            .map_err(|error| format!("cannot be read from the store: {error}"))?
+            .ok_or_else(|| {
+                "is not in the store: the session was last saved by a server that did not record its versions"
+                    .to_string()
+            })?;
+        let path = PathBuf::from(&stored.path);
+        let mut version = compile_text(name, &path, &stored.source, &self.settings)
+            .map_err(|error| format!("is in the store but does not compile: {error}"))?;
+        if version.hash != hash {
+            return Err(format!(
+                "is in the store but its text compiles to version {} with this flowc: it was recorded by a flowc \
+                 that compiled it differently",
+                version.hash
+            ));
+        }
+        version.restored = true;
+        // Compiled outside the lock; a turn that restored it meanwhile wins.
+        let mut state = lock(&entry.state);
+        let kept = state.by_hash.entry(hash.to_string()).or_insert_with(|| Arc::new(version));
+        Ok(Arc::clone(kept))
+    }
+
+    /// Notes that a turn of `name` runs on the older `version` because the
+    /// current version (`current`) cannot take its session, for `reason`:
+    /// said on stderr the first time since `current` came, shown by
+    /// [`Programs::info`].
+    pub fn note_older(&self, name: &str, version: &Version, current: &str, reason: &str) {
+        let Some(entry) = self.entries.get(name) else {
+            return;
+        };
+        let mut state = lock(&entry.state);
+        if state.current.hash != current {
+            // The current version changed meanwhile: what it takes is news.
+            return;
+        }
+        let noted = match state.older.iter().position(|older| older.hash == version.hash) {
+            Some(index) => state.older.remove(index),
+            None => {
+                eprintln!(
+                    "note: {name}: version {} cannot take the sessions of version {}, which keeps serving them{}: {reason}",
+                    current,
+                    version.hash,
+                    if version.restored { " (compiled from the store)" } else { "" }
+                );
+                OlderVersion {
+                    hash: version.hash.clone(),
+                    reason: String::new(),
+                    turns: 0,
+                    from_store: version.restored,
+                }
+            }
+        };
+        let older = OlderVersion { reason: reason.to_string(), turns: noted.turns.saturating_add(1), ..noted };
+        state.older.push(older);
+        let excess = state.older.len().saturating_sub(OLDER_SHOWN);
+        state.older.drain(..excess);
     }
 
     pub fn info(&self) -> Vec<ProgramInfo> {
@@ -234,6 +344,7 @@ impl Programs {
                     hash: state.current.hash.clone(),
                     flows,
                     reload_error: state.reload_error.clone(),
+                    older_versions: state.older.iter().rev().cloned().collect(),
                 }
             })
             .collect()
@@ -246,13 +357,15 @@ impl Programs {
         }
         state.stamp = now;
         match compile(&state.current.name, &entry.path, &self.settings) {
-            Ok(version) if version.hash == state.current.hash => {}
-            Ok(version) => {
+            Ok((version, _)) if version.hash == state.current.hash => {}
+            Ok((version, text)) => {
+                record(self.store.as_deref(), &version, &text);
                 let version = Arc::new(version);
                 eprintln!("note: {} changed: now serving version {}", entry.path.display(), version.hash);
                 state.by_hash.insert(version.hash.clone(), Arc::clone(&version));
                 state.current = version;
                 state.reload_error = None;
+                state.older.clear();
             }
             Err(reason) => {
                 eprintln!("warning: {reason}; version {} keeps serving", state.current.hash);
@@ -285,12 +398,50 @@ fn sanitize(name: &str) -> String {
     if clean.is_empty() { "program".to_string() } else { clean }
 }
 
-fn compile(name: &str, path: &Path, settings: &ProgramSettings) -> Result<Version, String> {
+/// Records `version`, compiled from `text`, in the store. A failure is
+/// said and the version serves on: only a process without it loses.
+fn record(store: Option<&dyn Store>, version: &Version, text: &str) {
+    let Some(store) = store else {
+        return;
+    };
+    let path = version.path.display().to_string();
+    let new = NewVersion { program: &version.name, hash: &version.hash, path: &path, source: text };
+    let recorded =
+        off_runtime(|| store.record_version(&new)).and_then(|recorded| recorded.map_err(|error| error.to_string()));
+    if let Err(error) = recorded {
+        eprintln!(
+            "warning: cannot record version {} of {} in the store ({error}); a server without it cannot serve its \
+             sessions once the program changes",
+            version.hash, version.name
+        );
+    }
+}
+
+/// Runs a store call on a thread of its own. Programs are looked up from
+/// async handlers too, and the PostgreSQL client blocks on a runtime of its
+/// own, which a thread of the server's runtime cannot enter; a version is
+/// recorded or read back rarely (a compile, a session on a version this
+/// process never had), so a thread each time costs nothing that counts.
+fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> Result<T, String> {
+    std::thread::scope(|scope| scope.spawn(work).join())
+        .map_err(|_| "the store call stopped before it answered".to_string())
+}
+
+/// Compiles the program file at `path`, and gives its text with it.
+fn compile(name: &str, path: &Path, settings: &ProgramSettings) -> Result<(Version, String), String> {
     let display = path.display();
     if !crate::source::SourceKind::is_program_path(path) {
         return Err(format!("{display} is not a program file: flowc reads .flow, .yaml and .yml files"));
     }
     let text = std::fs::read_to_string(path).map_err(|error| format!("cannot read {display}: {error}"))?;
+    let version = compile_text(name, path, &text, settings)?;
+    Ok((version, text))
+}
+
+/// Compiles `text` as the program file at `path` (whose extension picks
+/// the syntax, whose folder is where its tools' paths start).
+fn compile_text(name: &str, path: &Path, text: &str, settings: &ProgramSettings) -> Result<Version, String> {
+    let display = path.display();
     let compilation = crate::pipeline::compile(&SourceFile::new(display.to_string(), text));
     let errors = compilation.diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count();
     if errors > 0 {
@@ -321,6 +472,7 @@ fn compile(name: &str, path: &Path, settings: &ProgramSettings) -> Result<Versio
         provider,
         pool: Mutex::new(Vec::new()),
         in_process,
+        restored: false,
     })
 }
 
@@ -352,11 +504,11 @@ mod tests {
             tools,
         };
         let files = [PathBuf::from("flows/booking.flow")];
-        let exec = Programs::load(&files, settings(ToolRegistry::default())).unwrap();
+        let exec = Programs::load(&files, settings(ToolRegistry::default()), None).unwrap();
         assert!(!exec.in_process("booking"), "its tool starts a process");
         let mut tools = ToolRegistry::default();
         tools.register("book_hotel", Arc::new(Answer));
-        let handled = Programs::load(&files, settings(tools)).unwrap();
+        let handled = Programs::load(&files, settings(tools), None).unwrap();
         assert!(handled.in_process("booking"), "its one tool is answered in process");
         assert!(!handled.in_process("nothing"), "no such program");
     }

@@ -12,6 +12,7 @@ mod inline;
 mod processes;
 mod robustness;
 mod runs;
+mod versions;
 
 use crate::support::{root, temp_dir, unique};
 use flowc::serve::auth::Auth;
