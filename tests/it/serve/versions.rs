@@ -4,8 +4,9 @@
 //! store's copy); new sessions take the edit; `GET /v1/programs` and the
 //! server's stderr say which older versions still serve and why. A session
 //! whose version is nowhere (saved before versions were recorded) is a 409
-//! naming both reasons. The same across two server processes on PostgreSQL,
-//! and the PostgreSQL store's version table itself.
+//! naming both reasons. A waiting run resumed after a restart and an edit
+//! goes on with its own version too. The same across two server processes
+//! on PostgreSQL, and the PostgreSQL store's version table itself.
 
 use super::processes::{Server, fresh_database};
 use super::{Client, code, options, start};
@@ -19,8 +20,13 @@ const BOOK: &str = "Book the Grand Hotel for 2 guests on 2026-12-04";
 
 /// A copy of the booking example and its tools in `dir`: its file.
 fn booking_copy(dir: &Path) -> PathBuf {
-    let file = dir.join("booking.flow");
-    std::fs::copy(root().join("flows/booking.flow"), &file).expect("a copy");
+    example_copy(dir, "booking.flow")
+}
+
+/// A copy of the example `name` and the examples' tools in `dir`: its file.
+fn example_copy(dir: &Path, name: &str) -> PathBuf {
+    let file = dir.join(name);
+    std::fs::copy(root().join("flows").join(name), &file).expect("a copy");
     std::fs::create_dir_all(dir.join("tools")).expect("a tools folder");
     for entry in std::fs::read_dir(root().join("flows/tools")).expect("the example's tools") {
         let path = entry.expect("a tool").path();
@@ -124,6 +130,32 @@ fn an_incompatible_edit_leaves_old_sessions_on_their_version_in_every_process_sh
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("confirm") && message.contains(&old_hash), "{message}");
     assert!(message.contains("is not in the store"), "{message}");
+}
+
+#[test]
+fn a_waiting_run_resumes_after_a_restart_and_an_edit_on_the_version_it_started_on() {
+    let dir = temp_dir(&format!("serve-versions-run-{}", unique()));
+    let file = example_copy(&dir, "onboarding.flow");
+    let mut server_options = options(Auth::default());
+    server_options.files = vec![file.clone()];
+    server_options.store = StoreLocation::Sqlite(dir.join("flowc.db"));
+    let first = start(&server_options);
+    let data =
+        serde_json::json!({ "company": "Initech", "contacts": [{ "name": "Ann", "email": "ann@initech.test" }] });
+    let (status, run) =
+        Client::new(first.addr, None).post("/v1/runs", &serde_json::json!({ "program": "onboarding", "data": data }));
+    assert_eq!((status, run["status"].as_str()), (201, Some("waiting")), "{run}");
+    let id = run["run"].as_str().expect("a run id").to_string();
+    drop(first);
+
+    let text = std::fs::read_to_string(&file).expect("the program");
+    let edited = text.replace("wait 1d", "wait 2d");
+    assert_ne!(edited, text);
+    std::fs::write(&file, edited).expect("an edit");
+    let second = start(&server_options);
+    let client = Client::new(second.addr, None);
+    let (status, resumed) = client.post(&format!("/v1/runs/{id}/resume"), &serde_json::json!({ "now": true }));
+    assert_eq!((status, resumed["status"].as_str()), (200, Some("completed")), "{resumed}");
 }
 
 #[test]
