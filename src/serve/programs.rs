@@ -261,19 +261,25 @@ impl Programs {
     pub fn version_or_why(&self, name: &str, hash: &str) -> Result<Arc<Version>, String> {
         let entry =
             self.entries.get(name).ok_or_else(|| format!("belongs to `{name}`, which this server does not serve"))?;
-        if let Some(version) = lock(&entry.state).by_hash.get(hash) {
-            return Ok(Arc::clone(version));
-        }
+        // Versions are recorded under the file's name; a session may have
+        // been started under the program's agent name.
+        let name = {
+            let state = lock(&entry.state);
+            if let Some(version) = state.by_hash.get(hash) {
+                return Ok(Arc::clone(version));
+            }
+            state.current.name.clone()
+        };
         let store = self.store.as_deref().ok_or_else(|| "is not on this server, which has no store".to_string())?;
-        let stored = off_runtime(|| store.load_version(name, hash))
+        let stored = off_runtime(|| store.load_version(&name, hash))
             .and_then(|loaded| loaded.map_err(|error| error.to_string()))
             .map_err(|error| format!("cannot be read from the store: {error}"))?
             .ok_or_else(|| {
                 "is not in the store: the session was last saved by a server that did not record its versions"
                     .to_string()
             })?;
-        let path = PathBuf::from(&stored.path);
-        let mut version = compile_text(name, &path, &stored.source, &self.settings)
+        let path = restored_path(Path::new(&stored.path), &entry.path);
+        let mut version = compile_text(&name, &path, &stored.source, &self.settings)
             .map_err(|error| format!("is in the store but does not compile: {error}"))?;
         if version.hash != hash {
             return Err(format!(
@@ -417,6 +423,20 @@ fn record(store: Option<&dyn Store>, version: &Version, text: &str) {
     }
 }
 
+/// Where a version read from the store is compiled as if it lay: where it
+/// was recorded, its folder holding the tools its paths name; or, when that
+/// folder is not on this machine (a server elsewhere recorded it), under its
+/// file name in the folder of the file this server serves.
+fn restored_path(recorded: &Path, served: &Path) -> PathBuf {
+    if recorded.parent().is_some_and(Path::is_dir) {
+        return recorded.to_path_buf();
+    }
+    match (served.parent(), recorded.file_name()) {
+        (Some(folder), Some(file)) => folder.join(file),
+        _ => served.to_path_buf(),
+    }
+}
+
 /// Runs a store call on a thread of its own. Programs are looked up from
 /// async handlers too, and the PostgreSQL client blocks on a runtime of its
 /// own, which a thread of the server's runtime cannot enter; a version is
@@ -511,6 +531,18 @@ mod tests {
         let handled = Programs::load(&files, settings(tools), None).unwrap();
         assert!(handled.in_process("booking"), "its one tool is answered in process");
         assert!(!handled.in_process("nothing"), "no such program");
+    }
+
+    #[test]
+    fn a_version_from_another_machine_is_compiled_in_the_served_files_folder() {
+        let here = std::env::temp_dir();
+        let recorded = here.join("booking.flow");
+        assert_eq!(restored_path(&recorded, Path::new("/srv/flows/booking.flow")), recorded);
+        let elsewhere = Path::new("/no/such/folder/on/this/machine/booking.yaml");
+        assert_eq!(
+            restored_path(elsewhere, Path::new("/srv/flows/booking.flow")),
+            Path::new("/srv/flows/booking.yaml")
+        );
     }
 
     #[test]

@@ -46,7 +46,15 @@ fn remove_the_confirm_step(file: &Path) {
 
 /// A booking session held to its `confirm` step.
 fn at_confirm(client: &Client) -> String {
-    let id = client.new_session();
+    at_confirm_as(client, "booking")
+}
+
+/// A session of the booking program, started under `name` (its file's
+/// name or its agent's), held to its `confirm` step.
+fn at_confirm_as(client: &Client, name: &str) -> String {
+    let (status, created) = client.post("/v1/sessions", &serde_json::json!({ "program": name }));
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().expect("an id").to_string();
     let (status, turn) = client.say(&id, BOOK);
     assert_eq!((status, turn["step"].as_str()), (200, Some("confirm")), "{turn}");
     id
@@ -82,7 +90,8 @@ fn an_incompatible_edit_leaves_old_sessions_on_their_version_in_every_process_sh
     let one = Client::new(first.addr, None);
     let old_hash = booking_info(&one)["hash"].as_str().expect("a hash").to_string();
     let here = at_confirm(&one);
-    let elsewhere = at_confirm(&one);
+    // Started under the agent's name: the version is found by the file's.
+    let elsewhere = at_confirm_as(&one, "Concierge");
     let nowhere = at_confirm(&one);
 
     remove_the_confirm_step(&file);
