@@ -280,7 +280,7 @@ impl Programs {
             })?;
         let path = restored_path(Path::new(&stored.path), &entry.path);
         let mut version = compile_text(&name, &path, &stored.source, &self.settings)
-            .map_err(|error| format!("is in the store but does not compile: {error}"))?;
+            .map_err(|_| "is in the store but its text does not compile with this flowc".to_string())?;
         if version.hash != hash {
             return Err(format!(
                 "is in the store but its text compiles to version {} with this flowc: it was recorded by a flowc \
@@ -531,6 +531,88 @@ mod tests {
         let handled = Programs::load(&files, settings(tools), None).unwrap();
         assert!(handled.in_process("booking"), "its one tool is answered in process");
         assert!(!handled.in_process("nothing"), "no such program");
+    }
+
+    fn offline() -> ProgramSettings {
+        let (clock, ids) = crate::runtime::clock::from_values(Some("2026-01-05T10:00:00Z"), None).unwrap();
+        ProgramSettings {
+            provider_flags: Default::default(),
+            limits: Default::default(),
+            clock,
+            ids,
+            tools: ToolRegistry::default(),
+        }
+    }
+
+    /// A folder with `chat.flow` saying `greeting`, and a store beside it.
+    fn chat(test: &str, greeting: &str) -> (PathBuf, Arc<dyn Store>) {
+        let dir = std::env::temp_dir().join(format!("flowc-programs-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("chat.flow");
+        std::fs::write(&file, program_text(greeting)).unwrap();
+        let store: Arc<dyn Store> = Arc::new(crate::store::sqlite::SqliteStore::open(&dir.join("flowc.db")).unwrap());
+        (file, store)
+    }
+
+    fn program_text(greeting: &str) -> String {
+        format!("flow chat {{ step hello {{ say \"{greeting}\" }} }}\n")
+    }
+
+    #[test]
+    fn a_version_another_process_compiled_is_compiled_again_from_the_store() {
+        let (file, store) = chat("restore", "Hello");
+        let first = Programs::load(std::slice::from_ref(&file), offline(), Some(Arc::clone(&store))).unwrap();
+        let old = first.current("chat").unwrap();
+        let recorded = store.load_version("chat", &old.hash).unwrap().unwrap();
+        assert_eq!((recorded.source, recorded.path), (program_text("Hello"), file.display().to_string()));
+
+        std::fs::write(&file, program_text("Hi there")).unwrap();
+        let second = Programs::load(std::slice::from_ref(&file), offline(), Some(Arc::clone(&store))).unwrap();
+        assert_ne!(second.current("chat").unwrap().hash, old.hash);
+        let restored = second.version_or_why("chat", &old.hash).unwrap();
+        assert_eq!((restored.hash.as_str(), restored.restored), (old.hash.as_str(), true));
+        assert_eq!(restored.tool_env.base_dir, file.parent().unwrap());
+        assert!(Arc::ptr_eq(&restored, &second.version_or_why("chat", &old.hash).unwrap()), "kept once compiled");
+
+        let missing = second.version_or_why("chat", "0123456789abcdef").err().unwrap();
+        assert!(missing.starts_with("is not in the store"), "{missing}");
+        assert!(Programs::load(&[file.clone()], offline(), None).unwrap().version_or_why("chat", &old.hash).is_err());
+        // A text that no longer gives its hash (another flowc recorded it)
+        // is refused, not run as something else.
+        let text = program_text("Another");
+        let wrong = NewVersion { program: "chat", hash: "fedcba9876543210", path: "/x/chat.flow", source: &text };
+        store.record_version(&wrong).unwrap();
+        let refused = second.version_or_why("chat", "fedcba9876543210").err().unwrap();
+        assert!(refused.contains("compiles to version"), "{refused}");
+        store.record_version(&NewVersion { hash: "0000000000000000", source: "flow a {}", ..wrong }).unwrap();
+        let broken = second.version_or_why("chat", "0000000000000000").err().unwrap();
+        assert_eq!(broken, "is in the store but its text does not compile with this flowc");
+    }
+
+    #[test]
+    fn older_versions_serving_sessions_are_shown_bounded_and_forgotten_with_the_next_version() {
+        let (file, store) = chat("older", "Hello");
+        let programs = Programs::load(std::slice::from_ref(&file), offline(), Some(store)).unwrap();
+        let current = programs.current("chat").unwrap().hash.clone();
+        let settings = offline();
+        let olders: Vec<Version> = (0..OLDER_SHOWN + 2)
+            .map(|index| compile_text("chat", &file, &program_text(&format!("v{index}")), &settings).unwrap())
+            .collect();
+        for older in &olders {
+            programs.note_older("chat", older, &current, "its step `chat.gone` is no longer in the program");
+        }
+        programs.note_older("chat", &olders[OLDER_SHOWN + 1], &current, "a later reason");
+        programs.note_older("chat", &olders[0], "not-the-current-hash", "a stale note");
+        let info = programs.info();
+        let shown = &info[0].older_versions;
+        assert_eq!(shown.len(), OLDER_SHOWN);
+        assert_eq!((shown[0].hash.as_str(), shown[0].turns), (olders[OLDER_SHOWN + 1].hash.as_str(), 2));
+        assert_eq!(shown[0].reason, "a later reason");
+        assert!(shown.iter().all(|older| older.hash != olders[0].hash), "the least recent went first");
+
+        std::fs::write(&file, program_text("Hi there, longer")).unwrap();
+        assert!(programs.info()[0].older_versions.is_empty(), "a new version asks afresh");
     }
 
     #[test]
