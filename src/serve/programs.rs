@@ -577,7 +577,12 @@ mod tests {
 
         let missing = second.version_or_why("chat", "0123456789abcdef").err().unwrap();
         assert!(missing.starts_with("is not in the store"), "{missing}");
-        assert!(Programs::load(&[file.clone()], offline(), None).unwrap().version_or_why("chat", &old.hash).is_err());
+        assert!(
+            Programs::load(std::slice::from_ref(&file), offline(), None)
+                .unwrap()
+                .version_or_why("chat", &old.hash)
+                .is_err()
+        );
         // A text that no longer gives its hash (another flowc recorded it)
         // is refused, not run as something else.
         let text = program_text("Another");
