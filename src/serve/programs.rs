@@ -66,6 +66,8 @@ pub(crate) struct Version {
     tools: ToolRegistry,
     provider: ProviderConfig,
     pool: Mutex<Vec<Runtime>>,
+    /// Where its turns' model calls are timed (`flowc_model_call_duration_seconds`).
+    model_latency: Arc<super::metrics::Histogram>,
     /// Whether a turn of this version only computes: the offline model,
     /// not recording, and every tool builtin or answered by an in-process
     /// handler (no process, no HTTP). Such a turn may run on the server's
@@ -82,6 +84,7 @@ impl Version {
             return Ok(runtime);
         }
         let provider = crate::llm::build_provider(&self.provider).map_err(|error| error.to_string())?;
+        let provider = super::timed::Timed::wrap(provider, &self.model_latency);
         let options = RuntimeOptions {
             tool_env: self.tool_env.clone(),
             tools: self.tools.clone(),
@@ -158,6 +161,7 @@ pub(crate) struct Programs {
     settings: ProgramSettings,
     /// Where versions are recorded and found again.
     store: Option<Arc<dyn Store>>,
+    model_latency: Arc<super::metrics::Histogram>,
 }
 
 /// What `GET /v1/programs` shows of one program.
@@ -182,6 +186,7 @@ impl Programs {
         store: Option<Arc<dyn Store>>,
     ) -> Result<Programs, String> {
         let mut entries = BTreeMap::new();
+        let model_latency = Arc::new(super::metrics::Histogram::default());
         let mut agents = Vec::new();
         for path in files {
             let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
@@ -194,7 +199,7 @@ impl Programs {
                 name = sanitize(&format!("{name}-{extension}"));
             }
             let stamp = stamp(&absolute);
-            let (version, text) = compile(&name, &absolute, &settings)?;
+            let (version, text) = compile(&name, &absolute, &settings, &model_latency)?;
             record(store.as_deref(), &version, &text);
             if let Some(agent) = version.ir.agent.name.clone() {
                 agents.push((agent, name.clone()));
@@ -227,7 +232,12 @@ impl Programs {
                 }
             }
         }
-        Ok(Programs { entries, settings, store })
+        Ok(Programs { entries, settings, store, model_latency })
+    }
+
+    /// The histogram the model calls of every program's turns are timed in.
+    pub fn model_latency(&self) -> Arc<super::metrics::Histogram> {
+        Arc::clone(&self.model_latency)
     }
 
     /// The clock every program runs on.
@@ -279,7 +289,7 @@ impl Programs {
                     .to_string()
             })?;
         let path = restored_path(Path::new(&stored.path), &entry.path);
-        let mut version = compile_text(&name, &path, &stored.source, &self.settings)
+        let mut version = compile_text(&name, &path, &stored.source, &self.settings, &self.model_latency)
             .map_err(|_| "is in the store but its text does not compile with this flowc".to_string())?;
         if version.hash != hash {
             return Err(format!(
@@ -362,7 +372,7 @@ impl Programs {
             return;
         }
         state.stamp = now;
-        match compile(&state.current.name, &entry.path, &self.settings) {
+        match compile(&state.current.name, &entry.path, &self.settings, &self.model_latency) {
             Ok((version, _)) if version.hash == state.current.hash => {}
             Ok((version, text)) => {
                 record(self.store.as_deref(), &version, &text);
@@ -448,19 +458,30 @@ fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> Result<T, String> {
 }
 
 /// Compiles the program file at `path`, and gives its text with it.
-fn compile(name: &str, path: &Path, settings: &ProgramSettings) -> Result<(Version, String), String> {
+fn compile(
+    name: &str,
+    path: &Path,
+    settings: &ProgramSettings,
+    model_latency: &Arc<super::metrics::Histogram>,
+) -> Result<(Version, String), String> {
     let display = path.display();
     if !crate::source::SourceKind::is_program_path(path) {
         return Err(format!("{display} is not a program file: flowc reads .flow, .yaml and .yml files"));
     }
     let text = std::fs::read_to_string(path).map_err(|error| format!("cannot read {display}: {error}"))?;
-    let version = compile_text(name, path, &text, settings)?;
+    let version = compile_text(name, path, &text, settings, model_latency)?;
     Ok((version, text))
 }
 
 /// Compiles `text` as the program file at `path` (whose extension picks
 /// the syntax, whose folder is where its tools' paths start).
-fn compile_text(name: &str, path: &Path, text: &str, settings: &ProgramSettings) -> Result<Version, String> {
+fn compile_text(
+    name: &str,
+    path: &Path,
+    text: &str,
+    settings: &ProgramSettings,
+    model_latency: &Arc<super::metrics::Histogram>,
+) -> Result<Version, String> {
     let display = path.display();
     let compilation = crate::pipeline::compile(&SourceFile::new(display.to_string(), text));
     let errors = compilation.diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count();
@@ -491,6 +512,7 @@ fn compile_text(name: &str, path: &Path, text: &str, settings: &ProgramSettings)
         tools: settings.tools.clone(),
         provider,
         pool: Mutex::new(Vec::new()),
+        model_latency: Arc::clone(model_latency),
         in_process,
         restored: false,
     })
@@ -601,8 +623,9 @@ mod tests {
         let programs = Programs::load(std::slice::from_ref(&file), offline(), Some(store)).unwrap();
         let current = programs.current("chat").unwrap().hash.clone();
         let settings = offline();
+        let latency = programs.model_latency();
         let olders: Vec<Version> = (0..OLDER_SHOWN + 2)
-            .map(|index| compile_text("chat", &file, &program_text(&format!("v{index}")), &settings).unwrap())
+            .map(|index| compile_text("chat", &file, &program_text(&format!("v{index}")), &settings, &latency).unwrap())
             .collect();
         for older in &olders {
             programs.note_older("chat", older, &current, "its step `chat.gone` is no longer in the program");

@@ -278,7 +278,10 @@ impl Taken {
 pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &ReplyShape) -> Result<Taken, String> {
     let program = sv.program;
     let Some(reply) = &fused.reply else {
-        return Err("the model named no step or wrote no reply".into());
+        return Err(match &fused.dropped {
+            Some(problem) => format!("the answer's reply was dropped: {problem}"),
+            None => "the model named no step or wrote no reply".into(),
+        });
     };
     if shape.replaced {
         return Err("a directive replaced the reply".into());
@@ -449,13 +452,26 @@ fn check_text(st: &TurnState, sv: &Services, fused: &Fused, unseen: &[Unseen], t
 /// withdrawn). A stream
 /// that fails midway fails the turn, as a reply call's would (part of it
 /// may have been shown). The tokens the call reported after the extraction
-/// are counted here.
+/// are counted here. Also says whether any of it was shown.
 pub(super) fn stream_reply(
     st: &mut TurnState,
     sv: &mut Services,
     fused: &Fused,
     unseen: &[Unseen],
+    stream: ReplyStream,
+) -> Result<(Result<String, String>, bool), TurnError> {
+    let mut shown = false;
+    let outcome = read_stream(st, sv, fused, unseen, stream, &mut shown)?;
+    Ok((outcome, shown))
+}
+
+fn read_stream(
+    st: &mut TurnState,
+    sv: &mut Services,
+    fused: &Fused,
+    unseen: &[Unseen],
     mut stream: ReplyStream,
+    any_shown: &mut bool,
 ) -> Result<Result<String, String>, TurnError> {
     // A model copies the placeholders of the prompts it was shown: a reply
     // that may hold one is read whole, filled, then shown.
@@ -489,6 +505,7 @@ pub(super) fn stream_reply(
         }
         if let Some(sink) = sv.stream.as_mut() {
             sink(show);
+            *any_shown = true;
         }
         shown = end;
     };

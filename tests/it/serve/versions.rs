@@ -107,6 +107,10 @@ fn an_incompatible_edit_leaves_old_sessions_on_their_version_in_every_process_sh
     assert_eq!(older[0]["from_store"], false, "this server compiled it from its file: {info}");
     let reason = older[0]["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("confirm"), "the reason names the step that is gone: {info}");
+    let (_, document) = one.get("/openapi.json");
+    let (_, programs) = one.get("/v1/programs");
+    let schema = serde_json::json!({ "$ref": "#/components/schemas/Programs" });
+    assert_eq!(super::schema::problems(&document, &schema, &programs), Vec::<String>::new(), "{programs}");
 
     // A second process, started after the edit, never compiled the old
     // version: it has it from the store.
