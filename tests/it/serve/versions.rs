@@ -115,7 +115,7 @@ fn an_incompatible_edit_leaves_old_sessions_on_their_version_in_every_process_sh
     // A second process, started after the edit, never compiled the old
     // version: it has it from the store.
     let store = format!("sqlite:{}", database.display());
-    let second = Server::start(&dir, &["booking.flow", "--store", &store], &[]);
+    let mut second = Server::start(&dir, &["booking.flow", "--store", &store], &[]);
     let other = Client::new(second.addr, None);
     books(&other, &elsewhere);
     let info = booking_info(&other);
@@ -124,7 +124,9 @@ fn an_incompatible_edit_leaves_old_sessions_on_their_version_in_every_process_sh
         (Some(old_hash.as_str()), &Value::Bool(true)),
         "{info}"
     );
-    let said = second.said();
+    // Its stderr, whole once it has exited.
+    second.child.kill().expect("the second server stops");
+    let (_, said) = second.exit();
     assert!(
         said.contains(&format!("cannot take the sessions of version {old_hash}")) && said.contains("confirm"),
         "{said}"
