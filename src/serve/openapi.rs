@@ -250,6 +250,7 @@ fn schemas() -> Value {
         "Programs": { "type": "object", "properties": { "programs": { "type": "array", "items": {
             "type": "object", "properties": { "name": { "type": "string" }, "file": { "type": "string" }, "hash": { "type": "string" },
                 "flows": { "type": "array" }, "reload_error": { "type": ["string", "null"] },
+                "not_adopted": { "type": "array", "description": "Which sessions of the version before it the current version cannot take, from the two versions (steps and flows gone, fields and context keys no longer declared): they keep their version", "items": { "type": "string" } },
                 "older_versions": { "type": "array", "description": "Older versions still serving sessions the current version cannot take (at most 8, most recently used first), as this server saw them", "items": {
                     "type": "object", "required": ["hash", "reason", "turns", "from_store"],
                     "properties": { "hash": { "type": "string" }, "reason": { "type": "string", "description": "Why the current version does not adopt their sessions" },

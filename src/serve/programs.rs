@@ -14,6 +14,8 @@
 //! Each version keeps a pool of ready runtimes: building one compiles the
 //! offline reader's patterns, which a turn should not pay for.
 
+mod dropped;
+
 use crate::ir::Program;
 use crate::llm::config::ProviderConfig;
 use crate::runtime::engine::{Runtime, RuntimeOptions};
@@ -140,6 +142,9 @@ struct EntryState {
     /// Older versions turns ran on since the current version came,
     /// because it could not take their sessions: the most recent last.
     older: Vec<OlderVersion>,
+    /// Which sessions of the version before it the current version cannot
+    /// take, from the two versions alone ([`dropped::dropped`]).
+    dropped: Vec<String>,
 }
 
 /// An older version still serving sessions the current one cannot take.
@@ -172,6 +177,9 @@ pub(crate) struct ProgramInfo {
     pub hash: String,
     pub flows: Vec<serde_json::Value>,
     pub reload_error: Option<String>,
+    /// Which sessions of the version before it the current one cannot
+    /// take (they keep their version), said when it came.
+    pub not_adopted: Vec<String>,
     /// Older versions still serving sessions the current one cannot take.
     pub older_versions: Vec<OlderVersion>,
 }
@@ -211,6 +219,7 @@ impl Programs {
                 stamp,
                 reload_error: None,
                 older: Vec::new(),
+                dropped: Vec::new(),
             };
             let entry = Arc::new(Entry { path: absolute.clone(), state: Mutex::new(state) });
             if let Some(other) = entries.insert(name.clone(), entry) {
@@ -360,6 +369,7 @@ impl Programs {
                     hash: state.current.hash.clone(),
                     flows,
                     reload_error: state.reload_error.clone(),
+                    not_adopted: state.dropped.clone(),
                     older_versions: state.older.iter().rev().cloned().collect(),
                 }
             })
@@ -378,6 +388,16 @@ impl Programs {
                 record(self.store.as_deref(), &version, &text);
                 let version = Arc::new(version);
                 eprintln!("note: {} changed: now serving version {}", entry.path.display(), version.hash);
+                state.dropped = dropped::dropped(&state.current.ir, &version.ir);
+                if !state.dropped.is_empty() {
+                    eprintln!(
+                        "note: version {} cannot take the sessions of version {} {}: they keep version {}",
+                        version.hash,
+                        state.current.hash,
+                        state.dropped.join("; "),
+                        state.current.hash
+                    );
+                }
                 state.by_hash.insert(version.hash.clone(), Arc::clone(&version));
                 state.current = version;
                 state.reload_error = None;

@@ -101,6 +101,7 @@ fn an_incompatible_edit_leaves_old_sessions_on_their_version_in_every_process_sh
     assert_eq!((status, turn["step"].as_str()), (200, Some("check")), "a new session takes the edit: {turn}");
     let info = booking_info(&one);
     assert_ne!(info["hash"].as_str(), Some(old_hash.as_str()), "{info}");
+    assert_eq!(info["not_adopted"], serde_json::json!(["at the step `booking.confirm`, no longer in the program"]));
     let older = &info["older_versions"];
     assert_eq!(older.as_array().map(Vec::len), Some(1), "{info}");
     assert_eq!((older[0]["hash"].as_str(), older[0]["turns"].as_u64()), (Some(old_hash.as_str()), Some(1)), "{info}");
