@@ -249,7 +249,13 @@ fn schemas() -> Value {
         "Health": { "type": "object", "properties": { "status": { "const": "ok" } } },
         "Programs": { "type": "object", "properties": { "programs": { "type": "array", "items": {
             "type": "object", "properties": { "name": { "type": "string" }, "file": { "type": "string" }, "hash": { "type": "string" },
-                "flows": { "type": "array" }, "reload_error": { "type": ["string", "null"] } } } } } },
+                "flows": { "type": "array" }, "reload_error": { "type": ["string", "null"] },
+                "not_adopted": { "type": "array", "description": "Which sessions of the version before it the current version cannot take, from the two versions (steps and flows gone, fields and context keys no longer declared): they keep their version", "items": { "type": "string" } },
+                "older_versions": { "type": "array", "description": "Older versions still serving sessions the current version cannot take (at most 8, most recently used first), as this server saw them", "items": {
+                    "type": "object", "required": ["hash", "reason", "turns", "from_store"],
+                    "properties": { "hash": { "type": "string" }, "reason": { "type": "string", "description": "Why the current version does not adopt their sessions" },
+                        "turns": { "type": "integer", "description": "Turns this server ran on it since the current version came" },
+                        "from_store": { "type": "boolean", "description": "Compiled from the store's copy of its text" } } } } } } } } },
         "Graph": {
             "type": "object", "required": ["program", "flows", "clusters", "nodes", "edges"],
             "properties": { "program": { "type": "string" }, "agent": { "type": ["string", "null"] },
