@@ -287,7 +287,17 @@ async fn metrics_text(State(state): State<Arc<AppState>>) -> Response {
     // Counting sessions reads the store's list: it is what is open across
     // every process sharing the store, not only this one.
     let open = state.blocking(|state| state.store.list().map(|list| list.len()).map_err(ApiError::from)).await.ok();
-    let text = state.metrics.render(open);
+    let mut text = state.metrics.render(open);
+    if let Some((commits, saves)) = state.store.commits() {
+        // Saves per transaction (saves / commits): how much SQLite's group
+        // commit shares a commit's fixed cost.
+        text.push_str(&format!(
+            "# HELP flowc_store_commits_total Transactions of session saves the store committed.\n\
+             # TYPE flowc_store_commits_total counter\nflowc_store_commits_total {commits}\n\
+             # HELP flowc_store_saves_committed_total Session saves those transactions held.\n\
+             # TYPE flowc_store_saves_committed_total counter\nflowc_store_saves_committed_total {saves}\n"
+        ));
+    }
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -16,7 +16,10 @@
 //! every other turn, which may wait seconds on a model, a tool or a
 //! database, on the blocking pool. Handing a turn to the pool and its
 //! answer back costs two thread wake-ups, which for a computed turn were
-//! more CPU than the turn itself.
+//! more CPU than the turn itself. A turn on a worker hands its save to the
+//! store and awaits it ([`crate::store::commit_turn_queued`]): the worker
+//! serves other requests while the save is committed, and their saves
+//! join the same transaction (SQLite's group commit).
 
 use super::AppState;
 use super::auth::Tenant;

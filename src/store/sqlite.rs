@@ -127,7 +127,7 @@ pub const MIGRATIONS: &[&str] = &[
 pub struct SqliteStore {
     /// The one connection, and the session saves waiting to share its
     /// next transaction ([`sqlite_commit`]).
-    committer: Committer,
+    pub(super) committer: Committer,
     path: PathBuf,
     /// Why this store refuses to write, if it does: read-only, or found
     /// damaged as it opened ([`sqlite_guard`]).

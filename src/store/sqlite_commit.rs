@@ -637,4 +637,133 @@ mod tests {
         assert!(store.load("s1").unwrap().is_none());
         assert!(store.transcript("s1").unwrap().is_empty());
     }
+
+    /// A write of `session` at the next version, expecting the one it has.
+    fn write_of(session: &Session, transcript: &[&str]) -> super::SessionWrite {
+        let mut saved = session.clone();
+        saved.version += 1;
+        let expected = i64::try_from(session.version).unwrap();
+        super::SessionWrite {
+            id: session.id.clone(),
+            version: expected + 1,
+            expected,
+            expected_version: session.version,
+            flow: None,
+            step: None,
+            turns: 0,
+            state: serde_json::to_string(&saved).unwrap(),
+            transcript: transcript.iter().map(|text| ("user".to_string(), text.to_string())).collect(),
+        }
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap()
+    }
+
+    /// Many tasks on two async workers, each awaiting its saves in turn:
+    /// every save is committed, in order per session, and the committer's
+    /// transactions held them all.
+    #[test]
+    fn concurrent_awaited_saves_are_all_committed_in_order() {
+        const TASKS: usize = 50;
+        const TURNS: u64 = 20;
+        let store = Arc::new(store("awaited"));
+        runtime().block_on(async {
+            let tasks: Vec<_> = (0..TASKS)
+                .map(|index| {
+                    let store = Arc::clone(&store);
+                    tokio::spawn(async move {
+                        let mut session = Session::new(format!("s{index}"), "h");
+                        for turn in 1..=TURNS {
+                            let write = write_of(&session, &[&turn.to_string()]);
+                            store.committer.save_queued(write).await.unwrap();
+                            session.version = turn;
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+        });
+        for index in 0..TASKS {
+            let id = format!("s{index}");
+            assert_eq!(store.load(&id).unwrap().unwrap().version, TURNS);
+            let lines: Vec<String> = store.transcript(&id).unwrap().into_iter().map(|line| line.text).collect();
+            assert_eq!(lines, (1..=TURNS).map(|turn| turn.to_string()).collect::<Vec<_>>());
+        }
+        let (commits, saves) = store.committer.commits();
+        assert_eq!(saves, TASKS as u64 * TURNS);
+        assert!(commits >= 1 && commits <= saves, "{commits} commits");
+    }
+
+    /// Saves queued while the connection is held (here by the test, as by
+    /// a long commit) wait together: once it is let go, a hundred saves
+    /// take at most two transactions (the committer may have taken the
+    /// first before it found the connection held). Two saves of one
+    /// session expecting the same version: the first wins, the second is
+    /// refused on its version, and neither takes another down.
+    #[test]
+    fn saves_queued_meanwhile_share_a_transaction_and_keep_their_compare_and_swap() {
+        let store = store("queued");
+        let held = store.committer.connection();
+        let mut saving = Vec::new();
+        for index in 0..100 {
+            let session = Session::new(format!("s{index}"), "h");
+            saving.push(store.committer.save_queued(write_of(&session, &["hi"])));
+        }
+        let twice = Session::new("twice", "h");
+        let first = store.committer.save_queued(write_of(&twice, &["first"]));
+        let second = store.committer.save_queued(write_of(&twice, &["second"]));
+        drop(held);
+        let outcomes = runtime().block_on(futures_util::future::join_all(saving));
+        assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+        let (first, second) = runtime().block_on(async { (first.await, second.await) });
+        assert!(first.is_ok(), "{first:?}");
+        assert!(matches!(second, Err(StoreError::Conflict { stored: 1, expected: 0, .. })), "{second:?}");
+        let lines: Vec<String> = store.transcript("twice").unwrap().into_iter().map(|line| line.text).collect();
+        assert_eq!(lines, ["first"]);
+        let (commits, saves) = store.committer.commits();
+        assert_eq!(saves, 102);
+        assert!(commits <= 2, "{commits} transactions for 102 saves queued together");
+    }
+
+    /// An awaited save failing in its writes (its first transcript line
+    /// collides with a row put there by hand), queued with others: it
+    /// fails alone and leaves nothing; the others are committed.
+    #[test]
+    fn an_awaited_save_failing_in_its_writes_takes_no_other_down() {
+        let store = store("awaited-failing");
+        let held = store.committer.connection();
+        held.execute("INSERT INTO transcript (session_id, seq, role, text) VALUES ('bad', 0, 'user', 'x')", [])
+            .unwrap();
+        let saving: Vec<_> = ["a", "bad", "b"]
+            .iter()
+            .map(|id| store.committer.save_queued(write_of(&Session::new(*id, "h"), &["hi"])))
+            .collect();
+        drop(held);
+        let outcomes = runtime().block_on(futures_util::future::join_all(saving));
+        assert!(outcomes[0].is_ok() && outcomes[2].is_ok(), "{outcomes:?}");
+        assert!(matches!(outcomes[1], Err(StoreError::Io { .. })), "{outcomes:?}");
+        assert!(store.load("bad").unwrap().is_none());
+        assert_eq!(store.transcript("bad").unwrap().len(), 1, "only the line put there by hand");
+        assert!(store.load("a").unwrap().is_some() && store.load("b").unwrap().is_some());
+    }
+
+    /// The store dropped with saves queued and not yet awaited: its
+    /// committer commits them before it ends, so each future is ready with
+    /// its outcome (none waits forever), and the saves are in the file.
+    #[test]
+    fn saves_queued_when_the_store_is_dropped_are_committed_and_answered() {
+        let store = store("dropped");
+        let path = store.path().to_path_buf();
+        let saving: Vec<_> = (0..50)
+            .map(|index| store.committer.save_queued(write_of(&Session::new(format!("s{index}"), "h"), &["hi"])))
+            .collect();
+        drop(store);
+        let outcomes = runtime().block_on(futures_util::future::join_all(saving));
+        assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+        let reopened = SqliteStore::open(&path).unwrap();
+        assert_eq!(reopened.list().unwrap().len(), 50);
+    }
 }
