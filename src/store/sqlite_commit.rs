@@ -356,61 +356,95 @@ impl Drop for Committer {
 }
 
 /// Runs one statement of transaction control, prepared once per
-/// connection: `execute_batch` parsed `BEGIN`, `SAVEPOINT`, `RELEASE` and
-/// `COMMIT` again at every save, a quarter of a save's instructions.
+/// connection: `execute_batch` parsed `BEGIN`, `COMMIT` and the like
+/// again at every save, a quarter of a save's instructions.
 fn control(connection: &Connection, sql: &str) -> rusqlite::Result<()> {
     connection.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
-/// Commits `batch` in one transaction and tells every save how it went.
-fn commit(connection: &Connection, batch: &[Arc<Slot>]) {
-    let io = |id: &str, error: &rusqlite::Error| StoreError::Io { id: id.to_string(), message: error.to_string() };
-    // A panic in the middle of an earlier commit (its lock poisoned and
-    // taken back) left its transaction open: it ends here, unkept.
+/// Ends the open transaction, if any, keeping nothing of it.
+fn roll_back(connection: &Connection) {
+    // An error here (SQLite may have rolled back by itself, on a full disk
+    // or an I/O error) leaves nothing to do.
     if !connection.is_autocommit() {
         let _ = control(connection, "ROLLBACK");
     }
-    if let Err(error) = control(connection, "BEGIN IMMEDIATE") {
-        for slot in batch {
-            slot.finish(Err(io(&slot.write.id, &error)));
+}
+
+/// Commits `batch` in one transaction and tells every save how it went.
+///
+/// No savepoint per save (each copied every page it changed to a journal
+/// in memory): a save refused on its version is refused before it writes
+/// anything, and a save failing in its writes rolls the whole transaction
+/// back, after which every save of the batch is committed again alone, in
+/// order, so that the failing one takes no other down.
+fn commit(connection: &Connection, batch: &[Arc<Slot>]) {
+    let again_alone = match transaction(connection, batch) {
+        Ok(results) => {
+            for (slot, result) in batch.iter().zip(results) {
+                slot.finish(result);
+            }
+            return;
         }
-        return;
+        Err(error) if batch.len() == 1 => {
+            if let Some(slot) = batch.first() {
+                slot.finish(Err(error));
+            }
+            return;
+        }
+        Err(_) => batch,
+    };
+    for slot in again_alone {
+        match transaction(connection, std::slice::from_ref(slot)) {
+            Ok(results) => results.into_iter().for_each(|result| slot.finish(result)),
+            Err(error) => slot.finish(Err(error)),
+        }
     }
-    // A save alone needs no savepoint: if it fails, its transaction is
-    // rolled back whole. Savepoints also copy every page they change to
-    // a journal in memory.
-    let alone = batch.len() == 1;
+}
+
+/// One transaction holding `batch`: each save's outcome, or, if a save
+/// failed in its writes, its error, the transaction rolled back whole.
+fn transaction(connection: &Connection, batch: &[Arc<Slot>]) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+    let io = |id: &str, error: &rusqlite::Error| StoreError::Io { id: id.to_string(), message: error.to_string() };
+    // A panic in the middle of an earlier commit left its transaction
+    // open: it ends here, unkept.
+    roll_back(connection);
+    if let Err(error) = control(connection, "BEGIN IMMEDIATE") {
+        return Ok(batch.iter().map(|slot| Err(io(&slot.write.id, &error))).collect());
+    }
     let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(batch.len());
     for slot in batch {
-        results.push(save_one(connection, &slot.write, !alone));
+        match save_one(connection, &slot.write) {
+            Ok(()) => results.push(Ok(())),
+            Err(refused @ StoreError::Conflict { .. }) => results.push(Err(refused)),
+            Err(error) => {
+                roll_back(connection);
+                return Err(error);
+            }
+        }
     }
-    let ended = if alone && results.iter().any(Result::is_err) {
-        control(connection, "ROLLBACK")
-    } else {
-        control(connection, "COMMIT")
-    };
-    if let Err(error) = ended {
+    if results.iter().all(Result::is_err) {
+        // Nothing was written: nothing to commit.
+        roll_back(connection);
+        return Ok(results);
+    }
+    if let Err(error) = control(connection, "COMMIT") {
         // Nothing of the batch was kept: every save fails, those refused
         // on their version with their own reason.
-        if !connection.is_autocommit() {
-            let _ = control(connection, "ROLLBACK");
-        }
+        roll_back(connection);
         for (slot, result) in batch.iter().zip(&mut results) {
             if result.is_ok() {
                 *result = Err(io(&slot.write.id, &error));
             }
         }
     }
-    for (slot, result) in batch.iter().zip(results) {
-        slot.finish(result);
-    }
+    Ok(results)
 }
 
-/// One save inside the batch's transaction: the compare-and-swap, then
-/// the transcript's new lines and the session's row, under a savepoint
-/// (when others share the transaction) so that a failing save leaves
-/// nothing behind.
-fn save_one(connection: &Connection, write: &SessionWrite, savepoint: bool) -> Result<(), StoreError> {
+/// One save inside the batch's transaction: the compare-and-swap, which
+/// writes nothing when refused, then the transcript's new lines and the
+/// session's row.
+fn save_one(connection: &Connection, write: &SessionWrite) -> Result<(), StoreError> {
     let id = write.id.as_str();
     let error = |error: rusqlite::Error| StoreError::Io { id: id.to_string(), message: error.to_string() };
     let stored: Option<(i64, i64)> = connection
@@ -425,17 +459,7 @@ fn save_one(connection: &Connection, write: &SessionWrite, savepoint: bool) -> R
             expected: write.expected_version,
         });
     }
-    if !savepoint {
-        return write_rows(connection, write, transcript_len).map_err(error);
-    }
-    control(connection, "SAVEPOINT save_one").map_err(error)?;
-    let written = write_rows(connection, write, transcript_len);
-    let ended = if written.is_ok() {
-        control(connection, "RELEASE save_one")
-    } else {
-        control(connection, "ROLLBACK TO save_one").and_then(|()| control(connection, "RELEASE save_one"))
-    };
-    written.and(ended).map_err(error)
+    write_rows(connection, write, transcript_len).map_err(error)
 }
 
 fn write_rows(transaction: &Connection, write: &SessionWrite, transcript_len: i64) -> rusqlite::Result<()> {
@@ -563,8 +587,9 @@ mod tests {
 
     /// A save that fails while writing (here its first transcript line
     /// collides with a row already there) leaves nothing of itself,
-    /// whether it commits alone (no savepoint: its transaction is rolled
-    /// back) or in a batch (its savepoint is), and the connection goes on.
+    /// whether it commits alone (its transaction is rolled back) or in a
+    /// batch (the batch is rolled back and its saves committed again one
+    /// by one), and the connection goes on.
     #[test]
     fn a_save_failing_in_its_writes_leaves_nothing_alone_or_in_a_batch() {
         let store = store("failing-write");
