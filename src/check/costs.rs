@@ -147,10 +147,16 @@ pub fn costs(program: &Program) -> Vec<TurnCost> {
     rows
 }
 
+/// The budget warnings: `turn_token_budget` and `run_budget`.
+pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+    check_turns(program, diagnostics);
+    run_budget::check(program, diagnostics);
+}
+
 /// The `turn_token_budget` warnings: a turn whose worst case's prompts
 /// alone are estimated over `agent.limits.max_turn_tokens`. Nothing is
 /// walked when the program sets no such budget.
-pub(crate) fn check(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
+fn check_turns(program: &Program, diagnostics: &mut Vec<Diagnostic>) {
     let Some(budget) = program.agent.limits.max_turn_tokens else {
         return;
     };
@@ -413,13 +419,16 @@ struct ModelSteps {
     tokens: u64,
     /// One sits in a `for_each`: it runs once per item.
     in_loops: bool,
+    /// Each model step, in step order: where it is written, its calls at
+    /// worst and its prompts' tokens at worst (the call and its repair).
+    each: Vec<(Span, u32, u64)>,
 }
 
 /// The model steps of these steps (their `do`, hooks included) and, in a
 /// conversation, of the hooks of the flows they are in (a turn that
 /// reaches a step may have entered or may complete its flow).
 fn model_steps(program: &Program, steps: &BTreeSet<(FlowId, StepId)>) -> ModelSteps {
-    let mut found = ModelSteps { count: 0, worst: 0, tokens: 0, in_loops: false };
+    let mut found = ModelSteps { count: 0, worst: 0, tokens: 0, in_loops: false, each: Vec::new() };
     let mut lists: Vec<&[crate::ir::Action]> = Vec::new();
     let mut flows = BTreeSet::new();
     for (flow_id, step) in steps {
@@ -448,8 +457,11 @@ fn model_steps(program: &Program, steps: &BTreeSet<(FlowId, StepId)>) -> ModelSt
                 found.count = found.count.saturating_add(1);
                 let rounds =
                     if ask.tools.is_empty() { 0 } else { program.agent.limits.max_tool_rounds.min(MAX_REPLY_ROUNDS) };
-                found.worst = found.worst.saturating_add(UNDERSTAND_WORST).saturating_add(rounds);
-                found.tokens = found.tokens.saturating_add(ask_tokens(program, ask));
+                let calls = UNDERSTAND_WORST.saturating_add(rounds);
+                let tokens = ask_tokens(program, ask);
+                found.worst = found.worst.saturating_add(calls);
+                found.tokens = found.tokens.saturating_add(tokens);
+                found.each.push((action.span, calls, tokens.saturating_mul(u64::from(UNDERSTAND_WORST))));
                 found.in_loops |= looped.iter().any(|inner| std::ptr::eq(*inner, action));
             }
         }
@@ -731,6 +743,8 @@ impl Endings {
         }
     }
 }
+
+mod run_budget;
 
 #[cfg(test)]
 mod tests;

@@ -98,6 +98,10 @@ pub enum Code {
     CoveredBranch,
     /// A turn whose prompts alone can spend more than `max_turn_tokens`.
     TurnTokenBudget,
+    /// A workflow run whose model steps can make more calls than
+    /// `max_run_llm_calls`, or whose prompts alone can spend more than
+    /// `max_run_tokens`.
+    RunBudget,
 }
 
 impl Code {
@@ -143,6 +147,7 @@ impl Code {
         Code::FreeTextList,
         Code::CoveredBranch,
         Code::TurnTokenBudget,
+        Code::RunBudget,
     ];
 
     /// The code's stable name (`unreachable_step`).
@@ -188,6 +193,7 @@ impl Code {
             Code::FreeTextList => "free_text_list",
             Code::CoveredBranch => "covered_branch",
             Code::TurnTokenBudget => "turn_token_budget",
+            Code::RunBudget => "run_budget",
         }
     }
 
@@ -205,7 +211,8 @@ impl Code {
             | Code::UnaskedRequired
             | Code::FreeTextList
             | Code::CoveredBranch
-            | Code::TurnTokenBudget => Severity::Warning,
+            | Code::TurnTokenBudget
+            | Code::RunBudget => Severity::Warning,
             _ => Severity::Error,
         }
     }

@@ -6,7 +6,9 @@
 //! the call fails with [`ProviderError::InvalidOutput`]. Streamed
 //! ([`Provider::understand_streamed`]), the call's `input_json_delta`
 //! pieces are read as they arrive; an answer invalid once whole is
-//! repaired the same way, its input sent back as the model wrote it.
+//! repaired the same way, its input sent back as the model wrote it. A
+//! server (or proxy) that refuses to stream it is asked whole, then and
+//! for the rest of the session, as on the OpenAI-compatible path.
 //!
 //! **Reply** streams server-sent events (`content_block_delta` text and
 //! `input_json_delta` tool input), one round at a time: a round whose
@@ -45,6 +47,9 @@ pub struct Anthropic {
     api_key: Option<Secret>,
     temperature: Option<f64>,
     max_tokens: u32,
+    /// Whether the understand call is streamed; off once the server
+    /// refused a streamed one.
+    stream_understand: bool,
 }
 
 impl Anthropic {
@@ -57,6 +62,7 @@ impl Anthropic {
             api_key: config.api_key.clone(),
             temperature: config.temperature,
             max_tokens: config.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            stream_understand: true,
         })
     }
 
@@ -218,6 +224,9 @@ impl Provider for Anthropic {
         if request.is_empty() {
             return Ok(Understood::default());
         }
+        if !self.stream_understand {
+            return self.understand(request).map(|understanding| Understood { understanding, reply: None });
+        }
         self.http.set_deadline(request.deadline);
         let answer_schema = understanding_schema(request);
         let prompt = prompt::understand(request, AnswerFormat::Tool(UNDERSTAND_TOOL));
@@ -225,10 +234,16 @@ impl Provider for Anthropic {
         let mut body = self.understand_body(&prompt, &answer_schema, &messages);
         body.insert("stream".into(), Value::Bool(true));
         let body = Value::Object(body);
-        let events = self
-            .http
-            .open_stream(&self.url(), &self.headers(), &body, &|_, _| false)
-            .map_err(CallError::into_provider_error)?;
+        let events = match self.http.open_stream(&self.url(), &self.headers(), &body, &refuses_streaming) {
+            Ok(events) => events,
+            // The answer comes whole from then on: the reply with it, once
+            // the call is done.
+            Err(CallError::Rejected { .. }) => {
+                self.stream_understand = false;
+                return self.understand(request).map(|understanding| Understood { understanding, reply: None });
+            }
+            Err(CallError::Failed(error)) => return Err(error),
+        };
         let source = ToolInputSource::new(events, sent_bytes(&body));
         let call_id = source.call_id.clone();
         let mut answer = AnswerReader::new(Box::new(source));
@@ -294,6 +309,15 @@ impl Provider for Anthropic {
         let echo = round.content();
         Ok(ModelReply::ToolCalls(ToolCalls { calls, text: text.text, usage: round.usage, echo }))
     }
+}
+
+/// Whether a server refused a request for streaming it (a proxy in front
+/// of the Messages API, a compatible server that streams no tool input):
+/// an error that names the stream, not the prompt's size.
+fn refuses_streaming(status: u16, message: &str) -> bool {
+    matches!(status, 400 | 422 | 500 | 501)
+        && message.to_lowercase().contains("stream")
+        && !crate::llm::context::is_overflow(message)
 }
 
 /// The assistant turn of an earlier round: its content blocks as the model

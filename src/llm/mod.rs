@@ -247,6 +247,11 @@ pub struct Understanding {
     /// The reply written in the same call, when the request asked for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<FusedReply>,
+    /// Why the answer's reply was read as none: it named a step that was
+    /// not offered, or a member had the wrong type. Such a reply is
+    /// dropped, not repaired: the fused part never costs a call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_dropped: Option<String>,
     #[serde(default)]
     /// Tokens the call spent.
     pub usage: Usage,

@@ -296,9 +296,11 @@ pub fn validate(answer: &Value, request: &UnderstandRequest) -> Result<Understan
     let mut problems: Vec<String> = Vec::new();
     let mut understanding = Understanding::default();
     if request.reply.is_some() {
+        // A bad step or reply drops the reply alone: a repair would cost
+        // a call the reply call may not even need.
         match read_reply(map, request) {
             Ok(reply) => understanding.reply = reply,
-            Err(problem) => problems.push(problem),
+            Err(problem) => understanding.reply_dropped = Some(problem),
         }
     }
     for (key, value) in map {
@@ -828,6 +830,32 @@ pub(crate) mod tests {
             read_reply(&map(json!({"step": "booking.confirm", "reply": 3})), &request).unwrap_err(),
             "`reply` must be a string or null, not a number"
         );
+    }
+
+    #[test]
+    fn a_bad_step_or_reply_drops_the_reply_and_keeps_the_extraction() {
+        let request = fused_request();
+        let date = json!({"date": {"evidence": "the 3rd of June", "value": "2026-06-03"}});
+        for (answer, problem) in [
+            (
+                json!({"fields": date, "step": "booking.pay", "reply": "Paid?"}),
+                "unknown step `booking.pay` (choose one of `booking.ask_date`, `booking.confirm` or null)",
+            ),
+            (json!({"fields": date, "step": 7, "reply": "Booked?"}), "`step` must be a step id or null, not a number"),
+            (
+                json!({"fields": date, "step": "booking.confirm", "reply": {"text": "Booked?"}}),
+                "`reply` must be a string or null, not an object",
+            ),
+        ] {
+            // Valid, so no repair is asked for: the reply alone is dropped.
+            let understanding = validate(&answer, &request).unwrap();
+            assert_eq!(understanding.reply, None, "{answer}");
+            assert_eq!(understanding.reply_dropped.as_deref(), Some(problem), "{answer}");
+            assert_eq!(understanding.fields["date"].value, json!("2026-06-03"), "{answer}");
+        }
+        // The extraction's own problems still fail the answer, beside it.
+        let answer = json!({"fields": {"date": {"evidence": "x", "value": 3}}, "step": "booking.pay", "reply": "x"});
+        assert!(validate(&answer, &request).is_err());
     }
 
     #[test]

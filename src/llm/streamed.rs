@@ -39,13 +39,9 @@ pub struct ReplyStream {
 }
 
 enum Inner {
-    Live {
-        reader: Box<AnswerReader>,
-        reported: Usage,
-    },
+    Live { reader: Box<AnswerReader>, reported: Usage },
     Whole(Option<String>),
-    #[cfg(test)]
-    Pieces(VecDeque<String>),
+    Pieces { pieces: Box<dyn Iterator<Item = Result<String, ProviderError>> + Send>, tokens: Usage },
 }
 
 /// Rewrites a reply's pieces on their way (redaction): `push` gives what
@@ -64,8 +60,7 @@ impl std::fmt::Debug for ReplyStream {
         match &self.inner {
             Inner::Live { .. } => formatter.write_str("ReplyStream(live)"),
             Inner::Whole(text) => write!(formatter, "ReplyStream({text:?})"),
-            #[cfg(test)]
-            Inner::Pieces(pieces) => write!(formatter, "ReplyStream({pieces:?})"),
+            Inner::Pieces { .. } => formatter.write_str("ReplyStream(pieces)"),
         }
     }
 }
@@ -81,10 +76,24 @@ impl ReplyStream {
         ReplyStream::new(Inner::Live { reader: Box::new(reader), reported })
     }
 
+    /// A reply read from `pieces` as they come, for a provider of one's
+    /// own that streams (the library's [`Provider`](crate::llm::Provider)
+    /// is open to implement): `tokens` are those the call spent after the
+    /// extraction, counted whether the reply is read to its end or
+    /// dropped. Dropping the stream drops `pieces`, which is how such a
+    /// provider learns to cancel its call.
+    pub fn from_pieces(
+        pieces: impl Iterator<Item = Result<String, ProviderError>> + Send + 'static,
+        tokens: Usage,
+    ) -> ReplyStream {
+        ReplyStream::new(Inner::Pieces { pieces: Box::new(pieces), tokens })
+    }
+
     /// A live-like stream of the given pieces, for tests.
     #[cfg(test)]
     pub(crate) fn pieces(pieces: &[&str]) -> ReplyStream {
-        ReplyStream::new(Inner::Pieces(pieces.iter().map(|piece| piece.to_string()).collect()))
+        let pieces: Vec<String> = pieces.iter().map(|piece| piece.to_string()).collect();
+        ReplyStream::from_pieces(pieces.into_iter().map(Ok), Usage::default())
     }
 
     fn new(inner: Inner) -> ReplyStream {
@@ -132,8 +141,7 @@ impl ReplyStream {
         match &mut self.inner {
             Inner::Whole(text) => Ok(text.take().filter(|text| !text.is_empty())),
             Inner::Live { reader, .. } => reader.next_reply_piece(),
-            #[cfg(test)]
-            Inner::Pieces(pieces) => Ok(pieces.pop_front()),
+            Inner::Pieces { pieces, .. } => pieces.next().transpose(),
         }
     }
 
@@ -164,8 +172,7 @@ impl ReplyStream {
     fn usage_since(&self, dropped: bool) -> Usage {
         match &self.inner {
             Inner::Whole(_) => Usage::default(),
-            #[cfg(test)]
-            Inner::Pieces(_) => Usage::default(),
+            Inner::Pieces { tokens, .. } => Usage { calls: 0, ..*tokens },
             Inner::Live { reader, reported } => {
                 let now = if dropped { reader.source.dropped_usage() } else { reader.usage() };
                 Usage {

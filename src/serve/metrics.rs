@@ -3,6 +3,7 @@
 //! without a lock.
 
 use std::fmt::Write;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -76,6 +77,9 @@ pub struct Metrics {
     pub requests_in_flight: AtomicU64,
     pub turn_latency: Histogram,
     pub request_latency: Histogram,
+    /// Each model call of a turn, timed by the provider the turn's runtime
+    /// holds (`serve::timed`); shared with the programs that build them.
+    pub model_latency: Arc<Histogram>,
 }
 
 impl Metrics {
@@ -85,7 +89,7 @@ impl Metrics {
 
     /// The Prometheus text exposition. `open_sessions` is the number of
     /// sessions in the store, counted by the caller.
-    pub fn render(&self, open_sessions: Option<usize>) -> String {
+    pub fn render(&self, open_sessions: Option<u64>) -> String {
         let mut out = String::new();
         let counters: [(&str, &str, &AtomicU64, &str); 11] = [
             ("flowc_turns_total", "Conversation turns answered.", &self.turns, ""),
@@ -162,6 +166,11 @@ impl Metrics {
         }
         self.turn_latency.write(&mut out, "flowc_turn_duration_seconds", "Time to answer a turn, store included.");
         self.request_latency.write(&mut out, "flowc_http_request_duration_seconds", "Time to answer an HTTP request.");
+        self.model_latency.write(
+            &mut out,
+            "flowc_model_call_duration_seconds",
+            "Time each model call of a turn took (a streamed understand call: until the reply starts).",
+        );
         out
     }
 }

@@ -24,6 +24,7 @@ pub(crate) mod page;
 pub mod programs;
 pub(crate) mod runs;
 pub(crate) mod sessions;
+pub(crate) mod timed;
 pub(crate) mod turn;
 
 use crate::store::{Store, StoreLocation};
@@ -105,12 +106,13 @@ impl AppState {
         if let StoreLocation::Postgres(url) = &options.store {
             run_news.listen_postgres(url.clone());
         }
+        let metrics = Metrics { model_latency: programs.model_latency(), ..Metrics::default() };
         Ok(Arc::new(AppState {
             programs,
             store: Arc::from(store),
             sessions: cache::SessionCache::new(cache::DEFAULT_CAPACITY),
             auth: options.auth.clone(),
-            metrics: Metrics::default(),
+            metrics,
             body_limit: options.body_limit,
             run_poll: options.run_poll,
             body_timeout: options.deadlines.body,
@@ -284,9 +286,10 @@ async fn health() -> impl IntoResponse {
 }
 
 async fn metrics_text(State(state): State<Arc<AppState>>) -> Response {
-    // Counting sessions reads the store's list: it is what is open across
-    // every process sharing the store, not only this one.
-    let open = state.blocking(|state| state.store.list().map(|list| list.len()).map_err(ApiError::from)).await.ok();
+    // Counted in the store (one query, no session read): what is open
+    // across every process sharing it, not only this one.
+    let open =
+        state.blocking(|state| state.store.count_sessions("").map_err(|error| state.store_error(error))).await.ok();
     let mut text = state.metrics.render(open);
     if let Some((commits, saves)) = state.store.commits() {
         // Saves per transaction (saves / commits): how much SQLite's group

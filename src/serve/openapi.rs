@@ -10,24 +10,77 @@ use axum::http::Method;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// What the document says of one route.
+/// What a route answers when it succeeds.
+#[derive(Clone, Copy)]
+pub enum Answer {
+    /// JSON of the named schema in `components`.
+    Json(&'static str),
+    /// Plain text (the Prometheus exposition).
+    Text,
+    /// No body.
+    Empty,
+}
+
+/// What the document says of one route. The error answers every route of
+/// a kind shares are added by [`shared_errors`]; `errors` holds the ones
+/// only this route gives, each status with every code it answers with.
 pub struct Doc {
     pub method: Method,
     pub path: &'static str,
     pub summary: &'static str,
     /// The request body's schema name in `components`, if it takes one.
     pub request: Option<&'static str>,
-    /// Status and the response schema name (`None`: no JSON body).
-    pub responses: &'static [(u16, Option<&'static str>)],
+    /// The successful answers: status and body.
+    pub answers: &'static [(u16, Answer)],
+    /// The route's own error answers: status and the codes of its
+    /// `{"error": {"code", "message"}}` bodies.
+    pub errors: &'static [(u16, &'static [&'static str])],
     /// Answers `text/event-stream` too (with `Accept`), or only.
     pub streams: bool,
 }
 
-const ERRORS: [(u16, Option<&str>); 1] = [(400, Some("Error"))];
+/// Health and metrics: never refused at a cap, no token, no store error.
+fn watched(path: &str) -> bool {
+    matches!(path, "/healthz" | "/metrics")
+}
 
-/// What any route but health and metrics may answer when the server is at
-/// its cap of connections or requests (`serve::caps`).
-const OVERLOAD: [(u16, Option<&str>); 1] = [(503, Some("Error"))];
+/// The error answers a route shares with every route of its kind, by the
+/// layer that gives them: the request cap and the body's deadline and
+/// limit (`mod.rs`, `listen.rs`), the token (`auth.rs`), the blocking pool
+/// and the store (`error.rs`).
+pub fn shared_errors(doc: &Doc) -> Vec<(u16, &'static [&'static str])> {
+    let mut errors: Vec<(u16, &'static [&'static str])> = Vec::new();
+    if doc.request.is_some() {
+        errors.extend([(400, &["invalid_body"][..]), (408, &["body_timeout"]), (413, &["body_too_large"])]);
+    }
+    if doc.path.starts_with("/v1/") {
+        errors.extend([(401, &["unauthorized"][..]), (500, &["internal"])]);
+    }
+    if doc.path.starts_with("/v1/sessions") || doc.path.starts_with("/v1/runs") {
+        errors.extend([(500, &["store_corrupt"][..]), (503, &["store_unavailable"])]);
+    }
+    if !watched(doc.path) {
+        errors.push((503, &["overloaded"]));
+    }
+    errors
+}
+
+/// Every error answer of a route: its status, and its codes in order.
+pub fn errors_of(doc: &Doc) -> std::collections::BTreeMap<u16, Vec<&'static str>> {
+    let mut by_status = std::collections::BTreeMap::<u16, Vec<&'static str>>::new();
+    for (status, codes) in shared_errors(doc).into_iter().chain(doc.errors.iter().copied()) {
+        let known = by_status.entry(status).or_default();
+        for code in codes {
+            if !known.contains(code) {
+                known.push(code);
+            }
+        }
+    }
+    by_status
+}
+
+const CONFLICTS_OF_A_RUN: &[&str] =
+    &["run_ended", "not_due", "run_busy", "incompatible_program", "version_conflict", "run_cancelled"];
 
 /// The description of every route.
 pub fn docs() -> Vec<Doc> {
@@ -35,25 +88,36 @@ pub fn docs() -> Vec<Doc> {
                path: &'static str,
                summary: &'static str,
                request: Option<&'static str>,
-               responses: &'static [(u16, Option<&'static str>)],
-               streams: bool| Doc { method, path, summary, request, responses, streams };
+               answers: &'static [(u16, Answer)],
+               errors: &'static [(u16, &'static [&'static str])],
+               streams: bool| Doc { method, path, summary, request, answers, errors, streams };
     vec![
-        doc(Method::GET, "/healthz", "Liveness: 200 while the server answers", None, &[(200, Some("Health"))], false),
+        doc(
+            Method::GET,
+            "/healthz",
+            "Liveness: 200 while the server answers",
+            None,
+            &[(200, Answer::Json("Health"))],
+            &[],
+            false,
+        ),
         doc(
             Method::GET,
             "/metrics",
-            "Prometheus text: turns, model calls, tokens, latencies, store errors, open sessions",
+            "Prometheus text: turns, model calls and their latency, tokens, latencies, store errors, open sessions",
             None,
-            &[(200, None)],
+            &[(200, Answer::Text)],
+            &[],
             false,
         ),
-        doc(Method::GET, "/openapi.json", "This document", None, &[(200, None)], false),
+        doc(Method::GET, "/openapi.json", "This document", None, &[(200, Answer::Json("OpenApi"))], &[], false),
         doc(
             Method::GET,
             "/v1/programs",
             "The programs this server runs, by name",
             None,
-            &[(200, Some("Programs")), (401, Some("Error"))],
+            &[(200, Answer::Json("Programs"))],
+            &[],
             false,
         ),
         doc(
@@ -61,7 +125,8 @@ pub fn docs() -> Vec<Doc> {
             "/v1/programs/{name}/graph",
             "A program's graph as `flowc graph` draws it (its current version): flows, steps as nodes, transitions as edges",
             None,
-            &[(200, Some("Graph")), (401, Some("Error")), (404, Some("Error"))],
+            &[(200, Answer::Json("Graph"))],
+            &[(404, &["program_not_found"])],
             false,
         ),
         doc(
@@ -69,7 +134,8 @@ pub fn docs() -> Vec<Doc> {
             "/v1/programs/{name}/coverage",
             "What the program's test files (*.test.yaml beside it) reach when their cases run now: `flowc test --coverage` per flow, and the graph's nodes and edges (indices into the graph's `edges`) reached",
             None,
-            &[(200, Some("Coverage")), (401, Some("Error")), (404, Some("Error"))],
+            &[(200, Answer::Json("Coverage"))],
+            &[(404, &["program_not_found"])],
             false,
         ),
         doc(
@@ -77,13 +143,8 @@ pub fn docs() -> Vec<Doc> {
             "/v1/sessions",
             "Start a conversation with a program",
             Some("NewSession"),
-            &[
-                (201, Some("Created")),
-                (400, Some("Error")),
-                (404, Some("Error")),
-                (413, Some("Error")),
-                (429, Some("Error")),
-            ],
+            &[(201, Answer::Json("Created"))],
+            &[(404, &["program_not_found"]), (429, &["too_many_sessions"])],
             false,
         ),
         doc(
@@ -91,7 +152,8 @@ pub fn docs() -> Vec<Doc> {
             "/v1/sessions",
             "This tenant's sessions, a page at a time (query: program, limit, after)",
             None,
-            &[(200, Some("SessionPage")), (400, Some("Error"))],
+            &[(200, Answer::Json("SessionPage"))],
+            &[(400, &["invalid_body"]), (404, &["program_not_found"])],
             false,
         ),
         doc(
@@ -99,7 +161,8 @@ pub fn docs() -> Vec<Doc> {
             "/v1/sessions/{id}",
             "Where a session stands, its data and its transcript",
             None,
-            &[(200, Some("Session")), (404, Some("Error"))],
+            &[(200, Answer::Json("Session"))],
+            &[(404, &["session_not_found", "not_found"])],
             false,
         ),
         doc(
@@ -107,7 +170,8 @@ pub fn docs() -> Vec<Doc> {
             "/v1/sessions/{id}",
             "Delete a session and its transcript",
             None,
-            &[(204, None), (404, Some("Error"))],
+            &[(204, Answer::Empty)],
+            &[(404, &["session_not_found", "not_found"])],
             false,
         ),
         doc(
@@ -115,13 +179,12 @@ pub fn docs() -> Vec<Doc> {
             "/v1/sessions/{id}/messages",
             "One turn: the turn object of `flowc run --json`; with Accept: text/event-stream, text, event and turn events",
             Some("Message"),
+            &[(200, Answer::Json("Turn"))],
             &[
-                (200, Some("Turn")),
-                (400, Some("Error")),
-                (404, Some("Error")),
-                (409, Some("Error")),
-                (413, Some("Error")),
-                (502, Some("Error")),
+                (404, &["session_not_found", "program_not_found", "not_found"]),
+                (409, &["version_conflict", "incompatible_program"]),
+                (500, &["turn_failed"]),
+                (502, &["model_unavailable", "model_failed", "tool_failed"]),
             ],
             true,
         ),
@@ -130,7 +193,8 @@ pub fn docs() -> Vec<Doc> {
             "/v1/runs",
             "Start a workflow run: 201 with the run where it stopped, or 202 at once with wait: false",
             Some("NewRun"),
-            &[(201, Some("Run")), (202, Some("Run")), (400, Some("Error")), (404, Some("Error")), (429, Some("Error"))],
+            &[(201, Answer::Json("Run")), (202, Answer::Json("Run"))],
+            &[(404, &["program_not_found"]), (409, &["version_conflict"]), (429, &["too_many_runs"])],
             false,
         ),
         doc(
@@ -138,7 +202,8 @@ pub fn docs() -> Vec<Doc> {
             "/v1/runs/{id}",
             "A workflow run: the run object of `flowc run --json`",
             None,
-            &[(200, Some("Run")), (404, Some("Error"))],
+            &[(200, Answer::Json("Run"))],
+            &[(404, &["run_not_found", "not_found"])],
             false,
         ),
         doc(
@@ -146,7 +211,8 @@ pub fn docs() -> Vec<Doc> {
             "/v1/runs/{id}/events",
             "A run's events as server-sent events: step events with progress, then finished, waiting or paused with the run",
             None,
-            &[(200, None), (404, Some("Error"))],
+            &[(200, Answer::Empty)],
+            &[(404, &["run_not_found", "not_found"])],
             true,
         ),
         doc(
@@ -154,7 +220,8 @@ pub fn docs() -> Vec<Doc> {
             "/v1/runs/{id}/resume",
             "Go on with a waiting or paused run (now: true resumes a wait early)",
             Some("Resume"),
-            &[(200, Some("Run")), (404, Some("Error")), (409, Some("Error"))],
+            &[(200, Answer::Json("Run"))],
+            &[(404, &["run_not_found", "not_found"]), (409, CONFLICTS_OF_A_RUN)],
             false,
         ),
         doc(
@@ -162,7 +229,8 @@ pub fn docs() -> Vec<Doc> {
             "/v1/runs/{id}/cancel",
             "Cancel a waiting, paused or running run: it is aborted and never resumed",
             None,
-            &[(200, Some("Run")), (404, Some("Error")), (409, Some("Error"))],
+            &[(200, Answer::Json("Run"))],
+            &[(404, &["run_not_found", "not_found"]), (409, &["run_ended"])],
             false,
         ),
     ]
@@ -176,6 +244,8 @@ fn schemas() -> Value {
             "properties": { "error": { "type": "object", "required": ["code", "message"],
                 "properties": { "code": { "type": "string" }, "message": { "type": "string" } } } }
         },
+        "OpenApi": { "type": "object", "required": ["openapi", "info", "paths", "components"],
+            "properties": { "openapi": { "const": "3.1.0" }, "info": object, "paths": object, "components": object } },
         "Health": { "type": "object", "properties": { "status": { "const": "ok" } } },
         "Programs": { "type": "object", "properties": { "programs": { "type": "array", "items": {
             "type": "object", "properties": { "name": { "type": "string" }, "file": { "type": "string" }, "hash": { "type": "string" },
@@ -264,26 +334,40 @@ pub fn build(routes: &[(Method, &'static str)]) -> Value {
             continue;
         };
         let mut responses = serde_json::Map::new();
-        let watched = matches!(*path, "/healthz" | "/metrics");
-        let extra = doc.responses.iter().chain(if doc.request.is_some() { &ERRORS[..] } else { &[] });
-        for (status, schema) in extra.chain(if watched { &[] } else { &OVERLOAD[..] }) {
+        for (status, answer) in doc.answers {
             let mut response = json!({ "description": reason(*status) });
-            if *status == 503 {
-                response["headers"] = json!({ "Retry-After": { "description": "seconds to wait before trying again",
-                    "schema": { "type": "integer" } } });
-            }
             let mut content = serde_json::Map::new();
-            if let Some(schema) = schema {
-                content.insert(
-                    "application/json".into(),
-                    json!({ "schema": { "$ref": format!("#/components/schemas/{schema}") } }),
-                );
+            match answer {
+                Answer::Json(schema) => {
+                    content.insert(
+                        "application/json".into(),
+                        json!({ "schema": { "$ref": format!("#/components/schemas/{schema}") } }),
+                    );
+                }
+                Answer::Text => {
+                    content.insert("text/plain".into(), json!({ "schema": { "type": "string" } }));
+                }
+                Answer::Empty => {}
             }
             if doc.streams && *status == 200 {
                 content.insert("text/event-stream".into(), json!({ "schema": { "type": "string" } }));
             }
             if !content.is_empty() {
                 response["content"] = Value::Object(content);
+            }
+            responses.insert(status.to_string(), response);
+        }
+        for (status, codes) in errors_of(doc) {
+            let mut response = json!({
+                "description": format!("{} (codes: {})", reason(status), codes.join(", ")),
+                "content": { "application/json": { "schema": { "allOf": [
+                    { "$ref": "#/components/schemas/Error" },
+                    { "properties": { "error": { "properties": { "code": { "enum": codes } } } } }
+                ] } } }
+            });
+            if status == 503 {
+                response["headers"] = json!({ "Retry-After": { "description": "seconds to wait before trying again (overloaded)",
+                    "schema": { "type": "integer" } } });
             }
             responses.insert(status.to_string(), response);
         }
@@ -311,7 +395,7 @@ pub fn build(routes: &[(Method, &'static str)]) -> Value {
     let mut document = json!({
         "openapi": "3.1.0",
         "info": { "title": "flowc serve", "version": env!("CARGO_PKG_VERSION"),
-            "description": "Conversations and workflow runs of flowc programs over HTTP. Errors are {\"error\": {\"code\", \"message\"}}." },
+            "description": "Conversations and workflow runs of flowc programs over HTTP. Errors are {\"error\": {\"code\", \"message\"}}; each error answer lists its codes. Any path not here is a 404 `route_not_found`, and a method a path does not take a 405 `method_not_allowed`." },
         "paths": paths,
         "components": {
             "schemas": schemas(),
@@ -334,9 +418,11 @@ fn reason(status: u16) -> &'static str {
         400 => "Invalid body or query: the message names the field",
         401 => "No token, or one the server does not know",
         404 => "No such session, run or program (or another tenant's)",
+        408 => "The request body did not arrive within the server's deadline",
         409 => "The session or run changed meanwhile, or cannot go on",
         413 => "The body is over the server's limit",
         429 => "The tenant is at its cap of sessions (too_many_sessions) or of runs not yet ended (too_many_runs)",
+        500 => "The server failed at the request (the message says what), or the store is damaged",
         502 => "The model or a tool failed",
         503 => {
             "The server is at its cap of connections or requests (overloaded, with Retry-After), or the store is unavailable"

@@ -54,6 +54,8 @@ pub(crate) struct Version {
     tools: ToolRegistry,
     provider: ProviderConfig,
     pool: Mutex<Vec<Runtime>>,
+    /// Where its turns' model calls are timed (`flowc_model_call_duration_seconds`).
+    model_latency: Arc<super::metrics::Histogram>,
     /// Whether a turn of this version only computes: the offline model,
     /// not recording, and every tool builtin or answered by an in-process
     /// handler (no process, no HTTP). Such a turn may run on the server's
@@ -68,6 +70,7 @@ impl Version {
             return Ok(runtime);
         }
         let provider = crate::llm::build_provider(&self.provider).map_err(|error| error.to_string())?;
+        let provider = super::timed::Timed::wrap(provider, &self.model_latency);
         let options = RuntimeOptions {
             tool_env: self.tool_env.clone(),
             tools: self.tools.clone(),
@@ -126,6 +129,7 @@ struct EntryState {
 pub(crate) struct Programs {
     entries: BTreeMap<String, Arc<Entry>>,
     settings: ProgramSettings,
+    model_latency: Arc<super::metrics::Histogram>,
 }
 
 /// What `GET /v1/programs` shows of one program.
@@ -143,6 +147,7 @@ impl Programs {
     /// server must not come up missing a program it was asked to serve.
     pub fn load(files: &[PathBuf], settings: ProgramSettings) -> Result<Programs, String> {
         let mut entries = BTreeMap::new();
+        let model_latency = Arc::new(super::metrics::Histogram::default());
         let mut agents = Vec::new();
         for path in files {
             let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
@@ -155,7 +160,7 @@ impl Programs {
                 name = sanitize(&format!("{name}-{extension}"));
             }
             let stamp = stamp(&absolute);
-            let version = compile(&name, &absolute, &settings)?;
+            let version = compile(&name, &absolute, &settings, &model_latency)?;
             if let Some(agent) = version.ir.agent.name.clone() {
                 agents.push((agent, name.clone()));
             }
@@ -186,7 +191,12 @@ impl Programs {
                 }
             }
         }
-        Ok(Programs { entries, settings })
+        Ok(Programs { entries, settings, model_latency })
+    }
+
+    /// The histogram the model calls of every program's turns are timed in.
+    pub fn model_latency(&self) -> Arc<super::metrics::Histogram> {
+        Arc::clone(&self.model_latency)
     }
 
     /// The clock every program runs on.
@@ -245,7 +255,7 @@ impl Programs {
             return;
         }
         state.stamp = now;
-        match compile(&state.current.name, &entry.path, &self.settings) {
+        match compile(&state.current.name, &entry.path, &self.settings, &self.model_latency) {
             Ok(version) if version.hash == state.current.hash => {}
             Ok(version) => {
                 let version = Arc::new(version);
@@ -285,7 +295,12 @@ fn sanitize(name: &str) -> String {
     if clean.is_empty() { "program".to_string() } else { clean }
 }
 
-fn compile(name: &str, path: &Path, settings: &ProgramSettings) -> Result<Version, String> {
+fn compile(
+    name: &str,
+    path: &Path,
+    settings: &ProgramSettings,
+    model_latency: &Arc<super::metrics::Histogram>,
+) -> Result<Version, String> {
     let display = path.display();
     if !crate::source::SourceKind::is_program_path(path) {
         return Err(format!("{display} is not a program file: flowc reads .flow, .yaml and .yml files"));
@@ -320,6 +335,7 @@ fn compile(name: &str, path: &Path, settings: &ProgramSettings) -> Result<Versio
         tools: settings.tools.clone(),
         provider,
         pool: Mutex::new(Vec::new()),
+        model_latency: Arc::clone(model_latency),
         in_process,
     })
 }

@@ -140,11 +140,11 @@ fn booking_through_the_openai_wire_format() {
     let second = understands[1].json();
     let fields = &second["response_format"]["json_schema"]["schema"]["properties"]["fields"]["properties"];
     assert!(fields.get("hotel").is_some(), "{fields}");
-    // Within the flow, every understand call opens with the same system
-    // prompt: a cacheable prefix. (The routing turn's differs: it lists the
-    // flows to choose from.)
+    // Every understand call of the session, the routing turn's included,
+    // opens with the same system prompt (it lists the flows every time): a
+    // cacheable prefix.
     let systems: Vec<Value> = understands.iter().map(|request| request.json()["messages"][0].clone()).collect();
-    assert!(systems[1..].windows(2).all(|pair| pair[0] == pair[1]), "the understand prefix is stable");
+    assert!(systems.windows(2).all(|pair| pair[0] == pair[1]), "the understand prefix is stable");
     assert!(systems[0]["content"].as_str().unwrap().contains("Flows:\n- booking (Book a hotel room)"));
     for request in &responds {
         let body = request.json();

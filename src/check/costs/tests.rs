@@ -314,3 +314,120 @@ flow f {
     let asked: Vec<&str> = request.signals.iter().map(|signal| signal.id.as_str()).collect();
     assert_eq!((request.active_flow.as_deref(), asked), (Some("f"), vec!["late"]));
 }
+
+const RUN: &str = r#"
+agent A {
+  limits {
+    max_run_llm_calls 3
+  }
+}
+schema {
+  name: string
+  greeting: string "A greeting"
+  rating: int 1..5 "How warm it is"
+}
+flow greet "Greet" {
+  requires name
+  auto step greet { ask_model greeting: "Greet {{name}}." }
+  auto step rate { ask_model rating: "Rate {{greeting}}." }
+}
+"#;
+
+#[test]
+fn a_run_whose_model_steps_can_make_more_calls_than_max_run_llm_calls_is_warned_at_the_step_that_goes_over() {
+    // Two model steps, each its call and its repair at worst: 4 calls, the
+    // fourth at `rate`'s.
+    let (file, program) = compiled(RUN);
+    let mut diagnostics = Vec::new();
+    super::check(&program, &mut diagnostics);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    let warning = &diagnostics[0];
+    assert_eq!(warning.code.as_str(), "run_budget");
+    assert_eq!(warning.message, "a run of `greet` can spend up to 4 model calls, over `max_run_llm_calls` (3)");
+    let text = |span: crate::source::Span| &file.text[span.start as usize..span.end as usize];
+    let at = text(warning.labels[0].span);
+    assert!(at.starts_with("ask_model rating"), "{at}");
+    assert_eq!(warning.labels[0].text, "up to 4 model calls by this model step at worst");
+    assert_eq!(text(warning.labels[1].span), "greet");
+    // A budget one pass through fits in: no warning.
+    let roomy = RUN.replace("max_run_llm_calls 3", "max_run_llm_calls 4");
+    let (_, program) = compiled(&roomy);
+    let mut diagnostics = Vec::new();
+    super::check(&program, &mut diagnostics);
+    assert!(diagnostics.is_empty(), "{diagnostics:#?}");
+}
+
+#[test]
+fn a_run_whose_prompts_alone_can_exceed_max_run_tokens_is_warned() {
+    let source = RUN.replace("max_run_llm_calls 3", "max_run_tokens 100");
+    let (_, program) = compiled(&source);
+    let rows = costs(&program);
+    let run = rows.iter().find(|row| row.start == Start::Run).expect("the run's row");
+    assert!(run.worst_tokens > 100, "{}", run.worst_tokens);
+    let mut diagnostics = Vec::new();
+    super::check(&program, &mut diagnostics);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    assert_eq!(
+        diagnostics[0].message,
+        format!("a run of `greet` can spend about {} prompt tokens, over `max_run_tokens` (100)", run.worst_tokens)
+    );
+    // A budget above the estimate: none.
+    let roomy = source.replace("max_run_tokens 100", &format!("max_run_tokens {}", run.worst_tokens));
+    let (_, program) = compiled(&roomy);
+    let mut diagnostics = Vec::new();
+    super::check(&program, &mut diagnostics);
+    assert!(diagnostics.is_empty(), "{diagnostics:#?}");
+}
+
+#[test]
+fn a_model_step_in_a_loop_counts_once_and_the_warning_says_so() {
+    let source = r#"
+agent A {
+  limits {
+    max_run_llm_calls 1
+  }
+}
+schema {
+  names: list(string)
+  greeting: string "A greeting"
+}
+flow greet "Greet" {
+  requires names
+  auto step greet_each {
+    for name in names {
+      ask_model greeting: "Greet {{name}}."
+    }
+  }
+}
+"#;
+    let (_, program) = compiled(source);
+    let mut diagnostics = Vec::new();
+    super::check(&program, &mut diagnostics);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    assert_eq!(diagnostics[0].message, "a run of `greet` can spend up to 2 model calls, over `max_run_llm_calls` (1)");
+    assert!(diagnostics[0].labels[1].text.ends_with("a model step in a `for_each` runs once per item, counted once"));
+    // Two calls fit one pass: a list of many items may still reach the
+    // budget at run time, which no check can bound.
+    check_findings(&source.replace("max_run_llm_calls 1", "max_run_llm_calls 2"), &[]);
+}
+
+#[test]
+fn conversations_are_not_held_to_the_run_budgets() {
+    let source = r#"
+agent A {
+  limits {
+    max_run_llm_calls 1
+    max_run_tokens 1
+  }
+}
+schema {
+  name: string
+  greeting: string "A greeting"
+}
+flow f "F" {
+  when "the user wants f"
+  step ask { prompt "Name?" collect name on_enter { ask_model greeting: "Greet." } }
+}
+"#;
+    check_findings(source, &[]);
+}

@@ -206,7 +206,7 @@ fn understand(request: &UnderstandRequest, cache: &mut Cache) -> Understanding {
         cached: 0,
         estimated: false,
     };
-    Understanding { flow, fields, conditions, signals, reply, usage }
+    Understanding { flow, fields, conditions, signals, reply, reply_dropped: None, usage }
 }
 
 /// The fused reply, when the request asks for one: the first step offered

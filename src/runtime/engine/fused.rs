@@ -255,11 +255,33 @@ pub(super) struct ReplyShape {
     pub(super) augmented: bool,
 }
 
-/// The fused reply's text when the turn may use it, else why not.
-pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &ReplyShape) -> Result<String, String> {
+/// A fused reply the turn may use: read whole, or still arriving, with the
+/// fields its step's prompt reads that changed since the model saw them
+/// (`stream_reply` reads it as it comes).
+pub(super) enum Taken {
+    Whole(String),
+    Streaming(Vec<Unseen>),
+}
+
+impl Taken {
+    /// The whole reply; a stream with nothing left to read from is
+    /// unusable.
+    pub(super) fn into_whole(self) -> Result<String, String> {
+        match self {
+            Taken::Whole(text) => Ok(text),
+            Taken::Streaming(_) => Err("the reply's stream was already taken".into()),
+        }
+    }
+}
+
+/// The fused reply when the turn may use it, else why not.
+pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &ReplyShape) -> Result<Taken, String> {
     let program = sv.program;
     let Some(reply) = &fused.reply else {
-        return Err("the model named no step or wrote no reply".into());
+        return Err(match &fused.dropped {
+            Some(problem) => format!("the answer's reply was dropped: {problem}"),
+            None => "the model named no step or wrote no reply".into(),
+        });
     };
     if shape.replaced {
         return Err("a directive replaced the reply".into());
@@ -297,9 +319,9 @@ pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &R
         }
         let text = fill_placeholders(st, &reply.text)?;
         check_text(st, sv, fused, &unseen, &text)?;
-        return Ok(text);
+        return Ok(Taken::Whole(text));
     }
-    Ok(reply.text.clone())
+    Ok(Taken::Streaming(unseen))
 }
 
 /// The reply with each `{{field}}` the model copied from a prompt written
@@ -308,22 +330,49 @@ pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &R
 /// placeholder.
 fn fill_placeholders(st: &TurnState, text: &str) -> Result<String, String> {
     let mut filled = String::with_capacity(text.len());
+    for piece in pieces(text) {
+        match piece {
+            Piece::Text(text) => filled.push_str(text),
+            Piece::Placeholder(name) => match st.session.data.get(name).filter(|value| !value.is_null()) {
+                Some(value) => filled.push_str(&to_text(value)),
+                None => return Err(format!("the reply holds the placeholder `{{{{{name}}}}}`, which has no value")),
+            },
+            Piece::Unclosed => return Err("the reply holds an unclosed `{{`".into()),
+        }
+    }
+    Ok(filled)
+}
+
+/// A reply's text read for the placeholders a model copies from a prompt.
+#[derive(Debug, PartialEq)]
+enum Piece<'t> {
+    Text(&'t str),
+    /// `{{name}}`, the name trimmed.
+    Placeholder(&'t str),
+    /// A `{{` with no `}}` after it; nothing is read past it.
+    Unclosed,
+}
+
+/// The pieces of `text`, in order: the one reader of its placeholders.
+fn pieces(text: &str) -> Vec<Piece<'_>> {
+    let mut pieces = Vec::new();
     let mut rest = text;
     while let Some(start) = rest.find("{{") {
-        filled.push_str(&rest[..start]);
+        if start > 0 {
+            pieces.push(Piece::Text(&rest[..start]));
+        }
         let after = &rest[start + 2..];
         let Some(end) = after.find("}}") else {
-            return Err("the reply holds an unclosed `{{`".into());
+            pieces.push(Piece::Unclosed);
+            return pieces;
         };
-        let name = after[..end].trim();
-        match st.session.data.get(name).filter(|value| !value.is_null()) {
-            Some(value) => filled.push_str(&to_text(value)),
-            None => return Err(format!("the reply holds the placeholder `{{{{{name}}}}}`, which has no value")),
-        }
+        pieces.push(Piece::Placeholder(after[..end].trim()));
         rest = &after[end + 2..];
     }
-    filled.push_str(rest);
-    Ok(filled)
+    if !rest.is_empty() {
+        pieces.push(Piece::Text(rest));
+    }
+    pieces
 }
 
 /// The proposals the data does not hold as the model wrote them, now that
@@ -403,19 +452,29 @@ fn check_text(st: &TurnState, sv: &Services, fused: &Fused, unseen: &[Unseen], t
 /// withdrawn). A stream
 /// that fails midway fails the turn, as a reply call's would (part of it
 /// may have been shown). The tokens the call reported after the extraction
-/// are counted here.
+/// are counted here. Also says whether any of it was shown.
 pub(super) fn stream_reply(
     st: &mut TurnState,
     sv: &mut Services,
     fused: &Fused,
+    unseen: &[Unseen],
+    stream: ReplyStream,
+) -> Result<(Result<String, String>, bool), TurnError> {
+    let mut shown = false;
+    let outcome = read_stream(st, sv, fused, unseen, stream, &mut shown)?;
+    Ok((outcome, shown))
+}
+
+fn read_stream(
+    st: &mut TurnState,
+    sv: &mut Services,
+    fused: &Fused,
+    unseen: &[Unseen],
     mut stream: ReplyStream,
+    any_shown: &mut bool,
 ) -> Result<Result<String, String>, TurnError> {
     // A model copies the placeholders of the prompts it was shown: a reply
     // that may hold one is read whole, filled, then shown.
-    let unseen = match asked_step(st, sv.program) {
-        Some((_, step)) => unseen_values(st, sv.program, fused, step.prompt.as_ref()),
-        None => Vec::new(),
-    };
     let mut hold = !unaccepted(st, fused).is_empty()
         || !unseen.is_empty()
         || fused.ask.steps.iter().any(|step| step.prompt.contains("{{"));
@@ -446,6 +505,7 @@ pub(super) fn stream_reply(
         }
         if let Some(sink) = sv.stream.as_mut() {
             sink(show);
+            *any_shown = true;
         }
         shown = end;
     };
@@ -458,7 +518,7 @@ pub(super) fn stream_reply(
     // placeholder with no value that no prompt suggested) is followed by
     // the reply call's. Nothing is held back for the values check then:
     // with no value set aside, there is nothing to check.
-    if let Err(reason) = kept_as_placeholders(&unseen, Some(&text)) {
+    if let Err(reason) = kept_as_placeholders(unseen, Some(&text)) {
         return Ok(Err(reason));
     }
     let (before, held) = text.split_at(shown);
@@ -467,7 +527,7 @@ pub(super) fn stream_reply(
         Err(reason) => return Ok(Err(reason)),
     };
     let whole = format!("{}{held}", before.trim_start());
-    if let Err(reason) = check_text(st, sv, fused, &unseen, &whole) {
+    if let Err(reason) = check_text(st, sv, fused, unseen, &whole) {
         return Ok(Err(reason));
     }
     if let Some(claim) = grounds.unfounded(&whole) {
@@ -485,7 +545,7 @@ pub(super) fn stream_reply(
 
 /// A field the step's prompt reads whose value now is not the one the
 /// model wrote the reply with, and the value it saw.
-struct Unseen {
+pub(super) struct Unseen {
     name: String,
     seen: Option<Value>,
     /// Read by a computed interpolation, which no placeholder stands for.
@@ -546,11 +606,7 @@ fn unseen_values(st: &TurnState, program: &Program, fused: &Fused, prompt: Optio
 /// not what the user reads. `text` is `None` while a streamed reply is
 /// still arriving: only what no placeholder can mend is judged then.
 fn kept_as_placeholders(unseen: &[Unseen], text: Option<&str>) -> Result<(), String> {
-    let holds = |name: &str| {
-        text.is_none_or(|text| {
-            text.split("{{").skip(1).any(|after| after.split_once("}}").is_some_and(|(inner, _)| inner.trim() == name))
-        })
-    };
+    let holds = |name: &str| text.is_none_or(|text| pieces(text).contains(&Piece::Placeholder(name)));
     match unseen.iter().find(|gone| gone.computed || !holds(&gone.name)) {
         Some(gone) => Err(format!("the step's prompt reads `{}`, whose value is not the one the model saw", gone.name)),
         None => Ok(()),
@@ -564,4 +620,27 @@ pub(super) fn trace(st: &mut TurnState, fused: &Fused, outcome: &Result<String, 
         used: outcome.is_ok(),
         reason: outcome.as_ref().err().cloned(),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Piece, pieces};
+
+    #[test]
+    fn a_reply_is_read_into_text_and_placeholders_once() {
+        assert_eq!(
+            pieces("Book {{ hotel }} on {{date}}?"),
+            [
+                Piece::Text("Book "),
+                Piece::Placeholder("hotel"),
+                Piece::Text(" on "),
+                Piece::Placeholder("date"),
+                Piece::Text("?")
+            ]
+        );
+        assert_eq!(pieces("{{guests}}"), [Piece::Placeholder("guests")]);
+        assert_eq!(pieces("no placeholder"), [Piece::Text("no placeholder")]);
+        assert_eq!(pieces("cut {{ short"), [Piece::Text("cut "), Piece::Unclosed]);
+        assert!(pieces("").is_empty());
+    }
 }

@@ -31,6 +31,9 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcom
         && verbatim.is_none()
         && st.stop != Some(StopReason::Aborted)
         && (!st.answer.instructions.is_empty() || (st.session.flow.is_none() && st.answer.says.is_empty()));
+    // Part of a streamed fused reply shown, then set aside: the reply
+    // call's text starts on a line of its own.
+    let mut fused_shown = false;
     if let Some(mut fused) = st.reading.fused.take() {
         let shape = ReplyShape {
             needs_model: needs_model && !st.over_token_budget(sv),
@@ -41,12 +44,16 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcom
         // A reply not used is dropped here, still streaming: that cancels
         // the understand call's rest. What the call spent so far counts.
         let (outcome, streamed) = match (outcome, fused.take_stream()) {
-            (Ok(_), Some(stream)) => (fused::stream_reply(st, sv, &fused, stream)?, true),
+            (Ok(fused::Taken::Streaming(unseen)), Some(stream)) => {
+                let (outcome, shown) = fused::stream_reply(st, sv, &fused, &unseen, stream)?;
+                fused_shown = shown;
+                (outcome, true)
+            }
             (outcome, stream) => {
                 if let Some(stream) = stream {
                     st.counters.usage.add(stream.dropped_usage());
                 }
-                (outcome, false)
+                (outcome.and_then(fused::Taken::into_whole), false)
             }
         };
         // A reply read whole is checked here; a streamed one as it arrives.
@@ -106,7 +113,7 @@ pub(super) fn reply(st: &mut TurnState, sv: &mut Services) -> Result<StageOutcom
         text: ReplyText::default(),
         verbatim,
         budget,
-        separated: said.is_empty(),
+        separated: said.is_empty() && !fused_shown,
         asked_again: false,
         shown: false,
     });
@@ -226,8 +233,9 @@ fn finish_model_reply(st: &mut TurnState, sv: &mut Services) -> Result<Option<Ve
     let response = std::mem::take(&mut replying.text).finish();
     st.count_call(sv, Purpose::Respond, response.usage);
     let fault = if response.text.trim().is_empty() {
-        // Past the last round an empty reply stands: `finish` answers it.
-        (replying.rounds.len() < MAX_ROUNDS).then_some(Fault::Empty)
+        // Past the last round too: it is not asked again (below), but gets
+        // the stand-in all the same, never silence.
+        Some(Fault::Empty)
     } else {
         let (program, today) = sv.claims_setting();
         let mut grounds = Grounds::new(program, today, &st.session, &st.message);

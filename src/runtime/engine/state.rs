@@ -89,6 +89,9 @@ pub(super) struct Fused {
     /// read to the user when the reply is used, dropped (which cancels the
     /// call) when it is not.
     pub(super) pending: Option<ReplyStream>,
+    /// Why the answer's reply was dropped unread (a step not offered, a
+    /// member of the wrong type), when it was.
+    pub(super) dropped: Option<String>,
 }
 
 impl Fused {
@@ -101,12 +104,18 @@ impl Fused {
         for (name, proposal) in proposed {
             view.insert(name.clone(), proposal.value.clone());
         }
-        Fused { ask, reply, view, proposed: proposed.clone(), pending: None }
+        Fused { ask, reply, view, proposed: proposed.clone(), pending: None, dropped: None }
     }
 
     /// The same, its reply's text still arriving on `stream`.
     pub(super) fn streaming(mut self, stream: Option<ReplyStream>) -> Fused {
         self.pending = stream;
+        self
+    }
+
+    /// The same, its reply dropped unread for `reason`.
+    pub(super) fn dropped(mut self, reason: Option<String>) -> Fused {
+        self.dropped = reason;
         self
     }
 

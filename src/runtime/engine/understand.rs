@@ -63,10 +63,11 @@ pub(super) fn understand(st: &mut TurnState, sv: &mut Services) -> Result<StageO
         };
         st.count_call(sv, Purpose::Understand, understanding.usage);
         // Grounding and resolving go on while the fused reply streams.
-        st.reading.fused = request
-            .reply
-            .take()
-            .map(|ask| Fused::new(ask, understanding.reply.take(), &understanding.fields).streaming(streaming));
+        st.reading.fused = request.reply.take().map(|ask| {
+            Fused::new(ask, understanding.reply.take(), &understanding.fields)
+                .streaming(streaming)
+                .dropped(understanding.reply_dropped.take())
+        });
         ground(st, sv, &mut understanding);
         st.reading.understanding = understanding;
         if st.over_token_budget(sv) {

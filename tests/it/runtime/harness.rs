@@ -4,8 +4,8 @@
 
 use flowc::ir::Program;
 use flowc::llm::{
-    Answer, ModelReply, Proposal, Provider, ProviderError, ReplyRequest, Response, ToolCall, ToolCalls, ToolRound,
-    UnderstandRequest, Understanding, Usage,
+    Answer, ModelReply, Proposal, Provider, ProviderError, ReplyRequest, ReplyStream, Response, ToolCall, ToolCalls,
+    ToolRound, UnderstandRequest, Understanding, Understood as Streamed, Usage,
 };
 use flowc::pipeline::compile;
 use flowc::runtime::clock::{Clock, FixedClock, SeededIds};
@@ -61,6 +61,40 @@ pub struct Script {
     pub tool_results: Vec<Result<Value, String>>,
     /// The reply being given, one tool call per round, from its first round.
     replying: Option<Reply>,
+    /// Stream the fused reply as a streaming server does: the extraction
+    /// first, then the reply a word at a time (`understand_streamed`).
+    pub stream_fused: bool,
+    /// The tokens each streamed fused reply reports after the extraction.
+    pub fused_tokens: Usage,
+    /// The pieces of streamed fused replies the runtime read, in order.
+    pub fused_read: Vec<String>,
+    /// Streamed fused replies dropped before their end (the call cancelled).
+    pub fused_cancelled: usize,
+}
+
+/// A streamed fused reply's pieces as the runtime reads them: each is
+/// recorded, and one dropped before its end is a cancelled call.
+struct Pieces {
+    left: VecDeque<String>,
+    script: Arc<Mutex<Script>>,
+}
+
+impl Iterator for Pieces {
+    type Item = Result<String, ProviderError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let piece = self.left.pop_front()?;
+        lock(&self.script).fused_read.push(piece.clone());
+        Some(Ok(piece))
+    }
+}
+
+impl Drop for Pieces {
+    fn drop(&mut self) {
+        if !self.left.is_empty() {
+            lock(&self.script).fused_cancelled += 1;
+        }
+    }
 }
 
 /// A provider that answers from a [`Script`] and records every request.
@@ -114,6 +148,23 @@ impl Provider for Scripted {
             }
         }
         Ok(understanding)
+    }
+
+    /// With `stream_fused`, the scripted fused reply arrives after the
+    /// extraction a word at a time (each word with the spaces after it).
+    fn understand_streamed(&mut self, request: &UnderstandRequest) -> Result<Streamed, ProviderError> {
+        let mut understanding = self.understand(request)?;
+        let (stream, tokens) = {
+            let script = lock(&self.script);
+            (script.stream_fused, script.fused_tokens)
+        };
+        let Some(reply) = understanding.reply.as_mut().filter(|_| stream) else {
+            return Ok(Streamed { understanding, reply: None });
+        };
+        let text = std::mem::take(&mut reply.text);
+        let left = text.split_inclusive(' ').map(str::to_string).collect();
+        let pieces = Pieces { left, script: Arc::clone(&self.script) };
+        Ok(Streamed { understanding, reply: Some(ReplyStream::from_pieces(pieces, tokens)) })
     }
 
     /// Asks for the scripted tool calls one round each, until one is

@@ -88,6 +88,33 @@ fn max_tool_rounds_stops_a_model_that_keeps_calling_tools() {
     assert_eq!(harness.session.turns, 1);
 }
 
+/// A model that calls tools round after round while the program allows
+/// more rounds than the runtime's safety net (`MAX_ROUNDS`, 32): the
+/// reply is cut there, and having written nothing, it gets the stand-in
+/// any empty reply gets (the step's prompt), never silence.
+#[test]
+fn an_empty_reply_cut_at_the_last_round_gets_the_stand_in() {
+    let mut harness = Harness::new(&TOOLS.replace("max_tool_rounds 2", "max_tool_rounds 50"));
+    harness.reply_next(Reply {
+        text: String::new(),
+        tool_calls: vec![("lookup".to_string(), json!({ "q": "rooms" }))],
+        call_forever: true,
+        ..Reply::default()
+    });
+    let result = harness.say_with("f", Understood::new().flow("f"));
+    // `MAX_ROUNDS` of `src/llm/rounds.rs`.
+    assert_eq!(tool_calls(&result), 32, "cut by the safety net, not by the program");
+    assert_eq!(result.reply, "A?");
+    let empty: Vec<&Event> = result.events.iter().filter(|event| matches!(event, Event::EmptyReply { .. })).collect();
+    assert_eq!(
+        empty,
+        [&Event::EmptyReply { action: flowc::runtime::events::EmptyReplyAction::Replaced, text: Some("A?".into()) }],
+        "no asking again past the last round"
+    );
+    assert_eq!(harness.calls_last_turn(), (1, 1), "one reply, however many rounds");
+    assert_eq!(position(&result), (Some("f"), Some("ask_a")));
+}
+
 #[test]
 fn the_model_may_call_only_the_tools_of_the_step() {
     let mut harness = Harness::new(TOOLS);

@@ -7,6 +7,7 @@ mod chain;
 mod claims;
 mod example;
 mod fused;
+mod fused_stream;
 mod grounding;
 mod harness;
 mod history;

@@ -7,11 +7,16 @@
 mod api;
 mod cache;
 mod caps;
+mod contract;
+mod failures;
 mod faults;
+mod folders;
 mod inline;
+mod metrics;
 mod processes;
 mod robustness;
 mod runs;
+mod schema;
 
 use crate::support::{root, temp_dir, unique};
 use flowc::serve::auth::Auth;

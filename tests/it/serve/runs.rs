@@ -107,7 +107,7 @@ fn a_run_started_without_waiting_is_followed_live_to_its_wait() {
 }
 
 #[test]
-fn runs_are_their_tenants_and_bad_bodies_name_the_field() {
+fn runs_are_their_tenants_with_their_events_and_bad_bodies_name_the_field() {
     let server = start(&options(tenants()));
     let acme = Client::new(server.addr, Some(TOKEN_ACME));
     let globex = Client::new(server.addr, Some(TOKEN_GLOBEX));
@@ -117,9 +117,16 @@ fn runs_are_their_tenants_and_bad_bodies_name_the_field() {
         globex.get(&format!("/v1/runs/{id}")),
         globex.post(&format!("/v1/runs/{id}/cancel"), &json!({})),
         globex.post(&format!("/v1/runs/{id}/resume"), &json!({ "now": true })),
+        globex.get(&format!("/v1/runs/{id}/events")),
     ] {
         assert_eq!((status, code(&body)), (404, "run_not_found"), "{body}");
     }
+    // The owner still follows it: the 404 was the other tenant's only.
+    let owner = acme.request(reqwest::Method::GET, &format!("/v1/runs/{id}/events")).send().expect("events");
+    assert_eq!(owner.status().as_u16(), 200);
+    let (status, unknown) = acme.post("/v1/runs", &json!({ "program": "nope", "data": {} }));
+    assert_eq!((status, code(&unknown)), (404, "program_not_found"), "{unknown}");
+    assert!(unknown["error"]["message"].as_str().is_some_and(|message| message.contains("`nope`")), "{unknown}");
     let (status, missing) =
         acme.post("/v1/runs", &json!({ "program": "onboarding", "data": { "company": "Initech" } }));
     assert_eq!((status, code(&missing)), (400, "invalid_body"));

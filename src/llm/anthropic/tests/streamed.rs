@@ -128,3 +128,57 @@ fn a_server_that_answers_a_streamed_request_whole_is_read_whole() {
     assert_eq!(understood.understanding.reply, fused_reply(""));
     assert_eq!(understood.reply.unwrap().read_all(&mut |_| {}).unwrap(), REPLY);
 }
+
+fn error_body(message: &str) -> Value {
+    json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
+}
+
+#[test]
+fn a_server_that_will_not_stream_the_understand_call_is_asked_whole_from_then_on() {
+    let input: Value = serde_json::from_str(&fused_input()).unwrap();
+    let refusal = Reply::json(400, &error_body("stream: streaming is not supported for this model"));
+    let server =
+        TestServer::start(vec![refusal, tool_answer(input.clone(), "tool_use"), tool_answer(input, "tool_use")]);
+    let mut provider = provider(&server);
+    for _ in 0..2 {
+        let understood = provider.understand_streamed(&fused_request()).unwrap();
+        assert_eq!(understood.understanding.fields, extraction().fields);
+        assert_eq!(understood.understanding.reply, fused_reply(REPLY), "the reply came whole, in the understanding");
+        assert_eq!(understood.understanding.usage.calls, 1, "the refused request is no call");
+        assert!(understood.reply.is_none());
+    }
+    let streamed: Vec<Value> = server.requests().iter().map(|request| request.json()["stream"].clone()).collect();
+    assert_eq!(streamed, [json!(true), Value::Null, Value::Null], "streaming is not tried again");
+}
+
+#[test]
+fn a_refusal_that_is_not_of_the_stream_fails_the_call() {
+    let server = TestServer::start(vec![Reply::json(400, &error_body("max_tokens: must be at least 1"))]);
+    let error = provider(&server).understand_streamed(&fused_request()).unwrap_err();
+    assert!(error.to_string().contains("max_tokens"), "{error}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+/// The fused part never costs a call: a step that was not offered drops
+/// the reply (the reply call writes it), whole or streamed, and the
+/// extraction stands without a repair.
+#[test]
+fn a_reply_for_a_step_not_offered_is_dropped_without_a_repair() {
+    let mut input: Value = serde_json::from_str(&fused_input()).unwrap();
+    input["step"] = json!("booking.pay");
+    let problem = "unknown step `booking.pay` (choose one of `booking.confirm` or null)";
+    let server = TestServer::start(vec![tool_answer(input.clone(), "tool_use")]);
+    let understanding = provider(&server).understand(&fused_request()).unwrap();
+    assert_eq!(understanding.fields, extraction().fields);
+    assert_eq!((understanding.reply, understanding.reply_dropped.as_deref()), (None, Some(problem)));
+    assert_eq!(understanding.usage.calls, 1);
+    assert_eq!(server.requests().len(), 1, "no repair");
+
+    let server = TestServer::start(vec![Reply::events(&input_events(&input.to_string(), 7))]);
+    let understood = provider(&server).understand_streamed(&fused_request()).unwrap();
+    assert_eq!(understood.understanding.fields, extraction().fields);
+    assert_eq!(understood.understanding.reply_dropped.as_deref(), Some(problem));
+    assert!(understood.reply.is_none(), "a reply for no step offered is not streamed");
+    assert_eq!(understood.understanding.usage.calls, 1);
+    assert_eq!(server.requests().len(), 1, "no repair");
+}
