@@ -424,10 +424,9 @@ fn store_commits(addrs: &[SocketAddr]) -> Option<(u64, u64)> {
 /// the end of a level's line.
 fn per_commit(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> String {
     match (before, after) {
-        (Some((commits, saves)), Some((commits_after, saves_after))) if commits_after > commits => format!(
-            "; {:.1} saves per commit",
-            (saves_after - saves) as f64 / (commits_after - commits) as f64
-        ),
+        (Some((commits, saves)), Some((commits_after, saves_after))) if commits_after > commits => {
+            format!("; {:.1} saves per commit", (saves_after - saves) as f64 / (commits_after - commits) as f64)
+        }
         _ => String::new(),
     }
 }

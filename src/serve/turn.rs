@@ -74,9 +74,7 @@ pub async fn message(
                 return Ok(Json(result?.to_json_line()).into_response());
             }
         }
-        let result = state
-            .blocking(move |state| run_on_pool(state, &id, &program, &text, expected, None))
-            .await?;
+        let result = state.blocking(move |state| run_on_pool(state, &id, &program, &text, expected, None)).await?;
         return Ok(Json(result.to_json_line()).into_response());
     }
     let (sender, receiver) = mpsc::unbounded_channel();
@@ -324,7 +322,9 @@ async fn attempt(
     }
     let result = result.map_err(|error| Attempt::Failed(turn_error(error)))?;
     let saved = match place {
-        Place::Worker => crate::store::commit_turn_queued(state.store.as_ref(), &version.ir, before, &mut working).await,
+        Place::Worker => {
+            crate::store::commit_turn_queued(state.store.as_ref(), &version.ir, before, &mut working).await
+        }
         Place::Pool => crate::store::commit_turn_or_stored(state.store.as_ref(), &version.ir, before, &mut working),
     };
     match saved {

@@ -23,10 +23,10 @@ use super::{
     Cancel, Cap, Claim, Created, RunMeta, RunStore, RunSummary, SaveFuture, SessionStore, SessionSummary, StoreError,
     StoredRun, Swap, check_id,
 };
-use futures_util::FutureExt;
 use crate::message::Message;
 use crate::runtime::session::Session;
 use crate::runtime::workflow::WorkflowRun;
+use futures_util::FutureExt;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
