@@ -189,9 +189,9 @@ async fn run_turn(
     place: Place,
 ) -> Option<Result<TurnResult, ApiError>> {
     let started = Instant::now();
-    state.metrics.turns_in_flight.fetch_add(1, Ordering::Relaxed);
+    let in_flight = InFlight::new(&state.metrics);
     let result = turn_inner(state, id, program, text, expected, stream, place).await;
-    state.metrics.turns_in_flight.fetch_sub(1, Ordering::Relaxed);
+    drop(in_flight);
     let result = match result {
         Err(Attempt::Blocks) => return None,
         other => other.map_err(Attempt::into_error),
@@ -370,6 +370,25 @@ fn version_for(
     }
 }
 
+/// A turn counted in `flowc_turns_in_flight` until it is dropped: on a
+/// worker, a client that goes away while the turn awaits its save drops
+/// the turn's future there (its save, already handed over, is committed
+/// all the same, but neither counted as a turn nor kept in the cache).
+struct InFlight<'a>(&'a Metrics);
+
+impl<'a> InFlight<'a> {
+    fn new(metrics: &'a Metrics) -> InFlight<'a> {
+        metrics.turns_in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(metrics)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.turns_in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 fn turn_error(error: TurnError) -> ApiError {
     let message = error.to_string();
     match error {
@@ -379,5 +398,28 @@ fn turn_error(error: TurnError) -> ApiError {
         TurnError::Action(_) | TurnError::Wait(_) => {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "turn_failed", message)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A turn's future dropped while it awaits (its client gone) leaves
+    /// the in-flight gauge as it found it.
+    #[test]
+    fn a_turn_dropped_while_it_awaits_is_no_longer_in_flight() {
+        let metrics = Metrics::default();
+        let turn = async {
+            let _in_flight = InFlight::new(&metrics);
+            std::future::pending::<()>().await;
+        };
+        let mut turn = Box::pin(turn);
+        let waker = std::task::Waker::noop();
+        let polled = turn.as_mut().poll(&mut std::task::Context::from_waker(waker));
+        assert!(polled.is_pending());
+        assert_eq!(metrics.turns_in_flight.load(Ordering::Relaxed), 1);
+        drop(turn);
+        assert_eq!(metrics.turns_in_flight.load(Ordering::Relaxed), 0);
     }
 }
