@@ -419,16 +419,13 @@ struct ModelSteps {
     tokens: u64,
     /// One sits in a `for_each`: it runs once per item.
     in_loops: bool,
-    /// Each model step, in step order: where it is written, its calls at
-    /// worst and its prompts' tokens at worst (the call and its repair).
-    each: Vec<(Span, u32, u64)>,
 }
 
 /// The model steps of these steps (their `do`, hooks included) and, in a
 /// conversation, of the hooks of the flows they are in (a turn that
 /// reaches a step may have entered or may complete its flow).
 fn model_steps(program: &Program, steps: &BTreeSet<(FlowId, StepId)>) -> ModelSteps {
-    let mut found = ModelSteps { count: 0, worst: 0, tokens: 0, in_loops: false, each: Vec::new() };
+    let mut found = ModelSteps { count: 0, worst: 0, tokens: 0, in_loops: false };
     let mut lists: Vec<&[crate::ir::Action]> = Vec::new();
     let mut flows = BTreeSet::new();
     for (flow_id, step) in steps {
@@ -457,11 +454,8 @@ fn model_steps(program: &Program, steps: &BTreeSet<(FlowId, StepId)>) -> ModelSt
                 found.count = found.count.saturating_add(1);
                 let rounds =
                     if ask.tools.is_empty() { 0 } else { program.agent.limits.max_tool_rounds.min(MAX_REPLY_ROUNDS) };
-                let calls = UNDERSTAND_WORST.saturating_add(rounds);
-                let tokens = ask_tokens(program, ask);
-                found.worst = found.worst.saturating_add(calls);
-                found.tokens = found.tokens.saturating_add(tokens);
-                found.each.push((action.span, calls, tokens.saturating_mul(u64::from(UNDERSTAND_WORST))));
+                found.worst = found.worst.saturating_add(UNDERSTAND_WORST).saturating_add(rounds);
+                found.tokens = found.tokens.saturating_add(ask_tokens(program, ask));
                 found.in_loops |= looped.iter().any(|inner| std::ptr::eq(*inner, action));
             }
         }

@@ -249,7 +249,7 @@ impl Provider for Anthropic {
         let mut answer = AnswerReader::new(Box::new(source));
         if let Extraction::Prefix(prefix) = answer.extraction()? {
             match validate_prefix(prefix, request, answer.has_reply()) {
-                Ok(understanding) => return understood(answer, understanding),
+                Ok(understanding) => return understood(answer, understanding, request),
                 // Read to the end, for the repair below.
                 Err(_) => answer.drain()?,
             }

@@ -334,6 +334,7 @@ pub(crate) fn validate_prefix(
 pub(crate) fn understood(
     mut answer: AnswerReader,
     mut understanding: Understanding,
+    request: &UnderstandRequest,
 ) -> Result<Understood, ProviderError> {
     if answer.has_reply() && understanding.reply.is_some() {
         understanding.usage = answer.usage();
@@ -342,6 +343,13 @@ pub(crate) fn understood(
     }
     if !answer.has_reply() {
         answer.drain()?;
+        // A `reply` that is no text was not read as one: why, for the trace.
+        if understanding.reply_dropped.is_none()
+            && let Ok(Value::Object(whole)) = crate::llm::schema::extract_json(answer.text())
+            && let Err(problem) = crate::llm::schema::read_reply(&whole, request)
+        {
+            understanding.reply_dropped = Some(problem);
+        }
     }
     understanding.usage = answer.usage();
     Ok(Understood { understanding, reply: None })

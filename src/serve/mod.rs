@@ -100,8 +100,8 @@ pub(crate) struct AppState {
 impl AppState {
     /// Compiles the programs and opens the store.
     pub fn new(options: &ServeOptions) -> Result<Arc<AppState>, String> {
-        let programs = Programs::load(&options.files, options.settings.clone())?;
-        let store = crate::store::open(&options.store).map_err(|error| error.to_string())?;
+        let store: Arc<dyn Store> = Arc::from(crate::store::open(&options.store).map_err(|error| error.to_string())?);
+        let programs = Programs::load(&options.files, options.settings.clone(), Some(Arc::clone(&store)))?;
         let run_news = news::RunNews::default();
         if let StoreLocation::Postgres(url) = &options.store {
             run_news.listen_postgres(url.clone());
@@ -109,7 +109,7 @@ impl AppState {
         let metrics = Metrics { model_latency: programs.model_latency(), ..Metrics::default() };
         Ok(Arc::new(AppState {
             programs,
-            store: Arc::from(store),
+            store,
             sessions: cache::SessionCache::new(cache::DEFAULT_CAPACITY),
             auth: options.auth.clone(),
             metrics,

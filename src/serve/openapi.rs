@@ -249,7 +249,13 @@ fn schemas() -> Value {
         "Health": { "type": "object", "properties": { "status": { "const": "ok" } } },
         "Programs": { "type": "object", "properties": { "programs": { "type": "array", "items": {
             "type": "object", "properties": { "name": { "type": "string" }, "file": { "type": "string" }, "hash": { "type": "string" },
-                "flows": { "type": "array" }, "reload_error": { "type": ["string", "null"] } } } } } },
+                "flows": { "type": "array" }, "reload_error": { "type": ["string", "null"] },
+                "not_adopted": { "type": "array", "description": "Which sessions of the version before it the current version cannot take, from the two versions (steps and flows gone, fields and context keys no longer declared): they keep their version", "items": { "type": "string" } },
+                "older_versions": { "type": "array", "description": "Older versions still serving sessions the current version cannot take (at most 8, most recently used first), as this server saw them", "items": {
+                    "type": "object", "required": ["hash", "reason", "turns", "from_store"],
+                    "properties": { "hash": { "type": "string" }, "reason": { "type": "string", "description": "Why the current version does not adopt their sessions" },
+                        "turns": { "type": "integer", "description": "Turns this server ran on it since the current version came" },
+                        "from_store": { "type": "boolean", "description": "Compiled from the store's copy of its text" } } } } } } } } },
         "Graph": {
             "type": "object", "required": ["program", "flows", "clusters", "nodes", "edges"],
             "properties": { "program": { "type": "string" }, "agent": { "type": ["string", "null"] },
@@ -461,6 +467,75 @@ mod tests {
             .as_object()
             .map_or(0, |paths| paths.values().map(|path| path.as_object().map_or(0, serde_json::Map::len)).sum());
         assert_eq!(operations, routes.len());
+    }
+
+    /// Every error the server's code can answer, as (status, code): read
+    /// from the sources of `serve`, so a new code or status shows up here
+    /// before a client meets it undocumented. A `with_code` keeps the
+    /// status of the error it renames, which the source does not say
+    /// beside it: those are answered as `None`.
+    fn errors_in_the_code() -> Vec<(Option<u16>, String)> {
+        let sources = [
+            include_str!("auth.rs"),
+            include_str!("caps.rs"),
+            include_str!("error.rs"),
+            include_str!("listen.rs"),
+            include_str!("mod.rs"),
+            include_str!("page.rs"),
+            include_str!("programs.rs"),
+            include_str!("runs.rs"),
+            include_str!("sessions.rs"),
+            include_str!("turn.rs"),
+        ];
+        let new = regex::Regex::new(r#"ApiError::new\(\s*StatusCode::(\w+),\s*"(\w+)""#).expect("a pattern");
+        let renamed = regex::Regex::new(r#"with_code\("(\w+)"\)"#).expect("a pattern");
+        let mut found = Vec::new();
+        for source in sources {
+            for capture in new.captures_iter(source) {
+                let status: u16 = match &capture[1] {
+                    "BAD_REQUEST" => 400,
+                    "UNAUTHORIZED" => 401,
+                    "NOT_FOUND" => 404,
+                    "METHOD_NOT_ALLOWED" => 405,
+                    "REQUEST_TIMEOUT" => 408,
+                    "CONFLICT" => 409,
+                    "PAYLOAD_TOO_LARGE" => 413,
+                    "TOO_MANY_REQUESTS" => 429,
+                    "INTERNAL_SERVER_ERROR" => 500,
+                    "BAD_GATEWAY" => 502,
+                    "SERVICE_UNAVAILABLE" => 503,
+                    other => panic!("a status this test does not know: {other}"),
+                };
+                found.push((Some(status), capture[2].to_string()));
+            }
+            found.extend(renamed.captures_iter(source).map(|capture| (None, capture[1].to_string())));
+        }
+        found
+    }
+
+    #[test]
+    fn every_error_the_code_answers_is_documented_under_its_status() {
+        let docs = docs();
+        let documented: Vec<(u16, &str)> = docs
+            .iter()
+            .flat_map(|doc| {
+                errors_of(doc).into_iter().flat_map(|(status, codes)| codes.into_iter().map(move |code| (status, code)))
+            })
+            .collect();
+        let found = errors_in_the_code();
+        assert!(found.len() > 20, "the sources were read: {found:?}");
+        let description = build(&route_keys())["info"]["description"].to_string();
+        for (status, code) in found {
+            let known = match status {
+                // The fallbacks answer for no route: the document says so once.
+                Some(404 | 405) if matches!(code.as_str(), "route_not_found" | "method_not_allowed") => {
+                    description.contains(&code)
+                }
+                Some(status) => documented.contains(&(status, code.as_str())),
+                None => documented.iter().any(|(_, known)| *known == code),
+            };
+            assert!(known, "{status:?} `{code}` is answered by the code but documented on no route");
+        }
     }
 
     #[test]

@@ -348,8 +348,10 @@ async fn attempt(
 
 /// The program version the session goes on with: the current one, which
 /// adopts it if it started on another (the adopted session is given
-/// back); else, when the edit cannot take it, the version it started on
-/// while this server still has it.
+/// back); else, when the edit cannot take it, the version it started on,
+/// from this server or compiled again from the store's copy, noted with
+/// the reason for `GET /v1/programs`. Only a version found nowhere is a
+/// 409 `incompatible_program`, saying why on both counts.
 fn version_for(
     state: &AppState,
     program: &str,
@@ -360,13 +362,23 @@ fn version_for(
         return Ok((current, None));
     }
     let mut adopted = session.clone();
-    match adopt(&current.ir, &current.hash, &mut adopted) {
-        Ok(()) => Ok((current, Some(adopted))),
-        Err(incompatible) => state
-            .programs
-            .version(program, &session.program_hash)
-            .map(|version| (version, None))
-            .ok_or_else(|| ApiError::new(StatusCode::CONFLICT, "incompatible_program", incompatible.to_string())),
+    let incompatible = match adopt(&current.ir, &current.hash, &mut adopted) {
+        Ok(()) => return Ok((current, Some(adopted))),
+        Err(incompatible) => incompatible,
+    };
+    match state.programs.version_or_why(program, &session.program_hash) {
+        Ok(version) => {
+            state.programs.note_older(program, &version, &current.hash, &incompatible.problem);
+            Ok((version, None))
+        }
+        Err(why) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "incompatible_program",
+            format!(
+                "session `{}` cannot go on with version {} of `{program}`: {}; and the version it started on, {}, {why}\nhelp: {}",
+                session.id, current.hash, incompatible.problem, session.program_hash, incompatible.help
+            ),
+        )),
     }
 }
 

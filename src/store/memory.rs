@@ -1,6 +1,9 @@
 //! An in-memory session store: sessions live as long as the process (tests,
-//! embedders). Same compare-and-swap and transcript rules as SQLite.
+//! embedders). Same compare-and-swap and transcript rules as SQLite, and
+//! the program versions ([`super::versions`]) as the database stores keep
+//! them.
 
+use super::versions::{NewVersion, StoredVersion, VersionStore};
 use super::{Cap, Created, SessionStore, SessionSummary, StoreError, Swap, check_id, check_loaded};
 use crate::message::Message;
 use crate::runtime::session::Session;
@@ -16,6 +19,8 @@ type Sessions = BTreeMap<String, (Session, Vec<Message>)>;
 #[derive(Default)]
 pub struct MemoryStore {
     sessions: Mutex<Sessions>,
+    /// Program versions by program name and hash.
+    versions: Mutex<BTreeMap<(String, String), StoredVersion>>,
 }
 
 impl MemoryStore {
@@ -109,6 +114,29 @@ impl SessionStore for MemoryStore {
     }
 }
 
+impl VersionStore for MemoryStore {
+    fn record_version(&self, version: &NewVersion<'_>) -> Result<(), StoreError> {
+        let mut versions = self.versions.lock().map_err(|_| poisoned(version.program))?;
+        versions.entry((version.program.to_string(), version.hash.to_string())).or_insert_with(|| StoredVersion {
+            program: version.program.to_string(),
+            hash: version.hash.to_string(),
+            path: version.path.to_string(),
+            source: version.source.to_string(),
+            first_seen: super::rows::now_text(),
+        });
+        Ok(())
+    }
+
+    fn load_version(&self, program: &str, hash: &str) -> Result<Option<StoredVersion>, StoreError> {
+        let versions = self.versions.lock().map_err(|_| poisoned(program))?;
+        Ok(versions.get(&(program.to_string(), hash.to_string())).cloned())
+    }
+}
+
+fn poisoned(id: &str) -> StoreError {
+    StoreError::Io { id: id.to_string(), message: "the store's lock is poisoned".to_string() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +146,11 @@ mod tests {
         session.version = version;
         session.data.insert("hotel".into(), hotel.into());
         session
+    }
+
+    #[test]
+    fn versions_are_recorded_once_and_read_by_program_and_hash() {
+        crate::store::versions::check_store(&MemoryStore::default());
     }
 
     #[test]

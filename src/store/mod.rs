@@ -27,6 +27,7 @@ pub mod sqlite;
 pub(crate) mod sqlite_checkpoint;
 pub(crate) mod sqlite_commit;
 pub(crate) mod sqlite_guard;
+pub mod versions;
 
 use crate::ir::Program;
 use crate::message::Message;
@@ -434,10 +435,10 @@ pub fn cancelled(mut stored: StoredRun, at: &str) -> StoredRun {
     stored
 }
 
-/// Both stores in one, with the schedules that start runs: what
-/// `--store` opens.
-pub trait Store: SessionStore + RunStore + schedules::ScheduleStore + Send + Sync {}
-impl<T: SessionStore + RunStore + schedules::ScheduleStore + Send + Sync> Store for T {}
+/// Both stores in one, with the schedules that start runs and the program
+/// versions sessions run on: what `--store` opens.
+pub trait Store: SessionStore + RunStore + schedules::ScheduleStore + versions::VersionStore + Send + Sync {}
+impl<T: SessionStore + RunStore + schedules::ScheduleStore + versions::VersionStore + Send + Sync> Store for T {}
 
 /// Opens the store at `location`, creating and migrating it as needed.
 pub fn open(location: &StoreLocation) -> Result<Box<dyn Store>, StoreError> {

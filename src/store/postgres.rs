@@ -10,6 +10,7 @@
 //! advisory lock so that two processes starting at once migrate once.
 
 mod caps;
+mod versions;
 
 use super::postgres_tls::describe;
 use super::rows::{self, now_text};
@@ -109,6 +110,7 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (program, flow)
     );
     CREATE INDEX schedules_next ON schedules (next_at);",
+    versions::MIGRATION,
 ];
 
 /// Any number that no other flowc lock uses: the migration lock's key.

@@ -14,6 +14,7 @@
 //! a database of any older version to the current one.
 
 mod caps;
+mod versions;
 
 use super::rows::{self, now_text};
 use super::sqlite_checkpoint::{self, Checkpointer};
@@ -120,6 +121,7 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (program, flow)
     ) WITHOUT ROWID;
     CREATE INDEX schedules_next ON schedules (next_at);",
+    versions::MIGRATION,
 ];
 
 /// The store on one machine: sessions and workflow runs in one SQLite

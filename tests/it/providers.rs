@@ -742,3 +742,51 @@ fn max_turn_tokens_bites_on_estimated_tokens() {
     assert_eq!(turns[0]["stopped_reason"], "token_limit", "{}", turns[0]);
     assert_eq!(turns[0]["tokens"]["estimated"], true);
 }
+
+/// The fused part never costs a call (issue 24): in `json_object` mode
+/// the server's schema is a hint, and a model may name a step that was not
+/// offered or write a reply that is not text. The reply alone is dropped
+/// (traced with the reason), the extraction stands, and no repair is asked
+/// for: the turn makes its ordinary reply call.
+#[test]
+fn a_fused_reply_for_no_step_offered_or_not_text_is_dropped_without_a_repair() {
+    for (case, step, reply, reason) in [
+        ("step", json!("booking.pay"), json!("Paid?"), "unknown step `booking.pay`"),
+        ("reply", json!("booking.ask_date"), json!(42), "`reply` must be a string or null, not a number"),
+    ] {
+        let dir = temp_dir(&format!("fused-dropped-{case}"));
+        let script = write_script(&dir, &SCRIPT[..2]);
+        let facts = Facts::new(&[
+            ("Hi, I'd like to book a hotel room", json!({"flow": "booking"})),
+            ("The Savoy, please", json!({"fields": {"hotel": "The Savoy"}, "step": step, "reply": reply})),
+        ]);
+        let server = FakeServer::start(fake::openai(facts));
+        std::fs::write(
+            dir.join("flowc.toml"),
+            format!(
+                "provider = \"openai\"\nmodel = \"gpt-test\"\nbase_url = \"{}/v1\"\nstructured_output = \"json_object\"\n",
+                server.url
+            ),
+        )
+        .unwrap();
+        let program = root().join("flows/booking.flow");
+        let args = ["run", &path(&program), "--script", &path(&script), "--json", "--trace"];
+        let output = flowc_env(&dir, &args, &[("OPENAI_API_KEY", KEY)], WAIT);
+        assert_eq!(output.status.code(), Some(0), "{case}: {}", stderr(&output));
+        let turns = turns(&output);
+        assert_eq!(turns[1]["data"]["hotel"], "The Savoy", "{case}: the extraction stands");
+        assert_eq!(turns[1]["llm_calls"], 2, "{case}: the understand call and the reply call, no repair");
+        let dropped: Vec<Value> = stderr(&output)
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|event| event["event"] == "fused_reply")
+            .collect();
+        let last = dropped.last().cloned().unwrap_or_default();
+        assert_eq!(last["used"], false, "{case}: {dropped:?}");
+        let traced = last["reason"].as_str().unwrap_or_default();
+        assert!(traced.starts_with("the answer's reply was dropped: ") && traced.contains(reason), "{case}: {traced}");
+        let understands =
+            server.requests().iter().filter(|request| request.json()["response_format"].is_object()).count();
+        assert_eq!(understands, 2, "{case}: one understand request a turn");
+    }
+}

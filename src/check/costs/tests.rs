@@ -405,7 +405,13 @@ flow greet "Greet" {
     super::check(&program, &mut diagnostics);
     assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
     assert_eq!(diagnostics[0].message, "a run of `greet` can spend up to 2 model calls, over `max_run_llm_calls` (1)");
-    assert!(diagnostics[0].labels[1].text.ends_with("a model step in a `for_each` runs once per item, counted once"));
+    assert!(
+        diagnostics[0].labels[1]
+            .text
+            .ends_with("a model step in a `for_each` counted for one item: it runs once per item"),
+        "{}",
+        diagnostics[0].labels[1].text
+    );
     // Two calls fit one pass: a list of many items may still reach the
     // budget at run time, which no check can bound.
     check_findings(&source.replace("max_run_llm_calls 1", "max_run_llm_calls 2"), &[]);
@@ -430,4 +436,24 @@ flow f "F" {
 }
 "#;
     check_findings(source, &[]);
+}
+
+#[test]
+fn a_retried_step_counts_its_model_steps_on_every_attempt() {
+    // `greet` may run three times (two retries), its model step each time
+    // with its repair: 6 calls, the sixth past a budget of 5; `rate`
+    // brings two more.
+    let source = RUN.replace("max_run_llm_calls 3", "max_run_llm_calls 5").replace(
+        r#"auto step greet { ask_model greeting: "Greet {{name}}." }"#,
+        r#"auto step greet { ask_model greeting: "Greet {{name}}." on_error retry 2 }"#,
+    );
+    let (file, program) = compiled(&source);
+    let mut diagnostics = Vec::new();
+    super::check(&program, &mut diagnostics);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    assert_eq!(diagnostics[0].message, "a run of `greet` can spend up to 8 model calls, over `max_run_llm_calls` (5)");
+    let span = diagnostics[0].labels[0].span;
+    assert!(file.text[span.start as usize..span.end as usize].starts_with("ask_model greeting"));
+    assert_eq!(diagnostics[0].labels[0].text, "up to 6 model calls by this model step at worst");
+    assert!(diagnostics[0].labels[1].text.contains("on every attempt `on_error retry` allows"));
 }

@@ -295,3 +295,28 @@ fn a_reply_the_answer_dropped_is_traced_with_its_reason() {
     assert_eq!(harness.calls_last_turn(), (1, 1));
     assert_eq!(result.llm_calls, 2, "the understand call and the reply call, no repair");
 }
+
+#[test]
+fn a_reply_held_whole_beside_a_rejected_value_it_does_not_mention_is_shown_once() {
+    let (mut harness, sink) = streaming(BOOKING);
+    harness.say_with("I'd like to book a room", Understood::new().flow("booking"));
+    shown(&sink);
+    // The model reads the hotel and invents a date citing the schema:
+    // code rejects the date, so the reply is read whole before it shows.
+    let result = harness.say_with(
+        "The Grand Hotel, please",
+        Understood::new()
+            .cited("hotel", json!("Grand Hotel"), "Grand Hotel")
+            .cited("date", json!("2026-06-03"), "YYYY-MM-DD")
+            .fused("booking.ask_date", "Lovely choice. For which date?"),
+    );
+    assert_eq!(harness.data("date"), None);
+    assert_eq!(result.reply, "Lovely choice. For which date?");
+    assert_eq!(shown(&sink), ["Lovely choice. For which date?"], "held whole, shown once");
+    assert_eq!(fused(&result), [(true, None)]);
+    assert_eq!(harness.calls_last_turn(), (1, 0));
+    assert_eq!(
+        read_and_cancelled(&harness),
+        (vec!["Lovely ".into(), "choice. ".into(), "For ".into(), "which ".into(), "date?".into()], 0)
+    );
+}

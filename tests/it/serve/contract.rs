@@ -407,6 +407,24 @@ fn every_answer_of_every_route_is_documented_with_its_status_and_schema() {
         assert!(succeeded.contains(&(method.to_string(), template.clone())), "{method} {template}: no success driven");
     }
 
+    // A turn asked for as server-sent events is the 200's other media type.
+    let streamed = reqwest::blocking::Client::new()
+        .post(format!("{base}{messages}"))
+        .bearer_auth(TOKEN_ACME)
+        .header("accept", "text/event-stream")
+        .header("content-type", "application/json")
+        .body(json!({ "text": "yes" }).to_string())
+        .send()
+        .expect("the server answers");
+    let media = streamed.headers().get("content-type").and_then(|value| value.to_str().ok()).map(str::to_string);
+    let answer = Answer {
+        status: streamed.status().as_u16(),
+        media: media.unwrap_or_default(),
+        body: streamed.text().expect("events"),
+    };
+    assert!(answer.status == 200 && answer.body.contains("event: turn"), "{}", answer.body);
+    assert_documented(&document, &Method::POST, "/v1/sessions/{id}/messages", &answer);
+
     // A body that never comes, on every route that takes one.
     for (method, template) in operations(&document) {
         if operation(&document, &method, &template).get("requestBody").is_none() {

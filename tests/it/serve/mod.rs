@@ -17,6 +17,7 @@ mod processes;
 mod robustness;
 mod runs;
 mod schema;
+mod versions;
 
 use crate::support::{root, temp_dir, unique};
 use flowc::serve::auth::Auth;
