@@ -242,6 +242,7 @@ fn server(store: StoreLocation) -> Running {
 /// `sessions` clients spread over the servers at `addrs`, one after the
 /// other, all on one thread of their own.
 fn level(name: &str, addrs: &[SocketAddr], sessions: usize, until: Until) {
+    let committed = store_commits(addrs);
     let addrs: Vec<SocketAddr> = addrs.to_vec();
     let clients = std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -262,16 +263,17 @@ fn level(name: &str, addrs: &[SocketAddr], sessions: usize, until: Until) {
             }
             let clients_cpu = cpu(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(thread_began);
             let cpu_spent = cpu(libc::CLOCK_PROCESS_CPUTIME_ID).saturating_sub(cpu_began);
-            (latencies, began.elapsed().as_secs_f64(), cpu_spent, clients_cpu)
+            (latencies, began.elapsed().as_secs_f64(), cpu_spent, clients_cpu, addrs)
         })
     });
-    let (mut latencies, elapsed, cpu_spent, clients_cpu) =
+    let (mut latencies, elapsed, cpu_spent, clients_cpu, addrs) =
         clients.join().unwrap_or_else(|_| fail("the clients' thread panicked".to_string()));
+    let batches = per_commit(committed, store_commits(&addrs));
     latencies.sort();
     let turns = latencies.len().max(1) as f64;
     println!(
         "{name:<10} {sessions:>3} sessions: {:>7.0} turns/s, p50 {:.2} ms, p99 {:.2} ms ({} turns); \
-         CPU per turn {:.0} µs, of which clients {:.0} µs; load {}",
+         CPU per turn {:.0} µs, of which clients {:.0} µs; load {}{batches}",
         latencies.len() as f64 / elapsed,
         percentile(&latencies, 50.0),
         percentile(&latencies, 99.0),
@@ -329,6 +331,7 @@ async fn paced(mut connection: AsyncConnection, path: String, first: Instant, pe
 /// staggered). Prints the offered and achieved rates, the latency
 /// percentiles from the scheduled times, and the errors.
 fn open_level(name: &str, addr: SocketAddr, sessions: usize, rate: f64, run_for: Duration) {
+    let committed = store_commits(&[addr]);
     let clients = std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -379,13 +382,14 @@ fn open_level(name: &str, addr: SocketAddr, sessions: usize, rate: f64, run_for:
     });
     let (mut seen, elapsed, cpu_spent, clients_cpu) =
         clients.join().unwrap_or_else(|_| fail("the clients' thread panicked".to_string()));
+    let batches = per_commit(committed, store_commits(&[addr]));
     seen.latencies.sort();
     let turns = seen.latencies.len().max(1) as f64;
     let max = seen.latencies.last().map_or(0.0, |latest| latest.as_secs_f64() * 1e3);
     println!(
         "{name:<10} {sessions:>3} sessions, open loop: offered {rate:.0} turns/s, achieved {:.0} turns/s; \
          from the scheduled time p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {max:.2} ms ({} turns, {} booked, \
-         {} errors); CPU per turn {:.0} µs, of which clients {:.0} µs; load {}",
+         {} errors); CPU per turn {:.0} µs, of which clients {:.0} µs; load {}{batches}",
         seen.latencies.len() as f64 / elapsed,
         percentile(&seen.latencies, 50.0),
         percentile(&seen.latencies, 99.0),
@@ -397,6 +401,34 @@ fn open_level(name: &str, addr: SocketAddr, sessions: usize, rate: f64, run_for:
         clients_cpu.as_secs_f64() * 1e6 / turns,
         load_average(),
     );
+}
+
+/// The session saves the servers at `addrs` committed so far, and the
+/// transactions that held them (their `/metrics`); `None` where the store
+/// does not commit saves together (PostgreSQL).
+fn store_commits(addrs: &[SocketAddr]) -> Option<(u64, u64)> {
+    let mut total = (0, 0);
+    for addr in addrs {
+        let mut connection = Connection::open(*addr).ok()?;
+        let (_, text) = connection.request("GET", "/metrics", "").ok()?;
+        let value = |name: &str| -> Option<u64> {
+            text.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        };
+        total.0 += value("flowc_store_commits_total")?;
+        total.1 += value("flowc_store_saves_committed_total")?;
+    }
+    Some(total)
+}
+
+/// Saves per transaction between two readings of [`store_commits`], as
+/// the end of a level's line.
+fn per_commit(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> String {
+    match (before, after) {
+        (Some((commits, saves)), Some((commits_after, saves_after))) if commits_after > commits => {
+            format!("; {:.1} saves per commit", (saves_after - saves) as f64 / (commits_after - commits) as f64)
+        }
+        _ => String::new(),
+    }
 }
 
 /// The machine's load average over the last minute, as `/proc/loadavg`

@@ -181,6 +181,8 @@ fn start_tick(
     run.events.push(RunEvent { event: "run_scheduled".to_string(), step: None, at: shown_time(due.next_at) });
     let stored =
         StoredRun { run, program: due.program.clone(), program_hash: program_hash(&program), version: 1, due_at: None };
+    // A worker resumes the run with this version after an edit of the file.
+    super::stored_run::record_program(store, &file, &program);
     // The next tick is the first after now: ticks missed while no worker
     // ran start this one run, not one each.
     let next = Schedule::parse(&due.cron, Some(&due.timezone))

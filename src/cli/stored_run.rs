@@ -10,6 +10,8 @@ use crate::runtime::model_step::Model;
 use crate::runtime::session::program_hash;
 use crate::runtime::tools::{ToolEnv, ToolRegistry};
 use crate::runtime::workflow::{RunLimits, RunStatus, StepProgress, StepStatus, WorkflowRun};
+use crate::source::SourceFile;
+use crate::store::versions::{self, NewVersion};
 use crate::store::{Claim, Store, StoreError, StoreLocation, StoredRun};
 use crate::stored_run::{Execution, Hooks, Resume};
 use std::path::{Path, PathBuf};
@@ -51,8 +53,32 @@ pub fn execute(
     execution.execute(stored, claim, hooks)
 }
 
-/// Why a stored run cannot go on with its program as it is now.
-fn check_program(stored: &StoredRun) -> Result<(Program, PathBuf), String> {
+/// The program a stored run goes on with: its file as it is now, when it
+/// still compiles to the version the run started on; else that version as
+/// the store recorded it ([`record_program`]), compiled again; else why the
+/// run cannot go on.
+fn check_program(store: &dyn Store, stored: &StoredRun) -> Result<(Program, PathBuf), String> {
+    let why = match program_from_file(stored) {
+        Ok(found) => return Ok(found),
+        Err(why) => why,
+    };
+    match program_from_store(store, stored) {
+        Ok(Some(found)) => {
+            eprintln!(
+                "note: run {}: its program {} changed while it waited; it goes on with the version it started on \
+                 ({}), as the store recorded it",
+                stored.run.run, stored.program, stored.program_hash
+            );
+            Ok(found)
+        }
+        Ok(None) => Err(why),
+        Err(also) => Err(format!("{why}; {also}")),
+    }
+}
+
+/// The run's program read again from its file, if it is the version the
+/// run started on.
+fn program_from_file(stored: &StoredRun) -> Result<(Program, PathBuf), String> {
     let path = PathBuf::from(&stored.program);
     let loaded = super::load::load_file(&path).map_err(|error| {
         format!("its program {} cannot be read any more ({error}); start a new run with `flowc run`", stored.program)
@@ -76,8 +102,67 @@ fn check_program(stored: &StoredRun) -> Result<(Program, PathBuf), String> {
             program_hash(&compilation.ir)
         ));
     }
-    let dir = path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    Ok((compilation.ir, dir))
+    Ok((compilation.ir, folder_of(&path)))
+}
+
+/// The version the run started on, from the store: `None` when the store
+/// has no record of it (a run started before versions were recorded);
+/// `Err` when it has one that cannot serve.
+fn program_from_store(store: &dyn Store, stored: &StoredRun) -> Result<Option<(Program, PathBuf)>, String> {
+    let path = Path::new(&stored.program);
+    let mut recorded = None;
+    for name in versions::program_names(path) {
+        match store.load_version(&name, &stored.program_hash) {
+            Ok(Some(version)) => {
+                recorded = Some(version);
+                break;
+            }
+            Ok(None) => {}
+            Err(error) => return Err(format!("the store's copy of its version cannot be read ({error})")),
+        }
+    }
+    let Some(version) = recorded else {
+        return Ok(None);
+    };
+    let compilation = crate::pipeline::compile(&SourceFile::new(stored.program.clone(), version.source));
+    if compilation.has_errors() || program_hash(&compilation.ir) != stored.program_hash {
+        return Err("the store's copy of its version does not compile to it with this flowc".to_string());
+    }
+    // Its tools' paths start at its folder: the file's, on this machine,
+    // else the folder it was recorded in.
+    let folder =
+        if path.parent().is_some_and(Path::is_dir) { folder_of(path) } else { folder_of(Path::new(&version.path)) };
+    Ok(Some((compilation.ir, folder)))
+}
+
+fn folder_of(path: &Path) -> PathBuf {
+    path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// Records `program`, compiled from `file`, in the store, so that a worker
+/// or `flowc resume` can go on with a run of it after the file is edited
+/// ([`check_program`]). The file is read again and recorded only if it
+/// still compiles to `program` (an edit in between is not recorded as it).
+/// A failure is said and the run goes on: only a resume after an edit
+/// would then refuse it.
+pub fn record_program(store: &dyn Store, file: &Path, program: &Program) {
+    let Ok(source) = std::fs::read_to_string(file) else {
+        return;
+    };
+    let hash = program_hash(program);
+    let shown = file.to_string_lossy();
+    let compilation = crate::pipeline::compile(&SourceFile::new(shown.to_string(), source.clone()));
+    if compilation.has_errors() || program_hash(&compilation.ir) != hash {
+        return;
+    }
+    let name = versions::program_name(file);
+    let new = NewVersion { program: &name, hash: &hash, path: &shown, source: &source };
+    if let Err(error) = store.record_version(&new) {
+        eprintln!(
+            "warning: the version of {shown} was not recorded in the store ({error}): after an edit, its runs \
+             cannot be resumed"
+        );
+    }
 }
 
 /// Resumes a run this process has claimed, under `limits`, with its
@@ -95,7 +180,7 @@ pub fn resume_claimed(
     let tools = ToolRegistry::default();
     let resume = Resume { store, tools: &tools, clock, ids, limits, model };
     let hooks = Hooks { on_progress: &mut progress_printer(show_progress), on_saved: &mut |_: &WorkflowRun| {} };
-    resume.resume(stored, claim, check_program(stored), hooks)
+    resume.resume(stored, claim, check_program(store, stored), hooks)
 }
 
 /// The model a resumed run's model steps ask: the provider `flowc.toml`

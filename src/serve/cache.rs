@@ -41,16 +41,21 @@ impl SessionCache {
         self.lock().get(id).cloned()
     }
 
-    /// Keeps `session`, just saved or loaded, in place of an older copy.
-    /// A full cache drops some other session first: which one does not
-    /// matter for correctness (a dropped one is loaded again), and a
-    /// hash map's first entry costs nothing to find, unlike the least
-    /// recently used one.
+    /// Keeps `session`, just saved or loaded, in place of an older copy;
+    /// a newer copy kept already stays (two turns of one session awaiting
+    /// their saves on async workers may come back in either order). A full
+    /// cache drops some other session first: which one does not matter
+    /// for correctness (a dropped one is loaded again), and a hash map's
+    /// first entry costs nothing to find, unlike the least recently used
+    /// one.
     pub fn put(&self, session: Arc<Session>) {
         if self.capacity == 0 {
             return;
         }
         let mut entries = self.lock();
+        if entries.get(&session.id).is_some_and(|kept| kept.version > session.version) {
+            return;
+        }
         if entries.len() >= self.capacity
             && !entries.contains_key(&session.id)
             && let Some(victim) = entries.keys().next().cloned()
@@ -90,6 +95,14 @@ mod tests {
         assert_eq!(cache.get("a").map(|kept| kept.version), Some(2));
         cache.forget("a");
         assert!(cache.get("a").is_none());
+    }
+
+    #[test]
+    fn an_older_copy_put_late_does_not_replace_a_newer_one() {
+        let cache = SessionCache::new(8);
+        cache.put(session("a", 3));
+        cache.put(session("a", 2));
+        assert_eq!(cache.get("a").map(|kept| kept.version), Some(3));
     }
 
     #[test]

@@ -290,7 +290,17 @@ async fn metrics_text(State(state): State<Arc<AppState>>) -> Response {
     // across every process sharing it, not only this one.
     let open =
         state.blocking(|state| state.store.count_sessions("").map_err(|error| state.store_error(error))).await.ok();
-    let text = state.metrics.render(open);
+    let mut text = state.metrics.render(open);
+    if let Some((commits, saves)) = state.store.commits() {
+        // Saves per transaction (saves / commits): how much SQLite's group
+        // commit shares a commit's fixed cost.
+        text.push_str(&format!(
+            "# HELP flowc_store_commits_total Transactions of session saves the store committed.\n\
+             # TYPE flowc_store_commits_total counter\nflowc_store_commits_total {commits}\n\
+             # HELP flowc_store_saves_committed_total Session saves those transactions held.\n\
+             # TYPE flowc_store_saves_committed_total counter\nflowc_store_saves_committed_total {saves}\n"
+        ));
+    }
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -198,13 +198,13 @@ impl Programs {
         let mut agents = Vec::new();
         for path in files {
             let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
-            let mut name = stem_name(&absolute);
+            let mut name = crate::store::versions::program_name(&absolute);
             // The same program in both syntaxes (booking.flow, booking.yaml):
             // the second is named with its extension, as `flowc test`'s
             // files name it (`booking-yaml`).
             if entries.contains_key(&name) {
                 let extension = absolute.extension().map(|ext| ext.to_string_lossy().into_owned()).unwrap_or_default();
-                name = sanitize(&format!("{name}-{extension}"));
+                name = crate::store::versions::safe_name(&format!("{name}-{extension}"));
             }
             let stamp = stamp(&absolute);
             let (version, text) = compile(&name, &absolute, &settings, &model_latency)?;
@@ -233,7 +233,7 @@ impl Programs {
         // An agent name is a second name for its program when it is a valid
         // name and no file has it.
         for (agent, stem) in agents {
-            let alias = sanitize(&agent);
+            let alias = crate::store::versions::safe_name(&agent);
             if alias == agent && !entries.contains_key(&alias) {
                 let entry = entries.get(&stem).map(Arc::clone);
                 if let Some(entry) = entry {
@@ -414,24 +414,6 @@ impl Programs {
 fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
     let metadata = std::fs::metadata(path).ok()?;
     Some((metadata.modified().ok()?, metadata.len()))
-}
-
-/// A program's name from its file: the stem, with anything but letters,
-/// digits, `-` and `_` made `-` (the name goes into ids).
-fn stem_name(path: &Path) -> String {
-    let stem = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
-    sanitize(&stem)
-}
-
-fn sanitize(name: &str) -> String {
-    let clean: String =
-        name.chars()
-            .take(64)
-            .map(|character| {
-                if character.is_ascii_alphanumeric() || character == '_' || character == '-' { character } else { '-' }
-            })
-            .collect();
-    if clean.is_empty() { "program".to_string() } else { clean }
 }
 
 /// Records `version`, compiled from `text`, in the store. A failure is
@@ -673,12 +655,5 @@ mod tests {
             restored_path(elsewhere, Path::new("/srv/flows/booking.flow")),
             Path::new("/srv/flows/booking.yaml")
         );
-    }
-
-    #[test]
-    fn names_are_stems_made_safe_for_ids() {
-        assert_eq!(stem_name(Path::new("flows/booking.flow")), "booking");
-        assert_eq!(stem_name(Path::new("a b.c.yaml")), "a-b-c");
-        assert_eq!(sanitize(""), "program");
     }
 }

@@ -16,7 +16,10 @@
 //! every other turn, which may wait seconds on a model, a tool or a
 //! database, on the blocking pool. Handing a turn to the pool and its
 //! answer back costs two thread wake-ups, which for a computed turn were
-//! more CPU than the turn itself.
+//! more CPU than the turn itself. A turn on a worker hands its save to the
+//! store and awaits it ([`crate::store::commit_turn_queued`]): the worker
+//! serves other requests while the save is committed, and their saves
+//! join the same transaction (SQLite's group commit).
 
 use super::AppState;
 use super::auth::Tenant;
@@ -67,16 +70,11 @@ pub async fn message(
         if state.inline_store && state.programs.in_process(&program) {
             // `None`: the program was edited into one whose turns may
             // block; the turn had not started, it goes to the pool.
-            if let Some(result) = run_turn(&state, &id, &program, &text, expected, None, Place::Worker) {
+            if let Some(result) = run_turn(&state, &id, &program, &text, expected, None, Place::Worker).await {
                 return Ok(Json(result?.to_json_line()).into_response());
             }
         }
-        let result = state
-            .blocking(move |state| {
-                run_turn(state, &id, &program, &text, expected, None, Place::Pool)
-                    .unwrap_or_else(|| Err(ApiError::internal("a turn on the blocking pool was sent elsewhere")))
-            })
-            .await?;
+        let result = state.blocking(move |state| run_on_pool(state, &id, &program, &text, expected, None)).await?;
         return Ok(Json(result.to_json_line()).into_response());
     }
     let (sender, receiver) = mpsc::unbounded_channel();
@@ -87,8 +85,7 @@ pub async fn message(
         let sink = Box::new(move |piece: &str| {
             let _ = text_sender.send(Streamed::Text(piece.to_string()));
         });
-        let result = run_turn(&worker, &id, &program, &text, expected, Some(sink), Place::Pool)
-            .unwrap_or_else(|| Err(ApiError::internal("a turn on the blocking pool was sent elsewhere")));
+        let result = run_on_pool(&worker, &id, &program, &text, expected, Some(sink));
         let _ = sender.send(Streamed::Done(Box::new(result)));
     });
     let open = super::StreamOpen::new(&state);
@@ -140,10 +137,49 @@ enum Place {
     Pool,
 }
 
+/// [`run_turn`] on a thread of the blocking pool, which may block: the
+/// turn's save is waited for there.
+fn run_on_pool(
+    state: &AppState,
+    id: &str,
+    program: &str,
+    text: &str,
+    expected: Option<u64>,
+    stream: Option<StreamSink>,
+) -> Result<TurnResult, ApiError> {
+    block_on(run_turn(state, id, program, text, expected, stream, Place::Pool))
+        .unwrap_or_else(|| Err(ApiError::internal("a turn on the blocking pool was sent elsewhere")))
+}
+
+/// Runs `future` to its end on this thread, parking it while the future
+/// waits. On the pool a turn's future never waits (its save blocks), so
+/// this polls it once. Not tokio's `block_on`: that enters the runtime's
+/// context, where a blocking HTTP client (a real model's provider) refuses
+/// to run.
+fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut context = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(value) = future.as_mut().poll(&mut context) {
+            return value;
+        }
+        std::thread::park();
+    }
+}
+
 /// One turn: load, run, save. `stream` receives the reply as it is
 /// written. `None` when it was to run on a worker but its program
 /// version may block: nothing was done, it is for the blocking pool.
-fn run_turn(
+/// On a worker, the save is awaited: the worker serves other requests
+/// while the store commits it.
+async fn run_turn(
     state: &AppState,
     id: &str,
     program: &str,
@@ -153,9 +189,9 @@ fn run_turn(
     place: Place,
 ) -> Option<Result<TurnResult, ApiError>> {
     let started = Instant::now();
-    state.metrics.turns_in_flight.fetch_add(1, Ordering::Relaxed);
-    let result = turn_inner(state, id, program, text, expected, stream, place);
-    state.metrics.turns_in_flight.fetch_sub(1, Ordering::Relaxed);
+    let in_flight = InFlight::new(&state.metrics);
+    let result = turn_inner(state, id, program, text, expected, stream, place).await;
+    drop(in_flight);
     let result = match result {
         Err(Attempt::Blocks) => return None,
         other => other.map_err(Attempt::into_error),
@@ -176,7 +212,7 @@ fn run_turn(
     Some(result)
 }
 
-fn turn_inner(
+async fn turn_inner(
     state: &AppState,
     id: &str,
     program: &str,
@@ -194,7 +230,7 @@ fn turn_inner(
         Some(session) => session,
         None => load(state, id, expected).map_err(Attempt::Failed)?,
     };
-    match attempt(state, id, program, text, &session, stream.take(), place) {
+    match attempt(state, id, program, text, &session, stream.take(), place).await {
         // The cached copy was stale: another process (or `flowc run
         // --session`) saved the session since this server did. Once more
         // on the stored session, which the refused save brought back where
@@ -206,7 +242,7 @@ fn turn_inner(
                 Some(stored) => checked(id, Arc::from(stored), expected).map_err(Attempt::Failed)?,
                 None => load(state, id, expected).map_err(Attempt::Failed)?,
             };
-            attempt(state, id, program, text, &session, None, place)
+            attempt(state, id, program, text, &session, None, place).await
         }
         other => other,
     }
@@ -254,7 +290,7 @@ impl Attempt {
 /// Runs the turn on a copy of `session` and commits it with a
 /// compare-and-swap on `session`'s version; the committed session is kept
 /// for the next turn.
-fn attempt(
+async fn attempt(
     state: &AppState,
     id: &str,
     program: &str,
@@ -279,11 +315,19 @@ fn attempt(
     let result = runtime.run_turn(&mut working, text);
     // A runtime that streamed to this request keeps its sink: it is not
     // given back to serve another.
-    if !streaming {
+    if streaming {
+        drop(runtime);
+    } else {
         version.give_back(runtime);
     }
     let result = result.map_err(|error| Attempt::Failed(turn_error(error)))?;
-    match crate::store::commit_turn_or_stored(state.store.as_ref(), &version.ir, before, &mut working) {
+    let saved = match place {
+        Place::Worker => {
+            crate::store::commit_turn_queued(state.store.as_ref(), &version.ir, before, &mut working).await
+        }
+        Place::Pool => crate::store::commit_turn_or_stored(state.store.as_ref(), &version.ir, before, &mut working),
+    };
+    match saved {
         Ok(Swap::Written) => {
             state.sessions.put(Arc::new(working));
             Ok(result)
@@ -338,6 +382,25 @@ fn version_for(
     }
 }
 
+/// A turn counted in `flowc_turns_in_flight` until it is dropped: on a
+/// worker, a client that goes away while the turn awaits its save drops
+/// the turn's future there (its save, already handed over, is committed
+/// all the same, but neither counted as a turn nor kept in the cache).
+struct InFlight<'a>(&'a Metrics);
+
+impl<'a> InFlight<'a> {
+    fn new(metrics: &'a Metrics) -> InFlight<'a> {
+        metrics.turns_in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(metrics)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.turns_in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 fn turn_error(error: TurnError) -> ApiError {
     let message = error.to_string();
     match error {
@@ -347,5 +410,28 @@ fn turn_error(error: TurnError) -> ApiError {
         TurnError::Action(_) | TurnError::Wait(_) => {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "turn_failed", message)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A turn's future dropped while it awaits (its client gone) leaves
+    /// the in-flight gauge as it found it.
+    #[test]
+    fn a_turn_dropped_while_it_awaits_is_no_longer_in_flight() {
+        let metrics = Metrics::default();
+        let turn = async {
+            let _in_flight = InFlight::new(&metrics);
+            std::future::pending::<()>().await;
+        };
+        let mut turn = Box::pin(turn);
+        let waker = std::task::Waker::noop();
+        let polled = turn.as_mut().poll(&mut std::task::Context::from_waker(waker));
+        assert!(polled.is_pending());
+        assert_eq!(metrics.turns_in_flight.load(Ordering::Relaxed), 1);
+        drop(turn);
+        assert_eq!(metrics.turns_in_flight.load(Ordering::Relaxed), 0);
     }
 }

@@ -190,6 +190,23 @@ pub trait SessionStore {
         self.save(session, expected_version, transcript).map(|()| Swap::Written)
     }
 
+    /// [`SessionStore::save_or_stored`] for a caller on an async worker,
+    /// which must not block: the save is handed over before this returns
+    /// and the future gives its outcome once it is committed, the worker
+    /// serving other requests meanwhile. A store that cannot hand a save
+    /// over saves here, before returning (this default: the memory store,
+    /// and PostgreSQL, whose turns never run on a worker).
+    fn save_queued(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> SaveFuture {
+        Box::pin(std::future::ready(self.save_or_stored(session, expected_version, transcript)))
+    }
+
+    /// Transactions of session saves committed so far and the saves they
+    /// held, where the store commits saves together (SQLite's group
+    /// commit); `None` elsewhere.
+    fn commits(&self) -> Option<(u64, u64)> {
+        None
+    }
+
     /// Stores `session` as a new session (its first save, with no
     /// transcript) unless the store already keeps `cap.max` sessions whose
     /// id starts with `cap.prefix`. Counting and inserting are one atomic
@@ -198,6 +215,10 @@ pub trait SessionStore {
     /// [`StoreError::Conflict`], as for a first save.
     fn create_session(&self, session: &Session, cap: &Cap<'_>) -> Result<Created, StoreError>;
 }
+
+/// A save's outcome, awaited ([`SessionStore::save_queued`]); it owns
+/// what it waits on, so it outlives the borrow of the store.
+pub type SaveFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Swap, StoreError>> + Send>>;
 
 /// What [`SessionStore::save_or_stored`] did.
 #[derive(Debug)]
@@ -453,6 +474,19 @@ pub fn commit_turn_or_stored(
 ) -> Result<Swap, StoreError> {
     let added = turn_written(program, before, after);
     store.save_or_stored(after, before.version, &added)
+}
+
+/// [`commit_turn_or_stored`] for a caller on an async worker
+/// ([`SessionStore::save_queued`]): `after` is readied and the save handed
+/// over before this returns.
+pub fn commit_turn_queued(
+    store: &dyn SessionStore,
+    program: &Program,
+    before: &Session,
+    after: &mut Session,
+) -> SaveFuture {
+    let added = turn_written(program, before, after);
+    store.save_queued(after, before.version, &added)
 }
 
 /// Readies `after` for its save (its position by name, its history cut to

@@ -21,12 +21,13 @@ use super::sqlite_checkpoint::{self, Checkpointer};
 use super::sqlite_commit::{Committer, Held, SessionWrite};
 use super::sqlite_guard::{self, OpenLock, Refusal};
 use super::{
-    Cancel, Cap, Claim, Created, RunMeta, RunStore, RunSummary, SessionStore, SessionSummary, StoreError, StoredRun,
-    check_id,
+    Cancel, Cap, Claim, Created, RunMeta, RunStore, RunSummary, SaveFuture, SessionStore, SessionSummary, StoreError,
+    StoredRun, Swap, check_id,
 };
 use crate::message::Message;
 use crate::runtime::session::Session;
 use crate::runtime::workflow::WorkflowRun;
+use futures_util::FutureExt;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -128,7 +129,7 @@ pub const MIGRATIONS: &[&str] = &[
 pub struct SqliteStore {
     /// The one connection, and the session saves waiting to share its
     /// next transaction ([`sqlite_commit`]).
-    committer: Committer,
+    pub(super) committer: Committer,
     path: PathBuf,
     /// Why this store refuses to write, if it does: read-only, or found
     /// damaged as it opened ([`sqlite_guard`]).
@@ -236,6 +237,30 @@ impl SqliteStore {
         }
     }
 
+    /// A session's save, checked and encoded here, on the turn's own
+    /// thread: the committer's thread writes it ([`sqlite_commit`]).
+    fn session_write(
+        &self,
+        session: &Session,
+        expected_version: u64,
+        transcript: &[Message],
+    ) -> Result<SessionWrite, StoreError> {
+        self.writable()?;
+        let id = session.id.as_str();
+        let rows::Write { version, expected, state } = rows::write(id, session.version, expected_version, session)?;
+        Ok(SessionWrite {
+            id: id.to_string(),
+            version,
+            expected,
+            expected_version,
+            flow: session.flow_name.clone(),
+            step: session.step_name.clone(),
+            turns: session.turns,
+            state,
+            transcript: transcript.iter().map(|message| (rows::role(message), message.text.clone())).collect(),
+        })
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -246,10 +271,8 @@ impl SqliteStore {
         self.committer.checkpointer()
     }
 
-    pub(crate) fn connection(&self, id: &str) -> Result<Held<'_>, StoreError> {
-        self.committer
-            .connection()
-            .ok_or_else(|| StoreError::Io { id: id.to_string(), message: "the store's lock is poisoned".to_string() })
+    pub(crate) fn connection(&self, _id: &str) -> Result<Held<'_>, StoreError> {
+        Ok(self.committer.connection())
     }
 
     /// Takes in the sessions of the JSON-file store that came before
@@ -377,22 +400,18 @@ impl SessionStore for SqliteStore {
     }
 
     fn save(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> Result<(), StoreError> {
-        self.writable()?;
-        let id = session.id.as_str();
-        let rows::Write { version, expected, state } = rows::write(id, session.version, expected_version, session)?;
-        // Encoded here, on the turn's own thread: the transaction that
-        // commits it may be another turn's (group commit).
-        self.committer.save(SessionWrite {
-            id: id.to_string(),
-            version,
-            expected,
-            expected_version,
-            flow: session.flow_name.clone(),
-            step: session.step_name.clone(),
-            turns: session.turns,
-            state,
-            transcript: transcript.iter().map(|message| (rows::role(message), message.text.clone())).collect(),
-        })
+        self.committer.save(self.session_write(session, expected_version, transcript)?)
+    }
+
+    fn save_queued(&self, session: &Session, expected_version: u64, transcript: &[Message]) -> SaveFuture {
+        match self.session_write(session, expected_version, transcript) {
+            Ok(write) => Box::pin(self.committer.save_queued(write).map(|saved| saved.map(|()| Swap::Written))),
+            Err(error) => Box::pin(std::future::ready(Err(error))),
+        }
+    }
+
+    fn commits(&self) -> Option<(u64, u64)> {
+        Some(self.committer.commits())
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {

@@ -11,6 +11,38 @@
 //! has it, so the first record of a version stays.
 
 use super::StoreError;
+use std::path::Path;
+
+/// The name a program's file is kept under: its stem, made safe for ids
+/// (as `flowc serve` names the program).
+pub fn program_name(path: &Path) -> String {
+    let stem = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
+    safe_name(&stem)
+}
+
+/// The names a program's file may be kept under, most likely first: its
+/// [`program_name`], then that name with the file's extension (how
+/// `flowc serve` names the second of two files with one stem,
+/// `booking-yaml`).
+pub fn program_names(path: &Path) -> [String; 2] {
+    let name = program_name(path);
+    let extension = path.extension().map(|ext| ext.to_string_lossy().into_owned()).unwrap_or_default();
+    let with_extension = safe_name(&format!("{name}-{extension}"));
+    [name, with_extension]
+}
+
+/// `name` with every character an id may not hold made `-`, at most 64
+/// characters; `program` for an empty one.
+pub fn safe_name(name: &str) -> String {
+    let clean: String =
+        name.chars()
+            .take(64)
+            .map(|character| {
+                if character.is_ascii_alphanumeric() || character == '_' || character == '-' { character } else { '-' }
+            })
+            .collect();
+    if clean.is_empty() { "program".to_string() } else { clean }
+}
 
 /// A program version as a server records it.
 #[derive(Clone, Copy, Debug)]
@@ -77,4 +109,18 @@ pub fn check_store(store: &dyn VersionStore) {
     let text = "schema { note: string \"é ✓ 'quoted' \\\"\" }\n".repeat(2_000);
     store.record_version(&NewVersion { hash: "00bb", source: &text, ..first }).unwrap();
     assert_eq!(store.load_version("booking", "00bb").unwrap().map(|version| version.source), Some(text));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{program_name, program_names, safe_name};
+    use std::path::Path;
+
+    #[test]
+    fn names_are_stems_made_safe_for_ids() {
+        assert_eq!(program_name(Path::new("flows/booking.flow")), "booking");
+        assert_eq!(program_name(Path::new("a b.c.yaml")), "a-b-c");
+        assert_eq!(safe_name(""), "program");
+        assert_eq!(program_names(Path::new("/srv/booking.yaml")), ["booking".to_string(), "booking-yaml".to_string()]);
+    }
 }

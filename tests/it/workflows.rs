@@ -181,14 +181,49 @@ fn a_worker_resumes_every_due_run_once_and_leaves_the_rest() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A run started by `flowc run` records its program's version in the
+/// store: after its file is edited or deleted, `flowc resume` (and a
+/// worker, through the same lookup) goes on with the version it started on.
 #[test]
-fn a_run_whose_program_changed_or_went_away_fails_with_the_reason_recorded() {
+fn a_run_whose_program_changed_or_went_away_goes_on_with_the_version_it_started_on() {
     let dir = temp_dir("wf-changed");
     let store = store_in(&dir);
     let file = dir.join("pausing.flow");
     assert!(std::fs::write(&file, PAUSING).is_ok());
     let changed = run_id(&flowc_at(&dir, &store, TODAY, &["run", "pausing.flow"]));
     let deleted = run_id(&flowc_at(&dir, &store, TODAY, &["run", "pausing.flow"]));
+    assert!(std::fs::write(&file, PAUSING.replace("set n = 2", "set n = 3")).is_ok());
+
+    let output = flowc_at(&dir, &store, TODAY, &["resume", &changed, "--now"]);
+    assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
+    assert!(stderr(&output).contains("goes on with the version it started on"), "{}", stderr(&output));
+    let run = json(&flowc_at(&dir, &store, TODAY, &["runs", "show", &changed, "--json"]));
+    assert_eq!((run["status"].as_str(), run["data"]["n"].as_i64()), (Some("completed"), Some(2)), "{run}");
+
+    assert!(std::fs::remove_file(&file).is_ok());
+    // A worker, once the run is due.
+    let output = flowc_at(&dir, &store, "2026-01-05T11:00:00Z", &["worker", "--once"]);
+    assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
+    assert_eq!(stdout(&output).trim(), format!("resumed {deleted}: completed"));
+    let run = json(&flowc_at(&dir, &store, TODAY, &["runs", "show", &deleted, "--json"]));
+    assert_eq!(run["data"]["n"], 2, "{run}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A run whose version the store has no record of (started before
+/// versions were recorded) fails as before once its file changed or went
+/// away, the reason recorded on the run.
+#[test]
+fn a_run_whose_version_the_store_never_recorded_fails_with_the_reason_recorded() {
+    let dir = temp_dir("wf-unrecorded");
+    let store = store_in(&dir);
+    let file = dir.join("pausing.flow");
+    assert!(std::fs::write(&file, PAUSING).is_ok());
+    let changed = run_id(&flowc_at(&dir, &store, TODAY, &["run", "pausing.flow"]));
+    let deleted = run_id(&flowc_at(&dir, &store, TODAY, &["run", "pausing.flow"]));
+    let database = rusqlite::Connection::open(dir.join("flowc.db")).expect("the store opens");
+    assert_eq!(database.execute("DELETE FROM program_versions", []).expect("versions are kept"), 1);
+    drop(database);
     assert!(std::fs::write(&file, PAUSING.replace("set n = 2", "set n = 3")).is_ok());
 
     let output = flowc_at(&dir, &store, TODAY, &["resume", &changed, "--now"]);

@@ -47,6 +47,7 @@ pub(super) fn run_workflow(
         version: 1,
         due_at: None,
     };
+    crate::cli::stored_run::record_program(store.as_ref(), &file, program);
     store_new(store.as_ref(), &mut stored, &claim, tool_env).map_err(|error| RunError::Usage(error.to_string()))?;
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     // SIGTERM or SIGINT from here on stops the run after the step in
