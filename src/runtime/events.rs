@@ -301,6 +301,19 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         text: Option<String>,
     },
+    /// A reply the model wrote (the respond call's) leaves out a value its
+    /// step's prompt shows: `field`, whose value code holds is `value`. The
+    /// user would answer a question about other data than code holds, so
+    /// the reply is replaced, without another call, by `text`: what the
+    /// turn's steps asked the reply to do, as code renders it.
+    ReplyOmits {
+        /// The field the reply leaves out.
+        field: String,
+        /// Its value, as code holds it.
+        value: String,
+        /// The reply put in its place.
+        text: String,
+    },
     /// Something went wrong that did not stop the turn.
     Warning {
         /// The user's message.

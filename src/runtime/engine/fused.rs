@@ -319,6 +319,9 @@ pub(super) fn take_reply(st: &TurnState, sv: &Services, fused: &Fused, shape: &R
         }
         let text = fill_placeholders(st, &reply.text)?;
         check_text(st, sv, fused, &unseen, &text)?;
+        if let Some((field, value)) = omitted(st, sv, &text) {
+            return Err(format!("the reply leaves out `{field}` ({value}), which the step's prompt shows"));
+        }
         return Ok(Taken::Whole(text));
     }
     Ok(Taken::Streaming(unseen))
@@ -530,6 +533,9 @@ fn read_stream(
     if let Err(reason) = check_text(st, sv, fused, unseen, &whole) {
         return Ok(Err(reason));
     }
+    if let Some((field, value)) = omitted(st, sv, &whole) {
+        return Ok(Err(format!("the reply leaves out `{field}` ({value}), which the step's prompt shows")));
+    }
     if let Some(claim) = grounds.unfounded(&whole) {
         let (event, reason) = claims::set_aside(claim);
         st.emit(event);
@@ -550,6 +556,30 @@ pub(super) struct Unseen {
     seen: Option<Value>,
     /// Read by a computed interpolation, which no placeholder stands for.
     computed: bool,
+}
+
+/// The first value the step the turn stopped at shows in its prompt
+/// (a field interpolated as such) that `reply` does not say in any
+/// rendering, as field and value: a reply without it would have the user
+/// answer something other than what code holds ("Shall I book Grand Hotel
+/// on 5 guests?" while the data holds 2).
+pub(super) fn omitted(st: &TurnState, sv: &Services, reply: &str) -> Option<(String, String)> {
+    let (_, step) = asked_step(st, sv.program)?;
+    let prompt = step.prompt.as_ref()?;
+    let today = sv.tool_env.clock.now().date_naive();
+    prompt
+        .parts
+        .iter()
+        .filter_map(|part| match part {
+            TemplatePart::Expr(expr) => plain_field(expr),
+            TemplatePart::Text(_) => None,
+        })
+        .filter_map(|field| sv.program.field(field))
+        .find_map(|declared| {
+            let value = st.session.data.get(&declared.name).filter(|value| !value.is_null())?;
+            let unsaid = mention::checkable(value) && !mention::says(reply, value, today);
+            unsaid.then(|| (declared.name.clone(), to_text(value)))
+        })
 }
 
 /// The step the turn stopped at to ask.

@@ -240,7 +240,9 @@ fn finish_model_reply(st: &mut TurnState, sv: &mut Services) -> Result<Option<Ve
         let (program, today) = sv.claims_setting();
         let mut grounds = Grounds::new(program, today, &st.session, &st.message);
         grounds.request(&replying.request, &replying.rounds);
-        grounds.unfounded(&response.text).map(Fault::Claim)
+        grounds.unfounded(&response.text).map(Fault::Claim).or_else(|| {
+            super::fused::omitted(st, sv, &response.text).map(|(field, value)| Fault::Omits { field, value })
+        })
     };
     let Some(fault) = fault else {
         return finish_reply(st, sv, replying, response.text).map(|()| None);
@@ -250,7 +252,10 @@ fn finish_model_reply(st: &mut TurnState, sv: &mut Services) -> Result<Option<Ve
     if std::mem::take(&mut replying.shown) {
         replying.separated = false;
     }
-    if !replying.asked_again && replying.rounds.len() < MAX_ROUNDS {
+    // A reply leaving out a shown value is not asked for again: the
+    // stand-in says exactly what code holds, at no call.
+    let omits = matches!(fault, Fault::Omits { .. });
+    if !omits && !replying.asked_again && replying.rounds.len() < MAX_ROUNDS {
         st.emit(fault.event(Retry::AskedAgain, None));
         replying.asked_again = true;
         st.answer.replying = Some(replying);
@@ -272,6 +277,11 @@ enum Fault {
     Empty,
     /// It states this token, which nothing the model was given backs.
     Claim(String),
+    /// It leaves out this field's value, which its step's prompt shows.
+    Omits {
+        field: String,
+        value: String,
+    },
 }
 
 /// What is done about a [`Fault`]: one more try, then the stand-in.
@@ -287,6 +297,7 @@ impl Fault {
             (Fault::Empty, Retry::Replaced) => Event::EmptyReply { action: EmptyReplyAction::Replaced, text },
             (Fault::Claim(claim), Retry::AskedAgain) => claims::event(claim, ClaimAction::AskedAgain, text),
             (Fault::Claim(claim), Retry::Replaced) => claims::event(claim, ClaimAction::Replaced, text),
+            (Fault::Omits { field, value }, _) => Event::ReplyOmits { field, value, text: text.unwrap_or_default() },
         }
     }
 }

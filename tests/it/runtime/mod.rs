@@ -17,6 +17,7 @@ mod phases;
 mod picture;
 mod routing;
 mod runs;
+mod shown_values;
 mod signals;
 mod stages;
 mod steps;

@@ -69,6 +69,12 @@ pub(in crate::runtime::engine) fn mentioned(reply: &str, rejected: &Unaccepted, 
     own_word(&text, &allowed, evidence).map(|word| format!("\"{word}\" of its evidence \"{evidence}\""))
 }
 
+/// Whether `reply` says `value` in any of its renderings (a date in
+/// another format, a number in words).
+pub(in crate::runtime::engine) fn says(reply: &str, value: &Value, today: NaiveDate) -> bool {
+    value_mentioned(&Text::of(reply, today), &Text::of("", today), value).is_some()
+}
+
 fn value_mentioned(text: &Text, allowed: &Text, value: &Value) -> Option<String> {
     match value {
         Value::Null | Value::Bool(_) => None,
