@@ -7,35 +7,9 @@
 //! a fused reply that leaves one out is set aside for the reply call.
 
 use super::harness::{Harness, Reply, Understood};
+use super::steps::BOOKING;
 use flowc::runtime::events::{Event, TurnResult};
 use serde_json::json;
-
-const BOOKING: &str = r#"
-schema {
-  hotel: string examples "Grand Hotel", "Ritz Paris"
-  date: date
-  guests: int 1..10
-  confirmed: bool
-}
-flow booking "Book a hotel room" {
-  when "the user wants to book a hotel room"
-  requires hotel, date, guests
-  step ask_hotel { prompt "Which hotel?" collect hotel }
-  step ask_date { prompt "For which date?" collect date }
-  step ask_guests { prompt "How many guests?" collect guests skip_if guests is set }
-  step confirm {
-    requires hotel, date, guests
-    prompt "Shall I book {{hotel}} on {{date}} for {{guests}} guests?"
-    collect confirmed
-    branch {
-      if confirmed == true -> done
-      else -> cancelled
-    }
-  }
-  step done { say "Booked." next end }
-  step cancelled { say "Cancelled." }
-}
-"#;
 
 const CONFIRM: &str = "Shall I book Grand Hotel on 2026-12-04 for 2 guests?";
 

@@ -7,7 +7,8 @@ use super::harness::{Harness, Understood, chain, directive_from, entered_flows, 
 use flowc::runtime::events::{Event, StopReason};
 use serde_json::json;
 
-const BOOKING: &str = r#"
+/// The booking in steps (also the program of `shown_values.rs`).
+pub(super) const BOOKING: &str = r#"
 schema {
   hotel: string examples "Grand Hotel", "Ritz Paris"
   date: date
