@@ -566,8 +566,7 @@ pub(super) struct Unseen {
 pub(super) fn omitted(st: &TurnState, sv: &Services, reply: &str) -> Option<(String, String)> {
     let (_, step) = asked_step(st, sv.program)?;
     let prompt = step.prompt.as_ref()?;
-    let today = sv.tool_env.clock.now().date_naive();
-    prompt
+    let shown: Vec<(&str, &Value)> = prompt
         .parts
         .iter()
         .filter_map(|part| match part {
@@ -575,11 +574,17 @@ pub(super) fn omitted(st: &TurnState, sv: &Services, reply: &str) -> Option<(Str
             TemplatePart::Text(_) => None,
         })
         .filter_map(|field| sv.program.field(field))
-        .find_map(|declared| {
+        .filter_map(|declared| {
             let value = st.session.data.get(&declared.name).filter(|value| !value.is_null())?;
-            let unsaid = mention::checkable(value) && !mention::says(reply, value, today);
-            unsaid.then(|| (declared.name.clone(), to_text(value)))
+            mention::checkable(value).then_some((declared.name.as_str(), value))
         })
+        .collect();
+    if shown.is_empty() {
+        return None;
+    }
+    let values: Vec<&Value> = shown.iter().map(|(_, value)| *value).collect();
+    let unsaid = mention::first_unsaid(reply, &values, sv.tool_env.clock.now().date_naive())?;
+    shown.get(unsaid).map(|(name, value)| (name.to_string(), to_text(value)))
 }
 
 /// The step the turn stopped at to ask.

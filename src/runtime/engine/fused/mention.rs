@@ -69,10 +69,11 @@ pub(in crate::runtime::engine) fn mentioned(reply: &str, rejected: &Unaccepted, 
     own_word(&text, &allowed, evidence).map(|word| format!("\"{word}\" of its evidence \"{evidence}\""))
 }
 
-/// Whether `reply` says `value` in any of its renderings (a date in
-/// another format, a number in words).
-pub(in crate::runtime::engine) fn says(reply: &str, value: &Value, today: NaiveDate) -> bool {
-    value_mentioned(&Text::of(reply, today), &Text::of("", today), value).is_some()
+/// The first of `values` that `reply` does not say in any of its
+/// renderings (a date in another format, a number in words), by index.
+pub(in crate::runtime::engine) fn first_unsaid(reply: &str, values: &[&Value], today: NaiveDate) -> Option<usize> {
+    let (text, nothing) = (Text::of(reply, today), Text::of("", today));
+    values.iter().position(|value| value_mentioned(&text, &nothing, value).is_none())
 }
 
 fn value_mentioned(text: &Text, allowed: &Text, value: &Value) -> Option<String> {
