@@ -239,16 +239,21 @@ fn server(store: StoreLocation) -> Running {
         .unwrap_or_else(|message| fail(format!("the server does not start: {message} (run from the repository root)")))
 }
 
+/// The runtime the bench's clients run on: one thread of their own.
+fn clients_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|error| fail(format!("cannot start the clients' runtime: {error}")))
+}
+
 /// `sessions` clients spread over the servers at `addrs`, one after the
 /// other, all on one thread of their own.
 fn level(name: &str, addrs: &[SocketAddr], sessions: usize, until: Until) {
     let committed = store_commits(addrs);
     let addrs: Vec<SocketAddr> = addrs.to_vec();
     let clients = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap_or_else(|error| fail(format!("cannot start the clients' runtime: {error}")));
+        let runtime = clients_runtime();
         runtime.block_on(async move {
             let began = Instant::now();
             let cpu_began = cpu(libc::CLOCK_PROCESS_CPUTIME_ID);
@@ -333,10 +338,7 @@ async fn paced(mut connection: AsyncConnection, path: String, first: Instant, pe
 fn open_level(name: &str, addr: SocketAddr, sessions: usize, rate: f64, run_for: Duration) {
     let committed = store_commits(&[addr]);
     let clients = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap_or_else(|error| fail(format!("cannot start the clients' runtime: {error}")));
+        let runtime = clients_runtime();
         runtime.block_on(async move {
             let opening: Vec<_> = (0..sessions)
                 .map(|_| {
