@@ -505,6 +505,14 @@ fn open_conditions(
     extracting: &BTreeSet<FieldId>,
 ) -> Vec<Question> {
     let program = sv.program;
+    let asks_any = |flow: &crate::ir::Flow| {
+        flow.steps.iter().any(|step| !step.when.is_empty() || step.branches.iter().any(|entry| !entry.when.is_empty()))
+    };
+    // Most programs ask no AI condition: then where the turn may go need
+    // not be worked out on every turn.
+    if !program.flows.iter().any(asks_any) {
+        return Vec::new();
+    }
     let reached = successor::reachable(program, from);
     // The flows asked about first, then any other the turn may enter.
     let mut order: Vec<FlowId> = flows.to_vec();
