@@ -19,6 +19,7 @@ use flowc::serve::auth::Auth;
 use flowc::store::StoreLocation;
 use reqwest::Method;
 use serde_json::{Value, json};
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -40,6 +41,7 @@ const DRIVEN: &[(&str, &str)] = &[
     ("not_due", "every_answer_of_every_route_is_documented_with_its_status_and_schema"),
     ("run_ended", "every_answer_of_every_route_is_documented_with_its_status_and_schema"),
     ("overloaded", "at_the_cap_of_requests_every_route_answers_a_documented_503"),
+    ("overloaded", "at_the_cap_of_connections_every_route_health_and_metrics_included_answers_a_documented_503"),
     ("route_not_found", "an_unknown_route_and_an_unknown_method_answer_the_codes_the_document_names"),
     ("method_not_allowed", "an_unknown_route_and_an_unknown_method_answer_the_codes_the_document_names"),
     ("not_found", "an_id_the_store_cannot_hold_is_a_documented_404_on_every_route_of_an_id"),
@@ -425,6 +427,47 @@ fn damaged_rows_are_a_documented_500_on_the_routes_that_read_them() {
         let answer = send(&base, &method, &path, body.map(|body| body.to_string()).as_deref(), None);
         documented_error(&document, &method, template, &answer, 500, "store_corrupt");
     }
+}
+
+#[test]
+fn at_the_cap_of_connections_every_route_health_and_metrics_included_answers_a_documented_503() {
+    let mut options = options(Auth::default());
+    options.caps.connections = Some(1);
+    let server = start(&options);
+    let base = format!("http://{}", server.addr);
+    let document = document(&base);
+    // The document's own connection is closed by now or soon: one kept
+    // connection, answered once so that it is surely the one held.
+    let kept = loop {
+        let mut stream = std::net::TcpStream::connect(server.addr).expect("connects");
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(60))).expect("a read timeout");
+        stream.write_all(b"GET /healthz HTTP/1.1\r\nhost: test\r\n\r\n").expect("sent");
+        let mut reader = std::io::BufReader::new(stream.try_clone().expect("a clone"));
+        let mut status = String::new();
+        reader.read_line(&mut status).expect("the answer");
+        if status.starts_with("HTTP/1.1 200") {
+            break stream;
+        }
+        assert!(status.starts_with("HTTP/1.1 503"), "{status}");
+        std::thread::yield_now();
+    };
+    let operations: Vec<(Method, String)> = document["paths"]
+        .as_object()
+        .expect("paths")
+        .iter()
+        .flat_map(|(path, methods)| {
+            methods.as_object().expect("methods").keys().map(move |method| {
+                (Method::from_bytes(method.to_ascii_uppercase().as_bytes()).expect("a method"), path.clone())
+            })
+        })
+        .collect();
+    assert!(operations.iter().any(|(_, path)| path == "/healthz"), "{operations:?}");
+    for (method, template) in operations {
+        let path = template.replace("{id}", "open_booking_x").replace("{name}", "booking");
+        let answer = send(&base, &method, &path, Some("{}"), None);
+        documented_error(&document, &method, &template, &answer, 503, "overloaded");
+    }
+    drop(kept);
 }
 
 /// Every code the sources of `serve` can answer: each `ApiError::new`'s
