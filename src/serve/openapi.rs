@@ -172,7 +172,7 @@ pub fn docs() -> Vec<Doc> {
         doc(
             Method::POST,
             "/v1/sessions/{id}/messages",
-            "One turn: the turn object of `flowc run --json`; with Accept: text/event-stream, text, event and turn events",
+            "One turn: the turn object of `flowc run --json`; with Accept: text/event-stream, text, event and turn events, or an error event ({\"error\": {\"code\", \"message\"}}, a code of the route's error answers) when the turn fails",
             Some("Message"),
             &[(200, Answer::Json("Turn"))],
             &[

@@ -213,6 +213,24 @@ fn a_tool_that_fails_in_a_step_that_stops_on_error_is_a_documented_500_turn_fail
     let shown = send(&base, &Method::GET, &format!("/v1/sessions/{id}"), None, None);
     let shown: Value = serde_json::from_str(&shown.body).expect("the session");
     assert_eq!(shown["turns"], 0, "the failed turn left nothing: {shown}");
+
+    // Asked for as server-sent events, the same failure is the stream's
+    // last event, `error`, holding to the 500's documented schema.
+    let streamed = reqwest::blocking::Client::new()
+        .post(format!("{base}/v1/sessions/{id}/messages"))
+        .header("accept", "text/event-stream")
+        .header("content-type", "application/json")
+        .body(json!({ "text": "hello" }).to_string())
+        .send()
+        .expect("the server answers");
+    assert_eq!(streamed.status().as_u16(), 200);
+    let events = super::read_events(streamed);
+    let (kind, data) = events.last().expect("events");
+    assert_eq!(kind, "error", "{events:?}");
+    let error: Value = serde_json::from_str(data).expect("a JSON error");
+    assert_eq!(code(&error), "turn_failed", "{error}");
+    let schema = &document["paths"][template]["post"]["responses"]["500"]["content"]["application/json"]["schema"];
+    assert_eq!(problems(&document, schema, &error), Vec::<String>::new(), "{error}");
 }
 
 #[test]
