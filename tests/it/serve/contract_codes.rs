@@ -488,11 +488,12 @@ fn at_the_cap_of_connections_every_route_health_and_metrics_included_answers_a_d
     drop(kept);
 }
 
-/// Every code the sources of `serve` can answer: each `ApiError::new`'s
-/// and each `with_code`'s.
+/// Every code the sources of `serve` can answer: each `ApiError::new`'s,
+/// each `with_code`'s and each `code: "…"` of an `ApiError` written whole.
 fn codes_in_the_sources() -> std::collections::BTreeSet<String> {
-    let new = regex::Regex::new(r#"ApiError::new\(\s*StatusCode::\w+,\s*"(\w+)""#).expect("a pattern");
+    let new = regex::Regex::new(r#"ApiError::new\(\s*[^,()]+,\s*"(\w+)""#).expect("a pattern");
     let renamed = regex::Regex::new(r#"with_code\("(\w+)"\)"#).expect("a pattern");
+    let literal = regex::Regex::new(r#"\bcode:\s*"(\w+)""#).expect("a pattern");
     let mut folders = vec![root().join("src/serve")];
     let mut codes = std::collections::BTreeSet::new();
     while let Some(folder) = folders.pop() {
@@ -504,7 +505,7 @@ fn codes_in_the_sources() -> std::collections::BTreeSet<String> {
                 let text = std::fs::read_to_string(&path).expect("a source file");
                 // Unit tests name codes they construct, not ones answered.
                 let text = text.split("#[cfg(test)]").next().unwrap_or_default();
-                for pattern in [&new, &renamed] {
+                for pattern in [&new, &renamed, &literal] {
                     codes.extend(pattern.captures_iter(text).map(|capture| capture[1].to_string()));
                 }
             }
