@@ -119,6 +119,24 @@ impl Session {
         let summary = self.summary.as_ref().map(|summary| crate::llm::context::summary::summary_message(&summary.text));
         summary.into_iter().chain(kept.iter().cloned()).collect()
     }
+
+    /// Drops the messages no model request will carry again under
+    /// `history` (the transcript keeps every one): those a summary stands
+    /// for, and without `summarize` all but the last `keep_last` after it.
+    /// With `summarize` the messages after the summary stay, as the next
+    /// turn folds those past `keep_last` into it. The summary then stands
+    /// for none of the messages left.
+    pub fn keep_history(&mut self, history: &crate::ir::History) {
+        let through = self.summary.as_ref().map_or(0, |summary| summary.through.min(self.history.len()));
+        let keep_last = usize::try_from(history.keep_last).unwrap_or(usize::MAX);
+        let dropped =
+            if history.summarize { through } else { through.max(self.history.len().saturating_sub(keep_last)) };
+        self.history.drain(..dropped);
+        // Every message the summary stood for went first.
+        if let Some(summary) = &mut self.summary {
+            summary.through = 0;
+        }
+    }
 }
 
 /// A stable hash of a program's IR, for [`Session::program_hash`].
@@ -288,6 +306,40 @@ mod tests {
         assert!(!compilation.has_errors(), "{:?}", compilation.diagnostics);
         let hash = program_hash(&compilation.ir);
         (compilation.ir, hash)
+    }
+
+    fn said(count: usize) -> Vec<Message> {
+        let role =
+            |index: usize| if index % 2 == 0 { crate::message::Role::User } else { crate::message::Role::Assistant };
+        (0..count).map(|index| Message { role: role(index), text: format!("message {index}") }).collect()
+    }
+
+    #[test]
+    fn keeping_the_history_never_changes_what_a_request_carries() {
+        let shapes = [(0, None), (5, None), (12, None), (34, None), (34, Some(20)), (34, Some(40)), (8, Some(3))];
+        for summarize in [false, true] {
+            for keep_last in [1u32, 4, 12, 50] {
+                for (count, through) in shapes {
+                    let mut session = Session::new("s", "h");
+                    session.history = said(count);
+                    session.summary = through.map(|through| HistorySummary { text: "earlier".into(), through });
+                    let carried = session.model_history(keep_last as usize);
+                    session.keep_history(&crate::ir::History { keep_last, summarize });
+                    let case = format!("summarize {summarize}, keep_last {keep_last}, {count} messages, {through:?}");
+                    assert_eq!(session.model_history(keep_last as usize), carried, "{case}");
+                    let kept = session.history.len();
+                    let unsummarised = count.saturating_sub(through.unwrap_or(0).min(count));
+                    if summarize {
+                        assert_eq!(kept, unsummarised, "{case}: the next turn folds what is past keep_last");
+                    } else {
+                        assert_eq!(kept, unsummarised.min(keep_last as usize), "{case}");
+                    }
+                    assert_eq!(session.summary.as_ref().map(|summary| summary.through), through.map(|_| 0), "{case}");
+                    let newest = said(count).last().cloned().filter(|_| unsummarised > 0);
+                    assert_eq!(session.history.last().cloned(), newest, "{case}: the newest message stays");
+                }
+            }
+        }
     }
 
     const BOOKING: &str = r#"

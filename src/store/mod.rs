@@ -37,8 +37,9 @@ use serde::Serialize;
 
 pub use location::StoreLocation;
 
-/// How many messages of history a stored session keeps; older ones live in
-/// the transcript only. More than the model is ever shown.
+/// How many messages of history a session imported from a JSON file keeps,
+/// its program unknown; older ones go to the transcript only. A session's
+/// turns keep what its program's requests carry ([`Session::keep_history`]).
 pub const HISTORY_KEPT: usize = 32;
 
 /// Why a store could not load, save, list or delete. Each message names the
@@ -451,7 +452,8 @@ pub fn open(location: &StoreLocation) -> Result<Box<dyn Store>, StoreError> {
 /// Commits one turn of `after`, which was `before` when the turn began:
 /// the session records where it stands by name (so that an edited
 /// `program` can find the place again), the messages the turn added go to
-/// the transcript, the session keeps the last [`HISTORY_KEPT`], and the
+/// the transcript, the session keeps only what its program's requests can
+/// still carry ([`Session::keep_history`]), and the
 /// save is a compare-and-swap on the version the turn started from.
 pub fn commit_turn(
     store: &dyn SessionStore,
@@ -490,12 +492,15 @@ pub fn commit_turn_queued(
 }
 
 /// Readies `after` for its save (its position by name, its history cut to
-/// [`HISTORY_KEPT`]) and gives the messages the turn added.
+/// what the program's requests can still carry) and gives the messages the
+/// turn added. Every save of a turn writes the session's history whole, so
+/// what it keeps is a cost per turn: the 32 messages kept before, where
+/// requests carried 12, were a fifth of a served turn's time (`cargo bench
+/// --bench serve`).
 fn turn_written(program: &Program, before: &Session, after: &mut Session) -> Vec<Message> {
     after.record_position(program);
     let added = after.history.get(before.history.len()..).unwrap_or_default().to_vec();
-    let excess = after.history.len().saturating_sub(HISTORY_KEPT);
-    after.history.drain(..excess);
+    after.keep_history(&program.agent.history);
     added
 }
 
@@ -791,7 +796,7 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_appends_its_messages_and_keeps_a_bounded_history() {
+    fn a_turn_appends_its_messages_and_keeps_the_history_a_request_carries() {
         let store = memory::MemoryStore::default();
         let mut before = Session::new("s", "h");
         before.history = (0..HISTORY_KEPT).map(|index| message(&index.to_string())).collect();
@@ -802,7 +807,7 @@ mod tests {
         let program =
             crate::pipeline::compile(&crate::source::SourceFile::new("t.flow", "flow f { step a { say \"hi\" } }")).ir;
         commit_turn(&store, &program, &before, &mut after).unwrap();
-        assert_eq!(after.history.len(), HISTORY_KEPT);
+        assert_eq!(after.history.len(), crate::ir::DEFAULT_KEEP_LAST as usize, "what a request carries");
         assert_eq!(after.history.last(), Some(&message("new answer")));
         assert_eq!(store.transcript("s").unwrap(), vec![message("new question"), message("new answer")]);
         assert_eq!(store.load("s").unwrap(), Some(after));

@@ -10,10 +10,11 @@
 //! Precise, not paranoid: words are never claims, and a token the model
 //! was given backs the claim in any of the ways the shared readers read
 //! it (`reading.rs`: a date in another format, a number in words, a code
-//! punctuated otherwise). The turn's own texts are read first, and the
-//! program's only for a claim they do not back, so a reply that states
-//! nothing new costs one reading of the turn; the program's are read once
-//! a day for all turns ([`ProgramTexts`], kept by the runtime).
+//! punctuated otherwise). The turn's own texts are read first, then the
+//! conversation's messages, and the program's only for a claim neither
+//! backs, so a reply that restates the data or the message costs one
+//! reading of those; the program's are read once a day for all turns
+//! ([`ProgramTexts`], kept by the runtime).
 
 pub(super) mod reading;
 
@@ -66,9 +67,14 @@ impl ProgramTexts {
 /// the reply states a value-like token.
 pub(super) struct Grounds<'a> {
     texts: Vec<Cow<'a, str>>,
+    /// The conversation's messages, read only for a claim the rest of the
+    /// turn's texts do not back: most claims restate the data or the
+    /// message, and reading the conversation was most of a check's time.
+    conversation: Vec<&'a str>,
     program: &'a ProgramTexts,
     today: NaiveDate,
     turn: OnceCell<Known>,
+    said: OnceCell<Known>,
     everything: OnceCell<Arc<Known>>,
 }
 
@@ -90,13 +96,21 @@ impl<'a> Grounds<'a> {
 
     /// Nothing given yet but the program's texts and today's date.
     fn of(program: &'a ProgramTexts, today: NaiveDate) -> Grounds<'a> {
-        Grounds { texts: Vec::new(), program, today, turn: OnceCell::new(), everything: OnceCell::new() }
+        Grounds {
+            texts: Vec::new(),
+            conversation: Vec::new(),
+            program,
+            today,
+            turn: OnceCell::new(),
+            said: OnceCell::new(),
+            everything: OnceCell::new(),
+        }
     }
 
     fn session(&mut self, session: &'a Session, message: &'a str) {
         let grounds = self;
         grounds.texts.push(Cow::Borrowed(message));
-        grounds.texts.extend(session.history.iter().map(|said| Cow::Borrowed(said.text.as_str())));
+        grounds.conversation.extend(session.history.iter().map(|said| said.text.as_str()));
         if let Some(summary) = &session.summary {
             grounds.texts.push(Cow::Borrowed(summary.text.as_str()));
         }
@@ -123,7 +137,7 @@ impl<'a> Grounds<'a> {
         let texts = request.identity.iter().chain(&request.rules).chain(&request.flow_rules);
         let texts = texts.chain(&request.instructions).chain(&request.appended).chain(&request.said);
         self.texts.extend(texts.map(|text| Cow::Borrowed(text.as_str())));
-        self.texts.extend(request.history.iter().map(|said| Cow::Borrowed(said.text.as_str())));
+        self.conversation.extend(request.history.iter().map(|said| said.text.as_str()));
         for value in request.data.values() {
             self.value(value);
         }
@@ -173,6 +187,9 @@ impl<'a> Grounds<'a> {
         let stated = claims(reply, self.today);
         let turn = self.turn.get_or_init(|| Known::of(&self.texts.join("\n"), self.today).with_today(self.today));
         let mut open = stated.into_iter().filter(|(_, claim)| !turn.backs(claim)).peekable();
+        open.peek()?;
+        let said = self.said.get_or_init(|| Known::of(&self.conversation.join("\n"), self.today));
+        let mut open = open.filter(|(_, claim)| !said.backs(claim)).peekable();
         open.peek()?;
         let everything = self.everything.get_or_init(|| self.program.known(self.today));
         open.find(|(_, claim)| !everything.backs(claim)).map(|(written, _)| written)

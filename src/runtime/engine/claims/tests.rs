@@ -99,6 +99,20 @@ fn a_date_the_user_gave_in_another_format_is_no_claim() {
 }
 
 #[test]
+fn what_the_user_said_turns_ago_backs_a_reply_read_after_the_turns_own_texts() {
+    let support = program(SUPPORT);
+    let prompt = "How many guests?";
+    let said = ["My order is ORD-5521", "ann@example.com"];
+    // Each claim backed where it was given: the order and the email in
+    // the conversation, the date in the message, the 2 nowhere.
+    let reply = "ORD-5521 for ann@example.com on 2026-12-04. How many guests?";
+    assert_eq!(unfounded(&support, &said, "on 2026-12-04", prompt, reply), None);
+    let reply = "ORD-5521 on 2026-12-04 for 2. How many guests?";
+    assert_eq!(unfounded(&support, &said, "on 2026-12-04", prompt, reply).as_deref(), Some("2"));
+    assert_eq!(unfounded(&support, &[], "on 2026-12-04", prompt, "ORD-5521?").as_deref(), Some("ORD-5521"));
+}
+
+#[test]
 fn a_booking_id_from_a_tool_result_is_no_claim() {
     let support = program(SUPPORT);
     let session = session(&["Book the Grand Hotel on 2026-12-04 for 2 guests"]);
