@@ -39,15 +39,12 @@ pub struct Doc {
     pub streams: bool,
 }
 
-/// Health and metrics: never refused at a cap, no token, no store error.
-fn watched(path: &str) -> bool {
-    matches!(path, "/healthz" | "/metrics")
-}
-
 /// The error answers a route shares with every route of its kind, by the
-/// layer that gives them: the request cap and the body's deadline and
-/// limit (`mod.rs`, `listen.rs`), the token (`auth.rs`), the blocking pool
-/// and the store (`error.rs`).
+/// layer that gives them: the caps of connections and requests and the
+/// body's deadline and limit (`mod.rs`, `listen.rs`), the token
+/// (`auth.rs`), the blocking pool and the store (`error.rs`). Every route,
+/// health and metrics included, answers 503 `overloaded` at the cap of
+/// connections: a connection past it is refused before its request is read.
 pub fn shared_errors(doc: &Doc) -> Vec<(u16, &'static [&'static str])> {
     let mut errors: Vec<(u16, &'static [&'static str])> = Vec::new();
     if doc.request.is_some() {
@@ -59,9 +56,7 @@ pub fn shared_errors(doc: &Doc) -> Vec<(u16, &'static [&'static str])> {
     if doc.path.starts_with("/v1/sessions") || doc.path.starts_with("/v1/runs") {
         errors.extend([(500, &["store_corrupt"][..]), (503, &["store_unavailable"])]);
     }
-    if !watched(doc.path) {
-        errors.push((503, &["overloaded"]));
-    }
+    errors.push((503, &["overloaded"]));
     errors
 }
 
@@ -177,7 +172,7 @@ pub fn docs() -> Vec<Doc> {
         doc(
             Method::POST,
             "/v1/sessions/{id}/messages",
-            "One turn: the turn object of `flowc run --json`; with Accept: text/event-stream, text, event and turn events",
+            "One turn: the turn object of `flowc run --json`; with Accept: text/event-stream, text, event and turn events, or an error event ({\"error\": {\"code\", \"message\"}}, a code of the route's error answers) when the turn fails",
             Some("Message"),
             &[(200, Answer::Json("Turn"))],
             &[

@@ -433,6 +433,8 @@ fn every_answer_of_every_route_is_documented_with_its_status_and_schema() {
         let path = concrete(&template);
         let answer = never_ending_body(server.addr, &method, &path, TOKEN_ACME);
         assert_eq!(answer.status, 408, "{method} {template}: {}", answer.body);
+        let value: Value = serde_json::from_str(&answer.body).expect("a JSON error");
+        assert_eq!(code(&value), "body_timeout", "{value}");
         assert_documented(&document, &method, &template, &answer);
     }
 }

@@ -8,6 +8,7 @@ mod api;
 mod cache;
 mod caps;
 mod contract;
+mod contract_codes;
 mod failures;
 mod faults;
 mod folders;
