@@ -33,6 +33,17 @@ pub(crate) fn calls_a_tool(actions: &[Action]) -> bool {
     all_actions(actions).into_iter().any(|action| matches!(action.kind, ActionKind::Call(_)))
 }
 
+/// Whether any action of `program` asks the model (`ask_model`): a flow's
+/// `on_enter` and `on_complete`, a step's `do`, `on_enter`, `prepare` and
+/// `finalize`, nested `for_each` bodies included.
+pub(crate) fn asks_model(program: &super::Program) -> bool {
+    let flows = program.flows.iter().flat_map(|flow| {
+        let steps = flow.steps.iter().flat_map(|step| [&step.actions, &step.on_enter, &step.prepare, &step.finalize]);
+        [&flow.on_enter, &flow.on_complete].into_iter().chain(steps)
+    });
+    flows.flat_map(|actions| all_actions(actions)).any(|action| matches!(action.kind, ActionKind::AskModel(_)))
+}
+
 /// Where a step's directive comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StepPart {

@@ -189,7 +189,12 @@ pub fn docs() -> Vec<Doc> {
             "Start a workflow run: 201 with the run where it stopped, or 202 at once with wait: false",
             Some("NewRun"),
             &[(201, Answer::Json("Run")), (202, Answer::Json("Run"))],
-            &[(404, &["program_not_found"]), (409, &["version_conflict"]), (429, &["too_many_runs"])],
+            &[
+                (404, &["program_not_found"]),
+                (409, &["version_conflict"]),
+                (429, &["too_many_runs"]),
+                (502, &["model_unavailable"]),
+            ],
             false,
         ),
         doc(
@@ -216,7 +221,7 @@ pub fn docs() -> Vec<Doc> {
             "Go on with a waiting or paused run (now: true resumes a wait early)",
             Some("Resume"),
             &[(200, Answer::Json("Run"))],
-            &[(404, &["run_not_found", "not_found"]), (409, CONFLICTS_OF_A_RUN)],
+            &[(404, &["run_not_found", "not_found"]), (409, CONFLICTS_OF_A_RUN), (502, &["model_unavailable"])],
             false,
         ),
         doc(

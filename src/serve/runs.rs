@@ -11,6 +11,7 @@ use super::auth::{Tenant, new_id, owned_program};
 use super::error::{ApiError, Body, from_body_rejection};
 use super::metrics::Metrics;
 use super::programs::Version;
+use crate::runtime::model_step::Model;
 use crate::runtime::workflow::{RunStatus, StepProgress, WorkflowRun};
 use crate::store::{Cancel, Claim, StoreError, StoredRun};
 use crate::stored_run::{Execution, Hooks};
@@ -76,6 +77,8 @@ pub async fn create(
     let wait = body.optional_bool("wait")?.unwrap_or(true);
     let mut run = crate::runtime::workflow::start(&version.ir, &version.tool_env, flow, &data, context)
         .map_err(|error| ApiError::invalid(format!("`data`: {error}")))?;
+    // Before the run is stored: a model that cannot be had leaves nothing.
+    let model = model_for(&version)?;
     run.run = new_id(&tenant, &name, &run.run);
     let started = Arc::clone(&state);
     let (stored, version) = started
@@ -104,7 +107,7 @@ pub async fn create(
         let background = Arc::clone(&state);
         let task = tokio::task::spawn_blocking(move || {
             let mut stored = stored;
-            if let Err(error) = execute(&background, &mut stored, &version) {
+            if let Err(error) = execute(&background, &mut stored, &version, model.as_ref()) {
                 eprintln!("warning: run {} stopped: {}", stored.run.run, error.message);
             }
         });
@@ -114,27 +117,38 @@ pub async fn create(
     let shown = state
         .blocking(move |state| {
             let mut stored = stored;
-            execute(state, &mut stored, &version)?;
+            execute(state, &mut stored, &version, model.as_ref())?;
             Ok(run_json(state, &program, &stored))
         })
         .await?;
     Ok((StatusCode::CREATED, Json(shown)).into_response())
 }
 
+/// The model the program's model steps ask, on the provider its
+/// conversations use; none for a program that asks none, which then runs
+/// whatever the provider. A provider that cannot be built is a 502
+/// `model_unavailable`, as for a turn, asked before the run is stored or
+/// claimed so that it leaves nothing behind.
+fn model_for(version: &Version) -> Result<Option<Model>, ApiError> {
+    if !crate::ir::walk::asks_model(&version.ir) {
+        return Ok(None);
+    }
+    version.model().map(Some).map_err(|error| {
+        ApiError::new(StatusCode::BAD_GATEWAY, "model_unavailable", format!("no model for the model steps: {error}"))
+    })
+}
+
 /// Runs `stored` from where it stands to where it stops, saving it at every
 /// step under this process's claim, then releases it. A cancel met on the
 /// way is an answer, not an error: `stored` is then the run as cancelled.
-fn execute(state: &AppState, stored: &mut StoredRun, version: &Version) -> Result<(), ApiError> {
-    // The model its model steps ask, on the provider the program's
-    // conversations use.
-    let model = version.model().map_err(|error| ApiError::internal(format!("no model for model steps: {error}")))?;
+fn execute(state: &AppState, stored: &mut StoredRun, version: &Version, model: Option<&Model>) -> Result<(), ApiError> {
     let execution = Execution {
         store: state.store.as_ref(),
         program: &version.ir,
         tools: version.tools(),
         tool_env: &version.tool_env,
         limits: version.limits.run,
-        model: Some(&model),
+        model,
     };
     let hooks = Hooks {
         on_progress: &mut |_: &StepProgress| {},
@@ -195,6 +209,7 @@ pub async fn resume(
                 ))
                 .with_code("incompatible_program")
             })?;
+            let model = model_for(&version)?;
             let claim = claim(state, &version);
             let not_due = stored.due_at.is_some_and(|due| due > claim.now);
             if stored.run.status == RunStatus::Waiting && !now && not_due {
@@ -211,7 +226,7 @@ pub async fn resume(
                             .with_code("run_busy")
                     },
                 )?;
-            execute(state, &mut claimed, &version)?;
+            execute(state, &mut claimed, &version, model.as_ref())?;
             Ok(run_json(state, &program, &claimed))
         })
         .await?;

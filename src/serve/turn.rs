@@ -27,6 +27,7 @@ use super::error::{ApiError, Body, from_body_rejection};
 use super::metrics::Metrics;
 use super::programs::Version;
 use super::sessions::owned;
+use crate::runtime::actions::ActionError;
 use crate::runtime::engine::{StreamSink, TurnError};
 use crate::runtime::events::TurnResult;
 use crate::runtime::session::{Session, adopt};
@@ -404,10 +405,18 @@ impl Drop for InFlight<'_> {
 fn turn_error(error: TurnError) -> ApiError {
     let message = error.to_string();
     match error {
-        TurnError::Provider(_) => ApiError::new(StatusCode::BAD_GATEWAY, "model_failed", message),
-        TurnError::Tool(_) => ApiError::new(StatusCode::BAD_GATEWAY, "tool_failed", message),
+        // A tool or a model step the turn's actions called is a service
+        // beyond the server, as the model is: its failure is a 502. What
+        // the program itself could not do (a write out of its field's
+        // range, a wait out of range) is the turn's own 500.
+        TurnError::Provider(_) | TurnError::Action(ActionError::Model(_)) => {
+            ApiError::new(StatusCode::BAD_GATEWAY, "model_failed", message)
+        }
+        TurnError::Tool(_) | TurnError::Action(ActionError::Tool(_)) => {
+            ApiError::new(StatusCode::BAD_GATEWAY, "tool_failed", message)
+        }
         TurnError::ProgramMismatch { .. } => ApiError::new(StatusCode::CONFLICT, "incompatible_program", message),
-        TurnError::Action(_) | TurnError::Wait(_) => {
+        TurnError::Action(ActionError::InvalidWrite { .. }) | TurnError::Wait(_) => {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "turn_failed", message)
         }
     }

@@ -45,10 +45,10 @@ const DRIVEN: &[(&str, &str)] = &[
     ("route_not_found", "an_unknown_route_and_an_unknown_method_answer_the_codes_the_document_names"),
     ("method_not_allowed", "an_unknown_route_and_an_unknown_method_answer_the_codes_the_document_names"),
     ("not_found", "an_id_the_store_cannot_hold_is_a_documented_404_on_every_route_of_an_id"),
-    ("turn_failed", "a_tool_that_fails_in_a_step_that_stops_on_error_is_a_documented_500_turn_failed"),
+    ("tool_failed", "a_tool_that_fails_in_a_step_that_stops_on_error_is_a_documented_502_tool_failed"),
+    ("turn_failed", "a_write_past_its_fields_range_in_a_step_that_stops_on_error_is_a_documented_500_turn_failed"),
     ("model_failed", "a_model_server_answering_500_is_a_documented_502_model_failed"),
-    ("model_unavailable", "a_provider_that_cannot_be_built_is_a_502_for_a_turn_and_a_500_for_a_run"),
-    ("internal", "a_provider_that_cannot_be_built_is_a_502_for_a_turn_and_a_500_for_a_run"),
+    ("model_unavailable", "a_provider_that_cannot_be_built_is_a_502_for_a_turn_and_for_a_run_that_asks_the_model"),
     ("internal", "two_servers_sharing_a_seed_of_ids_run_out_of_new_ids_with_a_documented_500"),
     ("run_busy", "a_run_resumed_while_its_step_runs_is_a_documented_409_run_busy"),
     ("incompatible_program", "a_session_and_a_run_whose_version_is_nowhere_are_a_documented_409"),
@@ -57,21 +57,13 @@ const DRIVEN: &[(&str, &str)] = &[
 ];
 
 /// Each code the sources hold that no request can produce, and why.
-const UNREACHABLE: &[(&str, &str)] = &[
-    (
-        "tool_failed",
-        "`turn.rs` answers it for `TurnError::Tool`, which the runtime never builds: a tool is called only \
-         through `actions::call_tool`, whose failure is an `ActionError::Tool`; a step's `on_error` answers it \
-         (a 200), and under `on_error stop` it is `TurnError::Action`, answered 500 `turn_failed` (driven above)",
-    ),
-    (
-        "run_cancelled",
-        "`StoreError::RunCancelled` comes only from `stored_run::Execution::execute`, and `runs.rs`'s `execute` \
+const UNREACHABLE: &[(&str, &str)] = &[(
+    "run_cancelled",
+    "`StoreError::RunCancelled` comes only from `stored_run::Execution::execute`, and `runs.rs`'s `execute` \
          takes it as the run's answer (the run as cancelled, 200/201); a cancelled run resumed is `run_ended` \
          (its status has ended) and one cancelled between resume's read and its claim is `run_busy` (the claim \
          takes no cancelled run); see a_run_resumed_while_its_step_runs_is_a_documented_409_run_busy",
-    ),
-];
+)];
 
 fn document(base: &str) -> Value {
     serde_json::from_str(&send(base, &Method::GET, "/openapi.json", None, None).body).expect("the document")
@@ -199,7 +191,7 @@ flow chat "Chat" {
 "#;
 
 #[test]
-fn a_tool_that_fails_in_a_step_that_stops_on_error_is_a_documented_500_turn_failed() {
+fn a_tool_that_fails_in_a_step_that_stops_on_error_is_a_documented_502_tool_failed() {
     let dir = temp_dir(&format!("serve-codes-tool-{}", unique()));
     std::fs::write(dir.join("failing.flow"), FAILING).expect("program");
     let server = start(&options_in(&dir, vec![dir.join("failing.flow")]));
@@ -208,7 +200,7 @@ fn a_tool_that_fails_in_a_step_that_stops_on_error_is_a_documented_500_turn_fail
     let id = created(&post(&base, "/v1/sessions", &json!({ "program": "failing" })), "id");
     let template = "/v1/sessions/{id}/messages";
     let answer = post(&base, &format!("/v1/sessions/{id}/messages"), &json!({ "text": "hello" }));
-    documented_error(&document, &Method::POST, template, &answer, 500, "turn_failed");
+    documented_error(&document, &Method::POST, template, &answer, 502, "tool_failed");
     assert!(answer.body.contains("`broken` failed"), "the message names the tool: {}", answer.body);
     let shown = send(&base, &Method::GET, &format!("/v1/sessions/{id}"), None, None);
     let shown: Value = serde_json::from_str(&shown.body).expect("the session");
@@ -228,9 +220,49 @@ fn a_tool_that_fails_in_a_step_that_stops_on_error_is_a_documented_500_turn_fail
     let (kind, data) = events.last().expect("events");
     assert_eq!(kind, "error", "{events:?}");
     let error: Value = serde_json::from_str(data).expect("a JSON error");
-    assert_eq!(code(&error), "turn_failed", "{error}");
-    let schema = &document["paths"][template]["post"]["responses"]["500"]["content"]["application/json"]["schema"];
+    assert_eq!(code(&error), "tool_failed", "{error}");
+    let schema = &document["paths"][template]["post"]["responses"]["502"]["content"]["application/json"]["schema"];
     assert_eq!(problems(&document, schema, &error), Vec::<String>::new(), "{error}");
+}
+
+/// A program whose auto step writes past its field's range and stops on
+/// that error.
+const OVERFLOWING: &str = r#"
+schema {
+  n: int "How many" 1..5
+}
+
+flow chat "Chat" {
+  default
+  step ask {
+    prompt "How many?"
+    collect n
+  }
+  auto step grow {
+    set n = n + 10
+    on_error stop
+  }
+  step done { say "Done {{n}}." }
+}
+"#;
+
+#[test]
+fn a_write_past_its_fields_range_in_a_step_that_stops_on_error_is_a_documented_500_turn_failed() {
+    let dir = temp_dir(&format!("serve-codes-write-{}", unique()));
+    std::fs::write(dir.join("overflowing.flow"), OVERFLOWING).expect("program");
+    let server = start(&options_in(&dir, vec![dir.join("overflowing.flow")]));
+    let base = format!("http://{}", server.addr);
+    let document = document(&base);
+    let id = created(&post(&base, "/v1/sessions", &json!({ "program": "overflowing" })), "id");
+    let path = format!("/v1/sessions/{id}/messages");
+    let asked = post(&base, &path, &json!({ "text": "hello" }));
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    let answer = post(&base, &path, &json!({ "text": "3" }));
+    documented_error(&document, &Method::POST, "/v1/sessions/{id}/messages", &answer, 500, "turn_failed");
+    assert!(answer.body.contains("cannot write `n`"), "the message names the field: {}", answer.body);
+    let shown: Value =
+        serde_json::from_str(&send(&base, &Method::GET, &format!("/v1/sessions/{id}"), None, None).body).expect("json");
+    assert_eq!(shown["turns"], 1, "the failed turn left nothing: {shown}");
 }
 
 #[test]
@@ -251,11 +283,12 @@ fn a_model_server_answering_500_is_a_documented_502_model_failed() {
 }
 
 #[test]
-fn a_provider_that_cannot_be_built_is_a_502_for_a_turn_and_a_500_for_a_run() {
+fn a_provider_that_cannot_be_built_is_a_502_for_a_turn_and_for_a_run_that_asks_the_model() {
     // A recording to replay that is not there: the provider is built
     // (and fails) at a turn's or run's first need of it.
     let dir = temp_dir(&format!("serve-codes-replay-{}", unique()));
-    let mut options = options(Auth::default());
+    let flows = ["booking", "onboarding", "outreach"].map(|name| root().join(format!("flows/{name}.flow")));
+    let mut options = options_in(&dir, flows.to_vec());
     options.settings.provider_flags.provider = Some(format!("replay:{}", dir.join("missing.jsonl").display()));
     let server = start(&options);
     let base = format!("http://{}", server.addr);
@@ -263,11 +296,26 @@ fn a_provider_that_cannot_be_built_is_a_502_for_a_turn_and_a_500_for_a_run() {
     let id = created(&post(&base, "/v1/sessions", &json!({ "program": "booking" })), "id");
     let answer = post(&base, &format!("/v1/sessions/{id}/messages"), &json!({ "text": BOOK }));
     documented_error(&document, &Method::POST, "/v1/sessions/{id}/messages", &answer, 502, "model_unavailable");
-    // A run asks for the model before its first step, whether or not a
-    // step of it asks the model (onboarding's do not).
-    let answer = post(&base, "/v1/runs", &onboarding());
-    documented_error(&document, &Method::POST, "/v1/runs", &answer, 500, "internal");
-    assert!(answer.body.contains("no model for model steps"), "{}", answer.body);
+    // A run none of whose steps asks the model runs without one.
+    let answer = post(
+        &base,
+        "/v1/runs",
+        &json!({
+            "program": "onboarding",
+            "data": { "company": "Initech", "contacts": [{ "name": "Ann", "email": "ann@initech.test" }] }
+        }),
+    );
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    // One that asks it is refused before it is stored or claimed.
+    let contacts = json!([{ "name": "Ann", "email": "ann@example.com" }]);
+    let answer = post(&base, "/v1/runs", &json!({ "program": "outreach", "data": { "contacts": contacts } }));
+    documented_error(&document, &Method::POST, "/v1/runs", &answer, 502, "model_unavailable");
+    assert!(answer.body.contains("no model for the model steps"), "{}", answer.body);
+    drop(server);
+    let store = flowc::store::open(&StoreLocation::Sqlite(dir.join("flowc.db"))).expect("the store");
+    let programs: Vec<String> = store.list_runs().expect("runs").into_iter().map(|run| run.program).collect();
+    assert_eq!(programs.len(), 1, "only onboarding's run is stored: {programs:?}");
+    assert!(programs.iter().all(|program| program.ends_with("onboarding.flow")), "{programs:?}");
 }
 
 #[test]
