@@ -1,10 +1,43 @@
 //! The API's one error shape, `{"error": {"code", "message"}}`, with the
 //! HTTP status each code answers with; and how the store's and the request
-//! body's failures map onto it.
+//! body's failures map onto it, and the path's: a route's `{id}` or
+//! `{name}` that is not UTF-8 once percent-decoded names nothing there
+//! can be, and is the route's 404 in the same shape ([`Id`], [`Name`]),
+//! where axum's own extractor answers a 400 in plain text.
 
 use crate::store::StoreError;
+use axum::extract::{FromRequestParts, Path};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
+
+/// A route's `{id}` (a session's or a run's).
+pub struct Id(pub String);
+
+/// A route's program `{name}`.
+pub struct Name(pub String);
+
+async fn path_param<S: Send + Sync>(parts: &mut Parts, state: &S, code: &'static str) -> Result<String, ApiError> {
+    Path::<String>::from_request_parts(parts, state).await.map(|Path(param)| param).map_err(|rejection| {
+        ApiError::new(StatusCode::NOT_FOUND, code, format!("nothing is named so: {}", rejection.body_text()))
+    })
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Id {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Id, ApiError> {
+        path_param(parts, state, "not_found").await.map(Id)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Name {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Name, ApiError> {
+        path_param(parts, state, "program_not_found").await.map(Name)
+    }
+}
 
 /// An error answered to a client. `code` is stable (clients branch on it);
 /// `message` is for people.

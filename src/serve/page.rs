@@ -14,9 +14,9 @@ pub use graph::{coverage_json, graph_json};
 
 use super::AppState;
 use super::auth::Tenant;
-use super::error::ApiError;
+use super::error::{ApiError, Name};
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -76,7 +76,7 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 pub async fn program_graph(
     State(state): State<Arc<AppState>>,
     _tenant: Tenant,
-    Path(name): Path<String>,
+    Name(name): Name,
 ) -> Result<Response, ApiError> {
     let graph = state
         .blocking(move |state| {
@@ -94,7 +94,7 @@ pub async fn program_graph(
 pub async fn program_coverage(
     State(state): State<Arc<AppState>>,
     _tenant: Tenant,
-    Path(name): Path<String>,
+    Name(name): Name,
 ) -> Result<Response, ApiError> {
     let coverage = state
         .blocking(move |state| {

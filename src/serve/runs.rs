@@ -8,7 +8,7 @@
 
 use super::AppState;
 use super::auth::{Tenant, new_id, owned_program};
-use super::error::{ApiError, Body, from_body_rejection};
+use super::error::{ApiError, Body, Id, from_body_rejection};
 use super::metrics::Metrics;
 use super::programs::Version;
 use crate::runtime::model_step::Model;
@@ -17,8 +17,8 @@ use crate::store::{Cancel, Claim, StoreError, StoredRun};
 use crate::stored_run::{Execution, Hooks};
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -165,11 +165,7 @@ fn load(state: &AppState, id: &str) -> Result<StoredRun, ApiError> {
 }
 
 /// `GET /v1/runs/{id}`.
-pub async fn show(
-    State(state): State<Arc<AppState>>,
-    tenant: Tenant,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+pub async fn show(State(state): State<Arc<AppState>>, tenant: Tenant, Id(id): Id) -> Result<Response, ApiError> {
     let program = owned(&tenant, &id)?;
     let shown = state.blocking(move |state| Ok(run_json(state, &program, &load(state, &id)?))).await?;
     Ok(Json(shown).into_response())
@@ -181,7 +177,7 @@ pub async fn show(
 pub async fn resume(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,
-    Path(id): Path<String>,
+    Id(id): Id,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let program = owned(&tenant, &id)?;
@@ -237,11 +233,7 @@ pub async fn resume(
 /// stopped for good, `cancelled`, through the store's own cancel (as
 /// `flowc runs cancel`): a process running it finds its next save refused
 /// and stops there, and no worker or resume takes it again.
-pub async fn cancel(
-    State(state): State<Arc<AppState>>,
-    tenant: Tenant,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+pub async fn cancel(State(state): State<Arc<AppState>>, tenant: Tenant, Id(id): Id) -> Result<Response, ApiError> {
     let program = owned(&tenant, &id)?;
     let shown = state
         .blocking(move |state| {
@@ -269,11 +261,7 @@ pub async fn cancel(
 /// `finished` (or `waiting`, `paused`) event with the run object when it
 /// stops. A stopped run's events are replayed from the store; a running
 /// one's follow as it is saved, by whichever process runs it.
-pub async fn events(
-    State(state): State<Arc<AppState>>,
-    tenant: Tenant,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+pub async fn events(State(state): State<Arc<AppState>>, tenant: Tenant, Id(id): Id) -> Result<Response, ApiError> {
     let program = owned(&tenant, &id)?;
     // Listening before the first read: no save after it goes unheard.
     let news = state.run_news.subscribe();

@@ -4,7 +4,7 @@
 
 use super::AppState;
 use super::auth::{Tenant, new_id, owned_program};
-use super::error::{ApiError, Body, from_body_rejection};
+use super::error::{ApiError, Body, Id, from_body_rejection};
 use super::metrics::Metrics;
 use crate::ir::Program;
 use crate::runtime::session::{Data, Session, ordered_data};
@@ -12,7 +12,7 @@ use crate::runtime::validate::validate;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
@@ -101,11 +101,7 @@ pub fn owned(tenant: &Tenant, id: &str) -> Result<String, ApiError> {
 
 /// `GET /v1/sessions/{id}`: where the conversation stands, its data and
 /// its whole transcript.
-pub async fn show(
-    State(state): State<Arc<AppState>>,
-    tenant: Tenant,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+pub async fn show(State(state): State<Arc<AppState>>, tenant: Tenant, Id(id): Id) -> Result<Response, ApiError> {
     let program = owned(&tenant, &id)?;
     let shown = state
         .blocking(move |state| {
@@ -136,11 +132,7 @@ pub async fn show(
 }
 
 /// `DELETE /v1/sessions/{id}` → 204.
-pub async fn delete(
-    State(state): State<Arc<AppState>>,
-    tenant: Tenant,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+pub async fn delete(State(state): State<Arc<AppState>>, tenant: Tenant, Id(id): Id) -> Result<Response, ApiError> {
     owned(&tenant, &id)?;
     state
         .blocking(move |state| {

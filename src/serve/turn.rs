@@ -23,7 +23,7 @@
 
 use super::AppState;
 use super::auth::Tenant;
-use super::error::{ApiError, Body, from_body_rejection};
+use super::error::{ApiError, Body, Id, from_body_rejection};
 use super::metrics::Metrics;
 use super::programs::Version;
 use super::sessions::owned;
@@ -34,8 +34,8 @@ use crate::runtime::session::{Session, adopt};
 use crate::store::{StoreError, Swap};
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -54,7 +54,7 @@ enum Streamed {
 pub async fn message(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,
-    Path(id): Path<String>,
+    Id(id): Id,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
