@@ -38,8 +38,11 @@
 //!   no session is created while it runs; the client thread's timer has a
 //!   resolution of 1 ms, which a turn sent late is charged for.
 //!
-//! `-- --rate R [--sessions S]` runs only the open loop (after a short
-//! warm-up), at R turns/s over S sessions (100 unless said);
+//! `-- --rate R [--sessions S] [--repeat N]` runs only the open loop
+//! (after a short warm-up), at R turns/s over S sessions (100 unless
+//! said), N times on one server (once unless said), then the least, the
+//! median and the greatest p99 of the N: one run's p99 on a shared
+//! 2-core machine moves by a few milliseconds from run to run;
 //! `-- --count N --sessions S` only a closed loop of N conversations per
 //! client; `--workers N` gives the server N async workers (2, `flowc
 //! serve`'s default, unless said).
@@ -290,11 +293,14 @@ fn level(name: &str, addrs: &[SocketAddr], sessions: usize, until: Until) {
 }
 
 /// What one session of the open-loop level saw: each turn's latency from
-/// the time it was scheduled, the answers other than 200 (and a broken
+/// the time it was scheduled and from the time it was sent, how late the
+/// clients' timer sent it, the answers other than 200 (and a broken
 /// connection, which ends the session), and the turns that booked.
 #[derive(Default)]
 struct Paced {
     latencies: Vec<Duration>,
+    from_sent: Vec<Duration>,
+    late: Vec<Duration>,
     errors: usize,
     booked: usize,
 }
@@ -312,9 +318,12 @@ async fn paced(mut connection: AsyncConnection, path: String, first: Instant, pe
     for (turn, due) in (0u32..).map(|turn| (turn, first + period * turn)).take_while(|(_, due)| *due < end) {
         tokio::time::sleep_until(due.into()).await;
         let message = if turn % 2 == 0 { &book } else { &yes };
+        let sent = Instant::now();
+        seen.late.push(sent.saturating_duration_since(due));
         match connection.try_post(&path, message).await {
             Ok((200, answer)) => {
                 seen.latencies.push(due.elapsed());
+                seen.from_sent.push(sent.elapsed());
                 seen.booked += usize::from(answer.contains("Booked!"));
             }
             Ok(_) => {
@@ -334,8 +343,11 @@ async fn paced(mut connection: AsyncConnection, path: String, first: Instant, pe
 /// `rate` turns/s in all for `run_for`, each session `rate / sessions`
 /// turns/s on a schedule of its own (the sessions' schedules evenly
 /// staggered). Prints the offered and achieved rates, the latency
-/// percentiles from the scheduled times, and the errors.
-fn open_level(name: &str, addr: SocketAddr, sessions: usize, rate: f64, run_for: Duration) {
+/// percentiles from the scheduled times, and the errors, and gives the
+/// p99 in milliseconds. Beside them: the p99 from the time each turn was
+/// sent, and how late the clients' timer sent turns, which the latency
+/// from the scheduled time includes (the server is charged for it).
+fn open_level(name: &str, addr: SocketAddr, sessions: usize, rate: f64, run_for: Duration) -> f64 {
     let committed = store_commits(&[addr]);
     let clients = std::thread::spawn(move || {
         let runtime = clients_runtime();
@@ -374,6 +386,8 @@ fn open_level(name: &str, addr: SocketAddr, sessions: usize, rate: f64, run_for:
             for task in tasks {
                 let one = task.await.unwrap_or_default();
                 seen.latencies.extend(one.latencies);
+                seen.from_sent.extend(one.from_sent);
+                seen.late.extend(one.late);
                 seen.errors += one.errors;
                 seen.booked += one.booked;
             }
@@ -386,23 +400,30 @@ fn open_level(name: &str, addr: SocketAddr, sessions: usize, rate: f64, run_for:
         clients.join().unwrap_or_else(|_| fail("the clients' thread panicked".to_string()));
     let batches = per_commit(committed, store_commits(&[addr]));
     seen.latencies.sort();
+    seen.from_sent.sort();
+    seen.late.sort();
     let turns = seen.latencies.len().max(1) as f64;
     let max = seen.latencies.last().map_or(0.0, |latest| latest.as_secs_f64() * 1e3);
+    let p99 = percentile(&seen.latencies, 99.0);
     println!(
         "{name:<10} {sessions:>3} sessions, open loop: offered {rate:.0} turns/s, achieved {:.0} turns/s; \
-         from the scheduled time p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {max:.2} ms ({} turns, {} booked, \
-         {} errors); CPU per turn {:.0} µs, of which clients {:.0} µs; load {}{batches}",
+         from the scheduled time p50 {:.2} ms, p99 {p99:.2} ms, p99.9 {:.2} ms, max {max:.2} ms ({} turns, {} booked, \
+         {} errors); from the send p99 {:.2} ms; sent late by the clients' timer p50 {:.2} ms, p99 {:.2} ms; \
+         CPU per turn {:.0} µs, of which clients {:.0} µs; load {}{batches}",
         seen.latencies.len() as f64 / elapsed,
         percentile(&seen.latencies, 50.0),
-        percentile(&seen.latencies, 99.0),
         percentile(&seen.latencies, 99.9),
         seen.latencies.len(),
         seen.booked,
         seen.errors,
+        percentile(&seen.from_sent, 99.0),
+        percentile(&seen.late, 50.0),
+        percentile(&seen.late, 99.0),
         cpu_spent.as_secs_f64() * 1e6 / turns,
         clients_cpu.as_secs_f64() * 1e6 / turns,
         load_average(),
     );
+    p99
 }
 
 /// The session saves the servers at `addrs` committed so far, and the
@@ -488,7 +509,19 @@ fn main() {
         let sessions = number_after("--sessions").unwrap_or(100);
         let running = server(StoreLocation::Sqlite(dir.join("flowc.db")));
         level("sqlite", &[running.addr], 10, warm);
-        open_level("sqlite", running.addr, sessions, rate as f64, run_time(quick));
+        let repeat = number_after("--repeat").unwrap_or(1).max(1);
+        let mut p99s: Vec<f64> =
+            (0..repeat).map(|_| open_level("sqlite", running.addr, sessions, rate as f64, run_time(quick))).collect();
+        if repeat > 1 {
+            p99s.sort_by(f64::total_cmp);
+            let at = |index: usize| p99s.get(index).copied().unwrap_or(0.0);
+            println!(
+                "sqlite     p99 over {repeat} runs of {rate} turns/s: least {:.2} ms, median {:.2} ms, greatest {:.2} ms",
+                at(0),
+                at(repeat / 2),
+                at(repeat - 1)
+            );
+        }
         if let Err(message) = running.stop() {
             fail(message);
         }
@@ -523,7 +556,7 @@ fn main() {
             level(name, &[running.addr], sessions, run_for);
         }
         if let StoreLocation::Sqlite(_) = store {
-            open_level(name, running.addr, 100, OFFERED, run_time(quick));
+            let _ = open_level(name, running.addr, 100, OFFERED, run_time(quick));
         }
         if let StoreLocation::Postgres(_) = store {
             // Two servers on one database, each with its own pool, as two
