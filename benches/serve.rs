@@ -40,8 +40,10 @@
 //!
 //! `-- --rate R [--sessions S] [--repeat N]` runs only the open loop
 //! (after a short warm-up), at R turns/s over S sessions (100 unless
-//! said), N times on one server (once unless said), then the least, the
-//! median and the greatest p99 of the N: one run's p99 on a shared
+//! said), N times on one server (once unless said; each run opens its
+//! own sessions, the store and the server's cache carrying over, as a
+//! server's would), then the least, the median (the upper one for an
+//! even N) and the greatest p99 of the N: one run's p99 on a shared
 //! 2-core machine moves by a few milliseconds from run to run;
 //! `-- --count N --sessions S` only a closed loop of N conversations per
 //! client; `--workers N` gives the server N async workers (2, `flowc
@@ -294,7 +296,8 @@ fn level(name: &str, addrs: &[SocketAddr], sessions: usize, until: Until) {
 
 /// What one session of the open-loop level saw: each turn's latency from
 /// the time it was scheduled and from the time it was sent, how late the
-/// clients' timer sent it, the answers other than 200 (and a broken
+/// clients' timer sent it (after it was due and the previous turn was
+/// answered), the answers other than 200 (and a broken
 /// connection, which ends the session), and the turns that booked.
 #[derive(Default)]
 struct Paced {
@@ -315,12 +318,17 @@ async fn paced(mut connection: AsyncConnection, path: String, first: Instant, pe
     let book = http::message(BOOK);
     let yes = http::message("yes");
     let mut seen = Paced::default();
+    let mut answered = first;
     for (turn, due) in (0u32..).map(|turn| (turn, first + period * turn)).take_while(|(_, due)| *due < end) {
         tokio::time::sleep_until(due.into()).await;
         let message = if turn % 2 == 0 { &book } else { &yes };
         let sent = Instant::now();
-        seen.late.push(sent.saturating_duration_since(due));
-        match connection.try_post(&path, message).await {
+        // The timer's own lateness: from when the turn could be sent (due,
+        // or the previous answer if the server was still on it).
+        seen.late.push(sent.saturating_duration_since(due.max(answered)));
+        let answer = connection.try_post(&path, message).await;
+        answered = Instant::now();
+        match answer {
             Ok((200, answer)) => {
                 seen.latencies.push(due.elapsed());
                 seen.from_sent.push(sent.elapsed());

@@ -29,7 +29,9 @@ pub enum Event {
     HistorySummarized {
         /// How many messages were folded into the summary this time.
         messages: usize,
-        /// How many of the session's first messages it now stands for.
+        /// How many of the first messages of the session's history, as
+        /// the turn found it, it now stands for (a stored session keeps
+        /// only the messages after them: the count then starts again).
         through: usize,
     },
     /// The model was called.

@@ -124,20 +124,30 @@ impl Session {
     /// `history` (the transcript keeps every one): those a summary stands
     /// for, and without `summarize` all but the last `keep_last` after it.
     /// With `summarize` the messages after the summary stay, as the next
-    /// turn folds those past `keep_last` into it. The summary then stands
-    /// for none of the messages left.
+    /// turn folds those past `keep_last` into it, but no more than
+    /// [`UNFOLDED_KEPT`] (or twice `keep_last`): a summary call that keeps
+    /// failing folds nothing, and every turn writes what is kept.
     pub fn keep_history(&mut self, history: &crate::ir::History) {
         let through = self.summary.as_ref().map_or(0, |summary| summary.through.min(self.history.len()));
         let keep_last = usize::try_from(history.keep_last).unwrap_or(usize::MAX);
-        let dropped =
-            if history.summarize { through } else { through.max(self.history.len().saturating_sub(keep_last)) };
-        self.history.drain(..dropped);
-        // Every message the summary stood for went first.
+        let kept = if history.summarize { keep_last.saturating_mul(2).max(UNFOLDED_KEPT) } else { keep_last };
+        self.drop_oldest(through.max(self.history.len().saturating_sub(kept)));
+    }
+
+    /// Drops the first `count` messages of the history; a summary that
+    /// stood for some of them stands for the rest of those only.
+    pub(crate) fn drop_oldest(&mut self, count: usize) {
+        let count = count.min(self.history.len());
         if let Some(summary) = &mut self.summary {
-            summary.through = 0;
+            summary.through = summary.through.min(self.history.len()).saturating_sub(count);
         }
+        self.history.drain(..count);
     }
 }
+
+/// The fewest messages after its summary a session with `summarize` keeps
+/// ([`Session::keep_history`]), unless twice its `keep_last` is more.
+pub const UNFOLDED_KEPT: usize = 32;
 
 /// A stable hash of a program's IR, for [`Session::program_hash`].
 pub fn program_hash(program: &crate::ir::Program) -> String {
@@ -330,7 +340,8 @@ mod tests {
                     let kept = session.history.len();
                     let unsummarised = count.saturating_sub(through.unwrap_or(0).min(count));
                     if summarize {
-                        assert_eq!(kept, unsummarised, "{case}: the next turn folds what is past keep_last");
+                        let bound = (2 * keep_last as usize).max(UNFOLDED_KEPT);
+                        assert_eq!(kept, unsummarised.min(bound), "{case}: the next turn folds what is past keep_last");
                     } else {
                         assert_eq!(kept, unsummarised.min(keep_last as usize), "{case}");
                     }

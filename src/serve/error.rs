@@ -6,6 +6,7 @@
 //! where axum's own extractor answers a 400 in plain text.
 
 use crate::store::StoreError;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{FromRequestParts, Path};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
@@ -17,9 +18,16 @@ pub struct Id(pub String);
 /// A route's program `{name}`.
 pub struct Name(pub String);
 
+/// The route's one path parameter. One that does not decode names
+/// nothing (`code`, 404); any other rejection is the router's own wiring
+/// gone wrong (no such parameter), a 500 as axum answers it.
 async fn path_param<S: Send + Sync>(parts: &mut Parts, state: &S, code: &'static str) -> Result<String, ApiError> {
-    Path::<String>::from_request_parts(parts, state).await.map(|Path(param)| param).map_err(|rejection| {
-        ApiError::new(StatusCode::NOT_FOUND, code, format!("nothing is named so: {}", rejection.body_text()))
+    Path::<String>::from_request_parts(parts, state).await.map(|Path(param)| param).map_err(|rejection| match rejection
+    {
+        PathRejection::FailedToDeserializePathParams(_) => {
+            ApiError::new(StatusCode::NOT_FOUND, code, format!("nothing is named so: {}", rejection.body_text()))
+        }
+        other => ApiError::internal(other.body_text()),
     })
 }
 

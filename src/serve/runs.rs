@@ -77,12 +77,13 @@ pub async fn create(
     let wait = body.optional_bool("wait")?.unwrap_or(true);
     let mut run = crate::runtime::workflow::start(&version.ir, &version.tool_env, flow, &data, context)
         .map_err(|error| ApiError::invalid(format!("`data`: {error}")))?;
-    // Before the run is stored: a model that cannot be had leaves nothing.
-    let model = model_for(&version)?;
     run.run = new_id(&tenant, &name, &run.run);
     let started = Arc::clone(&state);
-    let (stored, version) = started
+    let (stored, version, model) = started
         .blocking(move |state| {
+            // Before the run is stored: a model that cannot be had leaves
+            // nothing. Building one may read a recording: off the workers.
+            let model = model_for(&version)?;
             let claim = claim(state, &version);
             let mut stored = StoredRun {
                 run,
@@ -93,7 +94,7 @@ pub async fn create(
             };
             for _ in 0..100 {
                 if super::caps::create_run(state, &tenant, &stored, &claim)? {
-                    return Ok((stored, version));
+                    return Ok((stored, version, model));
                 }
                 stored.run.run = new_id(&tenant, &name, &version.tool_env.ids.next_id());
             }

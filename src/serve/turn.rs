@@ -30,6 +30,7 @@ use super::sessions::owned;
 use crate::runtime::actions::ActionError;
 use crate::runtime::engine::{StreamSink, TurnError};
 use crate::runtime::events::TurnResult;
+use crate::runtime::model_step::ModelStepError;
 use crate::runtime::session::{Session, adopt};
 use crate::store::{StoreError, Swap};
 use axum::Json;
@@ -406,19 +407,23 @@ fn turn_error(error: TurnError) -> ApiError {
     let message = error.to_string();
     match error {
         // A tool or a model step the turn's actions called is a service
-        // beyond the server, as the model is: its failure is a 502. What
-        // the program itself could not do (a write out of its field's
-        // range, a wait out of range) is the turn's own 500.
-        TurnError::Provider(_) | TurnError::Action(ActionError::Model(_)) => {
+        // beyond the server, as the model is: its failure (a call that
+        // failed, an answer that did not fit) is a 502. What the program
+        // itself could not do (a write out of its field's range, a wait
+        // out of range, a model step over its own limit) is the turn's 500.
+        TurnError::Provider(_)
+        | TurnError::Action(ActionError::Model(ModelStepError::Call { .. } | ModelStepError::Rejected { .. })) => {
             ApiError::new(StatusCode::BAD_GATEWAY, "model_failed", message)
         }
         TurnError::Tool(_) | TurnError::Action(ActionError::Tool(_)) => {
             ApiError::new(StatusCode::BAD_GATEWAY, "tool_failed", message)
         }
         TurnError::ProgramMismatch { .. } => ApiError::new(StatusCode::CONFLICT, "incompatible_program", message),
-        TurnError::Action(ActionError::InvalidWrite { .. }) | TurnError::Wait(_) => {
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "turn_failed", message)
-        }
+        TurnError::Action(
+            ActionError::InvalidWrite { .. }
+            | ActionError::Model(ModelStepError::Limit { .. } | ModelStepError::NoModel { .. }),
+        )
+        | TurnError::Wait(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "turn_failed", message),
     }
 }
 

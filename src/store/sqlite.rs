@@ -304,9 +304,8 @@ impl SqliteStore {
                 .and_then(|mut session| {
                     // The file's name is the key it was asked for.
                     session.id = id.to_string();
-                    let history = std::mem::take(&mut session.history);
-                    let start = history.len().saturating_sub(super::HISTORY_KEPT);
-                    session.history = history.get(start..).unwrap_or_default().to_vec();
+                    let history = session.history.clone();
+                    session.drop_oldest(history.len().saturating_sub(super::HISTORY_KEPT));
                     match self.load(id) {
                         Ok(Some(_)) => Ok(()),
                         _ => self.save(&session, 0, &history).map_err(|error| error.to_string()),

@@ -103,9 +103,9 @@ fn unsummarised(session: &Session) -> &[Message] {
 /// summary that leads it, if any) that the window leaves out, and half of
 /// the rest ([`to_fold`]), and gives `history` the new summary in their
 /// place. One call folds at most `keep_last` messages, so the summary
-/// request stays bounded; what a session holds beyond that (one saved
-/// before `summarize` was on) is folded by the next turns' calls, so
-/// nothing is cut. The last `tail` messages of `history` are this turn's,
+/// request stays bounded; what a session holds beyond that is folded by
+/// the next turns' calls (what it keeps between turns:
+/// [`Session::keep_history`]). The last `tail` messages of `history` are this turn's,
 /// not yet in the session: they are not folded and stay at the end. A call
 /// that fails or answers nothing is traced, and the request is trimmed as
 /// it would be without `summarize`.

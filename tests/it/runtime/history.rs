@@ -102,3 +102,53 @@ fn twelve_turns_with_keep_last_4_fold_the_oldest_into_a_summary_every_other_turn
     assert!(lead.contains("aunt Wilhelmina"), "the first message is in the summary sent on the last turn: {lead}");
     assert!(!last.iter().skip(1).any(|message| message.text.contains("Wilhelmina")));
 }
+
+/// The summary calls of each of `turns` turns of TRIP, and the history
+/// each understand request carried; with `stored`, every turn is committed
+/// to a store and the next one runs on the session loaded back from it.
+fn trip(turns: usize, stored: bool) -> (Vec<usize>, Vec<Vec<Message>>, usize) {
+    let understood = Arc::new(Mutex::new(Vec::new()));
+    let spy = Spy { inner: Offline::new(), understood: Arc::clone(&understood) };
+    let options = RuntimeOptions { tool_env: tool_env_at(NOW), tools: Default::default(), limits: Default::default() };
+    let ir = program(TRIP);
+    let mut runtime = Runtime::new(Arc::clone(&ir), Box::new(spy), options);
+    let store = flowc::store::memory::MemoryStore::default();
+    let mut session = runtime.new_session("long");
+    let mut summary_calls = Vec::new();
+    for n in 0..turns {
+        let message =
+            if n == 0 { "I want to plan a trip with my aunt Wilhelmina.".to_string() } else { format!("Turn {n}.") };
+        let before = session.clone();
+        let result = runtime.run_turn(&mut session, &message).unwrap_or_else(|error| panic!("{error}"));
+        if stored {
+            flowc::store::commit_turn(&store, &ir, &before, &mut session).unwrap_or_else(|error| panic!("{error}"));
+            session = flowc::store::SessionStore::load(&store, "long")
+                .unwrap_or_else(|error| panic!("{error}"))
+                .unwrap_or_else(|| panic!("the session is stored"));
+        }
+        let calls = result
+            .events
+            .iter()
+            .filter(|event| matches!(event, Event::ModelCalled { purpose: Purpose::Summarize, .. }))
+            .count();
+        summary_calls.push(calls);
+    }
+    let understood = understood.lock().unwrap_or_else(|error| panic!("{error}")).clone();
+    (summary_calls, understood, session.history.len())
+}
+
+#[test]
+fn a_session_stored_between_turns_is_summarised_and_asked_as_one_kept_whole() {
+    // 24 turns, 48 messages: past what a stored session once kept (32),
+    // whose cut left the summary standing for messages it never folded.
+    let (calls, requests, whole) = trip(24, false);
+    let (stored_calls, stored_requests, kept) = trip(24, true);
+    assert_eq!(stored_calls, calls, "the same summary calls");
+    assert_eq!(stored_requests, requests, "every understand request carried the same history");
+    assert_eq!(whole, 48);
+    // The stored session holds what the summary has not folded: at most
+    // the last `keep_last` (4) and this turn's two, far fewer than 48.
+    assert!(kept <= 6, "{kept} messages kept");
+    let last = requests.last().unwrap_or_else(|| panic!("the last request"));
+    assert!(last.first().is_some_and(|lead| lead.text.contains("Summary of the earlier conversation")), "{last:?}");
+}
