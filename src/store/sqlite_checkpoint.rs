@@ -16,15 +16,18 @@
 //! an automatic checkpoint at [`WAL_BOUND_PAGES`] pages: past that bound,
 //! the commit that crosses it copies what the thread has not (a little)
 //! and the WAL starts over. That commit still `fsync`s both files while
-//! the others wait (about 10 ms here): at 5,000 booking turns/s (about
-//! 17,000 pages/s) once in 0.6 s rather than SQLite's every 60 ms. A
-//! higher bound (32,768 pages) made that wait rarer but cost more CPU per
-//! turn on the serve bench (347–364 against 285–322 µs, and 1,159–1,627
-//! against 1,804–2,033 turns/s achieved, three interleaved pairs at 3,000
-//! turns/s offered, the code otherwise the same; the WAL file grows to
-//! 135 MB through a 4 s run, where at 10,000 pages it is written over
-//! from 41 MB on). A
-//! WAL that is not written all the time starts over well before (once the
+//! the others wait (4–11 ms here), and those waits are what a served
+//! turn's p99 is made of when they are frequent: at 5,000 booking turns/s
+//! (about 12,500 pages/s) a bound of 10,000 pages gave 6–8 such commits in
+//! a 4 s run, holding up about 1% of the turns, and p99 6.6–9.5 ms (median
+//! 7.4, six runs); 40,000 pages gave 1–2 (p99 4.4–6.8 ms, median 5.0),
+//! CPU per turn the same within the machine's drift (191–230 against
+//! 209–242 µs, interleaved, idle; `cargo bench --bench serve -- --rate
+//! 5000 --repeat 3`). An earlier trial of 32,768 pages cost CPU per turn
+//! (347–364 against 285–322 µs at 3,000 turns/s) on a loaded machine,
+//! when each turn wrote a third more pages; it did not show again idle.
+//! The WAL file then grows to about 160 MB under sustained load. A WAL
+//! that is not written all the time starts over well before (once the
 //! thread has moved all of it), and its file is cut back to
 //! [`WAL_FILE_LIMIT`] bytes when it starts over.
 //!
@@ -48,12 +51,12 @@ pub(crate) const CHANGES_PER_CHECKPOINT: u64 = 1024;
 
 /// The WAL size, in pages, past which the committing connection
 /// checkpoints itself (SQLite's `wal_autocheckpoint`).
-pub(crate) const WAL_BOUND_PAGES: i64 = 10_000;
+pub(crate) const WAL_BOUND_PAGES: i64 = 40_000;
 
 /// What the WAL file is cut back to when it starts over (SQLite's
 /// `journal_size_limit`), in bytes: the bound, and room for what is
 /// written while a checkpoint of the thread holds the commits' own off.
-pub(crate) const WAL_FILE_LIMIT: i64 = 64 * 1024 * 1024;
+pub(crate) const WAL_FILE_LIMIT: i64 = 192 * 1024 * 1024;
 
 /// Sets the checkpoint bounds on the store's own connection, which writes.
 pub(crate) fn bound(connection: &Connection) -> rusqlite::Result<()> {
