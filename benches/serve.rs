@@ -38,6 +38,7 @@
 //!   no session is created while it runs; the client thread's timer has a
 //!   resolution of 1 ms, which a turn sent late is charged for.
 //!
+//! `--seconds N` makes each level run N seconds (4 unless said).
 //! `-- --rate R [--sessions S] [--repeat N]` runs only the open loop
 //! (after a short warm-up), at R turns/s over S sessions (100 unless
 //! said), N times on one server (once unless said; each run opens its
@@ -494,9 +495,14 @@ fn memory_per_session(addr: SocketAddr, count: usize) {
     );
 }
 
-/// How long each level runs.
+/// How long each level runs: `--seconds N` if given, else 4 s (1 s with
+/// `--quick`). A longer run shows what a short one cannot: the kernel's
+/// writeback of the store's files, which starts after seconds.
 fn run_time(quick: bool) -> Duration {
-    Duration::from_millis(if quick { 1000 } else { 4000 })
+    match number_after("--seconds") {
+        Some(seconds) => Duration::from_secs(seconds as u64),
+        None => Duration::from_millis(if quick { 1000 } else { 4000 }),
+    }
 }
 
 /// The value after `flag` on the command line, as a number.
