@@ -20,60 +20,121 @@ pub const DEFAULT_CAPACITY: usize = 4096;
 
 /// Sessions by id, at the version this server last saved or loaded.
 pub(crate) struct SessionCache {
-    entries: Mutex<HashMap<String, Arc<Session>>>,
+    kept: Mutex<Kept>,
     capacity: usize,
+}
+
+/// The kept sessions, each in a slot of its own, and the clock's hand: a
+/// full cache drops the first session, from the hand on, that no turn
+/// used since the hand last passed it (CLOCK, the second-chance
+/// approximation of least recently used), so a conversation that goes on
+/// stays kept. Dropping whichever entry a hash map listed first, as
+/// before, made two conversations hashed low evict each other on every
+/// turn once the cache was full: each turn of theirs loaded its session
+/// from the store, on the async worker.
+#[derive(Default)]
+struct Kept {
+    slots: Vec<Slot>,
+    by_id: HashMap<String, usize>,
+    hand: usize,
+}
+
+struct Slot {
+    session: Arc<Session>,
+    used: bool,
+}
+
+impl Kept {
+    /// The slot of the session the clock drops: one not used since the
+    /// hand last passed it (a whole turn of the hand clears every mark, so
+    /// this ends within two).
+    fn victim(&mut self) -> usize {
+        loop {
+            if self.hand >= self.slots.len() {
+                self.hand = 0;
+            }
+            let at = self.hand;
+            self.hand += 1;
+            match self.slots.get_mut(at) {
+                Some(slot) if slot.used => slot.used = false,
+                _ => return at,
+            }
+        }
+    }
 }
 
 impl SessionCache {
     /// A cache of at most `capacity` sessions; 0 keeps none.
     pub fn new(capacity: usize) -> SessionCache {
-        SessionCache { entries: Mutex::new(HashMap::new()), capacity }
+        SessionCache { kept: Mutex::new(Kept::default()), capacity }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
-        // The map is whole after any panic (an insert or a remove), so a
-        // poisoned lock is taken back rather than failing every turn.
-        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, Kept> {
+        // The slots and their index are whole after any panic (each change
+        // is made in one step under the lock), so a poisoned lock is taken
+        // back rather than failing every turn.
+        self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The session as this server last saw it, if it kept it.
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
-        self.lock().get(id).cloned()
+        let mut kept = self.lock();
+        let at = *kept.by_id.get(id)?;
+        let slot = kept.slots.get_mut(at)?;
+        slot.used = true;
+        Some(Arc::clone(&slot.session))
     }
 
     /// Keeps `session`, just saved or loaded, in place of an older copy;
     /// a newer copy kept already stays (two turns of one session awaiting
     /// their saves on async workers may come back in either order). A full
-    /// cache drops some other session first: which one does not matter
-    /// for correctness (a dropped one is loaded again), and a hash map's
-    /// first entry costs nothing to find, unlike the least recently used
-    /// one.
+    /// cache drops the session the clock points at ([`Kept`]).
     pub fn put(&self, session: Arc<Session>) {
         if self.capacity == 0 {
             return;
         }
-        let mut entries = self.lock();
-        if entries.get(&session.id).is_some_and(|kept| kept.version > session.version) {
+        let mut kept = self.lock();
+        let kept = &mut *kept;
+        if let Some(slot) = kept.by_id.get(&session.id).copied().and_then(|at| kept.slots.get_mut(at)) {
+            if slot.session.version <= session.version {
+                slot.session = session;
+            }
+            slot.used = true;
             return;
         }
-        if entries.len() >= self.capacity
-            && !entries.contains_key(&session.id)
-            && let Some(victim) = entries.keys().next().cloned()
-        {
-            entries.remove(&victim);
+        let id = session.id.clone();
+        let slot = Slot { session, used: true };
+        if kept.slots.len() < self.capacity {
+            kept.by_id.insert(id, kept.slots.len());
+            kept.slots.push(slot);
+            return;
         }
-        entries.insert(session.id.clone(), session);
+        let at = kept.victim();
+        if let Some(dropped) = kept.slots.get_mut(at).map(|old| std::mem::replace(old, slot)) {
+            kept.by_id.remove(&dropped.session.id);
+            kept.by_id.insert(id, at);
+        }
     }
 
     /// Drops the session: deleted, or found stale.
     pub fn forget(&self, id: &str) {
-        self.lock().remove(id);
+        let mut kept = self.lock();
+        let Some(at) = kept.by_id.remove(id) else {
+            return;
+        };
+        if at < kept.slots.len() {
+            kept.slots.swap_remove(at);
+        }
+        // The last slot moved into the freed one.
+        if let Some(moved) = kept.slots.get(at).map(|slot| slot.session.id.clone()) {
+            kept.by_id.insert(moved, at);
+        }
     }
 
     /// How many sessions are kept now.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().slots.len()
     }
 }
 
@@ -117,6 +178,48 @@ mod tests {
         // Replacing a kept session evicts nothing.
         cache.put(session("s9", 2));
         assert_eq!(cache.len(), 3);
+    }
+
+    #[test]
+    fn conversations_that_go_on_stay_kept_in_a_full_cache() {
+        let cache = SessionCache::new(64);
+        for index in 0..64 {
+            cache.put(session(&format!("old{index}"), 1));
+        }
+        // Ten conversations take turns, each a get then a put of the next
+        // version, while new sessions keep arriving.
+        let mut missed = 0;
+        for turn in 1..50u64 {
+            for conversation in 0..10 {
+                let id = format!("live{conversation}");
+                if cache.get(&id).is_none() {
+                    missed += 1;
+                }
+                cache.put(session(&id, turn));
+            }
+            cache.put(session(&format!("new{turn}"), 1));
+        }
+        // Each missed only its first turn, before it was ever kept.
+        assert_eq!(missed, 10);
+        assert_eq!(cache.len(), 64);
+    }
+
+    #[test]
+    fn forgetting_keeps_the_others_findable() {
+        let cache = SessionCache::new(4);
+        for id in ["a", "b", "c", "d"] {
+            cache.put(session(id, 1));
+        }
+        cache.forget("a");
+        cache.forget("zz");
+        assert_eq!(cache.len(), 3);
+        for id in ["b", "c", "d"] {
+            assert_eq!(cache.get(id).map(|kept| kept.id.clone()).as_deref(), Some(id));
+        }
+        cache.put(session("e", 1));
+        cache.put(session("f", 1));
+        assert_eq!(cache.len(), 4);
+        assert!(cache.get("f").is_some());
     }
 
     #[test]
