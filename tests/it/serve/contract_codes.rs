@@ -175,6 +175,19 @@ fn an_id_the_store_cannot_hold_is_a_documented_404_on_every_route_of_an_id() {
     }
 }
 
+/// A server on `source` alone (saved as `name`.flow in a directory of its
+/// own), its address, its document, and a new session of it.
+fn serving(name: &str, source: &str) -> (flowc::serve::Running, String, Value, String) {
+    let dir = temp_dir(&format!("serve-codes-{name}-{}", unique()));
+    let file = dir.join(format!("{name}.flow"));
+    std::fs::write(&file, source).expect("program");
+    let server = start(&options_in(&dir, vec![file]));
+    let base = format!("http://{}", server.addr);
+    let document = document(&base);
+    let id = created(&post(&base, "/v1/sessions", &json!({ "program": name })), "id");
+    (server, base, document, id)
+}
+
 /// A conversation whose default flow calls, at once, a tool that exits 1,
 /// in a step that stops on error.
 const FAILING: &str = r#"agent Failing {
@@ -202,12 +215,7 @@ flow chat "Chat" {
 
 #[test]
 fn a_tool_that_fails_in_a_step_that_stops_on_error_is_a_documented_502_tool_failed() {
-    let dir = temp_dir(&format!("serve-codes-tool-{}", unique()));
-    std::fs::write(dir.join("failing.flow"), FAILING).expect("program");
-    let server = start(&options_in(&dir, vec![dir.join("failing.flow")]));
-    let base = format!("http://{}", server.addr);
-    let document = document(&base);
-    let id = created(&post(&base, "/v1/sessions", &json!({ "program": "failing" })), "id");
+    let (_server, base, document, id) = serving("failing", FAILING);
     let template = "/v1/sessions/{id}/messages";
     let answer = post(&base, &format!("/v1/sessions/{id}/messages"), &json!({ "text": "hello" }));
     documented_error(&document, &Method::POST, template, &answer, 502, "tool_failed");
@@ -258,12 +266,7 @@ flow chat "Chat" {
 
 #[test]
 fn a_write_past_its_fields_range_in_a_step_that_stops_on_error_is_a_documented_500_turn_failed() {
-    let dir = temp_dir(&format!("serve-codes-write-{}", unique()));
-    std::fs::write(dir.join("overflowing.flow"), OVERFLOWING).expect("program");
-    let server = start(&options_in(&dir, vec![dir.join("overflowing.flow")]));
-    let base = format!("http://{}", server.addr);
-    let document = document(&base);
-    let id = created(&post(&base, "/v1/sessions", &json!({ "program": "overflowing" })), "id");
+    let (_server, base, document, id) = serving("overflowing", OVERFLOWING);
     let path = format!("/v1/sessions/{id}/messages");
     let asked = post(&base, &path, &json!({ "text": "hello" }));
     assert_eq!(asked.status, 200, "{}", asked.body);
