@@ -6,7 +6,7 @@
 
 use crate::support::{flowc_env, root, stderr, stdout, temp_dir};
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const TODAY: &str = "2026-01-05T10:00:00Z";
@@ -181,17 +181,24 @@ fn a_worker_resumes_every_due_run_once_and_leaves_the_rest() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A directory named after `name` holding `pausing.flow` and a store in
+/// which `flowc run` started it twice: the directory, the store, the
+/// program's file and the two runs' ids, both waiting.
+fn two_waiting_runs(name: &str) -> (PathBuf, String, PathBuf, [String; 2]) {
+    let dir = temp_dir(name);
+    let store = store_in(&dir);
+    let file = dir.join("pausing.flow");
+    assert!(std::fs::write(&file, PAUSING).is_ok());
+    let runs = [(), ()].map(|()| run_id(&flowc_at(&dir, &store, TODAY, &["run", "pausing.flow"])));
+    (dir, store, file, runs)
+}
+
 /// A run started by `flowc run` records its program's version in the
 /// store: after its file is edited or deleted, `flowc resume` (and a
 /// worker, through the same lookup) goes on with the version it started on.
 #[test]
 fn a_run_whose_program_changed_or_went_away_goes_on_with_the_version_it_started_on() {
-    let dir = temp_dir("wf-changed");
-    let store = store_in(&dir);
-    let file = dir.join("pausing.flow");
-    assert!(std::fs::write(&file, PAUSING).is_ok());
-    let changed = run_id(&flowc_at(&dir, &store, TODAY, &["run", "pausing.flow"]));
-    let deleted = run_id(&flowc_at(&dir, &store, TODAY, &["run", "pausing.flow"]));
+    let (dir, store, file, [changed, deleted]) = two_waiting_runs("wf-changed");
     assert!(std::fs::write(&file, PAUSING.replace("set n = 2", "set n = 3")).is_ok());
 
     let output = flowc_at(&dir, &store, TODAY, &["resume", &changed, "--now"]);
@@ -215,12 +222,7 @@ fn a_run_whose_program_changed_or_went_away_goes_on_with_the_version_it_started_
 /// away, the reason recorded on the run.
 #[test]
 fn a_run_whose_version_the_store_never_recorded_fails_with_the_reason_recorded() {
-    let dir = temp_dir("wf-unrecorded");
-    let store = store_in(&dir);
-    let file = dir.join("pausing.flow");
-    assert!(std::fs::write(&file, PAUSING).is_ok());
-    let changed = run_id(&flowc_at(&dir, &store, TODAY, &["run", "pausing.flow"]));
-    let deleted = run_id(&flowc_at(&dir, &store, TODAY, &["run", "pausing.flow"]));
+    let (dir, store, file, [changed, deleted]) = two_waiting_runs("wf-unrecorded");
     let database = rusqlite::Connection::open(dir.join("flowc.db")).expect("the store opens");
     assert_eq!(database.execute("DELETE FROM program_versions", []).expect("versions are kept"), 1);
     drop(database);

@@ -79,6 +79,22 @@ fn documented_error(document: &Value, method: &Method, template: &str, answer: &
     assert_documented(document, method, template, answer);
 }
 
+/// Sends each of `cases` (method, route, path, body) and asserts each
+/// answer is the error `status` `code`, documented for its route.
+fn each_documented_error(
+    base: &str,
+    document: &Value,
+    cases: &[(Method, &str, String, Option<Value>)],
+    status: u16,
+    code: &str,
+) {
+    for (method, template, path, body) in cases {
+        let body = body.as_ref().map(Value::to_string);
+        let answer = send(base, method, path, body.as_deref(), None);
+        documented_error(document, method, template, &answer, status, code);
+    }
+}
+
 fn post(base: &str, path: &str, body: &Value) -> Answer {
     send(base, &Method::POST, path, Some(&body.to_string()), None)
 }
@@ -159,16 +175,14 @@ fn an_id_the_store_cannot_hold_is_a_documented_404_on_every_route_of_an_id() {
         (Method::POST, "/v1/runs/{id}/resume", format!("{run}/resume"), Some(json!({ "now": true }))),
         (Method::POST, "/v1/runs/{id}/cancel", format!("{run}/cancel"), None),
     ];
-    for (method, template, path, body) in cases {
-        let body = body.map(|body| body.to_string());
-        let answer = send(&base, &method, &path, body.as_deref(), None);
-        documented_error(&document, &method, template, &answer, 404, "not_found");
-        // Nor is an id that is not UTF-8 once percent-decoded (axum's own
-        // extractor answered it 400 in plain text).
+    each_documented_error(&base, &document, &cases, 404, "not_found");
+    // Nor is an id that is not UTF-8 once percent-decoded (axum's own
+    // extractor answered it 400 in plain text).
+    let undecodable = cases.map(|(method, template, path, body)| {
         let path = path.replace("open_booking_not.an.id", "%FF").replace("open_onboarding_not.an.id", "%C3%28");
-        let answer = send(&base, &method, &path, body.as_deref(), None);
-        documented_error(&document, &method, template, &answer, 404, "not_found");
-    }
+        (method, template, path, body)
+    });
+    each_documented_error(&base, &document, &undecodable, 404, "not_found");
     for template in ["/v1/programs/{name}/graph", "/v1/programs/{name}/coverage"] {
         let answer = send(&base, &Method::GET, &template.replace("{name}", "%FF"), None, None);
         documented_error(&document, &Method::GET, template, &answer, 404, "program_not_found");
@@ -472,10 +486,7 @@ fn a_read_only_store_is_a_documented_503_on_every_route_that_writes() {
         (Method::POST, "/v1/runs/{id}/resume", format!("/v1/runs/{waiting}/resume"), Some(json!({ "now": true }))),
         (Method::POST, "/v1/runs/{id}/cancel", format!("/v1/runs/{other}/cancel"), None),
     ];
-    for (method, template, path, body) in refused {
-        let answer = send(&base, &method, &path, body.map(|body| body.to_string()).as_deref(), None);
-        documented_error(&document, &method, template, &answer, 503, "store_unavailable");
-    }
+    each_documented_error(&base, &document, &refused, 503, "store_unavailable");
 }
 
 #[test]
@@ -507,10 +518,7 @@ fn damaged_rows_are_a_documented_500_on_the_routes_that_read_them() {
         (Method::POST, "/v1/runs/{id}/resume", format!("/v1/runs/{run}/resume"), Some(json!({ "now": true }))),
         (Method::POST, "/v1/runs/{id}/cancel", format!("/v1/runs/{run}/cancel"), None),
     ];
-    for (method, template, path, body) in cases {
-        let answer = send(&base, &method, &path, body.map(|body| body.to_string()).as_deref(), None);
-        documented_error(&document, &method, template, &answer, 500, "store_corrupt");
-    }
+    each_documented_error(&base, &document, &cases, 500, "store_corrupt");
 }
 
 #[test]
