@@ -113,8 +113,7 @@ impl Session {
     /// of the messages it stands for, then at most the last `keep_last`
     /// messages after them.
     pub fn model_history(&self, keep_last: usize) -> Vec<Message> {
-        let through = self.summary.as_ref().map_or(0, |summary| summary.through.min(self.history.len()));
-        let after = self.history.get(through..).unwrap_or_default();
+        let after = self.unsummarised();
         let kept = after.get(after.len().saturating_sub(keep_last)..).unwrap_or_default();
         let summary = self.summary.as_ref().map(|summary| crate::llm::context::summary::summary_message(&summary.text));
         summary.into_iter().chain(kept.iter().cloned()).collect()
@@ -128,7 +127,7 @@ impl Session {
     /// [`UNFOLDED_KEPT`] (or twice `keep_last`): a summary call that keeps
     /// failing folds nothing, and every turn writes what is kept.
     pub fn keep_history(&mut self, history: &crate::ir::History) {
-        let through = self.summary.as_ref().map_or(0, |summary| summary.through.min(self.history.len()));
+        let through = self.summarised();
         let keep_last = usize::try_from(history.keep_last).unwrap_or(usize::MAX);
         let kept = if history.summarize { keep_last.saturating_mul(2).max(UNFOLDED_KEPT) } else { keep_last };
         self.drop_oldest(through.max(self.history.len().saturating_sub(kept)));
@@ -138,10 +137,22 @@ impl Session {
     /// stood for some of them stands for the rest of those only.
     pub(crate) fn drop_oldest(&mut self, count: usize) {
         let count = count.min(self.history.len());
+        let through = self.summarised().saturating_sub(count);
         if let Some(summary) = &mut self.summary {
-            summary.through = summary.through.min(self.history.len()).saturating_sub(count);
+            summary.through = through;
         }
         self.history.drain(..count);
+    }
+
+    /// How many of the history's first messages the summary stands for
+    /// (none without one; never more than the history holds).
+    fn summarised(&self) -> usize {
+        self.summary.as_ref().map_or(0, |summary| summary.through.min(self.history.len()))
+    }
+
+    /// The history's messages after the ones its summary stands for.
+    pub(crate) fn unsummarised(&self) -> &[Message] {
+        self.history.get(self.summarised()..).unwrap_or_default()
     }
 }
 

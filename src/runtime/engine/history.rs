@@ -17,7 +17,7 @@ use crate::llm::context::summary::summary_request;
 use crate::llm::{ModelReply, ReplyRequest, UnderstandRequest};
 use crate::message::Message;
 use crate::runtime::events::{Event, Purpose};
-use crate::runtime::session::{HistorySummary, Session};
+use crate::runtime::session::HistorySummary;
 
 /// Gives the understand request its history, summarising first when the
 /// window would cut it.
@@ -88,14 +88,7 @@ pub(super) fn to_fold(messages: usize, needed: usize) -> usize {
 /// out because `keep_last` cuts them: with `summarize`, these are folded
 /// into the summary too rather than lost.
 fn cut_by_keep_last(st: &TurnState, sv: &Services) -> usize {
-    unsummarised(&st.session).len().saturating_sub(keep_last(sv))
-}
-
-/// The session's messages after the ones its summary stands for.
-fn unsummarised(session: &Session) -> &[Message] {
-    let history = &session.history;
-    let through = session.summary.as_ref().map_or(0, |summary| summary.through.min(history.len()));
-    history.get(through..).unwrap_or_default()
+    st.session.unsummarised().len().saturating_sub(keep_last(sv))
 }
 
 /// Folds into the session's summary, with one model call, the messages
@@ -105,21 +98,22 @@ fn unsummarised(session: &Session) -> &[Message] {
 /// place. One call folds at most `keep_last` messages, so the summary
 /// request stays bounded; what a session holds beyond that is folded by
 /// the next turns' calls (what it keeps between turns:
-/// [`Session::keep_history`]). The last `tail` messages of `history` are this turn's,
-/// not yet in the session: they are not folded and stay at the end. A call
+/// [`crate::runtime::session::Session::keep_history`]). The last `tail`
+/// messages of `history` are this turn's, not yet in the session: they are
+/// not folded and stay at the end. A call
 /// that fails or answers nothing is traced, and the request is trimmed as
 /// it would be without `summarize`.
 fn summarize(st: &mut TurnState, sv: &mut Services, history: &mut Vec<Message>, left_out: usize, tail: usize) {
     let led = usize::from(st.session.summary.is_some());
     let cut = cut_by_keep_last(st, sv);
-    let folded = to_fold(unsummarised(&st.session).len(), cut + left_out.saturating_sub(led)).min(keep_last(sv).max(1));
+    let folded = to_fold(st.session.unsummarised().len(), cut + left_out.saturating_sub(led)).min(keep_last(sv).max(1));
     if folded == 0 {
         return;
     }
-    let Some(dropped) = unsummarised(&st.session).get(..folded) else {
+    let Some(dropped) = st.session.unsummarised().get(..folded) else {
         return;
     };
-    let through = st.session.history.len().saturating_sub(unsummarised(&st.session).len()) + folded;
+    let through = st.session.history.len().saturating_sub(st.session.unsummarised().len()) + folded;
     let previous = st.session.summary.as_ref().map(|summary| summary.text.clone());
     let request = summary_request(previous.as_deref(), dropped);
     let text = match sv.provider.reply(&request, &[], &mut |_| {}) {
