@@ -63,7 +63,7 @@ use std::time::Duration;
 pub(crate) const CHANGES_PER_CHECKPOINT: u64 = 1024;
 
 /// The WAL size, in pages, past which the thread starts the WAL over
-/// itself after its checkpoint ([`restart`]).
+/// itself after its checkpoint ([`Mode::Restart`]).
 pub(crate) const RESTART_PAGES: u64 = 20_000;
 
 /// The WAL size, in pages, past which the committing connection
@@ -209,12 +209,12 @@ fn run(path: &PathBuf, shared: &Shared) {
         let Some(open) = &connection else {
             continue;
         };
-        match checkpoint(open).and_then(|(log, moved)| {
+        match checkpoint(open, Mode::Passive).and_then(|(log, moved)| {
             // Nearly all of a long WAL is in the database now: starting it
             // over here costs the commits the copy of what came since and
             // two `fsync`s, where the commit crossing the bound would
             // copy whatever this thread has not.
-            if log >= RESTART_PAGES { restart(open) } else { Ok((log, moved)) }
+            if log >= RESTART_PAGES { checkpoint(open, Mode::Restart) } else { Ok((log, moved)) }
         }) {
             Ok((log, moved)) => {
                 shared.log.store(log, Ordering::Relaxed);
@@ -230,20 +230,27 @@ fn run(path: &PathBuf, shared: &Shared) {
     }
 }
 
-/// A `RESTART` checkpoint: it waits for the commit in progress, holds new
-/// ones off while it copies the rest of the WAL and `fsync`s, and has the
-/// next commit start the WAL over. A busy database (past the connection's
-/// timeout) leaves it to the next turn of the thread, or to the bound.
-fn restart(connection: &Connection) -> rusqlite::Result<(u64, u64)> {
-    let count = |value: i64| u64::try_from(value).unwrap_or(0);
-    connection.query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| Ok((count(row.get(1)?), count(row.get(2)?))))
+/// How a checkpoint of the thread runs.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// Copies what it can without taking the write lock, while commits go on.
+    Passive,
+    /// Waits for the commit in progress, holds new ones off while it copies
+    /// the rest of the WAL and `fsync`s, and has the next commit start the
+    /// WAL over. A busy database (past the connection's timeout) leaves it
+    /// to the next turn of the thread, or to the bound.
+    Restart,
 }
 
-/// One `PASSIVE` checkpoint: the WAL's frames, and how many of them are
-/// in the database after it.
-fn checkpoint(connection: &Connection) -> rusqlite::Result<(u64, u64)> {
+/// One checkpoint: the WAL's frames, and how many of them are in the
+/// database after it.
+fn checkpoint(connection: &Connection, mode: Mode) -> rusqlite::Result<(u64, u64)> {
+    let pragma = match mode {
+        Mode::Passive => "PRAGMA wal_checkpoint(PASSIVE)",
+        Mode::Restart => "PRAGMA wal_checkpoint(RESTART)",
+    };
     let count = |value: i64| u64::try_from(value).unwrap_or(0);
-    connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| Ok((count(row.get(1)?), count(row.get(2)?))))
+    connection.query_row(pragma, [], |row| Ok((count(row.get(1)?), count(row.get(2)?))))
 }
 
 /// A checkpoint that fails harms nothing (the commits checkpoint at the
@@ -319,12 +326,12 @@ mod tests {
         write(&store, 300, 4096);
         let thread = rusqlite::Connection::open(&path).unwrap();
         thread.busy_timeout(std::time::Duration::from_millis(100)).unwrap();
-        let (log, moved) = super::restart(&thread).unwrap();
+        let (log, moved) = super::checkpoint(&thread, super::Mode::Restart).unwrap();
         assert!(log > 300 && moved == log, "all of the WAL moved: {moved} of {log} frames");
         let mut session = store.load("s").unwrap().unwrap();
         session.version += 1;
         store.save(&session, 300, &[]).unwrap();
-        let (after, _) = super::checkpoint(&thread).unwrap();
+        let (after, _) = super::checkpoint(&thread, super::Mode::Passive).unwrap();
         assert!(after < log, "the WAL started over: {after} frames, {log} before the save");
     }
 
